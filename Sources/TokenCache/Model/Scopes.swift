@@ -1,0 +1,42 @@
+/// Scope handling shared by saving and lookup.
+enum Scopes {
+    /// Scopes every OpenID request carries; MSAL leaves them out of cache targets.
+    static let reserved: Set<String> = ["openid", "profile", "offline_access"]
+
+    /// Splits a space-separated scope string, dropping empty parts.
+    static func split(_ target: String) -> [String] {
+        target.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init)
+    }
+
+    /// The set used to compare scopes: scopes are case-insensitive in Microsoft identity.
+    static func comparableSet(_ scopes: some Sequence<String>) -> Set<String> {
+        Set(scopes.map { $0.lowercased() })
+    }
+
+    /// A target in canonical form: sorted, de-duplicated, lower-cased.
+    static func normalizedTarget(_ target: String) -> String {
+        comparableSet(split(target)).sorted().joined(separator: " ")
+    }
+}
+
+/// Authority hosts that are the same cloud under different names.
+enum Environment {
+    private static let aliasGroups: [[String]] = [
+        ["login.microsoftonline.com", "login.windows.net", "login.microsoft.com", "sts.windows.net"],
+        ["login.partner.microsoftonline.cn", "login.chinacloudapi.cn"],
+        ["login.microsoftonline.de"],
+        ["login.microsoftonline.us", "login.usgovcloudapi.net"],
+        ["login-us.microsoftonline.com"],
+    ]
+    private static let canonicalByAlias: [String: String] = {
+        var map: [String: String] = [:]
+        for group in aliasGroups { for alias in group { map[alias] = group[0] } }
+        return map
+    }()
+
+    /// The first name of the host's alias group, or the host itself, lower-cased.
+    static func canonical(_ environment: String) -> String {
+        let lowered = environment.lowercased()
+        return canonicalByAlias[lowered] ?? lowered
+    }
+}

@@ -1,0 +1,403 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The account store: MSAL-schema token caches for several client apps sharing one group.
+///
+/// Apps save token endpoint responses, find accounts and tokens following MSAL's rules, and
+/// sign out. Every app that opens a store on the same backend and group sees the same
+/// accounts, which is what gives single sign-on between apps.
+///
+/// Lookups run against an in-memory index; before each operation the store asks the backend
+/// for the group's revision and reloads only when another process changed it.
+public final class AccountStore: Sendable {
+    /// Behaviour that apps can tune.
+    public struct Options: Sendable {
+        /// Access tokens expiring sooner than this are not returned (MSAL uses 5 minutes).
+        public var expiryMargin: TimeInterval = 300
+        /// Where the library logs; secrets are never logged.
+        public var logger: Logger = Logger(label: "tokencache")
+        /// Whether usernames and account IDs may appear in logs.
+        public var privacy: LogPrivacy = LogPrivacy()
+
+        /// Default options.
+        public init() {}
+    }
+
+    /// Where entries are stored.
+    public let backend: any CacheBackend
+    /// The sharing group this store reads and writes.
+    public let group: CacheGroup
+    /// The options in force.
+    public let options: Options
+
+    private struct State: Sendable {
+        var index = CacheIndex()
+        var revision: CacheRevision?
+        var isLoaded = false
+    }
+    private let state = Mutex(State())
+
+    /// Opens the store for a group on a backend. Nothing is read until the first call.
+    public init(backend: any CacheBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.backend = backend
+        self.group = group
+        self.options = options
+    }
+
+    private var logger: Logger { options.logger }
+
+    // MARK: Saving
+
+    /// Stores a token endpoint response the way MSAL does: access, refresh and ID tokens,
+    /// the account and the app metadata (with the FOCI family), and marks the app signed in.
+    /// Cached access tokens of the same account, client and tenant whose scopes overlap the new
+    /// token's are replaced.
+    ///
+    /// - Parameters:
+    ///   - response: the parsed response.
+    ///   - clientID: the app the tokens were issued to.
+    ///   - authority: the authority the tokens came from.
+    ///   - scopes: the scopes requested; used when the response does not list granted scopes.
+    /// - Returns: the access token as a ``TokenResult``.
+    /// - Throws: ``TokenCacheError``; on error the cache is left exactly as it was.
+    @discardableResult
+    public func save(_ response: TokenResponse, clientID: String, authority: Authority,
+                     scopes: [String], now: Date = Date()) throws(TokenCacheError) -> TokenResult {
+        try Self.validate(clientID: clientID)
+        let entities: ResponseEntities
+        do {
+            entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
+                                            scopes: scopes, now: now)
+        } catch let error as TokenCacheError {
+            throw error
+        } catch {
+            throw TokenCacheError.invalidResponse("(body)", "could not be read")
+        }
+        if entities.accessToken["target"]?.isEmpty ?? true {
+            throw TokenCacheError.invalidResponse("scope", "is empty and no scopes were requested")
+        }
+        return try mutate { index in
+            var changes: [CacheChange] = []
+            let newAT = entities.accessToken
+            let newTargets = Scopes.comparableSet(Scopes.split(newAT["target"] ?? ""))
+            if let home = entities.homeAccountID {
+                for old in index.entries(.accessToken, homeAccountID: home)
+                where old.key != newAT.key && Self.sameSlot(old, newAT)
+                    && !index.targetSet(ofAccessToken: old.key).isDisjoint(with: newTargets) {
+                    changes.append(.remove(.accessToken, key: old.key))
+                }
+            }
+            for entry in entities.all {
+                var entry = entry
+                if entry.kind == .appMetadata, let stored = index.existing(matching: entry) {
+                    // Keep fields other SDKs or apps added (display_name, …).
+                    var merged = stored.fields
+                    merged["family_id"] = nil
+                    entry.fields = merged.merging(entry.fields) { $1 }
+                }
+                changes += Self.upsert(entry, in: index)
+            }
+            if let home = entities.homeAccountID {
+                changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID, state: .signedIn), in: index)
+            }
+            logger.debug("Saving token response", metadata: [
+                "client_id": .string(clientID), "account": options.privacy.pii(entities.homeAccountID ?? "-"),
+                "changes": .stringConvertible(changes.count)])
+            return changes
+        } result: { index in
+            let account = entities.homeAccountID.flatMap { self.account(homeAccountID: $0, clientID: clientID, in: index) }
+            return Self.result(AccessToken(entry: entities.accessToken), account: account)
+        }
+    }
+
+    /// Parses and stores a token endpoint response body. See ``save(_:clientID:authority:scopes:now:)``.
+    @discardableResult
+    public func save(responseJSON: Data, clientID: String, authority: Authority,
+                     scopes: [String], now: Date = Date()) throws(TokenCacheError) -> TokenResult {
+        let response: TokenResponse
+        do { response = try TokenResponse(json: responseJSON) } catch let error as TokenCacheError { throw error } catch {
+            throw TokenCacheError.invalidResponse("(body)", "could not be read")
+        }
+        return try save(response, clientID: clientID, authority: authority, scopes: scopes, now: now)
+    }
+
+    // MARK: Accounts
+
+    /// Accounts a client can use silently: those with a refresh token of the client or of its
+    /// family, minus those the client signed out of (MSAL's `allAccounts`).
+    public func accounts(clientID: String) throws(TokenCacheError) -> [CachedAccount] {
+        try read { index in
+            Self.homeAccountIDs(in: index).compactMap { home in
+                guard Self.signInState(home: home, clientID: clientID, in: index) != .signedOut,
+                      Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).first != nil
+                else { return nil }
+                return self.account(homeAccountID: home, clientID: clientID, in: index)
+            }
+        }
+    }
+
+    /// Every account in the group, whichever apps use it.
+    public func allAccounts() throws(TokenCacheError) -> [CachedAccount] {
+        try read { index in
+            Self.homeAccountIDs(in: index).compactMap { self.account(homeAccountID: $0, clientID: nil, in: index) }
+        }
+    }
+
+    /// The account with this username (case-insensitive) or home account ID, among the accounts
+    /// `clientID` can use (or all accounts when `clientID` is nil).
+    public func account(_ usernameOrHomeAccountID: String, clientID: String? = nil) throws(TokenCacheError) -> CachedAccount? {
+        let candidates = if let clientID { try accounts(clientID: clientID) } else { try allAccounts() }
+        let wanted = usernameOrHomeAccountID.lowercased()
+        return candidates.first { $0.homeAccountID.lowercased() == wanted }
+            ?? candidates.first { $0.username.lowercased() == wanted }
+    }
+
+    /// The sign-in state a client has recorded for an account.
+    public func signInState(of account: CachedAccount, clientID: String) throws(TokenCacheError) -> SignInState? {
+        try read { Self.signInState(home: account.homeAccountID, clientID: clientID, in: $0) }
+    }
+
+    // MARK: Tokens
+
+    /// A cached access token for the account, client and scopes that does not expire within
+    /// ``Options/expiryMargin``, or nil. A token past its `refresh_on` is still returned (check
+    /// ``TokenResult/needsRefresh(now:)``) so it can serve as a fallback if refreshing fails.
+    ///
+    /// - Parameter authority: restricts the tenant; nil or `common`/`organizations` means the
+    ///   account's home tenant.
+    public func accessToken(clientID: String, account: CachedAccount, scopes: [String],
+                            authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
+        let requested = Scopes.comparableSet(scopes.filter { !Scopes.reserved.contains($0.lowercased()) })
+        guard !requested.isEmpty else {
+            throw TokenCacheError.invalidArgument("scopes", "no scopes other than openid, profile and offline_access were given",
+                                                  hint: "Ask for at least one resource scope, for example User.Read")
+        }
+        let realm = Self.tenant(for: authority, account: account)
+        let environment = Environment.canonical(authority?.environment ?? account.environment)
+        let deadline = now.addingTimeInterval(options.expiryMargin).timeIntervalSince1970
+        return try read { index in
+            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return nil }
+            let best = index.entries(.accessToken, homeAccountID: account.homeAccountID).filter { at in
+                at["client_id"]?.lowercased() == clientID.lowercased()
+                    && Environment.canonical(at["environment"] ?? "") == environment
+                    && (realm == nil || at["realm"]?.lowercased() == realm?.lowercased())
+                    && at.fields["ext_cache_key"] == nil
+                    && (at["token_type"] ?? "Bearer").lowercased() == "bearer"
+                    && (at.fields["expires_on"]?.secondsValue ?? 0) > deadline
+                    && requested.isSubset(of: index.targetSet(ofAccessToken: at.key))
+            }.max { ($0.fields["expires_on"]?.secondsValue ?? 0) < ($1.fields["expires_on"]?.secondsValue ?? 0) }
+            return best.map { Self.result(AccessToken(entry: $0), account: account) }
+        }
+    }
+
+    /// The refresh token a client should redeem for an account, in MSAL's order: the family's
+    /// token when app metadata names a family, family "1" when the app has no metadata yet,
+    /// then the app's own, newest first. Nil when the app signed out of the account.
+    public func refreshToken(clientID: String, account: CachedAccount) throws(TokenCacheError) -> RefreshToken? {
+        try refreshTokens(clientID: clientID, account: account).first
+    }
+
+    /// Every refresh token the client may redeem for the account, in the order to try them.
+    public func refreshTokens(clientID: String, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
+        try read { index in
+            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
+            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID,
+                                      environment: account.environment, in: index).map(RefreshToken.init(entry:))
+        }
+    }
+
+    /// The app metadata recorded for a client, if any.
+    public func appMetadata(clientID: String) throws(TokenCacheError) -> [AppMetadata] {
+        try read { index in
+            index.all(.appMetadata).filter { $0["client_id"]?.lowercased() == clientID.lowercased() }.map(AppMetadata.init(entry:))
+        }
+    }
+
+    /// Every entry in the group, for inspection tools. Entries hold secrets.
+    public func entries() throws(TokenCacheError) -> [CacheEntry] {
+        try read { index in EntityKind.allCases.flatMap { index.all($0) } }
+    }
+
+    // MARK: Signing out and removing
+
+    /// Signs one app out of an account: the app's access, ID and own refresh tokens are removed
+    /// and its state becomes `signed_out`. Other apps keep the account and their SSO, including
+    /// the family refresh token.
+    public func signOut(_ account: CachedAccount, clientID: String) throws(TokenCacheError) {
+        try mutate { index in
+            var changes: [CacheChange] = []
+            for kind in [EntityKind.accessToken, .idToken, .refreshToken] {
+                for entry in index.entries(kind, homeAccountID: account.homeAccountID)
+                where entry["client_id"]?.lowercased() == clientID.lowercased()
+                    && (kind != .refreshToken || (entry["family_id"] ?? "").isEmpty) {
+                    changes.append(.remove(kind, key: entry.key))
+                }
+            }
+            changes += Self.upsert(Self.accountMetadata(home: account.homeAccountID, clientID: clientID, state: .signedOut), in: index)
+            logger.info("Signing app out of account", metadata: [
+                "client_id": .string(clientID), "account": options.privacy.pii(account.homeAccountID)])
+            return changes
+        } result: { _ in () }
+    }
+
+    /// Removes an account for every app: its tokens, account records and sign-in states.
+    /// - Returns: the number of entries removed.
+    @discardableResult
+    public func remove(_ account: CachedAccount) throws(TokenCacheError) -> Int {
+        var removed = 0
+        try mutate { index in
+            let changes = EntityKind.allCases.flatMap { kind in
+                index.entries(kind, homeAccountID: account.homeAccountID).map { CacheChange.remove(kind, key: $0.key) }
+            }
+            removed = changes.count
+            logger.info("Removing account for every app", metadata: ["account": options.privacy.pii(account.homeAccountID)])
+            return changes
+        } result: { _ in () }
+        return removed
+    }
+
+    /// Removes every entry of the group ("wipe all").
+    public func removeAll() throws(TokenCacheError) {
+        try state.withLock { (state) throws(TokenCacheError) in
+            try backend.removeAll(in: group)
+            state = State()
+        }
+        logger.info("Removed every entry of the group", metadata: ["group": .string(group.name)])
+    }
+
+    // MARK: Reading and writing through the index
+
+    /// Runs `body` on an index that reflects the backend's current state.
+    func read<T: Sendable>(_ body: (CacheIndex) -> T) throws(TokenCacheError) -> T {
+        try state.withLock { (state) throws(TokenCacheError) -> T in
+            try refreshIfNeeded(&state)
+            return body(state.index)
+        }
+    }
+
+    /// Computes changes on a current index, writes them, then updates the index.
+    func mutate<T: Sendable>(_ changes: (CacheIndex) throws(TokenCacheError) -> [CacheChange],
+                             result: (CacheIndex) -> T) throws(TokenCacheError) -> T {
+        try state.withLock { (state) throws(TokenCacheError) -> T in
+            try refreshIfNeeded(&state)
+            let changes = try changes(state.index)
+            if !changes.isEmpty {
+                let revision: CacheRevision?
+                do throws(TokenCacheError) {
+                    revision = try backend.apply(changes, to: group, expected: state.revision)
+                } catch {
+                    // The backend may have applied part of a batch: re-read before the next call.
+                    state.isLoaded = false
+                    throw error
+                }
+                for change in changes { state.index.apply(change) }
+                state.revision = revision
+                // Someone else wrote meanwhile: our index lacks their changes; reload next time.
+                if revision == nil { state.isLoaded = false }
+            }
+            return result(state.index)
+        }
+    }
+
+    private func refreshIfNeeded(_ state: inout State) throws(TokenCacheError) {
+        if state.isLoaded, let known = state.revision, try backend.currentRevision(of: group) == known { return }
+        let snapshot = try backend.load(group)
+        state.index = CacheIndex(snapshot.entries)
+        state.revision = snapshot.revision
+        state.isLoaded = true
+        logger.trace("Loaded group", metadata: ["group": .string(group.name), "entries": .stringConvertible(snapshot.entries.count)])
+    }
+
+    // MARK: Rules
+
+    static func validate(clientID: String) throws(TokenCacheError) {
+        guard !clientID.isEmpty, clientID.utf8.count <= 256,
+              clientID.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
+            throw TokenCacheError.invalidArgument("client ID", "must be a non-empty ASCII string without spaces",
+                                                  hint: "Pass the application (client) ID of the app registration")
+        }
+    }
+
+    /// An upsert, or nothing when an entry with the same fields is already stored. An entry
+    /// another SDK stored under a different key is updated under its own key.
+    static func upsert(_ entry: CacheEntry, in index: CacheIndex) -> [CacheChange] {
+        guard let stored = index.existing(matching: entry) else { return [.upsert(entry)] }
+        if stored.fields == entry.fields { return [] }
+        var updated = entry
+        updated.key = stored.key
+        return [.upsert(updated)]
+    }
+
+    static func sameSlot(_ a: CacheEntry, _ b: CacheEntry) -> Bool {
+        a["client_id"]?.lowercased() == b["client_id"]?.lowercased()
+            && a["realm"]?.lowercased() == b["realm"]?.lowercased()
+            && Environment.canonical(a["environment"] ?? "") == Environment.canonical(b["environment"] ?? "")
+            && a.fields["ext_cache_key"] == b.fields["ext_cache_key"]
+    }
+
+    static func accountMetadata(home: String, clientID: String, state: SignInState) -> CacheEntry {
+        CacheEntry(kind: .accountMetadata, fields: [
+            "home_account_id": .string(home), "client_id": .string(clientID),
+            "sign_in_state": .string(state.rawValue),
+        ])
+    }
+
+    static func signInState(home: String, clientID: String, in index: CacheIndex) -> SignInState? {
+        index.entries(.accountMetadata, homeAccountID: home)
+            .first { $0["client_id"]?.lowercased() == clientID.lowercased() }
+            .map { AccountMetadata(entry: $0).signInState }
+    }
+
+    static func homeAccountIDs(in index: CacheIndex) -> [String] {
+        Array(Set(index.all(.account).compactMap { $0["home_account_id"] })).sorted()
+    }
+
+    /// MSAL's refresh token order for a client.
+    static func refreshTokens(home: String, clientID: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
+        let environment = environment.map(Environment.canonical)
+        let candidates = index.entries(.refreshToken, homeAccountID: home).filter {
+            environment == nil || Environment.canonical($0["environment"] ?? "") == environment
+        }.sorted { ($0.fields["last_modification_time"]?.secondsValue ?? 0) > ($1.fields["last_modification_time"]?.secondsValue ?? 0) }
+        let metadata = index.all(.appMetadata).first {
+            $0["client_id"]?.lowercased() == clientID.lowercased()
+                && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)
+        }
+        let family: String? = metadata == nil ? "1" : AppMetadata(entry: metadata!).familyID
+        var ordered: [CacheEntry] = []
+        if let family { ordered += candidates.filter { $0["family_id"] == family } }
+        ordered += candidates.filter { $0["client_id"]?.lowercased() == clientID.lowercased() && !ordered.contains($0) }
+        return ordered
+    }
+
+    static func tenant(for authority: Authority?, account: CachedAccount) -> String? {
+        let generic: Set<String> = ["common", "organizations", "consumers"]
+        if let authority, !generic.contains(authority.realm.lowercased()) { return authority.realm }
+        return account.homeTenantID ?? account.tenants.first
+    }
+
+    func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
+        let records = index.entries(.account, homeAccountID: home).map(AccountEntity.init(entry:))
+        guard !records.isEmpty else { return nil }
+        let homeTenant = home.split(separator: ".").count == 2 ? String(home.split(separator: ".")[1]) : nil
+        let primary = records.first { $0.realm.lowercased() == homeTenant?.lowercased() }
+            ?? records.min { $0.realm < $1.realm }!
+        let idTokens = index.entries(.idToken, homeAccountID: home).map(IDToken.init(entry:))
+        let idToken = idTokens.first { $0.clientID.lowercased() == clientID?.lowercased() && $0.realm == primary.realm }
+            ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
+        return CachedAccount(
+            homeAccountID: home, environment: primary.environment,
+            username: records.first { !$0.username.isEmpty }?.username ?? "",
+            localAccountID: primary.localAccountID,
+            tenants: Array(Set(records.map(\.realm))).sorted(),
+            authorityType: primary.authorityType,
+            claims: idToken?.claims)
+    }
+
+    static func result(_ at: AccessToken, account: CachedAccount?) -> TokenResult {
+        TokenResult(
+            accessToken: at.secret, authenticationScheme: at.tokenType,
+            expiresOn: at.expiresOn ?? Date(timeIntervalSince1970: 0), refreshOn: at.refreshOn,
+            tenantID: at.realm.isEmpty ? nil : at.realm, scopes: at.scopes, account: account)
+    }
+}

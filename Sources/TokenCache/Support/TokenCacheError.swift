@@ -1,0 +1,81 @@
+/// An error from the token cache: a code to switch on, a message that says what happened and a
+/// hint that says what to do. Messages never contain tokens, keys or passphrases.
+public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this is. New codes may be added; switch with a `default` case.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A token endpoint response was malformed; `field` names the offending field.
+        public static let invalidTokenResponse = Code("invalidTokenResponse")
+        /// An argument passed by the app (scopes, authority, client ID, group) was invalid.
+        public static let invalidArgument = Code("invalidArgument")
+        /// An MSAL JSON cache could not be read; nothing was imported.
+        public static let invalidCacheData = Code("invalidCacheData")
+        /// No account or token matched the request.
+        public static let notFound = Code("notFound")
+
+        /// There is no D-Bus session bus (SSH, container, CI): use the encrypted-file backend.
+        public static let noSessionBus = Code("noSessionBus")
+        /// A session bus exists but no Secret Service provider answers on it.
+        public static let noSecretService = Code("noSecretService")
+        /// libsecret could not be loaded at run time.
+        public static let libsecretMissing = Code("libsecretMissing")
+        /// The Secret Service collection a group maps onto does not exist.
+        public static let collectionMissing = Code("collectionMissing")
+        /// The keyring is locked and was not unlocked; nothing was read as empty.
+        public static let keyringLocked = Code("keyringLocked")
+        /// A Secret Service prompt (unlock, create collection) was dismissed or could not show.
+        public static let promptDismissed = Code("promptDismissed")
+        /// A call did not complete within its time bound.
+        public static let timedOut = Code("timedOut")
+        /// The Secret Service returned an error not covered by a more specific code.
+        public static let secretServiceFailure = Code("secretServiceFailure")
+
+        /// A cache file failed authentication: wrong key, tampered or truncated.
+        public static let fileAuthenticationFailed = Code("fileAuthenticationFailed")
+        /// A cache file belongs to another group, or has an unknown format version.
+        public static let fileMismatch = Code("fileMismatch")
+        /// A cache file or directory has unsafe ownership, mode or is a link.
+        public static let unsafeFile = Code("unsafeFile")
+        /// Reading or writing a file failed (disk full, read-only, permissions).
+        public static let fileSystem = Code("fileSystem")
+        /// An OpenSSL operation failed.
+        public static let crypto = Code("crypto")
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// What happened, for people. Contains no secrets.
+    public var message: String
+    /// What to do about it, when there is something to do.
+    public var hint: String?
+    /// The input field at fault, for input errors (for example `expires_in`).
+    public var field: String?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, hint: String? = nil, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.field = field
+    }
+
+    public var description: String {
+        hint.map { "\(message) (\($0))" } ?? message
+    }
+}
+
+extension TokenCacheError {
+    static func invalidResponse(_ field: String, _ problem: String) -> TokenCacheError {
+        TokenCacheError(
+            .invalidTokenResponse, "Token response field '\(field)' \(problem).",
+            hint: "The response was not stored; the cache is unchanged. Check what the token endpoint returned.",
+            field: field)
+    }
+
+    static func invalidArgument(_ field: String, _ problem: String, hint: String? = nil) -> TokenCacheError {
+        TokenCacheError(.invalidArgument, "Invalid \(field): \(problem).", hint: hint, field: field)
+    }
+}

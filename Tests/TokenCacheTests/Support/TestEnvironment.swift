@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+
+/// Facts about the environment the tests run in, set by scripts/with-test-keyring.sh.
+enum TestEnvironment {
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// True inside the isolated keyring session (scripts/test.sh).
+    static var hasTestKeyring: Bool { environment["TOKENCACHE_TEST_KEYRING"] == "1" }
+
+    /// True in CI, where a test that needs the keyring or MSAL Python must run, never skip.
+    static var isCI: Bool { environment["CI"] != nil }
+
+    /// Secret Service tests run in the isolated session, and in CI always (where a missing
+    /// session makes them fail rather than skip). Outside both they are skipped, so plain
+    /// `swift test` never touches a developer's real login keyring.
+    static var runsSecretServiceTests: Bool { hasTestKeyring || isCI }
+
+    /// The Python with MSAL installed (made by scripts/install-deps.sh).
+    static var python: String? {
+        if let path = environment["TOKENCACHE_TEST_PYTHON"] { return path }
+        let local = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../../.venv/bin/python").standardizedFileURL.path
+        return FileManager.default.isExecutableFile(atPath: local) ? local : nil
+    }
+
+    static var runsInteropTests: Bool { python != nil || isCI }
+
+    /// The directory holding built products (tokencache, helpers).
+    static var binDirectory: URL {
+        if let path = environment["TOKENCACHE_BUILD_DIR"] { return URL(fileURLWithPath: path) }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../../.build/debug").standardizedFileURL
+    }
+
+    /// A fresh temporary directory, removed by the caller's `defer`.
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("tokencache-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        return url
+    }
+}
+
+/// Output of a finished subprocess.
+struct ProcessOutput {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a program to completion, feeding `input` on stdin.
+@discardableResult
+func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
+                environment: [String: String]? = nil) throws -> ProcessOutput {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let stdout = Pipe(), stderr = Pipe(), stdin = Pipe()
+    process.standardOutput = stdout
+    process.standardError = stderr
+    process.standardInput = stdin
+    try process.run()
+    if let input { stdin.fileHandleForWriting.write(input) }
+    try stdin.fileHandleForWriting.close()
+    // Read both pipes concurrently so a chatty child never blocks on a full pipe.
+    nonisolated(unsafe) var errData = Data()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async { errData = stderr.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    let outData = stdout.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return ProcessOutput(status: process.terminationStatus,
+                         stdout: String(decoding: outData, as: UTF8.self),
+                         stderr: String(decoding: errData, as: UTF8.self))
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine with Swift:
+# the C libraries (libsecret, GLib, OpenSSL), gnome-keyring and D-Bus for the isolated
+# test keyring, and a Python venv with MSAL Python for the interop tests.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(libsecret-1-dev libglib2.0-dev libssl-dev pkg-config gnome-keyring dbus libsecret-tools
+              python3 python3-venv python3-gi gir1.2-secret-1)
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "Installing: ${missing[*]}" >&2
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings.
+VENV=.venv
+if ! "$VENV/bin/python" -c 'import msal, msal_extensions' 2>/dev/null; then
+    echo "Creating $VENV with msal 1.39.0 and msal-extensions" >&2
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "msal==1.39.0" "msal-extensions==1.3.1"
+fi
