@@ -40,9 +40,15 @@ let package = Package(
             dependencies: ["TokenCache"]
         ),
 
+        // Run by the tests as separate processes (sharing between processes, crashes).
+        .executableTarget(
+            name: "TokenCacheTestHelper",
+            dependencies: ["TokenCache"]
+        ),
+
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache"],
+            dependencies: ["TokenCache", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -1,0 +1,21 @@
+// A small executable the tests run as separate processes (multi-process sharing, kill -9,
+// missing bus). Each backend contributes its commands in its own file.
+import Foundation
+
+typealias HelperCommand = @Sendable ([String]) throws -> Void
+
+let commands: [String: HelperCommand] = secretServiceCommands
+    .merging(encryptedFileCommands) { first, _ in first }
+    .merging(storeCommands) { first, _ in first }
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let name = arguments.first, let command = commands[name] else {
+    FileHandle.standardError.write(Data("usage: tokencache-test-helper <\(commands.keys.sorted().joined(separator: "|"))> …\n".utf8))
+    exit(64)
+}
+do {
+    try command(Array(arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+    exit(1)
+}
