@@ -1,1 +1,88 @@
-print("demo")
+// The main job: two client apps share one user's sign-in through the token cache.
+//
+// App "Mail" signs Alice in (we feed it a token endpoint response, as if it had just redeemed
+// an authorization code), app "Notes" finds her account and the family refresh token it can
+// use for single sign-on, every account in the group is listed, then Mail signs out while
+// Notes stays signed in. The demo removes its account at the end unless --keep is given.
+import Foundation
+import TokenCache
+
+let keep = CommandLine.arguments.contains("--keep")
+let mail = (name: "Mail", clientID: "d3590ed6-52b3-4102-aeff-aad2292ab01c")
+let notes = (name: "Notes", clientID: "04b07795-8ddb-461a-bbee-02f9e1bf7b46")
+let authority = try Authority("https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47")
+
+func section(_ title: String) { print("\n== \(title)") }
+
+func demoResponse() -> Data {
+    func b64(_ object: [String: String]) -> String {
+        (try! JSONSerialization.data(withJSONObject: object, options: .sortedKeys)).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+    let uid = "9f4880d8-80ba-4c40-97bc-f7a23c703084"
+    let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+    let idToken = b64(["alg": "none"]) + "." + b64([
+        "oid": uid, "tid": tenant, "sub": "demo-sub", "name": "Alice Demo",
+        "preferred_username": "alice.demo@contoso.com"]) + ".sig"
+    let response: [String: Any] = [
+        "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+        "scope": "User.Read Mail.Read", "foci": "1",
+        "access_token": "demo-access-token-\(UUID().uuidString)",
+        "refresh_token": "demo-refresh-token-\(UUID().uuidString)",
+        "id_token": idToken, "client_info": b64(["uid": uid, "utid": tenant]),
+    ]
+    return try! JSONSerialization.data(withJSONObject: response)
+}
+
+do {
+    let (backend, why) = try DemoBackend.open()
+    let group = CacheGroup.universalStorage
+    print("swift-tokencache demo")
+    print("Backend: \(backend.location(of: group))")
+    print("  (\(why))")
+
+    let mailStore = AccountStore(backend: backend, group: group)
+    let notesStore = AccountStore(backend: backend, group: group)
+
+    section("\(mail.name) signs Alice in and saves the token response")
+    let saved = try mailStore.save(responseJSON: demoResponse(), clientID: mail.clientID, authority: authority,
+                                   scopes: ["User.Read", "Mail.Read"])
+    print("Saved an access token for \(saved.scopes.joined(separator: " ")), expires \(saved.expiresOn)")
+
+    section("\(notes.name), which never signed in, looks for accounts")
+    let visible = try notesStore.accounts(clientID: notes.clientID)
+    for account in visible { print("Found \(account.username) (\(account.homeAccountID)) — \(account.claims?.name ?? "")") }
+    guard let alice = visible.first(where: { $0.username == "alice.demo@contoso.com" }) else {
+        fatalError("Notes should see the account Mail signed in")
+    }
+    if let refresh = try notesStore.refreshToken(clientID: notes.clientID, account: alice) {
+        let kind = refresh.familyID.map { "family \($0) refresh token" } ?? "own refresh token"
+        print("Notes can sign in silently with the \(kind) issued to \(refresh.clientID == mail.clientID ? mail.name : refresh.clientID)")
+    }
+    let noAccessToken = try notesStore.accessToken(clientID: notes.clientID, account: alice, scopes: ["User.Read"]) == nil
+    print("Notes has no access token of its own yet: \(noAccessToken) (it would redeem the refresh token)")
+
+    section("Every account in the group")
+    for account in try mailStore.allAccounts() {
+        let apps = [mail, notes].map { app in
+            let state = (try? mailStore.signInState(of: account, clientID: app.clientID)).flatMap { $0 }
+            return "\(app.name): \(state?.rawValue ?? "never signed in")"
+        }
+        print("\(account.username)  \(account.homeAccountID)  tenants \(account.tenants.joined(separator: ","))  [\(apps.joined(separator: ", "))]")
+    }
+
+    section("\(mail.name) signs out; \(notes.name) stays signed in")
+    try mailStore.signOut(alice, clientID: mail.clientID)
+    print("Mail sees \(try mailStore.accounts(clientID: mail.clientID).count) account(s)")
+    print("Notes sees \(try notesStore.accounts(clientID: notes.clientID).map(\.username))")
+    print("Notes can still sign in silently: \(try notesStore.refreshToken(clientID: notes.clientID, account: alice) != nil)")
+
+    if !keep {
+        try mailStore.remove(alice)
+        print("\nRemoved the demo account (run with --keep to keep it).")
+    }
+} catch let error as TokenCacheError {
+    FileHandle.standardError.write(Data("demo failed: \(error)\n".utf8))
+    exit(1)
+}

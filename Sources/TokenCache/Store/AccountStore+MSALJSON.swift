@@ -19,7 +19,7 @@ extension AccountStore {
         try mutate { index in
             entries.flatMap { Self.upsert($0, in: index) }
         } result: { _ in () }
-        options.logger.info("Imported MSAL JSON cache", metadata: [
+        options.logger.debug("Imported MSAL JSON cache", metadata: [
             "imported": .stringConvertible(report.importedCount), "skipped": .stringConvertible(report.skipped.count)])
         return report
     }

@@ -235,7 +235,7 @@ public final class AccountStore: Sendable {
                 }
             }
             changes += Self.upsert(Self.accountMetadata(home: account.homeAccountID, clientID: clientID, state: .signedOut), in: index)
-            logger.info("Signing app out of account", metadata: [
+            logger.debug("Signing app out of account", metadata: [
                 "client_id": .string(clientID), "account": options.privacy.pii(account.homeAccountID)])
             return changes
         } result: { _ in () }
@@ -251,7 +251,7 @@ public final class AccountStore: Sendable {
                 index.entries(kind, homeAccountID: account.homeAccountID).map { CacheChange.remove(kind, key: $0.key) }
             }
             removed = changes.count
-            logger.info("Removing account for every app", metadata: ["account": options.privacy.pii(account.homeAccountID)])
+            logger.debug("Removing account for every app", metadata: ["account": options.privacy.pii(account.homeAccountID)])
             return changes
         } result: { _ in () }
         return removed
@@ -263,7 +263,7 @@ public final class AccountStore: Sendable {
             try backend.removeAll(in: group)
             state = State()
         }
-        logger.info("Removed every entry of the group", metadata: ["group": .string(group.name)])
+        logger.debug("Removed every entry of the group", metadata: ["group": .string(group.name)])
     }
 
     // MARK: Reading and writing through the index

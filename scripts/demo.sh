@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, and runs the demo of two apps sharing
+# sign-in through the token cache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+swift build -c release --product tokencache-demo
+exec "$(swift build -c release --show-bin-path)/tokencache-demo" "$@"
