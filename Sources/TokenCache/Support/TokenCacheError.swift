@@ -43,6 +43,11 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let fileSystem = Code("fileSystem")
         /// An OpenSSL operation failed.
         public static let crypto = Code("crypto")
+
+        /// Entries copied during a migration did not read back the same; the source was kept.
+        public static let migrationNotVerified = Code("migrationNotVerified")
+        /// The requested backend cannot be used here (for example `secret-service` with no bus).
+        public static let backendUnavailable = Code("backendUnavailable")
     }
 
     /// What kind of failure this is.

@@ -1,0 +1,96 @@
+import Foundation
+
+/// What a group holds, without any secret: for admin tools (`tokencache list`) and apps that
+/// show signed-in accounts. The JSON form (sorted keys) is a stable, documented schema.
+public struct GroupInventory: Sendable, Hashable, Codable {
+    /// One account, with what each client app holds for it.
+    public struct Account: Sendable, Hashable, Codable {
+        public var username: String
+        public var homeAccountID: String
+        public var environment: String
+        public var tenants: [String]
+        public var authorityType: String
+        public var name: String?
+        public var clients: [Client]
+    }
+
+    /// One client app's view of an account.
+    public struct Client: Sendable, Hashable, Codable {
+        public var clientID: String
+        /// A display name the app registered in its app metadata, if any.
+        public var displayName: String?
+        /// `signed_in`, `signed_out`, or nil when the app never recorded a state.
+        public var signInState: SignInState?
+        /// The family the app belongs to, from its app metadata.
+        public var familyID: String?
+        public var accessTokens: [AccessTokenInfo]
+        /// `own`, `family` or `none`: which refresh token the app would redeem.
+        public var refreshToken: RefreshTokenKind
+        public var hasIDToken: Bool
+    }
+
+    /// An access token, described without its secret.
+    public struct AccessTokenInfo: Sendable, Hashable, Codable {
+        public var scopes: [String]
+        public var tenant: String
+        public var expiresOn: Date?
+        public var isExpired: Bool
+    }
+
+    /// Which refresh token a client would use.
+    public enum RefreshTokenKind: String, Sendable, Hashable, Codable {
+        case own, family, none
+    }
+
+    /// The group.
+    public var group: String
+    /// Where it was read from (backend and collection or file).
+    public var location: String
+    /// Accounts, sorted by username then home account ID.
+    public var accounts: [Account]
+}
+
+extension AccountStore {
+    /// Describes every account in the group and, for each client app that touched it, its
+    /// sign-in state and tokens. Holds no secrets.
+    public func inventory(now: Date = Date()) throws(TokenCacheError) -> GroupInventory {
+        let location = backend.location(of: group)
+        let groupName = group.name
+        return try read { index in
+            let accounts = Self.homeAccountIDs(in: index).compactMap { home -> GroupInventory.Account? in
+                guard let account = self.account(homeAccountID: home, clientID: nil, in: index) else { return nil }
+                var clientIDs = Set<String>()
+                for kind in [EntityKind.accessToken, .refreshToken, .idToken, .accountMetadata] {
+                    for entry in index.entries(kind, homeAccountID: home) { if let id = entry["client_id"] { clientIDs.insert(id) } }
+                }
+                let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
+                    let metadata = index.all(.appMetadata).first { $0["client_id"]?.lowercased() == clientID.lowercased() }
+                        .map(AppMetadata.init(entry:))
+                    let ats = index.entries(.accessToken, homeAccountID: home)
+                        .filter { $0["client_id"]?.lowercased() == clientID.lowercased() }
+                        .map(AccessToken.init(entry:))
+                        .map { at in
+                            GroupInventory.AccessTokenInfo(scopes: at.scopes, tenant: at.realm, expiresOn: at.expiresOn,
+                                                           isExpired: (at.expiresOn ?? .distantPast) <= now)
+                        }
+                        .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
+                    let state = Self.signInState(home: home, clientID: clientID, in: index)
+                    let refresh = state == .signedOut ? nil
+                        : Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).first
+                    let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
+                        $0["client_id"]?.lowercased() == clientID.lowercased() && ($0["family_id"] ?? "").isEmpty ? .own : .family
+                    } ?? .none
+                    let hasIDToken = index.entries(.idToken, homeAccountID: home)
+                        .contains { $0["client_id"]?.lowercased() == clientID.lowercased() }
+                    return GroupInventory.Client(clientID: clientID, displayName: metadata?.displayName, signInState: state,
+                                                 familyID: metadata?.familyID, accessTokens: ats, refreshToken: refreshKind,
+                                                 hasIDToken: hasIDToken)
+                }
+                return GroupInventory.Account(username: account.username, homeAccountID: home, environment: account.environment,
+                                              tenants: account.tenants, authorityType: account.authorityType,
+                                              name: account.claims?.name, clients: clients)
+            }.sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
+            return GroupInventory(group: groupName, location: location, accounts: accounts)
+        }
+    }
+}
