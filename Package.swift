@@ -1,11 +1,14 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 let package = Package(
     name: "swift-tokencache",
     products: [
         .library(name: "TokenCache", targets: ["TokenCache"]),
+        .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
+        .plugin(name: "TokenCacheConfigPlugin", targets: ["TokenCacheConfigPlugin"]),
+        .plugin(name: "TokenCacheCommandPlugin", targets: ["TokenCacheCommandPlugin"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -32,6 +35,39 @@ let package = Package(
                 "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+
+        // The `tokencache` admin CLI: commands in a library, a thin executable.
+        .target(
+            name: "TokenCacheCLI",
+            dependencies: [
+                "TokenCache",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "tokencache",
+            dependencies: ["TokenCacheCLI"]
+        ),
+
+        // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.
+        .executableTarget(
+            name: "tokencache-config-gen",
+            dependencies: ["TokenCache"],
+            path: "Sources/TokenCacheConfigGenerator"
+        ),
+        .plugin(
+            name: "TokenCacheConfigPlugin",
+            capability: .buildTool(),
+            dependencies: ["tokencache-config-gen"]
+        ),
+        .plugin(
+            name: "TokenCacheCommandPlugin",
+            capability: .command(
+                intent: .custom(verb: "tokencache", description: "Run the tokencache CLI for this package's app (client ID from tokencache.json)")
+            ),
+            dependencies: ["tokencache"]
         ),
 
         // The main job: a short demo of two apps sharing sign-in.

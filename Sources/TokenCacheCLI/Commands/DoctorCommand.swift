@@ -1,0 +1,49 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+
+struct DoctorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Show which backend is used and why, and check everything it depends on.",
+        discussion: """
+        Checks the session bus, the Secret Service provider, the collection mapping and lock
+        state, the fallback file's path, permissions and key source, and the libsecret and
+        OpenSSL versions. Exits 1, with the fix in one line, when the chosen backend cannot work.
+
+        Examples:
+          tokencache doctor
+          tokencache doctor --backend file --json
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Flag(help: "Print JSON with sorted keys, for scripts.")
+    var json = false
+
+    func run() throws {
+        let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup)
+        if json {
+            try JSONOutput.print(diagnosis)
+        } else {
+            print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
+            print("\(Terminal.bold("Backend")) \(diagnosis.selected ?? Terminal.red("none usable"))")
+            print("\(Terminal.dim("Why")) \(diagnosis.reason)")
+            if !diagnosis.checks.isEmpty {
+                print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
+                    let status = switch check.status {
+                    case .ok: Terminal.green("ok")
+                    case .failed: Terminal.red("failed")
+                    case .warning: "warning"
+                    case .info: "info"
+                    }
+                    return [check.name, status, check.detail]
+                }))
+            }
+        }
+        if !diagnosis.isUsable {
+            if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.fix) }
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum CacheFormat: String, ExpressibleByArgument, CaseIterable {
+    case msalJSON = "msal-json"
+}
+
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import an MSAL unified JSON cache (MSAL Python, msal-extensions, Azure CLI).",
+        discussion: """
+        Entries are matched on their fields, so importing twice changes nothing. Unusable
+        entries and unknown sections are skipped and listed.
+
+        Example:
+          tokencache import --format msal-json ~/.azure/msal_token_cache.json
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: "The file format.")
+    var format: CacheFormat = .msalJSON
+
+    @Argument(help: ArgumentHelp("The cache file.", valueName: "file"))
+    var file: String
+
+    func run() throws {
+        try reportingErrors {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CLIError.failed("Cannot read \(file).", hint: "Check the path and permissions")
+            }
+            let store = try store.openStore()
+            let report = try store.importMSALJSON(data)
+            print("Imported \(report.importedCount) entr\(report.importedCount == 1 ? "y" : "ies") into \(store.group).")
+            for skipped in report.skipped {
+                print("Skipped \(skipped.section)\(skipped.key.map { " \($0)" } ?? ""): \(skipped.reason)")
+            }
+        }
+    }
+}
+
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Export the group as MSAL unified JSON. The output holds secrets.",
+        discussion: """
+        With --output the file is created with mode 0600 (an existing file is refused). Writing
+        secrets to a terminal prints a warning first.
+
+        Example:
+          tokencache export --format msal-json --output cache.json
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: "The file format.")
+    var format: CacheFormat = .msalJSON
+
+    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"))
+    var output: String?
+
+    func run() throws {
+        try reportingErrors {
+            let store = try store.openStore()
+            let data = try store.exportMSALJSON()
+            if let output {
+                let descriptor = open(output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                guard descriptor >= 0 else {
+                    throw CLIError.failed("Cannot create \(output): \(String(cString: strerror(errno))).",
+                                          hint: "Choose a path that does not exist yet")
+                }
+                let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+                try handle.write(contentsOf: data)
+                try handle.synchronize()
+                print("Exported group \(store.group) to \(output) (mode 0600). It holds secrets: delete it when done.")
+            } else {
+                if Terminal.stdoutIsTerminal {
+                    Terminal.warning("the export below holds tokens; anyone who sees it can use them")
+                }
+                FileHandle.standardOutput.write(data + Data("\n".utf8))
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+
+struct ListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List cached accounts and, per client app, sign-in state and tokens (never secrets).",
+        discussion: """
+        Examples:
+          tokencache list
+          tokencache list --account alice@contoso.com
+          tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
+
+        --json prints {"group", "location", "accounts": [{"username", "home_account_id",
+        "environment", "tenants", "authority_type", "name", "clients": [{"client_id",
+        "display_name", "sign_in_state", "family_id", "refresh_token" (own|family|none),
+        "has_id_token", "access_tokens": [{"scopes", "tenant", "expires_on", "is_expired"}]}]}]}.
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp("Only this client app (application ID).", valueName: "id"))
+    var client: String?
+
+    @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
+    var account: String?
+
+    @Flag(help: "Print JSON with sorted keys, for scripts.")
+    var json = false
+
+    func run() throws {
+        try reportingErrors {
+            let store = try store.openStore()
+            var inventory = try store.inventory()
+            if let account {
+                let wanted = account.lowercased()
+                inventory.accounts = inventory.accounts.filter {
+                    $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted
+                }
+            }
+            if let client {
+                inventory.accounts = inventory.accounts.compactMap { account in
+                    var account = account
+                    account.clients = account.clients.filter { $0.clientID.lowercased() == client.lowercased() }
+                    return account.clients.isEmpty ? nil : account
+                }
+            }
+            if json { try JSONOutput.print(inventory) } else { print(Self.render(inventory)) }
+        }
+    }
+
+    static func render(_ inventory: GroupInventory, now: Date = Date()) -> String {
+        var lines = ["\(Terminal.bold("Group")) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+        if inventory.accounts.isEmpty {
+            lines.append("\nNo accounts.")
+            return lines.joined(separator: "\n")
+        }
+        for account in inventory.accounts {
+            let name = account.name.map { "  (\($0))" } ?? ""
+            lines.append("")
+            lines.append(Terminal.bold(account.username.isEmpty ? "(no username)" : account.username) + name)
+            lines.append("  home account \(account.homeAccountID)  \(account.environment)  \(account.authorityType)  tenants \(account.tenants.joined(separator: ", "))")
+            var rows: [[String]] = []
+            for client in account.clients {
+                let app = client.displayName.map { "\($0) (\(client.clientID))" } ?? client.clientID
+                let state = client.signInState?.rawValue ?? "-"
+                let refresh = client.refreshToken.rawValue + (client.familyID.map { client.refreshToken == .family ? " (family \($0))" : "" } ?? "")
+                let idToken = client.hasIDToken ? "yes" : "no"
+                let tokens = client.accessTokens.isEmpty ? ["none"] : client.accessTokens.map { at in
+                    let expiry = at.expiresOn.map { at.isExpired ? Terminal.red("expired") : "expires \(Terminal.localTime($0)), \(Terminal.relative($0, now: now))" } ?? "no expiry"
+                    return "\(at.scopes.joined(separator: " ")) [\(at.tenant)] \(expiry)"
+                }
+                rows.append([app, state, refresh, idToken, tokens[0]])
+                for more in tokens.dropFirst() { rows.append(["", "", "", "", more]) }
+            }
+            lines.append(Terminal.table(["CLIENT", "STATE", "REFRESH", "ID TOKEN", "ACCESS TOKENS"], rows))
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+
+struct MigrateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Move a group from one backend to another, losing nothing if interrupted.",
+        discussion: """
+        Copies every entry, reads the destination back to verify it, and only then removes the
+        copied entries from the source. Running it again after an interruption finishes the job.
+
+        Example:
+          tokencache migrate --from file --to secret-service
+        """)
+
+    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"))
+    var from: BackendPolicy
+
+    @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"))
+    var to: BackendPolicy
+
+    @Option(help: ArgumentHelp("The sharing group.", valueName: "name"))
+    var group: String = CacheGroup.universalStorage.name
+
+    @Flag(help: "Log what the library does.")
+    var verbose = false
+
+    func validate() throws {
+        guard from != .automatic, to != .automatic else { throw ValidationError("--from and --to must be secret-service or file.") }
+        guard from != to else { throw ValidationError("--from and --to must differ.") }
+        do { _ = try CacheGroup(group) } catch let error as TokenCacheError { throw ValidationError(error.description) }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let logger = StoreOptions.logger(verbose: verbose)
+            let group = try CacheGroup(group)
+            let source = try BackendSelection.open(policy: from, logger: logger).backend
+            let destination = try BackendSelection.open(policy: to, logger: logger).backend
+            let report = try CacheMigration.migrate(group, from: source, to: destination)
+            print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
+        }
+    }
+}

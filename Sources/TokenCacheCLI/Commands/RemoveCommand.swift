@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+
+struct RemoveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove",
+        abstract: "Remove an account for every app, sign one app out, or wipe the group.",
+        discussion: """
+        Without --client the account is removed for every app. With --client only that app is
+        signed out; other apps keep the account and their single sign-on. --all wipes the group.
+        On a terminal it asks for confirmation unless --yes is given.
+
+        Examples:
+          tokencache remove --account alice@contoso.com
+          tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --yes
+          tokencache remove --all --dry-run
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp("The account (username or home account ID).", valueName: "name|home-id"))
+    var account: String?
+
+    @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"))
+    var client: String?
+
+    @Flag(help: "Remove every entry of the group.")
+    var all = false
+
+    @Flag(help: "Do not ask for confirmation.")
+    var yes = false
+
+    @Flag(help: "Show what would be removed, and remove nothing.")
+    var dryRun = false
+
+    func validate() throws {
+        if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
+        if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let store = try store.openStore()
+            let plan: String
+            let action: () throws -> Void
+            if all {
+                let count = try store.allAccounts().count
+                plan = "wipe group \(store.group) (\(count) account\(count == 1 ? "" : "s"))"
+                action = { try store.removeAll() }
+            } else {
+                let target = try AccountSelector.find(account!, in: store)
+                if let client {
+                    plan = "sign client \(client) out of \(target.username) (\(target.homeAccountID)); other apps stay signed in"
+                    action = { try store.signOut(target, clientID: client) }
+                } else {
+                    plan = "remove \(target.username) (\(target.homeAccountID)) for every app"
+                    action = { try store.remove(target) }
+                }
+            }
+            if dryRun {
+                print("Would \(plan).")
+                return
+            }
+            if !yes && Terminal.stdinIsTerminal && !Terminal.confirm("About to \(plan). Continue?") {
+                throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
+            }
+            try action()
+            print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Foundation
+import TokenCache
+
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Print a usable cached access token, for scripts.",
+        discussion: """
+        Prints the access token (or, with --json, the token result) of a cached, unexpired token
+        for the client and scopes. Exit code 2 when there is none, 1 on error.
+
+        Examples:
+          TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
+          tokencache token --client 04b07795-... --scopes "User.Read" --account alice@contoso.com --json
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"))
+    var client: String
+
+    @Option(help: ArgumentHelp("Space-separated scopes the token must carry.", valueName: "scopes"))
+    var scopes: String
+
+    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
+    var account: String?
+
+    @Option(help: ArgumentHelp("The authority, to pick a tenant.", valueName: "url"))
+    var authority: String?
+
+    @Flag(help: "Print the token result as JSON (includes the token).")
+    var json = false
+
+    struct Output: Encodable {
+        var accessToken: String
+        var tokenType: String
+        var authorizationHeader: String
+        var expiresOn: Date
+        var refreshOn: Date?
+        var tenantId: String?
+        var scopes: [String]
+        var username: String?
+        var homeAccountId: String?
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let store = try store.openStore()
+            let authority = try self.authority.map { try Authority($0) }
+            let candidates = try store.accounts(clientID: client)
+            let chosen: [CachedAccount]
+            if let account {
+                let wanted = account.lowercased()
+                chosen = candidates.filter { $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted }
+            } else {
+                chosen = candidates
+            }
+            if chosen.count > 1 {
+                throw CLIError.failed("Client \(client) has \(chosen.count) accounts.",
+                                      hint: "Pick one with --account: \(chosen.map(\.username).joined(separator: ", "))")
+            }
+            guard let target = chosen.first,
+                  let result = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
+            else {
+                throw CLIError.notFound("No usable cached access token for client \(client) and scopes \"\(scopes)\".",
+                                        hint: "Sign in with the app, or save a response with `tokencache save`")
+            }
+            if json {
+                try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
+                                            authorizationHeader: result.authorizationHeader, expiresOn: result.expiresOn,
+                                            refreshOn: result.refreshOn, tenantId: result.tenantID, scopes: result.scopes,
+                                            username: result.account?.username, homeAccountId: result.account?.homeAccountID))
+            } else {
+                print(result.accessToken)
+            }
+        }
+    }
+}

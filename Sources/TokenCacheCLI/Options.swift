@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TokenCache
+
+extension BackendPolicy: ExpressibleByArgument {}
+
+/// Options every subcommand shares: where the cache lives.
+struct StoreOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Where the cache lives: auto (Secret Service, else encrypted file), secret-service or file.",
+                               valueName: "backend"))
+    var backend: BackendPolicy = .automatic
+
+    @Option(help: ArgumentHelp("The sharing group (keychain group), reverse-DNS.", valueName: "name"))
+    var group: String = CacheGroup.universalStorage.name
+
+    @Flag(help: "Log what the library does (to stderr; never secrets).")
+    var verbose = false
+
+    func validate() throws {
+        do { _ = try CacheGroup(group) } catch let error as TokenCacheError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    var cacheGroup: CacheGroup { (try? CacheGroup(group)) ?? .universalStorage }
+
+    /// Opens the account store for the chosen backend and group.
+    func openStore() throws -> AccountStore {
+        var options = AccountStore.Options()
+        options.logger = Self.logger(verbose: verbose)
+        let selection = try BackendSelection.open(policy: backend, logger: options.logger)
+        return AccountStore(backend: selection.backend, group: cacheGroup, options: options)
+    }
+
+    static func logger(verbose: Bool) -> Logger {
+        var logger = Logger(label: "tokencache") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .warning
+        return logger
+    }
+}
+
+/// `--account NAME|HOME_ID`.
+struct AccountSelector {
+    static func find(_ identifier: String, in store: AccountStore, clientID: String? = nil) throws -> CachedAccount {
+        guard let account = try store.account(identifier) else {
+            throw CLIError.notFound("No account '\(identifier)' in group \(store.group).",
+                                    hint: "Run `tokencache list` to see the cached accounts")
+        }
+        return account
+    }
+}
+
+/// Errors the CLI reports itself (besides library errors).
+struct CLIError: Error, CustomStringConvertible {
+    var message: String
+    var hint: String?
+    var exitCode: Int32
+
+    static func notFound(_ message: String, hint: String? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 2)
+    }
+    static func failed(_ message: String, hint: String? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 1)
+    }
+    var description: String { message }
+}
+
+/// Runs a command body, turning errors into one line plus a hint on stderr and an exit code.
+func reportingErrors(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as TokenCacheError {
+        Terminal.error(error.message, hint: error.hint)
+        throw ExitCode(1)
+    } catch let error as CLIError {
+        Terminal.error(error.message, hint: error.hint)
+        throw ExitCode(error.exitCode)
+    }
+}
+
+/// Splits a `--scopes "A B"` value.
+func scopeList(_ text: String) -> [String] {
+    text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
+}

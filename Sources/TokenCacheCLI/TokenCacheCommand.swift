@@ -1,0 +1,34 @@
+import ArgumentParser
+import TokenCache
+
+/// The `tokencache` admin tool: inspect and clear what apps cached, and let shell tools share
+/// sign-in with Swift apps.
+public struct TokenCacheCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "tokencache",
+        abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
+        discussion: """
+        Every subcommand takes --backend auto|secret-service|file, --group NAME and --verbose.
+
+        Exit codes: 0 success; 1 error (one line saying what happened, then a hint);
+        2 nothing found (token, remove); 64 bad arguments.
+
+        Examples:
+          tokencache list
+          tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
+          tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
+          tokencache token --client 04b07795-... --scopes "User.Read"
+        """,
+        version: TokenCacheVersion.string,
+        subcommands: [
+            ListCommand.self, RemoveCommand.self, TokenCommand.self, SaveCommand.self,
+            ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
+        ]
+    )
+
+    public init() {}
+}
+
+enum TokenCacheVersion {
+    static let string = "0.1.0"
+}

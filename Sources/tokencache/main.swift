@@ -1,0 +1,3 @@
+import TokenCacheCLI
+
+TokenCacheCommand.main()
