@@ -64,11 +64,19 @@ public final class AccountStore: Sendable {
     @discardableResult
     public func save(_ response: TokenResponse, clientID: String, authority: Authority,
                      scopes: [String], now: Date = Date()) throws(TokenCacheError) -> TokenResult {
+        try save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil, now: now)
+    }
+
+    /// Saves a response for a known account: a refresh response may carry neither client_info
+    /// nor an ID token, and then belongs to the account whose refresh token was redeemed.
+    @discardableResult
+    func save(_ response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
+              homeAccountID: String?, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
         try Self.validate(clientID: clientID)
         let entities: ResponseEntities
         do {
             entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
-                                            scopes: scopes, now: now)
+                                            scopes: scopes, knownHomeAccountID: homeAccountID, now: now)
         } catch let error as TokenCacheError {
             throw error
         } catch {
@@ -220,6 +228,20 @@ public final class AccountStore: Sendable {
     }
 
     // MARK: Signing out and removing
+
+    /// Records that a client is not in a family after all (the server answered
+    /// `client_mismatch` to a family refresh token), so it stops using family tokens.
+    func leaveFamily(clientID: String, environment: String) throws(TokenCacheError) {
+        try mutate { index in
+            let existing = index.all(.appMetadata).first {
+                $0["client_id"]?.lowercased() == clientID.lowercased()
+                    && Environment.canonical($0["environment"] ?? "") == Environment.canonical(environment)
+            }
+            var fields = existing?.fields ?? ["client_id": .string(clientID), "environment": .string(environment)]
+            fields["family_id"] = ""
+            return Self.upsert(CacheEntry(kind: .appMetadata, fields: fields, key: existing?.key), in: index)
+        } result: { _ in () }
+    }
 
     /// Signs one app out of an account: the app's access, ID and own refresh tokens are removed
     /// and its state becomes `signed_out`. Other apps keep the account and their SSO, including
@@ -398,6 +420,6 @@ public final class AccountStore: Sendable {
         TokenResult(
             accessToken: at.secret, authenticationScheme: at.tokenType,
             expiresOn: at.expiresOn ?? Date(timeIntervalSince1970: 0), refreshOn: at.refreshOn,
-            tenantID: at.realm.isEmpty ? nil : at.realm, scopes: at.scopes, account: account)
+            tenantID: at.realm.isEmpty ? nil : at.realm, scopes: at.scopes, account: account, cachedAt: at.cachedAt)
     }
 }

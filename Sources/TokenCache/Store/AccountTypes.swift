@@ -44,6 +44,8 @@ public struct TokenResult: Sendable, Hashable {
     public let scopes: [String]
     /// The account the token belongs to, when the cache has an account record for it.
     public let account: CachedAccount?
+    /// When the token was cached.
+    public let cachedAt: Date?
 
     /// The value of an HTTP `Authorization` header, for example `Bearer eyJ…`.
     public var authorizationHeader: String { "\(authenticationScheme) \(accessToken)" }

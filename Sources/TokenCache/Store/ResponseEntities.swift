@@ -13,7 +13,8 @@ struct ResponseEntities: Sendable {
     var all: [CacheEntry] { [accessToken, account, idToken, refreshToken, appMetadata].compactMap { $0 } }
 
     /// Builds the entities, validating everything first so a bad response changes nothing.
-    init(response: TokenResponse, clientID: String, authority: Authority, scopes: [String], now: Date) throws {
+    init(response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
+         knownHomeAccountID: String? = nil, now: Date) throws {
         let now = Int(now.timeIntervalSince1970)
         let claims = try response.idToken.map(IDTokenClaims.init(jwt:))
         self.claims = claims
@@ -29,6 +30,7 @@ struct ResponseEntities: Sendable {
             homeAccountID = sub
             hasClientInfo = true  // MSAL synthesises client_info {"uid": sub}
         }
+        if homeAccountID == nil { homeAccountID = knownHomeAccountID }
         self.homeAccountID = homeAccountID
         let home: JSONValue = homeAccountID.map(JSONValue.string) ?? .null
 

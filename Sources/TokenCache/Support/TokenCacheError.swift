@@ -46,6 +46,14 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
 
         /// Entries copied during a migration did not read back the same; the source was kept.
         public static let migrationNotVerified = Code("migrationNotVerified")
+        /// Silent sign-in is impossible: no usable refresh token, `invalid_grant`, consent or a
+        /// claims challenge. Sign the user in interactively; ``TokenCacheError/server`` has details.
+        public static let interactionRequired = Code("interactionRequired")
+        /// The token endpoint could not be reached or did not answer in time; retry later.
+        public static let network = Code("network")
+        /// The token endpoint answered with an error that retrying may fix (5xx, throttling).
+        public static let serverError = Code("serverError")
+
         /// The requested backend cannot be used here (for example `secret-service` with no bus).
         public static let backendUnavailable = Code("backendUnavailable")
     }
@@ -59,12 +67,17 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The input field at fault, for input errors (for example `expires_in`).
     public var field: String?
 
+    /// What the token endpoint said, for errors that came from it.
+    public var server: ServerErrorDetails?
+
     /// Creates an error.
-    public init(_ code: Code, _ message: String, hint: String? = nil, field: String? = nil) {
+    public init(_ code: Code, _ message: String, hint: String? = nil, field: String? = nil,
+                server: ServerErrorDetails? = nil) {
         self.code = code
         self.message = message
         self.hint = hint
         self.field = field
+        self.server = server
     }
 
     public var description: String {
@@ -82,5 +95,35 @@ extension TokenCacheError {
 
     static func invalidArgument(_ field: String, _ problem: String, hint: String? = nil) -> TokenCacheError {
         TokenCacheError(.invalidArgument, "Invalid \(field): \(problem).", hint: hint, field: field)
+    }
+}
+
+/// An OAuth 2.0 error response from a token endpoint (RFC 6749 section 5.2, plus Microsoft's
+/// `suberror`, `error_codes` and `claims`).
+public struct ServerErrorDetails: Sendable, Hashable {
+    /// `error`, for example `invalid_grant`.
+    public var error: String
+    /// `suberror`, for example `client_mismatch` or `consent_required`.
+    public var suberror: String?
+    /// `error_description`. May contain the server's trace IDs; never tokens.
+    public var errorDescription: String?
+    /// `error_codes`, for example `[70000]`.
+    public var errorCodes: [Int]
+    /// `claims`: a claims challenge to pass to the interactive sign-in.
+    public var claims: String?
+    /// The HTTP status.
+    public var httpStatus: Int
+    /// `Retry-After`, in seconds, when the server sent it.
+    public var retryAfter: Int?
+
+    public init(error: String, suberror: String? = nil, errorDescription: String? = nil, errorCodes: [Int] = [],
+                claims: String? = nil, httpStatus: Int, retryAfter: Int? = nil) {
+        self.error = error
+        self.suberror = suberror
+        self.errorDescription = errorDescription
+        self.errorCodes = errorCodes
+        self.claims = claims
+        self.httpStatus = httpStatus
+        self.retryAfter = retryAfter
     }
 }

@@ -1,0 +1,137 @@
+import Foundation
+import Logging
+
+/// A public client app (desktop app or command-line tool) that gets tokens silently from the
+/// shared cache, redeeming refresh tokens at the token endpoint when needed: the Linux
+/// counterpart of MSAL's `acquireTokenSilent`.
+///
+/// An app that never signed in gets single sign-on through the family refresh token another
+/// app of the same family saved.
+public final class PublicClientApplication: Sendable {
+    /// Tunable behaviour.
+    public struct Options: Sendable {
+        /// Bound on each HTTP request, in seconds.
+        public var requestTimeout: TimeInterval = 30
+        /// Bound on waiting for another process's refresh of the same account, in seconds.
+        public var refreshLockTimeout: TimeInterval = 60
+        /// The HTTP stack.
+        public var transport: any HTTPTransport = URLSessionTransport()
+
+        public init() {}
+    }
+
+    /// The application (client) ID.
+    public let clientID: String
+    /// The authority tokens come from.
+    public let authority: Authority
+    /// The shared cache.
+    public let store: AccountStore
+    private let client: TokenEndpointClient
+    private let options: Options
+
+    /// Creates the app.
+    public init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
+        self.clientID = clientID
+        self.authority = authority
+        self.store = store
+        self.options = options
+        self.client = TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
+                                          logger: store.options.logger)
+    }
+
+    /// Creates the app from a (plugin-generated) configuration.
+    public convenience init(configuration: AppConfiguration, store: AccountStore, options: Options = Options()) throws(TokenCacheError) {
+        try configuration.validate()
+        let authority: Authority
+        do { authority = try configuration.parsedAuthority } catch { throw .invalidArgument("authority", "is invalid") }
+        self.init(clientID: configuration.clientID, authority: authority, store: store, options: options)
+    }
+
+    /// Accounts this app can use silently.
+    public func accounts() throws(TokenCacheError) -> [CachedAccount] {
+        try store.accounts(clientID: clientID)
+    }
+
+    /// Signs this app out of an account; other apps stay signed in.
+    public func signOut(_ account: CachedAccount) throws(TokenCacheError) {
+        try store.signOut(account, clientID: clientID)
+    }
+
+    /// Returns a token for the scopes without user interaction: a cached access token when one
+    /// is usable, otherwise one obtained by redeeming a refresh token (the family's first, then
+    /// the app's own), which is saved to the cache.
+    ///
+    /// Refreshes of one account and client are serialised across processes, and the cache is
+    /// read again after taking the lock, so a rotated refresh token is never redeemed twice.
+    ///
+    /// - Parameter forceRefresh: skip cached access tokens.
+    /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
+    ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
+    ///   later). Nothing is removed from the cache because of an error.
+    public func acquireTokenSilent(scopes: [String], account: CachedAccount,
+                                   forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
+        // Whole seconds: the cache records cached_at in seconds.
+        let started = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        if !forceRefresh, let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes,
+                                                             authority: authority), !cached.needsRefresh() {
+            return cached
+        }
+        let lock = try await RefreshLock.acquire(
+            name: "\(store.group.name)|\(account.homeAccountID)|\(clientID)", timeout: options.refreshLockTimeout)
+        defer { withExtendedLifetime(lock) {} }
+
+        // Another process may have refreshed while we waited for the lock.
+        let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
+        if let cached, !cached.needsRefresh(), !forceRefresh || cached.cachedAt.map({ $0 >= started }) == true {
+            return cached
+        }
+        do {
+            return try await refresh(scopes: scopes, account: account)
+        } catch let error where error.code == .network || error.code == .serverError {
+            // A token past refresh_on still works: serve it rather than fail on a transient error.
+            if let cached, !forceRefresh {
+                store.options.logger.debug("Refresh failed transiently; returning the cached token", metadata: ["code": "\(error.code)"])
+                return cached
+            }
+            throw error
+        }
+    }
+
+    private func refresh(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
+        let endpoint = try await client.tokenEndpoint(for: authority)
+        var lastRejection: ServerErrorDetails?
+        var tried = Set<String>()
+        while let refreshToken = try store.refreshTokens(clientID: clientID, account: account)
+            .first(where: { !tried.contains($0.entry.key) }) {
+            tried.insert(refreshToken.entry.key)
+            let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
+                                                  at: endpoint, isMicrosoft: authority.kind != .oidc)
+            switch outcome {
+            case .tokens(let response):
+                return try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
+                                      homeAccountID: account.homeAccountID)
+            case .rejected(let details):
+                lastRejection = details
+                if details.httpStatus == 429 || details.httpStatus >= 500 {
+                    throw TokenCacheError(.serverError, "The token endpoint answered \(details.httpStatus) (\(details.error)).",
+                                          hint: details.retryAfter.map { "Retry after \($0) s; the cache was not changed" }
+                                              ?? "Retry later; the cache was not changed", server: details)
+                }
+                if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
+                    // This app is not in the family after all, as MSAL concludes: stop using family tokens.
+                    try store.leaveFamily(clientID: clientID, environment: account.environment)
+                }
+            }
+        }
+        let details = lastRejection
+        let isInteraction = details == nil || ["invalid_grant", "interaction_required", "consent_required", "login_required"]
+            .contains(details!.error)
+        throw TokenCacheError(
+            isInteraction ? .interactionRequired : .serverError,
+            details.map { "The token endpoint refused every refresh token (\($0.error)\($0.suberror.map { ", \($0)" } ?? ""))." }
+                ?? "No refresh token is cached for this account and app.",
+            hint: isInteraction ? "Sign the user in interactively" + (details?.claims != nil ? " with the claims challenge" : "")
+                : "Check the app registration (client ID, authority)",
+            server: details)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Talks to an authority's token endpoint: OpenID discovery and the refresh-token grant.
+final class TokenEndpointClient: Sendable {
+    let transport: any HTTPTransport
+    let timeout: TimeInterval
+    let logger: Logger
+    private let endpoints = Mutex<[String: URL]>([:])
+
+    init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger) {
+        self.transport = transport
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// The token endpoint of an authority, from OpenID discovery (cached per process).
+    func tokenEndpoint(for authority: Authority) async throws(TokenCacheError) -> URL {
+        let cacheKey = authority.url.absoluteString
+        if let known = endpoints.withLock({ $0[cacheKey] }) { return known }
+        let base = authority.url.absoluteString
+        let discovery = switch authority.kind {
+        case .aad, .b2c: "\(base)/v2.0/.well-known/openid-configuration"
+        case .adfs, .oidc: "\(base)/.well-known/openid-configuration"
+        }
+        guard let url = URL(string: discovery) else {
+            throw TokenCacheError.invalidArgument("authority", "'\(base)' gives no discovery URL")
+        }
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        let response = try await send(request, what: "OpenID discovery")
+        guard response.status == 200,
+              let document = try? JSON.decodeObject(response.body),
+              let endpoint = document["token_endpoint"]?.stringValue,
+              let endpointURL = URL(string: endpoint),
+              endpointURL.scheme == "https" || Authority.isLoopback(endpointURL.host ?? "") else {
+            throw TokenCacheError(response.status >= 500 ? .serverError : .invalidArgument,
+                                  "OpenID discovery at \(url.absoluteString) gave no usable token_endpoint (HTTP \(response.status)).",
+                                  hint: "Check the authority URL, or configure the token endpoint explicitly", field: "authority")
+        }
+        endpoints.withLock { $0[cacheKey] = endpointURL }
+        return endpointURL
+    }
+
+    /// The outcome of a token request: tokens, or the server's error.
+    enum Outcome: Sendable {
+        case tokens(TokenResponse)
+        case rejected(ServerErrorDetails)
+    }
+
+    /// Redeems a refresh token.
+    func redeem(refreshToken: String, clientID: String, scopes: [String], at endpoint: URL,
+                isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
+        var form = [
+            "grant_type": "refresh_token",
+            "client_id": clientID,
+            "refresh_token": refreshToken,
+            "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " "),
+        ]
+        if isMicrosoft { form["client_info"] = "1" }
+        var request = URLRequest(url: endpoint, timeoutInterval: timeout)
+        request.httpMethod = "POST"
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.httpBody = Data(Self.formEncode(form).utf8)
+        logger.debug("Redeeming refresh token", metadata: ["endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
+        let response = try await send(request, what: "The token endpoint")
+        if response.status == 200 {
+            do {
+                return .tokens(try TokenResponse(json: response.body))
+            } catch let error as TokenCacheError {
+                throw error
+            } catch {
+                throw TokenCacheError.invalidResponse("(body)", "could not be read")
+            }
+        }
+        let object = (try? JSON.decodeObject(response.body)) ?? [:]
+        let codes: [Int] = if case .array(let values)? = object["error_codes"] {
+            values.compactMap { if case .integer(let code) = $0 { Int(code) } else { nil } }
+        } else { [] }
+        let details = ServerErrorDetails(
+            error: object["error"]?.stringValue ?? "http_\(response.status)",
+            suberror: object["suberror"]?.stringValue,
+            errorDescription: object["error_description"]?.stringValue,
+            errorCodes: codes,
+            claims: object["claims"]?.stringValue,
+            httpStatus: response.status,
+            retryAfter: response.headers["retry-after"].flatMap { Int($0) })
+        logger.debug("Token endpoint refused the request", metadata: [
+            "error": .string(details.error), "suberror": .string(details.suberror ?? "-"), "status": .stringConvertible(response.status)])
+        return .rejected(details)
+    }
+
+    private func send(_ request: URLRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {
+        do {
+            return try await Self.withDeadline(seconds: timeout) { [transport] in try await transport.send(request) }
+        } catch {
+            let host = request.url?.host ?? "?"
+            throw TokenCacheError(.network, "\(what) at \(host) did not answer: \(Self.describe(error)).",
+                                  hint: "Check the network connection and retry; the cache was not changed")
+        }
+    }
+
+    /// Runs `operation`, giving up after `seconds` even if the operation ignores cancellation
+    /// (URLSession on Linux does not always honour request timeouts).
+    static func withDeadline<T: Sendable>(seconds: TimeInterval,
+                                          _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let outcome = OneShot(continuation)
+            let work = Task {
+                do { outcome.resume(.success(try await operation())) } catch { outcome.resume(.failure(error)) }
+            }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                outcome.resume(.failure(URLError(.timedOut)))
+                work.cancel()
+            }
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let urlError = error as? URLError {
+            switch urlError.code {
+            case .timedOut: return "timed out"
+            case .cannotConnectToHost: return "connection refused"
+            case .cannotFindHost, .dnsLookupFailed: return "host not found"
+            case .notConnectedToInternet, .networkConnectionLost: return "no network"
+            case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate:
+                return "TLS failed"
+            default: return "network error \(urlError.code.rawValue)"
+            }
+        }
+        return "network error"
+    }
+
+    static func formEncode(_ form: [String: String]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return form.sorted { $0.key < $1.key }.map { key, value in
+            "\(key.addingPercentEncoding(withAllowedCharacters: allowed)!)=\(value.addingPercentEncoding(withAllowedCharacters: allowed)!)"
+        }.joined(separator: "&")
+    }
+}
+
+/// A continuation resumed by whichever of several racers finishes first.
+private final class OneShot<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+
+    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Mutex(continuation) }
+
+    func resume(_ result: Result<T, any Error>) {
+        continuation.withLock { stored in
+            defer { stored = nil }
+            return stored
+        }?.resume(with: result)
+    }
+}

@@ -1,0 +1,116 @@
+"""A local OpenID Connect provider on loopback for the silent-SSO tests.
+
+Prints its port on the first line of stdout, then serves until stdin closes.
+  GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
+  POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
+                                                         rotate (each is redeemable once)
+  POST /control  {"seed": {...}} | {"mode": "normal|slow|fail", "delay": s} |
+                 {"non_family_clients": [...]}
+  GET  /stats    {"token_requests": n, "grants": [...]}
+"""
+import base64
+import json
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+state = {"mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
+         "counter": 0, "token_requests": 0, "grants": []}
+
+
+def b64(obj):
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, headers=None):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.endswith("/.well-known/openid-configuration"):
+            tenant = self.path.split("/")[1]
+            host = "http://127.0.0.1:%d" % self.server.server_port
+            return self.reply(200, {"issuer": "%s/%s/v2.0" % (host, tenant),
+                                    "token_endpoint": "%s/%s/oauth2/v2.0/token" % (host, tenant)})
+        if self.path == "/stats":
+            with lock:
+                return self.reply(200, {"token_requests": state["token_requests"], "grants": state["grants"]})
+        self.reply(404, {"error": "not_found"})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == "/control":
+            command = json.loads(body)
+            with lock:
+                if "seed" in command:
+                    seed = command["seed"]
+                    state["refresh_tokens"][seed["refresh_token"]] = seed
+                if "mode" in command:
+                    state["mode"] = command["mode"]
+                    state["delay"] = command.get("delay", 0)
+                if "non_family_clients" in command:
+                    state["non_family_clients"] = set(command["non_family_clients"])
+            return self.reply(200, {})
+        if not self.path.endswith("/oauth2/v2.0/token"):
+            return self.reply(404, {"error": "not_found"})
+        form = dict(urllib.parse.parse_qsl(body.decode()))
+        tenant = self.path.split("/")[1]
+        with lock:
+            state["token_requests"] += 1
+            mode, delay = state["mode"], state["delay"]
+        if mode == "slow":
+            time.sleep(delay)
+        if mode == "fail":
+            return self.reply(503, {"error": "temporarily_unavailable"}, {"Retry-After": "7"})
+        if form.get("grant_type") != "refresh_token":
+            return self.reply(400, {"error": "unsupported_grant_type"})
+        client_id = form.get("client_id")
+        with lock:
+            record = state["refresh_tokens"].get(form.get("refresh_token"))
+            if record is None:
+                state["grants"].append({"client_id": client_id, "outcome": "invalid_grant"})
+                return self.reply(400, {"error": "invalid_grant", "error_description": "AADSTS70000: token was already used or is unknown",
+                                        "error_codes": [70000], "claims": '{"access_token":{"polids":{"essential":true}}}'})
+            if record.get("family") and client_id != record["client_id"] and client_id in state["non_family_clients"]:
+                state["grants"].append({"client_id": client_id, "outcome": "client_mismatch"})
+                return self.reply(400, {"error": "invalid_grant", "suberror": "client_mismatch", "error_codes": [70000]})
+            if not record.get("family") and client_id != record["client_id"]:
+                state["grants"].append({"client_id": client_id, "outcome": "wrong_client"})
+                return self.reply(400, {"error": "invalid_grant", "error_codes": [70000]})
+            del state["refresh_tokens"][form["refresh_token"]]  # rotation: one use only
+            state["counter"] += 1
+            n = state["counter"]
+            new_rt = "rt-rotated-%d" % n
+            state["refresh_tokens"][new_rt] = dict(record, refresh_token=new_rt, client_id=client_id)
+            state["grants"].append({"client_id": client_id, "outcome": "ok", "redeemed": form["refresh_token"], "issued": new_rt})
+        scopes = [s for s in form.get("scope", "").split() if s not in ("openid", "profile", "offline_access")]
+        response = {
+            "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+            "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": new_rt,
+            "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + record["uid"], "oid": record["uid"], "tid": tenant,
+                                                        "preferred_username": record.get("username", "user@example.com")}) + ".sig",
+            "client_info": b64({"uid": record["uid"], "utid": record["utid"]}),
+        }
+        if record.get("family"):
+            response["foci"] = record["family"]
+        self.reply(200, response)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print(server.server_port, flush=True)
+sys.stdin.read()  # serve until the test closes stdin
+server.shutdown()
