@@ -68,6 +68,19 @@ struct CLIError: Error, CustomStringConvertible {
 
 /// Runs a command body, turning errors into one line plus a hint on stderr and an exit code.
 func reportingErrors(_ body: () throws -> Void) throws {
+    try reportedError { try body() }
+}
+
+/// The async form of ``reportingErrors(_:)``.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch {
+        try reportedError { throw error }
+    }
+}
+
+private func reportedError(_ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as TokenCacheError {

@@ -3,7 +3,7 @@ import TokenCache
 
 /// The `tokencache` admin tool: inspect and clear what apps cached, and let shell tools share
 /// sign-in with Swift apps.
-public struct TokenCacheCommand: ParsableCommand {
+public struct TokenCacheCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "tokencache",
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",

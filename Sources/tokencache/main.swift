@@ -1,3 +1,3 @@
 import TokenCacheCLI
 
-TokenCacheCommand.main()
+await TokenCacheCommand.main()

@@ -2,17 +2,21 @@ import ArgumentParser
 import Foundation
 import TokenCache
 
-struct TokenCommand: ParsableCommand {
+struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a usable cached access token, for scripts.",
         discussion: """
         Prints the access token (or, with --json, the token result) of a cached, unexpired token
-        for the client and scopes. Exit code 2 when there is none, 1 on error.
+        for the client and scopes. With --refresh (and --authority), a missing or stale token is
+        obtained silently by redeeming a cached refresh token at the token endpoint - the app's
+        own, or its family's for single sign-on - and saved. Exit code 2 when there is none
+        (or the user must sign in interactively), 1 on error.
 
         Examples:
           TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
           tokencache token --client 04b07795-... --scopes "User.Read" --account alice@contoso.com --json
+          tokencache token --client 04b07795-... --scopes "User.Read" --refresh --authority https://login.microsoftonline.com/organizations
         """)
 
     @OptionGroup var store: StoreOptions
@@ -29,8 +33,16 @@ struct TokenCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The authority, to pick a tenant.", valueName: "url"))
     var authority: String?
 
+    @Flag(help: "Redeem a refresh token at the token endpoint when no cached access token is usable (needs --authority).")
+    var refresh = false
+
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
+
+    func validate() throws {
+        if refresh && authority == nil { throw ValidationError("--refresh needs --authority URL (where to redeem the refresh token).") }
+        if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+    }
 
     struct Output: Encodable {
         var accessToken: String
@@ -44,8 +56,8 @@ struct TokenCommand: ParsableCommand {
         var homeAccountId: String?
     }
 
-    func run() throws {
-        try reportingErrors {
+    func run() async throws {
+        try await reportingErrors {
             let store = try store.openStore()
             let authority = try self.authority.map { try Authority($0) }
             let candidates = try store.accounts(clientID: client)
@@ -60,9 +72,20 @@ struct TokenCommand: ParsableCommand {
                 throw CLIError.failed("Client \(client) has \(chosen.count) accounts.",
                                       hint: "Pick one with --account: \(chosen.map(\.username).joined(separator: ", "))")
             }
-            guard let target = chosen.first,
-                  let result = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
-            else {
+            guard let target = chosen.first else {
+                throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in group \(store.group).",
+                                        hint: "Sign in with the app, or save a response with `tokencache save`")
+            }
+            var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
+            if refresh, let authority, found == nil || found?.needsRefresh() == true {
+                let app = PublicClientApplication(clientID: client, authority: authority, store: store)
+                do {
+                    found = try await app.acquireTokenSilent(scopes: scopeList(scopes), account: target)
+                } catch let error as TokenCacheError where error.code == .interactionRequired {
+                    throw CLIError.notFound(error.message, hint: error.hint)
+                }
+            }
+            guard let result = found else {
                 throw CLIError.notFound("No usable cached access token for client \(client) and scopes \"\(scopes)\".",
                                         hint: "Sign in with the app, or save a response with `tokencache save`")
             }
