@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -90,3 +91,9 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Documentation is opt-in so normal builds stay lean:
+//   TOKENCACHE_DOCS=1 swift package generate-documentation --target TokenCache
+if ProcessInfo.processInfo.environment["TOKENCACHE_DOCS"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"))
+}
