@@ -181,7 +181,7 @@ public final class AccountStore: Sendable {
             throw TokenCacheError.invalidArgument("scopes", "no scopes other than openid, profile and offline_access were given",
                                                   hint: "Ask for at least one resource scope, for example User.Read")
         }
-        let realm = Self.tenant(for: authority, account: account)
+        let realms = Self.acceptableRealms(for: authority, account: account)
         let environment = Environment.canonical(authority?.environment ?? account.environment)
         let deadline = now.addingTimeInterval(options.expiryMargin).timeIntervalSince1970
         return try read { index in
@@ -189,7 +189,7 @@ public final class AccountStore: Sendable {
             let best = index.entries(.accessToken, homeAccountID: account.homeAccountID).filter { at in
                 at["client_id"]?.lowercased() == clientID.lowercased()
                     && Environment.canonical(at["environment"] ?? "") == environment
-                    && (realm == nil || at["realm"]?.lowercased() == realm?.lowercased())
+                    && realms.contains((at["realm"] ?? "").lowercased())
                     && at.fields["ext_cache_key"] == nil
                     && (at["token_type"] ?? "Bearer").lowercased() == "bearer"
                     && (at.fields["expires_on"]?.secondsValue ?? 0) > deadline
@@ -392,10 +392,17 @@ public final class AccountStore: Sendable {
         return ordered
     }
 
-    static func tenant(for authority: Authority?, account: CachedAccount) -> String? {
+    /// Tenants whose tokens answer a request: the authority's own; for `common`,
+    /// `organizations` or `consumers` (or no authority) also the account's home tenant, as
+    /// MSAL resolves those to the home tenant.
+    static func acceptableRealms(for authority: Authority?, account: CachedAccount) -> Set<String> {
         let generic: Set<String> = ["common", "organizations", "consumers"]
-        if let authority, !generic.contains(authority.realm.lowercased()) { return authority.realm }
-        return account.homeTenantID ?? account.tenants.first
+        var realms = Set<String>()
+        if let authority { realms.insert(authority.realm.lowercased()) }
+        if authority == nil || generic.contains(authority!.realm.lowercased()) {
+            if let home = account.homeTenantID ?? account.tenants.first { realms.insert(home.lowercased()) }
+        }
+        return realms
     }
 
     func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {

@@ -19,8 +19,10 @@ enum TestEnvironment {
     /// The Python with MSAL installed (made by scripts/install-deps.sh).
     static var python: String? {
         if let path = environment["TOKENCACHE_TEST_PYTHON"] { return path }
+        // Not standardized: that would resolve the venv's python symlink and leave the venv.
         let local = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../../.venv/bin/python").standardizedFileURL.path
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".venv/bin/python").path
         return FileManager.default.isExecutableFile(atPath: local) ? local : nil
     }
 
