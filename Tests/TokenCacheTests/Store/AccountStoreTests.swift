@@ -155,6 +155,18 @@ struct LookupTests {
         #expect(common?.tenantID == Fixtures.tenantA)
     }
 
+    @Test("A token saved through a generic authority (organizations) is found through the same authority")
+    func genericAuthorityRealm() throws {
+        let organizations = try Authority("https://login.microsoftonline.com/organizations")
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice)), clientID: Fixtures.appOne,
+                       authority: organizations, scopes: [], now: Fixtures.now)
+        let account = try #require(try store.allAccounts().first)
+        #expect(try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"],
+                                      authority: organizations, now: Fixtures.now) != nil)
+        #expect(try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"],
+                                      authority: Fixtures.authority(Fixtures.tenantB), now: Fixtures.now) == nil)
+    }
+
     @Test("Refresh tokens come in MSAL's order: family from app metadata, then the app's own newest")
     func refreshTokenOrder() throws {
         // App two has its own (non-family) tokens, saved at two times, and app one a family token.
