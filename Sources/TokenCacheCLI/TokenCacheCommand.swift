@@ -3,6 +3,7 @@ import TokenCache
 
 /// The `tokencache` admin tool: inspect and clear what apps cached, and let shell tools share
 /// sign-in with Swift apps.
+@available(macOS 10.15, macCatalyst 13, iOS 13, tvOS 13, watchOS 6, *)
 public struct TokenCacheCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "tokencache",

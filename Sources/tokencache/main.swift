@@ -1,3 +1,0 @@
-import TokenCacheCLI
-
-await TokenCacheCommand.main()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Regenerates docs/CLI.md, the man-page-style reference of the tokencache CLI, from its --help.
+# A test checks that the committed file matches, so the reference never drifts from the tool.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${1:-$(swift build --show-bin-path)/tokencache}"
+{
+    echo "# tokencache(1)"
+    echo
+    echo "Generated from \`tokencache --help\` by scripts/cli-reference.sh; do not edit by hand."
+    echo
+    echo '```'
+    COLUMNS=100 "$BIN" --help
+    echo '```'
+    for command in list remove token save import export doctor migrate; do
+        echo
+        echo "## tokencache $command"
+        echo
+        echo '```'
+        COLUMNS=100 "$BIN" help "$command"
+        echo '```'
+    done
+} > docs/CLI.md
