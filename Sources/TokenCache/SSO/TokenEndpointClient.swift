@@ -114,8 +114,8 @@ final class TokenEndpointClient: Sendable {
             let work = Task {
                 do { outcome.resume(.success(try await operation())) } catch { outcome.resume(.failure(error)) }
             }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
+            // A Dispatch timer, not a Task: it fires even when the cooperative pool is busy.
+            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
                 outcome.resume(.failure(URLError(.timedOut)))
                 work.cancel()
             }

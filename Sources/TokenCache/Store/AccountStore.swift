@@ -155,10 +155,23 @@ public final class AccountStore: Sendable {
     /// The account with this username (case-insensitive) or home account ID, among the accounts
     /// `clientID` can use (or all accounts when `clientID` is nil).
     public func account(_ usernameOrHomeAccountID: String, clientID: String? = nil) throws(TokenCacheError) -> CachedAccount? {
-        let candidates = if let clientID { try accounts(clientID: clientID) } else { try allAccounts() }
         let wanted = usernameOrHomeAccountID.lowercased()
-        return candidates.first { $0.homeAccountID.lowercased() == wanted }
-            ?? candidates.first { $0.username.lowercased() == wanted }
+        return try read { index in
+            // Account records are few per user: match on them, then build only the chosen account.
+            let records = index.entries(.account, homeAccountID: wanted).isEmpty
+                ? index.all(.account).filter { ($0["username"] ?? "").lowercased() == wanted }
+                : index.entries(.account, homeAccountID: wanted)
+            let homes = Array(Set(records.compactMap { $0["home_account_id"] })).sorted()
+            for home in homes {
+                if let clientID {
+                    guard Self.signInState(home: home, clientID: clientID, in: index) != .signedOut,
+                          !Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).isEmpty
+                    else { continue }
+                }
+                if let account = self.account(homeAccountID: home, clientID: clientID, in: index) { return account }
+            }
+            return nil
+        }
     }
 
     /// The sign-in state a client has recorded for an account.
