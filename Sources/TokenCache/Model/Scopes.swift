@@ -10,7 +10,7 @@ enum Scopes {
 
     /// The set used to compare scopes: scopes are case-insensitive in Microsoft identity.
     static func comparableSet(_ scopes: some Sequence<String>) -> Set<String> {
-        Set(scopes.map { $0.lowercased() })
+        Set(scopes.map(ASCII.lowercased))
     }
 
     /// A target in canonical form: sorted, de-duplicated, lower-cased.
@@ -36,7 +36,7 @@ enum Environment {
 
     /// The first name of the host's alias group, or the host itself, lower-cased.
     static func canonical(_ environment: String) -> String {
-        let lowered = environment.lowercased()
+        let lowered = ASCII.lowercased(environment)
         return canonicalByAlias[lowered] ?? lowered
     }
 }

@@ -189,28 +189,42 @@ public final class AccountStore: Sendable {
     ///   account's home tenant.
     public func accessToken(clientID: String, account: CachedAccount, scopes: [String],
                             authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
-        let requested = Scopes.comparableSet(scopes.filter { !Scopes.reserved.contains($0.lowercased()) })
+        var requested: [String] = []
+        requested.reserveCapacity(scopes.count)
+        for scope in scopes {
+            let lowered = ASCII.lowercased(scope)
+            if !Scopes.reserved.contains(lowered) { requested.append(lowered) }
+        }
         guard !requested.isEmpty else {
             throw TokenCacheError.invalidArgument("scopes", "no scopes other than openid, profile and offline_access were given",
                                                   hint: "Ask for at least one resource scope, for example User.Read")
         }
-        let realms = Self.acceptableRealms(for: authority, account: account)
         let environment = Environment.canonical(authority?.environment ?? account.environment)
-        let deadline = now.addingTimeInterval(options.expiryMargin).timeIntervalSince1970
+        let deadline = now.timeIntervalSince1970 + options.expiryMargin
+        // Tenants that answer: the authority's own; for generic authorities also the home tenant.
+        let authorityRealm = authority?.realm
+        let homeRealm: String? = if let authorityRealm, !Self.genericRealms.contains(ASCII.lowercased(authorityRealm)) {
+            nil
+        } else {
+            account.homeTenantID ?? account.tenants.first
+        }
         return try read { index in
-            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return nil }
-            let best = index.entries(.accessToken, homeAccountID: account.homeAccountID).filter { at in
-                at["client_id"]?.lowercased() == clientID.lowercased()
-                    && Environment.canonical(at["environment"] ?? "") == environment
-                    && realms.contains((at["realm"] ?? "").lowercased())
-                    && at.fields["ext_cache_key"] == nil
-                    && (at["token_type"] ?? "Bearer").lowercased() == "bearer"
-                    && (at.fields["expires_on"]?.secondsValue ?? 0) > deadline
-                    && requested.isSubset(of: index.targetSet(ofAccessToken: at.key))
-            }.max { ($0.fields["expires_on"]?.secondsValue ?? 0) < ($1.fields["expires_on"]?.secondsValue ?? 0) }
-            return best.map { Self.result(AccessToken(entry: $0), account: account) }
+            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return nil }
+            var best: IndexedAccessToken?
+            for at in index.accessTokens(homeAccountID: account.homeAccountID)
+            where at.isPlainBearer && at.expiresOn > deadline && at.expiresOn > (best?.expiresOn ?? 0)
+                && ASCII.equalsIgnoringCase(at.clientID, clientID)
+                && at.environment == environment
+                && ((authorityRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false)
+                    || (homeRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false))
+                && requested.allSatisfy({ at.targets.contains($0) }) {
+                best = at
+            }
+            return best.map { $0.result.with(account: account) }
         }
     }
+
+    static let genericRealms: Set<String> = ["common", "organizations", "consumers"]
 
     /// The refresh token a client should redeem for an account, in MSAL's order: the family's
     /// token when app metadata names a family, family "1" when the app has no metadata yet,
@@ -379,9 +393,7 @@ public final class AccountStore: Sendable {
     }
 
     static func signInState(home: String, clientID: String, in index: CacheIndex) -> SignInState? {
-        index.entries(.accountMetadata, homeAccountID: home)
-            .first { $0["client_id"]?.lowercased() == clientID.lowercased() }
-            .map { AccountMetadata(entry: $0).signInState }
+        index.signInState(homeAccountID: home, clientID: clientID)
     }
 
     static func homeAccountIDs(in index: CacheIndex) -> [String] {
@@ -403,19 +415,6 @@ public final class AccountStore: Sendable {
         if let family { ordered += candidates.filter { $0["family_id"] == family } }
         ordered += candidates.filter { $0["client_id"]?.lowercased() == clientID.lowercased() && !ordered.contains($0) }
         return ordered
-    }
-
-    /// Tenants whose tokens answer a request: the authority's own; for `common`,
-    /// `organizations` or `consumers` (or no authority) also the account's home tenant, as
-    /// MSAL resolves those to the home tenant.
-    static func acceptableRealms(for authority: Authority?, account: CachedAccount) -> Set<String> {
-        let generic: Set<String> = ["common", "organizations", "consumers"]
-        var realms = Set<String>()
-        if let authority { realms.insert(authority.realm.lowercased()) }
-        if authority == nil || generic.contains(authority!.realm.lowercased()) {
-            if let home = account.homeTenantID ?? account.tenants.first { realms.insert(home.lowercased()) }
-        }
-        return realms
     }
 
     func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {

@@ -22,8 +22,9 @@ public struct CachedAccount: Sendable, Hashable, Identifiable {
 
     /// The home tenant ID (`utid`), when the home account ID has the `<uid>.<utid>` form.
     public var homeTenantID: String? {
-        let parts = homeAccountID.split(separator: ".")
-        return parts.count == 2 ? String(parts[1]) : nil
+        guard let dot = homeAccountID.firstIndex(of: "."),
+              !homeAccountID[homeAccountID.index(after: dot)...].contains(".") else { return nil }
+        return String(homeAccountID[homeAccountID.index(after: dot)...])
     }
 }
 
@@ -49,6 +50,12 @@ public struct TokenResult: Sendable, Hashable {
 
     /// The value of an HTTP `Authorization` header, for example `Bearer eyJ…`.
     public var authorizationHeader: String { "\(authenticationScheme) \(accessToken)" }
+
+    /// The same token attributed to an account.
+    func with(account: CachedAccount?) -> TokenResult {
+        TokenResult(accessToken: accessToken, authenticationScheme: authenticationScheme, expiresOn: expiresOn,
+                    refreshOn: refreshOn, tenantID: tenantID, scopes: scopes, account: account, cachedAt: cachedAt)
+    }
 
     /// Whether `refreshOn` has passed: the token still works, but should be refreshed.
     public func needsRefresh(now: Date = Date()) -> Bool {

@@ -8,6 +8,10 @@ struct CacheIndex: Sendable {
     private var keysByIdentity: [EntityKind: [String: String]] = [:]
     /// Access-token targets as comparable sets, parsed once.
     private var targetSets: [String: Set<String>] = [:]
+    /// Access tokens by home account ID exactly as stored, pre-digested for warm lookups.
+    private(set) var accessTokensByHome: [String: [IndexedAccessToken]] = [:]
+    /// Sign-in states by home account ID exactly as stored.
+    private(set) var signInStatesByHome: [String: [(clientID: String, state: SignInState)]] = [:]
 
     init(_ entries: some Sequence<CacheEntry> = []) {
         for entry in entries { insert(entry) }
@@ -48,9 +52,30 @@ struct CacheIndex: Sendable {
         entries[entry.kind, default: [:]][entry.key] = entry
         keysByAccount[entry.kind, default: [:]][(entry["home_account_id"] ?? "").lowercased(), default: []].insert(entry.key)
         keysByIdentity[entry.kind, default: [:]][entry.identity] = entry.key
-        if entry.kind == .accessToken {
-            targetSets[entry.key] = Scopes.comparableSet(Scopes.split(entry["target"] ?? ""))
+        let home = entry["home_account_id"] ?? ""
+        switch entry.kind {
+        case .accessToken:
+            let indexed = IndexedAccessToken(entry)
+            targetSets[entry.key] = indexed.targets
+            accessTokensByHome[home, default: []].append(indexed)
+        case .accountMetadata:
+            signInStatesByHome[home, default: []].append((entry["client_id"] ?? "", AccountMetadata(entry: entry).signInState))
+        default:
+            break
         }
+    }
+
+    /// Access tokens of an account (home account ID in any case).
+    func accessTokens(homeAccountID: String) -> [IndexedAccessToken] {
+        accessTokensByHome[homeAccountID] ?? accessTokensByHome[homeAccountID.lowercased()]
+            ?? accessTokensByHome.first { ASCII.equalsIgnoringCase($0.key, homeAccountID) }?.value ?? []
+    }
+
+    /// The sign-in state a client recorded for an account, if any.
+    func signInState(homeAccountID: String, clientID: String) -> SignInState? {
+        let states = signInStatesByHome[homeAccountID] ?? entries(.accountMetadata, homeAccountID: homeAccountID)
+            .map { ($0["client_id"] ?? "", AccountMetadata(entry: $0).signInState) }
+        return states.first { ASCII.equalsIgnoringCase($0.clientID, clientID) }?.state
     }
 
     mutating func remove(_ kind: EntityKind, key: String) {
@@ -59,6 +84,47 @@ struct CacheIndex: Sendable {
         keysByAccount[kind]?[home]?.remove(key)
         if keysByAccount[kind]?[home]?.isEmpty == true { keysByAccount[kind]?[home] = nil }
         if keysByIdentity[kind]?[old.identity] == key { keysByIdentity[kind]?[old.identity] = nil }
-        if kind == .accessToken { targetSets[key] = nil }
+        let storedHome = old["home_account_id"] ?? ""
+        switch kind {
+        case .accessToken:
+            targetSets[key] = nil
+            accessTokensByHome[storedHome]?.removeAll { $0.key == key }
+            if accessTokensByHome[storedHome]?.isEmpty == true { accessTokensByHome[storedHome] = nil }
+        case .accountMetadata:
+            let client = old["client_id"] ?? ""
+            signInStatesByHome[storedHome]?.removeAll { $0.clientID == client }
+            if signInStatesByHome[storedHome]?.isEmpty == true { signInStatesByHome[storedHome] = nil }
+        default:
+            break
+        }
+    }
+}
+
+/// An access token digested once at load, so a warm lookup compares prepared fields and returns
+/// a prepared result without parsing or allocating.
+struct IndexedAccessToken: Sendable {
+    let key: String
+    let clientID: String
+    /// Canonical environment (alias group).
+    let environment: String
+    let realm: String
+    /// Scopes, lower-cased.
+    let targets: Set<String>
+    let expiresOn: Double
+    /// Bearer, and not bound to extra request parameters (`ext_cache_key`).
+    let isPlainBearer: Bool
+    /// The token as a result, without its account.
+    let result: TokenResult
+
+    init(_ entry: CacheEntry) {
+        let token = AccessToken(entry: entry)
+        key = entry.key
+        clientID = token.clientID
+        environment = Environment.canonical(token.environment)
+        realm = token.realm
+        targets = Scopes.comparableSet(token.scopes)
+        expiresOn = entry.fields["expires_on"]?.secondsValue ?? 0
+        isPlainBearer = entry.fields["ext_cache_key"] == nil && token.tokenType.lowercased() == "bearer"
+        result = AccountStore.result(token, account: nil)
     }
 }
