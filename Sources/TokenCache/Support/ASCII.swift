@@ -3,14 +3,9 @@
 enum ASCII {
     /// Whether two strings are equal ignoring ASCII case, without allocating.
     static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
-        return a.withUTF8 { left in
-            b.withUTF8 { right in
-                guard left.count == right.count else { return false }
-                for i in 0..<left.count where lower(left[i]) != lower(right[i]) { return false }
-                return true
-            }
-        }
+        if a == b { return true }  // the common case: identifiers are stored as received
+        guard a.utf8.count == b.utf8.count else { return false }
+        return zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
     }
 
     /// The string lower-cased, returning the same string (no allocation) when it has no
