@@ -1,0 +1,93 @@
+import Foundation
+
+/// The encrypted cache file, format version 1 (see docs/EncryptedFile.md):
+///
+///     magic "TKCACHE\0" (8) | version UInt16 BE | header length UInt32 BE | header JSON
+///     | nonce (12) | AES-256-GCM ciphertext | tag (16)
+///
+/// Everything before the nonce is authenticated as associated data, so the group, key ID, KDF
+/// parameters and generation cannot be changed without the tag failing.
+struct CacheFileFormat {
+    static let magic = Data("TKCACHE\0".utf8)
+    static let version: UInt16 = 1
+
+    /// The plaintext header.
+    struct Header: Codable, Equatable {
+        var group: String
+        var keyID: String
+        var generation: UInt64
+        var cipher = "AES-256-GCM"
+        var kdf: KDFParameters?
+
+        enum CodingKeys: String, CodingKey {
+            case group, keyID = "key_id", generation, cipher, kdf
+        }
+    }
+
+    /// scrypt parameters for passphrase keys.
+    struct KDFParameters: Codable, Equatable, Hashable {
+        var name = "scrypt"
+        var salt: String  // base64
+        var n: UInt64
+        var r: UInt64
+        var p: UInt64
+    }
+
+    /// A file split into its parts, not yet authenticated.
+    struct Parsed {
+        var header: Header
+        var associatedData: Data
+        var nonce: [UInt8]
+        var sealed: Data
+    }
+
+    static func encode(header: Header, nonce: [UInt8], sealed: Data) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let headerJSON = try encoder.encode(header)
+        return associatedData(headerJSON) + Data(nonce) + sealed
+    }
+
+    static func associatedData(_ headerJSON: Data) -> Data {
+        var data = magic
+        withUnsafeBytes(of: version.bigEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(headerJSON.count).bigEndian) { data.append(contentsOf: $0) }
+        return data + headerJSON
+    }
+
+    static func associatedData(for header: Header) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return associatedData(try encoder.encode(header))
+    }
+
+    /// Splits a file. Throws `fileMismatch` for another format or version and
+    /// `fileAuthenticationFailed` for a damaged (truncated, flipped) header.
+    static func parse(_ data: Data, path: String) throws(TokenCacheError) -> Parsed {
+        let bytes = [UInt8](data)
+        guard bytes.count >= magic.count, Data(bytes[0..<magic.count]) == magic else {
+            throw TokenCacheError(.fileMismatch, "\(path) is not a swift-tokencache cache file.",
+                                  hint: "Move it away; it was not changed")
+        }
+        guard bytes.count >= 14 else { throw damaged(path) }
+        let version = UInt16(bytes[8]) << 8 | UInt16(bytes[9])
+        guard version == Self.version else {
+            throw TokenCacheError(.fileMismatch, "\(path) has format version \(version); this version of swift-tokencache reads version \(Self.version).",
+                                  hint: "Use a newer swift-tokencache; the file was not changed")
+        }
+        let headerLength = Int(UInt32(bytes[10]) << 24 | UInt32(bytes[11]) << 16 | UInt32(bytes[12]) << 8 | UInt32(bytes[13]))
+        let headerEnd = 14 + headerLength
+        guard headerLength <= 4096, bytes.count >= headerEnd + OpenSSL.nonceByteCount + OpenSSL.tagByteCount else {
+            throw damaged(path)
+        }
+        guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes[14..<headerEnd])) else { throw damaged(path) }
+        return Parsed(header: header, associatedData: Data(bytes[0..<headerEnd]),
+                      nonce: Array(bytes[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
+                      sealed: Data(bytes[(headerEnd + OpenSSL.nonceByteCount)...]))
+    }
+
+    static func damaged(_ path: String) -> TokenCacheError {
+        TokenCacheError(.fileAuthenticationFailed, "\(path) is damaged or was tampered with (truncated or altered).",
+                        hint: "Restore it from a backup or move it away; it was not changed or replaced")
+    }
+}

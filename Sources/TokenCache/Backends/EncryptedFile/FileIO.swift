@@ -1,0 +1,206 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// POSIX file operations with the safety checks the encrypted file needs.
+enum FileIO {
+    struct OpenFile {
+        var descriptor: Int32
+        var info: stat
+    }
+
+    static func error(_ action: String, _ path: String, code: Int32 = errno) -> TokenCacheError {
+        let reason = String(cString: strerror(code))
+        let hint: String = switch code {
+        case ENOSPC, EDQUOT, EFBIG: "Free disk space; the previous cache file is intact"
+        case EROFS: "The file system is read-only; the previous cache file is intact"
+        case EACCES, EPERM: "Check the permissions of \(path)"
+        default: "The previous cache file is intact"
+        }
+        return TokenCacheError(.fileSystem, "Cannot \(action) \(path): \(reason).", hint: hint)
+    }
+
+    /// Opens a file for reading if it exists, refusing links and files others can reach.
+    static func openExisting(_ path: String) throws(TokenCacheError) -> OpenFile? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw TokenCacheError(.unsafeFile, "\(path) is a symbolic link; cache files must be regular files.",
+                                      hint: "Remove the link; swift-tokencache will create the file")
+            }
+            throw error("open", path)
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let failure = error("inspect", path)
+            close(descriptor)
+            throw failure
+        }
+        if let problem = unsafeReason(info, expectFile: true) {
+            close(descriptor)
+            throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(problem).",
+                                  hint: "Fix it (chmod 600, owned by you, no hard links) or move it away")
+        }
+        return OpenFile(descriptor: descriptor, info: info)
+    }
+
+    static func unsafeReason(_ info: stat, expectFile: Bool) -> String? {
+        let type = info.st_mode & S_IFMT
+        if expectFile && type != S_IFREG { return "not a regular file" }
+        if !expectFile && type != S_IFDIR { return "not a directory" }
+        if info.st_uid != geteuid() { return "owned by another user (uid \(info.st_uid))" }
+        if expectFile && info.st_mode & 0o077 != 0 { return "readable or writable by others (mode \(String(info.st_mode & 0o777, radix: 8)))" }
+        if !expectFile && info.st_mode & 0o022 != 0 { return "writable by others (mode \(String(info.st_mode & 0o777, radix: 8)))" }
+        if expectFile && info.st_nlink > 1 { return "hard-linked (\(info.st_nlink) links)" }
+        return nil
+    }
+
+    static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw error("read", path)
+            }
+            if count == 0 { return data }
+            data.append(contentsOf: buffer[0..<count])
+            if data.count > 256 << 20 {
+                throw TokenCacheError(.fileMismatch, "\(path) is larger than 256 MiB; it is not a token cache.")
+            }
+        }
+    }
+
+    /// Creates the directory (0700) if needed, and refuses one that is a link or writable by others.
+    static func ensureDirectory(_ url: URL) throws(TokenCacheError) {
+        var info = stat()
+        if lstat(url.path, &info) != 0 {
+            guard errno == ENOENT else { throw error("inspect", url.path) }
+            do {
+                try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw TokenCacheError(.fileSystem, "Cannot create \(url.deletingLastPathComponent().path).",
+                                      hint: "Check that the parent directory is writable by you")
+            }
+            if mkdir(url.path, 0o700) != 0 && errno != EEXIST { throw error("create directory", url.path) }
+            guard lstat(url.path, &info) == 0 else { throw error("inspect", url.path) }
+        }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the cache directory must be a real directory.",
+                                  hint: "Remove the link")
+        }
+        if let problem = unsafeReason(info, expectFile: false) {
+            throw TokenCacheError(.unsafeFile, "The cache directory \(url.path) is unsafe: \(problem).",
+                                  hint: "chmod 700 \(url.path)")
+        }
+    }
+
+    /// Writes `data` to a new O_EXCL temporary file beside `path`, syncs it, renames it over
+    /// `path` and syncs the directory. On failure the old file is untouched and the temporary
+    /// file removed.
+    static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String) throws(TokenCacheError) -> stat {
+        let directory = (path as NSString).deletingLastPathComponent
+        var random = [UInt8](repeating: 0, count: 6)
+        try? OpenSSL.randomBytes(&random)
+        let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + random.map { String(format: "%02x", $0) }.joined()
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw error("create", temporary) }
+        var committed = false
+        defer {
+            close(descriptor)
+            if !committed { unlink(temporary) }
+        }
+        var offset = 0
+        while offset < data.count {
+            let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, data.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw error("write", temporary)
+            }
+            offset += written
+        }
+        guard fsync(descriptor) == 0 else { throw error("sync", temporary) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw error("inspect", temporary) }
+        guard rename(temporary, path) == 0 else { throw error("replace", path) }
+        committed = true
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return info
+    }
+
+    /// Removes temporary files a killed writer left. Call with the group's lock held: no live
+    /// writer of the group can own one then.
+    static func removeStaleTemporaryFiles(in directory: URL, prefix: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            unlink(directory.appendingPathComponent(name).path)
+        }
+    }
+}
+
+/// An exclusive `flock` on a lock file that is never deleted; released in deinit (and by the
+/// kernel if the process dies).
+final class FileLock {
+    private let descriptor: Int32
+
+    init(path: String) throws(TokenCacheError) {
+        descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileIO.error("open lock file", path) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                let failure = FileIO.error("lock", path)
+                close(descriptor)
+                throw failure
+            }
+        }
+    }
+
+    deinit {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}
+
+/// The default key file: 32 random bytes, mode 0600, created with O_EXCL so two processes
+/// creating it at once agree on one key.
+enum KeyFile {
+    static func load(_ url: URL, creating: Bool, directory: URL) throws(TokenCacheError) -> SymmetricKey {
+        let path = url.path
+        if let file = try FileIO.openExisting(path) {
+            defer { close(file.descriptor) }
+            var bytes = [UInt8](repeating: 0, count: SymmetricKey.byteCount + 1)
+            defer { OpenSSL.cleanse(&bytes) }
+            let count = read(file.descriptor, &bytes, bytes.count)
+            guard count == SymmetricKey.byteCount else {
+                throw TokenCacheError(.fileMismatch, "The key file \(path) is not a 32-byte key.",
+                                      hint: "Restore it from a backup; without it the cache cannot be read")
+            }
+            return bytes.withUnsafeBytes { SymmetricKey(copying: UnsafeRawBufferPointer(rebasing: $0[0..<SymmetricKey.byteCount])) }
+        }
+        guard creating else {
+            throw TokenCacheError(.fileAuthenticationFailed, "The key file \(path) is missing, so the cache cannot be decrypted.",
+                                  hint: "Restore the key file, or move the cache file away to start over")
+        }
+        try FileIO.ensureDirectory(url.deletingLastPathComponent())
+        let key = try SymmetricKey.random()
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor < 0 {
+            if errno == EEXIST { return try load(url, creating: false, directory: directory) }  // another process won
+            throw FileIO.error("create key file", path)
+        }
+        defer { close(descriptor) }
+        let written = key.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == SymmetricKey.byteCount, fsync(descriptor) == 0 else {
+            unlink(path)
+            throw FileIO.error("write key file", path)
+        }
+        return key
+    }
+}

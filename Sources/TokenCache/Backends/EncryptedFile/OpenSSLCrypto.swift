@@ -1,0 +1,168 @@
+internal import COpenSSL
+import Foundation
+
+/// 256-bit key material that is zeroed when released. Never printed.
+final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
+    // @unchecked: the buffer is written once in init and only read afterwards.
+    static let byteCount = 32
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    /// Takes a copy of the bytes; the caller zeroes its own copy.
+    init(copying bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == Self.byteCount)
+        buffer = .allocate(byteCount: Self.byteCount, alignment: 16)
+        buffer.copyMemory(from: bytes)
+    }
+
+    /// A fresh random key.
+    static func random() throws(TokenCacheError) -> SymmetricKey {
+        var bytes = [UInt8](repeating: 0, count: byteCount)
+        defer { OpenSSL.cleanse(&bytes) }
+        try OpenSSL.randomBytes(&bytes)
+        return bytes.withUnsafeBytes { SymmetricKey(copying: $0) }
+    }
+
+    deinit {
+        OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+        buffer.deallocate()
+    }
+
+    func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        try body(UnsafeRawBufferPointer(buffer))
+    }
+
+    /// A public identifier: the first 8 bytes of SHA-256 of the key, in hex. Reveals nothing.
+    var identifier: String {
+        withUnsafeBytes { OpenSSL.sha256($0) }.prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    var description: String { "SymmetricKey(<redacted>)" }
+}
+
+/// The few OpenSSL libcrypto operations the encrypted file needs, with errors drained from the
+/// OpenSSL error queue right at the call site.
+enum OpenSSL {
+    static let nonceByteCount = 12
+    static let tagByteCount = 16
+
+    static var version: String { String(cString: OpenSSL_version(OPENSSL_VERSION)) }
+
+    static func randomBytes(_ bytes: inout [UInt8]) throws(TokenCacheError) {
+        let count = Int32(bytes.count)
+        guard bytes.withUnsafeMutableBytes({ RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), count) }) == 1 else {
+            throw failure("RAND_bytes")
+        }
+    }
+
+    static func cleanse(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+
+    static func sha256(_ data: UnsafeRawBufferPointer) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        _ = EVP_Digest(data.baseAddress, data.count, &digest, &length, EVP_sha256(), nil)
+        return digest
+    }
+
+    /// scrypt (RFC 7914) from OpenSSL.
+    static func scrypt(passphrase: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) throws(TokenCacheError) -> SymmetricKey {
+        var key = [UInt8](repeating: 0, count: SymmetricKey.byteCount)
+        defer { cleanse(&key) }
+        var passphraseBytes = Array(passphrase.utf8)
+        defer { cleanse(&passphraseBytes) }
+        let status = passphraseBytes.withUnsafeBufferPointer { pass in
+            pass.withMemoryRebound(to: CChar.self) { pass in
+                EVP_PBE_scrypt(pass.baseAddress, pass.count, salt, salt.count, n, r, p, 256 << 20, &key, key.count)
+            }
+        }
+        guard status == 1 else { throw failure("EVP_PBE_scrypt") }
+        return key.withUnsafeBytes { SymmetricKey(copying: $0) }
+    }
+
+    /// AES-256-GCM encryption: returns ciphertext followed by the 16-byte tag.
+    static func seal(_ plaintext: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data {
+        let context = try CipherContext()
+        var output = [UInt8](repeating: 0, count: plaintext.count + tagByteCount)
+        var length: Int32 = 0
+        var total = 0
+        let ok = key.withUnsafeBytes { key in
+            EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
+                && EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil) == 1
+                && EVP_EncryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
+        }
+        guard ok else { throw failure("EVP_EncryptInit_ex") }
+        guard aad.withUnsafeBytes({ EVP_EncryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
+        else { throw failure("EVP_EncryptUpdate (AAD)") }
+        guard plaintext.withUnsafeBytes({ input in
+            output.withUnsafeMutableBufferPointer { out in
+                EVP_EncryptUpdate(context.pointer, out.baseAddress, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+            }
+        }) == 1 else { throw failure("EVP_EncryptUpdate") }
+        total = Int(length)
+        guard output.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context.pointer, $0.baseAddress! + total, &length) }) == 1
+        else { throw failure("EVP_EncryptFinal_ex") }
+        total += Int(length)
+        guard output.withUnsafeMutableBufferPointer({
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagByteCount), $0.baseAddress! + total)
+        }) == 1 else { throw failure("EVP_CTRL_GCM_GET_TAG") }
+        return Data(output[0..<(total + tagByteCount)])
+    }
+
+    /// AES-256-GCM decryption of ciphertext followed by its tag; nil when authentication fails.
+    static func open(_ sealed: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data? {
+        guard sealed.count >= tagByteCount else { return nil }
+        let ciphertext = sealed.prefix(sealed.count - tagByteCount)
+        var tag = [UInt8](sealed.suffix(tagByteCount))
+        let context = try CipherContext()
+        var output = [UInt8](repeating: 0, count: ciphertext.count + 16)
+        defer { cleanse(&output) }
+        var length: Int32 = 0
+        let ok = key.withUnsafeBytes { key in
+            EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
+                && EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil) == 1
+                && EVP_DecryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
+        }
+        guard ok else { throw failure("EVP_DecryptInit_ex") }
+        guard aad.withUnsafeBytes({ EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
+        else { throw failure("EVP_DecryptUpdate (AAD)") }
+        guard ciphertext.withUnsafeBytes({ input in
+            output.withUnsafeMutableBufferPointer { out in
+                EVP_DecryptUpdate(context.pointer, out.baseAddress, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+            }
+        }) == 1 else { throw failure("EVP_DecryptUpdate") }
+        var total = Int(length)
+        guard EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tagByteCount), &tag) == 1 else {
+            throw failure("EVP_CTRL_GCM_SET_TAG")
+        }
+        let verified = output.withUnsafeMutableBufferPointer { EVP_DecryptFinal_ex(context.pointer, $0.baseAddress! + total, &length) } == 1
+        ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
+        guard verified else { return nil }
+        total += Int(length)
+        return Data(output[0..<total])
+    }
+
+    /// A TokenCacheError for a failed OpenSSL call, with the drained error queue.
+    static func failure(_ function: String) -> TokenCacheError {
+        var reasons: [String] = []
+        while case let code = ERR_get_error(), code != 0 {
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            reasons.append(String(cString: buffer))
+        }
+        return TokenCacheError(.crypto, "OpenSSL \(function) failed\(reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")).",
+                               hint: "Check that libssl3 (OpenSSL 3) is installed and working")
+    }
+}
+
+/// Owns an EVP_CIPHER_CTX and frees it.
+private final class CipherContext {
+    let pointer: OpaquePointer
+
+    init() throws(TokenCacheError) {
+        guard let pointer = EVP_CIPHER_CTX_new() else { throw OpenSSL.failure("EVP_CIPHER_CTX_new") }
+        self.pointer = pointer
+    }
+
+    deinit { EVP_CIPHER_CTX_free(pointer) }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import Testing
+@testable import TokenCache
+
+/// Runs the built `tokencache` binary as a subprocess against an isolated store.
+struct CLI {
+    let backend: String
+    let dataHome: URL
+    let group: String
+
+    init(backend: String) throws {
+        self.backend = backend
+        dataHome = try TestEnvironment.temporaryDirectory()
+        // A group of its own per test, so tests sharing the keyring never see each other.
+        group = "org.swift-tokencache.cli-test-\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    var environment: [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_DATA_HOME"] = dataHome.path
+        environment["NO_COLOR"] = "1"
+        return environment
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], input: Data? = nil, withGroup: Bool = true) throws -> ProcessOutput {
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        var arguments = arguments
+        if withGroup, let subcommand = arguments.first, !subcommand.hasPrefix("-"), subcommand != "migrate" {
+            arguments += ["--backend", backend, "--group", group]
+        }
+        return try runProcess(binary, arguments, input: input, environment: environment)
+    }
+
+    func save(_ user: Fixtures.User, client: String, foci: String? = "1", scope: String = "User.Read Mail.Read") throws -> [String: Any] {
+        let response = Fixtures.response(for: user, scope: scope, foci: foci, tag: client)
+        let output = try run(["save", "--client", client, "--authority", Fixtures.authority().url.absoluteString,
+                              "--scopes", scope], input: Fixtures.json(response))
+        #expect(output.status == 0, "save failed: \(output.stderr)")
+        return response
+    }
+
+    func cleanUp() {
+        _ = try? run(["remove", "--all", "--yes"])
+        try? FileManager.default.removeItem(at: dataHome)
+    }
+}
+
+/// The backends the CLI is tested on. The Secret Service joins when its backend lands (issue 3).
+let cliBackends = ["file"]
+
+@Suite("tokencache CLI")
+struct CLITests {
+    @Test("save, then list shows the account per client without any secret", arguments: cliBackends)
+    func saveAndList(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let one = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let two = try cli.save(Fixtures.alice, client: Fixtures.appTwo, foci: nil, scope: "Files.Read")
+        let list = try cli.run(["list"])
+        #expect(list.status == 0)
+        #expect(list.stdout.contains(Fixtures.alice.username))
+        #expect(list.stdout.contains(Fixtures.appOne) && list.stdout.contains(Fixtures.appTwo))
+        #expect(list.stdout.contains("signed_in"))
+        #expect(list.stdout.contains("Files.Read"))
+        for response in [one, two] {
+            for field in ["access_token", "refresh_token", "id_token"] {
+                #expect(!list.stdout.contains(response[field] as! String), "list printed a \(field)")
+                #expect(!list.stderr.contains(response[field] as! String))
+            }
+        }
+    }
+
+    @Test("list --json has the documented schema with sorted keys", arguments: cliBackends)
+    func listJSON(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let output = try cli.run(["list", "--json"])
+        #expect(output.status == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        #expect(Set(json.keys) == ["group", "location", "accounts"])
+        let account = try #require((json["accounts"] as? [[String: Any]])?.first)
+        #expect(Set(account.keys) == ["username", "home_account_id", "environment", "tenants", "authority_type", "name", "clients"])
+        let client = try #require((account["clients"] as? [[String: Any]])?.first)
+        #expect(Set(client.keys) == ["client_id", "sign_in_state", "family_id", "refresh_token", "has_id_token", "access_tokens"])
+        #expect(client["refresh_token"] as? String == "family")
+        let token = try #require((client["access_tokens"] as? [[String: Any]])?.first)
+        #expect(Set(token.keys) == ["scopes", "tenant", "expires_on", "is_expired"])
+        // Sorted keys: "accounts" before "group" before "location".
+        let keys = ["\"accounts\"", "\"group\"", "\"location\""].map { output.stdout.range(of: $0)!.lowerBound }
+        #expect(keys == keys.sorted())
+    }
+
+    @Test("token prints the cached token; exit code 2 when there is none", arguments: cliBackends)
+    func tokenCommand(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let response = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let found = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(found.status == 0)
+        #expect(found.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == response["access_token"] as? String)
+        let json = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Mail.Read", "--json"])
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(result["token_type"] as? String == "Bearer")
+        #expect((result["authorization_header"] as? String)?.hasPrefix("Bearer ") == true)
+        let missing = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Calendars.Read"])
+        #expect(missing.status == 2)
+        #expect(missing.stdout.isEmpty)
+        #expect(missing.stderr.contains("hint:"))
+    }
+
+    @Test("remove --client signs one app out and keeps the others; remove without it removes for all",
+          arguments: cliBackends)
+    func removeCommand(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appTwo)
+        _ = try cli.save(Fixtures.bob, client: Fixtures.appOne)
+
+        let dryRun = try cli.run(["remove", "--account", Fixtures.alice.username, "--dry-run"])
+        #expect(dryRun.status == 0 && dryRun.stdout.contains("Would remove"))
+        #expect(try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username]).status == 0)
+
+        let signOut = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appOne, "--yes"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        #expect(try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username]).status == 2)
+        #expect(try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--account", Fixtures.alice.username]).status == 0)
+
+        let remove = try cli.run(["remove", "--account", Fixtures.alice.homeAccountID, "--yes"])
+        #expect(remove.status == 0)
+        #expect(try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--account", Fixtures.alice.username]).status == 2)
+        let list = try cli.run(["list"])
+        #expect(!list.stdout.contains(Fixtures.alice.username) && list.stdout.contains(Fixtures.bob.username))
+
+        let unknown = try cli.run(["remove", "--account", "nobody@example.com", "--yes"])
+        #expect(unknown.status == 2)
+        #expect(try cli.run(["remove", "--all", "--yes"]).status == 0)
+        #expect(try cli.run(["list"]).stdout.contains("No accounts."))
+    }
+
+    @Test("remove without --yes and without a terminal does not ask and proceeds only when told to")
+    func removeConfirmation() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        // Standard input is a pipe, not a terminal: no question is asked.
+        let output = try cli.run(["remove", "--all"], input: Data("n\n".utf8))
+        #expect(output.status == 0)
+        #expect(!output.stderr.contains("Continue?"))
+    }
+
+    @Test("export writes a 0600 file and import reads it back; neither prints a secret", arguments: cliBackends)
+    func exportImport(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let response = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let file = cli.dataHome.appendingPathComponent("export.json")
+        let export = try cli.run(["export", "--format", "msal-json", "--output", file.path])
+        #expect(export.status == 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(!export.stdout.contains(response["access_token"] as! String))
+        // Refuses to overwrite.
+        #expect(try cli.run(["export", "--output", file.path]).status == 1)
+
+        #expect(try cli.run(["remove", "--all", "--yes"]).status == 0)
+        let imported = try cli.run(["import", "--format", "msal-json", file.path])
+        #expect(imported.status == 0)
+        #expect(imported.stdout.contains("Imported 6 entries"))
+        #expect(!imported.stdout.contains(response["refresh_token"] as! String))
+        #expect(try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"]).status == 0)
+    }
+
+    @Test("Bad arguments give usage help and exit 64; bad input gives one error line with a hint")
+    func badArguments() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let noAccount = try cli.run(["remove"])
+        #expect(noAccount.status == 64)
+        #expect(noAccount.stderr.contains("Usage:"))
+        let badGroup = try cli.run(["list", "--group", "not a group"], withGroup: false)
+        #expect(badGroup.status == 64)
+        let badBackend = try cli.run(["list", "--backend", "floppy"], withGroup: false)
+        #expect(badBackend.status == 64)
+        let badResponse = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                       "--scopes", "User.Read"], input: Data("{\"access_token\": 42}".utf8))
+        #expect(badResponse.status == 1)
+        #expect(badResponse.stderr.hasPrefix("error: Token response field 'access_token'"))
+        #expect(badResponse.stderr.contains("hint:"))
+    }
+
+    @Test("Every command has --help with an example")
+    func helpEverywhere() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        for command in ["list", "remove", "token", "save", "import", "export", "doctor", "migrate"] {
+            let help = try cli.run([command, "--help"], withGroup: false)
+            #expect(help.status == 0, "\(command)")
+            #expect(help.stdout.contains("Example"), "\(command) --help has no example")
+        }
+    }
+
+    @Test("doctor reports the backend and exits non-zero with a fix when it cannot work")
+    func doctor() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let file = try cli.run(["doctor", "--backend", "file", "--json"], withGroup: false)
+        #expect(file.status == 0, "\(file.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(file.stdout.utf8)) as? [String: Any])
+        #expect(json["selected"] as? String != nil)
+        var environment = cli.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let noBus = try runProcess(binary, ["doctor", "--backend", "secret-service"], environment: environment)
+        #expect(noBus.status == 1)
+        #expect(noBus.stderr.contains("hint:"))
+    }
+}
