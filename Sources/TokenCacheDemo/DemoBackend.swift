@@ -1,10 +1,14 @@
 import TokenCache
 
 enum DemoBackend {
-    /// The backend the demo uses, and why.
-    /// TODO(issue 3/4): automatic selection (Secret Service, else encrypted file) once those
-    /// backends land. Until then the demo keeps the cache in process memory.
+    /// The backend the demo uses, and why: automatic selection, as an app would use it
+    /// (`--backend file|secret-service` to force one).
     static func open() throws -> (any CacheBackend, String) {
-        (InMemoryBackend(), "in-memory: the Secret Service and encrypted-file backends are not built yet")
+        let arguments = CommandLine.arguments
+        let policy = arguments.firstIndex(of: "--backend").flatMap { index in
+            arguments.indices.contains(index + 1) ? BackendPolicy(rawValue: arguments[index + 1]) : nil
+        } ?? .automatic
+        let selection = try BackendSelection.open(policy: policy)
+        return (selection.backend, selection.reason)
     }
 }
