@@ -21,17 +21,29 @@ public struct BackendSelection: Sendable {
     /// - Throws: ``TokenCacheError`` `backendUnavailable` when the policy's backend cannot work here.
     public static func open(policy: BackendPolicy, logger: Logger = Logger(label: "tokencache"),
                             fileDirectory: URL? = nil,
-                            keySource: EncryptedFileBackend.KeySource = .keyFile()) throws(TokenCacheError) -> BackendSelection {
+                            keySource: EncryptedFileBackend.KeySource = .keyFile(),
+                            secretService: SecretServiceBackend.Options = .init(),
+                            fallsBackWhenLocked: Bool = false) throws(TokenCacheError) -> BackendSelection {
         let file = { EncryptedFileBackend(directory: fileDirectory, keySource: keySource) }
         switch policy {
         case .file:
             return BackendSelection(backend: file(), reason: "the file backend was requested")
         case .secretService:
-            let problem = secretServiceUnavailableReason()
-            throw TokenCacheError(.backendUnavailable, "The Secret Service backend cannot be used: \(problem).",
-                                  hint: "Use --backend file (the encrypted file) instead")
+            return BackendSelection(backend: try SecretServiceBackend(options: secretService),
+                                    reason: "the Secret Service backend was requested")
         case .automatic:
-            let reason = "no Secret Service: \(secretServiceUnavailableReason()); using the encrypted file"
+            let problem: TokenCacheError
+            do {
+                let backend = try SecretServiceBackend(options: secretService)
+                // Make sure the group's collection is reachable and unlocked: a locked keyring is
+                // reported, not a reason to fall back silently (unless the app allows it).
+                _ = try backend.collectionPath(for: .universalStorage)
+                return BackendSelection(backend: backend, reason: "a Secret Service provider answers on the session bus")
+            } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing].contains(error.code)
+                || (fallsBackWhenLocked && error.code == .keyringLocked) {
+                problem = error
+            }
+            let reason = "no usable Secret Service (\(problem.message)); using the encrypted file"
             let first = announced.withLock { done in
                 defer { done = true }
                 return !done
@@ -41,35 +53,54 @@ public struct BackendSelection: Sendable {
         }
     }
 
-    /// Why the Secret Service cannot be used here.
-    static func secretServiceUnavailableReason() -> String {
-        "the Secret Service backend is not built yet (issue 3)"
-    }
 
     /// Checks what the policy depends on without changing anything.
     public static func diagnose(policy: BackendPolicy, group: CacheGroup = .universalStorage,
                                 fileDirectory: URL? = nil,
-                                keySource: EncryptedFileBackend.KeySource = .keyFile()) -> BackendDiagnosis {
+                                keySource: EncryptedFileBackend.KeySource = .keyFile(),
+                                secretService: SecretServiceBackend.Options = .init()) -> BackendDiagnosis {
         var checks: [BackendDiagnosis.Check] = []
         let environment = ProcessInfo.processInfo.environment
         let bus = environment["DBUS_SESSION_BUS_ADDRESS"]
         checks.append(.init(name: "session bus", status: bus == nil ? .warning : .info,
                             detail: bus.map { "DBUS_SESSION_BUS_ADDRESS=\($0)" } ?? "DBUS_SESSION_BUS_ADDRESS is not set"))
-        checks.append(.init(name: "Secret Service", status: .warning, detail: secretServiceUnavailableReason()))
+        var secretServiceProblem: TokenCacheError?
+        var secretServiceLocation: String?
+        do {
+            let backend = try SecretServiceBackend(options: secretService)
+            let path = try backend.collectionPath(for: group)
+            secretServiceLocation = backend.location(of: group)
+            checks.append(.init(name: "Secret Service", status: .ok, detail: "provider answers; \(backend.location(of: group)) -> \(path), unlocked"))
+            let count = try backend.load(group).entries.count
+            checks.append(.init(name: "Secret Service items", status: .ok, detail: "\(count) entries in group \(group)"))
+        } catch {
+            secretServiceProblem = error
+            checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
+                                detail: "\(error.code): \(error.message)"))
+        }
+        checks.append(.init(name: "libsecret", status: .info, detail: SecretServiceBackend.libsecretVersion))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         checks.append(.init(name: "OpenSSL", status: .info, detail: OpenSSL.version))
 
+        let fileFailure = checks.first { $0.status == .failed && $0.name != "Secret Service" }
         switch policy {
         case .secretService:
-            return BackendDiagnosis(policy: policy, selected: nil, reason: secretServiceUnavailableReason(), checks: checks,
-                                    fix: "Use --backend file (the encrypted file)")
+            return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
+                                    reason: secretServiceProblem.map { "the Secret Service cannot be used: \($0.message)" }
+                                        ?? "the Secret Service backend was requested",
+                                    checks: checks, fix: secretServiceProblem?.hint)
+        case .automatic where secretServiceProblem == nil:
+            return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
+                                    reason: "a Secret Service provider answers on the session bus", checks: checks, fix: nil)
+        case .automatic where secretServiceProblem?.code == .keyringLocked:
+            return BackendDiagnosis(policy: policy, selected: nil, reason: "the keyring is locked; automatic selection does not fall back silently",
+                                    checks: checks, fix: secretServiceProblem?.hint)
         case .file, .automatic:
-            let failed = checks.first { $0.status == .failed }
             let reason = policy == .file ? "the file backend was requested"
-                : "no Secret Service: \(secretServiceUnavailableReason()); using the encrypted file"
-            return BackendDiagnosis(policy: policy, selected: failed == nil ? file.location(of: group) : nil, reason: reason,
-                                    checks: checks, fix: failed.map { "Fix: \($0.name) - \($0.detail)" })
+                : "no usable Secret Service (\(secretServiceProblem?.message ?? "")); using the encrypted file"
+            return BackendDiagnosis(policy: policy, selected: fileFailure == nil ? file.location(of: group) : nil, reason: reason,
+                                    checks: checks, fix: fileFailure.map { "Fix \($0.name): \($0.detail)" })
         }
     }
 }

@@ -46,8 +46,9 @@ struct CLI {
     }
 }
 
-/// The backends the CLI is tested on. The Secret Service joins when its backend lands (issue 3).
-let cliBackends = ["file"]
+/// The backends the CLI is tested on: the encrypted file always, the Secret Service inside the
+/// isolated keyring session (and in CI, where it must work rather than skip).
+let cliBackends = ["file"] + (TestEnvironment.runsSecretServiceTests ? ["secret-service"] : [])
 
 @Suite("tokencache CLI")
 struct CLITests {

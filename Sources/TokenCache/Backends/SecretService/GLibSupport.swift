@@ -1,0 +1,87 @@
+internal import CLibSecret
+import Foundation
+
+/// Small owning wrappers for the GLib values the Secret Service backend passes to libsecret.
+/// Each frees its C value in deinit; none leaves this folder.
+enum GLib {
+    /// Converts and frees a GError right after the failed call.
+    static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
+        guard let error else { return ("", 0, "unknown error", nil) }
+        defer { g_error_free(error) }
+        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        let domain = String(cString: g_quark_to_string(error.pointee.domain))
+        var remote: String?
+        if g_dbus_error_is_remote_error(error) != 0, let name = g_dbus_error_get_remote_error(error) {
+            remote = String(cString: name)
+            g_free(name)
+        }
+        return (domain, error.pointee.code, message, remote)
+    }
+}
+
+/// A string-to-string GHashTable (attributes), freed in deinit.
+final class GStringTable {
+    let table: OpaquePointer
+
+    init(_ values: [String: String]) {
+        table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)
+        for (key, value) in values { g_hash_table_insert(table, g_strdup(key), g_strdup(value)) }
+    }
+
+    deinit { g_hash_table_unref(table) }
+}
+
+/// A GCancellable cancelled after a deadline, so no D-Bus call waits longer than its bound
+/// (GDBus's own default is 25 s, and prompts can wait for as long as the user does).
+final class Deadline: @unchecked Sendable {
+    // @unchecked: g_cancellable_cancel is thread-safe, and the pointer is immutable.
+    let cancellable: UnsafeMutablePointer<GCancellable>
+    private let timer: DispatchWorkItem
+
+    init(seconds: TimeInterval) {
+        let cancellable = g_cancellable_new()!
+        self.cancellable = cancellable
+        let box = CancellableBox(cancellable)
+        timer = DispatchWorkItem { g_cancellable_cancel(box.pointer) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
+    }
+
+    var isExpired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
+
+    deinit {
+        timer.cancel()
+        g_object_unref(UnsafeMutableRawPointer(cancellable))
+    }
+}
+
+/// Keeps a GCancellable alive for as long as the timer closure holds it.
+private final class CancellableBox: @unchecked Sendable {
+    // @unchecked: only used to call the thread-safe g_cancellable_cancel.
+    let pointer: UnsafeMutablePointer<GCancellable>
+    init(_ pointer: UnsafeMutablePointer<GCancellable>) {
+        self.pointer = pointer
+        g_object_ref(UnsafeMutableRawPointer(pointer))
+    }
+    deinit { g_object_unref(UnsafeMutableRawPointer(pointer)) }
+}
+
+/// A NULL-terminated array of C strings for the duration of a call.
+func withCStringArray<T>(_ strings: [String], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>) throws -> T) rethrows -> T {
+    let duplicates = strings.map { UnsafePointer<CChar>(strdup($0)) }
+    defer { for pointer in duplicates { free(UnsafeMutablePointer(mutating: pointer)) } }
+    var array: [UnsafePointer<CChar>?] = duplicates + [nil]
+    return try array.withUnsafeMutableBufferPointer { try body($0.baseAddress!) }
+}
+
+/// Reads and frees a NULL-terminated gchar** result.
+func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+    guard let array else { return [] }
+    defer { g_strfreev(array) }
+    var result: [String] = []
+    var index = 0
+    while let element = array[index] {
+        result.append(String(cString: element))
+        index += 1
+    }
+    return result
+}

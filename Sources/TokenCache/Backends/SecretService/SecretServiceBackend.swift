@@ -1,0 +1,289 @@
+internal import CLibSecret
+import Foundation
+import Synchronization
+
+/// The primary storage: each cache entry is one Secret Service item (GNOME Keyring, KWallet,
+/// KeePassXC), the way MSAL keeps one keychain item per entity, and each group maps onto a
+/// Secret Service collection.
+///
+/// - Mapping: by default every group lives in the `default` alias collection, its items tagged
+///   with the group, so nothing ever prompts to create a keyring. A group can instead use the
+///   in-memory `session` collection or a dedicated collection found by label.
+/// - Items carry a versioned attribute schema (`org.swift-tokencache.Entry`, see
+///   docs/SecretService.md) so single lookups are targeted searches; the secret is the entry's
+///   MSAL JSON. Bulk reads use one search for paths and one GetSecrets call. Sessions are
+///   encrypted.
+/// - Every D-Bus call is bounded in time. Errors are typed (no bus, no service, collection
+///   missing, locked, prompt dismissed, timed out), and no error ever deletes or overwrites
+///   an entry; a locked keyring is reported, never read as empty.
+/// - Coherence: the backend listens to the collections' item signals, so another process's
+///   change is seen on the next lookup while warm lookups stay in memory.
+public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
+    // @unchecked: `service` and `schema` are immutable after init and libsecret's sync calls
+    // are safe from any thread; mutable state is behind `Mutex`es.
+
+    /// Where a group's items live.
+    public enum CollectionMapping: Sendable, Hashable {
+        /// The `default` alias collection (usually "Login"), items tagged with the group.
+        case defaultCollection
+        /// The in-memory `session` collection: gone when the user logs out.
+        case session
+        /// A collection of its own, found by label; created only when `createIfMissing`
+        /// (headless creation fails: GNOME Keyring must prompt for a new password).
+        case dedicated(label: String, createIfMissing: Bool = false)
+    }
+
+    /// Options.
+    public struct Options: Sendable {
+        /// Mapping for groups not listed in `mappings`.
+        public var defaultMapping: CollectionMapping = .defaultCollection
+        /// Per-group mappings.
+        public var mappings: [CacheGroup: CollectionMapping] = [:]
+        /// Bound on each D-Bus call, in seconds.
+        public var callTimeout: TimeInterval = 10
+        /// Whether a locked collection may be unlocked with a prompt (otherwise: `keyringLocked`).
+        public var allowsUnlockPrompt = false
+        /// Bound on waiting for an unlock prompt, in seconds.
+        public var unlockTimeout: TimeInterval = 60
+
+        public init() {}
+    }
+
+    /// The schema name every item carries (`xdg:schema`).
+    public static let schemaName = "org.swift-tokencache.Entry"
+    /// The version of the attribute schema.
+    public static let schemaVersion = "1"
+
+    let options: Options
+    let service: UnsafeMutablePointer<SecretService>
+    let schema: UnsafeMutablePointer<SecretSchema>
+    let signals: ItemSignalCounter
+    private let collectionPaths = Mutex<[CollectionMapping: String]>([:])
+
+    func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
+    func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
+
+    /// Connects to the Secret Service on the session bus.
+    /// - Throws: ``TokenCacheError`` `noSessionBus`, `noSecretService` or `timedOut`.
+    public init(options: Options = Options()) throws(TokenCacheError) {
+        self.options = options
+        let bus = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        if bus.isEmpty && ProcessInfo.processInfo.environment["DISPLAY"] == nil {
+            throw TokenCacheError(.noSessionBus, "There is no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set).",
+                                  hint: "Use the encrypted-file backend (--backend file), or run inside a desktop session")
+        }
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        let flags = SecretServiceFlags(rawValue: SECRET_SERVICE_OPEN_SESSION.rawValue | SECRET_SERVICE_LOAD_COLLECTIONS.rawValue)
+        guard let service = secret_service_open_sync(secret_service_get_type(), nil, flags, deadline.cancellable, &error) else {
+            throw Self.map(error, deadline: deadline, action: "connect to the Secret Service")
+        }
+        self.service = service
+        schema = Self.makeSchema()
+        let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+        signals = ItemSignalCounter(connection: connection!)
+    }
+
+    deinit {
+        secret_schema_unref(schema)
+        g_object_unref(UnsafeMutableRawPointer(service))
+    }
+
+    static func makeSchema() -> UnsafeMutablePointer<SecretSchema> {
+        let types = g_hash_table_new(g_str_hash, g_str_equal)
+        let names = ["schema_version", "group", "kind", "key", "client_id", "home_account_id", "environment", "realm", "family_id"]
+        let pinned = names.map { strdup($0)! }  // the schema copies names; free after
+        defer { pinned.forEach { free($0) } }
+        for name in pinned {
+            g_hash_table_insert(types, name, UnsafeMutableRawPointer(bitPattern: Int(SECRET_SCHEMA_ATTRIBUTE_STRING.rawValue)))
+        }
+        defer { g_hash_table_unref(types) }
+        return secret_schema_newv(schemaName, SECRET_SCHEMA_NONE, types)
+    }
+
+    func mapping(for group: CacheGroup) -> CollectionMapping {
+        options.mappings[group] ?? options.defaultMapping
+    }
+
+    public func location(of group: CacheGroup) -> String {
+        switch mapping(for: group) {
+        case .defaultCollection: "Secret Service, collection alias 'default', items tagged group=\(group)"
+        case .session: "Secret Service, in-memory collection alias 'session', items tagged group=\(group)"
+        case .dedicated(let label, _): "Secret Service, collection '\(label)', items tagged group=\(group)"
+        }
+    }
+
+    // MARK: CacheBackend
+
+    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let revision = signals.revision
+        let entries = try items(matching: ["group": group.name], in: group)
+        return CacheSnapshot(entries: entries, revision: revision)
+    }
+
+    public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                        in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        var query = ["group": group.name, "kind": kind.rawValue]
+        for (attribute, value) in attributes { query[attribute.rawValue] = value }
+        return try items(matching: query, in: group)
+    }
+
+    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+        signals.revision
+    }
+
+    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+                      expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+        let before = signals.revision
+        let foreignBefore = signals.foreignCount
+        let receivedBefore = signals.receivedCount
+        let collection = try collectionPath(for: group)
+        let write = signals.beginLocalWrite()
+        let exclusive = before == ItemSignalCounter.revision(foreign: foreignBefore, local: write - 1)
+        var operations = 0
+        // Account for our own signals even when a later change fails.
+        defer { signals.expectOwn(operations) }
+        for change in changes {
+            switch change {
+            case .upsert(let entry):
+                try store(entry, group: group, collection: collection)
+                operations += 1
+            case .remove(let kind, let key):
+                for path in try searchPaths(["group": group.name, "kind": kind.rawValue, "key": key], collection: collection) {
+                    try delete(path)
+                    operations += 1
+                }
+            }
+        }
+        // Our own signals arrive within milliseconds; any extra one came from another process.
+        let settled = signals.wait(until: receivedBefore + Int64(operations), timeout: 1)
+        let foreign = signals.receivedCount - receivedBefore != Int64(operations)
+        return before == expected && exclusive && settled && !foreign
+            ? ItemSignalCounter.revision(foreign: foreignBefore, local: write) : nil
+    }
+
+    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+        let collection = try collectionPath(for: group)
+        let receivedBefore = signals.receivedCount
+        _ = signals.beginLocalWrite()
+        var deleted = 0
+        defer { signals.expectOwn(deleted) }
+        for path in try searchPaths(["group": group.name], collection: collection) {
+            try delete(path)
+            deleted += 1
+        }
+        signals.wait(until: receivedBefore + Int64(deleted), timeout: 1)
+    }
+
+    // MARK: Items
+
+    /// Attributes of an entry, as stored on its item.
+    static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
+        var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
+        for attribute in CacheAttribute.allCases {
+            if let value = entry[attribute.rawValue], !value.isEmpty { attributes[attribute.rawValue] = value }
+        }
+        return attributes
+    }
+
+    /// A label a person can read in a keyring browser (Seahorse, KeePassXC).
+    static func label(of entry: CacheEntry) -> String {
+        let client = entry["client_id"] ?? ""
+        switch entry.kind {
+        case .accessToken: return "Access token · \(entry["home_account_id"] ?? "") · \(client) · \(entry["target"] ?? "")"
+        case .refreshToken:
+            let family = entry["family_id"].map { " · family \($0)" } ?? ""
+            return "Refresh token · \(entry["home_account_id"] ?? "") · \(client)\(family)"
+        case .idToken: return "ID token · \(entry["home_account_id"] ?? "") · \(client)"
+        case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
+        case .appMetadata: return "App metadata · \(client)"
+        case .accountMetadata: return "Sign-in state · \(entry["home_account_id"] ?? "") · \(client) · \(entry["sign_in_state"] ?? "")"
+        }
+    }
+
+    private func store(_ entry: CacheEntry, group: CacheGroup, collection: String) throws(TokenCacheError) {
+        let json: Data
+        do { json = try JSON.encode(Self.secret(of: entry)) } catch {
+            throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
+        }
+        let attributes = GStringTable(Self.attributes(of: entry, group: group))
+        let value = json.withUnsafeBytes { bytes in
+            secret_value_new(bytes.baseAddress?.assumingMemoryBound(to: CChar.self), json.count, "application/json")
+        }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
+        guard secret_service_store_sync(service, schema, attributes.table, collection, Self.label(of: entry),
+                                        value, deadline.cancellable, &error) != 0 else {
+            throw Self.map(error, deadline: deadline, action: "store an item")
+        }
+    }
+
+    private func delete(_ path: String) throws(TokenCacheError) {
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        guard secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error) != 0 else {
+            throw Self.map(error, deadline: deadline, action: "delete an item")
+        }
+    }
+
+    /// Paths of matching items in the group's collection. Locked matches are an error.
+    func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
+        let attributes = GStringTable(query)
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        guard secret_service_search_for_dbus_paths_sync(service, schema, attributes.table, deadline.cancellable,
+                                                        &unlocked, &locked, &error) != 0 else {
+            throw Self.map(error, deadline: deadline, action: "search the keyring")
+        }
+        let prefix = try resolvedCollectionPrefix(collection)
+        let lockedHere = takeStringArray(locked).filter { $0.hasPrefix(prefix) }
+        let paths = takeStringArray(unlocked).filter { $0.hasPrefix(prefix) }
+        if !lockedHere.isEmpty {
+            throw TokenCacheError(.keyringLocked, "The keyring holding the token cache is locked (\(lockedHere.count) items).",
+                                  hint: "Unlock it (log in to the desktop, or `secret-tool unlock`); nothing was read or changed")
+        }
+        return paths
+    }
+
+    private func items(matching query: [String: String], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        let collection = try collectionPath(for: group)
+        let paths = try searchPaths(query, collection: collection)
+        guard !paths.isEmpty else { return [] }
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        let table = withCStringArray(paths) { array in
+            secret_service_get_secrets_for_dbus_paths_sync(service, array, deadline.cancellable, &error)
+        }
+        guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
+        defer { g_hash_table_unref(table) }
+        var entries: [CacheEntry] = []
+        entries.reserveCapacity(paths.count)
+        for path in paths {
+            guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { continue }
+            let value = OpaquePointer(raw)
+            var length = 0
+            guard let bytes = secret_value_get(value, &length) else { continue }
+            // Not ours to interpret? Skip it; never delete what we cannot read.
+            if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: length)) { entries.append(entry) }
+        }
+        return entries
+    }
+
+    /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,
+    /// `{"AccessToken": {"<key>": {...}}}`, which MSAL Python can load as it is and which
+    /// carries the entry's kind and key, so bulk reads need no per-item attribute calls.
+    static func secret(of entry: CacheEntry) -> JSONObject {
+        [entry.kind.rawValue: .object([entry.key: .object(entry.fields)])]
+    }
+
+    static func entry(fromSecret data: Data) -> CacheEntry? {
+        guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first,
+              let kind = EntityKind(rawValue: section), case .object(let items) = value, items.count == 1,
+              let (key, item) = items.first, case .object(let fields) = item else { return nil }
+        return CacheEntry(kind: kind, fields: fields, key: key)
+    }
+}
