@@ -7,17 +7,25 @@ import Synchronization
 /// not caused by this process's own writes: it changes exactly when another process changed
 /// something, which costs a warm lookup one atomic load instead of a D-Bus round trip.
 final class ItemSignalCounter: @unchecked Sendable {
-    // @unchecked: `received` and `own` are atomics; the C handles are set up before the thread
-    // starts and only torn down in deinit.
-    private let received = Atomic<Int64>(0)
+    // @unchecked: the counters are atomics, `cached` is a Mutex; `isSubscribed` and the C
+    // handles are written on the signal thread before `ready` is signalled and only read after
+    // `init` waited for it; teardown happens in deinit only.
+    private let tally = SignalTally()
     private let own = Atomic<Int64>(0)
     /// Writes made through this process's backend, so stores sharing the backend see each
     /// other's writes (their own signals are not counted as foreign).
     private let localWrites = Atomic<Int64>(0)
     private let connection: OpaquePointer
     private var subscription: guint = 0
-    private var loop: OpaquePointer?
+    /// The signal thread's main context; this object holds one reference, the thread another.
+    private var context: OpaquePointer?
     private let ready = DispatchSemaphore(value: 0)
+    /// Set once the match rule is known to be in place at the bus (before `init` returns).
+    private(set) var isSubscribed = false
+    /// Distinguishes this counter's revisions from any other instance's (or process's).
+    private let token = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+    /// The last revision handed out, so a warm lookup allocates nothing.
+    private let cached = Mutex<(foreign: Int64, local: Int64, revision: CacheRevision)?>(nil)
 
     init(connection: OpaquePointer) {
         self.connection = connection
@@ -29,46 +37,78 @@ final class ItemSignalCounter: @unchecked Sendable {
         ready.wait()
     }
 
+    /// Runs on the signal thread. After `ready.signal()` it touches only locals (the context and
+    /// the tally, whose `stop` deinit sets), so `self` may be gone by then.
     private func run() {
         let context = g_main_context_new()
+        let tally = self.tally
         g_main_context_push_thread_default(context)
+        // The subscription owns a reference to the tally, released by GDBus once no callback
+        // can run any more (the destroy notify), so a late signal never sees freed memory.
         subscription = g_dbus_connection_signal_subscribe(
             connection, nil, "org.freedesktop.Secret.Collection", nil, nil, nil, G_DBUS_SIGNAL_FLAGS_NONE,
             { _, _, _, _, member, _, userData in
                 guard let userData, let member else { return }
                 let name = String(cString: member)
                 if name == "ItemCreated" || name == "ItemChanged" || name == "ItemDeleted" {
-                    Unmanaged<ItemSignalCounter>.fromOpaque(userData).takeUnretainedValue().received.add(1, ordering: .sequentiallyConsistent)
+                    Unmanaged<SignalTally>.fromOpaque(userData).takeUnretainedValue().count.add(1, ordering: .sequentiallyConsistent)
                 }
-            }, Unmanaged.passUnretained(self).toOpaque(), nil)
-        loop = g_main_loop_new(context, 0)
+            }, Unmanaged.passRetained(tally).toOpaque(),
+            { userData in if let userData { Unmanaged<SignalTally>.fromOpaque(userData).release() } })
+        if subscription != 0 {
+            // AddMatch is sent without waiting for a reply; a round trip to the bus on the same
+            // connection guarantees it was processed, so no later foreign change is missed.
+            var error: UnsafeMutablePointer<GError>?
+            let reply = g_dbus_connection_call_sync(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                    "org.freedesktop.DBus", "GetId", nil, nil,
+                                                    G_DBUS_CALL_FLAGS_NONE, 5_000, nil, &error)
+            if let reply { g_variant_unref(reply); isSubscribed = true }
+            if let error { g_error_free(error) }
+        }
+        self.context = g_main_context_ref(context)
         ready.signal()
-        g_main_loop_run(loop)
+        while !tally.stop.load(ordering: .sequentiallyConsistent) {
+            g_main_context_iteration(context, 1)
+        }
         g_main_context_pop_thread_default(context)
-        g_main_loop_unref(loop)
         g_main_context_unref(context)
     }
 
     deinit {
-        g_dbus_connection_signal_unsubscribe(connection, subscription)
-        if let loop { g_main_loop_quit(loop) }
+        if subscription != 0 { g_dbus_connection_signal_unsubscribe(connection, subscription) }
+        tally.stop.store(true, ordering: .sequentiallyConsistent)
+        if let context {
+            g_main_context_wakeup(context)
+            g_main_context_unref(context)
+        }
         g_object_unref(UnsafeMutableRawPointer(connection))
     }
 
     /// Signals received so far.
-    var receivedCount: Int64 { received.load(ordering: .sequentiallyConsistent) }
+    var receivedCount: Int64 { tally.count.load(ordering: .sequentiallyConsistent) }
 
     /// Signals not caused by this process's writes.
     var foreignCount: Int64 {
-        received.load(ordering: .sequentiallyConsistent) - own.load(ordering: .sequentiallyConsistent)
+        tally.count.load(ordering: .sequentiallyConsistent) - own.load(ordering: .sequentiallyConsistent)
     }
 
     var localWriteCount: Int64 { localWrites.load(ordering: .sequentiallyConsistent) }
 
-    /// The revision: foreign signals and local writes.
-    var revision: CacheRevision { Self.revision(foreign: foreignCount, local: localWriteCount) }
+    /// The revision: foreign signals and local writes, plus this instance's token; nil when
+    /// the subscription failed (callers then reload every time).
+    var revision: CacheRevision? {
+        guard isSubscribed else { return nil }
+        return revision(foreign: foreignCount, local: localWriteCount)
+    }
 
-    static func revision(foreign: Int64, local: Int64) -> CacheRevision { CacheRevision("\(foreign).\(local)") }
+    func revision(foreign: Int64, local: Int64) -> CacheRevision {
+        cached.withLock { cached in
+            if let cached, cached.foreign == foreign, cached.local == local { return cached.revision }
+            let revision = CacheRevision("\(token):\(foreign).\(local)")
+            cached = (foreign, local, revision)
+            return revision
+        }
+    }
 
     /// Counts a local write; returns its number.
     func beginLocalWrite() -> Int64 {
@@ -90,4 +130,11 @@ final class ItemSignalCounter: @unchecked Sendable {
         }
         return true
     }
+}
+
+/// The received-signal counter, shared with the GDBus callback.
+private final class SignalTally: Sendable {
+    let count = Atomic<Int64>(0)
+    /// Tells the signal thread to finish.
+    let stop = Atomic<Bool>(false)
 }

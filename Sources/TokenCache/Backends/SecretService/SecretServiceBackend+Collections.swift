@@ -3,7 +3,7 @@ import Foundation
 
 extension SecretServiceBackend {
     /// The D-Bus object path of the collection a group maps onto (resolved once, then cached).
-    func collectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
+    @_spi(Testing) public func collectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
         let mapping = mapping(for: group)
         if let known = cachedCollectionPath(mapping) { return known }
         let collection = try resolveCollection(mapping)
@@ -31,7 +31,7 @@ extension SecretServiceBackend {
                                     ? "Log in to the desktop once so the login keyring exists, or use --backend file"
                                     : "This Secret Service provider has no session collection; use the default mapping")
         case .dedicated(let label, let createIfMissing):
-            if let found = findCollection(labelled: label) { return found }
+            if let found = try findCollection(labelled: label) { return found }
             guard createIfMissing else {
                 throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
                                       hint: "Create it in your keyring manager, allow creation, or use the default mapping")
@@ -40,7 +40,8 @@ extension SecretServiceBackend {
                                                         Deadline(seconds: options.unlockTimeout).cancellable, &error)
             guard let created else {
                 let failure = Self.map(error, deadline: deadline, action: "create the collection '\(label)'")
-                if failure.code == .promptDismissed || failure.code == .timedOut {
+                // A dismissed CreateCollection prompt comes back from libsecret as a collection at "/".
+                if failure.code == .promptDismissed || failure.code == .timedOut || failure.message.hasSuffix("at path: /") {
                     throw TokenCacheError(.promptDismissed,
                                           "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
                                           hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts")
@@ -51,7 +52,12 @@ extension SecretServiceBackend {
         }
     }
 
-    private func findCollection(labelled label: String) -> UnsafeMutablePointer<SecretCollection>? {
+    private func findCollection(labelled label: String) throws(TokenCacheError) -> UnsafeMutablePointer<SecretCollection>? {
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        guard secret_service_load_collections_sync(service, deadline.cancellable, &error) != 0 else {
+            throw Self.map(error, deadline: deadline, action: "list the keyring collections")
+        }
         guard let list = secret_service_get_collections(service) else { return nil }
         defer { g_list_free_full(list, g_object_unref) }
         var node: UnsafeMutablePointer<GList>? = list
@@ -150,4 +156,16 @@ extension SecretServiceBackend {
     public static var libsecretVersion: String {
         "libsecret \(SECRET_MAJOR_VERSION).\(SECRET_MINOR_VERSION).\(SECRET_MICRO_VERSION)"
     }
+}
+
+extension SecretServiceBackend {
+    /// Items of a group that are behind a lock (for diagnostics and tests): never read, never deleted.
+    @_spi(Testing) public func lockedItemCount(group: CacheGroup, collection: String) throws(TokenCacheError) -> Int {
+        try searchAllPaths(["group": group.name]).locked.filter { $0.hasPrefix(collection + "/") }.count
+    }
+}
+
+extension SecretServiceBackend {
+    /// Item signals this backend has received (for tests and measurements).
+    @_spi(Testing) public var receivedSignalCount: Int64 { signals.receivedCount }
 }

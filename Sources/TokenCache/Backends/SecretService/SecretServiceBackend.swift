@@ -46,6 +46,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         /// Bound on waiting for an unlock prompt, in seconds.
         public var unlockTimeout: TimeInterval = 60
 
+        /// Default options: default collection, 10 s per call, no prompts.
         public init() {}
     }
 
@@ -67,14 +68,17 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// - Throws: ``TokenCacheError`` `noSessionBus`, `noSecretService` or `timedOut`.
     public init(options: Options = Options()) throws(TokenCacheError) {
         self.options = options
-        let bus = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
-        if bus.isEmpty && ProcessInfo.processInfo.environment["DISPLAY"] == nil {
+        let environment = ProcessInfo.processInfo.environment
+        let bus = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+        // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
+        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
+        if bus.isEmpty && !runtimeBus && environment["DISPLAY"] == nil {
             throw TokenCacheError(.noSessionBus, "There is no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set).",
                                   hint: "Use the encrypted-file backend (--backend file), or run inside a desktop session")
         }
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        let flags = SecretServiceFlags(rawValue: SECRET_SERVICE_OPEN_SESSION.rawValue | SECRET_SERVICE_LOAD_COLLECTIONS.rawValue)
+        let flags = SECRET_SERVICE_OPEN_SESSION  // collections load lazily, only for dedicated mappings
         guard let service = secret_service_open_sync(secret_service_get_type(), nil, flags, deadline.cancellable, &error) else {
             throw Self.map(error, deadline: deadline, action: "connect to the Secret Service")
         }
@@ -105,6 +109,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         options.mappings[group] ?? options.defaultMapping
     }
 
+    /// Where the group's items live, for people.
     public func location(of group: CacheGroup) -> String {
         switch mapping(for: group) {
         case .defaultCollection: "Secret Service, collection alias 'default', items tagged group=\(group)"
@@ -115,12 +120,15 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     // MARK: CacheBackend
 
+    /// Reads every item of the group: one search for paths, one bulk GetSecrets.
+    /// - Throws: `keyringLocked` when any matching item is locked (never an empty read).
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = signals.revision
         let entries = try items(matching: ["group": group.name], in: group)
         return CacheSnapshot(entries: entries, revision: revision)
     }
 
+    /// A targeted attribute search (group, kind and `attributes`).
     public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         var query = ["group": group.name, "kind": kind.rawValue]
@@ -128,10 +136,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return try items(matching: query, in: group)
     }
 
+    /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
     public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         signals.revision
     }
 
+    /// Upserts (store with the full attribute set: atomic replace) and removals, in order.
+    /// Returns a revision only when no foreign change can have happened since `expected`.
     public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         let before = signals.revision
@@ -139,7 +150,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let receivedBefore = signals.receivedCount
         let collection = try collectionPath(for: group)
         let write = signals.beginLocalWrite()
-        let exclusive = before == ItemSignalCounter.revision(foreign: foreignBefore, local: write - 1)
+        // No other write of this process slipped in between reading `before` and now.
+        let exclusive = before != nil && before == signals.revision(foreign: foreignBefore, local: write - 1)
         var operations = 0
         // Account for our own signals even when a later change fails.
         defer { signals.expectOwn(operations) }
@@ -156,12 +168,14 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             }
         }
         // Our own signals arrive within milliseconds; any extra one came from another process.
+        // Conservative: when unsure (late signals, extra signals, no subscription), return nil.
         let settled = signals.wait(until: receivedBefore + Int64(operations), timeout: 1)
         let foreign = signals.receivedCount - receivedBefore != Int64(operations)
-        return before == expected && exclusive && settled && !foreign
-            ? ItemSignalCounter.revision(foreign: foreignBefore, local: write) : nil
+        guard let expected, before == expected, exclusive, settled, !foreign else { return nil }
+        return signals.revision(foreign: foreignBefore, local: write)
     }
 
+    /// Deletes every item of the group (items of other groups in the collection stay).
     public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         let collection = try collectionPath(for: group)
         let receivedBefore = signals.receivedCount
@@ -230,6 +244,18 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// Paths of matching items in the group's collection. Locked matches are an error.
     func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
+        let found = try searchAllPaths(query)
+        let prefix = try resolvedCollectionPrefix(collection)
+        let lockedHere = found.locked.filter { $0.hasPrefix(prefix) }
+        if !lockedHere.isEmpty {
+            throw TokenCacheError(.keyringLocked, "The keyring holding the token cache is locked (\(lockedHere.count) items).",
+                                  hint: "Unlock it (log in to the desktop, or `secret-tool unlock`); nothing was read or changed")
+        }
+        return found.unlocked.filter { $0.hasPrefix(prefix) }
+    }
+
+    /// Paths of this schema's items matching `query` in every collection, split by lock state.
+    func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
         let attributes = GStringTable(query)
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
@@ -239,14 +265,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                                                         &unlocked, &locked, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "search the keyring")
         }
-        let prefix = try resolvedCollectionPrefix(collection)
-        let lockedHere = takeStringArray(locked).filter { $0.hasPrefix(prefix) }
-        let paths = takeStringArray(unlocked).filter { $0.hasPrefix(prefix) }
-        if !lockedHere.isEmpty {
-            throw TokenCacheError(.keyringLocked, "The keyring holding the token cache is locked (\(lockedHere.count) items).",
-                                  hint: "Unlock it (log in to the desktop, or `secret-tool unlock`); nothing was read or changed")
-        }
-        return paths
+        return (takeStringArray(unlocked), takeStringArray(locked))
     }
 
     private func items(matching query: [String: String], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {

@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+@_spi(Testing) @testable import TokenCache
+
+/// Against a real gnome-keyring in an isolated D-Bus session (scripts/with-test-keyring.sh).
+/// In CI these must run: a missing session makes them fail, never skip.
+@Suite("Secret Service backend", .enabled(if: TestEnvironment.runsSecretServiceTests))
+struct SecretServiceTests {
+    let group = try! CacheGroup("org.swift-tokencache.ss-\(UUID().uuidString.prefix(8).lowercased())")
+
+    static var helper: String { TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path }
+    /// Runs a shell script in a fresh, private D-Bus session with its own throw-away HOME and
+    /// gnome-keyring (unlocked login keyring, password "test-password"), for tests that change
+    /// the daemon's state or need keyring files in place before it starts. The script sees the
+    /// helper as `$H`, `start_keyring`, and `keyring_pid` (the daemon's process id, asked from
+    /// the bus); the daemon is killed by that id on exit. Returns the JSON lines it printed.
+    static func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [:]) throws -> [[String: Any]] {
+        let root = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let home = root.appendingPathComponent("home"), runtime = root.appendingPathComponent("run")
+        let keyrings = home.appendingPathComponent(".local/share/keyrings")
+        try FileManager.default.createDirectory(at: keyrings, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        for (name, contents) in keyringFiles {
+            let file = keyrings.appendingPathComponent(name)
+            try Data(contents.utf8).write(to: file)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["DBUS_SESSION_BUS_ADDRESS", "GNOME_KEYRING_CONTROL", "DISPLAY", "WAYLAND_DISPLAY"] {
+            environment[name] = nil
+        }
+        environment["HOME"] = home.path
+        environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
+        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+        environment["XDG_CACHE_HOME"] = home.appendingPathComponent(".cache").path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        environment["H"] = helper
+        let session = """
+            start_keyring() { eval "$(printf test-password | gnome-keyring-daemon --unlock --components=secrets 2>/dev/null)"; export GNOME_KEYRING_CONTROL; }
+            keyring_pid() { dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \\
+                org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets 2>/dev/null | awk '/uint32/ {print $2}'; }
+            trap 'pid=$(keyring_pid); [ -n "$pid" ] && kill -9 $pid' EXIT
+            start_keyring
+            \(script)
+            """
+        // Foundation starts children with every signal blocked; dbus-run-session could then not
+        // stop its dbus-daemon, which would keep our pipe open. Unblock them, bound the run, and
+        // collect output through files rather than pipes a stray daemon could inherit.
+        let wrapper = """
+            import os, signal, subprocess, sys, tempfile
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+                child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+                try:
+                    status = child.wait(45)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    status = 124
+                out.seek(0); err.seek(0)
+                sys.stdout.buffer.write(out.read()); sys.stderr.buffer.write(err.read())
+            sys.exit(status)
+            """
+        let output = try runProcess("/usr/bin/python3", ["-c", wrapper, "dbus-run-session", "--", "bash", "-c", session],
+                                    environment: environment)
+        #expect(output.status == 0, "script failed (\(output.status)): \(output.stderr)")
+        return output.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    func save(_ store: AccountStore, _ user: Fixtures.User, client: String) throws {
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: user, tag: client)), clientID: client,
+                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+    }
+
+    @Test("The account store runs unchanged on the Secret Service")
+    func accountStoreRoundTrip() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        try save(store, Fixtures.alice, client: Fixtures.appTwo)
+        let reopened = AccountStore(backend: try SecretServiceBackend(), group: group)
+        let account = try #require(try reopened.account(Fixtures.alice.username, clientID: Fixtures.appTwo))
+        #expect(try reopened.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"], now: Fixtures.now) != nil)
+        #expect(try reopened.refreshToken(clientID: Fixtures.appThree, account: account)?.familyID == "1")
+        try reopened.signOut(account, clientID: Fixtures.appOne)
+        #expect(try store.accounts(clientID: Fixtures.appOne).isEmpty)
+        #expect(try store.accounts(clientID: Fixtures.appTwo).count == 1)
+        try store.remove(account)
+        #expect(try reopened.allAccounts().isEmpty)
+        // Only app metadata (not tied to an account) remains; no credential of the account.
+        let left = try SecretServiceBackend().load(group).entries
+        #expect(left.allSatisfy { $0.kind == .appMetadata }, "\(left.map(\.kind))")
+    }
+
+    @Test("Items are visible to secret-tool with the documented attributes, labels and MSAL JSON secrets")
+    func itemsVisibleToSecretTool() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        let output = try runProcess("/usr/bin/secret-tool", ["search", "--all", "group", group.name, "kind", "AccessToken"])
+        let text = output.stdout + output.stderr
+        #expect(text.contains("schema = org.swift-tokencache.Entry"))
+        for attribute in ["schema_version = 1", "group = \(group.name)", "kind = AccessToken", "client_id = \(Fixtures.appOne)",
+                          "home_account_id = \(Fixtures.alice.homeAccountID)", "environment = login.microsoftonline.com",
+                          "realm = \(Fixtures.tenantA)", "key = "] {
+            #expect(text.contains("attribute.\(attribute)"), "missing attribute \(attribute)")
+        }
+        #expect(text.contains("label = Access token · \(Fixtures.alice.homeAccountID) · \(Fixtures.appOne) · Mail.Read User.Read"))
+        // The secret is MSAL unified JSON that MSAL Python could load as a cache.
+        let secretLine = try #require(text.split(separator: "\n").first { $0.hasPrefix("secret = ") })
+        let secret = try #require(try JSONSerialization.jsonObject(with: Data(secretLine.dropFirst(9).utf8)) as? [String: Any])
+        #expect(secret.keys.first == "AccessToken")
+    }
+
+    @Test("Unchanged entries are not rewritten, and lookups are targeted attribute searches")
+    func targetedAndSkippedWrites() throws {
+        let backend = try SecretServiceBackend()
+        let store = AccountStore(backend: backend, group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        try save(store, Fixtures.bob, client: Fixtures.appOne)
+        // (The revision itself may move: other tests write to the same daemon in parallel.)
+        let writes = backend.signals.localWriteCount
+        try save(store, Fixtures.alice, client: Fixtures.appOne)  // same response: nothing to write
+        #expect(backend.signals.localWriteCount == writes)
+        let bobs = try backend.entries(of: .refreshToken, matching: [.homeAccountID: Fixtures.bob.homeAccountID], in: group)
+        #expect(bobs.count == 1 && bobs[0]["secret"] == "rt-\(Fixtures.bob.uid)-\(Fixtures.appOne)")
+    }
+
+    @Test("The session collection mapping keeps items in the in-memory session collection")
+    func sessionMapping() throws {
+        var options = SecretServiceBackend.Options()
+        options.mappings[group] = .session
+        let backend = try SecretServiceBackend(options: options)
+        let store = AccountStore(backend: backend, group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        #expect(try backend.collectionPath(for: group) == "/org/freedesktop/secrets/collection/session")
+        #expect(try AccountStore(backend: SecretServiceBackend(), group: group).allAccounts().isEmpty, "default mapping sees nothing")
+        #expect(try AccountStore(backend: SecretServiceBackend(options: options), group: group).allAccounts().count == 1)
+    }
+
+    @Test("A dedicated collection is found by label (a pre-made keyring file, unlocked without a prompt)")
+    func dedicatedCollection() throws {
+        // gnome-keyring loads keyring files when it starts: write it before the nested daemon runs.
+        let keyring = "[keyring]\ndisplay-name=Token cache test\nctime=0\nmtime=0\nlock-on-idle=false\nlock-after=false\n"
+        let results = try Self.inFreshKeyring(#"$H ss-dedicated "Token cache test""#,
+                                              keyringFiles: ["tokencache_test.keyring": keyring])
+        #expect(results.first?["accounts"] as? Int == 1, "\(results)")
+        #expect((results.first?["collection"] as? String)?.hasSuffix("/tokencache_5ftest") == true, "\(results)")
+    }
+
+    @Test("Creating a collection headless fails fast with promptDismissed and suggests the default mapping")
+    func headlessCreationFails() throws {
+        let results = try Self.inFreshKeyring(#"$H ss-create-collection "Brand new""#)
+        #expect(results.first?["result"] as? String == "promptDismissed")
+        #expect((results.first?["hint"] as? String)?.contains("default mapping") == true)
+    }
+
+    @Test("Two processes share a group, and a removal by another process is seen on the next lookup")
+    func sharingBetweenProcesses() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        let saved = try runProcess(Self.helper, ["ss-save", group.name, "carol@contoso.com", Fixtures.appOne])
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let account = try #require(try store.account("carol@contoso.com", clientID: Fixtures.appTwo))
+        #expect(try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"]) != nil)
+        // Warm: the token comes from memory; then another process removes the account.
+        let removed = try runProcess(Self.helper, ["ss-remove", group.name, "carol@contoso.com"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        // The signal arrives asynchronously; the next lookup after it must not return the token.
+        var stillThere = true
+        for _ in 0..<100 where stillThere {
+            stillThere = try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"]) != nil
+            if stillThere { usleep(10_000) }
+        }
+        #expect(!stillThere, "a removed token was still returned after 1 s")
+        #expect(try store.allAccounts().isEmpty)
+    }
+
+    @Test("A locked collection is reported as locked, never read as empty, and nothing is deleted")
+    func lockedCollection() throws {
+        let results = try Self.inFreshKeyring("$H ss-locked org.example.locked")
+        let result = try #require(results.first)
+        #expect(result["longLivedRead"] as? String == "keyringLocked", "\(result)")
+        #expect(result["read"] as? String == "keyringLocked", "\(result)")
+        #expect(result["removeAll"] as? String == "keyringLocked", "\(result)")
+        #expect(result["saved"] as? Int == 6)
+        #expect(result["stillThereLocked"] as? Int == 6)
+    }
+
+    @Test("A daemon killed mid-session gives a typed error quickly; once it is back nothing was lost")
+    func daemonKilled() throws {
+        let results = try Self.inFreshKeyring("""
+            $H ss-save org.example.kill alice@contoso.com c1 && $H ss-save org.example.kill bob@contoso.com c1
+            $H ss-kill-mid org.example.kill
+            sleep 0.2; pid=$(keyring_pid); [ -n "$pid" ] && kill -9 $pid; sleep 0.2
+            start_keyring
+            $H ss-count org.example.kill
+            $H ss-save org.example.kill carol@contoso.com c1
+            """)
+        #expect(results.count == 5, "\(results)")
+        guard results.count == 5 else { return }
+        let mid = results[2]
+        let outcome = mid["result"] as? String ?? "-"
+        // Either a typed error, or (if D-Bus activation brought a daemon back in time) every entry.
+        #expect(["secretServiceFailure", "noSecretService", "keyringLocked", "timedOut", "collectionMissing"].contains(outcome)
+                || (outcome == "ok" && mid["after"] as? Int == mid["before"] as? Int), "\(mid)")
+        #expect((mid["seconds"] as? Double ?? 99) < 4, "\(mid)")
+        #expect(results[3]["entries"] as? Int == results[2]["before"] as? Int, "\(results)")
+        #expect(results[4]["accounts"] as? Int == 3)
+    }
+
+    @Test("A daemon that stops answering gives timedOut within the configured bound, and nothing is lost")
+    func unresponsiveDaemon() throws {
+        let results = try Self.inFreshKeyring("""
+            $H ss-save org.example.stall alice@contoso.com c1
+            $H ss-timeout org.example.stall
+            """)
+        let result = try #require(results.last)
+        #expect(result["result"] as? String == "timedOut", "\(result)")
+        let seconds = result["seconds"] as? Double ?? 99
+        #expect(seconds >= 0.9 && seconds < 3, "\(result)")
+        #expect(result["afterResume"] as? Int == result["before"] as? Int, "\(result)")
+    }
+
+    @Test("currentRevision costs well under a microsecond, and another connection's write is seen within milliseconds")
+    func coherenceCost() throws {
+        let result = try #require(try Self.inFreshKeyring("$H ss-measure").first)
+        print("Secret Service coherence measurement: \(result)")
+        #expect(result["unchanged"] as? Bool == true)
+        #expect((result["currentRevisionNanoseconds"] as? Double ?? 1e9) < 2_000, "\(result)")
+        #expect((result["signalAfterWriteReturnedMsMax"] as? Double ?? 1e9) < 500, "\(result)")
+    }
+
+    @Test("With no session bus the error is noSessionBus")
+    func noBus() throws {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+        let output = try runProcess(Self.helper, ["ss-probe"], environment: environment)
+        #expect(output.stdout.contains(#""result":"noSessionBus""#))
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["DISPLAY"] = nil
+        #expect(try runProcess(Self.helper, ["ss-probe"], environment: environment).stdout.contains(#""result":"noSessionBus""#))
+    }
+
+    @Test("Automatic selection picks the Secret Service with a bus, and the encrypted file without one")
+    func automaticSelection() throws {
+        let selected = try BackendSelection.open(policy: .automatic)
+        #expect(selected.backend is SecretServiceBackend)
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+        environment["XDG_DATA_HOME"] = try TestEnvironment.temporaryDirectory().path
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let output = try runProcess(binary, ["doctor", "--json"], environment: environment)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        #expect((json["selected"] as? String)?.hasPrefix("encrypted file") == true)
+        #expect((json["reason"] as? String)?.contains("no usable Secret Service") == true)
+    }
+}
