@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build -c release --product tokencache-demo
+swift build -c release --product tokencache
 exec "$(swift build -c release --show-bin-path)/tokencache-demo" "$@"

@@ -38,6 +38,27 @@ func demoResponse(refreshToken: String) -> Data {
     return try! JSONSerialization.data(withJSONObject: response)
 }
 
+/// Runs the `tokencache` admin CLI built next to the demo on the same backend and group, as an
+/// admin would; falls back to listing through the library when the CLI was not built.
+func listWithCLI(backend: any CacheBackend, group: CacheGroup) throws {
+    let cli = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("tokencache")
+    guard FileManager.default.isExecutableFile(atPath: cli.path) else {
+        for account in try AccountStore(backend: backend, group: group).allAccounts() {
+            print("\(account.username)  \(account.homeAccountID)  tenants \(account.tenants.joined(separator: ","))")
+        }
+        return
+    }
+    let arguments = ["list", "--backend", backend is SecretServiceBackend ? "secret-service" : "file", "--group", group.name]
+    print("$ tokencache \(arguments.joined(separator: " "))")
+    fflush(nil)  // flush stdout first: the CLI writes to the same terminal or pipe
+    let process = Process()
+    process.executableURL = cli
+    process.arguments = arguments
+    try process.run()
+    process.waitUntilExit()
+}
+
 do {
     let (backend, why) = try DemoBackend.open()
     let group = CacheGroup.universalStorage
@@ -77,14 +98,8 @@ do {
     let again = try await notesApp.acquireTokenSilent(scopes: ["Notes.Read"], account: alice)
     print("Asking again is served from the cache: \(again.accessToken == token.accessToken)")
 
-    section("Every account in the group")
-    for account in try mailStore.allAccounts() {
-        let apps = [mail, notes].map { app in
-            let state = (try? mailStore.signInState(of: account, clientID: app.clientID)).flatMap { $0 }
-            return "\(app.name): \(state?.rawValue ?? "never signed in")"
-        }
-        print("\(account.username)  \(account.homeAccountID)  tenants \(account.tenants.joined(separator: ","))  [\(apps.joined(separator: ", "))]")
-    }
+    section("Every account in the group, as `tokencache list` shows it")
+    try listWithCLI(backend: backend, group: group)
 
     section("\(mail.name) signs out; \(notes.name) stays signed in")
     try mailStore.signOut(alice, clientID: mail.clientID)

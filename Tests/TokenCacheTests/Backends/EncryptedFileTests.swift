@@ -131,6 +131,29 @@ struct EncryptedFileTests {
         #expect(!error.description.contains("correct horse"))
     }
 
+    @Test("A passphrase from the environment or an app callback opens the same file; a failing callback changes nothing")
+    func passphraseSources() throws {
+        let store = try savedStore(backend(.passphrase("correct horse battery staple")))
+        setenv("TOKENCACHE_TEST_PASSPHRASE", "correct horse battery staple", 1)
+        defer { unsetenv("TOKENCACHE_TEST_PASSPHRASE") }
+        let fromEnvironment = AccountStore(backend: backend(.passphraseFromEnvironment(variable: "TOKENCACHE_TEST_PASSPHRASE")), group: group)
+        #expect(try fromEnvironment.exportMSALJSON() == store.exportMSALJSON())
+        let fromCallback = AccountStore(backend: backend(.passphraseProvider { "correct horse battery staple" }), group: group)
+        #expect(try fromCallback.exportMSALJSON() == store.exportMSALJSON())
+
+        struct Cancelled: Error {}
+        let before = try Data(contentsOf: backend().fileURL(for: group))
+        let error = try #require(throws: TokenCacheError.self) {
+            try backend(.passphraseProvider { throw Cancelled() }).load(group)
+        }
+        #expect(error.code == .invalidArgument)
+        #expect(try Data(contentsOf: backend().fileURL(for: group)) == before)
+        let unset = try #require(throws: TokenCacheError.self) {
+            try backend(.passphraseFromEnvironment(variable: "TOKENCACHE_TEST_UNSET_PASSPHRASE")).load(group)
+        }
+        #expect(unset.description.contains("TOKENCACHE_TEST_UNSET_PASSPHRASE"))
+    }
+
     @Test("Symlinks, hard links, loose modes and a world-writable directory are refused")
     func unsafeFilesRefused() throws {
         let backend = backend()

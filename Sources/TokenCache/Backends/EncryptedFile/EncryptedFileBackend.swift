@@ -30,6 +30,10 @@ public final class EncryptedFileBackend: CacheBackend {
         case passphrase(String)
         /// A passphrase read from an environment variable.
         case passphraseFromEnvironment(variable: String = "TOKENCACHE_PASSPHRASE")
+        /// A passphrase the app supplies when the backend needs one (for example by asking the
+        /// user). Called whenever the backend needs the key, so an app that prompts should
+        /// remember the answer for the session.
+        case passphraseProvider(@Sendable () throws -> String)
         /// A 32-byte key the app manages itself.
         case key([UInt8])
 
@@ -38,6 +42,7 @@ public final class EncryptedFileBackend: CacheBackend {
             case .keyFile(let url): "key file \(url?.path ?? "(default)")"
             case .passphrase: "passphrase"
             case .passphraseFromEnvironment(let variable): "passphrase from $\(variable)"
+            case .passphraseProvider: "passphrase from the app"
             case .key: "app-supplied key"
             }
         }
@@ -221,7 +226,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     private func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
         switch keySource {
-        case .passphrase, .passphraseFromEnvironment:
+        case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
             var salt = [UInt8](repeating: 0, count: 16)
             try OpenSSL.randomBytes(&salt)
             return CacheFileFormat.KDFParameters(salt: Data(salt).base64EncodedString(),
@@ -252,6 +257,16 @@ public final class EncryptedFileBackend: CacheBackend {
             guard let passphrase = ProcessInfo.processInfo.environment[variable], !passphrase.isEmpty else {
                 throw TokenCacheError(.invalidArgument, "The passphrase variable $\(variable) is not set.",
                                       hint: "Export \(variable) with the cache passphrase", field: variable)
+            }
+            return try derive(passphrase, kdf)
+        case .passphraseProvider(let provide):
+            let passphrase: String
+            do { passphrase = try provide() } catch {
+                throw TokenCacheError(.invalidArgument, "The app could not supply the cache passphrase.",
+                                      hint: "Nothing was read or changed; try again with the passphrase", field: "passphrase")
+            }
+            guard !passphrase.isEmpty else {
+                throw TokenCacheError.invalidArgument("passphrase", "is empty")
             }
             return try derive(passphrase, kdf)
         }
