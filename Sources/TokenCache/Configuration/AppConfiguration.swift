@@ -64,14 +64,24 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         return configuration
     }
 
+    /// An absolute URI: a scheme, and a host for http(s) (loopback or custom-scheme URIs).
+    private static func isRedirectURI(_ string: String) -> Bool {
+        guard let components = URLComponents(string: string), let scheme = components.scheme?.lowercased(),
+              scheme.first?.isLetter == true, string.count > scheme.count + 1 else { return false }
+        if scheme == "http" || scheme == "https" { return !(components.host ?? "").isEmpty }
+        return true
+    }
+
     /// Checks every field.
     /// - Throws: ``TokenCacheError`` `invalidArgument` naming the field at fault.
     public func validate() throws(TokenCacheError) {
         do { try AccountStore.validate(clientID: clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
         do { _ = try Authority(authority) } catch let error as TokenCacheError { throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "authority") } catch { throw .invalidArgument("authority", "is invalid") }
         do { _ = try CacheGroup(group) } catch { throw .invalidArgument("group", "'\(group)' is not a reverse-DNS name") }
-        if let redirectURI, URL(string: redirectURI)?.scheme == nil {
-            throw .invalidArgument("redirectUri", "'\(redirectURI)' is not a URI")
+        if let redirectURI, !Self.isRedirectURI(redirectURI) {
+            throw TokenCacheError(.invalidArgument, "redirectUri '\(redirectURI)' is not an absolute URI.",
+                                  hint: "Use the redirect URI registered for the app, for example http://localhost",
+                                  field: "redirectUri")
         }
         if scopes.contains(where: { $0.isEmpty || $0.contains(" ") }) {
             throw .invalidArgument("scopes", "each scope must be one non-empty word")

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+/// The build-tool plugin's generator (`tokencache-config-gen`), run as the plugin runs it.
+/// (The plugin itself is exercised by building Examples/TokenCacheExample in scripts/test.sh.)
+@Suite("Configuration build plugin")
+struct ConfigGeneratorTests {
+    let directory: URL
+    init() throws { directory = try TestEnvironment.temporaryDirectory() }
+
+    func generate(_ json: String) throws -> (output: ProcessOutput, input: String, source: String?) {
+        let input = directory.appendingPathComponent("tokencache.json")
+        let output = directory.appendingPathComponent("TokenCacheConfiguration.swift")
+        try? FileManager.default.removeItem(at: output)
+        try Data(json.utf8).write(to: input)
+        let generator = TestEnvironment.binDirectory.appendingPathComponent("tokencache-config-gen").path
+        let result = try runProcess(generator, [input.path, output.path])
+        return (result, input.path, try? String(contentsOf: output, encoding: .utf8))
+    }
+
+    @Test("A valid tokencache.json becomes AppConfiguration.current with every field")
+    func validFile() throws {
+        let (result, _, source) = try generate("""
+            {"clientId": "04b07795-8ddb-461a-bbee-02f9e1bf7b46",
+             "authority": "https://login.microsoftonline.com/organizations",
+             "redirectUri": "http://localhost", "scopes": ["User.Read", "Mail.Read"],
+             "group": "com.example.notes", "backend": "secret-service"}
+            """)
+        #expect(result.status == 0, "\(result.stderr)")
+        let generated = try #require(source)
+        #expect(generated.contains("static let current = AppConfiguration("))
+        #expect(generated.contains(#"clientID: "04b07795-8ddb-461a-bbee-02f9e1bf7b46""#))
+        #expect(generated.contains(#"authority: "https://login.microsoftonline.com/organizations""#))
+        #expect(generated.contains(#"redirectURI: "http://localhost""#))
+        #expect(generated.contains(#"scopes: ["User.Read", "Mail.Read"]"#))
+        #expect(generated.contains(#"group: "com.example.notes""#))
+        #expect(generated.contains("backend: .secretService"))
+    }
+
+    @Test("Defaults: universal-storage group, automatic backend, no redirect URI")
+    func defaults() throws {
+        let (result, _, source) = try generate("""
+            {"clientId": "04b07795-8ddb-461a-bbee-02f9e1bf7b46", "authority": "https://login.microsoftonline.com/common"}
+            """)
+        #expect(result.status == 0, "\(result.stderr)")
+        let generated = try #require(source)
+        #expect(generated.contains(#"group: "com.microsoft.identity.universalstorage""#))
+        #expect(generated.contains("backend: .automatic"))
+        #expect(generated.contains("redirectURI: nil"))
+    }
+
+    @Test("An invalid file fails with a diagnostic naming the file and the field, and writes nothing",
+          arguments: [
+              (#"{"authority": "https://login.microsoftonline.com/common"}"#, "clientId"),
+              (#"{"clientId": "a b", "authority": "https://login.microsoftonline.com/common"}"#, "clientId"),
+              (#"{"clientId": "abc", "authority": "ftp://example.com/x"}"#, "authority"),
+              (#"{"clientId": "abc", "authority": "https://login.microsoftonline.com/common", "group": "not a group"}"#, "group"),
+              (#"{"clientId": "abc", "authority": "https://login.microsoftonline.com/common", "backend": "plaintext"}"#, "backend"),
+              (#"{"clientId": "abc", "authority": "https://login.microsoftonline.com/common", "scopes": "User.Read"}"#, "scopes"),
+              (#"{"clientId": "abc", "authority": "https://login.microsoftonline.com/common", "scopes": ["User Read"]}"#, "scopes"),
+              (#"{"clientId": "abc", "authority": "https://login.microsoftonline.com/common", "redirectUri": "::"}"#, "redirectUri"),
+              (#"{"clientId": "abc", "#, "(file)"),
+          ])
+    func invalidFile(json: String, field: String) throws {
+        let (result, input, source) = try generate(json)
+        #expect(result.status == 1)
+        #expect(result.stderr.hasPrefix("\(input):1:1: error: "), "\(result.stderr)")
+        #expect(result.stderr.contains("field '\(field)'"), "\(result.stderr)")
+        #expect(source == nil)
+    }
+}
