@@ -3,7 +3,10 @@
 # A test checks that the committed file matches, so the reference never drifts from the tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Usage: scripts/cli-reference.sh [TOKENCACHE_BINARY [OUTPUT]]   (OUTPUT - for stdout)
 BIN="${1:-$(swift build --show-bin-path)/tokencache}"
+OUTPUT="${2:-docs/CLI.md}"
+[ "$OUTPUT" = "-" ] && OUTPUT=/dev/stdout
 {
     echo "# tokencache(1)"
     echo
@@ -20,4 +23,4 @@ BIN="${1:-$(swift build --show-bin-path)/tokencache}"
         COLUMNS=100 "$BIN" help "$command"
         echo '```'
     done
-} > docs/CLI.md
+} > "$OUTPUT"

@@ -11,7 +11,7 @@ public struct TokenCacheCommand: AsyncParsableCommand {
         discussion: """
         Every subcommand takes --backend auto|secret-service|file, --group NAME and --verbose.
 
-        Exit codes: 0 success; 1 error (one line saying what happened, then a hint);
+        Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove); 64 bad arguments.
 
         Examples:

@@ -14,7 +14,7 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Import an MSAL unified JSON cache (MSAL Python, msal-extensions, Azure CLI).",
         discussion: """
-        Entries are matched on their fields, so importing twice changes nothing. Unusable
+        Entries are matched on their fields, so importing twice changes nothing. Unusable \
         entries and unknown sections are skipped and listed.
 
         Example:
@@ -49,7 +49,7 @@ struct ExportCommand: ParsableCommand {
         commandName: "export",
         abstract: "Export the group as MSAL unified JSON. The output holds secrets.",
         discussion: """
-        With --output the file is created with mode 0600 (an existing file is refused). Writing
+        With --output the file is created with mode 0600 (an existing file is refused). Writing \
         secrets to a terminal prints a warning first.
 
         Example:

@@ -12,9 +12,9 @@ struct ListCommand: ParsableCommand {
           tokencache list --account alice@contoso.com
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
 
-        --json prints {"group", "location", "accounts": [{"username", "home_account_id",
-        "environment", "tenants", "authority_type", "name", "clients": [{"client_id",
-        "display_name", "sign_in_state", "family_id", "refresh_token" (own|family|none),
+        --json prints {"group", "location", "accounts": [{"username", "home_account_id", \
+        "environment", "tenants", "authority_type", "name", "clients": [{"client_id", \
+        "display_name", "sign_in_state", "family_id", "refresh_token" (own|family|none), \
         "has_id_token", "access_tokens": [{"scopes", "tenant", "expires_on", "is_expired"}]}]}]}.
         """)
 

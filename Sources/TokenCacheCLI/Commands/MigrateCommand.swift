@@ -7,7 +7,7 @@ struct MigrateCommand: ParsableCommand {
         commandName: "migrate",
         abstract: "Move a group from one backend to another, losing nothing if interrupted.",
         discussion: """
-        Copies every entry, reads the destination back to verify it, and only then removes the
+        Copies every entry, reads the destination back to verify it, and only then removes the \
         copied entries from the source. Running it again after an interruption finishes the job.
 
         Example:

@@ -7,8 +7,8 @@ struct RemoveCommand: ParsableCommand {
         commandName: "remove",
         abstract: "Remove an account for every app, sign one app out, or wipe the group.",
         discussion: """
-        Without --client the account is removed for every app. With --client only that app is
-        signed out; other apps keep the account and their single sign-on. --all wipes the group.
+        Without --client the account is removed for every app. With --client only that app is \
+        signed out; other apps keep the account and their single sign-on. --all wipes the group. \
         On a terminal it asks for confirmation unless --yes is given.
 
         Examples:

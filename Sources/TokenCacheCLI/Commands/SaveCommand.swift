@@ -7,7 +7,7 @@ struct SaveCommand: ParsableCommand {
         commandName: "save",
         abstract: "Store an OAuth 2.0 token endpoint response, so any tool can share its sign-in.",
         discussion: """
-        Reads the JSON body of a token endpoint response from --response FILE, or from
+        Reads the JSON body of a token endpoint response from --response FILE, or from \
         standard input, and stores it as MSAL does for the client, authority and scopes.
 
         Example:

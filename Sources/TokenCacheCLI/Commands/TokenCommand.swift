@@ -7,10 +7,10 @@ struct TokenCommand: AsyncParsableCommand {
         commandName: "token",
         abstract: "Print a usable cached access token, for scripts.",
         discussion: """
-        Prints the access token (or, with --json, the token result) of a cached, unexpired token
-        for the client and scopes. With --refresh (and --authority), a missing or stale token is
-        obtained silently by redeeming a cached refresh token at the token endpoint - the app's
-        own, or its family's for single sign-on - and saved. Exit code 2 when there is none
+        Prints the access token (or, with --json, the token result) of a cached, unexpired token \
+        for the client and scopes. With --refresh (and --authority), a missing or stale token is \
+        obtained silently by redeeming a cached refresh token at the token endpoint - the app's \
+        own, or its family's for single sign-on - and saved. Exit code 2 when there is none \
         (or the user must sign in interactively), 1 on error.
 
         Examples:

@@ -15,6 +15,22 @@ struct CLI {
         group = "org.swift-tokencache.cli-test-\(UUID().uuidString.prefix(8).lowercased())"
     }
 
+    /// The same store and group through another backend.
+    init(_ other: CLI, backend: String) {
+        self.backend = backend
+        dataHome = other.dataHome
+        group = other.group
+    }
+
+    /// The group as MSAL JSON, parsed, through `export` to a fresh file.
+    func exported() throws -> NSDictionary {
+        let file = dataHome.appendingPathComponent("export-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let output = try run(["export", "--format", "msal-json", "--output", file.path])
+        #expect(output.status == 0, "export failed: \(output.stderr)")
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? NSDictionary ?? [:]
+    }
+
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_DATA_HOME"] = dataHome.path
@@ -172,6 +188,28 @@ struct CLITests {
         #expect(imported.stdout.contains("Imported 6 entries"))
         #expect(!imported.stdout.contains(response["refresh_token"] as! String))
         #expect(try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"]).status == 0)
+    }
+
+    @Test("migrate moves a group from the encrypted file to the Secret Service and back, losing nothing",
+          .enabled(if: TestEnvironment.runsSecretServiceTests))
+    func migrateBothWays() throws {
+        let file = try CLI(backend: "file"), keyring = CLI(file, backend: "secret-service")
+        defer { file.cleanUp(); keyring.cleanUp() }
+        _ = try file.save(Fixtures.alice, client: Fixtures.appOne)
+        _ = try file.save(Fixtures.bob, client: Fixtures.appTwo, foci: nil, scope: "Files.Read")
+        let original = try file.exported()
+        #expect(original.count >= 5)
+
+        let there = try file.run(["migrate", "--from", "file", "--to", "secret-service", "--group", file.group])
+        #expect(there.status == 0, "\(there.stderr)")
+        #expect(try keyring.exported() == original)
+        #expect(try file.exported().allValues.allSatisfy { ($0 as? NSDictionary)?.count ?? 0 == 0 })
+
+        let back = try file.run(["migrate", "--from", "secret-service", "--to", "file", "--group", file.group])
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(try file.exported() == original)
+        #expect(try keyring.exported().allValues.allSatisfy { ($0 as? NSDictionary)?.count ?? 0 == 0 })
+        #expect(try file.run(["token", "--client", Fixtures.appTwo, "--scopes", "Files.Read"]).status == 0)
     }
 
     @Test("Bad arguments give usage help and exit 64; bad input gives one error line with a hint")

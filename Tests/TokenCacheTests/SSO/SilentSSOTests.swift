@@ -9,7 +9,7 @@ struct SilentSSOTests {
 
     init() throws { idp = try FakeIdentityProvider() }
 
-    func app(_ clientID: String, timeout: TimeInterval = 10) -> PublicClientApplication {
+    func app(_ clientID: String, timeout: TimeInterval = 60) -> PublicClientApplication {
         var options = PublicClientApplication.Options()
         options.requestTimeout = timeout
         return PublicClientApplication(clientID: clientID, authority: idp.authority(), store: store, options: options)

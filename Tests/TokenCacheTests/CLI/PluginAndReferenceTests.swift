@@ -69,3 +69,17 @@ struct ConfigGeneratorTests {
         #expect(source == nil)
     }
 }
+
+@Suite("CLI reference")
+struct CLIReferenceTests {
+    @Test("docs/CLI.md matches what the built tokencache --help prints")
+    func referenceIsCurrent() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../..").standardizedFileURL
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let generated = try runProcess("/bin/bash", [root.appendingPathComponent("scripts/cli-reference.sh").path, binary, "-"])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let committed = try String(contentsOf: root.appendingPathComponent("docs/CLI.md"), encoding: .utf8)
+        #expect(generated.stdout == committed, "docs/CLI.md is stale: run scripts/cli-reference.sh")
+    }
+}
