@@ -22,9 +22,13 @@ public struct CachedAccount: Sendable, Hashable, Identifiable {
 
     /// The home tenant ID (`utid`), when the home account ID has the `<uid>.<utid>` form.
     public var homeTenantID: String? {
-        guard let dot = homeAccountID.firstIndex(of: "."),
-              !homeAccountID[homeAccountID.index(after: dot)...].contains(".") else { return nil }
-        return String(homeAccountID[homeAccountID.index(after: dot)...])
+        // On contiguous UTF-8: this runs on every access-token lookup.
+        var id = homeAccountID
+        return id.withUTF8 { bytes -> String? in
+            let dot = UInt8(ascii: ".")
+            guard let first = bytes.firstIndex(of: dot), !bytes[(first + 1)...].contains(dot) else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[(first + 1)...]), as: UTF8.self)
+        }
     }
 }
 

@@ -5,13 +5,22 @@ enum ASCII {
     static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         if a == b { return true }  // the common case: identifiers are stored as received
         guard a.utf8.count == b.utf8.count else { return false }
-        return zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
+        // Native strings are contiguous UTF-8, so this borrows their storage without copying.
+        var a = a, b = b
+        return a.withUTF8 { a in
+            b.withUTF8 { b in
+                for index in 0..<a.count where lower(a[index]) != lower(b[index]) { return false }
+                return true
+            }
+        }
     }
 
     /// The string lower-cased, returning the same string (no allocation) when it has no
     /// upper-case ASCII letter.
     static func lowercased(_ string: String) -> String {
-        string.utf8.contains(where: { $0 >= 65 && $0 <= 90 }) ? string.lowercased() : string
+        var contiguous = string
+        let hasUpperCase = contiguous.withUTF8 { $0.contains { $0 >= 65 && $0 <= 90 } }
+        return hasUpperCase ? string.lowercased() : string
     }
 
     @inline(__always)
