@@ -66,24 +66,25 @@ public final class PublicClientApplication: Sendable {
     /// and the cache is read again after taking the lock, so a rotated refresh token is never
     /// redeemed twice.
     ///
-    /// - Parameter forceRefresh: skip cached access tokens.
+    /// - Parameter forceRefresh: skip the access token cached when the call starts; a token
+    ///   another process obtained while this call waited for the refresh lock is returned.
     /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(scopes: [String], account: CachedAccount,
                                    forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
-        // Whole seconds: the cache records cached_at in seconds.
-        let started = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
-        if !forceRefresh, let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes,
-                                                             authority: authority), !cached.needsRefresh() {
-            return cached
+        let before = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
+        if !forceRefresh, let before, !before.needsRefresh() {
+            return before
         }
         let lock = try await RefreshLock.acquire(name: try refreshLockName(for: account), timeout: options.refreshLockTimeout)
         defer { withExtendedLifetime(lock) {} }
 
-        // Another process may have refreshed while we waited for the lock.
+        // Another process may have refreshed while we waited for the lock. With forceRefresh only
+        // a token other than the one seen before waiting will do: cached_at has whole seconds, so
+        // it cannot tell a token saved just before this call from one saved just after.
         let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
-        if let cached, !cached.needsRefresh(), !forceRefresh || cached.cachedAt.map({ $0 >= started }) == true {
+        if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
         do {

@@ -50,6 +50,14 @@ struct SilentSSOTests {
         #expect(try await idp.stats().token_requests == 1)
     }
 
+    @Test("forceRefresh redeems the refresh token even when the cached token was saved in the same second")
+    func forceRefreshRightAfterSave() async throws {
+        let account = try await signIn(Fixtures.appOne, foci: nil)
+        let result = try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
+        #expect(result.accessToken == "at-issued-1")
+        #expect(try await idp.stats().grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)"])
+    }
+
     @Test("An app that never signed in gets SSO by redeeming another app's family refresh token")
     func ssoThroughFamilyToken() async throws {
         try await signIn(Fixtures.appOne, foci: "1")
@@ -122,11 +130,14 @@ struct SilentSSOTests {
     func failingServer() async throws {
         try await idp.control(["mode": "fail"])
         let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        let before = try store.exportMSALJSON()
         let error = await #expect(throws: TokenCacheError.self) {
             try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account)
         }
         #expect(error?.code == .serverError)
         #expect(error?.server?.retryAfter == 7)
+        #expect(error?.server?.httpStatus == 503 && error?.server?.error == "temporarily_unavailable")
+        #expect(try store.exportMSALJSON() == before)
 
         try await signIn(Fixtures.appTwo, foci: nil, expiresIn: 3600, refreshIn: 1, now: Date().addingTimeInterval(-10))
         let fallback = try await app(Fixtures.appTwo).acquireTokenSilent(scopes: ["User.Read"], account: account)
