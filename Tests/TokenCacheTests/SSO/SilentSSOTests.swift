@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
 import Testing
 @testable import TokenCache
 
@@ -56,6 +60,31 @@ struct SilentSSOTests {
         let result = try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
         #expect(result.accessToken == "at-issued-1")
         #expect(try await idp.stats().grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)"])
+    }
+
+    @Test("A refresh token another SDK rotated while ours was on the way is redeemed after the invalid_grant")
+    func rotatedMeanwhileByAnotherSDK() async throws {
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        // Another SDK (which does not take this project's lock) redeems the same token just before
+        // our request reaches the provider, and saves the rotated one under the same key.
+        let authority = idp.authority(), port = idp.port, store = store
+        var options = PublicClientApplication.Options()
+        options.transport = HookedTransport {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/\(Fixtures.tenantA)/oauth2/v2.0/token")!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(TokenEndpointClient.formEncode([
+                "grant_type": "refresh_token", "client_id": Fixtures.appOne, "scope": "User.Read offline_access",
+                "refresh_token": "rt-initial-\(Fixtures.appOne)"]).utf8)
+            let (body, _) = try await URLSession.shared.data(for: request)
+            try store.save(responseJSON: body, clientID: Fixtures.appOne, authority: authority, scopes: ["User.Read"])
+        }
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: authority, store: store, options: options)
+        let result = try await app.acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
+        #expect(result.accessToken == "at-issued-2")
+        let grants = try await idp.stats().grants
+        #expect(grants.map(\.outcome) == ["ok", "invalid_grant", "ok"])
+        #expect(grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)", "rt-initial-\(Fixtures.appOne)", "rt-rotated-1"])
+        #expect(try store.refreshTokens(clientID: Fixtures.appOne, account: account).map(\.secret) == ["rt-rotated-2"])
     }
 
     @Test("An app that never signed in gets SSO by redeeming another app's family refresh token")
@@ -142,5 +171,20 @@ struct SilentSSOTests {
         try await signIn(Fixtures.appTwo, foci: nil, expiresIn: 3600, refreshIn: 1, now: Date().addingTimeInterval(-10))
         let fallback = try await app(Fixtures.appTwo).acquireTokenSilent(scopes: ["User.Read"], account: account)
         #expect(fallback.accessToken == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-\(Fixtures.appTwo)")
+    }
+}
+
+/// The default transport, running `hook` once before the first token request.
+private final class HookedTransport: HTTPTransport {
+    let inner = URLSessionTransport()
+    let pending: Mutex<(@Sendable () async throws -> Void)?>
+
+    init(_ hook: @escaping @Sendable () async throws -> Void) { pending = Mutex(hook) }
+
+    func send(_ request: URLRequest) async throws -> HTTPResponse {
+        if request.httpMethod == "POST", let hook = pending.withLock({ hook in defer { hook = nil }; return hook }) {
+            try await hook()
+        }
+        return try await inner.send(request)
     }
 }
