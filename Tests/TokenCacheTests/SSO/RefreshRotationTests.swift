@@ -21,10 +21,11 @@ final class RefreshRotationTests {
 
     deinit { try? FileManager.default.removeItem(at: directory) }
 
-    /// Alice signed in to `clientID` an hour ago: her access token has expired; the provider
-    /// knows her refresh token `rt-initial-<client>`.
-    func signIn(_ clientID: String, foci: String?) async throws {
-        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: foci, tag: clientID, expiresIn: 60)
+    /// Alice signed in to `clientID` an hour ago: her access token has expired (or, with
+    /// `expiresIn` above an hour, is still valid); the provider knows her refresh token
+    /// `rt-initial-<client>`.
+    func signIn(_ clientID: String, foci: String?, expiresIn: Int = 60) async throws {
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: foci, tag: clientID, expiresIn: expiresIn)
         response["refresh_token"] = "rt-initial-\(clientID)"
         try store.save(Fixtures.tokenResponse(response), clientID: clientID, authority: idp.authority(), scopes: [],
                        now: Date().addingTimeInterval(-3600))
@@ -99,7 +100,8 @@ final class RefreshRotationTests {
 
     @Test("Four processes forcing a refresh at once never redeem a rotated refresh token twice and keep the newest")
     func forcedRefreshFourProcesses() async throws {
-        try await signIn(Fixtures.appOne, foci: nil)
+        // The cached access token is still valid: forceRefresh is what sends them to the provider.
+        try await signIn(Fixtures.appOne, foci: nil, expiresIn: 7200)
         try await idp.control(["mode": "slow", "delay": 0.2])
         let outcomes = try acquireConcurrently(Array(repeating: Fixtures.appOne, count: 4), force: true)
 
@@ -118,6 +120,8 @@ final class RefreshRotationTests {
         #expect(try cached(.refreshToken).compactMap { $0["secret"] } == [newest])
         #expect(try cached(.accessToken, clientID: Fixtures.appOne).compactMap { $0["secret"] }
                 == ["at-issued-\(grants.count)"])
+        // Nobody got the token cached before the call; callers that started before the first
+        // refresh finished share its token instead of redeeming again.
         #expect(outcomes.allSatisfy { ($0.accessToken ?? "").hasPrefix("at-issued-") })
     }
 
