@@ -52,6 +52,9 @@ final class RefreshRotationTests {
             process.arguments = ["sso-acquire", directory.appendingPathComponent("cache").path, group.name,
                                  idp.authority().description, clientID, Fixtures.alice.username, "User.Read",
                                  force ? "force" : "silent", directory.appendingPathComponent("ready-\(index)").path, barrier.path]
+            // Lock files go to the test's directory, removed with it.
+            process.environment = ProcessInfo.processInfo.environment
+                .merging(["XDG_RUNTIME_DIR": directory.appendingPathComponent("run").path]) { $1 }
             let stdout = Pipe(), stderr = Pipe()
             process.standardOutput = stdout
             process.standardError = stderr
