@@ -155,6 +155,21 @@ struct SilentSSOTests {
         #expect(try store.exportMSALJSON() == before)
     }
 
+    @Test("An https authority with an untrusted certificate gives a network error naming TLS, and the cache is unchanged")
+    func untrustedCertificate() async throws {
+        let tls = try FakeIdentityProvider(https: true)
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        let before = try store.exportMSALJSON()
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: try Authority(tls.httpsAuthority()), store: store)
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await app.acquireTokenSilent(scopes: ["User.Read"], account: account)
+        }
+        #expect(error?.code == .network)
+        #expect(error?.message.contains("TLS failed") == true, "\(String(describing: error))")
+        #expect(try await tls.stats().token_requests == 0)
+        #expect(try store.exportMSALJSON() == before)
+    }
+
     @Test("A failing server gives serverError with Retry-After; a token past refresh_on is served instead")
     func failingServer() async throws {
         try await idp.control(["mode": "fail"])
