@@ -18,10 +18,17 @@ struct MSALPythonAuthorityTests {
         PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: store)
     }
 
+    /// Runs msal_interop.py (off the cooperative pool: MSAL Python takes a second to start).
+    static func python(_ request: [String: Any]) async throws -> [String: Any] {
+        let python = try MSALPythonInteropTests.interpreter(), script = MSALPythonInteropTests.script
+        let input = try JSONSerialization.data(withJSONObject: request)
+        return try MSALPythonInteropTests.answer(try await offThePool { try runProcess(python, [script], input: input) })
+    }
+
     /// MSAL Python's acquire_token_silent(force_refresh=True) for Alice on an exported cache.
-    func pythonSilent(_ store: AccountStore) throws -> (accounts: [String], result: [String: Any], cache: [String: Any]) {
+    func pythonSilent(_ store: AccountStore) async throws -> (accounts: [String], result: [String: Any], cache: [String: Any]) {
         let cache = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: Any])
-        let answer = try MSALPythonInteropTests.python([
+        let answer = try await Self.python([
             "op": "silent", "cache": cache, "authority": idp.httpsAuthority(), "ca_bundle": try #require(idp.certificate).path,
             "client_id": Fixtures.appOne, "username": Fixtures.alice.username, "scopes": scopes])
         return (answer["accounts"] as? [String] ?? [], try #require(answer["result"] as? [String: Any]),
@@ -49,7 +56,7 @@ struct MSALPythonAuthorityTests {
         #expect(try await app(store).acquireTokenSilent(scopes: scopes, account: account).accessToken == "at-issued-1")
         #expect(try secrets(store, .refreshToken) == ["rt-rotated-1"])
 
-        let python = try pythonSilent(store)
+        let python = try await pythonSilent(store)
         #expect(python.accounts == [Fixtures.alice.username])
         #expect(python.result["access_token"] as? String == "at-issued-2", "\(python.result)")
         let grants = try await idp.stats().grants
@@ -65,7 +72,7 @@ struct MSALPythonAuthorityTests {
     @Test("This project redeems a refresh token MSAL Python saved, and MSAL Python the one it saved next")
     func weRedeemMSALPythonToken() async throws {
         try await idp.seed(refreshToken: "rt-python", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
-        let answer = try MSALPythonInteropTests.python([
+        let answer = try await Self.python([
             "op": "redeem", "authority": idp.httpsAuthority(), "ca_bundle": try #require(idp.certificate).path,
             "client_id": Fixtures.appOne, "refresh_token": "rt-python", "scopes": scopes])
         let pythonCache = try #require(answer["cache"] as? [String: Any])
@@ -93,7 +100,7 @@ struct MSALPythonAuthorityTests {
                 == ((pythonCache["RefreshToken"] as? [String: Any]) ?? [:]).keys.sorted())
 
         // Back to MSAL Python: it redeems what this project saved.
-        let python = try pythonSilent(store)
+        let python = try await pythonSilent(store)
         #expect(python.result["access_token"] as? String == "at-issued-3", "\(python.result)")
         grants = try await idp.stats().grants
         #expect(grants.count == 3 && grants.last?.sdk == "MSAL.Python" && grants.last?.redeemed == "rt-rotated-2")

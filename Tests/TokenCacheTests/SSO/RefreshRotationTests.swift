@@ -42,15 +42,31 @@ final class RefreshRotationTests {
 
     /// Starts one helper process per client, waits until every one is ready, releases them at
     /// once, and returns what each got.
-    func acquireConcurrently(_ clients: [String], force: Bool) throws -> [Outcome] {
+    func acquireConcurrently(_ clients: [String], force: Bool) async throws -> [Outcome] {
         let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
+        let (directory, group, authority) = (directory, group.name, idp.authority().description)
+        let runs = try await offThePool {
+            try Self.run(helper: helper, directory: directory, group: group, authority: authority, clients: clients, force: force)
+        }
+        return try runs.map { status, output, errors in
+            try #require(status == 0, "helper failed: \(errors)")
+            let object = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any])
+            return Outcome(ok: object["ok"] as? Bool ?? false, accessToken: object["access_token"] as? String,
+                           code: object["code"] as? String, serverError: object["server_error"] as? String,
+                           milliseconds: object["ms"] as? Int ?? -1)
+        }
+    }
+
+    /// The blocking part of ``acquireConcurrently(_:force:)``: exit status, stdout and stderr of each helper.
+    static func run(helper: String, directory: URL, group: String, authority: String, clients: [String],
+                    force: Bool) throws -> [(Int32, Data, String)] {
         let barrier = directory.appendingPathComponent("go")
         var running: [(Process, Pipe, Pipe)] = []
         for (index, clientID) in clients.enumerated() {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: helper)
-            process.arguments = ["sso-acquire", directory.appendingPathComponent("cache").path, group.name,
-                                 idp.authority().description, clientID, Fixtures.alice.username, "User.Read",
+            process.arguments = ["sso-acquire", directory.appendingPathComponent("cache").path, group,
+                                 authority, clientID, Fixtures.alice.username, "User.Read",
                                  force ? "force" : "silent", directory.appendingPathComponent("ready-\(index)").path, barrier.path]
             // Lock files go to the test's directory, removed with it.
             process.environment = ProcessInfo.processInfo.environment
@@ -69,15 +85,11 @@ final class RefreshRotationTests {
             usleep(2_000)
         }
         _ = FileManager.default.createFile(atPath: barrier.path, contents: nil)
-        return try running.map { process, stdout, stderr in
+        return running.map { process, stdout, stderr in
             let output = stdout.fileHandleForReading.readDataToEndOfFile()
             let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
-            try #require(process.terminationStatus == 0, "helper failed: \(errors)")
-            let object = try #require(try JSONSerialization.jsonObject(with: output) as? [String: Any])
-            return Outcome(ok: object["ok"] as? Bool ?? false, accessToken: object["access_token"] as? String,
-                           code: object["code"] as? String, serverError: object["server_error"] as? String,
-                           milliseconds: object["ms"] as? Int ?? -1)
+            return (process.terminationStatus, output, errors)
         }
     }
 
@@ -90,7 +102,7 @@ final class RefreshRotationTests {
         try await signIn(Fixtures.appOne, foci: nil)
         // A slow answer keeps the race window wide open: without the lock every process would redeem.
         try await idp.control(["mode": "slow", "delay": 0.3])
-        let outcomes = try acquireConcurrently(Array(repeating: Fixtures.appOne, count: 4), force: false)
+        let outcomes = try await acquireConcurrently(Array(repeating: Fixtures.appOne, count: 4), force: false)
 
         #expect(outcomes.allSatisfy { $0.ok }, "\(outcomes)")
         #expect(outcomes.map(\.accessToken) == Array(repeating: "at-issued-1", count: 4))
@@ -106,7 +118,7 @@ final class RefreshRotationTests {
         // The cached access token is still valid: forceRefresh is what sends them to the provider.
         try await signIn(Fixtures.appOne, foci: nil, expiresIn: 7200)
         try await idp.control(["mode": "slow", "delay": 0.2])
-        let outcomes = try acquireConcurrently(Array(repeating: Fixtures.appOne, count: 4), force: true)
+        let outcomes = try await acquireConcurrently(Array(repeating: Fixtures.appOne, count: 4), force: true)
 
         #expect(outcomes.allSatisfy { $0.ok }, "\(outcomes)")
         let grants = try await idp.stats().grants
@@ -132,8 +144,8 @@ final class RefreshRotationTests {
     func differentClientsDoNotWait() async throws {
         try await signIn(Fixtures.appOne, foci: nil)
         try await signIn(Fixtures.appTwo, foci: nil)
-        try await idp.control(["mode": "slow", "delay": 1.0])
-        let outcomes = try acquireConcurrently([Fixtures.appOne, Fixtures.appTwo], force: false)
+        try await idp.control(["mode": "slow", "delay": 2.0])
+        let outcomes = try await acquireConcurrently([Fixtures.appOne, Fixtures.appTwo], force: false)
 
         #expect(outcomes.allSatisfy { $0.ok }, "\(outcomes)")
         let grants = try await idp.stats().grants
@@ -149,7 +161,7 @@ final class RefreshRotationTests {
         try await signIn(Fixtures.appOne, foci: "1")
         try await idp.control(["mode": "slow", "delay": 0.3])
         // App one signed in; apps two and three get SSO through its family refresh token.
-        let outcomes = try acquireConcurrently([Fixtures.appOne, Fixtures.appTwo, Fixtures.appThree, Fixtures.appTwo],
+        let outcomes = try await acquireConcurrently([Fixtures.appOne, Fixtures.appTwo, Fixtures.appThree, Fixtures.appTwo],
                                                force: false)
 
         #expect(outcomes.allSatisfy { $0.ok }, "\(outcomes)")
