@@ -13,7 +13,9 @@ struct SilentSSOTests {
 
     init() throws { idp = try FakeIdentityProvider() }
 
-    func app(_ clientID: String, timeout: TimeInterval = 10) -> PublicClientApplication {
+    /// The default bound is generous: in a full parallel run on two loaded cores, other suites'
+    /// blocking work can keep an awaiting test off the cooperative pool for seconds.
+    func app(_ clientID: String, timeout: TimeInterval = 30) -> PublicClientApplication {
         var options = PublicClientApplication.Options()
         options.requestTimeout = timeout
         return PublicClientApplication(clientID: clientID, authority: idp.authority(), store: store, options: options)
@@ -144,14 +146,15 @@ struct SilentSSOTests {
     @Test("A slow server gives a network error within the request bound, and the cache is unchanged")
     func slowServer() async throws {
         let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
-        try await idp.control(["mode": "slow", "delay": 6])
+        try await idp.control(["mode": "slow", "delay": 20])
         let before = try store.exportMSALJSON()
         let started = Date()
         let error = await #expect(throws: TokenCacheError.self) {
             try await app(Fixtures.appOne, timeout: 1).acquireTokenSilent(scopes: ["User.Read"], account: account)
         }
         #expect(error?.code == .network)
-        #expect(Date().timeIntervalSince(started) < 5)
+        // Far below the server's 20 s, with room for a loaded machine to resume this test late.
+        #expect(Date().timeIntervalSince(started) < 10)
         #expect(try store.exportMSALJSON() == before)
     }
 
