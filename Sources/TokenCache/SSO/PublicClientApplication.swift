@@ -61,28 +61,30 @@ public final class PublicClientApplication: Sendable {
     /// is usable, otherwise one obtained by redeeming a refresh token (the family's first, then
     /// the app's own), which is saved to the cache.
     ///
-    /// Refreshes of one account and client are serialised across processes, and the cache is
-    /// read again after taking the lock, so a rotated refresh token is never redeemed twice.
+    /// Refreshes of one account and client are serialised across processes (of one account and
+    /// family when the app redeems a family refresh token, which every app of the family shares),
+    /// and the cache is read again after taking the lock, so a rotated refresh token is never
+    /// redeemed twice.
     ///
-    /// - Parameter forceRefresh: skip cached access tokens.
+    /// - Parameter forceRefresh: skip the access token cached when the call starts; a token
+    ///   another process obtained while this call waited for the refresh lock is returned.
     /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(scopes: [String], account: CachedAccount,
                                    forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
-        // Whole seconds: the cache records cached_at in seconds.
-        let started = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
-        if !forceRefresh, let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes,
-                                                             authority: authority), !cached.needsRefresh() {
-            return cached
+        let before = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
+        if !forceRefresh, let before, !before.needsRefresh() {
+            return before
         }
-        let lock = try await RefreshLock.acquire(
-            name: "\(store.group.name)|\(account.homeAccountID)|\(clientID)", timeout: options.refreshLockTimeout)
+        let lock = try await RefreshLock.acquire(name: try refreshLockName(for: account), timeout: options.refreshLockTimeout)
         defer { withExtendedLifetime(lock) {} }
 
-        // Another process may have refreshed while we waited for the lock.
+        // Another process may have refreshed while we waited for the lock. With forceRefresh only
+        // a token other than the one seen before waiting will do: cached_at has whole seconds, so
+        // it cannot tell a token saved just before this call from one saved just after.
         let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
-        if let cached, !cached.needsRefresh(), !forceRefresh || cached.cachedAt.map({ $0 >= started }) == true {
+        if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
         do {
@@ -97,19 +99,34 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
+    /// The refresh lock's name: group, account, and whose refresh token the app redeems — its
+    /// family's (shared by every app of the family, so they must wait for each other) or its own
+    /// (so apps with their own tokens refresh in parallel).
+    private func refreshLockName(for account: CachedAccount) throws(TokenCacheError) -> String {
+        let owner = try store.refreshTokens(clientID: clientID, account: account).first?.familyID
+            .map { "family:\($0)" } ?? "client:\(clientID.lowercased())"
+        return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(account.environment))|\(owner)"
+    }
+
+    /// Bound on redemptions per refresh: each cached refresh token once, and a token another
+    /// process rotated meanwhile once more.
+    private static let maximumRedemptions = 8
+
     private func refresh(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
         let endpoint = try await client.tokenEndpoint(for: authority)
         var lastRejection: ServerErrorDetails?
+        // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
+        // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
-        while let refreshToken = try store.refreshTokens(clientID: clientID, account: account)
-            .first(where: { !tried.contains($0.entry.key) }) {
-            tried.insert(refreshToken.entry.key)
+        while tried.count < Self.maximumRedemptions, let refreshToken = try store.refreshTokens(clientID: clientID, account: account)
+            .first(where: { !tried.contains($0.secret) }) {
+            tried.insert(refreshToken.secret)
             let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
                                                   at: endpoint, isMicrosoft: authority.kind != .oidc)
             switch outcome {
             case .tokens(let response):
                 return try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
-                                      homeAccountID: account.homeAccountID)
+                                      homeAccountID: account.homeAccountID, redeemedRefreshToken: refreshToken.secret)
             case .rejected(let details):
                 lastRejection = details
                 if details.httpStatus == 429 || details.httpStatus >= 500 {

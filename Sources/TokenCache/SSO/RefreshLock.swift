@@ -3,8 +3,9 @@ import Foundation
 import Glibc
 #endif
 
-/// A cross-process lock serialising refreshes of one account and client, so two processes never
-/// redeem the same (rotating) refresh token at once. It is an `flock` on a file that is never
+/// A cross-process lock serialising refreshes of one account and client (or family, for apps
+/// redeeming their family's refresh token), so two processes never redeem the same (rotating)
+/// refresh token at once. It is an `flock` on a file that is never
 /// deleted: the kernel releases it when a process dies, so a crash never leaves a stale lock.
 final class RefreshLock: Sendable {
     private let descriptor: Int32

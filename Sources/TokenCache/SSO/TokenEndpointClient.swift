@@ -131,7 +131,11 @@ final class TokenEndpointClient: Sendable {
             case .notConnectedToInternet, .networkConnectionLost: return "no network"
             case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate:
                 return "TLS failed"
-            default: return "network error \(urlError.code.rawValue)"
+            default:
+                // FoundationNetworking reports libcurl's certificate failures as `.unknown` with
+                // curl's message ("SSL certificate problem: self-signed certificate").
+                if urlError.localizedDescription.hasPrefix("SSL") { return "TLS failed (\(urlError.localizedDescription))" }
+                return "network error \(urlError.code.rawValue)"
             }
         }
         return "network error"

@@ -69,9 +69,14 @@ public final class AccountStore: Sendable {
 
     /// Saves a response for a known account: a refresh response may carry neither client_info
     /// nor an ID token, and then belongs to the account whose refresh token was redeemed.
+    ///
+    /// - Parameter redeemedRefreshToken: the refresh token the response was obtained with. A
+    ///   rotating server no longer accepts it, so every other entry of the account still holding
+    ///   it (the family token another app of the family saved under its own key) gets the new
+    ///   refresh token, as MSAL updates the redeemed entry.
     @discardableResult
     func save(_ response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
-              homeAccountID: String?, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
+              homeAccountID: String?, redeemedRefreshToken: String? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
         try Self.validate(clientID: clientID)
         let entities: ResponseEntities
         do {
@@ -108,6 +113,17 @@ public final class AccountStore: Sendable {
             }
             if let home = entities.homeAccountID {
                 changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID, state: .signedIn), in: index)
+            }
+            if let redeemed = redeemedRefreshToken, let home = entities.homeAccountID,
+               let newRT = entities.refreshToken, let newSecret = newRT["secret"], newSecret != redeemed {
+                let newKey = index.existing(matching: newRT)?.key ?? newRT.key
+                for stale in index.entries(.refreshToken, homeAccountID: home)
+                where stale.key != newKey && stale["secret"] == redeemed {
+                    var updated = stale
+                    updated.fields["secret"] = .string(newSecret)
+                    updated.fields["last_modification_time"] = newRT.fields["last_modification_time"]
+                    changes.append(.upsert(updated))
+                }
             }
             logger.debug("Saving token response", metadata: [
                 "client_id": .string(clientID), "account": options.privacy.pii(entities.homeAccountID ?? "-"),

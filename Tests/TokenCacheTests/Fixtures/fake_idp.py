@@ -1,15 +1,20 @@
 """A local OpenID Connect provider on loopback for the silent-SSO tests.
 
-Prints its port on the first line of stdout, then serves until stdin closes.
+Prints its port on the first line of stdout, then serves until stdin closes. With
+`--https CERT KEY` it also serves the same state over TLS on a second loopback port, printed
+on the second line (MSAL Python accepts only https authorities).
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
   POST /control  {"seed": {...}} | {"mode": "normal|slow|fail", "delay": s} |
                  {"non_family_clients": [...]}
   GET  /stats    {"token_requests": n, "grants": [...]}
+Each grant records client_id, outcome, redeemed and issued refresh tokens, the caller's SDK
+(x-client-sku header, "-" when absent), and when the request arrived and was answered.
 """
 import base64
 import json
+import ssl
 import sys
 import threading
 import time
@@ -42,8 +47,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.endswith("/.well-known/openid-configuration"):
             tenant = self.path.split("/")[1]
-            host = "http://127.0.0.1:%d" % self.server.server_port
+            host = "%s://127.0.0.1:%d" % (self.server.scheme, self.server.server_port)
             return self.reply(200, {"issuer": "%s/%s/v2.0" % (host, tenant),
+                                    "authorization_endpoint": "%s/%s/oauth2/v2.0/authorize" % (host, tenant),
                                     "token_endpoint": "%s/%s/oauth2/v2.0/token" % (host, tenant)})
         if self.path == "/stats":
             with lock:
@@ -68,6 +74,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(404, {"error": "not_found"})
         form = dict(urllib.parse.parse_qsl(body.decode()))
         tenant = self.path.split("/")[1]
+        arrived = time.time()
         with lock:
             state["token_requests"] += 1
             mode, delay = state["mode"], state["delay"]
@@ -78,24 +85,31 @@ class Handler(BaseHTTPRequestHandler):
         if form.get("grant_type") != "refresh_token":
             return self.reply(400, {"error": "unsupported_grant_type"})
         client_id = form.get("client_id")
+        grant = {"client_id": client_id, "redeemed": form.get("refresh_token"), "issued": None,
+                 "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived}
+
+        def refuse(outcome, body):
+            grant.update(outcome=outcome, answered=time.time())
+            state["grants"].append(grant)
+            return self.reply(400, body)
+
         with lock:
             record = state["refresh_tokens"].get(form.get("refresh_token"))
             if record is None:
-                state["grants"].append({"client_id": client_id, "outcome": "invalid_grant"})
-                return self.reply(400, {"error": "invalid_grant", "error_description": "AADSTS70000: token was already used or is unknown",
-                                        "error_codes": [70000], "claims": '{"access_token":{"polids":{"essential":true}}}'})
+                return refuse("invalid_grant", {
+                    "error": "invalid_grant", "error_description": "AADSTS70000: token was already used or is unknown",
+                    "error_codes": [70000], "claims": '{"access_token":{"polids":{"essential":true}}}'})
             if record.get("family") and client_id != record["client_id"] and client_id in state["non_family_clients"]:
-                state["grants"].append({"client_id": client_id, "outcome": "client_mismatch"})
-                return self.reply(400, {"error": "invalid_grant", "suberror": "client_mismatch", "error_codes": [70000]})
+                return refuse("client_mismatch", {"error": "invalid_grant", "suberror": "client_mismatch", "error_codes": [70000]})
             if not record.get("family") and client_id != record["client_id"]:
-                state["grants"].append({"client_id": client_id, "outcome": "wrong_client"})
-                return self.reply(400, {"error": "invalid_grant", "error_codes": [70000]})
+                return refuse("wrong_client", {"error": "invalid_grant", "error_codes": [70000]})
             del state["refresh_tokens"][form["refresh_token"]]  # rotation: one use only
             state["counter"] += 1
             n = state["counter"]
             new_rt = "rt-rotated-%d" % n
             state["refresh_tokens"][new_rt] = dict(record, refresh_token=new_rt, client_id=client_id)
-            state["grants"].append({"client_id": client_id, "outcome": "ok", "redeemed": form["refresh_token"], "issued": new_rt})
+            grant.update(outcome="ok", issued=new_rt, answered=time.time())
+            state["grants"].append(grant)
         scopes = [s for s in form.get("scope", "").split() if s not in ("openid", "profile", "offline_access")]
         response = {
             "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
@@ -109,8 +123,22 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, response)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-print(server.server_port, flush=True)
+def serve(scheme, context=None):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.scheme = scheme
+    if context:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+servers = [serve("http")]
+if len(sys.argv) == 4 and sys.argv[1] == "--https":
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    servers.append(serve("https", context))
+for server in servers:
+    print(server.server_port, flush=True)
 sys.stdin.read()  # serve until the test closes stdin
-server.shutdown()
+for server in servers:
+    server.shutdown()

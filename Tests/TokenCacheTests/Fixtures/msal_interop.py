@@ -5,11 +5,35 @@ Reads one JSON request on stdin and writes one JSON answer on stdout:
       -> {"cache": <MSAL Python's serialized cache as an object>}
   {"op": "search", "cache": <serialized cache object>, "queries": [{"credential_type", "target", "query", "now"}]}
       -> {"results": [[entry, ...], ...]}
+Against a live authority (the loopback fake IdP's TLS port; "ca_bundle" is its certificate):
+  {"op": "silent", "cache", "authority", "ca_bundle", "client_id", "username", "scopes"}
+      -> acquire_token_silent(force_refresh=True) for the account with that username:
+         {"accounts": [username, ...], "result": {...}, "cache": <serialized cache object>}
+  {"op": "redeem", "authority", "ca_bundle", "client_id", "refresh_token", "scopes"}
+      -> acquire_token_by_refresh_token on an empty cache: {"result": {...}, "cache": ...}
 """
 import json
 import sys
 
 import msal
+import requests
+
+
+def app(request, cache):
+    session = requests.Session()
+    # Trust the throw-away certificate, and only it. Without trust_env=False, REQUESTS_CA_BUNDLE
+    # or CURL_CA_BUNDLE in the environment would override session.verify (and proxy variables
+    # would apply to loopback).
+    session.trust_env = False
+    session.verify = request["ca_bundle"]
+    # A non-Microsoft host: no instance discovery; tenant discovery at <authority>/v2.0/.well-known/...
+    return msal.PublicClientApplication(request["client_id"], authority=request["authority"], token_cache=cache,
+                                        http_client=session, instance_discovery=False)
+
+
+def outcome(result):
+    keys = ("access_token", "refresh_token", "error", "error_description", "token_source")
+    return {k: result[k] for k in keys if k in (result or {})}
 
 request = json.load(sys.stdin)
 cache = msal.SerializableTokenCache()
@@ -24,5 +48,17 @@ elif request["op"] == "search":
     for q in request["queries"]:
         results.append(list(cache.search(q["credential_type"], target=q.get("target"), query=q.get("query"), now=q.get("now"))))
     print(json.dumps({"results": results}))
+elif request["op"] == "silent":
+    cache.deserialize(json.dumps(request["cache"]))
+    client = app(request, cache)
+    accounts = client.get_accounts()
+    account = next(a for a in accounts if a["username"] == request["username"])
+    result = client.acquire_token_silent(request["scopes"], account, force_refresh=True)
+    print(json.dumps({"accounts": [a["username"] for a in accounts], "result": outcome(result),
+                      "cache": json.loads(cache.serialize())}))
+elif request["op"] == "redeem":
+    client = app(request, cache)
+    result = client.acquire_token_by_refresh_token(request["refresh_token"], request["scopes"])
+    print(json.dumps({"result": outcome(result), "cache": json.loads(cache.serialize())}))
 else:
     sys.exit("unknown op")

@@ -33,10 +33,20 @@ struct MSALPythonInteropTests {
     }
 
     static func python(_ request: [String: Any]) throws -> [String: Any] {
-        let python = try #require(TestEnvironment.python, "MSAL Python venv missing: run scripts/install-deps.sh")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        try answer(runProcess(try interpreter(), [script], input: try JSONSerialization.data(withJSONObject: request)))
+    }
+
+    static func interpreter() throws -> String {
+        try #require(TestEnvironment.python, "MSAL Python venv missing: run scripts/install-deps.sh")
+    }
+
+    static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../Fixtures/msal_interop.py").standardizedFileURL.path
-        let output = try runProcess(python, [script], input: try JSONSerialization.data(withJSONObject: request))
+    }
+
+    /// msal_interop.py's JSON answer.
+    static func answer(_ output: ProcessOutput) throws -> [String: Any] {
         try #require(output.status == 0, "msal_interop.py failed: \(output.stderr)")
         return try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
     }

@@ -1,4 +1,8 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
 import Testing
 @testable import TokenCache
 
@@ -9,6 +13,8 @@ struct SilentSSOTests {
 
     init() throws { idp = try FakeIdentityProvider() }
 
+    /// The default bound is generous: in a full parallel run on two loaded cores, other suites'
+    /// blocking work can keep an awaiting test off the cooperative pool for seconds.
     func app(_ clientID: String, timeout: TimeInterval = 60) -> PublicClientApplication {
         var options = PublicClientApplication.Options()
         options.requestTimeout = timeout
@@ -48,6 +54,39 @@ struct SilentSSOTests {
         // The new token is now served from the cache.
         _ = try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account)
         #expect(try await idp.stats().token_requests == 1)
+    }
+
+    @Test("forceRefresh redeems the refresh token even when the cached token was saved in the same second")
+    func forceRefreshRightAfterSave() async throws {
+        let account = try await signIn(Fixtures.appOne, foci: nil)
+        let result = try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
+        #expect(result.accessToken == "at-issued-1")
+        #expect(try await idp.stats().grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)"])
+    }
+
+    @Test("A refresh token another SDK rotated while ours was on the way is redeemed after the invalid_grant")
+    func rotatedMeanwhileByAnotherSDK() async throws {
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        // Another SDK (which does not take this project's lock) redeems the same token just before
+        // our request reaches the provider, and saves the rotated one under the same key.
+        let authority = idp.authority(), port = idp.port, store = store
+        var options = PublicClientApplication.Options()
+        options.transport = HookedTransport {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/\(Fixtures.tenantA)/oauth2/v2.0/token")!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(TokenEndpointClient.formEncode([
+                "grant_type": "refresh_token", "client_id": Fixtures.appOne, "scope": "User.Read offline_access",
+                "refresh_token": "rt-initial-\(Fixtures.appOne)"]).utf8)
+            let (body, _) = try await URLSession.shared.data(for: request)
+            try store.save(responseJSON: body, clientID: Fixtures.appOne, authority: authority, scopes: ["User.Read"])
+        }
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: authority, store: store, options: options)
+        let result = try await app.acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
+        #expect(result.accessToken == "at-issued-2")
+        let grants = try await idp.stats().grants
+        #expect(grants.map(\.outcome) == ["ok", "invalid_grant", "ok"])
+        #expect(grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)", "rt-initial-\(Fixtures.appOne)", "rt-rotated-1"])
+        #expect(try store.refreshTokens(clientID: Fixtures.appOne, account: account).map(\.secret) == ["rt-rotated-2"])
     }
 
     @Test("An app that never signed in gets SSO by redeeming another app's family refresh token")
@@ -107,14 +146,30 @@ struct SilentSSOTests {
     @Test("A slow server gives a network error within the request bound, and the cache is unchanged")
     func slowServer() async throws {
         let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
-        try await idp.control(["mode": "slow", "delay": 6])
+        try await idp.control(["mode": "slow", "delay": 20])
         let before = try store.exportMSALJSON()
         let started = Date()
         let error = await #expect(throws: TokenCacheError.self) {
             try await app(Fixtures.appOne, timeout: 1).acquireTokenSilent(scopes: ["User.Read"], account: account)
         }
         #expect(error?.code == .network)
-        #expect(Date().timeIntervalSince(started) < 5)
+        // Far below the server's 20 s, with room for a loaded machine to resume this test late.
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(try store.exportMSALJSON() == before)
+    }
+
+    @Test("An https authority with an untrusted certificate gives a network error naming TLS, and the cache is unchanged")
+    func untrustedCertificate() async throws {
+        let tls = try FakeIdentityProvider(https: true)
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        let before = try store.exportMSALJSON()
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: try Authority(tls.httpsAuthority()), store: store)
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await app.acquireTokenSilent(scopes: ["User.Read"], account: account)
+        }
+        #expect(error?.code == .network)
+        #expect(error?.message.contains("TLS failed") == true, "\(String(describing: error))")
+        #expect(try await tls.stats().token_requests == 0)
         #expect(try store.exportMSALJSON() == before)
     }
 
@@ -122,14 +177,32 @@ struct SilentSSOTests {
     func failingServer() async throws {
         try await idp.control(["mode": "fail"])
         let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        let before = try store.exportMSALJSON()
         let error = await #expect(throws: TokenCacheError.self) {
             try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account)
         }
         #expect(error?.code == .serverError)
         #expect(error?.server?.retryAfter == 7)
+        #expect(error?.server?.httpStatus == 503 && error?.server?.error == "temporarily_unavailable")
+        #expect(try store.exportMSALJSON() == before)
 
         try await signIn(Fixtures.appTwo, foci: nil, expiresIn: 3600, refreshIn: 1, now: Date().addingTimeInterval(-10))
         let fallback = try await app(Fixtures.appTwo).acquireTokenSilent(scopes: ["User.Read"], account: account)
         #expect(fallback.accessToken == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-\(Fixtures.appTwo)")
+    }
+}
+
+/// The default transport, running `hook` once before the first token request.
+private final class HookedTransport: HTTPTransport {
+    let inner = URLSessionTransport()
+    let pending: Mutex<(@Sendable () async throws -> Void)?>
+
+    init(_ hook: @escaping @Sendable () async throws -> Void) { pending = Mutex(hook) }
+
+    func send(_ request: URLRequest) async throws -> HTTPResponse {
+        if request.httpMethod == "POST", let hook = pending.withLock({ hook in defer { hook = nil }; return hook }) {
+            try await hook()
+        }
+        return try await inner.send(request)
     }
 }

@@ -5,42 +5,84 @@ import FoundationNetworking
 @testable import TokenCache
 
 /// The local OpenID provider of Fixtures/fake_idp.py, on a loopback port, for one test.
+///
+/// With `https: true` it also serves the same state over TLS on a second port, with a
+/// throw-away self-signed certificate for 127.0.0.1 made for this instance (for MSAL Python,
+/// which accepts only https authorities).
 final class FakeIdentityProvider: @unchecked Sendable {
     // @unchecked: the process and pipe are set once in init and only read afterwards.
     let port: Int
+    /// The TLS port, when started with `https: true`.
+    let httpsPort: Int?
+    /// The PEM certificate the TLS port presents (its own CA), when started with `https: true`.
+    let certificate: URL?
     private let process: Process
     private let input: Pipe
+    private let directory: URL?
 
-    init() throws {
+    init(https: Bool = false) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../Fixtures/fake_idp.py").standardizedFileURL.path
+        var arguments = [script]
+        if https {
+            let directory = try TestEnvironment.temporaryDirectory()
+            let certificate = directory.appendingPathComponent("idp.pem"), key = directory.appendingPathComponent("idp.key")
+            let openssl = try runProcess("/usr/bin/openssl", [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-days", "1",
+                "-keyout", key.path, "-out", certificate.path])
+            guard openssl.status == 0 else {
+                try? FileManager.default.removeItem(at: directory)
+                throw TokenCacheError(.network, "openssl could not make a certificate: \(openssl.stderr)")
+            }
+            arguments += ["--https", certificate.path, key.path]
+            self.directory = directory
+            self.certificate = certificate
+        } else {
+            self.directory = nil
+            self.certificate = nil
+        }
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [script]
+        process.arguments = arguments
         input = Pipe()
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         try process.run()
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-            line.append(byte)
+        func readPort() throws -> Int? {
+            var line = Data()
+            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+                line.append(byte)
+            }
+            return Int(String(decoding: line, as: UTF8.self))
         }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+        let port = try readPort()
+        let httpsPort = https ? try readPort() : nil
+        guard let port, !https || httpsPort != nil else {
             process.terminate()
+            if let directory { try? FileManager.default.removeItem(at: directory) }
             throw TokenCacheError(.network, "fake_idp.py did not start")
         }
         self.port = port
+        self.httpsPort = httpsPort
     }
 
     deinit {
         try? input.fileHandleForWriting.close()
         process.terminate()
         process.waitUntilExit()
+        if let directory { try? FileManager.default.removeItem(at: directory) }
     }
 
+    /// The authority on the plain-http port (allowed on loopback only).
     func authority(_ tenant: String = Fixtures.tenantA) -> Authority {
         try! Authority("http://127.0.0.1:\(port)/\(tenant)")
+    }
+
+    /// The same authority on the TLS port: same environment (host) and realm, same state.
+    func httpsAuthority(_ tenant: String = Fixtures.tenantA) -> String {
+        "https://127.0.0.1:\(httpsPort!)/\(tenant)"
     }
 
     func control(_ command: [String: Any]) async throws {
@@ -59,7 +101,17 @@ final class FakeIdentityProvider: @unchecked Sendable {
     }
 
     struct Stats: Decodable {
-        struct Grant: Decodable { var client_id: String; var outcome: String; var redeemed: String?; var issued: String? }
+        struct Grant: Decodable {
+            var client_id: String
+            var outcome: String
+            var redeemed: String?
+            var issued: String?
+            /// The caller's x-client-sku header ("MSAL.Python" for MSAL Python), "-" when absent.
+            var sdk: String
+            /// When the request arrived and was answered (seconds since 1970).
+            var arrived: Double
+            var answered: Double
+        }
         var token_requests: Int
         var grants: [Grant]
     }

@@ -78,3 +78,12 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
                          stdout: String(decoding: outData, as: UTF8.self),
                          stderr: String(decoding: errData, as: UTF8.self))
 }
+
+/// Runs blocking work (waiting for subprocesses) on a Dispatch thread. Suites run in parallel on
+/// a cooperative pool of one thread per core (two here): a test blocking one of them for
+/// seconds stalls every other test's awaits, and their request deadlines expire.
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+    }
+}
