@@ -35,8 +35,8 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
     }
 
     /// Lets the provider redeem a refresh token for a user.
-    func accept(refreshToken: String, uid: String, utid: String, username: String) {
-        lock.withLock { refreshTokens[refreshToken] = ["uid": uid, "utid": utid, "username": username] }
+    func accept(refreshToken: String, uid: String, utid: String, username: String, name: String) {
+        lock.withLock { refreshTokens[refreshToken] = ["uid": uid, "utid": utid, "username": username, "name": name] }
     }
 
     var authority: String { "http://127.0.0.1:\(port)/organizations" }
@@ -105,7 +105,7 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
                 "access_token": "demo-access-token-from-refresh-\(issued)", "refresh_token": newRefreshToken,
                 "client_info": b64(["uid": user["uid"]!, "utid": user["utid"]!]),
                 "id_token": b64(["alg": "none"]) + "." + b64(["oid": user["uid"]!, "tid": user["utid"]!, "sub": "demo-sub",
-                                                              "preferred_username": user["username"]!]) + ".sig",
+                                                              "preferred_username": user["username"]!, "name": user["name"]!]) + ".sig",
             ])
         }
     }

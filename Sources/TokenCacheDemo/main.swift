@@ -72,9 +72,11 @@ do {
     section("\(mail.name) signs Alice in and saves the token response")
     let refreshToken = "demo-refresh-token-\(UUID().uuidString)"
     identityProvider.accept(refreshToken: refreshToken, uid: "9f4880d8-80ba-4c40-97bc-f7a23c703084",
-                            utid: "72f988bf-86f1-41af-91ab-2d7cd011db47", username: "alice.demo@contoso.com")
+                            utid: "72f988bf-86f1-41af-91ab-2d7cd011db47", username: "alice.demo@contoso.com", name: "Alice Demo")
     let saved = try mailStore.save(responseJSON: demoResponse(refreshToken: refreshToken), clientID: mail.clientID,
                                    authority: authority, scopes: ["User.Read", "Mail.Read"])
+    try mailStore.setAppDisplayName(mail.name, clientID: mail.clientID, authority: authority)
+    try notesStore.setAppDisplayName(notes.name, clientID: notes.clientID, authority: authority)
     print("Saved an access token for \(saved.scopes.joined(separator: " ")), expires \(saved.expiresOn)")
 
     section("\(notes.name), which never signed in, looks for accounts")

@@ -306,6 +306,28 @@ public final class AccountStore: Sendable {
         } result: { _ in () }
     }
 
+    /// Records a readable name for an app in its app metadata (`display_name`, an extra field
+    /// other SDKs keep and ignore), so admins see "Notes" rather than a client ID in
+    /// `tokencache list`. Later saves keep it.
+    public func setAppDisplayName(_ name: String, clientID: String, authority: Authority) throws(TokenCacheError) {
+        try Self.validate(clientID: clientID)
+        try Self.validate(appDisplayName: name)
+        try mutate { index in
+            var entry = CacheEntry(kind: .appMetadata, fields: ["client_id": .string(clientID),
+                                                                "environment": .string(authority.environment)])
+            if let stored = index.existing(matching: entry) { entry = stored }
+            entry.fields["display_name"] = .string(name)
+            return Self.upsert(entry, in: index)
+        } result: { _ in () }
+    }
+
+    /// Checks an app display name: one line of 1 to 200 characters.
+    public static func validate(appDisplayName name: String) throws(TokenCacheError) {
+        guard !name.isEmpty, name.count <= 200, !name.contains(where: \.isNewline) else {
+            throw TokenCacheError.invalidArgument("display name", "must be one line of 1 to 200 characters")
+        }
+    }
+
     /// Removes an account for every app: its tokens, account records and sign-in states.
     /// - Returns: the number of entries removed.
     @discardableResult

@@ -29,9 +29,13 @@ struct SaveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("A file with the response; standard input when omitted.", valueName: "file"))
     var response: String?
 
+    @Option(help: ArgumentHelp("A readable name for the app, shown by list (kept in its app metadata).", valueName: "name"))
+    var displayName: String?
+
     func run() throws {
         try reportingErrors {
             let authority = try Authority(authority)
+            if let displayName { try AccountStore.validate(appDisplayName: displayName) }
             let body: Data
             if let response {
                 guard let data = FileManager.default.contents(atPath: response) else {
@@ -43,6 +47,7 @@ struct SaveCommand: ParsableCommand {
             }
             let store = try store.openStore()
             let result = try store.save(responseJSON: body, clientID: client, authority: authority, scopes: scopeList(scopes))
+            if let displayName { try store.setAppDisplayName(displayName, clientID: client, authority: authority) }
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"
             print("Saved tokens for \(who), client \(client), scopes \(result.scopes.joined(separator: " ")), expires \(Terminal.localTime(result.expiresOn)).")
         }

@@ -88,6 +88,29 @@ struct CLITests {
         }
     }
 
+    @Test("save --display-name names the app in list and list --json; later saves keep the name", arguments: cliBackends)
+    func displayName(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let response = Fixtures.json(Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "named"))
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--scopes", "User.Read", "--display-name", "Contoso Notes"], input: response)
+        #expect(saved.status == 0, "\(saved.stderr)")
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        #expect(try cli.run(["list"]).stdout.contains("Contoso Notes (\(Fixtures.appOne))"))
+        let json = try cli.run(["list", "--json"]).stdout
+        #expect(json.contains(#""display_name" : "Contoso Notes""#) || json.contains(#""display_name":"Contoso Notes""#), "\(json)")
+
+        // A bad name is refused before anything is stored.
+        let before = try cli.exported()
+        let other = Fixtures.json(Fixtures.response(for: Fixtures.bob, scope: "User.Read", foci: "1", tag: "unnamed"))
+        let bad = try cli.run(["save", "--client", Fixtures.appTwo, "--authority", Fixtures.authority().url.absoluteString,
+                               "--scopes", "User.Read", "--display-name", ""], input: other)
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("display name"))
+        #expect(try cli.exported() == before)
+    }
+
     @Test("list --json has the documented schema with sorted keys", arguments: cliBackends)
     func listJSON(backend: String) throws {
         let cli = try CLI(backend: backend)
