@@ -148,7 +148,7 @@ enum OpenSSL {
         while case let code = ERR_get_error(), code != 0 {
             var buffer = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buffer, buffer.count)
-            reasons.append(String(cString: buffer))
+            reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return TokenCacheError(.crypto, "OpenSSL \(function) failed\(reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")).",
                                hint: "Check that libssl3 (OpenSSL 3) is installed and working")
