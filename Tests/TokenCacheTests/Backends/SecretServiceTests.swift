@@ -108,7 +108,7 @@ struct SecretServiceTests {
                           "realm = \(Fixtures.tenantA)", "key = "] {
             #expect(text.contains("attribute.\(attribute)"), "missing attribute \(attribute)")
         }
-        #expect(text.contains("label = Access token · \(Fixtures.alice.homeAccountID) · \(Fixtures.appOne) · Mail.Read User.Read"))
+        #expect(text.contains("label = Access token · \(Fixtures.alice.username) · \(Fixtures.appOne) · Mail.Read User.Read"))
         // The secret is MSAL unified JSON that MSAL Python could load as a cache.
         let secretLine = try #require(text.split(separator: "\n").first { $0.hasPrefix("secret = ") })
         let secret = try #require(try JSONSerialization.jsonObject(with: Data(secretLine.dropFirst(9).utf8)) as? [String: Any])

@@ -155,10 +155,16 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var operations = 0
         // Account for our own signals even when a later change fails.
         defer { signals.expectOwn(operations) }
+        // Labels name the user where the batch says who it is (a saved response carries its account).
+        var usernames: [String: String] = [:]
+        for case .upsert(let entry) in changes where entry.kind == .account {
+            if let home = entry["home_account_id"], let username = entry["username"], !username.isEmpty { usernames[home] = username }
+        }
         for change in changes {
             switch change {
             case .upsert(let entry):
-                try store(entry, group: group, collection: collection)
+                try store(entry, group: group, collection: collection,
+                          label: Self.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }))
                 operations += 1
             case .remove(let kind, let key):
                 for path in try searchPaths(["group": group.name, "kind": kind.rawValue, "key": key], collection: collection) {
@@ -201,21 +207,23 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// A label a person can read in a keyring browser (Seahorse, KeePassXC).
-    static func label(of entry: CacheEntry) -> String {
+    /// - Parameter username: the account's username when known, else the home account ID is shown.
+    static func label(of entry: CacheEntry, username: String? = nil) -> String {
         let client = entry["client_id"] ?? ""
+        let user = username ?? entry["home_account_id"] ?? ""
         switch entry.kind {
-        case .accessToken: return "Access token · \(entry["home_account_id"] ?? "") · \(client) · \(entry["target"] ?? "")"
+        case .accessToken: return "Access token · \(user) · \(client) · \(entry["target"] ?? "")"
         case .refreshToken:
             let family = entry["family_id"].map { " · family \($0)" } ?? ""
-            return "Refresh token · \(entry["home_account_id"] ?? "") · \(client)\(family)"
-        case .idToken: return "ID token · \(entry["home_account_id"] ?? "") · \(client)"
+            return "Refresh token · \(user) · \(client)\(family)"
+        case .idToken: return "ID token · \(user) · \(client)"
         case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
         case .appMetadata: return "App metadata · \(client)"
-        case .accountMetadata: return "Sign-in state · \(entry["home_account_id"] ?? "") · \(client) · \(entry["sign_in_state"] ?? "")"
+        case .accountMetadata: return "Sign-in state · \(user) · \(client) · \(entry["sign_in_state"] ?? "")"
         }
     }
 
-    private func store(_ entry: CacheEntry, group: CacheGroup, collection: String) throws(TokenCacheError) {
+    private func store(_ entry: CacheEntry, group: CacheGroup, collection: String, label: String) throws(TokenCacheError) {
         let json: Data
         do { json = try JSON.encode(Self.secret(of: entry)) } catch {
             throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
@@ -228,7 +236,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
-        guard secret_service_store_sync(service, schema, attributes.table, collection, Self.label(of: entry),
+        guard secret_service_store_sync(service, schema, attributes.table, collection, label,
                                         value, deadline.cancellable, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "store an item")
         }
