@@ -8,6 +8,9 @@
 #include <dlfcn.h>
 #include <gio/gio.h>
 
+// scripts/check-libsecret-abi.sh compiles this header after libsecret's own, with the types
+// below left out, to check every function signature and layout against the real headers.
+#ifndef TC_CHECK_AGAINST_LIBSECRET_HEADERS
 // secret-service.h, secret-collection.h: GDBusProxy subclasses (instance layout as in libsecret).
 typedef struct _SecretService { GDBusProxy parent; gpointer pv; } SecretService;
 typedef struct _SecretCollection { GDBusProxy parent; gpointer pv; } SecretCollection;
@@ -54,6 +57,8 @@ typedef enum {
 typedef enum {
     SECRET_COLLECTION_CREATE_NONE = 0,
 } SecretCollectionCreateFlags;
+
+#endif
 
 /// The libsecret functions the backend calls, resolved with dlsym. Each field has the name and
 /// the exact signature of the libsecret function.
