@@ -17,10 +17,12 @@ let package = Package(
     ],
     targets: [
         // C shims: the only places C types live.
+        // GLib/GIO headers and libraries, plus libsecret's declarations: libsecret itself is
+        // loaded at run time (apt: libsecret-1-0), so building never needs libsecret-1-dev.
         .systemLibrary(
             name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev", "libglib2.0-dev"])]
+            pkgConfig: "gio-2.0",
+            providers: [.apt(["libglib2.0-dev"])]
         ),
         .systemLibrary(
             name: "COpenSSL",

@@ -1,8 +1,127 @@
 #ifndef TOKENCACHE_CLIBSECRET_SHIM_H
 #define TOKENCACHE_CLIBSECRET_SHIM_H
-// Bulk path search and GetSecrets are "unstable" API in libsecret 0.20, but they are the
-// 20x faster way to read many items (see DESIGN.md section 5).
-#define SECRET_WITH_UNSTABLE 1
-#define SECRET_API_SUBJECT_TO_CHANGE 1
-#include <libsecret/secret.h>
+// GLib and GIO are linked. libsecret is not: it is loaded at run time with dlopen (see
+// LibSecret.swift), so a program using the package starts on machines without it and can fall
+// back to the encrypted file. Building needs only GLib's headers: the part of libsecret's ABI
+// the backend uses is declared here, copied from libsecret 0.20.5's headers
+// (/usr/include/libsecret-1/libsecret/secret-{service,collection,schema,value}.h).
+#include <dlfcn.h>
+#include <gio/gio.h>
+
+// scripts/check-libsecret-abi.sh compiles this header after libsecret's own, with the types
+// below left out, to check every function signature and layout against the real headers.
+#ifndef TC_CHECK_AGAINST_LIBSECRET_HEADERS
+// secret-service.h, secret-collection.h: GDBusProxy subclasses (instance layout as in libsecret).
+typedef struct _SecretService { GDBusProxy parent; gpointer pv; } SecretService;
+typedef struct _SecretCollection { GDBusProxy parent; gpointer pv; } SecretCollection;
+// secret-value.h: an opaque boxed type.
+typedef struct _SecretValue SecretValue;
+
+// secret-schema.h
+typedef enum {
+    SECRET_SCHEMA_ATTRIBUTE_STRING = 0,
+    SECRET_SCHEMA_ATTRIBUTE_INTEGER = 1,
+    SECRET_SCHEMA_ATTRIBUTE_BOOLEAN = 2,
+} SecretSchemaAttributeType;
+
+typedef struct {
+    const gchar *name;
+    SecretSchemaAttributeType type;
+} SecretSchemaAttribute;
+
+typedef enum {
+    SECRET_SCHEMA_NONE = 0,
+    SECRET_SCHEMA_DONT_MATCH_NAME = 1 << 1,
+} SecretSchemaFlags;
+
+typedef struct {
+    const gchar *name;
+    SecretSchemaFlags flags;
+    SecretSchemaAttribute attributes[32];
+    gint reserved;
+    gpointer reserved1, reserved2, reserved3, reserved4, reserved5, reserved6, reserved7;
+} SecretSchema;
+
+// secret-service.h, secret-collection.h
+typedef enum {
+    SECRET_SERVICE_NONE = 0,
+    SECRET_SERVICE_OPEN_SESSION = 1 << 1,
+    SECRET_SERVICE_LOAD_COLLECTIONS = 1 << 2,
+} SecretServiceFlags;
+
+typedef enum {
+    SECRET_COLLECTION_NONE = 0,
+    SECRET_COLLECTION_LOAD_ITEMS = 1 << 1,
+} SecretCollectionFlags;
+
+typedef enum {
+    SECRET_COLLECTION_CREATE_NONE = 0,
+} SecretCollectionCreateFlags;
+
+#endif
+
+/// The libsecret functions the backend calls, resolved with dlsym. Each field has the name and
+/// the exact signature of the libsecret function.
+typedef struct {
+    GType (*secret_service_get_type)(void);
+    SecretService *(*secret_service_open_sync)(GType service_gtype, const gchar *service_bus_name,
+                                               SecretServiceFlags flags, GCancellable *cancellable, GError **error);
+    gboolean (*secret_service_load_collections_sync)(SecretService *self, GCancellable *cancellable, GError **error);
+    GList *(*secret_service_get_collections)(SecretService *self);
+    gboolean (*secret_service_store_sync)(SecretService *service, const SecretSchema *schema, GHashTable *attributes,
+                                          const gchar *collection, const gchar *label, SecretValue *value,
+                                          GCancellable *cancellable, GError **error);
+    gboolean (*secret_service_delete_item_dbus_path_sync)(SecretService *self, const gchar *item_path,
+                                                          GCancellable *cancellable, GError **error);
+    gboolean (*secret_service_search_for_dbus_paths_sync)(SecretService *self, const SecretSchema *schema,
+                                                          GHashTable *attributes, GCancellable *cancellable,
+                                                          gchar ***unlocked, gchar ***locked, GError **error);
+    GHashTable *(*secret_service_get_secrets_for_dbus_paths_sync)(SecretService *self, const gchar **item_paths,
+                                                                  GCancellable *cancellable, GError **error);
+    gint (*secret_service_unlock_dbus_paths_sync)(SecretService *self, const gchar **paths, GCancellable *cancellable,
+                                                  gchar ***unlocked, GError **error);
+
+    SecretCollection *(*secret_collection_for_alias_sync)(SecretService *service, const gchar *alias,
+                                                          SecretCollectionFlags flags, GCancellable *cancellable,
+                                                          GError **error);
+    SecretCollection *(*secret_collection_create_sync)(SecretService *service, const gchar *label, const gchar *alias,
+                                                       SecretCollectionCreateFlags flags, GCancellable *cancellable,
+                                                       GError **error);
+    gchar *(*secret_collection_get_label)(SecretCollection *self);
+    gboolean (*secret_collection_get_locked)(SecretCollection *self);
+
+    SecretSchema *(*secret_schema_newv)(const gchar *name, SecretSchemaFlags flags, GHashTable *attribute_names_and_types);
+    void (*secret_schema_unref)(SecretSchema *schema);
+
+    SecretValue *(*secret_value_new)(const gchar *secret, gssize length, const gchar *content_type);
+    const gchar *(*secret_value_get)(SecretValue *value, gsize *length);
+    void (*secret_value_unref)(gpointer value);
+} TCLibSecretFunctions;
+
+/// Resolves every field of `functions` from a dlopen handle. Returns NULL when all were found,
+/// else the name of the first missing function (`functions` is then incomplete: do not use it).
+static inline const char *tc_libsecret_resolve(void *handle, TCLibSecretFunctions *functions) {
+#define TC_RESOLVE(name) \
+    if ((functions->name = (__typeof__(functions->name))dlsym(handle, #name)) == NULL) return #name
+    TC_RESOLVE(secret_service_get_type);
+    TC_RESOLVE(secret_service_open_sync);
+    TC_RESOLVE(secret_service_load_collections_sync);
+    TC_RESOLVE(secret_service_get_collections);
+    TC_RESOLVE(secret_service_store_sync);
+    TC_RESOLVE(secret_service_delete_item_dbus_path_sync);
+    TC_RESOLVE(secret_service_search_for_dbus_paths_sync);
+    TC_RESOLVE(secret_service_get_secrets_for_dbus_paths_sync);
+    TC_RESOLVE(secret_service_unlock_dbus_paths_sync);
+    TC_RESOLVE(secret_collection_for_alias_sync);
+    TC_RESOLVE(secret_collection_create_sync);
+    TC_RESOLVE(secret_collection_get_label);
+    TC_RESOLVE(secret_collection_get_locked);
+    TC_RESOLVE(secret_schema_newv);
+    TC_RESOLVE(secret_schema_unref);
+    TC_RESOLVE(secret_value_new);
+    TC_RESOLVE(secret_value_get);
+    TC_RESOLVE(secret_value_unref);
+#undef TC_RESOLVE
+    return NULL;
+}
 #endif

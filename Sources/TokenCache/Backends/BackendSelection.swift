@@ -78,7 +78,9 @@ public struct BackendSelection: Sendable {
             checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
                                 detail: "\(error.code): \(error.message)"))
         }
-        checks.append(.init(name: "libsecret", status: .info, detail: SecretServiceBackend.libsecretVersion))
+        let hasLibsecret = (try? LibSecret.shared()) != nil
+        checks.append(.init(name: "libsecret", status: hasLibsecret ? .info : policy == .secretService ? .failed : .warning,
+                            detail: SecretServiceBackend.libsecretVersion))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         checks.append(.init(name: "OpenSSL", status: .info, detail: OpenSSL.version))

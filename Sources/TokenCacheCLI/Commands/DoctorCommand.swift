@@ -7,9 +7,10 @@ struct DoctorCommand: ParsableCommand {
         commandName: "doctor",
         abstract: "Show which backend is used and why, and check everything it depends on.",
         discussion: """
-        Checks the session bus, the Secret Service provider, the collection mapping and lock \
-        state, the fallback file's path, permissions and key source, and the libsecret and \
-        OpenSSL versions. Exits 1, with the fix in one line, when the chosen backend cannot work.
+        Checks the session bus, whether libsecret can be loaded, the Secret Service provider, \
+        the collection mapping and lock state, the fallback file's path, permissions and key \
+        source, and the OpenSSL version. Exits 1, with the fix in one line, when the chosen \
+        backend cannot work.
 
         Examples:
           tokencache doctor

@@ -7,6 +7,8 @@ struct CLI {
     let backend: String
     let dataHome: URL
     let group: String
+    /// Extra environment variables for the subprocess.
+    var environmentOverrides: [String: String] = [:]
 
     init(backend: String) throws {
         self.backend = backend
@@ -35,6 +37,7 @@ struct CLI {
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_DATA_HOME"] = dataHome.path
         environment["NO_COLOR"] = "1"
+        environment.merge(environmentOverrides) { _, override in override }
         return environment
     }
 

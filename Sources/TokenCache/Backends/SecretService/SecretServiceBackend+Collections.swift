@@ -9,7 +9,7 @@ extension SecretServiceBackend {
         let collection = try resolveCollection(mapping)
         defer { g_object_unref(UnsafeMutableRawPointer(collection)) }
         let path = String(cString: g_dbus_proxy_get_object_path(UnsafeMutableRawPointer(collection).assumingMemoryBound(to: GDBusProxy.self)))
-        if secret_collection_get_locked(collection) != 0 {
+        if libsecret.secret_collection_get_locked(collection) != 0 {
             try unlock(path)
         }
         rememberCollectionPath(mapping, path)
@@ -22,7 +22,7 @@ extension SecretServiceBackend {
         switch mapping {
         case .defaultCollection, .session:
             let alias = mapping == .session ? "session" : "default"
-            if let collection = secret_collection_for_alias_sync(service, alias, SECRET_COLLECTION_NONE, deadline.cancellable, &error) {
+            if let collection = libsecret.secret_collection_for_alias_sync(service, alias, SECRET_COLLECTION_NONE, deadline.cancellable, &error) {
                 return collection
             }
             if error != nil { throw Self.map(error, deadline: deadline, action: "find the '\(alias)' collection") }
@@ -36,7 +36,7 @@ extension SecretServiceBackend {
                 throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
                                       hint: "Create it in your keyring manager, allow creation, or use the default mapping")
             }
-            let created = secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
+            let created = libsecret.secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
                                                         Deadline(seconds: options.unlockTimeout).cancellable, &error)
             guard let created else {
                 let failure = Self.map(error, deadline: deadline, action: "create the collection '\(label)'")
@@ -55,16 +55,16 @@ extension SecretServiceBackend {
     private func findCollection(labelled label: String) throws(TokenCacheError) -> UnsafeMutablePointer<SecretCollection>? {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        guard secret_service_load_collections_sync(service, deadline.cancellable, &error) != 0 else {
+        guard libsecret.secret_service_load_collections_sync(service, deadline.cancellable, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "list the keyring collections")
         }
-        guard let list = secret_service_get_collections(service) else { return nil }
+        guard let list = libsecret.secret_service_get_collections(service) else { return nil }
         defer { g_list_free_full(list, g_object_unref) }
         var node: UnsafeMutablePointer<GList>? = list
         while let current = node {
             if let data = current.pointee.data {
                 let collection = data.assumingMemoryBound(to: SecretCollection.self)
-                if let name = secret_collection_get_label(collection) {
+                if let name = libsecret.secret_collection_get_label(collection) {
                     defer { g_free(name) }
                     if String(cString: name) == label {
                         g_object_ref(UnsafeMutableRawPointer(collection))
@@ -87,7 +87,7 @@ extension SecretServiceBackend {
         var error: UnsafeMutablePointer<GError>?
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         let count = withCStringArray([path]) { paths in
-            secret_service_unlock_dbus_paths_sync(service, paths, deadline.cancellable, &unlocked, &error)
+            libsecret.secret_service_unlock_dbus_paths_sync(service, paths, deadline.cancellable, &unlocked, &error)
         }
         let unlockedPaths = takeStringArray(unlocked)
         if count < 1 || !unlockedPaths.contains(path) {
@@ -152,10 +152,9 @@ extension SecretServiceBackend {
 }
 
 extension SecretServiceBackend {
-    /// The libsecret version this process uses.
-    public static var libsecretVersion: String {
-        "libsecret \(SECRET_MAJOR_VERSION).\(SECRET_MINOR_VERSION).\(SECRET_MICRO_VERSION)"
-    }
+    /// The libsecret this process uses: the file it was loaded from (libsecret exports no
+    /// version), or why it could not be loaded. Loads it if that was not tried yet.
+    public static var libsecretVersion: String { LibSecret.description }
 }
 
 extension SecretServiceBackend {

@@ -56,6 +56,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     public static let schemaVersion = "1"
 
     let options: Options
+    let libsecret: LibSecret
     let service: UnsafeMutablePointer<SecretService>
     let schema: UnsafeMutablePointer<SecretSchema>
     let signals: ItemSignalCounter
@@ -64,10 +65,12 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
     func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
 
-    /// Connects to the Secret Service on the session bus.
-    /// - Throws: ``TokenCacheError`` `noSessionBus`, `noSecretService` or `timedOut`.
+    /// Connects to the Secret Service on the session bus, loading libsecret on first use.
+    /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus`, `noSecretService` or `timedOut`.
     public init(options: Options = Options()) throws(TokenCacheError) {
         self.options = options
+        let libsecret = try LibSecret.shared()
+        self.libsecret = libsecret
         let environment = ProcessInfo.processInfo.environment
         let bus = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
         // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
@@ -79,21 +82,21 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         let flags = SECRET_SERVICE_OPEN_SESSION  // collections load lazily, only for dedicated mappings
-        guard let service = secret_service_open_sync(secret_service_get_type(), nil, flags, deadline.cancellable, &error) else {
+        guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, flags, deadline.cancellable, &error) else {
             throw Self.map(error, deadline: deadline, action: "connect to the Secret Service")
         }
         self.service = service
-        schema = Self.makeSchema()
+        schema = Self.makeSchema(libsecret)
         let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
         signals = ItemSignalCounter(connection: connection!)
     }
 
     deinit {
-        secret_schema_unref(schema)
+        libsecret.secret_schema_unref(schema)
         g_object_unref(UnsafeMutableRawPointer(service))
     }
 
-    static func makeSchema() -> UnsafeMutablePointer<SecretSchema> {
+    static func makeSchema(_ libsecret: LibSecret) -> UnsafeMutablePointer<SecretSchema> {
         let types = g_hash_table_new(g_str_hash, g_str_equal)
         let names = ["schema_version", "group", "kind", "key", "client_id", "home_account_id", "environment", "realm", "family_id"]
         let pinned = names.map { strdup($0)! }  // the schema copies names; free after
@@ -102,7 +105,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             g_hash_table_insert(types, name, UnsafeMutableRawPointer(bitPattern: Int(SECRET_SCHEMA_ATTRIBUTE_STRING.rawValue)))
         }
         defer { g_hash_table_unref(types) }
-        return secret_schema_newv(schemaName, SECRET_SCHEMA_NONE, types)
+        return libsecret.secret_schema_newv(schemaName, SECRET_SCHEMA_NONE, types)!
     }
 
     func mapping(for group: CacheGroup) -> CollectionMapping {
@@ -230,13 +233,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
         let attributes = GStringTable(Self.attributes(of: entry, group: group))
         let value = json.withUnsafeBytes { bytes in
-            secret_value_new(bytes.baseAddress?.assumingMemoryBound(to: CChar.self), json.count, "application/json")
+            libsecret.secret_value_new(bytes.baseAddress?.assumingMemoryBound(to: CChar.self), json.count, "application/json")
         }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        defer { libsecret.secret_value_unref(UnsafeMutableRawPointer(value)) }
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
-        guard secret_service_store_sync(service, schema, attributes.table, collection, label,
+        guard libsecret.secret_service_store_sync(service, schema, attributes.table, collection, label,
                                         value, deadline.cancellable, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "store an item")
         }
@@ -245,7 +248,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     private func delete(_ path: String) throws(TokenCacheError) {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        guard secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error) != 0 else {
+        guard libsecret.secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "delete an item")
         }
     }
@@ -269,7 +272,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var error: UnsafeMutablePointer<GError>?
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        guard secret_service_search_for_dbus_paths_sync(service, schema, attributes.table, deadline.cancellable,
+        guard libsecret.secret_service_search_for_dbus_paths_sync(service, schema, attributes.table, deadline.cancellable,
                                                         &unlocked, &locked, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "search the keyring")
         }
@@ -283,7 +286,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         let table = withCStringArray(paths) { array in
-            secret_service_get_secrets_for_dbus_paths_sync(service, array, deadline.cancellable, &error)
+            libsecret.secret_service_get_secrets_for_dbus_paths_sync(service, array, deadline.cancellable, &error)
         }
         guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
         defer { g_hash_table_unref(table) }
@@ -292,10 +295,10 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         for path in paths {
             guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { continue }
             let value = OpaquePointer(raw)
-            var length = 0
-            guard let bytes = secret_value_get(value, &length) else { continue }
+            var length: gsize = 0
+            guard let bytes = libsecret.secret_value_get(value, &length) else { continue }
             // Not ours to interpret? Skip it; never delete what we cannot read.
-            if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: length)) { entries.append(entry) }
+            if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
         }
         return entries
     }

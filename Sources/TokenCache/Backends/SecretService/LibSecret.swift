@@ -1,0 +1,72 @@
+internal import CLibSecret
+import Foundation
+
+/// libsecret, loaded at run time: the package does not link it, so programs start on machines
+/// without it (servers, containers, WSL) and automatic selection falls back to the encrypted file.
+///
+/// Loaded once per process, on first use of the Secret Service backend, with
+/// `dlopen(RTLD_NOW | RTLD_LOCAL)`; every function the backend calls is resolved into a table
+/// up front, so a missing library or symbol is one typed error rather than a crash later. The
+/// library is never unloaded (it registers GObject types).
+///
+/// `TOKENCACHE_LIBSECRET_PATH` overrides the file loaded (default `libsecret-1.so.0`, found the
+/// usual way): for packagers with libsecret in a non-standard place, and for tests that need it
+/// to be absent.
+@dynamicMemberLookup
+final class LibSecret: @unchecked Sendable {
+    // @unchecked: the table is written once, before the instance is shared, and never changed.
+    private let functions: TCLibSecretFunctions
+    /// The file name the library was loaded by (a soname is found through the usual search path).
+    let path: String
+
+    /// The library's functions by their C names: `libsecret.secret_service_open_sync(…)`.
+    subscript<Function>(dynamicMember name: KeyPath<TCLibSecretFunctions, Function?>) -> Function {
+        functions[keyPath: name]!  // all non-nil: `load` fails unless every function resolved
+    }
+
+    /// The soname loaded when `TOKENCACHE_LIBSECRET_PATH` is not set.
+    static let soname = "libsecret-1.so.0"
+
+    /// The loaded library, or why it could not be loaded. A static let: initialized once,
+    /// thread-safely, on first access.
+    private static let loaded: Result<LibSecret, TokenCacheError> = load()
+
+    /// The library, loading it on first call.
+    /// - Throws: ``TokenCacheError`` `libsecretMissing`, with the package to install.
+    static func shared() throws(TokenCacheError) -> LibSecret { try loaded.get() }
+
+    /// For `tokencache doctor`: the libsecret loaded, or why it could not be loaded.
+    /// libsecret exports no version information, so the file name is the best there is.
+    static var description: String {
+        switch loaded {
+        case .success(let library): "libsecret (loaded: \(library.path))"
+        case .failure(let error): error.message
+        }
+    }
+
+    private init(functions: TCLibSecretFunctions, path: String) {
+        self.functions = functions
+        self.path = path
+    }
+
+    private static func load() -> Result<LibSecret, TokenCacheError> {
+        let requested = ProcessInfo.processInfo.environment["TOKENCACHE_LIBSECRET_PATH"].flatMap { $0.isEmpty ? nil : $0 } ?? soname
+        guard let handle = dlopen(requested, RTLD_NOW | RTLD_LOCAL) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
+            return .failure(missing("libsecret is not installed (\(reason))."))
+        }
+        var functions = TCLibSecretFunctions()
+        if let symbol = tc_libsecret_resolve(handle, &functions) {
+            let name = String(cString: symbol)
+            dlclose(handle)  // nothing of it was called yet
+            return .failure(missing("The libsecret found (\(requested)) has no \(name): it is too old, or not libsecret."))
+        }
+        return .success(LibSecret(functions: functions, path: requested))
+    }
+
+    private static func missing(_ message: String) -> TokenCacheError {
+        // One line, whatever dlerror said.
+        TokenCacheError(.libsecretMissing, message.split(whereSeparator: \.isNewline).joined(separator: " "),
+                        hint: "Install it (Debian/Ubuntu: apt-get install libsecret-1-0), or use the encrypted-file backend (--backend file), which works without it")
+    }
+}
