@@ -123,11 +123,20 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, response)
 
 
+class TLSServer(ThreadingHTTPServer):
+    """TLS with the handshake in each connection's own thread, so a client that stalls or
+    aborts its handshake (an untrusted certificate) never holds up the accept loop."""
+    context = None
+
+    def get_request(self):
+        connection, address = self.socket.accept()
+        return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+
+
 def serve(scheme, context=None):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = (TLSServer if context else ThreadingHTTPServer)(("127.0.0.1", 0), Handler)
     server.scheme = scheme
-    if context:
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.context = context
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

@@ -163,7 +163,10 @@ struct SilentSSOTests {
         let tls = try FakeIdentityProvider(https: true)
         let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
         let before = try store.exportMSALJSON()
-        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: try Authority(tls.httpsAuthority()), store: store)
+        var options = PublicClientApplication.Options()
+        options.requestTimeout = 60  // the failure is immediate; the bound only has to outlast a loaded machine
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: try Authority(tls.httpsAuthority()),
+                                          store: store, options: options)
         let error = await #expect(throws: TokenCacheError.self) {
             try await app.acquireTokenSilent(scopes: ["User.Read"], account: account)
         }
