@@ -153,6 +153,35 @@ struct CLITests {
         #expect(missing.stderr.contains("hint:"))
     }
 
+    @Test("token --refresh redeems the family refresh token at the token endpoint for an app that never signed in")
+    func tokenRefresh() async throws {
+        let idp = try FakeIdentityProvider()
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "mail")
+        response["refresh_token"] = "rt-initial-family"
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
+                                 "--scopes", "User.Read"], input: Fixtures.json(response))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        try await idp.seed(refreshToken: "rt-initial-family", user: Fixtures.alice, clientID: Fixtures.appOne, family: "1")
+
+        // Without --refresh there is nothing for app two: exit 2, no request.
+        let cached = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        #expect(cached.status == 2)
+        #expect(try await idp.stats().token_requests == 0)
+
+        let refreshed = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--refresh",
+                                     "--authority", idp.authority().url.absoluteString])
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        #expect(refreshed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-issued-1")
+        let grants = try await idp.stats().grants
+        #expect(grants.count == 1 && grants.first?.client_id == Fixtures.appTwo && grants.first?.redeemed == "rt-initial-family")
+        // Saved: the next call is served from the cache.
+        #expect(try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"]).stdout.hasPrefix("at-issued-1"))
+        #expect(try await idp.stats().token_requests == 1)
+        #expect(!refreshed.stderr.contains("rt-"))
+    }
+
     @Test("remove --client signs one app out and keeps the others; remove without it removes for all",
           arguments: cliBackends)
     func removeCommand(backend: String) throws {
