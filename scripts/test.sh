@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: builds, then runs `swift test` against a real, isolated
 # gnome-keyring (private D-Bus session, temporary HOME), real OpenSSL and real MSAL Python.
+# Every log line of the run (tests and the processes they start) is captured at trace level and
+# checked for secrets afterwards, with the programs' output and the files left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --build-tests
 export TOKENCACHE_TEST_PYTHON="$PWD/.venv/bin/python"
 export TOKENCACHE_BUILD_DIR="$(swift build --show-bin-path)"
-exec scripts/with-test-keyring.sh swift test --skip-build "$@"
+RUN_DIR="$(mktemp -d /tmp/tokencache-run.XXXXXX)"
+trap 'rm -rf "$RUN_DIR"' EXIT
+mkdir -p "$RUN_DIR/tmp"
+export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
+: > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
+status=0
+TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build "$@" || status=$?
+# A filtered run logs little: only the full run must meet the minimum log size.
+(($#)) && export MIN_LOG_LINES=1
+scripts/check-no-secrets.sh "$TOKENCACHE_TEST_LOG_FILE" "$TOKENCACHE_TEST_OUTPUT_FILE" "$RUN_DIR/tmp" || status=1
+exit $status
