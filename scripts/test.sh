@@ -9,9 +9,12 @@ scripts/install-deps.sh
 swift build --build-tests
 export TOKENCACHE_TEST_PYTHON="$PWD/.venv/bin/python"
 export TOKENCACHE_BUILD_DIR="$(swift build --show-bin-path)"
+# Fault injection at CI strength unless asked otherwise (about 60 ms per kill -9 iteration).
+export TOKENCACHE_KILL_ITERATIONS="${TOKENCACHE_KILL_ITERATIONS:-200}"
 RUN_DIR="$(mktemp -d /tmp/tokencache-run.XXXXXX)"
 trap 'rm -rf "$RUN_DIR"' EXIT
 mkdir -p "$RUN_DIR/tmp"
+chmod 711 "$RUN_DIR" "$RUN_DIR/tmp"  # the read-only directory test runs a writer as `nobody`
 export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
 : > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
 status=0
