@@ -18,8 +18,14 @@ chmod 711 "$RUN_DIR" "$RUN_DIR/tmp"  # the read-only directory test runs a write
 export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
 : > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
 status=0
-TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build "$@" || status=$?
-# A filtered run logs little: only the full run must meet the minimum log size.
-(($#)) && export MIN_LOG_LINES=1
+if (($#)); then
+    TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build "$@" || status=$?
+    export MIN_LOG_LINES=1  # a filtered run logs little: only the full run must meet the minimum
+else
+    # The multi-process load saturates the CPU: it runs on its own afterwards, so the timing
+    # bounds of the other tests (SSO timeouts) are not measured on a starved machine.
+    TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build --skip MultiProcessLoad || status=$?
+    TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build --filter MultiProcessLoad || status=$?
+fi
 scripts/check-no-secrets.sh "$TOKENCACHE_TEST_LOG_FILE" "$TOKENCACHE_TEST_OUTPUT_FILE" "$RUN_DIR/tmp" || status=1
 exit $status
