@@ -41,4 +41,49 @@ let encryptedFileCommands: [String: HelperCommand] = [
             FileHandle.standardError.write(Data("\(error)\n".utf8))
         }
     },
+    // file-write-unprivileged DIR GROUP: saves an entry as an ordinary user and prints the error
+    // code it got. Run as root, it first becomes `nobody` (65534), since root writes into any
+    // directory whatever its mode; the caller hands the cache directory to that user.
+    "file-write-unprivileged": { arguments in
+        if getuid() == 0 {
+            guard setgroups(0, nil) == 0, setgid(65534) == 0, setuid(65534) == 0 else { throw HelperUsageError(message: "cannot drop root") }
+        }
+        let entry = CacheEntry(kind: .appMetadata, fields: ["client_id": "ro", "environment": "e"], key: "ro")
+        let backend = EncryptedFileBackend(directory: URL(fileURLWithPath: arguments[0]))
+        let group = try CacheGroup(arguments[1])
+        // It can read the cache: the only thing in the way of a write is the directory's mode.
+        do { _ = try backend.load(group) } catch {
+            print("unreadable")
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            return
+        }
+        do {
+            _ = try backend.apply([.upsert(entry)], to: group, expected: nil)
+            print("written")
+        } catch {
+            print((error as? TokenCacheError).map { "\($0.code)" } ?? "untyped")
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+        }
+    },
+    // file-fuzz-seeds DIR: writes the seed corpus of the encrypted-file fuzz target (real files for
+    // group org.swift-tokencache.fuzz under the fuzz key, 0xF7 x 32) as DIR/seed-N.tkc.
+    "file-fuzz-seeds": { arguments in
+        let output = URL(fileURLWithPath: arguments[0])
+        let work = output.appendingPathComponent("work")
+        let group = try CacheGroup("org.swift-tokencache.fuzz")
+        let backend = EncryptedFileBackend(directory: work, keySource: .key([UInt8](repeating: 0xF7, count: 32)))
+        let store = AccountStore(backend: backend, group: group)
+        func snapshot(_ index: Int) throws {
+            try FileManager.default.copyItem(at: backend.fileURL(for: group), to: output.appendingPathComponent("seed-\(index).tkc"))
+        }
+        _ = try backend.apply([], to: group, expected: nil)
+        try snapshot(0)
+        _ = try backend.apply([.upsert(CacheEntry(kind: .appMetadata, fields: ["client_id": "c", "environment": "e", "family_id": "1"],
+                                                  key: "appmetadata-e-c"))], to: group, expected: nil)
+        try snapshot(1)
+        try store.save(helperResponse(username: "fuzz@contoso.com"), clientID: "client-f",
+                       authority: try Authority("https://login.microsoftonline.com/common"), scopes: ["User.Read"])
+        try snapshot(2)
+        try FileManager.default.removeItem(at: work)
+    },
 ]

@@ -165,7 +165,7 @@ func helperResponse(username: String) -> TokenResponse {
     }
     let uid = String(username.unicodeScalars.reduce(into: UInt64(1469598103934665603)) { $0 = ($0 ^ UInt64($1.value)) &* 1099511628211 }, radix: 16)
     return TokenResponse(
-        accessToken: "at-\(uid)", refreshToken: "rt-\(uid)",
+        accessToken: "secret-at-\(uid)", refreshToken: "secret-rt-\(uid)",
         idToken: b64(["alg": "none"]) + "." + b64(["oid": uid, "sub": uid, "tid": "t", "preferred_username": username]) + ".sig",
         clientInfo: b64(["uid": uid, "utid": "11111111-1111-1111-1111-111111111111"]),
         scope: "User.Read", expiresIn: 3600, familyID: "1")

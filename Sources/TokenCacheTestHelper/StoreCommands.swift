@@ -1,5 +1,61 @@
 import Foundation
 import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Test-helper commands for the Store tests: name -> command taking the remaining arguments.
-let storeCommands: [String: HelperCommand] = [:]
+let storeCommands: [String: HelperCommand] = [
+    // load-writer BACKEND GROUP PREFIX COUNT: saves COUNT token responses of distinct accounts
+    // (PREFIX-i@load.example) through the account store, one save after the other, on the file
+    // backend (in $XDG_DATA_HOME) or the Secret Service. Prints how many saves succeeded, the
+    // errors by code, and the wall time.
+    "load-writer": { arguments in
+        let store = try loadStore(arguments[0], arguments[1])
+        let prefix = arguments[2], count = Int(arguments[3])!
+        let authority = try Authority("https://login.microsoftonline.com/11111111-1111-1111-1111-111111111111")
+        var saved = 0
+        var errors: [String: Int] = [:]
+        let start = ContinuousClock.now
+        for index in 0..<count {
+            do {
+                try store.save(helperResponse(username: "\(prefix)-\(index)@load.example"), clientID: "load-client",
+                               authority: authority, scopes: ["User.Read"])
+                saved += 1
+            } catch {
+                errors[code(error), default: 0] += 1
+            }
+        }
+        printJSON(["saved": saved, "errors": errors, "seconds": milliseconds(ContinuousClock.now - start) / 1e3])
+    },
+    // load-reader BACKEND GROUP STOPFILE: reads the group over and over (all accounts, then each
+    // account's token) until STOPFILE exists. Prints the number of reads, the errors by code, and
+    // the entities it found incomplete (an account without its tokens: a torn read).
+    "load-reader": { arguments in
+        let store = try loadStore(arguments[0], arguments[1])
+        var reads = 0, torn = 0, seen = 0
+        var errors: [String: Int] = [:]
+        while !FileManager.default.fileExists(atPath: arguments[2]) {
+            do {
+                let accounts = try store.allAccounts()
+                for account in accounts.suffix(5)
+                where try store.accessToken(clientID: "load-client", account: account, scopes: ["User.Read"]) == nil {
+                    torn += 1
+                }
+                seen = max(seen, accounts.count)
+                reads += 1
+            } catch {
+                errors[code(error), default: 0] += 1
+            }
+            usleep(2_000)  // a busy reader, not a spinning one: the writers need the CPU
+        }
+        printJSON(["reads": reads, "errors": errors, "torn": torn, "maxAccountsSeen": seen])
+    },
+]
+
+func loadStore(_ backend: String, _ group: String) throws -> AccountStore {
+    guard let policy = BackendPolicy(rawValue: backend) else { throw HelperUsageError(message: "unknown backend \(backend)") }
+    return AccountStore(backend: try BackendSelection.open(policy: policy).backend, group: try CacheGroup(group))
+}
+
+struct HelperUsageError: Error { var message: String }

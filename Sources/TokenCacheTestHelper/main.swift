@@ -1,6 +1,10 @@
 // A small executable the tests run as separate processes (multi-process sharing, kill -9,
 // missing bus). Each backend contributes its commands in its own file.
 import Foundation
+@_spi(Testing) import TokenCache
+
+// Trace-level logs go to the suite's shared log file (checked for secrets after the run).
+LineFileLogHandler.bootstrapFromEnvironment()
 
 typealias HelperCommand = @Sendable ([String]) throws -> Void
 

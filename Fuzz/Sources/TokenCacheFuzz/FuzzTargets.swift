@@ -3,7 +3,9 @@
 //   msal-json       AccountStore.importMSALJSON
 //   token-response  TokenResponse(json:) and saving it
 //   jwt             IDTokenClaims(jwt:) and ClientInfo.parse
-//   encrypted-file  the encrypted-file parser (when built)
+//   encrypted-file  the encrypted-file reader: input starting with the file magic is a cache
+//                   file read through the backend; anything else is a decrypted payload, sealed
+//                   with the right key and group so it reaches the JSON reader behind the tag
 import Foundation
 @testable import TokenCache
 #if canImport(Glibc)
@@ -40,8 +42,52 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         _ = try? IDTokenClaims(jwt: text)
         _ = try? ClientInfo.parse(text)
         _ = Base64URL.decode(text)
+    case "encrypted-file":
+        fuzzEncryptedFile(data)
     default:
         fatalError("unknown TOKENCACHE_FUZZ_TARGET \(target)")
     }
     return 0
+}
+
+/// A private directory, key and group for the encrypted-file target; the seed corpus
+/// (Fuzz/Corpus/encrypted-file) holds real files written with this key for this group.
+let fuzzDirectory: URL = {
+    var template = Array((NSTemporaryDirectory() + "/tokencache-fuzz.XXXXXX").utf8CString)
+    precondition(mkdtemp(&template) != nil)
+    return URL(fileURLWithPath: String(cString: template)).appendingPathComponent("cache")
+}()
+let fuzzKey = [UInt8](repeating: 0xF7, count: 32)
+let fuzzGroup = try! CacheGroup("org.swift-tokencache.fuzz")
+
+func fuzzEncryptedFile(_ input: Data) {
+    _ = try? CacheFileFormat.parse(input, path: "fuzz")
+    var file = input
+    if !input.starts(with: CacheFileFormat.magic) {
+        // A decrypted payload: seal it as the backend would, so the authenticated path reads it.
+        let key = fuzzKey.withUnsafeBytes { SymmetricKey(copying: $0) }
+        let header = CacheFileFormat.Header(group: fuzzGroup.name, keyID: key.identifier, generation: 1)
+        let nonce = [UInt8](repeating: 0, count: OpenSSL.nonceByteCount)
+        let sealed = try! OpenSSL.seal(input, key: key, nonce: nonce, authenticating: try! CacheFileFormat.associatedData(for: header))
+        file = try! CacheFileFormat.encode(header: header, nonce: nonce, sealed: sealed)
+    }
+    try! FileIO.ensureDirectory(fuzzDirectory)
+    let backend = EncryptedFileBackend(directory: fuzzDirectory, keySource: .key(fuzzKey))
+    let url = backend.fileURL(for: fuzzGroup)
+    try! file.write(to: url)
+    precondition(chmod(url.path, 0o600) == 0)
+    do {
+        let entries = try backend.load(fuzzGroup).entries
+        // What loads is usable by the account store.
+        let store = AccountStore(backend: backend, group: fuzzGroup)
+        for account in (try? store.allAccounts()) ?? [] {
+            _ = try? store.accessToken(clientID: "c", account: account, scopes: ["s"])
+        }
+        _ = entries.count
+    } catch {
+        // Refused: a write must refuse as well, and leave the file exactly as it was.
+        precondition((try? EncryptedFileBackend(directory: fuzzDirectory, keySource: .key(fuzzKey))
+            .apply([], to: fuzzGroup, expected: nil)) == nil, "a write replaced a file that could not be read")
+        precondition((try? Data(contentsOf: url)) == file, "a refused file was changed")
+    }
 }

@@ -5,7 +5,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Encrypted-file backend")
+@Suite("Encrypted-file backend", .capturesLogs)
 struct EncryptedFileTests {
     let directory: URL
     let group = try! CacheGroup("org.swift-tokencache.file-test")
@@ -228,7 +228,7 @@ struct EncryptedFileTests {
     func killDuringWrites() throws {
         let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
         let iterations = Int(ProcessInfo.processInfo.environment["TOKENCACHE_KILL_ITERATIONS"] ?? "30")!
-        var previous = 0
+        var previous = 0, maxTemporary = 0
         for iteration in 0..<iterations {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: helper)
@@ -244,7 +244,12 @@ struct EncryptedFileTests {
             let mine = entries.filter { $0.key.hasPrefix("k\(iteration)-") }.count
             #expect(Set(entries.filter { $0.key.hasPrefix("k\(iteration)-") }.map(\.key))
                     == Set((0..<mine).map { "k\(iteration)-\($0)" }))
+            // At most the one temp file the killed writer was filling: each write removes stale ones.
+            let temporary = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.contains(".tmp.") }
+            #expect(temporary.count <= 1, "iteration \(iteration): temp files pile up: \(temporary)")
+            maxTemporary = max(maxTemporary, temporary.count)
         }
+        print("KILL: \(iterations) writers killed with SIGKILL, \(previous) entries kept, at most \(maxTemporary) temp file at a time")
         // The next write cleans up whatever a killed writer left.
         _ = try backend().apply([], to: group, expected: nil)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".tmp.") }

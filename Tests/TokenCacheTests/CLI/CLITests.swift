@@ -69,7 +69,7 @@ struct CLI {
 /// isolated keyring session (and in CI, where it must work rather than skip).
 let cliBackends = ["file"] + (TestEnvironment.runsSecretServiceTests ? ["secret-service"] : [])
 
-@Suite("tokencache CLI")
+@Suite("tokencache CLI", .capturesLogs)
 struct CLITests {
     @Test("save, then list shows the account per client without any secret", arguments: cliBackends)
     func saveAndList(backend: String) throws {

@@ -3,7 +3,7 @@ import Testing
 @testable import TokenCache
 
 /// Run under ThreadSanitizer in CI (`swift test --sanitize=thread --filter Concurrency`).
-@Suite("Concurrency within one process")
+@Suite("Concurrency within one process", .capturesLogs)
 struct ConcurrencyTests {
     @Test("Many tasks saving, reading and removing through one store lose nothing and never crash")
     func manyTasksOneStore() async throws {

@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 @testable import TokenCache
 
-@Suite("Silent SSO through the token endpoint")
+@Suite("Silent SSO through the token endpoint", .capturesLogs)
 struct SilentSSOTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())

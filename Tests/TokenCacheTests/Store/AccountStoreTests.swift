@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 
-@Suite("Account store: saving responses")
+@Suite("Account store: saving responses", .capturesLogs)
 struct SavingTests {
     let store = AccountStore(backend: InMemoryBackend())
 
@@ -92,7 +92,7 @@ struct SavingTests {
     }
 }
 
-@Suite("Account store: finding tokens")
+@Suite("Account store: finding tokens", .capturesLogs)
 struct LookupTests {
     let store = AccountStore(backend: InMemoryBackend())
 
@@ -205,7 +205,7 @@ struct LookupTests {
     }
 }
 
-@Suite("Account store: several apps, sign-out and removal")
+@Suite("Account store: several apps, sign-out and removal", .capturesLogs)
 struct MultiAppTests {
     let store = AccountStore(backend: InMemoryBackend())
 

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 @testable import TokenCache
 
-@Suite("Bad input gets a typed error and leaves the cache as it was")
+@Suite("Bad input gets a typed error and leaves the cache as it was", .capturesLogs)
 struct BadInputTests {
     static var good: [String: Any] { Fixtures.response(for: Fixtures.alice) }
 
@@ -158,7 +158,7 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
     }
 }
 
-@Suite("Logging")
+@Suite("Logging", .capturesLogs)
 struct LoggingTests {
     @Test("Nothing logged at trace level contains a secret, and personal data is redacted unless enabled")
     func logsNoSecretsOrPII() throws {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 
-@Suite("Migration between backends")
+@Suite("Migration between backends", .capturesLogs)
 struct MigrationTests {
     @Test("Migration copies every entry, verifies, then empties the source")
     func migratesEverything() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite("Test harness")
+@Suite("Test harness", .capturesLogs)
 struct HarnessTests {
     @Test("Secret Service tests run inside an isolated session, never against the real HOME",
           .enabled(if: TestEnvironment.runsSecretServiceTests))

@@ -1,5 +1,8 @@
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Facts about the environment the tests run in, set by scripts/with-test-keyring.sh.
 enum TestEnvironment {
@@ -74,9 +77,28 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
     let outData = stdout.fileHandleForReading.readDataToEndOfFile()
     group.wait()
     process.waitUntilExit()
-    return ProcessOutput(status: process.terminationStatus,
-                         stdout: String(decoding: outData, as: UTF8.self),
-                         stderr: String(decoding: errData, as: UTF8.self))
+    let output = ProcessOutput(status: process.terminationStatus,
+                               stdout: String(decoding: outData, as: UTF8.self),
+                               stderr: String(decoding: errData, as: UTF8.self))
+    recordOutput(output, of: executable, arguments)
+    return output
+}
+
+/// Appends what the project's own programs printed to the file named by
+/// `TOKENCACHE_TEST_OUTPUT_FILE` (scripts/test.sh checks it for secrets after the run). Left out:
+/// `tokencache token` and `export`, whose job is to print a secret, and other programs
+/// (secret-tool, MSAL Python), which are peers reading secrets on purpose.
+func recordOutput(_ output: ProcessOutput, of executable: String, _ arguments: [String]) {
+    guard let path = TestEnvironment.environment["TOKENCACHE_TEST_OUTPUT_FILE"], !path.isEmpty,
+          ["tokencache", "TokenCacheTestHelper"].contains(URL(fileURLWithPath: executable).lastPathComponent),
+          !["token", "export"].contains(arguments.first ?? "") else { return }
+    let text = "$ \(URL(fileURLWithPath: executable).lastPathComponent) \(arguments.joined(separator: " ")) -> \(output.status)\n"
+        + output.stdout + output.stderr
+    let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else { return }
+    defer { close(descriptor) }
+    var bytes = Array(text.utf8)
+    _ = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }
 }
 
 /// Runs blocking work (waiting for subprocesses) on a Dispatch thread. Suites run in parallel on

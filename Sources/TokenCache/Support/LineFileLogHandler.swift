@@ -1,0 +1,47 @@
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Appends every log record, one line each, to a file shared by several processes (the test
+/// suite, its helper processes), so a run's whole log can be checked for secrets afterwards.
+/// Each line goes out in one `write(2)` on an `O_APPEND` descriptor, so lines from different
+/// processes never interleave.
+@_spi(Testing) public struct LineFileLogHandler: LogHandler {
+    private let descriptor: Int32
+    private let label: String
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .trace
+
+    /// Bootstraps the logging system with a handler on the file named by `environmentVariable`,
+    /// when it is set. Returns whether it did. Call once per process, before any logger exists.
+    @discardableResult
+    public static func bootstrapFromEnvironment(_ environmentVariable: String = "TOKENCACHE_TEST_LOG_FILE") -> Bool {
+        guard let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty else { return false }
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return false }
+        LoggingSystem.bootstrap { label in LineFileLogHandler(descriptor: descriptor, label: label) }
+        return true
+    }
+
+    init(descriptor: Int32, label: String) {
+        self.descriptor = descriptor
+        self.label = label
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+        var fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        if let error = event.error { fields.append("error=\(error)") }
+        let text = "\(getpid()) \(event.level) \(label): \(event.message) \(fields.joined(separator: " "))"
+            .replacingOccurrences(of: "\n", with: "\\n") + "\n"
+        var bytes = Array(text.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+    }
+}

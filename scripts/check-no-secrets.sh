@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fails if a secret used by the test suite shows up where it must never be: in the trace-level
+# log of the whole run, in what the project's programs printed (other than `token`/`export`),
+# or in files the run left in its temporary directory. Fails too when the log is too small to
+# mean anything, so it cannot pass vacuously.
+#   scripts/check-no-secrets.sh LOG_FILE OUTPUT_FILE [TMP_DIR]
+set -euo pipefail
+LOG="$1" OUTPUT="$2" TMP="${3:-}"
+MIN_LOG_LINES="${MIN_LOG_LINES:-500}"  # a full run logs about 1,000 lines
+
+# Every secret the tests use, by its marker (Tests/TokenCacheTests/Support/Fixtures.swift, the
+# test helper, the SSO fake identity provider, BadInputTests and the file-backend tests).
+PATTERNS=(
+    'secret-(at|rt)-'                                      # test helper tokens
+    '(at|rt)-[0-9a-f]{8}-0000-0000-0000-0{12}'            # fixture access/refresh tokens
+    'at-issued-|rt-rotated-|rt-initial-|at-list|at-dotnet' # SSO / import tokens
+    'eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0|eyJhbGciOiJub25lIn0'  # ID token headers
+    'c2lnbmF0dXJl'                                         # fixture ID token signature
+    'correct horse battery staple'                         # passphrase
+    'test-password'                                        # test keyring password
+    '0707070707070707|BwcHBwcHBwcH'                        # raw key bytes, hex and base64
+    'A{256}'                                               # the 2 MiB token of the bad-input table
+)
+REGEX="$(IFS='|'; echo "${PATTERNS[*]}")"
+status=0
+
+lines=$(wc -l < "$LOG" 2>/dev/null || echo 0)
+traces=$(grep -c ' trace ' "$LOG" 2>/dev/null || true)
+processes=$(awk '{print $1}' "$LOG" 2>/dev/null | sort -u | wc -l)
+echo "secret check: $lines log lines ($traces at trace level, from $processes processes), $(wc -l < "$OUTPUT" 2>/dev/null || echo 0) lines of program output"
+if ((lines < MIN_LOG_LINES)) || ((traces == 0)) || ((processes < 2)); then
+    echo "FAILED: the log $LOG is too small (< $MIN_LOG_LINES lines, no trace line or one process): logging was not captured" >&2
+    status=1
+fi
+for file in "$LOG" "$OUTPUT"; do
+    if grep -aEn "$REGEX" "$file" | head -5 | cut -c1-300 | grep .; then
+        echo "FAILED: a secret appears in $file (lines above)" >&2
+        status=1
+    fi
+done
+if [ -n "$TMP" ] && [ -d "$TMP" ]; then
+    leaked=$(grep -aElr "$REGEX" "$TMP" 2>/dev/null || true)
+    if [ -n "$leaked" ]; then
+        echo "$leaked" | head -20
+        echo "FAILED: a secret appears in files left under $TMP (above)" >&2
+        status=1
+    fi
+    echo "secret check: $(find "$TMP" -type f | wc -l) leftover temporary files scanned"
+fi
+((status == 0)) && echo "secret check: no secret found"
+exit $status
