@@ -70,15 +70,18 @@ extension JSONValue: ExpressibleByStringLiteral {
     public init(stringLiteral value: String) { self = .string(value) }
 }
 
-/// Reading and writing JSON through Foundation's JSONSerialization, which is several times
-/// faster on Linux than decoding `JSONValue` with JSONDecoder (whose type probing throws).
+/// Reading JSON through Foundation's JSONSerialization, which is several times faster on Linux
+/// than decoding `JSONValue` with JSONDecoder (whose type probing throws); writing through
+/// JSONEncoder, which is several times faster than JSONSerialization's writer (measured: 0.59 s
+/// against 3.7 s for a 13 MB cache with sorted keys).
 enum JSON {
     /// Output for everything this library writes: sorted keys make output stable, so unchanged
     /// entities compare equal byte for byte and writes can be skipped.
     static func encode(_ value: JSONValue, pretty: Bool = false) throws -> Data {
-        var options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]
-        if pretty { options.insert(.prettyPrinted) }
-        return try JSONSerialization.data(withJSONObject: value.foundationObject, options: options)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
+                                          : [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(value)
     }
 
     static func encode(_ object: JSONObject, pretty: Bool = false) throws -> Data {
@@ -134,19 +137,6 @@ extension JSONValue {
         case let array as [Any]: self = .array(try array.map(JSONValue.init(foundationObject:)))
         case let object as [String: Any]: self = .object(try object.mapValues(JSONValue.init(foundationObject:)))
         default: throw JSONShapeError.notAnObject
-        }
-    }
-
-    /// The value as JSONSerialization takes it.
-    var foundationObject: Any {
-        switch self {
-        case .null: NSNull()
-        case .bool(let value): NSNumber(value: value)
-        case .integer(let value): NSNumber(value: value)
-        case .double(let value): NSNumber(value: value)
-        case .string(let value): value
-        case .array(let values): values.map(\.foundationObject)
-        case .object(let object): object.mapValues(\.foundationObject)
         }
     }
 }
