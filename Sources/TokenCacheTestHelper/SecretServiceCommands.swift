@@ -18,6 +18,21 @@ let secretServiceCommands: [String: HelperCommand] = [
         if let account = try store.account(arguments[1]) { try store.remove(account) }
         printJSON(["accounts": try store.allAccounts().count])
     },
+    // ss-reload-memory GROUP COUNT: reads the whole group COUNT times (a bulk read each time, as
+    // after every change by another process) and reports the resident memory before and after,
+    // and how many bytes of MSAL JSON the reads returned in all.
+    "ss-reload-memory": { arguments in
+        let backend = try SecretServiceBackend()
+        let group = try CacheGroup(arguments[0])
+        let count = Int(arguments[1])!
+        for _ in 0..<5 { _ = try backend.load(group) }  // allocator and GLib warm-up
+        let before = residentKilobytes()
+        for _ in 0..<count { _ = try backend.load(group) }
+        let after = residentKilobytes()
+        let bytesPerRead = try AccountStore(backend: backend, group: group).exportMSALJSON().count
+        printJSON(["entries": try backend.load(group).entries.count, "rssBeforeKB": before, "rssAfterKB": after,
+                   "bytesRead": bytesPerRead * count])
+    },
     // ss-probe: connects and reports the outcome (used with no bus, or no daemon).
     "ss-probe": { _ in
         do {
@@ -191,4 +206,11 @@ func run(_ executable: String, _ arguments: [String]) throws {
 
 func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+}
+
+/// VmRSS from /proc/self/status, in kilobytes.
+func residentKilobytes() -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+    return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
 }

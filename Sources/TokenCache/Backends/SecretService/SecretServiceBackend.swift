@@ -286,7 +286,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         let table = withCStringArray(paths) { array in
-            libsecret.secret_service_get_secrets_for_dbus_paths_sync(service, array, deadline.cancellable, &error)
+            libsecret.secrets(service: service, paths: array, cancellable: deadline.cancellable, error: &error)
         }
         guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
         defer { g_hash_table_unref(table) }
