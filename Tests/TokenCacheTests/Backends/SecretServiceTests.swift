@@ -201,6 +201,24 @@ struct SecretServiceTests {
         #expect(grownKB < 2 * 1024, "memory grew by \(grownKB) KB over reads of \(readKB) KB in all")
     }
 
+    @Test("A bulk read in several GetSecrets batches returns every entry, exactly as one call does")
+    func bulkReadInBatches() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        try save(store, Fixtures.bob, client: Fixtures.appOne)
+        try save(store, Fixtures.bob, client: Fixtures.appTwo)
+        let whole = try SecretServiceBackend().load(group).entries
+        var options = SecretServiceBackend.Options()
+        options.secretsPerCall = 3
+        let batched = try SecretServiceBackend(options: options).load(group).entries
+        #expect(whole.count > 3 * 3, "enough entries for several batches")
+        func keyed(_ entries: [CacheEntry]) -> [String: CacheEntry] {
+            Dictionary(uniqueKeysWithValues: entries.map { ("\($0.kind.rawValue)/\($0.key)", $0) })
+        }
+        #expect(keyed(batched) == keyed(whole))
+    }
+
     @Test("A locked collection is reported as locked, never read as empty, and nothing is deleted")
     func lockedCollection() throws {
         let results = try Self.inFreshKeyring("$H ss-locked org.example.locked")

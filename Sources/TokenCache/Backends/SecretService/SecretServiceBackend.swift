@@ -11,8 +11,8 @@ import Synchronization
 ///   in-memory `session` collection or a dedicated collection found by label.
 /// - Items carry a versioned attribute schema (`org.swift-tokencache.Entry`, see
 ///   docs/SecretService.md) so single lookups are targeted searches; the secret is the entry's
-///   MSAL JSON. Bulk reads use one search for paths and one GetSecrets call. Sessions are
-///   encrypted.
+///   MSAL JSON. Bulk reads use one search for paths and GetSecrets calls in batches.
+///   Sessions are encrypted.
 /// - Every D-Bus call is bounded in time. Errors are typed (no bus, no service, collection
 ///   missing, locked, prompt dismissed, timed out), and no error ever deletes or overwrites
 ///   an entry; a locked keyring is reported, never read as empty.
@@ -45,6 +45,11 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         public var allowsUnlockPrompt = false
         /// Bound on waiting for an unlock prompt, in seconds.
         public var unlockTimeout: TimeInterval = 60
+        /// Items per GetSecrets call in a bulk read. gnome-keyring answers GetSecrets item by
+        /// item, at a cost per item that grows with the collection, so one call for a whole large
+        /// group (10,003 items at 1,000 accounts x 3 clients) can outlast `callTimeout`; each
+        /// batch gets its own bound. (Internal: tests make it small.)
+        var secretsPerCall = 500
 
         /// Default options: default collection, 10 s per call, no prompts.
         public init() {}
@@ -123,7 +128,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     // MARK: CacheBackend
 
-    /// Reads every item of the group: one search for paths, one bulk GetSecrets.
+    /// Reads every item of the group: one search for paths, then GetSecrets in batches (`Options.secretsPerCall`).
     /// - Throws: `keyringLocked` when any matching item is locked (never an empty read).
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = signals.revision
@@ -282,23 +287,25 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     private func items(matching query: [String: String], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         let collection = try collectionPath(for: group)
         let paths = try searchPaths(query, collection: collection)
-        guard !paths.isEmpty else { return [] }
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        let table = withCStringArray(paths) { array in
-            libsecret.secrets(service: service, paths: array, cancellable: deadline.cancellable, error: &error)
-        }
-        guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
-        defer { g_hash_table_unref(table) }
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
-        for path in paths {
-            guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { continue }
-            let value = OpaquePointer(raw)
-            var length: gsize = 0
-            guard let bytes = libsecret.secret_value_get(value, &length) else { continue }
-            // Not ours to interpret? Skip it; never delete what we cannot read.
-            if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
+        for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
+            let batch = Array(paths[start..<min(start + options.secretsPerCall, paths.count)])
+            let deadline = Deadline(seconds: options.callTimeout)
+            var error: UnsafeMutablePointer<GError>?
+            let table = withCStringArray(batch) { array in
+                libsecret.secrets(service: service, paths: array, cancellable: deadline.cancellable, error: &error)
+            }
+            guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
+            defer { g_hash_table_unref(table) }
+            for path in batch {
+                guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { continue }
+                let value = OpaquePointer(raw)
+                var length: gsize = 0
+                guard let bytes = libsecret.secret_value_get(value, &length) else { continue }
+                // Not ours to interpret? Skip it; never delete what we cannot read.
+                if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
+            }
         }
         return entries
     }
