@@ -24,6 +24,13 @@ let package = Package(
             path: "Benchmarks/WarmLookup",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Whole-operation measurements scripts/bench.sh compares with MSAL Python (no Benchmark
+        // dependency: a plain executable that prints JSON).
+        .executableTarget(
+            name: "bench-tool",
+            dependencies: [.product(name: "TokenCache", package: tokenCachePackage.lastPathComponent)],
+            path: "Tools/BenchTool"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

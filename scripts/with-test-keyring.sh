@@ -2,11 +2,18 @@
 # Runs a command inside a private D-Bus session with a throw-away, unlocked gnome-keyring and a
 # temporary HOME, so tests never touch a real login keyring.
 #   scripts/with-test-keyring.sh swift test --skip-build
+# TOKENCACHE_TEST_KEYRING_SEED=DIR copies DIR's keyring files into the temporary keyrings folder
+# before the daemon starts (the benchmarks seed large keyrings this way).
 set -euo pipefail
 TEST_ROOT="$(mktemp -d /tmp/tokencache-test.XXXXXX)"
 trap 'rm -rf "$TEST_ROOT"' EXIT
 mkdir -p "$TEST_ROOT/home" "$TEST_ROOT/run"
 chmod 700 "$TEST_ROOT/run"
+if [ -n "${TOKENCACHE_TEST_KEYRING_SEED:-}" ]; then
+    mkdir -p "$TEST_ROOT/home/.local/share/keyrings"
+    cp -R "$TOKENCACHE_TEST_KEYRING_SEED"/. "$TEST_ROOT/home/.local/share/keyrings/"
+    chmod -R go-rwx "$TEST_ROOT/home/.local"
+fi
 export TOKENCACHE_REAL_HOME="$HOME"
 export HOME="$TEST_ROOT/home"
 export XDG_DATA_HOME="$HOME/.local/share" XDG_CONFIG_HOME="$HOME/.config" XDG_CACHE_HOME="$HOME/.cache"

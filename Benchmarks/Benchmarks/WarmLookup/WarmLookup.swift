@@ -4,6 +4,11 @@ import TokenCache
 
 /// Warm in-process access-token lookup: the path a desktop app takes many times a minute.
 /// Target: at most 2 µs median at 1,000 accounts x 3 clients, flat across sizes.
+///
+/// With TOKENCACHE_BENCH_SECRET_SERVICE=1 (set by scripts/bench.sh, which runs this inside
+/// scripts/with-test-keyring.sh with a seeded keyring) the same lookup runs on the Secret Service
+/// backend with its coherence mechanism on (item-signal revision checked on every lookup), reading
+/// groups `org.swift-tokencache.bench-ss-N` that bench.sh seeded with N accounts x 3 clients.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
                                            maxDuration: .seconds(3))
@@ -15,6 +20,17 @@ let benchmarks: @Sendable () -> Void = {
             }
         } setup: {
             try Fixture(accounts: accounts, backend: InMemoryBackend())
+        }
+    }
+    guard ProcessInfo.processInfo.environment["TOKENCACHE_BENCH_SECRET_SERVICE"] == "1" else { return }
+    for accounts in [10, 100, 1_000] {
+        Benchmark("Warm access-token lookup, \(accounts) accounts x 3 clients (Secret Service, coherence on)",
+                  configuration: .init(scalingFactor: .kilo)) { benchmark, fixture in
+            for _ in benchmark.scaledIterations {
+                blackHole(try fixture.store.accessToken(clientID: fixture.clientID, account: fixture.account, scopes: ["User.Read"]))
+            }
+        } setup: {
+            try Fixture(seededSecretServiceGroup: accounts)
         }
     }
 }
@@ -38,6 +54,18 @@ struct Fixture: Sendable {
         }
         clientID = Self.clients[1]
         account = try store.account("user\(accounts / 2)@contoso.com")!
+    }
+
+    /// A group bench.sh seeded in the keyring; the first lookup loads it, later ones stay in memory.
+    init(seededSecretServiceGroup accounts: Int) throws {
+        let group = try CacheGroup("org.swift-tokencache.bench-ss-\(accounts)")
+        store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        clientID = Self.clients[1]
+        guard let account = try store.account("user\(accounts / 2)@contoso.com"),
+              try store.accessToken(clientID: clientID, account: account, scopes: ["User.Read"]) != nil else {
+            throw TokenCacheError(.invalidCacheData, "group \(group) is not seeded (run through scripts/bench.sh)")
+        }
+        self.account = account
     }
 
     static func response(index: Int) -> TokenResponse {

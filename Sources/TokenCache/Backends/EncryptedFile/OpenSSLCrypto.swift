@@ -166,3 +166,17 @@ private final class CipherContext {
 
     deinit { EVP_CIPHER_CTX_free(pointer) }
 }
+
+/// For the benchmarks only (Benchmarks/, `bench-tool aes`): AES-256-GCM through exactly the wrapper
+/// the encrypted file uses, so its throughput can be compared with `openssl speed`.
+@_spi(Benchmarks) public enum AESGCMBenchmarkHook {
+    /// Seals `plaintext` (ciphertext + tag) with a 32-byte key and a 12-byte nonce.
+    public static func seal(_ plaintext: Data, key: [UInt8], nonce: [UInt8]) throws(TokenCacheError) -> Data {
+        try OpenSSL.seal(plaintext, key: key.withUnsafeBytes { SymmetricKey(copying: $0) }, nonce: nonce, authenticating: Data())
+    }
+
+    /// Opens what ``seal(_:key:nonce:)`` returned; nil when authentication fails.
+    public static func open(_ sealed: Data, key: [UInt8], nonce: [UInt8]) throws(TokenCacheError) -> Data? {
+        try OpenSSL.open(sealed, key: key.withUnsafeBytes { SymmetricKey(copying: $0) }, nonce: nonce, authenticating: Data())
+    }
+}
