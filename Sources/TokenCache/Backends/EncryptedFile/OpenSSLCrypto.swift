@@ -81,42 +81,46 @@ enum OpenSSL {
     }
 
     /// AES-256-GCM encryption: returns ciphertext followed by the 16-byte tag.
+    /// Writes straight into the returned buffer: no intermediate copy (a copy and a cleanse per
+    /// call cost three quarters of the throughput at 1 MiB).
     static func seal(_ plaintext: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data {
         let context = try CipherContext()
-        var output = [UInt8](repeating: 0, count: plaintext.count + tagByteCount)
-        var length: Int32 = 0
-        var total = 0
         let ok = key.withUnsafeBytes { key in
             EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
                 && EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil) == 1
                 && EVP_EncryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
         }
         guard ok else { throw failure("EVP_EncryptInit_ex") }
+        var length: Int32 = 0
         guard aad.withUnsafeBytes({ EVP_EncryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
         else { throw failure("EVP_EncryptUpdate (AAD)") }
-        guard plaintext.withUnsafeBytes({ input in
-            output.withUnsafeMutableBufferPointer { out in
-                EVP_EncryptUpdate(context.pointer, out.baseAddress, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
-            }
-        }) == 1 else { throw failure("EVP_EncryptUpdate") }
-        total = Int(length)
-        guard output.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context.pointer, $0.baseAddress! + total, &length) }) == 1
-        else { throw failure("EVP_EncryptFinal_ex") }
-        total += Int(length)
-        guard output.withUnsafeMutableBufferPointer({
-            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagByteCount), $0.baseAddress! + total)
-        }) == 1 else { throw failure("EVP_CTRL_GCM_GET_TAG") }
-        return Data(output[0..<(total + tagByteCount)])
+        var output = Data(count: plaintext.count + tagByteCount)
+        let failed: String? = output.withUnsafeMutableBytes { out in
+            let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            guard plaintext.withUnsafeBytes({ input in
+                EVP_EncryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+            }) == 1 else { return "EVP_EncryptUpdate" }
+            var total = Int(length)
+            guard EVP_EncryptFinal_ex(context.pointer, base + total, &length) == 1 else { return "EVP_EncryptFinal_ex" }
+            total += Int(length)
+            // GCM is a stream mode: the ciphertext is exactly as long as the plaintext.
+            guard total == plaintext.count,
+                  EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagByteCount), base + total) == 1
+            else { return "EVP_CTRL_GCM_GET_TAG" }
+            return nil
+        }
+        if let failed { throw failure(failed) }
+        return output
     }
 
     /// AES-256-GCM decryption of ciphertext followed by its tag; nil when authentication fails.
+    /// Decrypts straight into the returned buffer; when the tag does not verify, the
+    /// unauthenticated plaintext is cleansed before the buffer is dropped.
     static func open(_ sealed: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data? {
         guard sealed.count >= tagByteCount else { return nil }
-        let ciphertext = sealed.prefix(sealed.count - tagByteCount)
+        let ciphertextCount = sealed.count - tagByteCount
         var tag = [UInt8](sealed.suffix(tagByteCount))
         let context = try CipherContext()
-        var output = [UInt8](repeating: 0, count: ciphertext.count + 16)
-        defer { cleanse(&output) }
         var length: Int32 = 0
         let ok = key.withUnsafeBytes { key in
             EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
@@ -126,20 +130,30 @@ enum OpenSSL {
         guard ok else { throw failure("EVP_DecryptInit_ex") }
         guard aad.withUnsafeBytes({ EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
         else { throw failure("EVP_DecryptUpdate (AAD)") }
-        guard ciphertext.withUnsafeBytes({ input in
-            output.withUnsafeMutableBufferPointer { out in
-                EVP_DecryptUpdate(context.pointer, out.baseAddress, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
-            }
-        }) == 1 else { throw failure("EVP_DecryptUpdate") }
-        var total = Int(length)
         guard EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tagByteCount), &tag) == 1 else {
             throw failure("EVP_CTRL_GCM_SET_TAG")
         }
-        let verified = output.withUnsafeMutableBufferPointer { EVP_DecryptFinal_ex(context.pointer, $0.baseAddress! + total, &length) } == 1
-        ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
-        guard verified else { return nil }
-        total += Int(length)
-        return Data(output[0..<total])
+        // One spare block: EVP_DecryptFinal_ex may write up to a block (none for GCM).
+        var output = Data(count: ciphertextCount + 16)
+        enum Outcome { case verified(Int), rejected, failed(String) }
+        let outcome: Outcome = output.withUnsafeMutableBytes { out in
+            let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            guard sealed.withUnsafeBytes({ input in
+                EVP_DecryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ciphertextCount))
+            }) == 1 else { OPENSSL_cleanse(out.baseAddress, out.count); return .failed("EVP_DecryptUpdate") }
+            let total = Int(length)
+            let verified = EVP_DecryptFinal_ex(context.pointer, base + total, &length) == 1
+            ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
+            guard verified else { OPENSSL_cleanse(out.baseAddress, out.count); return .rejected }
+            return .verified(total + Int(length))
+        }
+        switch outcome {
+        case .verified(let count):
+            output.count = count
+            return output
+        case .rejected: return nil
+        case .failed(let function): throw failure(function)
+        }
     }
 
     /// A TokenCacheError for a failed OpenSSL call, with the drained error queue.
