@@ -27,10 +27,21 @@ struct StoreOptions: ParsableArguments {
 
     /// Opens the account store for the chosen backend and group.
     func openStore() throws -> AccountStore {
+        try openStore(account: nil)
+    }
+
+    /// A store for `account` only, where that is cheaper: on the Secret Service a lookup for
+    /// one account then reads that account's items by attribute search instead of the whole
+    /// group (``AccountScopedBackend``). Elsewhere, or without an account, the whole group.
+    func openStore(account: String?) throws -> AccountStore {
         var options = AccountStore.Options()
         options.logger = Self.logger(verbose: verbose)
         let selection = try BackendSelection.open(policy: backend, logger: options.logger)
-        return AccountStore(backend: selection.backend, group: cacheGroup, options: options)
+        var storeBackend = selection.backend
+        if let account, storeBackend is SecretServiceBackend {
+            storeBackend = try AccountScopedBackend(storeBackend, account: account, in: cacheGroup)
+        }
+        return AccountStore(backend: storeBackend, group: cacheGroup, options: options)
     }
 
     static func logger(verbose: Bool) -> Logger {

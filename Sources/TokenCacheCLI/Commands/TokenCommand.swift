@@ -58,7 +58,7 @@ struct TokenCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let store = try store.openStore()
+            let store = try store.openStore(account: account)
             let authority = try self.authority.map { try Authority($0) }
             let candidates = try store.accounts(clientID: client)
             let chosen: [CachedAccount]

@@ -219,6 +219,35 @@ struct SecretServiceTests {
         #expect(keyed(batched) == keyed(whole))
     }
 
+    @Test("An account-scoped view reads only that account's tokens, by attribute search, and finds what the whole group finds")
+    func accountScopedView() throws {
+        let backend = try SecretServiceBackend()
+        let store = AccountStore(backend: backend, group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        try save(store, Fixtures.alice, client: Fixtures.appTwo)
+        try save(store, Fixtures.bob, client: Fixtures.appOne)
+        let view = try AccountScopedBackend(backend, account: "Alice@Contoso.com", in: group)
+        #expect(view.homeAccountIDs == [Fixtures.alice.homeAccountID])
+        let entries = try view.load(group).entries
+        let tokenOwners = Set(entries.filter { $0.kind != .account && $0.kind != .appMetadata }.compactMap { $0["home_account_id"] })
+        #expect(tokenOwners == [Fixtures.alice.homeAccountID])
+        #expect(entries.filter { $0.kind == .account }.count == 2, "every account record, to find accounts by name")
+        #expect(entries.count < (try backend.load(group)).entries.count)
+
+        let scoped = AccountStore(backend: view, group: group)
+        for client in [Fixtures.appOne, Fixtures.appTwo] {
+            let whole = try #require(try store.account("alice@contoso.com", clientID: client))
+            let part = try #require(try scoped.account("alice@contoso.com", clientID: client))
+            #expect(try scoped.accessToken(clientID: client, account: part, scopes: ["User.Read"])?.accessToken
+                    == (try store.accessToken(clientID: client, account: whole, scopes: ["User.Read"]))?.accessToken)
+        }
+        // A save through the view lands in the group, seen by a store over the whole group.
+        try save(scoped, Fixtures.alice, client: Fixtures.appThree)
+        let alice = try #require(try store.account("alice@contoso.com", clientID: Fixtures.appThree))
+        #expect(try store.accessToken(clientID: Fixtures.appThree, account: alice, scopes: ["User.Read"]) != nil)
+    }
+
     @Test("A locked collection is reported as locked, never read as empty, and nothing is deleted")
     func lockedCollection() throws {
         let results = try Self.inFreshKeyring("$H ss-locked org.example.locked")

@@ -153,10 +153,29 @@ struct CLITests {
         #expect(missing.stderr.contains("hint:"))
     }
 
-    @Test("token --refresh redeems the family refresh token at the token endpoint for an app that never signed in")
-    func tokenRefresh() async throws {
+    @Test("token --account picks the account by username or home account ID among several; an unknown account exits 2",
+          arguments: cliBackends)
+    func tokenForAccount(backend: String) throws {
+        let cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let alice = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let bob = try cli.save(Fixtures.bob, client: Fixtures.appOne)
+        let ambiguous = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(ambiguous.status == 1 && ambiguous.stderr.contains("--account"))
+        for (selector, response) in [("ALICE@contoso.com", alice), (Fixtures.bob.homeAccountID, bob)] {
+            let found = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", selector])
+            #expect(found.status == 0, "\(found.stderr)")
+            #expect(found.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == response["access_token"] as? String)
+        }
+        let unknown = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", "carol@contoso.com"])
+        #expect(unknown.status == 2 && unknown.stdout.isEmpty)
+    }
+
+    @Test("token --refresh redeems the family refresh token at the token endpoint for an app that never signed in",
+          arguments: cliBackends)
+    func tokenRefresh(backend: String) async throws {
         let idp = try FakeIdentityProvider()
-        let cli = try CLI(backend: "file")
+        let cli = try CLI(backend: backend)
         defer { cli.cleanUp() }
         var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "mail")
         response["refresh_token"] = "rt-initial-family"
@@ -171,7 +190,7 @@ struct CLITests {
         #expect(try await idp.stats().token_requests == 0)
 
         let refreshed = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--refresh",
-                                     "--authority", idp.authority().url.absoluteString])
+                                     "--account", Fixtures.alice.username, "--authority", idp.authority().url.absoluteString])
         #expect(refreshed.status == 0, "\(refreshed.stderr)")
         #expect(refreshed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-issued-1")
         let grants = try await idp.stats().grants

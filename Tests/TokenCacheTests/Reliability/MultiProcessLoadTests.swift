@@ -12,9 +12,16 @@ struct MultiProcessLoadTests {
     static let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
     static let cli = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
     static var writers: Int { Int(TestEnvironment.environment["TOKENCACHE_LOAD_PROCESSES"] ?? "8")! }
-    static var saves: Int { Int(TestEnvironment.environment["TOKENCACHE_LOAD_SAVES"] ?? "10")! }
+    /// Saves per writer: TOKENCACHE_LOAD_SAVES_FILE / _SECRET_SERVICE for one backend, else
+    /// TOKENCACHE_LOAD_SAVES, else 10. (gnome-keyring rewrites its keyring file for every item
+    /// stored, so the Secret Service run costs far more per save than the file.)
+    static func saves(_ backend: String) -> Int {
+        let environment = TestEnvironment.environment
+        let specific = "TOKENCACHE_LOAD_SAVES_" + backend.uppercased().replacingOccurrences(of: "-", with: "_")
+        return Int(environment[specific] ?? environment["TOKENCACHE_LOAD_SAVES"] ?? "10")!
+    }
 
-    @Test("8 writer processes x 10 saves of distinct accounts (TOKENCACHE_LOAD_PROCESSES, TOKENCACHE_LOAD_SAVES), with 2 reader processes and `tokencache list` running meanwhile: every save present, no torn or corrupt entity, no error",
+    @Test("8 writer processes x 10 saves of distinct accounts (TOKENCACHE_LOAD_PROCESSES, TOKENCACHE_LOAD_SAVES[_FILE|_SECRET_SERVICE]), with 2 reader processes and `tokencache list` running meanwhile: every save present, no torn or corrupt entity, no error",
           arguments: loadBackends)
     func writersReadersAndList(backend: String) throws {
         let dataHome = try TestEnvironment.temporaryDirectory()
@@ -22,7 +29,7 @@ struct MultiProcessLoadTests {
         let group = "org.swift-tokencache.load-\(UUID().uuidString.prefix(8).lowercased())"
         let environment = TestEnvironment.environment.merging(["XDG_DATA_HOME": dataHome.path, "NO_COLOR": "1"]) { $1 }
         let stop = dataHome.appendingPathComponent("stop").path
-        let (writers, saves) = (Self.writers, Self.saves)
+        let (writers, saves) = (Self.writers, Self.saves(backend))
 
         let results = Mutex<[String: ProcessOutput]>([:])
         let lists = Mutex<[ProcessOutput]>([])

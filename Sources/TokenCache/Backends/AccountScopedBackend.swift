@@ -1,0 +1,70 @@
+/// A view of a group that reads only what lookups for some accounts need: every account record
+/// and app metadata, plus the tokens and sign-in states of the given home accounts. Writes,
+/// revisions and targeted searches go to the underlying backend unchanged.
+///
+/// For short-lived processes that serve one account, such as `tokencache token --account`: on a
+/// backend with one item per entry (the Secret Service) it reads through targeted attribute
+/// searches instead of the whole group, so a cold lookup costs about the same with 1 or 1,000
+/// accounts in the group. (On a one-blob backend such as the encrypted file every targeted
+/// search reads the blob; use the backend itself there.)
+///
+/// An ``AccountStore`` over this view sees the chosen accounts exactly as over the whole group;
+/// other accounts appear without tokens, so it must not be used to list or remove them.
+public struct AccountScopedBackend: CacheBackend {
+    /// The backend that holds the group.
+    public let base: any CacheBackend
+    /// The home account IDs whose tokens are read.
+    public let homeAccountIDs: Set<String>
+
+    /// - Parameters:
+    ///   - base: the backend that holds the group.
+    ///   - homeAccountIDs: the accounts whose tokens, ID tokens and sign-in states are read.
+    public init(_ base: any CacheBackend, homeAccountIDs: Set<String>) {
+        self.base = base
+        self.homeAccountIDs = homeAccountIDs
+    }
+
+    /// A view for the accounts whose username (case-insensitive) or home account ID is
+    /// `usernameOrHomeAccountID`, found with one targeted search for account records.
+    public init(_ base: any CacheBackend, account usernameOrHomeAccountID: String,
+                in group: CacheGroup) throws(TokenCacheError) {
+        let wanted = usernameOrHomeAccountID.lowercased()
+        let records = try base.entries(of: .account, matching: [:], in: group)
+        let matching = records.filter { ($0["username"] ?? "").lowercased() == wanted || ($0["home_account_id"] ?? "").lowercased() == wanted }
+        self.init(base, homeAccountIDs: Set(matching.compactMap { $0["home_account_id"] }))
+    }
+
+    public func location(of group: CacheGroup) -> String { base.location(of: group) }
+
+    /// Account records and app metadata, then each chosen account's entries by attribute search.
+    /// The revision is read first, so a change made while reading shows as a new revision.
+    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let revision = try base.currentRevision(of: group)
+        var entries = try base.entries(of: .account, matching: [:], in: group)
+        entries += try base.entries(of: .appMetadata, matching: [:], in: group)
+        for home in homeAccountIDs.sorted() {
+            for kind in [EntityKind.accessToken, .refreshToken, .idToken, .accountMetadata] {
+                entries += try base.entries(of: kind, matching: [.homeAccountID: home], in: group)
+            }
+        }
+        return CacheSnapshot(entries: entries, revision: revision)
+    }
+
+    public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                        in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        try base.entries(of: kind, matching: attributes, in: group)
+    }
+
+    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+                      expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+        try base.apply(changes, to: group, expected: expected)
+    }
+
+    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+        try base.currentRevision(of: group)
+    }
+
+    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+        try base.removeAll(in: group)
+    }
+}
