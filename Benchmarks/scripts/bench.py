@@ -286,6 +286,10 @@ def scenario_saves(work, accounts):
     _, msal_source = store_msal_copy(work, gen_cache(work, accounts))
     result = save_comparison(work, accounts)
     result["msal_content_from"] = msal_source
+    # The floor for reading the whole group: gnome-keyring's own time for one GetSecrets of every item.
+    floors = [json.loads(sh([PY, os.path.join(SCRIPTS, "keyring_admin.py"), "getsecrets", GROUP]).stdout) for _ in range(3)]
+    result["floor"] = {"items": floors[0]["items"], "getsecrets_ms": statistics.median(f["getsecrets_ms"] for f in floors),
+                       "search_ms": statistics.median(f["search_ms"] for f in floors)}
     if accounts >= 1000:
         ours = [tool("tokencache"), "list", "--json", "--backend", "secret-service"]
         listed, error = timed_or_error(ours)

@@ -7,6 +7,9 @@
         and UnlockWithMasterPassword, which need no prompt.
     keyring_admin.py count
         Prints the number of items per collection.
+    keyring_admin.py getsecrets GROUP
+        The floor for reading a group: one SearchItems and ONE GetSecrets for all its items, on a
+        plain session (no encryption work on either side), timed; prints JSON.
 """
 import sys
 
@@ -33,8 +36,25 @@ def collections(bus):
             for path in prop(bus, PATH, SERVICE, "Collections")}
 
 
+def getsecrets(bus, group):
+    import json
+    import time
+    _, session = call(bus, PATH, SERVICE, "OpenSession", GLib.Variant("(sv)", ("plain", GLib.Variant("s", ""))), "(vo)")
+    start = time.perf_counter()
+    unlocked, _ = call(bus, PATH, SERVICE, "SearchItems", GLib.Variant("(a{ss})", ({"group": group},)), "(aoao)")
+    searched = time.perf_counter()
+    secrets = call(bus, PATH, SERVICE, "GetSecrets", GLib.Variant("(aoo)", (unlocked, session)), "(a{o(oayays)})")[0]
+    done = time.perf_counter()
+    call(bus, session, "org.freedesktop.Secret.Session", "Close", None, "()")
+    print(json.dumps({"items": len(unlocked), "secrets": len(secrets), "search_ms": (searched - start) * 1e3,
+                      "getsecrets_ms": (done - searched) * 1e3}))
+
+
 def main():
     bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    if sys.argv[1] == "getsecrets":
+        getsecrets(bus, sys.argv[2])
+        return
     if sys.argv[1] == "count":
         for path, label in collections(bus).items():
             items = prop(bus, path, "org.freedesktop.Secret.Collection", "Items")

@@ -57,8 +57,11 @@ def targets(r):
     big = r["saves"].get("1000", {})
     if big.get("list"):
         value = next(iter(big["list"].values()))["median_ms"]
-        out.append(target("tokencache list --json, Secret Service, 1,000 accounts x 3 clients", fmt_ms(value), value <= 300,
-                          "<= 300 ms", 4))
+        floor = big.get("floor")
+        floor_text = " (gnome-keyring's own floor: %s for one GetSecrets of the %d items)" % (
+            fmt_ms(floor["getsecrets_ms"]), floor["items"]) if floor else ""
+        out.append(target("tokencache list --json, Secret Service, 1,000 accounts x 3 clients", fmt_ms(value) + floor_text,
+                          value <= 300, "<= 300 ms", 4))
     elif big.get("list_error"):
         out.append(target("tokencache list --json, Secret Service, 1,000 accounts x 3 clients",
                           "failed after %.1f s: %s" % (big["list_error"]["seconds"], big["list_error"]["error"]), False, "<= 300 ms", 4))
@@ -178,14 +181,22 @@ def markdown(r):
             rows.append([name, span(s)])
     parts.append(table(["Command (whole process)", "Time"], rows))
     loads = [(a, s["ours_first_load_ms"]) for a, s in sorted(r["saves"].items(), key=lambda kv: int(kv[0])) if "ours_first_load_ms" in s]
-    parts.append("\nReading a whole group from the Secret Service (our first load in the save runs: one SearchItems, one "
-                 "GetSecrets for every path): %s%s. GNOME Keyring answers GetSecrets item by item and its cost per item grows "
-                 "with the collection, so 10,003 items (1,000 accounts x 3 clients) take longer than the backend's 10 s call "
-                 "bound; msal-extensions reads one item whatever the size (MSAL Python's first load: %s).\n" % (
+    parts.append("\nReading a whole group from the Secret Service (our first load in the save runs: one SearchItems, then "
+                 "GetSecrets in batches of 500 paths): %s%s. GNOME Keyring answers GetSecrets item by item and its cost per "
+                 "item grows with the collection (see the floor below); msal-extensions reads one item whatever the size "
+                 "(MSAL Python's first load: %s).\n" % (
                      ", ".join("%s accounts x 3: %s" % (a, fmt_ms(v)) for a, v in loads),
                      "; 1,000 accounts x 3: failed after %.1f s (%s)" % (big["ours_error"]["seconds"], big["ours_error"]["error"])
                      if "ours_error" in big else "",
                      ", ".join("%s: %s" % (a, fmt_ms(s["msal_first_load_ms"])) for a, s in sorted(r["saves"].items(), key=lambda kv: int(kv[0])))))
+
+    floors = [(a, s["floor"]) for a, s in sorted(r["saves"].items(), key=lambda kv: int(kv[0])) if "floor" in s]
+    if floors:
+        parts.append("\nThe floor, gnome-keyring alone: one SearchItems plus ONE GetSecrets of every item of the group on a "
+                     "plain session (`keyring_admin.py getsecrets`, no decryption on either side), median of 3: %s. No client "
+                     "can read the whole group faster than that.\n" % ", ".join(
+                         "%s accounts x 3 (%d items): %s + %s" % (a, f["items"], fmt_ms(f["search_ms"]), fmt_ms(f["getsecrets_ms"]))
+                         for a, f in floors))
 
     parts.append("\n## 5. Encrypted file\n\nIn process. Save: `AccountStore.save` of a refresh (lock, re-read if changed, "
                  "encrypt, write a temporary file, fsync, rename, fsync the folder). Load: a fresh `EncryptedFileBackend` "
