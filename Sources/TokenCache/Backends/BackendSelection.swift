@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// The backend a policy chose, and why.
 public struct BackendSelection: Sendable {
@@ -10,7 +9,7 @@ public struct BackendSelection: Sendable {
     public let reason: String
 
     /// Whether the automatic fallback was already announced in this process.
-    private static let announced = Mutex(false)
+    private static let announced = Locked(false)
 
     /// Opens the backend a policy selects.
     ///

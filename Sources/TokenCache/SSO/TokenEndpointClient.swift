@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -10,7 +9,7 @@ final class TokenEndpointClient: Sendable {
     let transport: any HTTPTransport
     let timeout: TimeInterval
     let logger: Logger
-    private let endpoints = Mutex<[String: URL]>([:])
+    private let endpoints = Locked<[String: URL]>([:])
 
     init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger) {
         self.transport = transport
@@ -152,9 +151,9 @@ final class TokenEndpointClient: Sendable {
 
 /// A continuation resumed by whichever of several racers finishes first.
 private final class OneShot<T: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+    private let continuation: Locked<CheckedContinuation<T, any Error>?>
 
-    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Mutex(continuation) }
+    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Locked(continuation) }
 
     func resume(_ result: Result<T, any Error>) {
         continuation.withLock { stored in

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// The account store: MSAL-schema token caches for several client apps sharing one group.
 ///
@@ -36,7 +35,7 @@ public final class AccountStore: Sendable {
         var revision: CacheRevision?
         var isLoaded = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Opens the store for a group on a backend. Nothing is read until the first call.
     public init(backend: any CacheBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {

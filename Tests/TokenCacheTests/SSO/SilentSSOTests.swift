@@ -71,6 +71,7 @@ struct SilentSSOTests {
         // our request reaches the provider, and saves the rotated one under the same key.
         let authority = idp.authority(), port = idp.port, store = store
         var options = PublicClientApplication.Options()
+        options.requestTimeout = 60  // as app(_:): a loaded machine must not fail the test
         options.transport = HookedTransport {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/\(Fixtures.tenantA)/oauth2/v2.0/token")!)
             request.httpMethod = "POST"

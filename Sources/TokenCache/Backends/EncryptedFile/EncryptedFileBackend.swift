@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -63,8 +62,8 @@ public final class EncryptedFileBackend: CacheBackend {
         var revision: CacheRevision
         var entries: [CacheEntry]
     }
-    private let loaded = Mutex<[CacheGroup: Loaded]>([:])
-    private let keys = Mutex<[String: SymmetricKey]>([:])
+    private let loaded = Locked<[CacheGroup: Loaded]>([:])
+    private let keys = Locked<[String: SymmetricKey]>([:])
 
     /// `$XDG_DATA_HOME/tokencache`, or `~/.local/share/tokencache`.
     public static var defaultDirectory: URL {

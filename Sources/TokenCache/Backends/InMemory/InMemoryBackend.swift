@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A backend that keeps groups in process memory: for tests and for apps that want no
 /// persistence. Instances share nothing; share one instance to share a cache.
@@ -9,7 +8,7 @@ public final class InMemoryBackend: CacheBackend {
         var revision: CacheRevision { CacheRevision(String(generation)) }
     }
 
-    private let groups = Mutex<[CacheGroup: Group]>([:])
+    private let groups = Locked<[CacheGroup: Group]>([:])
 
     /// Creates an empty in-memory store.
     public init() {}

@@ -7,7 +7,7 @@ import Synchronization
 /// not caused by this process's own writes: it changes exactly when another process changed
 /// something, which costs a warm lookup one atomic load instead of a D-Bus round trip.
 final class ItemSignalCounter: @unchecked Sendable {
-    // @unchecked: the counters are atomics, `cached` is a Mutex; `isSubscribed` and the C
+    // @unchecked: the counters are atomics, `cached` is Locked; `isSubscribed` and the C
     // handles are written on the signal thread before `ready` is signalled and only read after
     // `init` waited for it; teardown happens in deinit only.
     private let tally = SignalTally()
@@ -25,7 +25,7 @@ final class ItemSignalCounter: @unchecked Sendable {
     /// Distinguishes this counter's revisions from any other instance's (or process's).
     private let token = String(UInt64.random(in: 1...UInt64.max), radix: 36)
     /// The last revision handed out, so a warm lookup allocates nothing.
-    private let cached = Mutex<(foreign: Int64, local: Int64, revision: CacheRevision)?>(nil)
+    private let cached = Locked<(foreign: Int64, local: Int64, revision: CacheRevision)?>(nil)
 
     init(connection: OpaquePointer) {
         self.connection = connection

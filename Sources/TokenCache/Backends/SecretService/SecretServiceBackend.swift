@@ -1,6 +1,5 @@
 internal import CLibSecret
 import Foundation
-import Synchronization
 
 /// The primary storage: each cache entry is one Secret Service item (GNOME Keyring, KWallet,
 /// KeePassXC), the way MSAL keeps one keychain item per entity, and each group maps onto a
@@ -20,7 +19,7 @@ import Synchronization
 ///   change is seen on the next lookup while warm lookups stay in memory.
 public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     // @unchecked: `service` and `schema` are immutable after init and libsecret's sync calls
-    // are safe from any thread; mutable state is behind `Mutex`es.
+    // are safe from any thread; mutable state is behind `Locked` values.
 
     /// Where a group's items live.
     public enum CollectionMapping: Sendable, Hashable {
@@ -65,7 +64,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     let service: UnsafeMutablePointer<SecretService>
     let schema: UnsafeMutablePointer<SecretSchema>
     let signals: ItemSignalCounter
-    private let collectionPaths = Mutex<[CollectionMapping: String]>([:])
+    private let collectionPaths = Locked<[CollectionMapping: String]>([:])
 
     func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
     func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
