@@ -21,7 +21,7 @@ struct MultiProcessLoadTests {
         return Int(environment[specific] ?? environment["TOKENCACHE_LOAD_SAVES"] ?? "10")!
     }
 
-    @Test("8 writer processes x 10 saves of distinct accounts (TOKENCACHE_LOAD_PROCESSES, TOKENCACHE_LOAD_SAVES[_FILE|_SECRET_SERVICE]), with 2 reader processes and `tokencache list` running meanwhile: every save present, no torn or corrupt entity, no error",
+    @Test("8 writer processes saving distinct accounts (10 saves each unless TOKENCACHE_LOAD_PROCESSES, TOKENCACHE_LOAD_SAVES[_FILE|_SECRET_SERVICE] say otherwise), with 2 reader processes and `tokencache list` running meanwhile: every save present, no torn or corrupt entity, no error",
           arguments: loadBackends)
     func writersReadersAndList(backend: String) throws {
         let dataHome = try TestEnvironment.temporaryDirectory()
