@@ -24,6 +24,8 @@ let package = Package(
             pkgConfig: "gio-2.0",
             providers: [.apt(["libglib2.0-dev"])]
         ),
+        // libcurl's declarations only: loaded at run time on the first HTTP request.
+        .systemLibrary(name: "CCurl"),
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
@@ -34,6 +36,7 @@ let package = Package(
         .target(
             name: "TokenCache",
             dependencies: [
+                "CCurl",
                 "CLibSecret",
                 "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),

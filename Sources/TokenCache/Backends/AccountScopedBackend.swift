@@ -36,23 +36,23 @@ public struct AccountScopedBackend: CacheBackend {
 
     public func location(of group: CacheGroup) -> String { base.location(of: group) }
 
-    /// Account records and app metadata, then each chosen account's entries by attribute search.
+    /// Account records, app metadata and every entry of the chosen accounts, in one read where
+    /// the backend can (on the Secret Service: a search per query, then one GetSecrets).
     /// The revision is read first, so a change made while reading shows as a new revision.
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = try base.currentRevision(of: group)
-        var entries = try base.entries(of: .account, matching: [:], in: group)
-        entries += try base.entries(of: .appMetadata, matching: [:], in: group)
-        for home in homeAccountIDs.sorted() {
-            for kind in [EntityKind.accessToken, .refreshToken, .idToken, .accountMetadata] {
-                entries += try base.entries(of: kind, matching: [.homeAccountID: home], in: group)
-            }
-        }
-        return CacheSnapshot(entries: entries, revision: revision)
+        let queries = [CacheQuery(kind: .account), CacheQuery(kind: .appMetadata)]
+            + homeAccountIDs.sorted().map { CacheQuery(attributes: [.homeAccountID: $0]) }
+        return CacheSnapshot(entries: try base.entries(matchingAny: queries, in: group), revision: revision)
     }
 
     public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try base.entries(of: kind, matching: attributes, in: group)
+    }
+
+    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        try base.entries(matchingAny: queries, in: group)
     }
 
     public func apply(_ changes: [CacheChange], to group: CacheGroup,

@@ -83,6 +83,9 @@ public struct BackendSelection: Sendable {
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         checks.append(.init(name: "OpenSSL", status: .info, detail: OpenSSL.version))
+        // Only token refresh needs libcurl: without it the cache works and refresh fails, typed.
+        checks.append(.init(name: "libcurl", status: (try? LibCurl.shared()) != nil ? .info : .warning,
+                            detail: LibCurl.description + " (token refresh)"))
 
         let fileFailure = checks.first { $0.status == .failed && $0.name != "Secret Service" }
         switch policy {

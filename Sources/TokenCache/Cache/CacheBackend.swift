@@ -36,6 +36,25 @@ public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
     case familyID = "family_id"
 }
 
+/// A targeted query: entries of one kind, or of every kind when `kind` is nil, whose attributes
+/// equal the given values.
+public struct CacheQuery: Sendable, Hashable {
+    /// The kind of entry, or nil for every kind.
+    public var kind: EntityKind?
+    /// Attribute values every match has.
+    public var attributes: [CacheAttribute: String]
+
+    /// Creates a query.
+    public init(kind: EntityKind? = nil, attributes: [CacheAttribute: String] = [:]) {
+        self.kind = kind
+        self.attributes = attributes
+    }
+
+    func matches(_ entry: CacheEntry) -> Bool {
+        (kind == nil || entry.kind == kind) && attributes.allSatisfy { entry[$0.key.rawValue] == $0.value }
+    }
+}
+
 /// A keychain-like store of cache entries inside groups. The account store is written against
 /// this protocol only; the Secret Service, encrypted-file and in-memory backends implement it.
 ///
@@ -53,6 +72,10 @@ public protocol CacheBackend: Sendable {
     /// Entries of one kind whose attributes equal the given values.
     func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                  in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry]
+
+    /// Entries that match any of the queries, each once. A backend with one item per entry
+    /// answers with one search per query and a single read of all the matches.
+    func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry]
 
     /// Applies changes in order. Entries not named in `changes` are left as they are, including
     /// ones other processes wrote meanwhile.
@@ -73,8 +96,10 @@ public protocol CacheBackend: Sendable {
 extension CacheBackend {
     public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
-        try load(group).entries.filter { entry in
-            entry.kind == kind && attributes.allSatisfy { entry[$0.key.rawValue] == $0.value }
-        }
+        try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
+    }
+
+    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        try load(group).entries.filter { entry in queries.contains { $0.matches(entry) } }
     }
 }

@@ -1,7 +1,27 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+
+/// An HTTP request, as the token client sends it.
+public struct HTTPRequest: Sendable {
+    /// "GET" or "POST".
+    public var method: String
+    /// Where to send it (http or https).
+    public var url: URL
+    /// Header fields.
+    public var headers: [String: String]
+    /// The body, for POST.
+    public var body: Data?
+    /// Bound on the whole exchange, in seconds.
+    public var timeout: TimeInterval
+
+    /// Creates a request.
+    public init(method: String = "GET", url: URL, headers: [String: String] = [:], body: Data? = nil, timeout: TimeInterval = 30) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
 
 /// An HTTP response, as the token client needs it.
 public struct HTTPResponse: Sendable {
@@ -19,33 +39,51 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// Sends the token client's HTTP requests. The default uses URLSession (TLS verified by the
-/// system); apps with their own HTTP stack can supply one.
-public protocol HTTPTransport: Sendable {
-    /// Sends a request and returns the response, or throws when no response arrived.
-    func send(_ request: URLRequest) async throws -> HTTPResponse
+/// Why no HTTP response arrived.
+public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure.
+    public enum Kind: Sendable, Hashable {
+        case timedOut
+        case connectionRefused
+        case hostNotFound
+        /// The TLS handshake or certificate check failed.
+        case tls
+        /// The transport was cancelled.
+        case cancelled
+        /// The response was larger than the transport accepts.
+        case responseTooLarge
+        /// Anything else.
+        case other
+    }
+
+    /// What kind of failure.
+    public var kind: Kind
+    /// The HTTP stack's own words, for people (never holds request bodies or tokens).
+    public var detail: String
+
+    /// Creates an error.
+    public init(_ kind: Kind, detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    public var description: String {
+        switch kind {
+        case .timedOut: "timed out"
+        case .connectionRefused: "connection refused"
+        case .hostNotFound: "host not found"
+        case .tls: "TLS failed (\(detail))"
+        case .cancelled: "cancelled"
+        case .responseTooLarge: "response too large"
+        case .other: "network error (\(detail))"
+        }
+    }
 }
 
-/// The default transport: an ephemeral URLSession (no cookies, no disk cache).
-public struct URLSessionTransport: HTTPTransport {
-    private let session: URLSession
-
-    /// Creates a transport.
-    public init() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = nil
-        configuration.urlCache = nil
-        configuration.timeoutIntervalForRequest = 30
-        session = URLSession(configuration: configuration)
-    }
-
-    public func send(_ request: URLRequest) async throws -> HTTPResponse {
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
-        var headers: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-        }
-        return HTTPResponse(status: http.statusCode, headers: headers, body: data)
-    }
+/// Sends the token client's HTTP requests. The default is ``CurlTransport`` (libcurl, TLS
+/// verified against the system's trust store); apps with their own HTTP stack can supply one.
+public protocol HTTPTransport: Sendable {
+    /// Sends a request and returns the response, or throws when no response arrived
+    /// (preferably an ``HTTPTransportError``).
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }

@@ -15,7 +15,7 @@ public final class PublicClientApplication: Sendable {
         /// Bound on waiting for another process's refresh of the same account, in seconds.
         public var refreshLockTimeout: TimeInterval = 60
         /// The HTTP stack.
-        public var transport: any HTTPTransport = URLSessionTransport()
+        public var transport: any HTTPTransport = CurlTransport()
 
         public init() {}
     }

@@ -1,8 +1,5 @@
 import Foundation
 import Logging
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Talks to an authority's token endpoint: OpenID discovery and the refresh-token grant.
 final class TokenEndpointClient: Sendable {
@@ -29,8 +26,7 @@ final class TokenEndpointClient: Sendable {
         guard let url = URL(string: discovery) else {
             throw TokenCacheError.invalidArgument("authority", "'\(base)' gives no discovery URL")
         }
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        let request = HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: timeout)
         let response = try await send(request, what: "OpenID discovery")
         guard response.status == 200,
               let document = try? JSON.decodeObject(response.body),
@@ -61,11 +57,9 @@ final class TokenEndpointClient: Sendable {
             "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " "),
         ]
         if isMicrosoft { form["client_info"] = "1" }
-        var request = URLRequest(url: endpoint, timeoutInterval: timeout)
-        request.httpMethod = "POST"
-        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.httpBody = Data(Self.formEncode(form).utf8)
+        let request = HTTPRequest(method: "POST", url: endpoint,
+                                  headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                                  body: Data(Self.formEncode(form).utf8), timeout: timeout)
         logger.debug("Redeeming refresh token", metadata: ["endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
         let response = try await send(request, what: "The token endpoint")
         if response.status == 200 {
@@ -94,18 +88,20 @@ final class TokenEndpointClient: Sendable {
         return .rejected(details)
     }
 
-    private func send(_ request: URLRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {
+    private func send(_ request: HTTPRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {
         do {
             return try await Self.withDeadline(seconds: timeout) { [transport] in try await transport.send(request) }
+        } catch let error as TokenCacheError {
+            throw error  // the transport's own typed error (libcurl missing)
         } catch {
-            let host = request.url?.host ?? "?"
+            let host = request.url.host ?? "?"
             throw TokenCacheError(.network, "\(what) at \(host) did not answer: \(Self.describe(error)).",
                                   hint: "Check the network connection and retry; the cache was not changed")
         }
     }
 
     /// Runs `operation`, giving up after `seconds` even if the operation ignores cancellation
-    /// (URLSession on Linux does not always honour request timeouts).
+    /// (an app's own transport may not honour the request's timeout).
     static func withDeadline<T: Sendable>(seconds: TimeInterval,
                                           _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
@@ -115,29 +111,14 @@ final class TokenEndpointClient: Sendable {
             }
             // A Dispatch timer, not a Task: it fires even when the cooperative pool is busy.
             DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                outcome.resume(.failure(URLError(.timedOut)))
+                outcome.resume(.failure(HTTPTransportError(.timedOut, detail: "no answer within \(seconds) s")))
                 work.cancel()
             }
         }
     }
 
     private static func describe(_ error: any Error) -> String {
-        if let urlError = error as? URLError {
-            switch urlError.code {
-            case .timedOut: return "timed out"
-            case .cannotConnectToHost: return "connection refused"
-            case .cannotFindHost, .dnsLookupFailed: return "host not found"
-            case .notConnectedToInternet, .networkConnectionLost: return "no network"
-            case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate:
-                return "TLS failed"
-            default:
-                // FoundationNetworking reports libcurl's certificate failures as `.unknown` with
-                // curl's message ("SSL certificate problem: self-signed certificate").
-                if urlError.localizedDescription.hasPrefix("SSL") { return "TLS failed (\(urlError.localizedDescription))" }
-                return "network error \(urlError.code.rawValue)"
-            }
-        }
-        return "network error"
+        (error as? HTTPTransportError)?.description ?? "network error"
     }
 
     static func formEncode(_ form: [String: String]) -> String {

@@ -51,6 +51,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let interactionRequired = Code("interactionRequired")
         /// The token endpoint could not be reached or did not answer in time; retry later.
         public static let network = Code("network")
+        /// libcurl, which the default HTTP transport loads at run time, is missing.
+        public static let libcurlMissing = Code("libcurlMissing")
         /// The token endpoint answered with an error that retrying may fix (5xx, throttling).
         public static let serverError = Code("serverError")
 

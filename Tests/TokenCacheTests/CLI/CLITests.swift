@@ -201,6 +201,25 @@ struct CLITests {
         #expect(!refreshed.stderr.contains("rt-"))
     }
 
+    @Test("token --refresh without libcurl fails with the typed libcurlMissing message and install hint, sends nothing and keeps the cache; lookups from the cache still work")
+    func tokenRefreshWithoutLibcurl() async throws {
+        let idp = try FakeIdentityProvider()
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        cli.environmentOverrides["TOKENCACHE_LIBCURL_PATH"] = "/nonexistent/libcurl.so.4"
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let before = try cli.run(["export", "--format", "msal-json"]).stdout
+        let refreshed = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--refresh",
+                                     "--account", Fixtures.alice.username, "--authority", idp.authority().url.absoluteString])
+        #expect(refreshed.status == 1)
+        #expect(refreshed.stderr.contains("libcurl, which refreshing tokens needs, could not be loaded"), "\(refreshed.stderr)")
+        #expect(refreshed.stderr.contains("apt-get install libcurl4"), "\(refreshed.stderr)")
+        #expect(try await idp.stats().token_requests == 0)
+        #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)
+        let cached = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(cached.status == 0, "\(cached.stderr)")
+    }
+
     @Test("remove --client signs one app out and keeps the others; remove without it removes for all",
           arguments: cliBackends)
     func removeCommand(backend: String) throws {

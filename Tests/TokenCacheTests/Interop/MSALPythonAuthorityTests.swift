@@ -5,7 +5,7 @@ import Testing
 /// MSAL Python 1.39 and this project redeem each other's refresh tokens at one local authority:
 /// the fake provider serves one state over TLS (for MSAL Python, which accepts only https
 /// authorities; it trusts the provider's throw-away certificate) and over plain http on loopback
-/// (for this project: FoundationNetworking's URLSession offers no way to trust an extra CA). Both
+/// (for this project, as in the other SSO tests; CurlTransport's caBundle is tested there). Both
 /// addresses have the host 127.0.0.1, so both SDKs file tokens under the same environment.
 @Suite("MSAL Python against the same local authority", .enabled(if: TestEnvironment.runsInteropTests))
 struct MSALPythonAuthorityTests {

@@ -177,6 +177,40 @@ struct SilentSSOTests {
         #expect(try store.exportMSALJSON() == before)
     }
 
+    @Test("An https authority whose CA is given as CurlTransport's caBundle is trusted: the token is refreshed over TLS")
+    func trustedCertificateBundle() async throws {
+        let tls = try FakeIdentityProvider(https: true)
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        try await tls.seed(refreshToken: "rt-initial-\(Fixtures.appOne)", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        var options = PublicClientApplication.Options()
+        options.requestTimeout = 60
+        options.transport = CurlTransport(caBundle: try #require(tls.certificate))
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: try Authority(tls.httpsAuthority()),
+                                          store: store, options: options)
+        let result = try await app.acquireTokenSilent(scopes: ["User.Read"], account: account)
+        #expect(result.accessToken.hasPrefix("at-issued-"))
+        #expect(try await tls.stats().token_requests == 1)
+    }
+
+    @Test("A response larger than the transport accepts is a network error, and the cache is unchanged")
+    func oversizedResponse() async throws {
+        let account = try await signIn(Fixtures.appOne, foci: nil, expiresIn: 60)
+        let before = try store.exportMSALJSON()
+        var transport = CurlTransport()
+        transport.maxResponseBytes = 64  // the discovery document alone is larger
+        var options = PublicClientApplication.Options()
+        options.requestTimeout = 60
+        options.transport = transport
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: store, options: options)
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await app.acquireTokenSilent(scopes: ["User.Read"], account: account)
+        }
+        #expect(error?.code == .network)
+        #expect(error?.message.contains("response too large") == true, "\(String(describing: error))")
+        #expect(try await idp.stats().token_requests == 0)
+        #expect(try store.exportMSALJSON() == before)
+    }
+
     @Test("A failing server gives serverError with Retry-After; a token past refresh_on is served instead")
     func failingServer() async throws {
         try await idp.control(["mode": "fail"])
@@ -198,13 +232,13 @@ struct SilentSSOTests {
 
 /// The default transport, running `hook` once before the first token request.
 private final class HookedTransport: HTTPTransport {
-    let inner = URLSessionTransport()
+    let inner = CurlTransport()
     let pending: Mutex<(@Sendable () async throws -> Void)?>
 
     init(_ hook: @escaping @Sendable () async throws -> Void) { pending = Mutex(hook) }
 
-    func send(_ request: URLRequest) async throws -> HTTPResponse {
-        if request.httpMethod == "POST", let hook = pending.withLock({ hook in defer { hook = nil }; return hook }) {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        if request.method == "POST", let hook = pending.withLock({ hook in defer { hook = nil }; return hook }) {
             try await hook()
         }
         return try await inner.send(request)

@@ -131,16 +131,28 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// - Throws: `keyringLocked` when any matching item is locked (never an empty read).
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = signals.revision
-        let entries = try items(matching: ["group": group.name], in: group)
+        let collection = try collectionPath(for: group)
+        let entries = try items(at: searchPaths(["group": group.name], collection: collection))
         return CacheSnapshot(entries: entries, revision: revision)
     }
 
     /// A targeted attribute search (group, kind and `attributes`).
     public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
-        var query = ["group": group.name, "kind": kind.rawValue]
-        for (attribute, value) in attributes { query[attribute.rawValue] = value }
-        return try items(matching: query, in: group)
+        try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
+    }
+
+    /// One attribute search per query, then one bulk read of every match (each item once).
+    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        let collection = try collectionPath(for: group)
+        var paths: [String] = [], seen: Set<String> = []
+        for query in queries {
+            var attributes = ["group": group.name]
+            if let kind = query.kind { attributes["kind"] = kind.rawValue }
+            for (attribute, value) in query.attributes { attributes[attribute.rawValue] = value }
+            for path in try searchPaths(attributes, collection: collection) where seen.insert(path).inserted { paths.append(path) }
+        }
+        return try items(at: paths)
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
@@ -283,9 +295,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return (takeStringArray(unlocked), takeStringArray(locked))
     }
 
-    private func items(matching query: [String: String], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
-        let collection = try collectionPath(for: group)
-        let paths = try searchPaths(query, collection: collection)
+    /// The entries stored at `paths`, read with GetSecrets in batches (`Options.secretsPerCall`).
+    private func items(at paths: [String]) throws(TokenCacheError) -> [CacheEntry] {
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
