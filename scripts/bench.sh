@@ -28,9 +28,9 @@ if ((${#missing[@]})); then
 fi
 
 echo "Building (release)" >&2
-swift build -c release --product tokencache
+swift build -c release --static-swift-stdlib --product tokencache
 swift build -c release --package-path Benchmarks --product bench-tool
-BENCH_BIN="$(swift build -c release --show-bin-path)"
+BENCH_BIN="$(swift build -c release --static-swift-stdlib --show-bin-path)"
 BENCH_TOOL_BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)"
 export BENCH_BIN BENCH_TOOL_BIN
 # The ordo-one benchmark target is built here, outside the keyring session's temporary HOME.

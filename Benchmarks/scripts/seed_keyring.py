@@ -15,7 +15,7 @@ import argparse
 import json
 
 SCHEMA = "org.swift-tokencache.Entry"
-ATTRIBUTES = ["home_account_id", "environment", "client_id", "realm", "family_id"]
+ATTRIBUTES = ["home_account_id", "environment", "client_id", "realm", "family_id", "username"]
 
 
 def escape(value):
@@ -74,7 +74,7 @@ def add_group(lines, cache, group, identifier):
             for name in ATTRIBUTES:
                 value = fields.get(name)
                 if isinstance(value, str) and value:
-                    attributes[name] = value
+                    attributes[name] = value.lower() if name == "username" else value
             lines += ["[%d]" % identifier, "item-type=0", "display-name=" + escape(label(kind, fields, usernames)),
                       "secret=" + escape(secret), "mtime=0", "ctime=0", ""]
             for index, (name, value) in enumerate(sorted(attributes.items())):

@@ -1,6 +1,6 @@
-/// A view of a group that reads only what lookups for some accounts need: every account record
-/// and app metadata, plus the tokens and sign-in states of the given home accounts. Writes,
-/// revisions and targeted searches go to the underlying backend unchanged.
+/// A view of a group that reads only what lookups for some accounts need: their account
+/// records, tokens and sign-in states, plus every app's metadata. Writes, revisions and
+/// targeted searches go to the underlying backend unchanged.
 ///
 /// For short-lived processes that serve one account, such as `tokencache token --account`: on a
 /// backend with one item per entry (the Secret Service) it reads through targeted attribute
@@ -9,40 +9,43 @@
 /// search reads the blob; use the backend itself there.)
 ///
 /// An ``AccountStore`` over this view sees the chosen accounts exactly as over the whole group;
-/// other accounts appear without tokens, so it must not be used to list or remove them.
+/// other accounts are not in it, so it must not be used to list or remove them.
 public struct AccountScopedBackend: CacheBackend {
     /// The backend that holds the group.
     public let base: any CacheBackend
-    /// The home account IDs whose tokens are read.
+    /// The home account IDs whose records, tokens and sign-in states are read.
     public let homeAccountIDs: Set<String>
 
     /// - Parameters:
     ///   - base: the backend that holds the group.
-    ///   - homeAccountIDs: the accounts whose tokens, ID tokens and sign-in states are read.
+    ///   - homeAccountIDs: the accounts whose records, tokens, ID tokens and sign-in states are read.
     public init(_ base: any CacheBackend, homeAccountIDs: Set<String>) {
         self.base = base
         self.homeAccountIDs = homeAccountIDs
     }
 
     /// A view for the accounts whose username (case-insensitive) or home account ID is
-    /// `usernameOrHomeAccountID`, found with one targeted search for account records.
+    /// `usernameOrHomeAccountID`: found by the `username` attribute, else the home account ID
+    /// attribute, else (records written before the `username` attribute existed, or a home
+    /// account ID in other letter case) by reading every account record.
     public init(_ base: any CacheBackend, account usernameOrHomeAccountID: String,
                 in group: CacheGroup) throws(TokenCacheError) {
         let wanted = usernameOrHomeAccountID.lowercased()
-        let records = try base.entries(of: .account, matching: [:], in: group)
+        var records = try base.entries(of: .account, matching: [.username: wanted], in: group)
+        if records.isEmpty { records = try base.entries(of: .account, matching: [.homeAccountID: usernameOrHomeAccountID], in: group) }
+        if records.isEmpty { records = try base.entries(of: .account, matching: [:], in: group) }
         let matching = records.filter { ($0["username"] ?? "").lowercased() == wanted || ($0["home_account_id"] ?? "").lowercased() == wanted }
         self.init(base, homeAccountIDs: Set(matching.compactMap { $0["home_account_id"] }))
     }
 
     public func location(of group: CacheGroup) -> String { base.location(of: group) }
 
-    /// Account records, app metadata and every entry of the chosen accounts, in one read where
-    /// the backend can (on the Secret Service: a search per query, then one GetSecrets).
-    /// The revision is read first, so a change made while reading shows as a new revision.
+    /// App metadata and every entry of the chosen accounts, in one read where the backend can
+    /// (on the Secret Service: a search per query, then one GetSecrets). The revision is read
+    /// first, so a change made while reading shows as a new revision.
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = try base.currentRevision(of: group)
-        let queries = [CacheQuery(kind: .account), CacheQuery(kind: .appMetadata)]
-            + homeAccountIDs.sorted().map { CacheQuery(attributes: [.homeAccountID: $0]) }
+        let queries = [CacheQuery(kind: .appMetadata)] + homeAccountIDs.sorted().map { CacheQuery(attributes: [.homeAccountID: $0]) }
         return CacheSnapshot(entries: try base.entries(matchingAny: queries, in: group), revision: revision)
     }
 

@@ -34,6 +34,8 @@ public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
     case clientID = "client_id"
     case realm
     case familyID = "family_id"
+    /// An account record's username, matched case-insensitively (stored lowercased).
+    case username
 }
 
 /// A targeted query: entries of one kind, or of every kind when `kind` is nil, whose attributes
@@ -51,7 +53,9 @@ public struct CacheQuery: Sendable, Hashable {
     }
 
     func matches(_ entry: CacheEntry) -> Bool {
-        (kind == nil || entry.kind == kind) && attributes.allSatisfy { entry[$0.key.rawValue] == $0.value }
+        (kind == nil || entry.kind == kind) && attributes.allSatisfy { attribute, value in
+            attribute == .username ? entry["username"]?.lowercased() == value.lowercased() : entry[attribute.rawValue] == value
+        }
     }
 }
 

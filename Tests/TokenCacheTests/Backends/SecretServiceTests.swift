@@ -232,7 +232,7 @@ struct SecretServiceTests {
         let entries = try view.load(group).entries
         let tokenOwners = Set(entries.filter { $0.kind != .account && $0.kind != .appMetadata }.compactMap { $0["home_account_id"] })
         #expect(tokenOwners == [Fixtures.alice.homeAccountID])
-        #expect(entries.filter { $0.kind == .account }.count == 2, "every account record, to find accounts by name")
+        #expect(entries.filter { $0.kind == .account }.compactMap { $0["username"] } == [Fixtures.alice.username], "only the chosen account's record")
         #expect(entries.count < (try backend.load(group)).entries.count)
 
         let scoped = AccountStore(backend: view, group: group)
@@ -246,6 +246,46 @@ struct SecretServiceTests {
         try save(scoped, Fixtures.alice, client: Fixtures.appThree)
         let alice = try #require(try store.account("alice@contoso.com", clientID: Fixtures.appThree))
         #expect(try store.accessToken(clientID: Fixtures.appThree, account: alice, scopes: ["User.Read"]) != nil)
+    }
+
+    @Test("An account record stored without the username attribute (written before it existed) is still found; a save that changes it (a renamed user) leaves one item, found by the new name")
+    func accountRecordWithoutUsernameAttribute() throws {
+        let backend = try SecretServiceBackend()
+        let store = AccountStore(backend: backend, group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        let record = try #require(try backend.entries(of: .account, matching: [.username: "ALICE@contoso.com"], in: group).first)
+        // Replace the record by one with the previous attribute set, stored by libsecret itself.
+        var attributes = SecretServiceBackend.attributes(of: record, group: group)
+        #expect(attributes.removeValue(forKey: "username") == Fixtures.alice.username.lowercased())
+        _ = try backend.apply([.remove(.account, key: record.key)], to: group, expected: nil)
+        let secret = String(decoding: try JSON.encode(SecretServiceBackend.secret(of: record)), as: UTF8.self)
+        let python = try #require(TestEnvironment.python, "the venv is missing: run scripts/install-deps.sh")
+        let stored = try runProcess(python, ["-c", """
+            import json, sys, gi
+            gi.require_version("Secret", "1")
+            from gi.repository import Secret
+            attributes = json.loads(sys.argv[1])
+            schema = Secret.Schema.new("org.swift-tokencache.Entry", Secret.SchemaFlags.NONE,
+                                       {name: Secret.SchemaAttributeType.STRING for name in attributes})
+            assert Secret.password_store_sync(schema, attributes, Secret.COLLECTION_DEFAULT, "legacy", sys.stdin.read(), None)
+            """, String(decoding: try JSONSerialization.data(withJSONObject: attributes), as: UTF8.self)],
+            input: Data(secret.utf8))
+        #expect(stored.status == 0, "\(stored.stderr)")
+        #expect(try backend.entries(of: .account, matching: [.username: Fixtures.alice.username], in: group).isEmpty)
+
+        let view = try AccountScopedBackend(backend, account: Fixtures.alice.username, in: group)
+        #expect(view.homeAccountIDs == [Fixtures.alice.homeAccountID])
+        #expect(try AccountStore(backend: view, group: group).account(Fixtures.alice.username) != nil)
+
+        var renamed = Fixtures.alice
+        renamed.username = "alice.renamed@contoso.com"
+        try save(store, renamed, client: Fixtures.appOne)
+        let copies = try backend.searchPaths(["group": group.name, "kind": "Account", "key": record.key],
+                                             collection: try backend.collectionPath(for: group))
+        #expect(copies.count == 1)
+        #expect(try backend.entries(of: .account, matching: [.username: renamed.username], in: group).count == 1)
+        #expect(try AccountStore(backend: backend, group: group).accounts(clientID: Fixtures.appOne).map(\.username) == [renamed.username])
     }
 
     @Test("A locked collection is reported as locked, never read as empty, and nothing is deleted")

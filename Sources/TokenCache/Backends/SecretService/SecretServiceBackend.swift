@@ -102,7 +102,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     static func makeSchema(_ libsecret: LibSecret) -> UnsafeMutablePointer<SecretSchema> {
         let types = g_hash_table_new(g_str_hash, g_str_equal)
-        let names = ["schema_version", "group", "kind", "key", "client_id", "home_account_id", "environment", "realm", "family_id"]
+        let names = ["schema_version", "group", "kind", "key", "client_id", "home_account_id", "environment", "realm", "family_id", "username"]
         let pinned = names.map { strdup($0)! }  // the schema copies names; free after
         defer { pinned.forEach { free($0) } }
         for name in pinned {
@@ -149,7 +149,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         for query in queries {
             var attributes = ["group": group.name]
             if let kind = query.kind { attributes["kind"] = kind.rawValue }
-            for (attribute, value) in query.attributes { attributes[attribute.rawValue] = value }
+            for (attribute, value) in query.attributes {
+                attributes[attribute.rawValue] = attribute == .username ? value.lowercased() : value
+            }
             for path in try searchPaths(attributes, collection: collection) where seen.insert(path).inserted { paths.append(path) }
         }
         return try items(at: paths)
@@ -185,6 +187,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                 try store(entry, group: group, collection: collection,
                           label: Self.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }))
                 operations += 1
+                if entry.kind == .account {
+                    operations += try removeStaleCopies(of: entry, group: group, collection: collection)
+                }
             case .remove(let kind, let key):
                 for path in try searchPaths(["group": group.name, "kind": kind.rawValue, "key": key], collection: collection) {
                     try delete(path)
@@ -220,7 +225,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
         var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
         for attribute in CacheAttribute.allCases {
-            if let value = entry[attribute.rawValue], !value.isEmpty { attributes[attribute.rawValue] = value }
+            if let value = entry[attribute.rawValue], !value.isEmpty {
+                attributes[attribute.rawValue] = attribute == .username ? value.lowercased() : value
+            }
         }
         return attributes
     }
@@ -259,6 +266,23 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                                         value, deadline.cancellable, &error) != 0 else {
             throw Self.map(error, deadline: deadline, action: "store an item")
         }
+    }
+
+    /// Store replaces only an item with exactly the same attributes, and an account record's
+    /// attributes can change under one key (a renamed username; records written before the
+    /// `username` attribute existed). Deletes the other items with this key, keeping the one
+    /// just stored. Returns how many were deleted.
+    private func removeStaleCopies(of entry: CacheEntry, group: CacheGroup, collection: String) throws(TokenCacheError) -> Int {
+        let sameKey = try searchPaths(["group": group.name, "kind": entry.kind.rawValue, "key": entry.key], collection: collection)
+        guard sameKey.count > 1 else { return 0 }
+        let current = Set(try searchPaths(Self.attributes(of: entry, group: group), collection: collection))
+        guard !current.isEmpty else { return 0 }  // never delete without the new item in sight
+        var deleted = 0
+        for path in sameKey where !current.contains(path) {
+            try delete(path)
+            deleted += 1
+        }
+        return deleted
     }
 
     private func delete(_ path: String) throws(TokenCacheError) {
