@@ -14,6 +14,10 @@ struct StoreOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The sharing group (keychain group), reverse-DNS.", valueName: "name"))
     var group: String = CacheGroup.universalStorage.name
 
+    @Option(help: ArgumentHelp("On the Secret Service, the collection the group maps onto: default (the 'default' alias, usually Login), session (in-memory) or a collection's label.",
+                               valueName: "collection"))
+    var collection: String = "default"
+
     @Flag(help: "Log what the library does (to stderr; never secrets).")
     var verbose = false
 
@@ -21,9 +25,21 @@ struct StoreOptions: ParsableArguments {
         do { _ = try CacheGroup(group) } catch let error as TokenCacheError {
             throw ValidationError(error.description)
         }
+        if collection.isEmpty { throw ValidationError("--collection needs default, session or a collection's label.") }
     }
 
     var cacheGroup: CacheGroup { (try? CacheGroup(group)) ?? .universalStorage }
+
+    /// Secret Service options for `--collection`.
+    var secretServiceOptions: SecretServiceBackend.Options {
+        var options = SecretServiceBackend.Options()
+        switch collection {
+        case "default": options.defaultMapping = .defaultCollection
+        case "session": options.defaultMapping = .session
+        default: options.defaultMapping = .dedicated(label: collection)
+        }
+        return options
+    }
 
     /// Opens the account store for the chosen backend and group.
     func openStore() throws -> AccountStore {
@@ -36,7 +52,7 @@ struct StoreOptions: ParsableArguments {
     func openStore(account: String?) throws -> AccountStore {
         var options = AccountStore.Options()
         options.logger = Self.logger(verbose: verbose)
-        let selection = try BackendSelection.open(policy: backend, logger: options.logger)
+        let selection = try BackendSelection.open(policy: backend, logger: options.logger, secretService: secretServiceOptions)
         var storeBackend = selection.backend
         if let account, storeBackend is SecretServiceBackend {
             storeBackend = try AccountScopedBackend(storeBackend, account: account, in: cacheGroup)

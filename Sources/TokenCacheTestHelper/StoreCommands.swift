@@ -53,9 +53,13 @@ let storeCommands: [String: HelperCommand] = [
     },
 ]
 
+/// BACKEND is a policy name, or `secret-service@session` for the in-memory session collection.
 func loadStore(_ backend: String, _ group: String) throws -> AccountStore {
-    guard let policy = BackendPolicy(rawValue: backend) else { throw HelperUsageError(message: "unknown backend \(backend)") }
-    return AccountStore(backend: try BackendSelection.open(policy: policy).backend, group: try CacheGroup(group))
+    let parts = backend.split(separator: "@", maxSplits: 1).map(String.init)
+    guard let policy = BackendPolicy(rawValue: parts[0]) else { throw HelperUsageError(message: "unknown backend \(backend)") }
+    var options = SecretServiceBackend.Options()
+    if parts.count > 1 && parts[1] == "session" { options.defaultMapping = .session }
+    return AccountStore(backend: try BackendSelection.open(policy: policy, secretService: options).backend, group: try CacheGroup(group))
 }
 
 struct HelperUsageError: Error { var message: String }

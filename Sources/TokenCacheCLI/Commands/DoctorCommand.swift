@@ -23,7 +23,7 @@ struct DoctorCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup)
+        let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
         if json {
             try JSONOutput.print(diagnosis)
         } else {

@@ -220,6 +220,26 @@ struct CLITests {
         #expect(cached.status == 0, "\(cached.stderr)")
     }
 
+    @Test("--collection session reaches a group mapped onto the in-memory session collection, which the default collection does not hold; an unknown label is collectionMissing",
+          .enabled(if: TestEnvironment.runsSecretServiceTests))
+    func sessionCollection() throws {
+        let cli = try CLI(backend: "secret-service")
+        defer { _ = try? cli.run(["remove", "--all", "--yes", "--collection", "session"]); cli.cleanUp() }
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "session")
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--scopes", "User.Read", "--collection", "session"], input: Fixtures.json(response))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let session = try cli.run(["list", "--json", "--collection", "session"])
+        #expect(session.status == 0 && session.stdout.contains(Fixtures.alice.username), "\(session.stdout)\(session.stderr)")
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username,
+                                 "--collection", "session"])
+        #expect(token.status == 0, "\(token.stderr)")
+        let onDisk = try cli.run(["list", "--json"])
+        #expect(onDisk.status == 0 && !onDisk.stdout.contains(Fixtures.alice.username), "\(onDisk.stdout)")
+        let missing = try cli.run(["list", "--collection", "No such keyring"])
+        #expect(missing.status == 1 && missing.stderr.contains("No Secret Service collection is labelled 'No such keyring'"), "\(missing.stderr)")
+    }
+
     @Test("remove --client signs one app out and keeps the others; remove without it removes for all",
           arguments: cliBackends)
     func removeCommand(backend: String) throws {
