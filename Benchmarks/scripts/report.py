@@ -1,4 +1,5 @@
 """Turns bench.py's results into targets (PASS/MISS) and Benchmarks/results/RESULTS.md."""
+import os
 
 
 def fmt_ms(value):
@@ -220,4 +221,8 @@ def markdown(r):
     rows = [["Secret Service" if b == "ss" else "encrypted file", c["saves"], "%.1f s" % c["wall_s"], "%.1f" % c["saves_per_s"],
              span(c["per_save_ms"]), c["lost_updates"]] for b, c in r["concurrent"].items()]
     parts.append(table(["Backend", "Saves", "Wall time", "Saves/s (all 8)", "One save, per process", "Lost updates"], rows))
+    history = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "HISTORY.md")
+    if os.path.exists(history):
+        with open(history) as handle:
+            parts.append("\n" + handle.read())
     return "".join(parts)
