@@ -17,6 +17,8 @@ trap 'rm -rf "$RUN_DIR"' EXIT
 mkdir -p "$RUN_DIR/tmp"
 chmod 711 "$RUN_DIR" "$RUN_DIR/tmp"  # the read-only directory test runs a writer as `nobody`
 export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
+# Every tokencache CLI run of the suite appends its trace-level log there too.
+export TOKENCACHE_LOG_FILE="$TOKENCACHE_TEST_LOG_FILE"
 : > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
 status=0
 if (($#)); then

@@ -60,10 +60,51 @@ struct StoreOptions: ParsableArguments {
         return AccountStore(backend: storeBackend, group: cacheGroup, options: options)
     }
 
+    /// Warnings (with --verbose, debug) to stderr; with `TOKENCACHE_LOG_FILE` set, every record
+    /// at trace level appended to that file too (never secrets).
     static func logger(verbose: Bool) -> Logger {
-        var logger = Logger(label: "tokencache") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = verbose ? .debug : .warning
+        let stderrLevel: Logger.Level = verbose ? .debug : .warning
+        guard let fileHandler = logFile else {
+            var logger = Logger(label: "tokencache") { StreamLogHandler.standardError(label: $0) }
+            logger.logLevel = stderrLevel
+            return logger
+        }
+        var logger = Logger(label: "tokencache") { label in
+            StandardErrorAndFileLogHandler(standardError: StreamLogHandler.standardError(label: label),
+                                           file: fileHandler(label), standardErrorLevel: stderrLevel)
+        }
+        logger.logLevel = .trace
         return logger
+    }
+
+    /// Handlers on `TOKENCACHE_LOG_FILE`, one descriptor per process, opened on first use.
+    private static let logFile: (@Sendable (String) -> LineFileLogHandler)? = {
+        guard let path = ProcessInfo.processInfo.environment["TOKENCACHE_LOG_FILE"], !path.isEmpty else { return nil }
+        if let factory = LineFileLogHandler.appending(to: path) { return factory }
+        Terminal.error("Cannot open TOKENCACHE_LOG_FILE \(path) for appending; logging to stderr only.", hint: nil)
+        return nil
+    }()
+}
+
+/// Records at `standardErrorLevel` and above to stderr, every record to the log file.
+/// (MultiplexLogHandler cannot do this: setting its level sets every handler's.)
+struct StandardErrorAndFileLogHandler: LogHandler {
+    var standardError: StreamLogHandler
+    var file: LineFileLogHandler
+    let standardErrorLevel: Logger.Level
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:] {
+        didSet { standardError.metadata = metadata; file.metadata = metadata }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        if event.level >= standardErrorLevel { standardError.log(event: event) }
+        file.log(event: event)
     }
 }
 

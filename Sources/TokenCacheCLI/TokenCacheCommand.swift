@@ -9,7 +9,12 @@ public struct TokenCacheCommand: AsyncParsableCommand {
         commandName: "tokencache",
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
-        Every subcommand takes --backend auto|secret-service|file, --group NAME and --verbose.
+        Every subcommand takes --backend auto|secret-service|file, --group NAME, \
+        --collection default|session|LABEL and --verbose.
+
+        Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
+        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH and TOKENCACHE_LIBCURL_PATH \
+        override where libsecret and libcurl are loaded from.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove); 64 bad arguments.

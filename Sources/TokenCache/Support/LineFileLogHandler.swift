@@ -4,11 +4,12 @@ import Logging
 import Glibc
 #endif
 
-/// Appends every log record, one line each, to a file shared by several processes (the test
-/// suite, its helper processes), so a run's whole log can be checked for secrets afterwards.
-/// Each line goes out in one `write(2)` on an `O_APPEND` descriptor, so lines from different
-/// processes never interleave.
-@_spi(Testing) public struct LineFileLogHandler: LogHandler {
+/// Appends every log record, one line each, to a file several processes may share (the
+/// `tokencache` CLI's `TOKENCACHE_LOG_FILE`; the test suite and its helper processes), so a
+/// run's whole log can be read, or checked for secrets, afterwards. Each line goes out in one
+/// `write(2)` on an `O_APPEND` descriptor, so lines from different processes never interleave.
+/// The library never logs secrets at any level.
+public struct LineFileLogHandler: LogHandler {
     private let descriptor: Int32
     private let label: String
     public var metadata: Logger.Metadata = [:]
@@ -16,13 +17,20 @@ import Glibc
 
     /// Bootstraps the logging system with a handler on the file named by `environmentVariable`,
     /// when it is set. Returns whether it did. Call once per process, before any logger exists.
-    @discardableResult
+    @_spi(Testing) @discardableResult
     public static func bootstrapFromEnvironment(_ environmentVariable: String = "TOKENCACHE_TEST_LOG_FILE") -> Bool {
-        guard let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty else { return false }
-        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return false }
-        LoggingSystem.bootstrap { label in LineFileLogHandler(descriptor: descriptor, label: label) }
+        guard let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty,
+              let makeHandler = appending(to: path) else { return false }
+        LoggingSystem.bootstrap(makeHandler)
         return true
+    }
+
+    /// Opens `path` for appending (created with mode 0600) and returns a factory of handlers
+    /// that share it, logging at trace level; nil when the file cannot be opened.
+    public static func appending(to path: String) -> (@Sendable (String) -> LineFileLogHandler)? {
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return nil }
+        return { label in LineFileLogHandler(descriptor: descriptor, label: label) }
     }
 
     init(descriptor: Int32, label: String) {

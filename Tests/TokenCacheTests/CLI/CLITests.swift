@@ -240,6 +240,26 @@ struct CLITests {
         #expect(missing.status == 1 && missing.stderr.contains("No Secret Service collection is labelled 'No such keyring'"), "\(missing.stderr)")
     }
 
+    @Test("TOKENCACHE_LOG_FILE receives the CLI's log at trace level, one line per record, and never the token it prints",
+          arguments: cliBackends)
+    func logFile(backend: String) throws {
+        var cli = try CLI(backend: backend)
+        defer { cli.cleanUp() }
+        let log = cli.dataHome.appendingPathComponent("cli.log")
+        cli.environmentOverrides["TOKENCACHE_LOG_FILE"] = log.path
+        let response = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username])
+        #expect(token.status == 0, "\(token.stderr)")
+        let accessToken = try #require(response["access_token"] as? String)
+        #expect(token.stdout.contains(accessToken))
+        #expect(token.stderr.isEmpty, "stderr stays at warning level: \(token.stderr)")
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        #expect(lines.contains { $0.contains(" trace tokencache: ") }, "\(lines)")
+        #expect(!lines.contains { $0.contains(accessToken) || $0.contains(response["refresh_token"] as? String ?? "-") })
+        let mode = try FileManager.default.attributesOfItem(atPath: log.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
     @Test("remove --client signs one app out and keeps the others; remove without it removes for all",
           arguments: cliBackends)
     func removeCommand(backend: String) throws {
