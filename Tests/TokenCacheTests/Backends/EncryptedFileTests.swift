@@ -224,6 +224,21 @@ struct EncryptedFileTests {
         #expect(leftovers.isEmpty)
     }
 
+    @Test("The key file appears whole or not at all: a creator killed before the rename leaves only a temporary file, which the next creator removes")
+    func keyFileCreatedWhole() throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let stale = directory.appendingPathComponent(".cache.key.tmp.4242.abcdef")
+        try Data([1, 2, 3]).write(to: stale)
+        #expect(try savedStore(backend()).allAccounts().count == 1)
+        let key = try Data(contentsOf: directory.appendingPathComponent("cache.key"))
+        #expect(key.count == 32)
+        #expect(!FileManager.default.fileExists(atPath: stale.path))
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("cache.key").path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // A second backend (another process's view) reads the same key.
+        #expect(try AccountStore(backend: backend(), group: group).allAccounts().count == 1)
+    }
+
     @Test("kill -9 during writes always leaves a complete, readable generation and no temp files pile up")
     func killDuringWrites() throws {
         let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path

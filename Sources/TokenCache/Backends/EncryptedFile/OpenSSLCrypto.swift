@@ -58,6 +58,10 @@ enum OpenSSL {
         bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
 
+    static func cleanse(_ data: inout Data) {
+        data.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+
     static func sha256(_ data: UnsafeRawBufferPointer) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+@testable import TokenCache
+
+/// The hand-written JSON parser against JSONDecoder (the parser it replaced) and RFC 8259.
+@Suite("JSON parser")
+struct JSONParserTests {
+    /// JSONDecoder's reading of a document, as the library did before: the reference.
+    static func reference(_ data: Data) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: data)
+    }
+
+    static func parsed(_ data: Data) -> JSONValue? {
+        try? data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in try JSONParser.parse(bytes, maximumDepth: 64) }
+    }
+
+    /// Numbers compare by value: JSONDecoder reads 1.0 as an integer, the parser as a double.
+    static func same(_ a: JSONValue?, _ b: JSONValue?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case (.integer(let x)?, .double(let y)?), (.double(let y)?, .integer(let x)?): return Double(x) == y
+        case (.array(let x)?, .array(let y)?): return x.count == y.count && zip(x, y).allSatisfy { same($0, $1) }
+        case (.object(let x)?, .object(let y)?): return x.keys == y.keys && x.allSatisfy { same($0.value, y[$0.key]) }
+        default: return a == b
+        }
+    }
+
+    static var corpus: [URL] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Fuzz/Corpus").standardizedFileURL
+        let folders = (try? FileManager.default.contentsOfDirectory(at: root, includingPropertiesForKeys: nil)) ?? []
+        return folders.flatMap { (try? FileManager.default.contentsOfDirectory(at: $0, includingPropertiesForKeys: nil)) ?? [] }
+    }
+
+    @Test("Every fuzz seed and a cache exported by the store parse exactly as JSONDecoder reads them")
+    func agreesWithJSONDecoder() throws {
+        var documents = try Self.corpus.map { try Data(contentsOf: $0) }
+        #expect(documents.count >= 10, "the fuzz corpus was found")
+        let store = AccountStore(backend: InMemoryBackend(), group: .universalStorage)
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: "json")), clientID: Fixtures.appOne,
+                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        documents.append(try store.exportMSALJSON())
+        for document in documents {
+            #expect(Self.same(Self.parsed(document), Self.reference(document)), "\(String(decoding: document.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    @Test("Valid documents give the values RFC 8259 defines", arguments: [
+        (#"{"a":"x","b":[1,-2,3.5,1e3,true,false,null],"c":{}}"#,
+         JSONValue.object(["a": "x", "b": .array([.integer(1), .integer(-2), .double(3.5), .double(1000), .bool(true), .bool(false), .null]), "c": .object([:])])),
+        (#"  {"e":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}  "#, .object(["e": "\"\\/\u{08}\u{0C}\n\r\t\u{E9}\u{1F600}"])),
+        (#"{"big":9223372036854775807,"bigger":9223372036854775808,"neg":-9223372036854775808}"#,
+         .object(["big": .integer(.max), "bigger": .double(9223372036854775808), "neg": .integer(.min)])),
+        (#"{"k":1,"k":2}"#, .object(["k": .integer(2)])),
+        (#"{"é":"日本"}"#, .object(["é": "日本"])),
+    ])
+    func valid(text: String, expected: JSONValue) throws {
+        #expect(Self.parsed(Data(text.utf8)) == expected)
+    }
+
+    @Test("Invalid documents are refused, as JSONDecoder refuses them", arguments: [
+        "", " ", "{", "}", #"{"a" 1}"#, #"{a:1}"#, "01", "-", "1.", ".5", "1e", "+1", "NaN", "tru",
+        #"{"a":1} x"#, "\"\u{01}\"", #""\x""#, #""\u12""#, #""\ud800""#, #""\udc00x""#, #""\ud800\u0041""#, "1e400", "\"abc",
+    ])
+    func invalid(text: String) throws {
+        #expect(Self.parsed(Data(text.utf8)) == nil, "\(text)")
+        #expect(Self.reference(Data(text.utf8)) == nil, "JSONDecoder accepts \(text)")
+    }
+
+    @Test("Trailing commas are refused, as RFC 8259 and MSAL Python's json module refuse them (JSONDecoder accepts them)",
+          arguments: ["[1,]", #"{"a":1,}"#])
+    func trailingComma(text: String) throws {
+        #expect(Self.parsed(Data(text.utf8)) == nil)
+    }
+
+    @Test("Invalid UTF-8 in a string is refused, and nesting deeper than the limit is refused without recursion trouble")
+    func invalidBytesAndDepth() throws {
+        #expect(Self.parsed(Data([0x22, 0xC3, 0x28, 0x22])) == nil)
+        #expect(Self.parsed(Data([0x22, 0xED, 0xA0, 0x80, 0x22])) == nil, "an encoded surrogate is not UTF-8")
+        #expect(Self.parsed(Data((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8)) != nil)
+        #expect(Self.parsed(Data((String(repeating: "[", count: 65) + String(repeating: "]", count: 65)).utf8)) == nil)
+        #expect(Self.parsed(Data(String(repeating: "[", count: 1_000_000).utf8)) == nil)
+    }
+
+    @Test("base64url decodes unpadded and padded input and the standard alphabet, and refuses anything else")
+    func base64URL() throws {
+        let bytes = Data([0xFB, 0xFF, 0xBF, 0x00, 0x61])
+        #expect(Base64URL.encode(bytes) == "-_-_AGE")
+        #expect(Base64URL.decode("-_-_AGE") == bytes)
+        #expect(Base64URL.decode("-_-_AGE=") == bytes)
+        #expect(Base64URL.decode("+/+/AGE") == bytes)
+        #expect(Base64URL.decode("") == Data())
+        for bad in ["-_-_A", "-_=-_AGE", "-_ -_AGE", "-_-_AGé", "-_-_AG!"] { #expect(Base64URL.decode(bad) == nil, "\(bad)") }
+    }
+}
