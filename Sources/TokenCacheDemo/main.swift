@@ -76,7 +76,6 @@ do {
     let saved = try mailStore.save(responseJSON: demoResponse(refreshToken: refreshToken), clientID: mail.clientID,
                                    authority: authority, scopes: ["User.Read", "Mail.Read"])
     try mailStore.setAppDisplayName(mail.name, clientID: mail.clientID, authority: authority)
-    try notesStore.setAppDisplayName(notes.name, clientID: notes.clientID, authority: authority)
     print("Saved an access token for \(saved.scopes.joined(separator: " ")), expires \(saved.expiresOn)")
 
     section("\(notes.name), which never signed in, looks for accounts")
@@ -99,6 +98,9 @@ do {
     print("an access token for \(token.scopes.joined(separator: " ")), expires \(token.expiresOn); the rotated refresh token was saved")
     let again = try await notesApp.acquireTokenSilent(scopes: ["Notes.Read"], account: alice)
     print("Asking again is served from the cache: \(again.accessToken == token.accessToken)")
+    // Registered once Notes has signed in: app metadata written before any sign-in would say
+    // "no family" and hide the family refresh token from Notes.
+    try notesStore.setAppDisplayName(notes.name, clientID: notes.clientID, authority: authority)
 
     section("Every account in the group, as `tokencache list` shows it")
     try listWithCLI(backend: backend, group: group)

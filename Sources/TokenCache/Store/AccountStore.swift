@@ -308,6 +308,10 @@ public final class AccountStore: Sendable {
     /// Records a readable name for an app in its app metadata (`display_name`, an extra field
     /// other SDKs keep and ignore), so admins see "Notes" rather than a client ID in
     /// `tokencache list`. Later saves keep it.
+    ///
+    /// Call it once the app has signed in (saved a token response): app metadata written before
+    /// then carries no `family_id`, which MSAL's rules read as "not in a family", so an app that
+    /// never signed in would no longer find the family refresh token for single sign-on.
     public func setAppDisplayName(_ name: String, clientID: String, authority: Authority) throws(TokenCacheError) {
         try Self.validate(clientID: clientID)
         try Self.validate(appDisplayName: name)
