@@ -66,8 +66,6 @@ typedef struct {
     GType (*secret_service_get_type)(void);
     SecretService *(*secret_service_open_sync)(GType service_gtype, const gchar *service_bus_name,
                                                SecretServiceFlags flags, GCancellable *cancellable, GError **error);
-    gboolean (*secret_service_load_collections_sync)(SecretService *self, GCancellable *cancellable, GError **error);
-    GList *(*secret_service_get_collections)(SecretService *self);
     gboolean (*secret_service_store_sync)(SecretService *service, const SecretSchema *schema, GHashTable *attributes,
                                           const gchar *collection, const gchar *label, SecretValue *value,
                                           GCancellable *cancellable, GError **error);
@@ -81,17 +79,15 @@ typedef struct {
                                                       gpointer user_data);
     GHashTable *(*secret_service_get_secrets_for_dbus_paths_finish)(SecretService *self, GAsyncResult *result,
                                                                     GError **error);
+    gboolean (*secret_service_ensure_session_sync)(SecretService *self, GCancellable *cancellable, GError **error);
+    gchar *(*secret_service_read_alias_dbus_path_sync)(SecretService *self, const gchar *alias,
+                                                       GCancellable *cancellable, GError **error);
     gint (*secret_service_unlock_dbus_paths_sync)(SecretService *self, const gchar **paths, GCancellable *cancellable,
                                                   gchar ***unlocked, GError **error);
 
-    SecretCollection *(*secret_collection_for_alias_sync)(SecretService *service, const gchar *alias,
-                                                          SecretCollectionFlags flags, GCancellable *cancellable,
-                                                          GError **error);
     SecretCollection *(*secret_collection_create_sync)(SecretService *service, const gchar *label, const gchar *alias,
                                                        SecretCollectionCreateFlags flags, GCancellable *cancellable,
                                                        GError **error);
-    gchar *(*secret_collection_get_label)(SecretCollection *self);
-    gboolean (*secret_collection_get_locked)(SecretCollection *self);
 
     SecretSchema *(*secret_schema_newv)(const gchar *name, SecretSchemaFlags flags, GHashTable *attribute_names_and_types);
     void (*secret_schema_unref)(SecretSchema *schema);
@@ -112,18 +108,15 @@ static inline const char *tc_libsecret_resolve(void *handle, TCLibSecretFunction
     if ((functions->name = (__typeof__(functions->name))dlsym(handle, #name)) == NULL) return #name
     TC_RESOLVE(secret_service_get_type);
     TC_RESOLVE(secret_service_open_sync);
-    TC_RESOLVE(secret_service_load_collections_sync);
-    TC_RESOLVE(secret_service_get_collections);
     TC_RESOLVE(secret_service_store_sync);
     TC_RESOLVE(secret_service_delete_item_dbus_path_sync);
     TC_RESOLVE(secret_service_search_for_dbus_paths_sync);
     TC_RESOLVE(secret_service_get_secrets_for_dbus_paths);
     TC_RESOLVE(secret_service_get_secrets_for_dbus_paths_finish);
+    TC_RESOLVE(secret_service_ensure_session_sync);
+    TC_RESOLVE(secret_service_read_alias_dbus_path_sync);
     TC_RESOLVE(secret_service_unlock_dbus_paths_sync);
-    TC_RESOLVE(secret_collection_for_alias_sync);
     TC_RESOLVE(secret_collection_create_sync);
-    TC_RESOLVE(secret_collection_get_label);
-    TC_RESOLVE(secret_collection_get_locked);
     TC_RESOLVE(secret_schema_newv);
     TC_RESOLVE(secret_schema_unref);
     TC_RESOLVE(secret_value_new);

@@ -41,7 +41,7 @@ final class Deadline: @unchecked Sendable {
     init(seconds: TimeInterval) {
         let cancellable = g_cancellable_new()!
         self.cancellable = cancellable
-        let box = CancellableBox(cancellable)
+        let box = GObjectReference(cancellable)
         timer = DispatchWorkItem { g_cancellable_cancel(box.pointer) }
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
     }
@@ -54,11 +54,12 @@ final class Deadline: @unchecked Sendable {
     }
 }
 
-/// Keeps a GCancellable alive for as long as the timer closure holds it.
-private final class CancellableBox: @unchecked Sendable {
-    // @unchecked: only used to call the thread-safe g_cancellable_cancel.
-    let pointer: UnsafeMutablePointer<GCancellable>
-    init(_ pointer: UnsafeMutablePointer<GCancellable>) {
+/// A strong reference to a GObject (a GCancellable, the service proxy) for closures and threads
+/// that outlive the call that made them.
+final class GObjectReference<Object>: @unchecked Sendable {
+    // @unchecked: only handed to thread-safe GLib and libsecret calls.
+    let pointer: UnsafeMutablePointer<Object>
+    init(_ pointer: UnsafeMutablePointer<Object>) {
         self.pointer = pointer
         g_object_ref(UnsafeMutableRawPointer(pointer))
     }

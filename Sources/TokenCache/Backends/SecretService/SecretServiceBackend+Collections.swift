@@ -3,78 +3,126 @@ import Foundation
 
 extension SecretServiceBackend {
     /// The D-Bus object path of the collection a group maps onto (resolved once, then cached).
+    ///
+    /// Resolved with plain D-Bus calls (ReadAlias, Properties.Get) rather than libsecret's
+    /// collection proxies, whose construction loads every property, including the path of every
+    /// item in the collection: 12 ms of a cold lookup at 300 items, and a race with items
+    /// being deleted meanwhile ("No such secret item").
     @_spi(Testing) public func collectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
         let mapping = mapping(for: group)
         if let known = cachedCollectionPath(mapping) { return known }
-        let collection = try resolveCollection(mapping)
-        defer { g_object_unref(UnsafeMutableRawPointer(collection)) }
-        let path = String(cString: g_dbus_proxy_get_object_path(UnsafeMutableRawPointer(collection).assumingMemoryBound(to: GDBusProxy.self)))
-        if libsecret.secret_collection_get_locked(collection) != 0 {
-            try unlock(path)
+        let path: String
+        switch mapping {
+        case .defaultCollection:
+            path = try aliasPath("default")
+        case .session:
+            path = try aliasPath("session")
+        case .dedicated(let label, let createIfMissing):
+            if let found = try findCollection(labelled: label) {
+                path = found
+            } else {
+                path = try createCollection(labelled: label, allowed: createIfMissing)
+            }
         }
+        if try property("Locked", of: path, as: Self.bool) { try unlock(path) }
         rememberCollectionPath(mapping, path)
         return path
     }
 
-    private func resolveCollection(_ mapping: CollectionMapping) throws(TokenCacheError) -> UnsafeMutablePointer<SecretCollection> {
+    /// The object path an alias points at (one ReadAlias call).
+    private func aliasPath(_ alias: String) throws(TokenCacheError) -> String {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        switch mapping {
-        case .defaultCollection, .session:
-            let alias = mapping == .session ? "session" : "default"
-            if let collection = libsecret.secret_collection_for_alias_sync(service, alias, SECRET_COLLECTION_NONE, deadline.cancellable, &error) {
-                return collection
-            }
-            if error != nil { throw Self.map(error, deadline: deadline, action: "find the '\(alias)' collection") }
-            throw TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
-                                  hint: alias == "default"
-                                    ? "Log in to the desktop once so the login keyring exists, or use --backend file"
-                                    : "This Secret Service provider has no session collection; use the default mapping")
-        case .dedicated(let label, let createIfMissing):
-            if let found = try findCollection(labelled: label) { return found }
-            guard createIfMissing else {
-                throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
-                                      hint: "Create it in your keyring manager, allow creation, or use the default mapping")
-            }
-            let created = libsecret.secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
-                                                        Deadline(seconds: options.unlockTimeout).cancellable, &error)
-            guard let created else {
-                let failure = Self.map(error, deadline: deadline, action: "create the collection '\(label)'")
-                // A dismissed CreateCollection prompt comes back from libsecret as a collection at "/".
-                if failure.code == .promptDismissed || failure.code == .timedOut || failure.message.hasSuffix("at path: /") {
-                    throw TokenCacheError(.promptDismissed,
-                                          "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
-                                          hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts")
-                }
-                throw failure
-            }
-            return created
-        }
+        let path = libsecret.secret_service_read_alias_dbus_path_sync(service, alias, deadline.cancellable, &error)
+        defer { g_free(path) }
+        // libsecret answers NULL for an alias pointing nowhere ("/").
+        if let path, String(cString: path) != "/" { return String(cString: path) }
+        if error != nil { throw Self.map(error, deadline: deadline, action: "find the '\(alias)' collection") }
+        throw TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
+                              hint: alias == "default"
+                                ? "Log in to the desktop once so the login keyring exists, or use --backend file"
+                                : "This Secret Service provider has no session collection; use the default mapping")
     }
 
-    private func findCollection(labelled label: String) throws(TokenCacheError) -> UnsafeMutablePointer<SecretCollection>? {
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        guard libsecret.secret_service_load_collections_sync(service, deadline.cancellable, &error) != 0 else {
-            throw Self.map(error, deadline: deadline, action: "list the keyring collections")
-        }
-        guard let list = libsecret.secret_service_get_collections(service) else { return nil }
-        defer { g_list_free_full(list, g_object_unref) }
-        var node: UnsafeMutablePointer<GList>? = list
-        while let current = node {
-            if let data = current.pointee.data {
-                let collection = data.assumingMemoryBound(to: SecretCollection.self)
-                if let name = libsecret.secret_collection_get_label(collection) {
-                    defer { g_free(name) }
-                    if String(cString: name) == label {
-                        g_object_ref(UnsafeMutableRawPointer(collection))
-                        return collection
-                    }
-                }
-            }
-            node = current.pointee.next
+    /// The collection labelled `label`: the service's Collections, then each one's Label.
+    private func findCollection(labelled label: String) throws(TokenCacheError) -> String? {
+        let paths = try property("Collections", of: "/org/freedesktop/secrets", interface: "org.freedesktop.Secret.Service", as: Self.paths)
+        for path in paths {
+            // A collection deleted meanwhile is simply not the one.
+            do {
+                if try property("Label", of: path, as: Self.string) == label { return path }
+            } catch where error.code == .collectionMissing {}
         }
         return nil
+    }
+
+    private func createCollection(labelled label: String, allowed: Bool) throws(TokenCacheError) -> String {
+        guard allowed else {
+            throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
+                                  hint: "Create it in your keyring manager, allow creation, or use the default mapping")
+        }
+        let deadline = Deadline(seconds: options.unlockTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        guard let created = libsecret.secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
+                                                                     deadline.cancellable, &error) else {
+            let failure = Self.map(error, deadline: deadline, action: "create the collection '\(label)'")
+            // A dismissed CreateCollection prompt comes back from libsecret as a collection at "/".
+            if failure.code == .promptDismissed || failure.code == .timedOut || failure.message.hasSuffix("at path: /") {
+                throw TokenCacheError(.promptDismissed,
+                                      "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
+                                      hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts")
+            }
+            throw failure
+        }
+        defer { g_object_unref(UnsafeMutableRawPointer(created)) }
+        return String(cString: g_dbus_proxy_get_object_path(UnsafeMutableRawPointer(created).assumingMemoryBound(to: GDBusProxy.self)))
+    }
+
+    // MARK: Properties
+
+    /// One property of a Secret Service object, read with one Properties.Get call and converted
+    /// by `read` (nil when the value has another type: a protocol error).
+    private func property<Value>(_ name: String, of path: String, interface: String = "org.freedesktop.Secret.Collection",
+                                 as read: (OpaquePointer) -> Value?) throws(TokenCacheError) -> Value {
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        let deadline = Deadline(seconds: options.callTimeout)
+        var error: UnsafeMutablePointer<GError>?
+        let arguments = [g_variant_new_string(interface), g_variant_new_string(name)]
+        let reply = arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
+                                        "org.freedesktop.DBus.Properties", "Get", g_variant_new_tuple(pointers.baseAddress, 2),
+                                        nil, G_DBUS_CALL_FLAGS_NONE, -1, deadline.cancellable, &error)
+        }
+        guard let reply else { throw Self.map(error, deadline: deadline, action: "read the \(name) property of \(path)") }
+        defer { g_variant_unref(reply) }
+        let boxed = g_variant_get_child_value(reply, 0)  // the reply is (v)
+        defer { g_variant_unref(boxed) }
+        let value = g_variant_get_variant(boxed)!
+        defer { g_variant_unref(value) }
+        guard let converted = read(value) else {
+            throw TokenCacheError(.secretServiceFailure, "The Secret Service answered the \(name) property of \(path) with a value of the wrong type.",
+                                  hint: "Check the keyring daemon (tokencache doctor); nothing was read or changed")
+        }
+        return converted
+    }
+
+    private static func type(of value: OpaquePointer) -> String { String(cString: g_variant_get_type_string(value)) }
+
+    private static func bool(_ value: OpaquePointer) -> Bool? {
+        type(of: value) == "b" ? g_variant_get_boolean(value) != 0 : nil
+    }
+
+    private static func string(_ value: OpaquePointer) -> String? {
+        type(of: value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
+    }
+
+    private static func paths(_ value: OpaquePointer) -> [String]? {
+        guard type(of: value) == "ao" else { return nil }
+        return (0..<g_variant_n_children(value)).map { index in
+            let child = g_variant_get_child_value(value, index)
+            defer { g_variant_unref(child) }
+            return String(cString: g_variant_get_string(child, nil))
+        }
     }
 
     /// Unlocks a collection if the options allow prompting; otherwise reports it locked.
@@ -108,6 +156,9 @@ extension SecretServiceBackend {
 
     // MARK: Errors
 
+    static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
+                                            hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
+
     /// Turns a GError into a typed error, freeing it.
     static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline, action: String) -> TokenCacheError {
         let expired = deadline.isExpired
@@ -119,17 +170,20 @@ extension SecretServiceBackend {
         let lower = message.lowercased()
         switch remote {
         case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
-            return TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
-                                   hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
+            return noProvider
         case "org.freedesktop.Secret.Error.IsLocked":
             return TokenCacheError(.keyringLocked, "The keyring is locked (\(action)).",
                                    hint: "Unlock it and retry; nothing was read or changed")
-        case "org.freedesktop.Secret.Error.NoSuchObject":
+        case "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject":
             return TokenCacheError(.collectionMissing, "The keyring collection or item no longer exists (\(action)).",
                                    hint: "Retry; if it persists, check the mapping with `tokencache doctor`")
         case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
             return TokenCacheError(.secretServiceFailure, "The Secret Service stopped answering (\(action)).",
                                    hint: "The keyring daemon may have restarted; retry. Nothing was changed")
+        case "org.freedesktop.DBus.Error.UnknownMethod" where lower.contains("does not exist"):
+            // gnome-keyring's answer for an object path that is gone.
+            return TokenCacheError(.collectionMissing, "The keyring collection or item no longer exists (\(action)).",
+                                   hint: "Retry; if it persists, check the mapping with `tokencache doctor`")
         default:
             break
         }
@@ -143,8 +197,7 @@ extension SecretServiceBackend {
                                    hint: "Use --backend file, or run inside a desktop session")
         }
         if lower.contains("was not provided by any .service files") {
-            return TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
-                                   hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
+            return noProvider
         }
         return TokenCacheError(.secretServiceFailure, "The Secret Service failed to \(action): \(message)",
                                hint: "Retry; nothing was deleted or overwritten because of this error")

@@ -64,6 +64,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     let service: UnsafeMutablePointer<SecretService>
     let schema: UnsafeMutablePointer<SecretSchema>
     let signals: ItemSignalCounter
+    let session: SessionHeadStart
     private let collectionPaths = Locked<[CollectionMapping: String]>([:])
 
     func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
@@ -85,12 +86,21 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        let flags = SECRET_SERVICE_OPEN_SESSION  // collections load lazily, only for dedicated mappings
-        guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, flags, deadline.cancellable, &error) else {
+        // No session yet: it opens in the background (SessionHeadStart).
+        guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
+                                                               deadline.cancellable, &error) else {
             throw Self.map(error, deadline: deadline, action: "connect to the Secret Service")
+        }
+        // The proxy is created even when nobody owns the name (and activation failed).
+        let owner = g_dbus_proxy_get_name_owner(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
+        defer { g_free(owner) }
+        guard owner != nil else {
+            g_object_unref(UnsafeMutableRawPointer(service))
+            throw Self.noProvider
         }
         self.service = service
         schema = Self.makeSchema(libsecret)
+        session = SessionHeadStart(libsecret: libsecret, service: service, timeout: options.callTimeout)
         let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
         signals = ItemSignalCounter(connection: connection!)
     }
@@ -259,6 +269,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             libsecret.secret_value_new(bytes.baseAddress?.assumingMemoryBound(to: CChar.self), json.count, "application/json")
         }
         defer { libsecret.secret_value_unref(UnsafeMutableRawPointer(value)) }
+        session.wait()
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
@@ -321,6 +332,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The entries stored at `paths`, read with GetSecrets in batches (`Options.secretsPerCall`).
     private func items(at paths: [String]) throws(TokenCacheError) -> [CacheEntry] {
+        guard !paths.isEmpty else { return [] }
+        session.wait()
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
