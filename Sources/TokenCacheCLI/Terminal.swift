@@ -73,6 +73,11 @@ enum JSONOutput {
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         encoder.keyEncodingStrategy = .convertToSnakeCase
-        FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+        print(try encoder.encode(value))
+    }
+
+    /// Prints a JSON document and a newline.
+    static func print(_ json: Data) {
+        FileHandle.standardOutput.write(json + Data("\n".utf8))
     }
 }

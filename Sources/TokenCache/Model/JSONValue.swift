@@ -21,7 +21,10 @@ public enum JSONValue: Sendable, Hashable {
     /// plain JSON numbers and the float timestamps older MSAL Python files contain.
     public var secondsValue: Double? {
         switch self {
-        case .string(let text): return Double(text.trimmingCharacters(in: .whitespaces))
+        case .string(let text):
+            // Plain digits, the common case, skip Foundation's trimming (8 % of a large listing).
+            if let seconds = ASCII.digitsValue(text) { return Double(seconds) }
+            return Double(text.trimmingCharacters(in: .whitespaces))
         case .integer(let value): return Double(value)
         case .double(let value): return value.isFinite ? value : nil
         default: return nil
@@ -71,19 +74,15 @@ extension JSONValue: ExpressibleByStringLiteral {
     public init(stringLiteral value: String) { self = .string(value) }
 }
 
-/// Reading JSON with ``JSONParser`` and writing it with JSONEncoder (with sorted keys 6 times
-/// faster than JSONSerialization's writer: 0.59 s against 3.7 s for a 14 MB cache).
+/// Reading JSON with ``JSONParser`` and writing it with ``JSONWriter``.
 enum JSON {
     /// Output for everything this library writes: sorted keys make output stable, so unchanged
     /// entities compare equal byte for byte and writes can be skipped.
-    static func encode(_ value: JSONValue, pretty: Bool = false) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = pretty ? [.sortedKeys, .withoutEscapingSlashes, .prettyPrinted]
-                                          : [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(value)
+    static func encode(_ value: JSONValue, pretty: Bool = false) throws(JSONWriter.InvalidNumber) -> Data {
+        Data(try JSONWriter.write(value, pretty: pretty))
     }
 
-    static func encode(_ object: JSONObject, pretty: Bool = false) throws -> Data {
+    static func encode(_ object: JSONObject, pretty: Bool = false) throws(JSONWriter.InvalidNumber) -> Data {
         try encode(.object(object), pretty: pretty)
     }
 

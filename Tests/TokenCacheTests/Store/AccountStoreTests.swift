@@ -291,4 +291,24 @@ struct MultiAppTests {
         #expect(try custom.allAccounts().isEmpty)
         #expect(try AccountStore(backend: store.backend, group: .adalCache).allAccounts().isEmpty)
     }
+
+    @Test("The inventory's JSON form is the document JSONEncoder writes for it (snake_case keys, ISO 8601 dates)")
+    func inventoryJSONMatchesEncodable() throws {
+        try save(Fixtures.alice, client: Fixtures.appOne)
+        try save(Fixtures.bob, client: Fixtures.appTwo)
+        let account = try #require(try store.account(Fixtures.bob.username, clientID: Fixtures.appTwo))
+        try store.signOut(account, clientID: Fixtures.appTwo)
+        try store.setAppDisplayName("Notes", clientID: Fixtures.appOne, authority: Fixtures.authority())
+        let inventory = try store.inventory(now: Fixtures.now)
+        #expect(inventory.accounts.contains { $0.clients.contains { $0.displayName != nil && $0.signInState == .signedIn } })
+        #expect(inventory.accounts.contains { $0.clients.contains { $0.signInState == .signedOut && $0.familyID != nil } })
+        #expect(inventory.accounts.contains { $0.clients.contains { $0.accessTokens.contains { $0.expiresOn != nil } } })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        let reference = JSONParserTests.parsed(try encoder.encode(inventory))
+        #expect(reference != nil && JSONParserTests.parsed(inventory.jsonData()) == reference)
+        #expect(inventory.jsonData() == (try encoder.encode(inventory)), "same bytes: these keys sort alike both ways")
+    }
 }

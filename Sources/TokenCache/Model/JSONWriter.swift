@@ -1,0 +1,134 @@
+/// Writes ``JSONValue`` as UTF-8 JSON with sorted keys: the counterpart of ``JSONParser``.
+///
+/// Why not JSONEncoder: encoding `JSONValue` through `Encodable` boxes every value, and with
+/// sorted keys it compares keys with locale-aware string comparison. `perf` put it at 15 % of a
+/// 1,000-account listing and most of a save on a 14 MB encrypted file. The output is what
+/// JSONEncoder writes with `[.sortedKeys, .withoutEscapingSlashes]` (and `.prettyPrinted`),
+/// except that keys are sorted by their UTF-8 bytes (as Python's `sort_keys`), which is stable
+/// and differs from JSONEncoder's numeric, case-insensitive order only in keys with digits or
+/// capitals. Checked against JSONEncoder by the tests.
+struct JSONWriter {
+    /// A double that JSON cannot represent (infinity or NaN).
+    struct InvalidNumber: Error, Sendable {
+        let value: Double
+    }
+
+    private(set) var bytes: [UInt8] = []
+    private let pretty: Bool
+    private var indent = 0
+
+    /// `pretty`: two-space indentation and `"key" : value`, as JSONEncoder's `.prettyPrinted`.
+    static func write(_ value: JSONValue, pretty: Bool = false) throws(InvalidNumber) -> [UInt8] {
+        var writer = JSONWriter(pretty: pretty)
+        try writer.write(value)
+        return writer.bytes
+    }
+
+    private init(pretty: Bool) {
+        self.pretty = pretty
+        bytes.reserveCapacity(256)
+    }
+
+    private mutating func write(_ value: JSONValue) throws(InvalidNumber) {
+        switch value {
+        case .null: append("null")
+        case .bool(let flag): append(flag ? "true" : "false")
+        case .integer(let number): append(String(number))
+        case .double(let number): try writeDouble(number)
+        case .string(let text): writeString(text)
+        case .array(let elements):
+            guard !elements.isEmpty else { return append(pretty ? "[\n\n" + indentation + "]" : "[]") }
+            bytes.append(UInt8(ascii: "["))
+            openLevel()
+            for (position, element) in elements.enumerated() {
+                if position > 0 { separateElements() }
+                try write(element)
+            }
+            closeLevel(UInt8(ascii: "]"))
+        case .object(let object):
+            guard !object.isEmpty else { return append(pretty ? "{\n\n" + indentation + "}" : "{}") }
+            bytes.append(UInt8(ascii: "{"))
+            openLevel()
+            for (position, key) in object.keys.sorted(by: Self.utf8Order).enumerated() {
+                if position > 0 { separateElements() }
+                writeString(key)
+                append(pretty ? " : " : ":")
+                try write(object[key]!)
+            }
+            closeLevel(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Byte order of the UTF-8 forms, which is Unicode code point order.
+    private static func utf8Order(_ left: String, _ right: String) -> Bool {
+        left.utf8.lexicographicallyPrecedes(right.utf8)
+    }
+
+    private var indentation: String { String(repeating: "  ", count: indent) }
+
+    private mutating func openLevel() {
+        guard pretty else { return }
+        indent += 1
+        bytes.append(UInt8(ascii: "\n"))
+        append(indentation)
+    }
+
+    private mutating func separateElements() {
+        bytes.append(UInt8(ascii: ","))
+        guard pretty else { return }
+        bytes.append(UInt8(ascii: "\n"))
+        append(indentation)
+    }
+
+    private mutating func closeLevel(_ bracket: UInt8) {
+        if pretty {
+            indent -= 1
+            bytes.append(UInt8(ascii: "\n"))
+            append(indentation)
+        }
+        bytes.append(bracket)
+    }
+
+    /// Shortest round-trip form, without a trailing ".0", as JSONEncoder writes doubles.
+    private mutating func writeDouble(_ number: Double) throws(InvalidNumber) {
+        guard number.isFinite else { throw InvalidNumber(value: number) }
+        var text = number.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        append(text)
+    }
+
+    private mutating func writeString(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { utf8 in
+            var plainStart = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[plainStart..<index]))
+                plainStart = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): append("\\\"")
+                case UInt8(ascii: "\\"): append("\\\\")
+                case 0x08: append("\\b")
+                case 0x0C: append("\\f")
+                case 0x0A: append("\\n")
+                case 0x0D: append("\\r")
+                case 0x09: append("\\t")
+                default:
+                    append("\\u00")
+                    bytes.append(Self.hexDigits[Int(byte >> 4)])
+                    bytes.append(Self.hexDigits[Int(byte & 0x0F)])
+                }
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[plainStart...]))
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private mutating func append(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+    }
+}
