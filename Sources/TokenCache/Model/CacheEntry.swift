@@ -53,8 +53,15 @@ public struct CacheEntry: Sendable, Hashable {
 /// MSAL's cache-key rules, and the field-based identity used to match entries.
 enum CacheKeys {
     /// The key MSAL Python 1.39 computes for an entity (`TokenCache.key_makers`).
-    static func msalKey(kind: EntityKind, fields: JSONObject) -> String {
-        func field(_ name: String) -> String { fields[name]?.stringValue ?? "" }
+    /// `environment` and `target` replace the fields' values when given.
+    static func msalKey(kind: EntityKind, fields: JSONObject, environment: String? = nil, target: String? = nil) -> String {
+        func field(_ name: String) -> String {
+            switch name {
+            case "environment": environment ?? fields[name]?.stringValue ?? ""
+            case "target": target ?? fields[name]?.stringValue ?? ""
+            default: fields[name]?.stringValue ?? ""
+            }
+        }
         switch kind {
         case .accessToken:
             var parts = [field("home_account_id"), field("environment"), "AccessToken",
@@ -83,13 +90,9 @@ enum CacheKeys {
     /// The MSAL key with the environment mapped to its alias group and the target
     /// normalised (sorted, lower-cased): SDKs differ in scope order and alias choice.
     static func identity(kind: EntityKind, fields: JSONObject) -> String {
-        var normalized = fields
-        if let environment = fields["environment"]?.stringValue {
-            normalized["environment"] = .string(Environment.canonical(environment))
-        }
-        if let target = fields["target"]?.stringValue {
-            normalized["target"] = .string(Scopes.normalizedTarget(target))
-        }
-        return msalKey(kind: kind, fields: normalized).lowercased()
+        let key = msalKey(kind: kind, fields: fields,
+                          environment: fields["environment"]?.stringValue.map(Environment.canonical),
+                          target: fields["target"]?.stringValue.map(Scopes.normalizedTarget))
+        return kind == .appMetadata ? key.lowercased() : key  // the other keys are lower-cased already
     }
 }

@@ -3,9 +3,11 @@ enum Scopes {
     /// Scopes every OpenID request carries; MSAL leaves them out of cache targets.
     static let reserved: Set<String> = ["openid", "profile", "offline_access"]
 
-    /// Splits a space-separated scope string, dropping empty parts.
+    /// Splits a space-separated scope string, dropping empty parts. Splits the UTF-8 bytes:
+    /// splitting the String walks grapheme clusters, and this runs for every cached token.
     static func split(_ target: String) -> [String] {
-        target.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init)
+        target.utf8.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\n") })
+            .map { String(Substring($0)) }
     }
 
     /// The set used to compare scopes: scopes are case-insensitive in Microsoft identity.

@@ -64,26 +64,27 @@ struct CacheFileFormat {
     /// Splits a file. Throws `fileMismatch` for another format or version and
     /// `fileAuthenticationFailed` for a damaged (truncated, flipped) header.
     static func parse(_ data: Data, path: String) throws(TokenCacheError) -> Parsed {
-        let bytes = [UInt8](data)
-        guard bytes.count >= magic.count, Data(bytes[0..<magic.count]) == magic else {
+        // Slices of `data` share its storage: the sealed part of a 14 MB file is not copied.
+        let data = data.startIndex == 0 ? data : Data(data)
+        guard data.count >= magic.count, data.prefix(magic.count) == magic else {
             throw TokenCacheError(.fileMismatch, "\(path) is not a swift-tokencache cache file.",
                                   hint: "Move it away; it was not changed")
         }
-        guard bytes.count >= 14 else { throw damaged(path) }
-        let version = UInt16(bytes[8]) << 8 | UInt16(bytes[9])
+        guard data.count >= 14 else { throw damaged(path) }
+        let version = UInt16(data[8]) << 8 | UInt16(data[9])
         guard version == Self.version else {
             throw TokenCacheError(.fileMismatch, "\(path) has format version \(version); this version of swift-tokencache reads version \(Self.version).",
                                   hint: "Use a newer swift-tokencache; the file was not changed")
         }
-        let headerLength = Int(UInt32(bytes[10]) << 24 | UInt32(bytes[11]) << 16 | UInt32(bytes[12]) << 8 | UInt32(bytes[13]))
+        let headerLength = Int(UInt32(data[10]) << 24 | UInt32(data[11]) << 16 | UInt32(data[12]) << 8 | UInt32(data[13]))
         let headerEnd = 14 + headerLength
-        guard headerLength <= 4096, bytes.count >= headerEnd + OpenSSL.nonceByteCount + OpenSSL.tagByteCount else {
+        guard headerLength <= 4096, data.count >= headerEnd + OpenSSL.nonceByteCount + OpenSSL.tagByteCount else {
             throw damaged(path)
         }
-        guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes[14..<headerEnd])) else { throw damaged(path) }
-        return Parsed(header: header, associatedData: Data(bytes[0..<headerEnd]),
-                      nonce: Array(bytes[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
-                      sealed: Data(bytes[(headerEnd + OpenSSL.nonceByteCount)...]))
+        guard let header = try? JSONDecoder().decode(Header.self, from: data[14..<headerEnd]) else { throw damaged(path) }
+        return Parsed(header: header, associatedData: data[..<headerEnd],
+                      nonce: Array(data[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
+                      sealed: data[(headerEnd + OpenSSL.nonceByteCount)...])
     }
 
     static func damaged(_ path: String) -> TokenCacheError {
