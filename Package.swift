@@ -26,11 +26,8 @@ let package = Package(
         ),
         // libcurl's declarations only: loaded at run time on the first HTTP request.
         .systemLibrary(name: "CCurl"),
-        .systemLibrary(
-            name: "COpenSSL",
-            pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
-        ),
+        // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
+        .systemLibrary(name: "COpenSSL"),
 
         // The library: cache model, account store, cache abstraction and backends.
         .target(

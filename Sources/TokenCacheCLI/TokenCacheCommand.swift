@@ -13,8 +13,8 @@ public struct TokenCacheCommand: AsyncParsableCommand {
         --collection default|session|LABEL and --verbose.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
-        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH and TOKENCACHE_LIBCURL_PATH \
-        override where libsecret and libcurl are loaded from.
+        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBCRYPTO_PATH and \
+        TOKENCACHE_LIBCURL_PATH override where libsecret, OpenSSL's libcrypto and libcurl are loaded from.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove); 64 bad arguments.

@@ -38,7 +38,10 @@ let secretServiceCommands: [String: HelperCommand] = [
         do {
             let backend = try SecretServiceBackend()
             _ = try backend.load(.universalStorage)
-            printJSON(["result": "ok"])
+            // Whether reading from the Secret Service mapped OpenSSL (it should not: it is only
+            // loaded when the encrypted file is used).
+            let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
+            printJSON(["result": "ok", "libcrypto_mapped": maps.contains("libcrypto")])
         } catch {
             printJSON(["result": code(error), "message": ((error as? TokenCacheError)?.message ?? "\(error)")])
         }

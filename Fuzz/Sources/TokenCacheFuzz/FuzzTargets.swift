@@ -66,7 +66,7 @@ func fuzzEncryptedFile(_ input: Data) {
     if !input.starts(with: CacheFileFormat.magic) {
         // A decrypted payload: seal it as the backend would, so the authenticated path reads it.
         let key = fuzzKey.withUnsafeBytes { SymmetricKey(copying: $0) }
-        let header = CacheFileFormat.Header(group: fuzzGroup.name, keyID: key.identifier, generation: 1)
+        let header = CacheFileFormat.Header(group: fuzzGroup.name, keyID: try! key.identifier(), generation: 1)
         let nonce = [UInt8](repeating: 0, count: OpenSSL.nonceByteCount)
         let sealed = try! OpenSSL.seal(input, key: key, nonce: nonce, authenticating: try! CacheFileFormat.associatedData(for: header))
         file = try! CacheFileFormat.encode(header: header, nonce: nonce, sealed: sealed)

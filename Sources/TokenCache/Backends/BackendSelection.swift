@@ -82,7 +82,8 @@ public struct BackendSelection: Sendable {
                             detail: SecretServiceBackend.libsecretVersion))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
-        checks.append(.init(name: "OpenSSL", status: .info, detail: OpenSSL.version))
+        checks.append(.init(name: "OpenSSL", status: (try? LibCrypto.shared()) != nil ? .info : .warning,
+                            detail: LibCrypto.description + " (encrypted file)"))
         // Only token refresh needs libcurl: without it the cache works and refresh fails, typed.
         checks.append(.init(name: "libcurl", status: (try? LibCurl.shared()) != nil ? .info : .warning,
                             detail: LibCurl.description + " (token refresh)"))

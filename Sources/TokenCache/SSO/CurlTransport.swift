@@ -65,29 +65,15 @@ final class LibCurl: @unchecked Sendable {
     }
 
     private static func load() -> Result<LibCurl, TokenCacheError> {
-        let override = ProcessInfo.processInfo.environment["TOKENCACHE_LIBCURL_PATH"].flatMap { $0.isEmpty ? nil : $0 }
-        var reasons: [String] = []
-        for candidate in override.map({ [$0] }) ?? ["libcurl.so.4", "libcurl-gnutls.so.4"] {
-            guard let handle = dlopen(candidate, RTLD_NOW | RTLD_LOCAL) else {
-                reasons.append(dlerror().map { String(cString: $0) } ?? "\(candidate): dlopen failed")
-                continue
+        // curl_global_init is not thread-safe in older libcurl: done once, under the static let's lock.
+        DynamicLibrary.open(["libcurl.so.4", "libcurl-gnutls.so.4"], override: "TOKENCACHE_LIBCURL_PATH", empty: TCCurlFunctions(),
+                            resolve: { tc_curl_resolve($0, &$1) },
+                            prepare: { $0.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK ? nil : "curl_global_init failed" })
+            .map { LibCurl(functions: $0.functions, path: $0.path) }
+            .mapError { failure in
+                TokenCacheError(.libcurlMissing, "libcurl, which refreshing tokens needs, could not be loaded (\(failure.reason)).",
+                                hint: "Install it (Debian/Ubuntu: apt-get install libcurl4), or pass your own HTTPTransport")
             }
-            var functions = TCCurlFunctions()
-            if let symbol = tc_curl_resolve(handle, &functions) {
-                reasons.append("\(candidate) has no \(String(cString: symbol))")
-                dlclose(handle)
-                continue
-            }
-            // Not thread-safe in older libcurl: done here, once, under the static let's lock.
-            guard functions.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK else {
-                reasons.append("\(candidate): curl_global_init failed")
-                continue
-            }
-            return .success(LibCurl(functions: functions, path: candidate))
-        }
-        let reason = reasons.joined(separator: "; ").split(whereSeparator: \.isNewline).joined(separator: " ")
-        return .failure(TokenCacheError(.libcurlMissing, "libcurl, which refreshing tokens needs, could not be loaded (\(reason)).",
-                                        hint: "Install it (Debian/Ubuntu: apt-get install libcurl4), or pass your own HTTPTransport"))
     }
 }
 

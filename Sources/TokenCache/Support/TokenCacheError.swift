@@ -43,6 +43,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let fileSystem = Code("fileSystem")
         /// An OpenSSL operation failed.
         public static let crypto = Code("crypto")
+        /// OpenSSL's libcrypto 3, which the encrypted file loads at run time, is missing.
+        public static let libcryptoMissing = Code("libcryptoMissing")
 
         /// Entries copied during a migration did not read back the same; the source was kept.
         public static let migrationNotVerified = Code("migrationNotVerified")

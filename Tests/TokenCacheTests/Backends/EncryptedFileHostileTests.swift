@@ -21,7 +21,7 @@ struct EncryptedFileHostileTests {
     func writeSealed(_ plaintext: Data) throws {
         try FileIO.ensureDirectory(directory)
         let key = Self.keyBytes.withUnsafeBytes { SymmetricKey(copying: $0) }
-        let header = CacheFileFormat.Header(group: group.name, keyID: key.identifier, generation: 7)
+        let header = CacheFileFormat.Header(group: group.name, keyID: try key.identifier(), generation: 7)
         let nonce = [UInt8](repeating: 1, count: OpenSSL.nonceByteCount)
         let sealed = try OpenSSL.seal(plaintext, key: key, nonce: nonce, authenticating: try CacheFileFormat.associatedData(for: header))
         let url = backend().fileURL(for: group)

@@ -220,6 +220,36 @@ struct CLITests {
         #expect(cached.status == 0, "\(cached.stderr)")
     }
 
+    @Test("Without libcrypto the encrypted file fails with the typed libcryptoMissing message and install hint and keeps the file; lookups on the Secret Service never load it")
+    func withoutLibcrypto() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let before = try cli.run(["export", "--format", "msal-json"]).stdout
+        cli.environmentOverrides["TOKENCACHE_LIBCRYPTO_PATH"] = "/nonexistent/libcrypto.so.3"
+        let list = try cli.run(["list"])
+        #expect(list.status == 1)
+        #expect(list.stderr.contains("error: OpenSSL's libcrypto 3, which the encrypted file needs, could not be loaded (/nonexistent/libcrypto.so.3: "),
+                "\(list.stderr)")
+        #expect(list.stderr.contains("apt-get install libssl3"), "\(list.stderr)")
+        let doctor = try cli.run(["doctor", "--json"])
+        #expect(doctor.stdout.contains("libcrypto 3, which the encrypted file needs, could not be loaded"), "\(doctor.stdout)")
+        cli.environmentOverrides["TOKENCACHE_LIBCRYPTO_PATH"] = nil
+        #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)
+
+        guard TestEnvironment.runsSecretServiceTests else { return }
+        var keyring = try CLI(backend: "secret-service")
+        defer { keyring.cleanUp() }
+        let response = try keyring.save(Fixtures.alice, client: Fixtures.appOne)
+        keyring.environmentOverrides["TOKENCACHE_LIBCRYPTO_PATH"] = "/nonexistent/libcrypto.so.3"
+        let token = try keyring.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username])
+        #expect(token.status == 0, "\(token.stderr)")
+        #expect(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == response["access_token"] as? String)
+        let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
+        let probe = try runProcess(helper, ["ss-probe"], environment: ProcessInfo.processInfo.environment)
+        #expect(probe.stdout.contains(#""libcrypto_mapped":false"#), "\(probe.stdout)\(probe.stderr)")
+    }
+
     @Test("--collection session reaches a group mapped onto the in-memory session collection, which the default collection does not hold; an unknown label is collectionMissing",
           .enabled(if: TestEnvironment.runsSecretServiceTests))
     func sessionCollection() throws {

@@ -166,7 +166,7 @@ public final class EncryptedFileBackend: CacheBackend {
                                   hint: "A file was copied or renamed; move it back. It was not changed")
         }
         let key = try key(for: parsed.header.kdf, creating: false)
-        guard parsed.header.keyID == key.identifier else {
+        guard try parsed.header.keyID == key.identifier() else {
             throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
                                   hint: "Use the key or passphrase it was written with; the file was not changed")
         }
@@ -201,7 +201,7 @@ public final class EncryptedFileBackend: CacheBackend {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
         let key = try key(for: kdf, creating: true)
-        let header = CacheFileFormat.Header(group: group.name, keyID: key.identifier, generation: generation, kdf: kdf)
+        let header = CacheFileFormat.Header(group: group.name, keyID: try key.identifier(), generation: generation, kdf: kdf)
         let file: Data
         do {
             let plaintext = try JSON.encode(AccountStore.msalJSONObject(entries))
@@ -279,7 +279,7 @@ public final class EncryptedFileBackend: CacheBackend {
         }
         var digest = Array(passphrase.utf8)
         // Cached by a hash of the passphrase, never the passphrase itself.
-        let fingerprint = digest.withUnsafeBytes { OpenSSL.sha256($0) }.map { String($0, radix: 16) }.joined()
+        let fingerprint = try OpenSSL.sha256(digest).map { String($0, radix: 16) }.joined()
         let cacheKey = "scrypt:\(kdf.salt):\(kdf.n):\(kdf.r):\(kdf.p):\(fingerprint)"
         OpenSSL.cleanse(&digest)
         if let cached = keys.withLock({ $0[cacheKey] }) { return cached }

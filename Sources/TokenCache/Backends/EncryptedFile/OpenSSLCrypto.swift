@@ -23,7 +23,7 @@ final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     }
 
     deinit {
-        OPENSSL_cleanse(buffer.baseAddress, buffer.count)
+        tc_cleanse(buffer.baseAddress, buffer.count)
         buffer.deallocate()
     }
 
@@ -32,55 +32,61 @@ final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// A public identifier: the first 8 bytes of SHA-256 of the key, in hex. Reveals nothing.
-    var identifier: String {
-        withUnsafeBytes { OpenSSL.sha256($0) }.prefix(8).map { String(format: "%02x", $0) }.joined()
+    func identifier() throws(TokenCacheError) -> String {
+        let digest = try OpenSSL.sha256(UnsafeRawBufferPointer(buffer))
+        return digest.prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 
     var description: String { "SymmetricKey(<redacted>)" }
 }
 
-/// The few OpenSSL libcrypto operations the encrypted file needs, with errors drained from the
-/// OpenSSL error queue right at the call site.
+/// The few OpenSSL libcrypto operations the encrypted file needs (libcrypto loaded on first
+/// use, see ``LibCrypto``), with errors drained from the OpenSSL error queue right at the call site.
 enum OpenSSL {
     static let nonceByteCount = 12
     static let tagByteCount = 16
 
-    static var version: String { String(cString: OpenSSL_version(OPENSSL_VERSION)) }
-
     static func randomBytes(_ bytes: inout [UInt8]) throws(TokenCacheError) {
+        let crypto = try LibCrypto.shared()
         let count = Int32(bytes.count)
-        guard bytes.withUnsafeMutableBytes({ RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), count) }) == 1 else {
-            throw failure("RAND_bytes")
+        guard bytes.withUnsafeMutableBytes({ crypto.RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), count) }) == 1 else {
+            throw failure(crypto, "RAND_bytes")
         }
     }
 
+    /// Zeroes key material and plaintext (explicit_bzero: needs no libcrypto, is not optimized away).
     static func cleanse(_ bytes: inout [UInt8]) {
-        bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        bytes.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
     }
 
     static func cleanse(_ data: inout Data) {
-        data.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
     }
 
-    static func sha256(_ data: UnsafeRawBufferPointer) -> [UInt8] {
+    static func sha256(_ data: some ContiguousBytes) throws(TokenCacheError) -> [UInt8] {
+        let crypto = try LibCrypto.shared()
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        _ = EVP_Digest(data.baseAddress, data.count, &digest, &length, EVP_sha256(), nil)
+        let status = data.withUnsafeBytes { crypto.EVP_Digest($0.baseAddress, $0.count, &digest, &length, crypto.EVP_sha256(), nil) }
+        guard status == 1 else {
+            throw failure(crypto, "EVP_Digest")
+        }
         return digest
     }
 
     /// scrypt (RFC 7914) from OpenSSL.
     static func scrypt(passphrase: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) throws(TokenCacheError) -> SymmetricKey {
+        let crypto = try LibCrypto.shared()
         var key = [UInt8](repeating: 0, count: SymmetricKey.byteCount)
         defer { cleanse(&key) }
         var passphraseBytes = Array(passphrase.utf8)
         defer { cleanse(&passphraseBytes) }
         let status = passphraseBytes.withUnsafeBufferPointer { pass in
             pass.withMemoryRebound(to: CChar.self) { pass in
-                EVP_PBE_scrypt(pass.baseAddress, pass.count, salt, salt.count, n, r, p, 256 << 20, &key, key.count)
+                crypto.EVP_PBE_scrypt(pass.baseAddress, pass.count, salt, salt.count, n, r, p, 256 << 20, &key, key.count)
             }
         }
-        guard status == 1 else { throw failure("EVP_PBE_scrypt") }
+        guard status == 1 else { throw failure(crypto, "EVP_PBE_scrypt") }
         return key.withUnsafeBytes { SymmetricKey(copying: $0) }
     }
 
@@ -88,32 +94,33 @@ enum OpenSSL {
     /// Writes straight into the returned buffer: no intermediate copy (a copy and a cleanse per
     /// call cost three quarters of the throughput at 1 MiB).
     static func seal(_ plaintext: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data {
-        let context = try CipherContext()
+        let crypto = try LibCrypto.shared()
+        let context = try CipherContext(crypto)
         let ok = key.withUnsafeBytes { key in
-            EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
-                && EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil) == 1
-                && EVP_EncryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
+            crypto.EVP_EncryptInit_ex(context.pointer, crypto.aes256GCM, nil, nil, nil) == 1
+                && crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_IVLEN), Int32(nonce.count), nil) == 1
+                && crypto.EVP_EncryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
         }
-        guard ok else { throw failure("EVP_EncryptInit_ex") }
+        guard ok else { throw failure(crypto, "EVP_EncryptInit_ex") }
         var length: Int32 = 0
-        guard aad.withUnsafeBytes({ EVP_EncryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
-        else { throw failure("EVP_EncryptUpdate (AAD)") }
+        guard aad.withUnsafeBytes({ crypto.EVP_EncryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
+        else { throw failure(crypto, "EVP_EncryptUpdate (AAD)") }
         var output = Data(count: plaintext.count + tagByteCount)
         let failed: String? = output.withUnsafeMutableBytes { out in
             let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
             guard plaintext.withUnsafeBytes({ input in
-                EVP_EncryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+                crypto.EVP_EncryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
             }) == 1 else { return "EVP_EncryptUpdate" }
             var total = Int(length)
-            guard EVP_EncryptFinal_ex(context.pointer, base + total, &length) == 1 else { return "EVP_EncryptFinal_ex" }
+            guard crypto.EVP_EncryptFinal_ex(context.pointer, base + total, &length) == 1 else { return "EVP_EncryptFinal_ex" }
             total += Int(length)
             // GCM is a stream mode: the ciphertext is exactly as long as the plaintext.
             guard total == plaintext.count,
-                  EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagByteCount), base + total) == 1
+                  crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_GET_TAG), Int32(tagByteCount), base + total) == 1
             else { return "EVP_CTRL_GCM_GET_TAG" }
             return nil
         }
-        if let failed { throw failure(failed) }
+        if let failed { throw failure(crypto, failed) }
         return output
     }
 
@@ -124,18 +131,19 @@ enum OpenSSL {
         guard sealed.count >= tagByteCount else { return nil }
         let ciphertextCount = sealed.count - tagByteCount
         var tag = [UInt8](sealed.suffix(tagByteCount))
-        let context = try CipherContext()
+        let crypto = try LibCrypto.shared()
+        let context = try CipherContext(crypto)
         var length: Int32 = 0
         let ok = key.withUnsafeBytes { key in
-            EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil) == 1
-                && EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil) == 1
-                && EVP_DecryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
+            crypto.EVP_DecryptInit_ex(context.pointer, crypto.aes256GCM, nil, nil, nil) == 1
+                && crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_IVLEN), Int32(nonce.count), nil) == 1
+                && crypto.EVP_DecryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
         }
-        guard ok else { throw failure("EVP_DecryptInit_ex") }
-        guard aad.withUnsafeBytes({ EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
-        else { throw failure("EVP_DecryptUpdate (AAD)") }
-        guard EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tagByteCount), &tag) == 1 else {
-            throw failure("EVP_CTRL_GCM_SET_TAG")
+        guard ok else { throw failure(crypto, "EVP_DecryptInit_ex") }
+        guard aad.withUnsafeBytes({ crypto.EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
+        else { throw failure(crypto, "EVP_DecryptUpdate (AAD)") }
+        guard crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_TAG), Int32(tagByteCount), &tag) == 1 else {
+            throw failure(crypto, "EVP_CTRL_GCM_SET_TAG")
         }
         // One spare block: EVP_DecryptFinal_ex may write up to a block (none for GCM).
         var output = Data(count: ciphertextCount + 16)
@@ -143,12 +151,12 @@ enum OpenSSL {
         let outcome: Outcome = output.withUnsafeMutableBytes { out in
             let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
             guard sealed.withUnsafeBytes({ input in
-                EVP_DecryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ciphertextCount))
-            }) == 1 else { OPENSSL_cleanse(out.baseAddress, out.count); return .failed("EVP_DecryptUpdate") }
+                crypto.EVP_DecryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ciphertextCount))
+            }) == 1 else { tc_cleanse(out.baseAddress, out.count); return .failed("EVP_DecryptUpdate") }
             let total = Int(length)
-            let verified = EVP_DecryptFinal_ex(context.pointer, base + total, &length) == 1
-            ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
-            guard verified else { OPENSSL_cleanse(out.baseAddress, out.count); return .rejected }
+            let verified = crypto.EVP_DecryptFinal_ex(context.pointer, base + total, &length) == 1
+            crypto.ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
+            guard verified else { tc_cleanse(out.baseAddress, out.count); return .rejected }
             return .verified(total + Int(length))
         }
         switch outcome {
@@ -156,16 +164,16 @@ enum OpenSSL {
             output.count = count
             return output
         case .rejected: return nil
-        case .failed(let function): throw failure(function)
+        case .failed(let function): throw failure(crypto, function)
         }
     }
 
     /// A TokenCacheError for a failed OpenSSL call, with the drained error queue.
-    static func failure(_ function: String) -> TokenCacheError {
+    static func failure(_ crypto: LibCrypto, _ function: String) -> TokenCacheError {
         var reasons: [String] = []
-        while case let code = ERR_get_error(), code != 0 {
+        while case let code = crypto.ERR_get_error(), code != 0 {
             var buffer = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buffer, buffer.count)
+            crypto.ERR_error_string_n(code, &buffer, buffer.count)
             reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return TokenCacheError(.crypto, "OpenSSL \(function) failed\(reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")).",
@@ -176,13 +184,15 @@ enum OpenSSL {
 /// Owns an EVP_CIPHER_CTX and frees it.
 private final class CipherContext {
     let pointer: OpaquePointer
+    private let crypto: LibCrypto
 
-    init() throws(TokenCacheError) {
-        guard let pointer = EVP_CIPHER_CTX_new() else { throw OpenSSL.failure("EVP_CIPHER_CTX_new") }
+    init(_ crypto: LibCrypto) throws(TokenCacheError) {
+        guard let pointer = crypto.EVP_CIPHER_CTX_new() else { throw OpenSSL.failure(crypto, "EVP_CIPHER_CTX_new") }
         self.pointer = pointer
+        self.crypto = crypto
     }
 
-    deinit { EVP_CIPHER_CTX_free(pointer) }
+    deinit { crypto.EVP_CIPHER_CTX_free(pointer) }
 }
 
 /// For the benchmarks only (Benchmarks/, `bench-tool aes`): AES-256-GCM through exactly the wrapper

@@ -4,10 +4,7 @@ import Foundation
 /// libsecret, loaded at run time: the package does not link it, so programs start on machines
 /// without it (servers, containers, WSL) and automatic selection falls back to the encrypted file.
 ///
-/// Loaded once per process, on first use of the Secret Service backend, with
-/// `dlopen(RTLD_NOW | RTLD_LOCAL)`; every function the backend calls is resolved into a table
-/// up front, so a missing library or symbol is one typed error rather than a crash later. The
-/// library is never unloaded (it registers GObject types).
+/// Loaded once per process, on first use of the Secret Service backend (``DynamicLibrary``).
 ///
 /// `TOKENCACHE_LIBSECRET_PATH` overrides the file loaded (default `libsecret-1.so.0`, found the
 /// usual way): for packagers with libsecret in a non-standard place, and for tests that need it
@@ -59,23 +56,20 @@ final class LibSecret: @unchecked Sendable {
     }
 
     private static func load() -> Result<LibSecret, TokenCacheError> {
-        let requested = ProcessInfo.processInfo.environment["TOKENCACHE_LIBSECRET_PATH"].flatMap { $0.isEmpty ? nil : $0 } ?? soname
-        guard let handle = dlopen(requested, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
-            return .failure(missing("libsecret is not installed (\(reason))."))
-        }
-        var functions = TCLibSecretFunctions()
-        if let symbol = tc_libsecret_resolve(handle, &functions) {
-            let name = String(cString: symbol)
-            dlclose(handle)  // nothing of it was called yet
-            return .failure(missing("The libsecret found (\(requested)) has no \(name): it is too old, or not libsecret."))
-        }
-        return .success(LibSecret(functions: functions, path: requested))
+        DynamicLibrary.open([soname], override: "TOKENCACHE_LIBSECRET_PATH", empty: TCLibSecretFunctions(),
+                            resolve: { tc_libsecret_resolve($0, &$1) })
+            .map { LibSecret(functions: $0.functions, path: $0.path) }
+            .mapError { failure in
+                if let (path, function) = failure.missingFunction.first {
+                    missing("The libsecret found (\(path)) has no \(function): it is too old, or not libsecret.")
+                } else {
+                    missing("libsecret is not installed (\(failure.reason)).")
+                }
+            }
     }
 
     private static func missing(_ message: String) -> TokenCacheError {
-        // One line, whatever dlerror said.
-        TokenCacheError(.libsecretMissing, message.split(whereSeparator: \.isNewline).joined(separator: " "),
+        TokenCacheError(.libsecretMissing, message,
                         hint: "Install it (Debian/Ubuntu: apt-get install libsecret-1-0), or use the encrypted-file backend (--backend file), which works without it")
     }
 }
