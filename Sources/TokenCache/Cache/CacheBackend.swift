@@ -36,6 +36,11 @@ public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
     case familyID = "family_id"
     /// An account record's username, matched case-insensitively (stored lowercased).
     case username
+
+    /// A value as stored and compared: usernames lower-cased, everything else as given.
+    func normalized(_ value: String) -> String {
+        self == .username ? value.lowercased() : value
+    }
 }
 
 /// A targeted query: entries of one kind, or of every kind when `kind` is nil, whose attributes
@@ -54,7 +59,7 @@ public struct CacheQuery: Sendable, Hashable {
 
     func matches(_ entry: CacheEntry) -> Bool {
         (kind == nil || entry.kind == kind) && attributes.allSatisfy { attribute, value in
-            attribute == .username ? entry["username"]?.lowercased() == value.lowercased() : entry[attribute.rawValue] == value
+            entry[attribute.rawValue].map(attribute.normalized) == attribute.normalized(value)
         }
     }
 }

@@ -160,7 +160,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             var attributes = ["group": group.name]
             if let kind = query.kind { attributes["kind"] = kind.rawValue }
             for (attribute, value) in query.attributes {
-                attributes[attribute.rawValue] = attribute == .username ? value.lowercased() : value
+                attributes[attribute.rawValue] = attribute.normalized(value)
             }
             for path in try searchPaths(attributes, collection: collection) where seen.insert(path).inserted { paths.append(path) }
         }
@@ -236,7 +236,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
         for attribute in CacheAttribute.allCases {
             if let value = entry[attribute.rawValue], !value.isEmpty {
-                attributes[attribute.rawValue] = attribute == .username ? value.lowercased() : value
+                attributes[attribute.rawValue] = attribute.normalized(value)
             }
         }
         return attributes
