@@ -28,6 +28,8 @@ let package = Package(
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
+        // glibc's mallopt, for the tokencache executable's start-up.
+        .systemLibrary(name: "CMalloc"),
 
         // The library: cache model, account store, cache abstraction and backends.
         .target(
@@ -51,7 +53,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["TokenCacheCLI"]
+            dependencies: ["CMalloc", "TokenCacheCLI"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

@@ -130,9 +130,11 @@ struct JSONParser {
         position += 1  // "
         var runStart = position
         var escaped: [UInt8]? = nil  // only built when the string has escapes
+        var highBits: UInt8 = 0  // any byte >= 0x80 sets the top bit: not plain ASCII
         while true {
             guard position < bytes.count else { throw error("unterminated string") }
             let byte = bytes[position]
+            highBits |= byte
             if byte == UInt8(ascii: "\"") {
                 let run = UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])
                 position += 1
@@ -140,6 +142,9 @@ struct JSONParser {
                     buffer.append(contentsOf: run)
                     return try validated(buffer)
                 }
+                // ASCII is valid UTF-8: no validation, which goes through unspecialized generic
+                // code (11 % of loading a 14 MB cache). Escapes take the validating path.
+                if highBits < 0x80 { return String(decoding: run, as: UTF8.self) }
                 return try validated(run)
             }
             if byte < 0x20 { throw error("control character in a string") }

@@ -37,7 +37,7 @@ struct JSONWriter {
         case .double(let number): try writeDouble(number)
         case .string(let text): writeString(text)
         case .array(let elements):
-            guard !elements.isEmpty else { return append(pretty ? "[\n\n" + indentation + "]" : "[]") }
+            guard !elements.isEmpty else { return writeEmpty("[", "]") }
             bytes.append(UInt8(ascii: "["))
             openLevel()
             for (position, element) in elements.enumerated() {
@@ -46,14 +46,14 @@ struct JSONWriter {
             }
             closeLevel(UInt8(ascii: "]"))
         case .object(let object):
-            guard !object.isEmpty else { return append(pretty ? "{\n\n" + indentation + "}" : "{}") }
+            guard !object.isEmpty else { return writeEmpty("{", "}") }
             bytes.append(UInt8(ascii: "{"))
             openLevel()
-            for (position, key) in object.keys.sorted(by: Self.utf8Order).enumerated() {
+            for (position, member) in object.sorted(by: { Self.utf8Order($0.key, $1.key) }).enumerated() {
                 if position > 0 { separateElements() }
-                writeString(key)
+                writeString(member.key)
                 append(pretty ? " : " : ":")
-                try write(object[key]!)
+                try write(member.value)
             }
             closeLevel(UInt8(ascii: "}"))
         }
@@ -64,27 +64,37 @@ struct JSONWriter {
         left.utf8.lexicographicallyPrecedes(right.utf8)
     }
 
-    private var indentation: String { String(repeating: "  ", count: indent) }
+    /// A newline and the current indentation (two spaces a level), without building a String.
+    private mutating func newLine() {
+        bytes.append(UInt8(ascii: "\n"))
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * indent))
+    }
+
+    /// `[]` or `{}`; pretty, JSONEncoder's `[\n\n]` with the closing bracket indented.
+    private mutating func writeEmpty(_ open: String, _ close: String) {
+        append(open)
+        if pretty {
+            bytes.append(UInt8(ascii: "\n"))
+            newLine()
+        }
+        append(close)
+    }
 
     private mutating func openLevel() {
         guard pretty else { return }
         indent += 1
-        bytes.append(UInt8(ascii: "\n"))
-        append(indentation)
+        newLine()
     }
 
     private mutating func separateElements() {
         bytes.append(UInt8(ascii: ","))
-        guard pretty else { return }
-        bytes.append(UInt8(ascii: "\n"))
-        append(indentation)
+        if pretty { newLine() }
     }
 
     private mutating func closeLevel(_ bracket: UInt8) {
         if pretty {
             indent -= 1
-            bytes.append(UInt8(ascii: "\n"))
-            append(indentation)
+            newLine()
         }
         bytes.append(bracket)
     }
