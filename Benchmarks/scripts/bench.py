@@ -125,19 +125,24 @@ def timed_or_error(argv):
     return json.loads(done.stdout), None
 
 
-def hyperfine(commands, runs_, warmup, work):
+def hyperfine(commands, runs_, warmup, work, rounds=1):
+    """Times commands with hyperfine. With rounds > 1 the commands take turns, in alternating
+    order, in `rounds` shorter hyperfine runs whose samples are pooled: on a shared VM whose
+    speed drifts, one command's runs are then not all taken at a different speed from another's."""
     out = os.path.join(work, "hyperfine.json")
-    args = ["hyperfine", "--style", "none", "--runs", str(runs_), "--warmup", str(warmup), "-N", "--export-json", out]
-    for name, command in commands:
-        args += ["-n", name, command]
-    sh(args)
-    with open(out) as handle:
-        data = json.load(handle)
-    result = {}
-    for entry in data["results"]:
-        times = [t * 1e9 for t in entry["times"]]
-        result[entry["command"]] = stats(times)
-    return result
+    pooled = {name: [] for name, _ in commands}
+    for turn in range(rounds):
+        order = commands if turn % 2 == 0 else list(reversed(commands))
+        args = ["hyperfine", "--style", "none", "--runs", str(max(1, runs_ // rounds)), "--warmup", str(warmup), "-N",
+                "--export-json", out]
+        for name, command in order:
+            args += ["-n", name, command]
+        sh(args)
+        with open(out) as handle:
+            data = json.load(handle)
+        for entry in data["results"]:
+            pooled[entry["command"]] += [t * 1e9 for t in entry["times"]]
+    return {name: stats(times) for name, times in pooled.items()}
 
 
 def peak_rss_kb(argv, count):
@@ -203,7 +208,8 @@ def scenario_cold(work, accounts):
     if len(tokens) != 1:
         raise SystemExit("the three lookups disagree on the token")
     quote = lambda argv: " ".join("'%s'" % a for a in argv)
-    times = hyperfine([("tokencache", quote(ours)), ("secret-tool", quote(floor))], runs("cold"), 3 if not SMOKE else 1, work)
+    times = hyperfine([("tokencache", quote(ours)), ("secret-tool", quote(floor))], runs("cold"), 2 if not SMOKE else 1, work,
+                      rounds=6 if not SMOKE else 1)
     times.update(hyperfine([("msal-python", quote(msal))], runs("cold_msal"), 2 if not SMOKE else 1, work))
     rss = {name: peak_rss_kb(argv, runs("rss")) for name, argv in (("tokencache", ours), ("secret-tool", floor), ("msal-python", msal))}
     calls = {name: dbus_calls(argv) for name, argv in (("tokencache", ours), ("secret-tool", floor), ("msal-python", msal))}

@@ -126,7 +126,7 @@ def markdown(r):
                  "`secret-tool lookup group G kind AccessToken key K` (the same item) vs MSAL Python + msal-extensions "
                  "(`PublicClientApplication(token_cache=PersistedTokenCache(LibsecretPersistence(...)))`, `get_accounts` + "
                  "`acquire_token_silent`) reading the same content (our group exported with `tokencache export` and stored in "
-                 "its persistence). All three print the same token. hyperfine (`-N`, warm-up runs first); peak RSS is GNU time "
+                 "its persistence). All three print the same token. hyperfine (`-N`, warm-up runs first; tokencache and secret-tool take turns in 6 rounds of 5 runs, in alternating order, samples pooled, so a drifting machine skews neither); peak RSS is GNU time "
                  "`%M`; D-Bus method calls counted with `dbus-monitor --profile`. MSAL Python's authority metadata request is "
                  "answered in-process (no network here), which flatters it.\n\n")
     rows = []

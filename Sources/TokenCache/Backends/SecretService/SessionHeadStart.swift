@@ -20,7 +20,9 @@ final class SessionHeadStart: @unchecked Sendable {
     init(libsecret: LibSecret, service: UnsafeMutablePointer<SecretService>, timeout: TimeInterval) {
         let reference = GObjectReference(service)
         let done = self.done
-        let thread = Thread {
+        // A Dispatch worker, usually idle already: creating a thread delayed the exchange by
+        // about a millisecond on a cold start.
+        DispatchQueue.global(qos: .userInitiated).async {
             let deadline = Deadline(seconds: timeout)
             var error: UnsafeMutablePointer<GError>?
             if libsecret.secret_service_ensure_session_sync(reference.pointer, deadline.cancellable, &error) == 0 {
@@ -29,8 +31,6 @@ final class SessionHeadStart: @unchecked Sendable {
             withExtendedLifetime(reference) {}
             done.signal()
         }
-        thread.name = "tokencache.secret-service-session"
-        thread.start()
     }
 
     /// Returns once the background attempt has finished (immediately after the first time).
