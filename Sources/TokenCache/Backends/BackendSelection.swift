@@ -82,7 +82,9 @@ public struct BackendSelection: Sendable {
                             detail: SecretServiceBackend.libsecretVersion))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
-        checks.append(.init(name: "OpenSSL", status: (try? LibCrypto.shared()) != nil ? .info : .warning,
+        // The encrypted file cannot work without libcrypto: a failure when the file would be used.
+        let fileWouldBeUsed = policy == .file || (policy == .automatic && secretServiceProblem != nil)
+        checks.append(.init(name: "OpenSSL", status: (try? LibCrypto.shared()) != nil ? .info : fileWouldBeUsed ? .failed : .warning,
                             detail: LibCrypto.description + " (encrypted file)"))
         // Only token refresh needs libcurl: without it the cache works and refresh fails, typed.
         checks.append(.init(name: "libcurl", status: (try? LibCurl.shared()) != nil ? .info : .warning,

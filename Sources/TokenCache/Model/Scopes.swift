@@ -6,7 +6,9 @@ enum Scopes {
     /// Splits a space-separated scope string, dropping empty parts. Splits the UTF-8 bytes:
     /// splitting the String walks grapheme clusters, and this runs for every cached token.
     static func split(_ target: String) -> [String] {
-        target.utf8.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\n") })
+        target.utf8.split(whereSeparator: {
+            $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r")
+        })
             .map { String(Substring($0)) }
     }
 

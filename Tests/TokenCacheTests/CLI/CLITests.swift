@@ -233,6 +233,7 @@ struct CLITests {
                 "\(list.stderr)")
         #expect(list.stderr.contains("apt-get install libssl3"), "\(list.stderr)")
         let doctor = try cli.run(["doctor", "--json"])
+        #expect(doctor.status == 1, "doctor fails: the file backend cannot work")
         #expect(doctor.stdout.contains("libcrypto 3, which the encrypted file needs, could not be loaded"), "\(doctor.stdout)")
         cli.environmentOverrides["TOKENCACHE_LIBCRYPTO_PATH"] = nil
         #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)

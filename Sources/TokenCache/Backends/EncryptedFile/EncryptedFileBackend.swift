@@ -278,10 +278,10 @@ public final class EncryptedFileBackend: CacheBackend {
                                   hint: "The file was written with a key, not a passphrase; use that key source")
         }
         var digest = Array(passphrase.utf8)
+        defer { OpenSSL.cleanse(&digest) }  // also when hashing fails
         // Cached by a hash of the passphrase, never the passphrase itself.
         let fingerprint = try OpenSSL.sha256(digest).map { String($0, radix: 16) }.joined()
         let cacheKey = "scrypt:\(kdf.salt):\(kdf.n):\(kdf.r):\(kdf.p):\(fingerprint)"
-        OpenSSL.cleanse(&digest)
         if let cached = keys.withLock({ $0[cacheKey] }) { return cached }
         let key = try OpenSSL.scrypt(passphrase: passphrase, salt: [UInt8](salt), n: kdf.n, r: kdf.r, p: kdf.p)
         keys.withLock { $0[cacheKey] = key }

@@ -46,6 +46,7 @@ final class LibCrypto: @unchecked Sendable {
         self.path = path
         // Kept for the life of the process, like the library.
         aes256GCM = functions.EVP_CIPHER_fetch!(nil, "AES-256-GCM", nil) ?? functions.EVP_aes_256_gcm!()
+        functions.ERR_clear_error!()  // a failed fetch queues errors that belong to no later call
     }
 
     private static func load() -> Result<LibCrypto, TokenCacheError> {

@@ -88,10 +88,13 @@ extension SecretServiceBackend {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         let arguments = [g_variant_new_string(interface), g_variant_new_string(name)]
+        // GDBus checks the reply's type: a malformed answer is an error, never a crash below.
+        let replyType = g_variant_type_new("(v)")
+        defer { g_variant_type_free(replyType) }
         let reply = arguments.withUnsafeBufferPointer { pointers in
             g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
                                         "org.freedesktop.DBus.Properties", "Get", g_variant_new_tuple(pointers.baseAddress, 2),
-                                        nil, G_DBUS_CALL_FLAGS_NONE, -1, deadline.cancellable, &error)
+                                        replyType, G_DBUS_CALL_FLAGS_NONE, -1, deadline.cancellable, &error)
         }
         guard let reply else { throw Self.map(error, deadline: deadline, action: "read the \(name) property of \(path)") }
         defer { g_variant_unref(reply) }

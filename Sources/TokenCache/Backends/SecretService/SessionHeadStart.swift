@@ -20,9 +20,10 @@ final class SessionHeadStart: @unchecked Sendable {
     init(libsecret: LibSecret, service: UnsafeMutablePointer<SecretService>, timeout: TimeInterval) {
         let reference = GObjectReference(service)
         let done = self.done
-        // A Dispatch worker, usually idle already: creating a thread delayed the exchange by
-        // about a millisecond on a cold start.
-        DispatchQueue.global(qos: .userInitiated).async {
+        // A private queue: Dispatch runs it on an idle worker when there is one (creating a
+        // Thread delayed the exchange by about a millisecond on a cold start), and, unlike the
+        // width-limited global queues that Swift tasks share, always gets a thread.
+        DispatchQueue(label: "tokencache.secret-service-session").async {
             let deadline = Deadline(seconds: timeout)
             var error: UnsafeMutablePointer<GError>?
             if libsecret.secret_service_ensure_session_sync(reference.pointer, deadline.cancellable, &error) == 0 {
