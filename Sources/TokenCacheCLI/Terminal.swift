@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,18 +22,18 @@ enum Terminal {
     static func error(_ message: String, hint: String?) {
         var text = "error: \(message)\n"
         if let hint { text += "hint: \(hint)\n" }
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardIO.write(Data(text.utf8), to: STDERR_FILENO)
     }
 
     static func warning(_ message: String) {
-        FileHandle.standardError.write(Data("warning: \(message)\n".utf8))
+        StandardIO.write(Data("warning: \(message)\n".utf8), to: STDERR_FILENO)
     }
 
     /// Asks a yes/no question on the terminal; false on anything but y/yes.
     static func confirm(_ question: String) -> Bool {
-        FileHandle.standardError.write(Data("\(question) [y/N] ".utf8))
+        StandardIO.write(Data("\(question) [y/N] ".utf8), to: STDERR_FILENO)
         guard let answer = readLine() else { return false }
-        return ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased())
+        return ["y", "yes"].contains(answer.filter { $0 != " " && $0 != "\t" }.lowercased())
     }
 
     /// Prints rows as a table with aligned columns.
@@ -43,7 +43,7 @@ enum Terminal {
         }
         func line(_ row: [String]) -> String {
             indent + row.enumerated().map { i, cell in
-                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                i == row.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[i] - cell.count))
             }.joined(separator: "  ")
         }
         return ([dim(line(header))] + rows.map(line)).joined(separator: "\n")
@@ -58,11 +58,14 @@ enum Terminal {
         return seconds > 0 ? "in \(span(seconds))" : "expired \(span(-seconds)) ago"
     }
 
+    /// "2026-11-24 09:30" in the local time zone (TZ, else /etc/localtime).
     static func localTime(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        formatter.timeZone = .current
-        return formatter.string(from: date)
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return date.formatted(.iso8601) }
+        func twoDigits(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(twoDigits(parts.tm_mon + 1))-\(twoDigits(parts.tm_mday)) "
+            + "\(twoDigits(parts.tm_hour)):\(twoDigits(parts.tm_min))"
     }
 }
 
@@ -78,6 +81,40 @@ enum JSONOutput {
 
     /// Prints a JSON document and a newline.
     static func print(_ json: Data) {
-        FileHandle.standardOutput.write(json + Data("\n".utf8))
+        StandardIO.write(json + Data("\n".utf8), to: STDOUT_FILENO)
+    }
+}
+
+/// The standard streams and other descriptors, read and written whole (without Foundation's
+/// FileHandle: the CLI links FoundationEssentials only).
+enum StandardIO {
+    /// Writes every byte, retrying short writes and interruptions. Returns false on an error
+    /// (for example EPIPE when the reader went away).
+    @discardableResult
+    static func write(_ data: Data, to descriptor: Int32) -> Bool {
+        data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                offset += written
+            }
+            return true
+        }
+    }
+
+    /// Everything readable from `descriptor` until end of file.
+    static func readAll(from descriptor: Int32) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return data }
+            data.append(contentsOf: buffer[0..<count])
+        }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An app's token-cache settings: the Linux counterpart of declaring MSAL settings and keychain
 /// sharing groups in an iOS app. Usually generated at build time from a `tokencache.json` by the

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Where tokens come from: an authority URL such as
 /// `https://login.microsoftonline.com/contoso.onmicrosoft.com`.

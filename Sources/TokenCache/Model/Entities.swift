@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Typed, read-only views over cache entries. Each keeps the whole ``CacheEntry`` so that no
 /// field is lost when the entity is written back.

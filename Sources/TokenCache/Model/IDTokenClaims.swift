@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The claims of an ID token that apps commonly show. MSAL does not validate ID tokens it
 /// receives directly from the token endpoint, and neither does this library: it only decodes.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A JSON value, kept exactly as read so that fields written by another MSAL SDK survive a
 /// round trip through this library unchanged.
@@ -24,7 +24,7 @@ public enum JSONValue: Sendable, Hashable {
         case .string(let text):
             // Plain digits, the common case, skip Foundation's trimming (8 % of a large listing).
             if let seconds = ASCII.digitsValue(text) { return Double(seconds) }
-            return Double(text.trimmingCharacters(in: .whitespaces))
+            return Double(ASCII.trimmed(text))
         case .integer(let value): return Double(value)
         case .double(let value): return value.isFinite ? value : nil
         default: return nil

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A successful OAuth 2.0 token endpoint response (RFC 6749 section 5.1, plus Microsoft's
 /// `client_info`, `ext_expires_in`, `refresh_in` and `foci`).
@@ -110,7 +110,7 @@ public struct TokenResponse: Sendable, Hashable {
             }
             value = exact
         case .string(let text)?:
-            guard let number = Int(text.trimmingCharacters(in: .whitespaces)) else {
+            guard let number = Int(ASCII.trimmed(text)) else {
                 throw TokenCacheError.invalidResponse(field, "must be a number of seconds, got a non-numeric string")
             }
             value = number

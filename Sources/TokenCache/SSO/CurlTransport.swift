@@ -1,5 +1,6 @@
 internal import CCurl
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// The default HTTP transport: libcurl, loaded at run time on the first request.
 ///
@@ -180,11 +181,11 @@ private final class CurlTransfer: @unchecked Sendable {
 
     /// Header lines of the last response (a new status line starts over: 100-continue, proxies).
     private func header(line: String) {
-        let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = ASCII.trimmed(line, newlines: true)
         if text.hasPrefix("HTTP/") { headers = [:]; return }
         guard let colon = text.firstIndex(of: ":") else { return }
-        let name = text[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-        headers[name] = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let name = ASCII.trimmed(text[..<colon]).lowercased()
+        headers[name] = ASCII.trimmed(text[text.index(after: colon)...])
     }
 
     private func error(_ code: TCCurlCode) -> HTTPTransportError {

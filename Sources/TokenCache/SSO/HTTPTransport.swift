@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An HTTP request, as the token client sends it.
 public struct HTTPRequest: Sendable {

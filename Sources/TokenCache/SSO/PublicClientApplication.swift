@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// A public client app (desktop app or command-line tool) that gets tokens silently from the

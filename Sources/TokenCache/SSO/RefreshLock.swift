@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,7 +17,7 @@ final class RefreshLock: Sendable {
             return URL(fileURLWithPath: runtime).appendingPathComponent("tokencache/locks")
         }
         let cache = environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? (NSHomeDirectory() + "/.cache")
+            ?? (FileIO.homeDirectory + "/.cache")
         return URL(fileURLWithPath: cache).appendingPathComponent("tokencache/locks")
     }
 

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
 
 /// Talks to an authority's token endpoint: OpenID discovery and the refresh-token grant.
@@ -122,11 +123,8 @@ final class TokenEndpointClient: Sendable {
     }
 
     static func formEncode(_ form: [String: String]) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return form.sorted { $0.key < $1.key }.map { key, value in
-            "\(key.addingPercentEncoding(withAllowedCharacters: allowed)!)=\(value.addingPercentEncoding(withAllowedCharacters: allowed)!)"
-        }.joined(separator: "&")
+        form.sorted { $0.key < $1.key }.map { "\(ASCII.percentEncoded($0.key))=\(ASCII.percentEncoded($0.value))" }
+            .joined(separator: "&")
     }
 }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension AccountStore {
     /// Largest MSAL JSON cache accepted for import.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The account store: MSAL-schema token caches for several client apps sharing one group.

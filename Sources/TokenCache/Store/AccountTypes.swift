@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An account as an app sees it: one user at one authority host, across the tenants the
 /// cache holds for them.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a group holds, without any secret: for admin tools (`tokencache list`) and apps that
 /// show signed-in accounts. The JSON form (sorted keys) is a stable, documented schema.

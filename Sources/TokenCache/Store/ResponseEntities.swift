@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The entities MSAL Python 1.39's `TokenCache.add` creates for one token response.
 struct ResponseEntities: Sendable {

@@ -38,6 +38,45 @@ enum ASCII {
         }
     }
 
+    /// The text without leading and trailing spaces and tabs (and, with `newlines`, CR and LF).
+    static func trimmed(_ text: some StringProtocol, newlines: Bool = false) -> String {
+        func isBlank(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
+                || (newlines && (byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")))
+        }
+        let utf8 = Array(text.utf8)
+        guard let first = utf8.firstIndex(where: { !isBlank($0) }), let last = utf8.lastIndex(where: { !isBlank($0) }) else { return "" }
+        return String(decoding: utf8[first...last], as: UTF8.self)
+    }
+
+    /// Lower-case hexadecimal, two digits a byte.
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        var text = ""
+        for byte in bytes {
+            text.append(Character(Unicode.Scalar(hexDigits[Int(byte >> 4)])))
+            text.append(Character(Unicode.Scalar(hexDigits[Int(byte & 0x0F)])))
+        }
+        return text
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// `application/x-www-form-urlencoded` escaping (RFC 3986 unreserved characters stay; every
+    /// other byte of the UTF-8 form, non-ASCII included, becomes %XX).
+    static func percentEncoded(_ text: String) -> String {
+        var encoded = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.append(Character(Unicode.Scalar(byte)))
+            default:
+                encoded += "%" + hex([byte]).uppercased()
+            }
+        }
+        return encoded
+    }
+
     @inline(__always)
     private static func lower(_ byte: UInt8) -> UInt8 { byte >= 65 && byte <= 90 ? byte + 32 : byte }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 enum Base64URL {
     /// Decodes unpadded (or padded) base64url, as used by JWTs and `client_info`.
@@ -31,8 +31,8 @@ enum Base64URL {
     /// Encodes without padding.
     static func encode(_ data: Data) -> String {
         data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+            .replacing("+", with: "-")
+            .replacing("/", with: "_")
+            .replacing("=", with: "")
     }
 }

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A C library opened at run time with `dlopen(RTLD_NOW | RTLD_LOCAL)`, its functions resolved
 /// into a table up front, so a missing library or symbol is one typed error rather than a crash

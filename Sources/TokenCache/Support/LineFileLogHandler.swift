@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -48,7 +48,7 @@ public struct LineFileLogHandler: LogHandler {
         var fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         if let error = event.error { fields.append("error=\(error)") }
         let text = "\(getpid()) \(event.level) \(label): \(event.message) \(fields.joined(separator: " "))"
-            .replacingOccurrences(of: "\n", with: "\\n") + "\n"
+            .replacing("\n", with: "\\n") + "\n"
         var bytes = Array(text.utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
     }

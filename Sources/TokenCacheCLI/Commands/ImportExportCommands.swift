@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import TokenCache
 #if canImport(Glibc)
 import Glibc
@@ -74,15 +74,17 @@ struct ExportCommand: ParsableCommand {
                     throw CLIError.failed("Cannot create \(output): \(String(cString: strerror(errno))).",
                                           hint: "Choose a path that does not exist yet")
                 }
-                let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-                try handle.write(contentsOf: data)
-                try handle.synchronize()
+                defer { close(descriptor) }
+                guard StandardIO.write(data, to: descriptor), fsync(descriptor) == 0 else {
+                    throw CLIError.failed("Cannot write \(output): \(String(cString: strerror(errno))).",
+                                          hint: "Check the free space; delete the partial file, it holds secrets")
+                }
                 print("Exported group \(store.group) to \(output) (mode 0600). It holds secrets: delete it when done.")
             } else {
                 if Terminal.stdoutIsTerminal {
                     Terminal.warning("the export below holds tokens; anyone who sees it can use them")
                 }
-                FileHandle.standardOutput.write(data + Data("\n".utf8))
+                StandardIO.write(data + Data("\n".utf8), to: STDOUT_FILENO)
             }
         }
     }

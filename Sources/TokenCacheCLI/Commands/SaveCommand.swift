@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import TokenCache
 
 struct SaveCommand: ParsableCommand {
@@ -43,7 +44,7 @@ struct SaveCommand: ParsableCommand {
                 }
                 body = data
             } else {
-                body = FileHandle.standardInput.readDataToEndOfFile()
+                body = StandardIO.readAll(from: STDIN_FILENO)
             }
             let store = try store.openStore()
             let result = try store.save(responseJSON: body, clientID: client, authority: authority, scopes: scopeList(scopes))

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The encrypted cache file, format version 1 (see docs/EncryptedFile.md):
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,7 +68,7 @@ public final class EncryptedFileBackend: CacheBackend {
     /// `$XDG_DATA_HOME/tokencache`, or `~/.local/share/tokencache`.
     public static var defaultDirectory: URL {
         let environment = ProcessInfo.processInfo.environment
-        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (NSHomeDirectory() + "/.local/share")
+        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (FileIO.homeDirectory + "/.local/share")
         return URL(fileURLWithPath: dataHome).appendingPathComponent("tokencache")
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,6 +57,19 @@ enum FileIO {
         return nil
     }
 
+    /// The user's home directory: `$HOME` when set (as Foundation's `NSHomeDirectory`), else
+    /// the password database's entry.
+    static var homeDirectory: String {
+        if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty { return home }
+        var record = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        if getpwuid_r(geteuid(), &record, &buffer, buffer.count, &result) == 0, let result, let directory = result.pointee.pw_dir {
+            return String(cString: directory)
+        }
+        return "/"
+    }
+
     static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
         let limit = 256 << 20
         // Read straight into a buffer of the file's size (plus room to see the end), not through
@@ -113,10 +126,10 @@ enum FileIO {
     /// `path` and syncs the directory. On failure the old file is untouched and the temporary
     /// file removed.
     static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String) throws(TokenCacheError) -> stat {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         var random = [UInt8](repeating: 0, count: 6)
         try? OpenSSL.randomBytes(&random)
-        let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + random.map { String(format: "%02x", $0) }.joined()
+        let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + ASCII.hex(random)
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw error("create", temporary) }
         var committed = false

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// OpenSSL's libcrypto 3, loaded at run time when the encrypted file is first used
 /// (``DynamicLibrary``): processes that only use the Secret Service never map it.

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// 256-bit key material that is zeroed when released. Never printed.
 final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
@@ -34,7 +34,7 @@ final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     /// A public identifier: the first 8 bytes of SHA-256 of the key, in hex. Reveals nothing.
     func identifier() throws(TokenCacheError) -> String {
         let digest = try OpenSSL.sha256(UnsafeRawBufferPointer(buffer))
-        return digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+        return ASCII.hex(digest.prefix(8))
     }
 
     var description: String { "SymmetricKey(<redacted>)" }

@@ -1,5 +1,6 @@
 internal import CLibSecret
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// Small owning wrappers for the GLib values the Secret Service backend passes to libsecret.
 /// Each frees its C value in deinit; none leaves this folder.

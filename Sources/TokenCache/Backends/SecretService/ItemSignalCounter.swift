@@ -1,5 +1,6 @@
 internal import CLibSecret
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Counts the Secret Service's item signals (ItemCreated, ItemChanged, ItemDeleted on any
@@ -29,9 +30,8 @@ final class ItemSignalCounter: @unchecked Sendable {
         subscription = Subscription(connection: connection)
         // The thread holds the tally and the subscription state, never `self`.
         let (tally, subscription) = (tally, subscription)
-        let thread = Thread { Self.run(tally: tally, subscription: subscription) }
-        thread.name = "tokencache.secret-service-signals"
-        thread.start()
+        // A private queue always gets its own thread; this one keeps it for the counter's life.
+        DispatchQueue(label: "tokencache.secret-service-signals").async { Self.run(tally: tally, subscription: subscription) }
         // Not waited for here: the subscription's round trip to the bus overlaps the backend's
         // first calls (0.5 ms of a cold lookup), and every reader of the counts waits for it.
     }

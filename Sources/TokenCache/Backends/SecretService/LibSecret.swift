@@ -1,5 +1,5 @@
 internal import CLibSecret
-import Foundation
+import FoundationEssentials
 
 /// libsecret, loaded at run time: the package does not link it, so programs start on machines
 /// without it (servers, containers, WSL) and automatic selection falls back to the encrypted file.

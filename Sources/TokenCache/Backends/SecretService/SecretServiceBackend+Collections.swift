@@ -1,5 +1,5 @@
 internal import CLibSecret
-import Foundation
+import FoundationEssentials
 
 extension SecretServiceBackend {
     /// The D-Bus object path of the collection a group maps onto (resolved once, then cached).

@@ -1,5 +1,5 @@
 internal import CLibSecret
-import Foundation
+import FoundationEssentials
 
 /// The primary storage: each cache entry is one Secret Service item (GNOME Keyring, KWallet,
 /// KeePassXC), the way MSAL keeps one keychain item per entity, and each group maps onto a

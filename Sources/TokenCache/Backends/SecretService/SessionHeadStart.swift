@@ -1,5 +1,6 @@
 internal import CLibSecret
-import Foundation
+import Dispatch
+import FoundationEssentials
 
 /// Opens the encrypted transfer session in the background while the backend's first searches run.
 ///
