@@ -98,8 +98,7 @@ do {
     print("an access token for \(token.scopes.joined(separator: " ")), expires \(token.expiresOn); the rotated refresh token was saved")
     let again = try await notesApp.acquireTokenSilent(scopes: ["Notes.Read"], account: alice)
     print("Asking again is served from the cache: \(again.accessToken == token.accessToken)")
-    // Registered once Notes has signed in: app metadata written before any sign-in would say
-    // "no family" and hide the family refresh token from Notes.
+    // The name `tokencache list` shows for Notes.
     try notesStore.setAppDisplayName(notes.name, clientID: notes.clientID, authority: authority)
 
     section("Every account in the group, as `tokencache list` shows it")

@@ -307,18 +307,22 @@ public final class AccountStore: Sendable {
 
     /// Records a readable name for an app in its app metadata (`display_name`, an extra field
     /// other SDKs keep and ignore), so admins see "Notes" rather than a client ID in
-    /// `tokencache list`. Later saves keep it.
-    ///
-    /// Call it once the app has signed in (saved a token response): app metadata written before
-    /// then carries no `family_id`, which MSAL's rules read as "not in a family", so an app that
-    /// never signed in would no longer find the family refresh token for single sign-on.
+    /// `tokencache list`. Later saves keep it. It may be called before the app's first sign-in.
     public func setAppDisplayName(_ name: String, clientID: String, authority: Authority) throws(TokenCacheError) {
         try Self.validate(clientID: clientID)
         try Self.validate(appDisplayName: name)
         try mutate { index in
             var entry = CacheEntry(kind: .appMetadata, fields: ["client_id": .string(clientID),
                                                                 "environment": .string(authority.environment)])
-            if let stored = index.existing(matching: entry) { entry = stored }
+            if let stored = index.existing(matching: entry) {
+                entry = stored
+            } else {
+                // MSAL reads app metadata without `family_id` as "not in a family" and then
+                // skips the family refresh token; without any app metadata it tries family 1.
+                // Metadata made only for a name says the latter, so naming an app before its
+                // first sign-in keeps single sign-on. That sign-in's response sets the real value.
+                entry.fields["family_id"] = .string("1")
+            }
             entry.fields["display_name"] = .string(name)
             return Self.upsert(entry, in: index)
         } result: { _ in () }

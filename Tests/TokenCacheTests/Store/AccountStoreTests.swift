@@ -90,6 +90,22 @@ struct SavingTests {
         #expect(metadata.displayName == "Mail App")
         #expect(metadata.familyID == "1")
     }
+
+    @Test("Naming an app before its first sign-in keeps the family refresh token in reach; its first response sets the real family")
+    func displayNameBeforeSignIn() throws {
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, foci: "1", tag: "fam")), clientID: Fixtures.appOne,
+                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        try store.setAppDisplayName("Notes", clientID: Fixtures.appTwo, authority: Fixtures.authority())
+        let account = try #require(try store.allAccounts().first)
+        #expect(try store.refreshToken(clientID: Fixtures.appTwo, account: account)?.secret == "rt-\(Fixtures.alice.uid)-fam")
+        // App two's own sign-in answers without a family: from then on only its own token.
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, foci: nil, tag: "own")), clientID: Fixtures.appTwo,
+                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        let metadata = try #require(try store.appMetadata(clientID: Fixtures.appTwo).first)
+        #expect(metadata.displayName == "Notes")
+        #expect(metadata.familyID == nil)
+        #expect(try store.refreshTokens(clientID: Fixtures.appTwo, account: account).map(\.secret) == ["rt-\(Fixtures.alice.uid)-own"])
+    }
 }
 
 @Suite("Account store: finding tokens", .capturesLogs)
