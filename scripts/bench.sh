@@ -7,6 +7,7 @@
 #
 #   scripts/bench.sh                 the full run (about 10-15 minutes on 2 cores)
 #   BENCH_SMOKE=1 scripts/bench.sh   a quick run with few repetitions, to check the machinery
+#                                    (written to Benchmarks/results/smoke/, which git ignores)
 #
 # Never touches a real keyring: every scenario runs in scripts/with-test-keyring.sh. Numbers are
 # only meaningful on an otherwise idle machine; RESULTS.md records the load average.

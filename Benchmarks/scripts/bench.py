@@ -25,7 +25,9 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPTS = os.path.join(ROOT, "Benchmarks", "scripts")
-RESULTS = os.path.join(ROOT, "Benchmarks", "results")
+SMOKE = os.environ.get("BENCH_SMOKE") == "1"
+# A smoke run (few repetitions, to check the machinery) never replaces the committed results.
+RESULTS = os.path.join(ROOT, "Benchmarks", "results", "smoke") if SMOKE else os.path.join(ROOT, "Benchmarks", "results")
 PY = os.path.join(ROOT, ".venv", "bin", "python")
 GROUP = "com.microsoft.identity.universalstorage"
 TENANT = "11111111-1111-1111-1111-111111111111"
@@ -33,7 +35,6 @@ AUTHORITY = "https://login.microsoftonline.com/" + TENANT
 CLIENTS = ["aaaaaaaa-0000-0000-0000-000000000001", "aaaaaaaa-0000-0000-0000-000000000002",
            "aaaaaaaa-0000-0000-0000-000000000003"]
 KEYRING_PASSWORD = "bench-password"
-SMOKE = os.environ.get("BENCH_SMOKE") == "1"
 
 # Runs per measurement (full, smoke).
 RUNS = {
