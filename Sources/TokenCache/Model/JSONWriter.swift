@@ -127,16 +127,14 @@ struct JSONWriter {
                 case 0x09: append("\\t")
                 default:
                     append("\\u00")
-                    bytes.append(Self.hexDigits[Int(byte >> 4)])
-                    bytes.append(Self.hexDigits[Int(byte & 0x0F)])
+                    bytes.append(ASCII.hexDigits[Int(byte >> 4)])
+                    bytes.append(ASCII.hexDigits[Int(byte & 0x0F)])
                 }
             }
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[plainStart...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     private mutating func append(_ text: String) {
         bytes.append(contentsOf: text.utf8)

@@ -59,7 +59,8 @@ enum ASCII {
         return text
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    /// The lower-case hexadecimal digits as UTF-8 bytes (also JSON's `\u00XX` escapes).
+    static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// `application/x-www-form-urlencoded` escaping (RFC 3986 unreserved characters stay; every
     /// other byte of the UTF-8 form, non-ASCII included, becomes %XX).
