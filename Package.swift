@@ -53,7 +53,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["CMalloc", "TokenCacheCLI"]
+            dependencies: ["CMalloc", "TokenCache", "TokenCacheCLI"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.
@@ -89,7 +89,7 @@ let package = Package(
 
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheTestHelper"],
+            dependencies: ["TokenCache", "TokenCacheCLI", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

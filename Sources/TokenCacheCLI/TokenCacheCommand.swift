@@ -33,6 +33,21 @@ public struct TokenCacheCommand: AsyncParsableCommand {
     )
 
     public init() {}
+
+    /// Whether a command line may open the cache on the Secret Service: it names a subcommand
+    /// (each opens the cache), asks for no help, and does not choose `--backend file`.
+    ///
+    /// Decided from the raw arguments before they are parsed, so that `main` can start the
+    /// connection meanwhile (``SecretServiceBackend/connectInBackground(callTimeout:)``); a
+    /// wrong guess costs only a connection left unused.
+    public static func mayUseSecretService(_ arguments: [String]) -> Bool {
+        guard let subcommand = arguments.first,
+              configuration.subcommands.contains(where: { $0._commandName == subcommand }) else { return false }
+        let options = arguments.dropFirst()
+        if options.contains(where: { ["-h", "--help", "-help", "--help-hidden"].contains($0) }) { return false }
+        if options.contains("--backend=file") { return false }
+        return !zip(options, options.dropFirst()).contains { $0 == "--backend" && $1 == "file" }
+    }
 }
 
 enum TokenCacheVersion {

@@ -33,9 +33,11 @@ let secretServiceCommands: [String: HelperCommand] = [
         printJSON(["entries": try backend.load(group).entries.count, "rssBeforeKB": before, "rssAfterKB": after,
                    "bytesRead": bytesPerRead * count])
     },
-    // ss-probe: connects and reports the outcome (used with no bus, or no daemon).
-    "ss-probe": { _ in
+    // ss-probe [early]: connects (with `early`, through connectInBackground first) and reports
+    // the outcome (used with no bus, or no daemon).
+    "ss-probe": { arguments in
         do {
+            if arguments.first == "early" { SecretServiceBackend.connectInBackground() }
             let backend = try SecretServiceBackend()
             _ = try backend.load(.universalStorage)
             // Whether reading from the Secret Service mapped OpenSSL (it should not: it is only
@@ -45,6 +47,16 @@ let secretServiceCommands: [String: HelperCommand] = [
         } catch {
             printJSON(["result": code(error), "message": ((error as? TokenCacheError)?.message ?? "\(error)")])
         }
+    },
+    // ss-early GROUP: connectInBackground, then two backends read the group's accounts: which
+    // of them took the background connection, and what each read.
+    "ss-early": { arguments in
+        let group = try CacheGroup(arguments[0])
+        SecretServiceBackend.connectInBackground()
+        let first = try SecretServiceBackend(), second = try SecretServiceBackend()
+        printJSON(["firstEarly": first.connectedInBackground, "secondEarly": second.connectedInBackground,
+                   "first": try AccountStore(backend: first, group: group).allAccounts().map(\.username),
+                   "second": try AccountStore(backend: second, group: group).allAccounts().map(\.username)])
     },
     // ss-dedicated LABEL: round trip through a dedicated collection found by label.
     "ss-dedicated": { arguments in

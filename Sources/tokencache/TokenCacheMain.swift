@@ -1,4 +1,5 @@
 import CMalloc
+import TokenCache
 import TokenCacheCLI
 
 /// The `tokencache` executable: everything lives in TokenCacheCLI.
@@ -10,6 +11,12 @@ struct TokenCacheMain {
         // to list 1,000 accounts. The few threads of a command rarely allocate at the same
         // moment, so sharing one arena costs nothing measurable. Set before they start.
         mallopt(M_ARENA_MAX, 1)
+        // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
+        // key exchange) overlaps parsing the command line, a third of a cold `tokencache token`'s
+        // start-up.
+        if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {
+            SecretServiceBackend.connectInBackground()
+        }
         await TokenCacheCommand.main()
     }
 }

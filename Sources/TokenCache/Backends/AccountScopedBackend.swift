@@ -26,16 +26,17 @@ public struct AccountScopedBackend: CacheBackend {
 
     /// A view for the accounts whose username (case-insensitive) or home account ID is
     /// `usernameOrHomeAccountID`: found by the `username` attribute, else the home account ID
-    /// attribute, else (records written before the `username` attribute existed, or a home
-    /// account ID in other letter case) by reading every account record.
+    /// attribute (attributes only: on the Secret Service no secret is read, so this goes ahead
+    /// of the session's key exchange), else (records written before the `username` attribute
+    /// existed, or a home account ID in other letter case) by reading every account record.
     public init(_ base: any CacheBackend, account usernameOrHomeAccountID: String,
                 in group: CacheGroup) throws(TokenCacheError) {
         let wanted = usernameOrHomeAccountID.lowercased()
-        var records = try base.entries(of: .account, matching: [.username: wanted], in: group)
-        if records.isEmpty { records = try base.entries(of: .account, matching: [.homeAccountID: usernameOrHomeAccountID], in: group) }
-        if records.isEmpty { records = try base.entries(of: .account, matching: [:], in: group) }
-        let matching = records.filter { ($0["username"] ?? "").lowercased() == wanted || ($0["home_account_id"] ?? "").lowercased() == wanted }
-        self.init(base, homeAccountIDs: Set(matching.compactMap { $0["home_account_id"] }))
+        var records = try base.attributes(of: .account, matching: [.username: wanted], in: group)
+        if records.isEmpty { records = try base.attributes(of: .account, matching: [.homeAccountID: usernameOrHomeAccountID], in: group) }
+        if records.isEmpty { records = try base.entries(of: .account, matching: [:], in: group).map(\.queryableAttributes) }
+        let matching = records.filter { $0[.username] == wanted || ($0[.homeAccountID] ?? "").lowercased() == wanted }
+        self.init(base, homeAccountIDs: Set(matching.compactMap { $0[.homeAccountID] }))
     }
 
     public func location(of group: CacheGroup) -> String { base.location(of: group) }
@@ -56,6 +57,11 @@ public struct AccountScopedBackend: CacheBackend {
 
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try base.entries(matchingAny: queries, in: group)
+    }
+
+    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                           in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
+        try base.attributes(of: kind, matching: attributes, in: group)
     }
 
     public func apply(_ changes: [CacheChange], to group: CacheGroup,

@@ -86,6 +86,12 @@ public protocol CacheBackend: Sendable {
     /// answers with one search per query and a single read of all the matches.
     func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry]
 
+    /// The queryable attributes (as stored: usernames lowercased) of the entries of one kind
+    /// whose attributes equal the given values. A backend that keeps attributes apart from
+    /// secrets answers without reading any secret (the Secret Service: no session needed).
+    func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                    in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]]
+
     /// Applies changes in order. Entries not named in `changes` are left as they are, including
     /// ones other processes wrote meanwhile.
     ///
@@ -110,5 +116,21 @@ extension CacheBackend {
 
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try load(group).entries.filter { entry in queries.contains { $0.matches(entry) } }
+    }
+
+    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                           in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
+        try entries(of: kind, matching: attributes, in: group).map(\.queryableAttributes)
+    }
+}
+
+extension CacheEntry {
+    /// The entry's attributes as stored and compared (usernames lowercased), empty ones left out.
+    var queryableAttributes: [CacheAttribute: String] {
+        var attributes: [CacheAttribute: String] = [:]
+        for attribute in CacheAttribute.allCases {
+            if let value = self[attribute.rawValue], !value.isEmpty { attributes[attribute] = attribute.normalized(value) }
+        }
+        return attributes
     }
 }

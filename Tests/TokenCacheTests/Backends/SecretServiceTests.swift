@@ -352,6 +352,41 @@ struct SecretServiceTests {
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         environment["DISPLAY"] = nil
         #expect(try runProcess(Self.helper, ["ss-probe"], environment: environment).stdout.contains(#""result":"noSessionBus""#))
+        // A failed background connection is forgotten: the backend connects itself and reports why.
+        #expect(try runProcess(Self.helper, ["ss-probe", "early"], environment: environment).stdout.contains(#""result":"noSessionBus""#))
+    }
+
+    @Test("A connection started in the background is taken by the next backend, which reads the group; later backends connect themselves")
+    func connectionInBackground() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        let output = try runProcess(Self.helper, ["ss-early", group.name])
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any], "\(output.stderr)")
+        #expect(result["firstEarly"] as? Bool == true)
+        #expect(result["secondEarly"] as? Bool == false)
+        #expect(result["first"] as? [String] == [Fixtures.alice.username])
+        #expect(result["second"] as? [String] == [Fixtures.alice.username])
+    }
+
+    @Test("Attributes are read without secrets and equal what the in-memory backend derives from the same entries")
+    func attributesWithoutSecrets() throws {
+        let backend = try SecretServiceBackend()
+        let store = AccountStore(backend: backend, group: group)
+        defer { try? store.removeAll() }
+        let memory = AccountStore(backend: InMemoryBackend(), group: group)
+        for target in [store, memory] {
+            try save(target, Fixtures.alice, client: Fixtures.appOne)
+            try save(target, Fixtures.bob, client: Fixtures.appOne)
+        }
+        let found = try backend.attributes(of: .account, matching: [.username: "ALICE@Contoso.com"], in: group)
+        #expect(found.count == 1)
+        #expect(found.first?[.homeAccountID] == Fixtures.alice.homeAccountID)
+        #expect(found.first?[.username] == Fixtures.alice.username.lowercased())
+        #expect(found == (try memory.backend.attributes(of: .account, matching: [.username: "ALICE@Contoso.com"], in: group)))
+        let tokens = try backend.attributes(of: .accessToken, matching: [.homeAccountID: Fixtures.bob.homeAccountID], in: group)
+        #expect(tokens.map { $0[.clientID] } == [Fixtures.appOne])
+        #expect(try backend.attributes(of: .account, matching: [.username: "nobody@contoso.com"], in: group).isEmpty)
     }
 
     @Test("Automatic selection picks the Secret Service with a bus, and the encrypted file without one")

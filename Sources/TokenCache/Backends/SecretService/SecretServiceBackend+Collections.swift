@@ -82,7 +82,7 @@ extension SecretServiceBackend {
 
     /// One property of a Secret Service object, read with one Properties.Get call and converted
     /// by `read` (nil when the value has another type: a protocol error).
-    private func property<Value>(_ name: String, of path: String, interface: String = "org.freedesktop.Secret.Collection",
+    func property<Value>(_ name: String, of path: String, interface: String = "org.freedesktop.Secret.Collection",
                                  as read: (OpaquePointer) -> Value?) throws(TokenCacheError) -> Value {
         let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
         let deadline = Deadline(seconds: options.callTimeout)
@@ -117,6 +117,20 @@ extension SecretServiceBackend {
 
     private static func string(_ value: OpaquePointer) -> String? {
         type(of: value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
+    }
+
+    /// An `a{ss}` value, such as an item's Attributes.
+    static func stringDictionary(_ value: OpaquePointer) -> [String: String]? {
+        guard type(of: value) == "a{ss}" else { return nil }
+        var dictionary: [String: String] = [:]
+        for index in 0..<g_variant_n_children(value) {
+            let entry = g_variant_get_child_value(value, index)
+            defer { g_variant_unref(entry) }
+            let key = g_variant_get_child_value(entry, 0), value = g_variant_get_child_value(entry, 1)
+            defer { g_variant_unref(key); g_variant_unref(value) }
+            dictionary[String(cString: g_variant_get_string(key, nil))] = String(cString: g_variant_get_string(value, nil))
+        }
+        return dictionary
     }
 
     private static func paths(_ value: OpaquePointer) -> [String]? {

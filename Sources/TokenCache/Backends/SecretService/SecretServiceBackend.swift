@@ -65,49 +65,36 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     let schema: UnsafeMutablePointer<SecretSchema>
     let signals: ItemSignalCounter
     let session: SessionHeadStart
+    /// Owns `service`, `signals` and `session`.
+    private let connection: Connection
+    /// Whether this backend took the connection ``connectInBackground(callTimeout:)`` made.
+    @_spi(Testing) public let connectedInBackground: Bool
     private let collectionPaths = Locked<[CollectionMapping: String]>([:])
 
     func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
     func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
 
-    /// Connects to the Secret Service on the session bus, loading libsecret on first use.
+    /// Connects to the Secret Service on the session bus, loading libsecret on first use; takes
+    /// the connection ``connectInBackground(callTimeout:)`` made, when it is ready in time.
     /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus`, `noSecretService` or `timedOut`.
     public init(options: Options = Options()) throws(TokenCacheError) {
         self.options = options
-        let libsecret = try LibSecret.shared()
-        self.libsecret = libsecret
-        let environment = ProcessInfo.processInfo.environment
-        let bus = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
-        // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
-        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-        if bus.isEmpty && !runtimeBus && environment["DISPLAY"] == nil {
-            throw TokenCacheError(.noSessionBus, "There is no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set).",
-                                  hint: "Use the encrypted-file backend (--backend file), or run inside a desktop session")
+        let early = Connection.takeEarly(waitingAtMost: options.callTimeout)
+        connectedInBackground = early != nil
+        if let early {
+            connection = early
+        } else {
+            connection = try Connection(callTimeout: options.callTimeout)
         }
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        // No session yet: it opens in the background (SessionHeadStart).
-        guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
-                                                               deadline.cancellable, &error) else {
-            throw Self.map(error, deadline: deadline, action: "connect to the Secret Service")
-        }
-        // The proxy is created even when nobody owns the name (and activation failed).
-        let owner = g_dbus_proxy_get_name_owner(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
-        defer { g_free(owner) }
-        guard owner != nil else {
-            g_object_unref(UnsafeMutableRawPointer(service))
-            throw Self.noProvider
-        }
-        self.service = service
+        libsecret = connection.libsecret
+        service = connection.service
+        signals = connection.signals
+        session = connection.session
         schema = Self.makeSchema(libsecret)
-        session = SessionHeadStart(libsecret: libsecret, service: service, timeout: options.callTimeout)
-        let connection = g_dbus_proxy_get_connection(UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self))
-        signals = ItemSignalCounter(connection: connection!)
     }
 
     deinit {
         libsecret.secret_schema_unref(schema)
-        g_object_unref(UnsafeMutableRawPointer(service))
     }
 
     static func makeSchema(_ libsecret: LibSecret) -> UnsafeMutablePointer<SecretSchema> {
@@ -152,19 +139,45 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
     }
 
-    /// One attribute search per query, then one bulk read of every match (each item once).
+    /// One attribute search per query, all sent at once, then one bulk read of every match
+    /// (each item once).
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
-        let collection = try collectionPath(for: group)
         var paths: [String] = [], seen: Set<String> = []
-        for query in queries {
+        for matches in try searchPaths(queries, in: group) {
+            for path in matches where seen.insert(path).inserted { paths.append(path) }
+        }
+        return try items(at: paths)
+    }
+
+    /// The attributes of the matching entries, read from their items' Attributes property: no
+    /// secret is transferred, so this needs no session and does not wait for its key exchange.
+    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                           in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
+        let paths = try searchPaths([CacheQuery(kind: kind, attributes: attributes)], in: group)[0]
+        return try concurrentMap(paths) { path throws(TokenCacheError) in
+            let stored = try property("Attributes", of: path, interface: "org.freedesktop.Secret.Item", as: Self.stringDictionary)
+            var attributes: [CacheAttribute: String] = [:]
+            for (name, value) in stored {
+                if let attribute = CacheAttribute(rawValue: name) { attributes[attribute] = value }
+            }
+            return attributes
+        }
+    }
+
+    /// The paths of each query's matches in the group's collection. The searches are sent at
+    /// once, and on first use the collection is resolved meanwhile (its alias and lock state).
+    func searchPaths(_ queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [[String]] {
+        let searches = queries.map { query in
             var attributes = ["group": group.name]
             if let kind = query.kind { attributes["kind"] = kind.rawValue }
             for (attribute, value) in query.attributes {
                 attributes[attribute.rawValue] = attribute.normalized(value)
             }
-            for path in try searchPaths(attributes, collection: collection) where seen.insert(path).inserted { paths.append(path) }
+            return attributes
         }
-        return try items(at: paths)
+        let (collection, found) = try concurrently({ () throws(TokenCacheError) in try collectionPath(for: group) },
+                                                   { () throws(TokenCacheError) in try concurrentMap(searches, searchAllPaths) })
+        return try found.map { result throws(TokenCacheError) in try paths(in: collection, of: result) }
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
@@ -234,11 +247,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// Attributes of an entry, as stored on its item.
     static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
         var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
-        for attribute in CacheAttribute.allCases {
-            if let value = entry[attribute.rawValue], !value.isEmpty {
-                attributes[attribute.rawValue] = attribute.normalized(value)
-            }
-        }
+        for (attribute, value) in entry.queryableAttributes { attributes[attribute.rawValue] = value }
         return attributes
     }
 
@@ -306,7 +315,11 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// Paths of matching items in the group's collection. Locked matches are an error.
     func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
-        let found = try searchAllPaths(query)
+        try paths(in: collection, of: searchAllPaths(query))
+    }
+
+    /// The paths of a search's matches that are in `collection`. Locked matches are an error.
+    private func paths(in collection: String, of found: (unlocked: [String], locked: [String])) throws(TokenCacheError) -> [String] {
         let prefix = try resolvedCollectionPrefix(collection)
         let lockedHere = found.locked.filter { $0.hasPrefix(prefix) }
         if !lockedHere.isEmpty {
