@@ -139,8 +139,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
     }
 
-    /// One attribute search per query, all sent at once, then one bulk read of every match
-    /// (each item once).
+    /// One attribute search per query, then one bulk read of every match (each item once).
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         var paths: [String] = [], seen: Set<String> = []
         for matches in try searchPaths(queries, in: group) {
@@ -154,7 +153,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
         let paths = try searchPaths([CacheQuery(kind: kind, attributes: attributes)], in: group)[0]
-        return try concurrentMap(paths) { path throws(TokenCacheError) in
+        return try paths.map { path throws(TokenCacheError) in
             let stored = try property("Attributes", of: path, interface: "org.freedesktop.Secret.Item", as: Self.stringDictionary)
             var attributes: [CacheAttribute: String] = [:]
             for (name, value) in stored {
@@ -164,8 +163,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
     }
 
-    /// The paths of each query's matches in the group's collection. The searches are sent at
-    /// once, and on first use the collection is resolved meanwhile (its alias and lock state).
+    /// The paths of each query's matches in the group's collection.
     func searchPaths(_ queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [[String]] {
         let searches = queries.map { query in
             var attributes = ["group": group.name]
@@ -175,9 +173,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             }
             return attributes
         }
-        let (collection, found) = try concurrently({ () throws(TokenCacheError) in try collectionPath(for: group) },
-                                                   { () throws(TokenCacheError) in try concurrentMap(searches, searchAllPaths) })
-        return try found.map { result throws(TokenCacheError) in try paths(in: collection, of: result) }
+        let collection = try collectionPath(for: group)
+        return try searches.map { attributes throws(TokenCacheError) in try searchPaths(attributes, collection: collection) }
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
@@ -315,11 +312,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// Paths of matching items in the group's collection. Locked matches are an error.
     func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
-        try paths(in: collection, of: searchAllPaths(query))
-    }
-
-    /// The paths of a search's matches that are in `collection`. Locked matches are an error.
-    private func paths(in collection: String, of found: (unlocked: [String], locked: [String])) throws(TokenCacheError) -> [String] {
+        let found = try searchAllPaths(query)
         let prefix = try resolvedCollectionPrefix(collection)
         let lockedHere = found.locked.filter { $0.hasPrefix(prefix) }
         if !lockedHere.isEmpty {
