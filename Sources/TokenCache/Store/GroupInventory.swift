@@ -59,15 +59,18 @@ extension AccountStore {
         return try read { index in
             let accounts = Self.homeAccountIDs(in: index).compactMap { home -> GroupInventory.Account? in
                 guard let account = self.account(homeAccountID: home, clientID: nil, in: index) else { return nil }
+                // Each kind's entries once per account, not once per client.
+                let accessTokens = index.entries(.accessToken, homeAccountID: home)
+                let idTokens = index.entries(.idToken, homeAccountID: home)
                 var clientIDs = Set<String>()
-                for kind in [EntityKind.accessToken, .refreshToken, .idToken, .accountMetadata] {
-                    for entry in index.entries(kind, homeAccountID: home) { if let id = entry["client_id"] { clientIDs.insert(id) } }
+                for entries in [accessTokens, idTokens, index.entries(.refreshToken, homeAccountID: home),
+                                index.entries(.accountMetadata, homeAccountID: home)] {
+                    for entry in entries { if let id = entry["client_id"] { clientIDs.insert(id) } }
                 }
                 let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
-                    let metadata = index.all(.appMetadata).first { $0["client_id"]?.lowercased() == clientID.lowercased() }
-                        .map(AppMetadata.init(entry:))
-                    let ats = index.entries(.accessToken, homeAccountID: home)
-                        .filter { $0["client_id"]?.lowercased() == clientID.lowercased() }
+                    let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
+                    let metadata = index.all(.appMetadata).first(where: isClient).map(AppMetadata.init(entry:))
+                    let ats = accessTokens.filter(isClient)
                         .map(AccessToken.init(entry:))
                         .map { at in
                             GroupInventory.AccessTokenInfo(scopes: at.scopes, tenant: at.realm, expiresOn: at.expiresOn,
@@ -80,8 +83,7 @@ extension AccountStore {
                     let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
                         $0["client_id"]?.lowercased() == clientID.lowercased() && ($0["family_id"] ?? "").isEmpty ? .own : .family
                     } ?? .none
-                    let hasIDToken = index.entries(.idToken, homeAccountID: home)
-                        .contains { $0["client_id"]?.lowercased() == clientID.lowercased() }
+                    let hasIDToken = idTokens.contains(where: isClient)
                     return GroupInventory.Client(clientID: clientID, displayName: metadata?.displayName, signInState: state,
                                                  familyID: metadata?.familyID, accessTokens: ats, refreshToken: refreshKind,
                                                  hasIDToken: hasIDToken)

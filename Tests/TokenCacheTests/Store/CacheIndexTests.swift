@@ -1,0 +1,35 @@
+import Testing
+@testable import TokenCache
+
+/// The index matches an entry to a stored one on its fields, whatever key another SDK stored it
+/// under; the identity lookup is built only for changes.
+@Suite("Cache index")
+struct CacheIndexTests {
+    static func accessToken(key: String, environment: String = "login.microsoftonline.com", target: String = "User.Read Mail.Read") -> CacheEntry {
+        CacheEntry(kind: .accessToken, fields: [
+            "credential_type": .string("AccessToken"), "home_account_id": .string("uid.utid"),
+            "environment": .string(environment), "client_id": .string(Fixtures.appOne), "realm": .string(Fixtures.tenantA),
+            "target": .string(target), "secret": .string("at-\(key)")], key: key)
+    }
+
+    @Test("An entry stored under another SDK's key is found by its fields, the same before and after preparing for changes; of several, the smallest key, and removing one keeps the others found")
+    func existingMatchesOnFields() {
+        // Our key format for the token, and what other SDKs write: another scope order, an alias environment.
+        let ours = Self.accessToken(key: "ours", target: "mail.read user.read")
+        var index = CacheIndex([Self.accessToken(key: "z-other", environment: "login.windows.net"),
+                                Self.accessToken(key: "b-other", target: "Mail.Read User.Read")])
+        let unprepared = index.existing(matching: ours)?.key
+        index.prepareForChanges()
+        #expect(unprepared == "b-other")
+        #expect(index.existing(matching: ours)?.key == "b-other")
+        // Changes keep the prepared lookup current.
+        index.remove(.accessToken, key: "b-other")
+        #expect(index.existing(matching: ours)?.key == "z-other")
+        index.insert(Self.accessToken(key: "a-new"))
+        #expect(index.existing(matching: ours)?.key == "a-new")
+        index.remove(.accessToken, key: "a-new")
+        index.remove(.accessToken, key: "z-other")
+        #expect(index.existing(matching: ours) == nil)
+        #expect(index.existing(matching: Self.accessToken(key: "x", target: "Files.Read")) == nil)
+    }
+}
