@@ -12,8 +12,7 @@ struct TokenCacheMain {
         // moment, so sharing one arena costs nothing measurable. Set before they start.
         mallopt(M_ARENA_MAX, 1)
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
-        // key exchange) overlaps parsing the command line, a third of a cold `tokencache token`'s
-        // start-up.
+        // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {
             SecretServiceBackend.connectInBackground()
         }
