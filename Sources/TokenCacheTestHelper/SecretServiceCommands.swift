@@ -167,7 +167,7 @@ let secretServiceCommands: [String: HelperCommand] = [
         try store.save(helperResponse(username: "locked@contoso.com"), clientID: "client-l",
                        authority: try Authority("https://login.microsoftonline.com/common"), scopes: ["User.Read"])
         let saved = try backend.load(group).entries.count
-        let collection = try backend.collectionPath(for: group)
+        let collection = try backend.resolvedCollectionPath(for: group)
         try run("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
                                        "org.freedesktop.Secret.Service.Lock", "array:objpath:\(collection)"])
         var outcome: [String: Any] = ["saved": saved]

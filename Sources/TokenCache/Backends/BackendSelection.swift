@@ -36,7 +36,7 @@ public struct BackendSelection: Sendable {
                 let backend = try SecretServiceBackend(options: secretService)
                 // Make sure the group's collection is reachable and unlocked: a locked keyring is
                 // reported, not a reason to fall back silently (unless the app allows it).
-                _ = try backend.collectionPath(for: .universalStorage)
+                try backend.checkCollection(for: .universalStorage)
                 return BackendSelection(backend: backend, reason: "a Secret Service provider answers on the session bus")
             } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing].contains(error.code)
                 || (fallsBackWhenLocked && error.code == .keyringLocked) {
@@ -67,7 +67,8 @@ public struct BackendSelection: Sendable {
         var secretServiceLocation: String?
         do {
             let backend = try SecretServiceBackend(options: secretService)
-            let path = try backend.collectionPath(for: group)
+            try backend.checkCollection(for: group)
+            let path = try backend.resolvedCollectionPath(for: group)
             secretServiceLocation = backend.location(of: group)
             checks.append(.init(name: "Secret Service", status: .ok, detail: "provider answers; \(backend.location(of: group)) -> \(path), unlocked"))
             let count = try backend.load(group).entries.count

@@ -2,7 +2,16 @@ internal import CLibSecret
 import FoundationEssentials
 
 extension SecretServiceBackend {
-    /// The D-Bus object path of the collection a group maps onto (resolved once, then cached).
+    /// The D-Bus object path the backend addresses the group's collection by (resolved once,
+    /// then cached).
+    ///
+    /// The `default` and `session` mappings use the alias's own object path
+    /// (`/org/freedesktop/secrets/aliases/default`, which the Secret Service specification
+    /// requires providers to serve): no ReadAlias and no Locked round trip on a cold start. A
+    /// locked collection is then found where it shows: an empty search or a GetSecrets answer
+    /// that leaves items out leads to one Locked check (see ``checkUnlocked(_:)``), and writes
+    /// and deletes fail with IsLocked. With unlock prompts allowed the real collection is resolved
+    /// and unlocked up front instead, because Unlock must be given the collection's own path.
     ///
     /// Resolved with plain D-Bus calls (ReadAlias, Properties.Get) rather than libsecret's
     /// collection proxies, whose construction loads every property, including the path of every
@@ -12,21 +21,61 @@ extension SecretServiceBackend {
         let mapping = mapping(for: group)
         if let known = cachedCollectionPath(mapping) { return known }
         let path: String
-        switch mapping {
-        case .defaultCollection:
-            path = try aliasPath("default")
-        case .session:
-            path = try aliasPath("session")
-        case .dedicated(let label, let createIfMissing):
-            if let found = try findCollection(labelled: label) {
-                path = found
-            } else {
-                path = try createCollection(labelled: label, allowed: createIfMissing)
-            }
+        if let alias = Self.alias(of: mapping), !options.allowsUnlockPrompt {
+            path = Self.aliasPrefix + alias
+        } else {
+            path = try resolvedCollectionPath(for: group)
+            if options.allowsUnlockPrompt { try checkUnlocked(path) }
         }
-        if try property("Locked", of: path, as: Self.bool) { try unlock(path) }
         rememberCollectionPath(mapping, path)
         return path
+    }
+
+    /// The collection's own object path (an alias resolved with ReadAlias, a dedicated collection
+    /// found by label or created), for people and for calls that need it, such as Unlock.
+    @_spi(Testing) public func resolvedCollectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
+        let mapping = mapping(for: group)
+        if let alias = Self.alias(of: mapping) { return try aliasPath(alias) }
+        guard case .dedicated(let label, let createIfMissing) = mapping else { preconditionFailure("every other mapping is an alias") }
+        if let found = try findCollection(labelled: label) { return found }
+        return try createCollection(labelled: label, allowed: createIfMissing)
+    }
+
+    /// Checks that the group's collection exists and is unlocked (one Locked read), unlocking it
+    /// when prompts are allowed. Backend selection calls it so that a locked keyring is reported
+    /// up front.
+    /// - Throws: `collectionMissing`, `keyringLocked`, `promptDismissed` or a connection error.
+    public func checkCollection(for group: CacheGroup) throws(TokenCacheError) {
+        try checkUnlocked(try collectionPath(for: group))
+    }
+
+    /// Throws `keyringLocked` when the collection is locked, or unlocks it when prompts are allowed.
+    func checkUnlocked(_ collection: String) throws(TokenCacheError) {
+        if try property("Locked", of: collection, as: Self.bool) { try unlock(collection) }
+    }
+
+    /// The error of a failed write into `collection`, said in the mapping's terms; when the
+    /// collection turns out to be locked, `keyringLocked` (libsecret passes gnome-keyring's
+    /// IsLocked on as a plain message: "Cannot delete a locked item").
+    func writeFailure(_ error: TokenCacheError, in collection: String) -> TokenCacheError {
+        let error = Self.explain(error, collection: collection)
+        guard error.code == .secretServiceFailure, (try? property("Locked", of: collection, as: Self.bool)) == true else { return error }
+        return Self.locked(collection)
+    }
+
+    static func locked(_ collection: String) -> TokenCacheError {
+        TokenCacheError(.keyringLocked, "The keyring collection \(collection) is locked.",
+                        hint: "Unlock it (log in to the desktop, or allow an unlock prompt); nothing was read or changed")
+    }
+
+    static let aliasPrefix = "/org/freedesktop/secrets/aliases/"
+
+    static func alias(of mapping: CollectionMapping) -> String? {
+        switch mapping {
+        case .defaultCollection: "default"
+        case .session: "session"
+        case .dedicated: nil
+        }
     }
 
     /// The object path an alias points at (one ReadAlias call).
@@ -38,10 +87,21 @@ extension SecretServiceBackend {
         // libsecret answers NULL for an alias pointing nowhere ("/").
         if let path, String(cString: path) != "/" { return String(cString: path) }
         if error != nil { throw Self.map(error, deadline: deadline, action: "find the '\(alias)' collection") }
-        throw TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
-                              hint: alias == "default"
-                                ? "Log in to the desktop once so the login keyring exists, or use --backend file"
-                                : "This Secret Service provider has no session collection; use the default mapping")
+        throw Self.missingAlias(alias)
+    }
+
+    static func missingAlias(_ alias: String) -> TokenCacheError {
+        TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
+                        hint: alias == "default"
+                            ? "Log in to the desktop once so the login keyring exists, or use --backend file"
+                            : "This Secret Service provider has no session collection; use the default mapping")
+    }
+
+    /// An error from a call on `collection`, said in the mapping's terms: a missing alias
+    /// object is a missing `default` (or `session`) collection.
+    static func explain(_ error: TokenCacheError, collection: String) -> TokenCacheError {
+        guard error.code == .collectionMissing, collection.hasPrefix(aliasPrefix) else { return error }
+        return missingAlias(String(collection.dropFirst(aliasPrefix.count)))
     }
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.
@@ -84,29 +144,60 @@ extension SecretServiceBackend {
     /// by `read` (nil when the value has another type: a protocol error).
     func property<Value>(_ name: String, of path: String, interface: String = "org.freedesktop.Secret.Collection",
                                  as read: (OpaquePointer) -> Value?) throws(TokenCacheError) -> Value {
+        try call("Get", on: path, interface: "org.freedesktop.DBus.Properties",
+                 arguments: [g_variant_new_string(interface), g_variant_new_string(name)], replyType: "(v)",
+                 action: "read the \(name) property of \(path)") { reply throws(TokenCacheError) in
+            let boxed = g_variant_get_child_value(reply, 0)  // the reply is (v)
+            defer { g_variant_unref(boxed) }
+            let value = g_variant_get_variant(boxed)!
+            defer { g_variant_unref(value) }
+            guard let converted = read(value) else {
+                throw TokenCacheError(.secretServiceFailure, "The Secret Service answered the \(name) property of \(path) with a value of the wrong type.",
+                                      hint: "Check the keyring daemon (tokencache doctor); nothing was read or changed")
+            }
+            return converted
+        }
+    }
+
+    /// The paths of a collection's items whose attributes include `attributes`: one
+    /// Collection.SearchItems call (locked items included; gnome-keyring lists them).
+    func collectionSearch(_ attributes: [String: String], in collection: String) throws(TokenCacheError) -> [String] {
+        let dictionaryType = g_variant_type_new("a{ss}")
+        defer { g_variant_type_free(dictionaryType) }
+        let builder = g_variant_builder_new(dictionaryType)!
+        defer { g_variant_builder_unref(builder) }
+        for (name, value) in attributes {
+            var pair = [g_variant_new_string(name), g_variant_new_string(value)]
+            g_variant_builder_add_value(builder, pair.withUnsafeMutableBufferPointer { g_variant_new_dict_entry($0[0], $0[1]) })
+        }
+        return try call("SearchItems", on: collection, interface: "org.freedesktop.Secret.Collection",
+                        arguments: [g_variant_builder_end(builder)], replyType: "(ao)", action: "search the keyring") { reply in
+            let array = g_variant_get_child_value(reply, 0)!  // the reply is (ao)
+            defer { g_variant_unref(array) }
+            return Self.paths(array) ?? []
+        }
+    }
+
+    /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout` (GDBus's
+    /// own timeout: no timer thread to arm on every call). GDBus checks the reply against
+    /// `replyType`, so a malformed answer is an error, never a crash in `read`. Errors are typed
+    /// and said in the mapping's terms (``explain(_:collection:)``).
+    private func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?],
+                             replyType: String, action: String,
+                             read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
         let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-        let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
-        let arguments = [g_variant_new_string(interface), g_variant_new_string(name)]
-        // GDBus checks the reply's type: a malformed answer is an error, never a crash below.
-        let replyType = g_variant_type_new("(v)")
-        defer { g_variant_type_free(replyType) }
+        let type = g_variant_type_new(replyType)
+        defer { g_variant_type_free(type) }
+        let milliseconds = Int32(clamping: Int((options.callTimeout * 1000).rounded(.up)))
         let reply = arguments.withUnsafeBufferPointer { pointers in
-            g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
-                                        "org.freedesktop.DBus.Properties", "Get", g_variant_new_tuple(pointers.baseAddress, 2),
-                                        replyType, G_DBUS_CALL_FLAGS_NONE, -1, deadline.cancellable, &error)
+            g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path, interface, method,
+                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                        type, G_DBUS_CALL_FLAGS_NONE, max(milliseconds, 1), nil, &error)
         }
-        guard let reply else { throw Self.map(error, deadline: deadline, action: "read the \(name) property of \(path)") }
+        guard let reply else { throw Self.explain(Self.map(error, deadline: nil, action: action), collection: path) }
         defer { g_variant_unref(reply) }
-        let boxed = g_variant_get_child_value(reply, 0)  // the reply is (v)
-        defer { g_variant_unref(boxed) }
-        let value = g_variant_get_variant(boxed)!
-        defer { g_variant_unref(value) }
-        guard let converted = read(value) else {
-            throw TokenCacheError(.secretServiceFailure, "The Secret Service answered the \(name) property of \(path) with a value of the wrong type.",
-                                  hint: "Check the keyring daemon (tokencache doctor); nothing was read or changed")
-        }
-        return converted
+        return try read(reply)
     }
 
     private static func type(of value: OpaquePointer) -> String { String(cString: g_variant_get_type_string(value)) }
@@ -145,8 +236,7 @@ extension SecretServiceBackend {
     /// Unlocks a collection if the options allow prompting; otherwise reports it locked.
     func unlock(_ path: String) throws(TokenCacheError) {
         guard options.allowsUnlockPrompt else {
-            throw TokenCacheError(.keyringLocked, "The keyring collection \(path) is locked.",
-                                  hint: "Unlock it (log in to the desktop, or allow an unlock prompt); nothing was read or changed")
+            throw Self.locked(path)
         }
         let deadline = Deadline(seconds: options.unlockTimeout)
         var error: UnsafeMutablePointer<GError>?
@@ -169,18 +259,18 @@ extension SecretServiceBackend {
         }
     }
 
-    func resolvedCollectionPrefix(_ path: String) throws(TokenCacheError) -> String { path + "/" }
-
     // MARK: Errors
 
     static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
                                             hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
 
     /// Turns a GError into a typed error, freeing it.
-    static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline, action: String) -> TokenCacheError {
-        let expired = deadline.isExpired
+    /// - Parameter deadline: the call's deadline, if it had one rather than GDBus's own timeout.
+    static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline?, action: String) -> TokenCacheError {
+        let expired = deadline?.isExpired ?? false
         let (domain, code, message, remote) = GLib.take(error)
-        if expired || (domain == "g-io-error-quark" && code == Int32(G_IO_ERROR_CANCELLED.rawValue)) {
+        let timedOut = domain == "g-io-error-quark" && [G_IO_ERROR_CANCELLED.rawValue, G_IO_ERROR_TIMED_OUT.rawValue].contains(UInt32(code))
+        if expired || timedOut {
             return TokenCacheError(.timedOut, "The Secret Service did not answer in time (\(action)).",
                                    hint: "Check that the keyring daemon is responsive, then retry; nothing was changed")
         }

@@ -129,7 +129,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = signals.revision
         let collection = try collectionPath(for: group)
-        let entries = try items(at: searchPaths(["group": group.name], collection: collection))
+        let entries = try items(at: searchPaths(["group": group.name], collection: collection), in: collection)
         return CacheSnapshot(entries: entries, revision: revision)
     }
 
@@ -141,18 +141,19 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// One attribute search per query, then one bulk read of every match (each item once).
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        let collection = try collectionPath(for: group)
         var paths: [String] = [], seen: Set<String> = []
-        for matches in try searchPaths(queries, in: group) {
-            for path in matches where seen.insert(path).inserted { paths.append(path) }
+        for query in queries {
+            for path in try searchPaths(query, in: group) where seen.insert(path).inserted { paths.append(path) }
         }
-        return try items(at: paths)
+        return try items(at: paths, in: collection)
     }
 
     /// The attributes of the matching entries, read from their items' Attributes property: no
     /// secret is transferred, so this needs no session and does not wait for its key exchange.
     public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
-        let paths = try searchPaths([CacheQuery(kind: kind, attributes: attributes)], in: group)[0]
+        let paths = try searchPaths(CacheQuery(kind: kind, attributes: attributes), in: group)
         return try paths.map { path throws(TokenCacheError) in
             let stored = try property("Attributes", of: path, interface: "org.freedesktop.Secret.Item", as: Self.stringDictionary)
             var attributes: [CacheAttribute: String] = [:]
@@ -163,18 +164,14 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
     }
 
-    /// The paths of each query's matches in the group's collection.
-    func searchPaths(_ queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [[String]] {
-        let searches = queries.map { query in
-            var attributes = ["group": group.name]
-            if let kind = query.kind { attributes["kind"] = kind.rawValue }
-            for (attribute, value) in query.attributes {
-                attributes[attribute.rawValue] = attribute.normalized(value)
-            }
-            return attributes
+    /// The paths of the query's matches in the group's collection.
+    func searchPaths(_ query: CacheQuery, in group: CacheGroup) throws(TokenCacheError) -> [String] {
+        var attributes = ["group": group.name]
+        if let kind = query.kind { attributes["kind"] = kind.rawValue }
+        for (attribute, value) in query.attributes {
+            attributes[attribute.rawValue] = attribute.normalized(value)
         }
-        let collection = try collectionPath(for: group)
-        return try searches.map { attributes throws(TokenCacheError) in try searchPaths(attributes, collection: collection) }
+        return try searchPaths(attributes, collection: try collectionPath(for: group))
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
@@ -212,7 +209,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                 }
             case .remove(let kind, let key):
                 for path in try searchPaths(["group": group.name, "kind": kind.rawValue, "key": key], collection: collection) {
-                    try delete(path)
+                    try delete(path, in: collection)
                     operations += 1
                 }
             }
@@ -233,7 +230,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var deleted = 0
         defer { signals.expectOwn(deleted) }
         for path in try searchPaths(["group": group.name], collection: collection) {
-            try delete(path)
+            try delete(path, in: collection)
             deleted += 1
         }
         signals.wait(until: receivedBefore + Int64(deleted), timeout: 1)
@@ -281,7 +278,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
         guard libsecret.secret_service_store_sync(service, schema, attributes.table, collection, label,
                                         value, deadline.cancellable, &error) != 0 else {
-            throw Self.map(error, deadline: deadline, action: "store an item")
+            throw writeFailure(Self.map(error, deadline: deadline, action: "store an item"), in: collection)
         }
     }
 
@@ -296,33 +293,33 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         guard !current.isEmpty else { return 0 }  // never delete without the new item in sight
         var deleted = 0
         for path in sameKey where !current.contains(path) {
-            try delete(path)
+            try delete(path, in: collection)
             deleted += 1
         }
         return deleted
     }
 
-    private func delete(_ path: String) throws(TokenCacheError) {
+    private func delete(_ path: String, in collection: String) throws(TokenCacheError) {
         let deadline = Deadline(seconds: options.callTimeout)
         var error: UnsafeMutablePointer<GError>?
         guard libsecret.secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error) != 0 else {
-            throw Self.map(error, deadline: deadline, action: "delete an item")
+            throw writeFailure(Self.map(error, deadline: deadline, action: "delete an item"), in: collection)
         }
     }
 
-    /// Paths of matching items in the group's collection. Locked matches are an error.
+    /// Paths of this schema's items matching `query` in the collection. An empty answer from a
+    /// locked collection (a provider may hide a locked collection's items) is `keyringLocked`,
+    /// never an empty read.
     func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
-        let found = try searchAllPaths(query)
-        let prefix = try resolvedCollectionPrefix(collection)
-        let lockedHere = found.locked.filter { $0.hasPrefix(prefix) }
-        if !lockedHere.isEmpty {
-            throw TokenCacheError(.keyringLocked, "The keyring holding the token cache is locked (\(lockedHere.count) items).",
-                                  hint: "Unlock it (log in to the desktop, or `secret-tool unlock`); nothing was read or changed")
-        }
-        return found.unlocked.filter { $0.hasPrefix(prefix) }
+        var attributes = query
+        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+        let paths = try collectionSearch(attributes, in: collection)
+        if paths.isEmpty { try checkUnlocked(collection) }
+        return paths
     }
 
-    /// Paths of this schema's items matching `query` in every collection, split by lock state.
+    /// Paths of this schema's items matching `query` in every collection, split by lock state
+    /// (Service.SearchItems; for diagnostics).
     func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
         let attributes = GStringTable(query)
         let deadline = Deadline(seconds: options.callTimeout)
@@ -336,12 +333,16 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return (takeStringArray(unlocked), takeStringArray(locked))
     }
 
-    /// The entries stored at `paths`, read with GetSecrets in batches (`Options.secretsPerCall`).
-    private func items(at paths: [String]) throws(TokenCacheError) -> [CacheEntry] {
+    /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
+    /// (`Options.secretsPerCall`).
+    /// - Throws: `keyringLocked` when the collection is locked: gnome-keyring leaves locked items
+    ///   out of GetSecrets' answer without an error, so any item left out leads to a Locked check.
+    private func items(at paths: [String], in collection: String) throws(TokenCacheError) -> [CacheEntry] {
         guard !paths.isEmpty else { return [] }
         session.wait()
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
+        var leftOut = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
             let batch = Array(paths[start..<min(start + options.secretsPerCall, paths.count)])
             let deadline = Deadline(seconds: options.callTimeout)
@@ -352,7 +353,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
             defer { g_hash_table_unref(table) }
             for path in batch {
-                guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { continue }
+                // Left out: locked, or deleted since the search.
+                guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { leftOut += 1; continue }
                 let value = OpaquePointer(raw)
                 var length: gsize = 0
                 guard let bytes = libsecret.secret_value_get(value, &length) else { continue }
@@ -360,6 +362,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                 if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
             }
         }
+        if leftOut > 0 { try checkUnlocked(collection) }
         return entries
     }
 
