@@ -375,7 +375,6 @@ public final class AccountStore: Sendable {
                              result: (CacheIndex) -> T) throws(TokenCacheError) -> T {
         try state.withLock { (state) throws(TokenCacheError) -> T in
             try refreshIfNeeded(&state)
-            state.index.prepareForChanges()
             let changes = try changes(state.index)
             if !changes.isEmpty {
                 let revision: CacheRevision?

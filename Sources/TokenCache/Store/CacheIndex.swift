@@ -4,11 +4,6 @@ struct CacheIndex: Sendable {
     private(set) var entries: [EntityKind: [String: CacheEntry]] = [:]
     /// Entry keys by kind and lower-cased home account ID.
     private var keysByAccount: [EntityKind: [String: Set<String>]] = [:]
-    /// Entry keys by kind and identity, so entries are matched on fields, not key formats
-    /// (several keys where SDKs stored one thing under their own key formats). Built by
-    /// ``prepareForChanges()``: only changes need it, and computing every entry's identity was
-    /// 6 % of listing a large group.
-    private var keysByIdentity: [EntityKind: [String: [String]]]?
     /// Access-token targets as comparable sets, parsed once.
     private var targetSets: [String: Set<String>] = [:]
     /// Access tokens by home account ID exactly as stored, pre-digested for warm lookups.
@@ -28,26 +23,16 @@ struct CacheIndex: Sendable {
 
     func entry(_ kind: EntityKind, key: String) -> CacheEntry? { entries[kind]?[key] }
 
-    /// The stored entry describing the same thing as `entry`, under whatever key it has; of
-    /// several, the one with the smallest key (a lookup after ``prepareForChanges()``, a scan
-    /// before).
+    /// The stored entry describing the same thing as `entry`, matched on its fields (its
+    /// identity) whatever key another SDK stored it under; of several, the one with the smallest
+    /// key. Every identity but app metadata's begins with the lower-cased home account ID, so
+    /// only the entries of that account are compared (app metadata: the few of the group).
     func existing(matching entry: CacheEntry) -> CacheEntry? {
         if let same = entries[entry.kind]?[entry.key] { return same }
-        guard let keysByIdentity else {
-            let identity = entry.identity
-            return all(entry.kind).filter { $0.identity == identity }.min { $0.key < $1.key }
-        }
-        return keysByIdentity[entry.kind]?[entry.identity]?.min().flatMap { entries[entry.kind]?[$0] }
-    }
-
-    /// Builds the identity index that ``existing(matching:)`` uses, once; changes keep it.
-    mutating func prepareForChanges() {
-        guard keysByIdentity == nil else { return }
-        var keys: [EntityKind: [String: [String]]] = [:]
-        for (kind, stored) in entries {
-            for (key, entry) in stored { keys[kind, default: [:]][entry.identity, default: []].append(key) }
-        }
-        keysByIdentity = keys
+        let identity = entry.identity
+        let candidates = entry.kind == .appMetadata ? Array(all(.appMetadata))
+            : entries(entry.kind, homeAccountID: entry["home_account_id"] ?? "")
+        return candidates.filter { $0.identity == identity }.min { $0.key < $1.key }
     }
 
     /// Entries of one kind for one home account ID.
@@ -69,7 +54,6 @@ struct CacheIndex: Sendable {
         remove(entry.kind, key: entry.key)
         entries[entry.kind, default: [:]][entry.key] = entry
         keysByAccount[entry.kind, default: [:]][(entry["home_account_id"] ?? "").lowercased(), default: []].insert(entry.key)
-        if keysByIdentity != nil { keysByIdentity![entry.kind, default: [:]][entry.identity, default: []].append(entry.key) }
         let home = entry["home_account_id"] ?? ""
         switch entry.kind {
         case .accessToken:
@@ -101,11 +85,6 @@ struct CacheIndex: Sendable {
         let home = (old["home_account_id"] ?? "").lowercased()
         keysByAccount[kind]?[home]?.remove(key)
         if keysByAccount[kind]?[home]?.isEmpty == true { keysByAccount[kind]?[home] = nil }
-        if keysByIdentity != nil {
-            let identity = old.identity
-            keysByIdentity![kind]?[identity]?.removeAll { $0 == key }
-            if keysByIdentity![kind]?[identity]?.isEmpty == true { keysByIdentity![kind]?[identity] = nil }
-        }
         let storedHome = old["home_account_id"] ?? ""
         switch kind {
         case .accessToken:

@@ -60,13 +60,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     public static let schemaVersion = "1"
 
     let options: Options
-    let libsecret: LibSecret
-    let service: UnsafeMutablePointer<SecretService>
     let schema: UnsafeMutablePointer<SecretSchema>
-    let signals: ItemSignalCounter
-    let session: SessionHeadStart
-    /// Owns `service`, `signals` and `session`.
+    /// Owns the service proxy, the session and the signal counter.
     private let connection: Connection
+    var libsecret: LibSecret { connection.libsecret }
+    var service: UnsafeMutablePointer<SecretService> { connection.service }
+    var signals: ItemSignalCounter { connection.signals }
+    var session: SessionHeadStart { connection.session }
     /// Whether this backend took the connection ``connectInBackground(callTimeout:)`` made.
     @_spi(Testing) public let connectedInBackground: Bool
     private let collectionPaths = Locked<[CollectionMapping: String]>([:])
@@ -86,11 +86,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         } else {
             connection = try Connection(callTimeout: options.callTimeout)
         }
-        libsecret = connection.libsecret
-        service = connection.service
-        signals = connection.signals
-        session = connection.session
-        schema = Self.makeSchema(libsecret)
+        schema = Self.makeSchema(connection.libsecret)
     }
 
     deinit {
