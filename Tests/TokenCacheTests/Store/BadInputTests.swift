@@ -151,9 +151,8 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?,
-             source: String, file: String, function: String, line: UInt) {
-        let text = "\(level) \(message) \(metadata.map { "\($0)" } ?? "")"
+    func log(event: LogEvent) {
+        let text = "\(event.level) \(event.message) \(event.metadata.map { "\($0)" } ?? "")"
         records.withLock { $0.append(text) }
     }
 }
