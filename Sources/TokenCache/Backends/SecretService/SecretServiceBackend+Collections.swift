@@ -49,9 +49,14 @@ extension SecretServiceBackend {
         try checkUnlocked(try collectionPath(for: group))
     }
 
-    /// Throws `keyringLocked` when the collection is locked, or unlocks it when prompts are allowed.
-    func checkUnlocked(_ collection: String) throws(TokenCacheError) {
-        if try property("Locked", of: collection, as: Self.bool) { try unlock(collection) }
+    /// Throws `keyringLocked` when the collection is locked, or unlocks it when prompts are
+    /// allowed. Returns whether it was locked (and so has just been unlocked): what was read
+    /// from it before must be read again.
+    @discardableResult
+    func checkUnlocked(_ collection: String) throws(TokenCacheError) -> Bool {
+        guard try property("Locked", of: collection, as: Self.bool) else { return false }
+        try unlock(collection)
+        return true
     }
 
     /// The error of a failed write into `collection`, said in the mapping's terms; when the

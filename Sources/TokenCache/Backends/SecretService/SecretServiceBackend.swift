@@ -310,7 +310,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var attributes = query
         attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
         let paths = try collectionSearch(attributes, in: collection)
-        if paths.isEmpty { try checkUnlocked(collection) }
+        // Unlocked by a prompt just now: search again, the provider may have hidden its items.
+        if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(attributes, in: collection) }
         return paths
     }
 
@@ -332,8 +333,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
     /// (`Options.secretsPerCall`).
     /// - Throws: `keyringLocked` when the collection is locked: gnome-keyring leaves locked items
-    ///   out of GetSecrets' answer without an error, so any item left out leads to a Locked check.
-    private func items(at paths: [String], in collection: String) throws(TokenCacheError) -> [CacheEntry] {
+    ///   out of GetSecrets' answer without an error, so any item left out leads to a Locked check
+    ///   (with prompts allowed, an unlock and a second read).
+    private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) -> [CacheEntry] {
         guard !paths.isEmpty else { return [] }
         session.wait()
         var entries: [CacheEntry] = []
@@ -358,7 +360,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                 if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
             }
         }
-        if leftOut > 0 { try checkUnlocked(collection) }
+        // Unlocked by a prompt just now: read every item again (once).
+        if leftOut > 0, !afterUnlocking, try checkUnlocked(collection) { return try items(at: paths, in: collection, afterUnlocking: true) }
         return entries
     }
 
