@@ -9,7 +9,7 @@ extension SecretServiceBackend {
     /// (`/org/freedesktop/secrets/aliases/default`, which the Secret Service specification
     /// requires providers to serve): no ReadAlias and no Locked round trip on a cold start. A
     /// locked collection is then found where it shows: an empty search or a GetSecrets answer
-    /// that leaves items out leads to one Locked check (see ``checkUnlocked(_:)``), and writes
+    /// that leaves items out leads to one Locked check (`checkUnlocked(_:)`), and writes
     /// and deletes fail with IsLocked. With unlock prompts allowed the real collection is resolved
     /// and unlocked up front instead, because Unlock must be given the collection's own path.
     ///
