@@ -194,7 +194,9 @@ extension SecretServiceBackend {
         var error: UnsafeMutablePointer<GError>?
         let type = g_variant_type_new(replyType)
         defer { g_variant_type_free(type) }
-        let milliseconds = Int32(clamping: Int((options.callTimeout * 1000).rounded(.up)))
+        // G_MAXINT is GDBus's "no timeout": for an infinite (or NaN) bound rather than a trap.
+        let bound = (options.callTimeout * 1000).rounded(.up)
+        let milliseconds = bound.isFinite ? Int32(clamping: Int(min(bound, Double(Int32.max)))) : Int32.max
         let reply = arguments.withUnsafeBufferPointer { pointers in
             g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path, interface, method,
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),

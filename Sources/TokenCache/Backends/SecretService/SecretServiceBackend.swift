@@ -140,7 +140,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let collection = try collectionPath(for: group)
         var paths: [String] = [], seen: Set<String> = []
         for query in queries {
-            for path in try searchPaths(query, in: group) where seen.insert(path).inserted { paths.append(path) }
+            for path in try searchPaths(Self.searchAttributes(query, group: group), collection: collection)
+            where seen.insert(path).inserted { paths.append(path) }
         }
         return try items(at: paths, in: collection)
     }
@@ -162,12 +163,17 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The paths of the query's matches in the group's collection.
     func searchPaths(_ query: CacheQuery, in group: CacheGroup) throws(TokenCacheError) -> [String] {
+        try searchPaths(Self.searchAttributes(query, group: group), collection: try collectionPath(for: group))
+    }
+
+    /// The item attributes a query matches: the group's, the kind's and the query's, normalized.
+    static func searchAttributes(_ query: CacheQuery, group: CacheGroup) -> [String: String] {
         var attributes = ["group": group.name]
         if let kind = query.kind { attributes["kind"] = kind.rawValue }
         for (attribute, value) in query.attributes {
             attributes[attribute.rawValue] = attribute.normalized(value)
         }
-        return try searchPaths(attributes, collection: try collectionPath(for: group))
+        return attributes
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
