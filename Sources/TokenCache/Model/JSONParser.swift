@@ -20,6 +20,8 @@ struct JSONParser {
     private let bytes: UnsafeRawBufferPointer
     private var position = 0
     private var depth = 0
+    /// Members of the objects being parsed, innermost last.
+    private var members: [(String, JSONValue)] = []
     private let maximumDepth: Int
 
     /// Parses one JSON document.
@@ -80,13 +82,15 @@ struct JSONParser {
     private mutating func parseObject() throws(SyntaxError) -> JSONValue {
         try enter()
         position += 1  // {
-        var object: JSONObject = [:]
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             position += 1
             depth -= 1
-            return .object(object)
+            return .object([:])
         }
+        // Members wait on a shared stack and go into a dictionary sized for them: growing one
+        // member by member rehashes every key at each doubling (a cache entry has about 12).
+        let first = members.count
         while true {
             guard current == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let key = try parseString()
@@ -94,11 +98,17 @@ struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
             position += 1
             skipWhitespace()
-            object[key] = try parseValue()
+            members.append((key, try parseValue()))
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","): position += 1; skipWhitespace()
-            case UInt8(ascii: "}"): position += 1; depth -= 1; return .object(object)
+            case UInt8(ascii: "}"):
+                position += 1
+                depth -= 1
+                var object = JSONObject(minimumCapacity: members.count - first)
+                for (key, value) in members[first...] { object[key] = value }  // a repeated key keeps its last value
+                members.removeSubrange(first...)
+                return .object(object)
             default: throw error("expected ',' or '}'")
             }
         }
@@ -132,6 +142,7 @@ struct JSONParser {
         var escaped: [UInt8]? = nil  // only built when the string has escapes
         var highBits: UInt8 = 0  // any byte >= 0x80 sets the top bit: not plain ASCII
         while true {
+            skipPlainStringBytes(highBits: &highBits)
             guard position < bytes.count else { throw error("unterminated string") }
             let byte = bytes[position]
             highBits |= byte
@@ -183,6 +194,28 @@ struct JSONParser {
             escaped = buffer
             runStart = position
         }
+    }
+
+    /// Skips eight bytes at a time while none of them ends the run (a quote, a backslash or a
+    /// control character), folding their high bits into `highBits`. Tokens are long runs of
+    /// plain ASCII (a 14 MB cache is mostly access and refresh tokens): byte by byte, this loop
+    /// was the largest part of loading one.
+    private mutating func skipPlainStringBytes(highBits: inout UInt8) {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        var high: UInt64 = 0
+        while position + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            // A byte of `x` is zero exactly where the word has that byte (the classic test flags
+            // every zero byte, and at worst a byte after one, which the byte loop then rechecks).
+            func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            let control = (word &- ones &* 0x20) & ~word & highs  // bytes below 0x20
+            if hasZeroByte(quote) || hasZeroByte(backslash) || control != 0 { break }
+            high |= word & highs
+            position += 8
+        }
+        if high != 0 { highBits |= 0x80 }
     }
 
     private mutating func hex4() throws(SyntaxError) -> UInt32 {

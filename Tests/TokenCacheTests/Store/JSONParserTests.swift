@@ -81,6 +81,28 @@ struct JSONParserTests {
         #expect(Self.parsed(Data(String(repeating: "[", count: 1_000_000).utf8)) == nil)
     }
 
+    @Test("A quote, escape, control character or non-ASCII byte is seen at every offset of a long string, where the parser scans eight bytes at a time")
+    func specialBytesAtEveryOffset() throws {
+        let cases: [(insert: [UInt8], valid: Bool)] = [
+            (Array(#"\""#.utf8), true), (Array(#"\\"#.utf8), true), (Array(#"\u00e9"#.utf8), true), (Array("é".utf8), true),
+            (Array("日本".utf8), true), ([0x01], false), ([0x1F], false), ([0x0A], false), ([0xC3, 0x28], false), ([0xFF], false),
+        ]
+        for length in 0..<40 {
+            for offset in 0...length {
+                for (insert, valid) in cases {
+                    var text = Array(repeating: UInt8(ascii: "a"), count: length)
+                    text.insert(contentsOf: insert, at: offset)
+                    let document = Data([UInt8(ascii: "["), UInt8(ascii: "\"")] + text + [UInt8(ascii: "\""), UInt8(ascii: "]")])
+                    let parsed = Self.parsed(document)
+                    #expect((parsed != nil) == valid, "\(insert) at \(offset) of \(length)")
+                    if valid { #expect(parsed == Self.reference(document), "\(insert) at \(offset) of \(length)") }
+                }
+            }
+        }
+        // A string that never ends is refused wherever the input stops.
+        for length in 0..<20 { #expect(Self.parsed(Data("[\"".utf8) + Data(repeating: UInt8(ascii: "a"), count: length)) == nil) }
+    }
+
     @Test("base64url decodes unpadded and padded input and the standard alphabet, and refuses anything else")
     func base64URL() throws {
         let bytes = Data([0xFB, 0xFF, 0xBF, 0x00, 0x61])

@@ -36,9 +36,11 @@ struct CacheFileFormat {
     /// A file split into its parts, not yet authenticated.
     struct Parsed {
         var header: Header
+        /// A copy: holding a slice would share the file's storage and stop it being decrypted in place.
         var associatedData: Data
         var nonce: [UInt8]
-        var sealed: Data
+        /// Where the ciphertext and its tag are in the file's bytes.
+        var sealedRange: Range<Int>
     }
 
     static func encode(header: Header, nonce: [UInt8], sealed: Data) throws -> Data {
@@ -63,9 +65,9 @@ struct CacheFileFormat {
 
     /// Splits a file. Throws `fileMismatch` for another format or version and
     /// `fileAuthenticationFailed` for a damaged (truncated, flipped) header.
-    static func parse(_ data: Data, path: String) throws(TokenCacheError) -> Parsed {
-        // Slices of `data` share its storage: the sealed part of a 14 MB file is not copied.
-        let data = data.startIndex == 0 ? data : Data(data)
+    static func parse(_ file: Data, path: String) throws(TokenCacheError) -> Parsed {
+        // Indexes below are offsets from the start; `sealedRange` is in the file's own indexes.
+        let data = file.startIndex == 0 ? file : Data(file)
         guard data.count >= magic.count, data.prefix(magic.count) == magic else {
             throw TokenCacheError(.fileMismatch, "\(path) is not a swift-tokencache cache file.",
                                   hint: "Move it away; it was not changed")
@@ -82,9 +84,9 @@ struct CacheFileFormat {
             throw damaged(path)
         }
         guard let header = try? JSONDecoder().decode(Header.self, from: data[14..<headerEnd]) else { throw damaged(path) }
-        return Parsed(header: header, associatedData: data[..<headerEnd],
+        return Parsed(header: header, associatedData: Data(data[..<headerEnd]),
                       nonce: Array(data[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
-                      sealed: data[(headerEnd + OpenSSL.nonceByteCount)...])
+                      sealedRange: (file.startIndex + headerEnd + OpenSSL.nonceByteCount)..<file.endIndex)
     }
 
     static func damaged(_ path: String) -> TokenCacheError {

@@ -159,7 +159,7 @@ public final class EncryptedFileBackend: CacheBackend {
         if !keepHeader, let cached = loaded.withLock({ $0[group] }), cached.revision == revision {
             return Current(entries: cached.entries, revision: revision, header: nil)
         }
-        let data = try FileIO.readAll(file.descriptor, path: path)
+        var data = try FileIO.readAll(file.descriptor, path: path)
         let parsed = try CacheFileFormat.parse(data, path: path)
         guard parsed.header.group == group.name else {
             throw TokenCacheError(.fileMismatch, "\(path) holds group '\(parsed.header.group)', not '\(group.name)'.",
@@ -170,10 +170,11 @@ public final class EncryptedFileBackend: CacheBackend {
             throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
                                   hint: "Use the key or passphrase it was written with; the file was not changed")
         }
-        guard let plaintext = try OpenSSL.open(parsed.sealed, key: key, nonce: parsed.nonce, authenticating: parsed.associatedData) else {
+        guard let plaintext = try OpenSSL.openInPlace(&data, sealed: parsed.sealedRange, key: key, nonce: parsed.nonce,
+                                                      authenticating: parsed.associatedData) else {
             throw CacheFileFormat.damaged(path)
         }
-        let entries = try Self.decodeEntries(plaintext, path: path)
+        let entries = try Self.decodeEntries(data[plaintext], path: path)
         loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
         return Current(entries: entries, revision: revision, header: parsed.header)
     }
