@@ -96,7 +96,7 @@ public final class AccountStore: Sendable {
             if let home = entities.homeAccountID {
                 for old in index.entries(.accessToken, homeAccountID: home)
                 where old.key != newAT.key && Self.sameSlot(old, newAT)
-                    && !index.targetSet(ofAccessToken: old.key).isDisjoint(with: newTargets) {
+                    && !CacheIndex.targetSet(ofAccessToken: old).isDisjoint(with: newTargets) {
                     changes.append(.remove(.accessToken, key: old.key))
                 }
             }

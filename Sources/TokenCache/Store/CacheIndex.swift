@@ -2,10 +2,9 @@
 /// instead of scanning the cache (MSAL Python's scan costs ~7 ms at 3,000 entries).
 struct CacheIndex: Sendable {
     private(set) var entries: [EntityKind: [String: CacheEntry]] = [:]
-    /// Entry keys by kind and lower-cased home account ID.
-    private var keysByAccount: [EntityKind: [String: Set<String>]] = [:]
-    /// Access-token targets as comparable sets, parsed once.
-    private var targetSets: [String: Set<String>] = [:]
+    /// Entries by kind and lower-cased home account ID, in the order they were inserted: an
+    /// account has a handful of each kind, so they are kept whole rather than as keys to look up.
+    private var entriesByAccount: [EntityKind: [String: [CacheEntry]]] = [:]
     /// Access tokens by home account ID exactly as stored, pre-digested for warm lookups.
     private(set) var accessTokensByHome: [String: [IndexedAccessToken]] = [:]
     /// Sign-in states by home account ID exactly as stored.
@@ -37,11 +36,13 @@ struct CacheIndex: Sendable {
 
     /// Entries of one kind for one home account ID.
     func entries(_ kind: EntityKind, homeAccountID: String) -> [CacheEntry] {
-        guard let keys = keysByAccount[kind]?[homeAccountID.lowercased()], let stored = entries[kind] else { return [] }
-        return keys.compactMap { stored[$0] }
+        entriesByAccount[kind]?[ASCII.lowercased(homeAccountID)] ?? []
     }
 
-    func targetSet(ofAccessToken key: String) -> Set<String> { targetSets[key] ?? [] }
+    /// An access token's scopes as a comparable set (lower-cased).
+    static func targetSet(ofAccessToken entry: CacheEntry) -> Set<String> {
+        Scopes.comparableSet(Scopes.split(entry["target"] ?? ""))
+    }
 
     mutating func apply(_ change: CacheChange) {
         switch change {
@@ -51,15 +52,12 @@ struct CacheIndex: Sendable {
     }
 
     mutating func insert(_ entry: CacheEntry) {
-        remove(entry.kind, key: entry.key)
-        entries[entry.kind, default: [:]][entry.key] = entry
-        keysByAccount[entry.kind, default: [:]][(entry["home_account_id"] ?? "").lowercased(), default: []].insert(entry.key)
+        if let replaced = entries[entry.kind, default: [:]].updateValue(entry, forKey: entry.key) { unlink(replaced) }
         let home = entry["home_account_id"] ?? ""
+        entriesByAccount[entry.kind, default: [:]][ASCII.lowercased(home), default: []].append(entry)
         switch entry.kind {
         case .accessToken:
-            let indexed = IndexedAccessToken(entry)
-            targetSets[entry.key] = indexed.targets
-            accessTokensByHome[home, default: []].append(indexed)
+            accessTokensByHome[home, default: []].append(IndexedAccessToken(entry))
         case .accountMetadata:
             signInStatesByHome[home, default: []].append((entry["client_id"] ?? "", AccountMetadata(entry: entry).signInState))
         default:
@@ -82,13 +80,18 @@ struct CacheIndex: Sendable {
 
     mutating func remove(_ kind: EntityKind, key: String) {
         guard let old = entries[kind]?.removeValue(forKey: key) else { return }
-        let home = (old["home_account_id"] ?? "").lowercased()
-        keysByAccount[kind]?[home]?.remove(key)
-        if keysByAccount[kind]?[home]?.isEmpty == true { keysByAccount[kind]?[home] = nil }
+        unlink(old)
+    }
+
+    /// Removes a replaced or removed entry from the per-account lookups.
+    private mutating func unlink(_ old: CacheEntry) {
+        let kind = old.kind, key = old.key
         let storedHome = old["home_account_id"] ?? ""
+        let home = ASCII.lowercased(storedHome)
+        entriesByAccount[kind]?[home]?.removeAll { $0.key == key }
+        if entriesByAccount[kind]?[home]?.isEmpty == true { entriesByAccount[kind]?[home] = nil }
         switch kind {
         case .accessToken:
-            targetSets[key] = nil
             accessTokensByHome[storedHome]?.removeAll { $0.key == key }
             if accessTokensByHome[storedHome]?.isEmpty == true { accessTokensByHome[storedHome] = nil }
         case .accountMetadata:
