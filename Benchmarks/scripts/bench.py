@@ -460,7 +460,7 @@ def machine():
     return {
         "cpu": cpu.strip(), "cores": os.cpu_count(), "memory": first("free -h | awk '/Mem:/ {print $2}'"),
         "uname": " ".join(platform.uname()), "swift": first("swift --version 2>&1 | head -1"),
-        "gnome_keyring": first("gnome-keyring-daemon --version"), "libsecret": first("pkg-config --modversion libsecret-1"),
+        "gnome_keyring": first("gnome-keyring-daemon --version"), "libsecret": first("dpkg-query -W -f '${Version}' libsecret-1-0"),  # the run-time library (no -dev needed)
         "secret_tool": first("dpkg-query -W -f '${Version}' libsecret-tools"),
         "openssl": first("openssl version"), "python": first(PY + " --version"),
         "msal": first(PY + " -c 'import msal; print(msal.__version__)'"),
