@@ -16,6 +16,8 @@ struct JSONWriter {
     private(set) var bytes: [UInt8] = []
     private let pretty: Bool
     private var indent = 0
+    /// The objects and arrays open while streaming, innermost last.
+    private var levels: [(isArray: Bool, hasElements: Bool)] = []
 
     /// `pretty`: two-space indentation and `"key" : value`, as JSONEncoder's `.prettyPrinted`.
     static func write(_ value: JSONValue, pretty: Bool = false) throws(InvalidNumber) -> [UInt8] {
@@ -24,10 +26,72 @@ struct JSONWriter {
         return writer.bytes
     }
 
-    private init(pretty: Bool) {
+    /// A writer to stream a document into (``beginObject()``, ``key(_:)``, ``string(_:)``, …),
+    /// or to use through ``write(_:pretty:)``.
+    init(pretty: Bool) {
         self.pretty = pretty
         bytes.reserveCapacity(256)
     }
+
+    // MARK: Streaming
+
+    // For large documents whose shape the caller knows, such as `list --json` of 1,000 accounts:
+    // no JSONValue tree to build, and no keys to sort. The caller gives each object's members in
+    // UTF-8 key order; the bytes are those `write(_:pretty:)` writes for the same document.
+
+    mutating func beginObject() { beginLevel(isArray: false) }
+    mutating func endObject() { endLevel(UInt8(ascii: "}")) }
+    mutating func beginArray() { beginLevel(isArray: true) }
+    mutating func endArray() { endLevel(UInt8(ascii: "]")) }
+
+    /// Starts the next member of the innermost object; its value follows.
+    mutating func key(_ name: String) {
+        nextElement()
+        writeString(name)
+        append(pretty ? " : " : ":")
+    }
+
+    mutating func string(_ text: String) {
+        beginValue()
+        writeString(text)
+    }
+
+    mutating func bool(_ flag: Bool) {
+        beginValue()
+        append(flag ? "true" : "false")
+    }
+
+    private mutating func beginLevel(isArray: Bool) {
+        beginValue()
+        bytes.append(isArray ? UInt8(ascii: "[") : UInt8(ascii: "{"))
+        levels.append((isArray, false))
+    }
+
+    private mutating func endLevel(_ bracket: UInt8) {
+        let level = levels.removeLast()
+        if level.hasElements { return closeLevel(bracket) }
+        if pretty {  // JSONEncoder's empty form, as writeEmpty
+            bytes.append(UInt8(ascii: "\n"))
+            newLine()
+        }
+        bytes.append(bracket)
+    }
+
+    /// In an array, a value is the next element; in an object, `key(_:)` began the member.
+    private mutating func beginValue() {
+        if levels.last?.isArray == true { nextElement() }
+    }
+
+    private mutating func nextElement() {
+        if levels[levels.count - 1].hasElements {
+            separateElements()
+        } else {
+            levels[levels.count - 1].hasElements = true
+            openLevel()
+        }
+    }
+
+    // MARK: Values
 
     private mutating func write(_ value: JSONValue) throws(InvalidNumber) {
         switch value {

@@ -67,6 +67,43 @@ struct JSONWriterTests {
         #expect(try Self.written(object, pretty: false) == #"{"B":2,"_":5,"a10":3,"a9":4,"b":1,"z":7,"é":6}"#)
     }
 
+    /// Streams a document of strings, booleans, arrays and objects (members in key order).
+    static func stream(_ value: JSONValue, into writer: inout JSONWriter) {
+        switch value {
+        case .string(let text): writer.string(text)
+        case .bool(let flag): writer.bool(flag)
+        case .array(let elements):
+            writer.beginArray()
+            for element in elements { stream(element, into: &writer) }
+            writer.endArray()
+        case .object(let object):
+            writer.beginObject()
+            for (key, member) in object.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                writer.key(key)
+                stream(member, into: &writer)
+            }
+            writer.endObject()
+        default: Issue.record("not streamed: \(value)")
+        }
+    }
+
+    @Test("A document streamed member by member is written byte for byte as the same JSONValue, empty arrays and objects included")
+    func streamingMatchesValues() throws {
+        let documents: [JSONValue] = [
+            .object([:]), .array([]), .array([.array([]), .object([:]), .string("x")]),
+            .object(["accounts": .array([.object(["clients": .array([]), "name": "Ada \"A\" \\ é", "tenants": .array(["t1", "t2"])]),
+                                         .object(["clients": .array([.object(["access_tokens": .array([]), "has_id_token": .bool(true)])])])]),
+                     "group": "com.example", "location": .object([:]), "flag": .bool(false)]),
+        ]
+        for document in documents {
+            for pretty in [false, true] {
+                var writer = JSONWriter(pretty: pretty)
+                Self.stream(document, into: &writer)
+                #expect(String(decoding: writer.bytes, as: UTF8.self) == (try Self.written(document, pretty: pretty)), "\(document) pretty: \(pretty)")
+            }
+        }
+    }
+
     @Test("Infinity and NaN are refused with InvalidNumber, as JSONEncoder refuses them")
     func nonFiniteNumbers() {
         for number in [Double.infinity, -Double.infinity, Double.nan] {
