@@ -42,6 +42,57 @@ struct ConcurrencyTests {
         #expect(try store.allAccounts().count == 32)
     }
 
+    @Test("A large group is indexed and described on all cores: the same index as one entry at a time, every account described once, in order")
+    func largeGroupOnAllCores() throws {
+        let backend = InMemoryBackend()
+        let store = AccountStore(backend: backend)
+        let users = (0..<100).map { index in
+            Fixtures.User(uid: String(format: "%08x-0000-0000-0000-00000000beef", index), tenant: Fixtures.tenantA,
+                          username: "user\(index)@contoso.com", name: "User \(index)")
+        }
+        for (index, user) in users.enumerated() {
+            try store.save(Fixtures.tokenResponse(Fixtures.response(for: user, tag: "\(index)")),
+                           clientID: [Fixtures.appOne, Fixtures.appTwo][index % 2], authority: Fixtures.authority(), scopes: [],
+                           now: Fixtures.now)
+        }
+        // Five more access tokens per account, for other scopes: 600, over the threshold for indexing them apart.
+        let saved = try backend.load(.universalStorage).entries
+        var more: [CacheChange] = []
+        for entry in saved where entry.kind == .accessToken {
+            for scope in 1...5 {
+                var fields = entry.fields
+                fields["target"] = .string("Scope\(scope).Read")
+                more.append(.upsert(CacheEntry(kind: .accessToken, fields: fields)))
+            }
+        }
+        _ = try backend.apply(more, to: .universalStorage, expected: nil)
+        let entries = try backend.load(.universalStorage).entries
+        #expect(entries.filter { $0.kind == .accessToken }.count == 600)
+
+        let onAllCores = CacheIndex(entries)
+        var oneAtATime = CacheIndex()
+        for entry in entries { oneAtATime.insert(entry) }
+        #expect(onAllCores.entries == oneAtATime.entries)
+        for (index, user) in users.enumerated() {
+            let home = user.homeAccountID
+            for kind in EntityKind.allCases {
+                #expect(Set(onAllCores.entries(kind, homeAccountID: home)) == Set(oneAtATime.entries(kind, homeAccountID: home)))
+            }
+            #expect(onAllCores.accessTokens(homeAccountID: home).map(\.key).sorted() == oneAtATime.accessTokens(homeAccountID: home).map(\.key).sorted())
+            #expect(onAllCores.accessTokens(homeAccountID: home).count == 6)
+            let client = [Fixtures.appOne, Fixtures.appTwo][index % 2]
+            #expect(onAllCores.signInState(homeAccountID: home, clientID: client) == .signedIn)
+        }
+
+        let inventory = try AccountStore(backend: backend).inventory(now: Fixtures.now)
+        #expect(inventory.accounts.map(\.homeAccountID) == users.sorted { $0.username < $1.username }.map(\.homeAccountID))
+        for account in inventory.accounts {
+            #expect(account.clients.count == 1)
+            #expect(account.clients.first?.accessTokens.count == 6)
+            #expect(account.name?.hasPrefix("User ") == true)
+        }
+    }
+
     @Test("Several stores on one backend in many threads stay coherent")
     func storesShareBackendConcurrently() async throws {
         let backend = InMemoryBackend()
