@@ -11,6 +11,12 @@ struct TokenCacheMain {
         // to list 1,000 accounts. The few threads of a command rarely allocate at the same
         // moment, so sharing one arena costs nothing measurable. Set before they start.
         mallopt(M_ARENA_MAX, 1)
+        // Large blocks from that heap too, not a fresh mapping each (glibc's default from 128 KB):
+        // listing a 14 MB cache reads it into one buffer and grows arrays and tables of 10,000
+        // entries, and every fresh mapping is faulted in page by page, then unmapped when freed
+        // or grown. From the heap, freed memory is used again. Interleaved runs, 40 each:
+        // list --json of 1,000 accounts x 3 on the encrypted file 73.1 -> 67.8 ms, 2,000 fewer faults.
+        mallopt(M_MMAP_THRESHOLD, 64 << 20)
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {
