@@ -16,7 +16,8 @@ struct TokenCacheMain {
         // entries, and every fresh mapping is faulted in page by page, then unmapped when freed
         // or grown. From the heap, freed memory is used again. Interleaved runs, 40 each:
         // list --json of 1,000 accounts x 3 on the encrypted file 73.1 -> 67.8 ms, 2,000 fewer faults.
-        mallopt(M_MMAP_THRESHOLD, 64 << 20)
+        // (32 MB: older glibc refuses more than half its heap size, 32 MB on 64-bit.)
+        mallopt(M_MMAP_THRESHOLD, 32 << 20)
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {

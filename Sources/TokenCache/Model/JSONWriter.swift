@@ -17,7 +17,16 @@ struct JSONWriter {
     private let pretty: Bool
     private var indent = 0
     /// The objects and arrays open while streaming, innermost last.
-    private var levels: [(isArray: Bool, hasElements: Bool)] = []
+    private var levels: [Level] = []
+
+    private struct Level {
+        var isArray: Bool
+        var hasElements = false
+        #if DEBUG
+        /// The object's last key, to check that members come in key order.
+        var lastKey: String?
+        #endif
+    }
 
     /// `pretty`: two-space indentation and `"key" : value`, as JSONEncoder's `.prettyPrinted`.
     static func write(_ value: JSONValue, pretty: Bool = false) throws(InvalidNumber) -> [UInt8] {
@@ -46,6 +55,11 @@ struct JSONWriter {
 
     /// Starts the next member of the innermost object; its value follows.
     mutating func key(_ name: String) {
+        #if DEBUG
+        precondition(levels.last?.isArray == false, "a key outside an object")
+        precondition(levels[levels.count - 1].lastKey.map { Self.utf8Order($0, name) } ?? true, "keys out of order: \(name)")
+        levels[levels.count - 1].lastKey = name
+        #endif
         nextElement()
         writeString(name)
         append(pretty ? " : " : ":")
@@ -64,7 +78,7 @@ struct JSONWriter {
     private mutating func beginLevel(isArray: Bool) {
         beginValue()
         bytes.append(isArray ? UInt8(ascii: "[") : UInt8(ascii: "{"))
-        levels.append((isArray, false))
+        levels.append(Level(isArray: isArray))
     }
 
     private mutating func endLevel(_ bracket: UInt8) {
@@ -78,6 +92,7 @@ struct JSONWriter {
     }
 
     /// In an array, a value is the next element; in an object, `key(_:)` began the member.
+    /// (`bytes` is the document once every level is closed.)
     private mutating func beginValue() {
         if levels.last?.isArray == true { nextElement() }
     }

@@ -17,9 +17,14 @@ enum Scopes {
         Set(scopes.map(ASCII.lowercased))
     }
 
+    /// The comparable set of a space-separated target.
+    static func comparableSet(target: String) -> Set<String> {
+        comparableSet(split(target))
+    }
+
     /// A target in canonical form: sorted, de-duplicated, lower-cased.
     static func normalizedTarget(_ target: String) -> String {
-        comparableSet(split(target)).sorted().joined(separator: " ")
+        comparableSet(target: target).sorted().joined(separator: " ")
     }
 }
 

@@ -92,11 +92,11 @@ public final class AccountStore: Sendable {
         return try mutate { index in
             var changes: [CacheChange] = []
             let newAT = entities.accessToken
-            let newTargets = Scopes.comparableSet(Scopes.split(newAT["target"] ?? ""))
+            let newTargets = Scopes.comparableSet(target: newAT["target"] ?? "")
             if let home = entities.homeAccountID {
                 for old in index.entries(.accessToken, homeAccountID: home)
                 where old.key != newAT.key && Self.sameSlot(old, newAT)
-                    && !CacheIndex.targetSet(ofAccessToken: old).isDisjoint(with: newTargets) {
+                    && !Scopes.comparableSet(target: old["target"] ?? "").isDisjoint(with: newTargets) {
                     changes.append(.remove(.accessToken, key: old.key))
                 }
             }
@@ -481,9 +481,14 @@ public final class AccountStore: Sendable {
     }
 
     static func result(_ at: AccessToken, account: CachedAccount?) -> TokenResult {
+        result(at, scopes: at.scopes, expiresOn: at.entry.fields["expires_on"]?.secondsValue, account: account)
+    }
+
+    /// The same, from the scopes and expiry (seconds since 1970) the caller has already read.
+    static func result(_ at: AccessToken, scopes: [String], expiresOn seconds: Double?, account: CachedAccount?) -> TokenResult {
         TokenResult(
             accessToken: at.secret, authenticationScheme: at.tokenType,
-            expiresOn: at.expiresOn ?? Date(timeIntervalSince1970: 0), refreshOn: at.refreshOn,
-            tenantID: at.realm.isEmpty ? nil : at.realm, scopes: at.scopes, account: account, cachedAt: at.cachedAt)
+            expiresOn: Date(timeIntervalSince1970: seconds ?? 0), refreshOn: at.refreshOn,
+            tenantID: at.realm.isEmpty ? nil : at.realm, scopes: scopes, account: account, cachedAt: at.cachedAt)
     }
 }

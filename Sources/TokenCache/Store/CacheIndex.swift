@@ -1,11 +1,10 @@
-import FoundationEssentials
-
 /// An in-memory, indexed view of one group: lookups touch the few entries of one account
 /// instead of scanning the cache (MSAL Python's scan costs ~7 ms at 3,000 entries).
 struct CacheIndex: Sendable {
     private(set) var entries: [EntityKind: [String: CacheEntry]] = [:]
-    /// Entries by kind and lower-cased home account ID, in the order they were inserted: an
-    /// account has a handful of each kind, so they are kept whole rather than as keys to look up.
+    /// Entries by kind and lower-cased home account ID, in insertion order (a replaced entry
+    /// moves last): an account has a handful of each kind, so they are kept whole rather than as
+    /// keys to look up.
     private var entriesByAccount: [EntityKind: [String: [CacheEntry]]] = [:]
     /// Access tokens by home account ID exactly as stored, pre-digested for warm lookups.
     private(set) var accessTokensByHome: [String: [IndexedAccessToken]] = [:]
@@ -25,6 +24,7 @@ struct CacheIndex: Sendable {
             self.init(inserting: others + accessTokens)
             return
         }
+        // Two parts, one per core (a machine with one core indexes them one after the other).
         let parts = [accessTokens, others].concurrentMap(minimumCount: 2, CacheIndex.init(inserting:))
         self = parts[1]
         self.entries[.accessToken] = parts[0].entries[.accessToken]
@@ -58,12 +58,7 @@ struct CacheIndex: Sendable {
 
     /// Entries of one kind for one home account ID.
     func entries(_ kind: EntityKind, homeAccountID: String) -> [CacheEntry] {
-        entriesByAccount[kind]?[ASCII.lowercased(homeAccountID)] ?? []
-    }
-
-    /// An access token's scopes as a comparable set (lower-cased).
-    static func targetSet(ofAccessToken entry: CacheEntry) -> Set<String> {
-        Scopes.comparableSet(Scopes.split(entry["target"] ?? ""))
+        entriesByAccount[kind]?[Self.accountKey(homeAccountID)] ?? []
     }
 
     mutating func apply(_ change: CacheChange) {
@@ -76,7 +71,7 @@ struct CacheIndex: Sendable {
     mutating func insert(_ entry: CacheEntry) {
         if let replaced = entries[entry.kind, default: [:]].updateValue(entry, forKey: entry.key) { unlink(replaced) }
         let home = entry["home_account_id"] ?? ""
-        entriesByAccount[entry.kind, default: [:]][ASCII.lowercased(home), default: []].append(entry)
+        entriesByAccount[entry.kind, default: [:]][Self.accountKey(home), default: []].append(entry)
         switch entry.kind {
         case .accessToken:
             accessTokensByHome[home, default: []].append(IndexedAccessToken(entry))
@@ -85,6 +80,12 @@ struct CacheIndex: Sendable {
         default:
             break
         }
+    }
+
+    /// A home account ID lower-cased, as entries are filed: ASCII (every real one) without
+    /// allocating when it has no capital, anything else as `lowercased()` folds it.
+    private static func accountKey(_ home: String) -> String {
+        home.utf8.allSatisfy { $0 < 0x80 } ? ASCII.lowercased(home) : home.lowercased()
     }
 
     /// Access tokens of an account (home account ID in any case).
@@ -109,7 +110,7 @@ struct CacheIndex: Sendable {
     private mutating func unlink(_ old: CacheEntry) {
         let kind = old.kind, key = old.key
         let storedHome = old["home_account_id"] ?? ""
-        let home = ASCII.lowercased(storedHome)
+        let home = Self.accountKey(storedHome)
         entriesByAccount[kind]?[home]?.removeAll { $0.key == key }
         if entriesByAccount[kind]?[home]?.isEmpty == true { entriesByAccount[kind]?[home] = nil }
         switch kind {
@@ -153,10 +154,7 @@ struct IndexedAccessToken: Sendable {
         targets = Scopes.comparableSet(scopes)
         let expires = entry.fields["expires_on"]?.secondsValue
         expiresOn = expires ?? 0
-        let tokenType = token.tokenType
-        isPlainBearer = entry.fields["ext_cache_key"] == nil && ASCII.equalsIgnoringCase(tokenType, "bearer")
-        result = TokenResult(accessToken: token.secret, authenticationScheme: tokenType,
-                             expiresOn: Date(timeIntervalSince1970: expires ?? 0), refreshOn: token.refreshOn,
-                             tenantID: realm.isEmpty ? nil : realm, scopes: scopes, account: nil, cachedAt: token.cachedAt)
+        isPlainBearer = entry.fields["ext_cache_key"] == nil && ASCII.equalsIgnoringCase(token.tokenType, "bearer")
+        result = AccountStore.result(token, scopes: scopes, expiresOn: expires, account: nil)
     }
 }

@@ -3,9 +3,11 @@ import Glibc
 
 extension Array where Element: Sendable {
     /// `map` spread over the machine's cores, for CPU-bound work on many elements (describing
-    /// 1,000 accounts for `tokencache list`): the elements are cut into a few chunks per core,
-    /// which Dispatch runs at once on its worker threads and the calling thread. The result is
-    /// in the elements' order. Below `minimumCount` elements, or on one core, it is `map`.
+    /// 1,000 accounts for `tokencache list`): the elements are cut into a few chunks per online
+    /// CPU, which Dispatch runs at once on its worker threads and the calling thread. The result
+    /// is in the elements' order. Below `minimumCount` elements, or with one CPU online, it is
+    /// `map`. (A process confined to fewer CPUs, by `taskset` or a cpuset, still splits the work;
+    /// its chunks then take turns, at the cost of a few thread switches.)
     func concurrentMap<T: Sendable>(minimumCount: Int, _ transform: @Sendable (Element) -> T) -> [T] {
         let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         guard count >= minimumCount, cores > 1 else { return map(transform) }

@@ -29,6 +29,27 @@ struct EncryptedFileHostileTests {
         chmod(url.path, 0o600)
     }
 
+    @Test("Decrypting in place uses the buffer's own indexes (a slice not starting at zero), and a bad tag leaves zeros, not the unauthenticated plaintext")
+    func openInPlaceOnASlice() throws {
+        let key = Self.keyBytes.withUnsafeBytes { SymmetricKey(copying: $0) }
+        let nonce = [UInt8](repeating: 3, count: OpenSSL.nonceByteCount)
+        let plaintext = Data((0..<300).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) })
+        let sealed = try OpenSSL.seal(plaintext, key: key, nonce: nonce, authenticating: Data("aad".utf8))
+        let padding = Data(repeating: 0xEE, count: 40)
+        let whole = padding + sealed + padding
+        var slice = whole[20...]  // indexes 20..., the sealed part at 40..<(40 + sealed.count)
+        let range = 40..<(40 + sealed.count)
+        let opened = try #require(try OpenSSL.openInPlace(&slice, sealed: range, key: key, nonce: nonce, authenticating: Data("aad".utf8)))
+        #expect(slice[opened] == plaintext)
+        #expect(slice[20..<40] == padding.prefix(20) && slice[range.upperBound...] == padding, "nothing outside the range is touched")
+
+        var tampered = whole[20...]
+        tampered[range.upperBound - 1] ^= 1  // the tag's last byte
+        #expect(try OpenSSL.openInPlace(&tampered, sealed: range, key: key, nonce: nonce, authenticating: Data("aad".utf8)) == nil)
+        #expect(tampered[range.lowerBound..<(range.upperBound - OpenSSL.tagByteCount)].allSatisfy { $0 == 0 })
+        #expect(tampered[20..<40] == padding.prefix(20))
+    }
+
     static let account = #"{"home_account_id": "h.t", "environment": "login.microsoftonline.com", "realm": "t", "username": "u@x.com", "authority_type": "MSSTS"}"#
     static let hostilePlaintexts: [(name: String, plaintext: Data)] = [
         ("not JSON", Data("not json".utf8)),

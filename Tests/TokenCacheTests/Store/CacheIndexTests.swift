@@ -32,4 +32,29 @@ struct CacheIndexTests {
         #expect(index.existing(matching: ours) == nil)
         #expect(index.existing(matching: Self.accessToken(key: "x", target: "Files.Read")) == nil)
     }
+    @Test("An access token's warm-lookup digest gives the result the store builds from the entry")
+    func digestMatchesStoreResult() {
+        var entry = Self.accessToken(key: "digest", target: "Mail.Read User.Read")
+        entry.fields["expires_on"] = .string("1700003600")
+        entry.fields["refresh_on"] = .string("1700001800")
+        entry.fields["cached_at"] = .integer(1_700_000_000)
+        entry.fields["token_type"] = .string("pop")
+        let digest = IndexedAccessToken(entry)
+        #expect(digest.result == AccountStore.result(AccessToken(entry: entry), account: nil))
+        #expect(digest.expiresOn == 1_700_003_600 && digest.targets == ["mail.read", "user.read"] && !digest.isPlainBearer)
+    }
+
+    @Test("An entry replaced under the same key by one of another account moves to that account; removing it leaves neither holding it")
+    func replacedEntryMovesAccount() {
+        var index = CacheIndex([Self.accessToken(key: "k")])
+        var moved = Self.accessToken(key: "k")
+        moved.fields["home_account_id"] = .string("Other.Home")
+        index.insert(moved)
+        #expect(index.entries(.accessToken, homeAccountID: "uid.utid").isEmpty && index.accessTokens(homeAccountID: "uid.utid").isEmpty)
+        #expect(index.entries(.accessToken, homeAccountID: "other.home").map(\.key) == ["k"])
+        #expect(index.accessTokens(homeAccountID: "Other.Home").map(\.key) == ["k"])
+        index.remove(.accessToken, key: "k")
+        #expect(index.entries(.accessToken, homeAccountID: "other.home").isEmpty && index.accessTokens(homeAccountID: "Other.Home").isEmpty)
+        #expect(index.count == 0)
+    }
 }

@@ -36,7 +36,7 @@ struct CacheFileFormat {
     /// A file split into its parts, not yet authenticated.
     struct Parsed {
         var header: Header
-        /// A copy: holding a slice would share the file's storage and stop it being decrypted in place.
+        /// A copy: a slice would share the file's storage, and decrypting in place would then copy all of it.
         var associatedData: Data
         var nonce: [UInt8]
         /// Where the ciphertext and its tag are in the file's bytes.

@@ -174,6 +174,8 @@ public final class EncryptedFileBackend: CacheBackend {
                                                       authenticating: parsed.associatedData) else {
             throw CacheFileFormat.damaged(path)
         }
+        // The entries hold what they need; the decrypted document is wiped before it is freed.
+        defer { OpenSSL.cleanse(&data, plaintext) }
         let entries = try Self.decodeEntries(data[plaintext], path: path)
         loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
         return Current(entries: entries, revision: revision, header: parsed.header)

@@ -63,6 +63,12 @@ enum OpenSSL {
         data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
     }
 
+    /// Zeroes `data[range]` (the data's own indexes).
+    static func cleanse(_ data: inout Data, _ range: Range<Int>) {
+        let offset = range.lowerBound - data.startIndex
+        data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress! + offset, range.count) }
+    }
+
     static func sha256(_ data: some ContiguousBytes) throws(TokenCacheError) -> [UInt8] {
         let crypto = try LibCrypto.shared()
         var digest = [UInt8](repeating: 0, count: 32)
@@ -127,17 +133,17 @@ enum OpenSSL {
     /// AES-256-GCM decryption of ciphertext followed by its tag; nil when authentication fails.
     static func open(_ sealed: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data? {
         var buffer = Data(sealed)
-        guard let plaintext = try openInPlace(&buffer, sealed: 0..<buffer.count, key: key, nonce: nonce, authenticating: aad) else { return nil }
-        buffer.count = plaintext.upperBound
-        return buffer
+        guard let plaintext = try openInPlace(&buffer, sealed: buffer.indices, key: key, nonce: nonce, authenticating: aad) else { return nil }
+        return buffer[plaintext]
     }
 
-    /// Decrypts `buffer[sealed]` (ciphertext followed by its tag) where it lies and returns the
-    /// range of the plaintext, or nil when authentication fails, after cleansing the
-    /// unauthenticated plaintext. In place, a 14 MB cache needs no second buffer of its size
-    /// (GCM is a stream mode; OpenSSL decrypts with the output equal to the input).
+    /// Decrypts `buffer[sealed]` (ciphertext followed by its tag; the buffer's own indexes) where
+    /// it lies and returns the range of the plaintext, or nil when authentication fails, after
+    /// cleansing the unauthenticated plaintext. In place, a 14 MB cache needs no second buffer
+    /// of its size (GCM is a stream mode; OpenSSL decrypts with the output equal to the input).
     static func openInPlace(_ buffer: inout Data, sealed: Range<Int>, key: SymmetricKey, nonce: [UInt8],
                             authenticating aad: Data) throws(TokenCacheError) -> Range<Int>? {
+        precondition(sealed.lowerBound >= buffer.startIndex && sealed.upperBound <= buffer.endIndex, "sealed range outside the buffer")
         guard sealed.count >= tagByteCount else { return nil }
         let ciphertext = sealed.lowerBound..<(sealed.upperBound - tagByteCount)
         var tag = [UInt8](buffer[ciphertext.upperBound..<sealed.upperBound])
@@ -156,8 +162,9 @@ enum OpenSSL {
             throw failure(crypto, "EVP_CTRL_GCM_SET_TAG")
         }
         enum Outcome { case verified, rejected, failed(String) }
+        let startIndex = buffer.startIndex  // the bytes below start at the buffer's first index
         let outcome: Outcome = buffer.withUnsafeMutableBytes { bytes in
-            let text = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + ciphertext.lowerBound
+            let text = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + (ciphertext.lowerBound - startIndex)
             func cleanse() { tc_cleanse(text, ciphertext.count) }
             guard crypto.EVP_DecryptUpdate(context.pointer, text, &length, text, Int32(ciphertext.count)) == 1,
                   Int(length) == ciphertext.count else { cleanse(); return .failed("EVP_DecryptUpdate") }

@@ -194,9 +194,10 @@ extension SecretServiceBackend {
         var error: UnsafeMutablePointer<GError>?
         let type = g_variant_type_new(replyType)
         defer { g_variant_type_free(type) }
-        // G_MAXINT is GDBus's "no timeout": for an infinite (or NaN) bound rather than a trap.
+        // Clamped as a Double before the conversion, which traps out of range: G_MAXINT is GDBus's
+        // "no timeout" (for +infinity or NaN), and a bound below a millisecond is one millisecond.
         let bound = (options.callTimeout * 1000).rounded(.up)
-        let milliseconds = bound.isFinite ? Int32(clamping: Int(min(bound, Double(Int32.max)))) : Int32.max
+        let milliseconds = bound.isNaN ? Int32.max : Int32(max(1, min(bound, Double(Int32.max))))
         let reply = arguments.withUnsafeBufferPointer { pointers in
             g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path, interface, method,
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
