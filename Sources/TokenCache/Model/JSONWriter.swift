@@ -83,12 +83,7 @@ struct JSONWriter {
 
     private mutating func endLevel(_ bracket: UInt8) {
         let level = levels.removeLast()
-        if level.hasElements { return closeLevel(bracket) }
-        if pretty {  // JSONEncoder's empty form, as writeEmpty
-            bytes.append(UInt8(ascii: "\n"))
-            newLine()
-        }
-        bytes.append(bracket)
+        level.hasElements ? closeLevel(bracket) : closeEmpty(bracket)
     }
 
     /// In an array, a value is the next element; in an object, `key(_:)` began the member.
@@ -116,7 +111,7 @@ struct JSONWriter {
         case .double(let number): try writeDouble(number)
         case .string(let text): writeString(text)
         case .array(let elements):
-            guard !elements.isEmpty else { return writeEmpty("[", "]") }
+            guard !elements.isEmpty else { return writeEmpty(UInt8(ascii: "["), UInt8(ascii: "]")) }
             bytes.append(UInt8(ascii: "["))
             openLevel()
             for (position, element) in elements.enumerated() {
@@ -125,7 +120,7 @@ struct JSONWriter {
             }
             closeLevel(UInt8(ascii: "]"))
         case .object(let object):
-            guard !object.isEmpty else { return writeEmpty("{", "}") }
+            guard !object.isEmpty else { return writeEmpty(UInt8(ascii: "{"), UInt8(ascii: "}")) }
             bytes.append(UInt8(ascii: "{"))
             openLevel()
             for (position, member) in object.sorted(by: { Self.utf8Order($0.key, $1.key) }).enumerated() {
@@ -150,13 +145,18 @@ struct JSONWriter {
     }
 
     /// `[]` or `{}`; pretty, JSONEncoder's `[\n\n]` with the closing bracket indented.
-    private mutating func writeEmpty(_ open: String, _ close: String) {
-        append(open)
+    private mutating func writeEmpty(_ open: UInt8, _ close: UInt8) {
+        bytes.append(open)
+        closeEmpty(close)
+    }
+
+    /// Closes a level that got no element, its opening bracket written.
+    private mutating func closeEmpty(_ bracket: UInt8) {
         if pretty {
             bytes.append(UInt8(ascii: "\n"))
             newLine()
         }
-        append(close)
+        bytes.append(bracket)
     }
 
     private mutating func openLevel() {

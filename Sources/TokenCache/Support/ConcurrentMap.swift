@@ -9,8 +9,10 @@ extension Array where Element: Sendable {
     /// `map`. (A process confined to fewer CPUs, by `taskset` or a cpuset, still splits the work;
     /// its chunks then take turns, at the cost of a few thread switches.)
     func concurrentMap<T: Sendable>(minimumCount: Int, _ transform: @Sendable (Element) -> T) -> [T] {
+        // The element count first: counting CPUs reads a file in /sys.
+        guard count >= minimumCount else { return map(transform) }
         let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        guard count >= minimumCount, cores > 1 else { return map(transform) }
+        guard cores > 1 else { return map(transform) }
         // Several chunks per core, so a core that finishes early takes another.
         let chunkCount = Swift.min(count, cores * 4)
         let chunks = Locked([[T]](repeating: [], count: chunkCount))

@@ -60,11 +60,12 @@ enum OpenSSL {
     }
 
     static func cleanse(_ data: inout Data) {
-        data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
+        cleanse(&data, data.indices)
     }
 
     /// Zeroes `data[range]` (the data's own indexes).
     static func cleanse(_ data: inout Data, _ range: Range<Int>) {
+        guard !range.isEmpty else { return }
         let offset = range.lowerBound - data.startIndex
         data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress! + offset, range.count) }
     }
