@@ -76,8 +76,18 @@ func fuzzEncryptedFile(_ input: Data) {
     let url = backend.fileURL(for: fuzzGroup)
     try! file.write(to: url)
     precondition(chmod(url.path, 0o600) == 0)
+    // A listing's read (token secrets left in the document) refuses exactly what a full read
+    // refuses, and differs from it only by those secrets.
+    let listed = try? EncryptedFileBackend(directory: fuzzDirectory, keySource: .key(fuzzKey)).loadForListing(fuzzGroup).entries
     do {
         let entries = try backend.load(fuzzGroup).entries
+        precondition(listed?.count == entries.count, "a listing refused a file the full read accepts")
+        let listedByKey = Dictionary((listed ?? []).map { ("\($0.kind.rawValue) \($0.key)", $0.fields) }) { _, last in last }
+        for entry in entries {
+            var expected = entry.fields
+            if entry.kind == .accessToken || entry.kind == .refreshToken { expected["secret"] = nil }
+            precondition(listedByKey["\(entry.kind.rawValue) \(entry.key)"] == expected, "a listing read an entry differently")
+        }
         // What loads is usable by the account store.
         let store = AccountStore(backend: backend, group: fuzzGroup)
         for account in (try? store.allAccounts()) ?? [] {
@@ -85,6 +95,7 @@ func fuzzEncryptedFile(_ input: Data) {
         }
         _ = entries.count
     } catch {
+        precondition(listed == nil, "a listing accepted a file the full read refuses")
         // Refused: a write must refuse as well, and leave the file exactly as it was.
         precondition((try? EncryptedFileBackend(directory: fuzzDirectory, keySource: .key(fuzzKey))
             .apply([], to: fuzzGroup, expected: nil)) == nil, "a write replaced a file that could not be read")

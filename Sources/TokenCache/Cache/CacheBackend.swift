@@ -78,6 +78,12 @@ public protocol CacheBackend: Sendable {
     /// Reads every entry of a group. An unreadable store throws; it is never read as empty.
     func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot
 
+    /// Reads every entry of a group for a listing, which shows no token: access and refresh
+    /// tokens may come without their `secret` field. A backend that keeps the group in one
+    /// encrypted document (the encrypted file) then leaves those secrets in the decrypted
+    /// document, which it wipes, instead of copying them out; the default reads everything.
+    func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot
+
     /// Entries of one kind whose attributes equal the given values.
     func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                  in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry]
@@ -109,6 +115,10 @@ public protocol CacheBackend: Sendable {
 }
 
 extension CacheBackend {
+    public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        try load(group)
+    }
+
     public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)

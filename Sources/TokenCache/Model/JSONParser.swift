@@ -10,7 +10,24 @@
 /// Numbers: an integer literal that fits in Int64 is `.integer`; any other number is `.double`.
 /// Refused: invalid UTF-8, unescaped control characters, lone surrogate escapes, leading zeros,
 /// trailing content, and nesting deeper than `maximumDepth`. A duplicated key keeps its last value.
+///
+/// An ``Omission`` leaves chosen members of a cache's entries out of the result; they are still
+/// checked, so the same documents are refused with or without one.
 struct JSONParser {
+    /// Members a reader does not need, left out of the entries of an MSAL cache document (the
+    /// objects two levels below the root: sections, then entries by key). A listing shows no
+    /// access or refresh token; leaving their secrets in the decrypted document instead of
+    /// copying out 10 MB of them took `tokencache list` of 1,000 accounts x 3 from 77.0 to 71.7 ms.
+    struct Omission: Sendable {
+        /// The sections (root keys) whose entries lose the member.
+        let sections: Set<String>
+        /// The member's name.
+        let member: String
+
+        /// The secrets of access and refresh tokens (ID tokens keep theirs: listings read names from them).
+        static let tokenSecrets = Omission(sections: ["AccessToken", "RefreshToken"], member: "secret")
+    }
+
     struct SyntaxError: Error, Sendable {
         /// Byte offset of the problem.
         let offset: Int
@@ -23,10 +40,14 @@ struct JSONParser {
     /// Members of the objects being parsed, innermost last.
     private var members: [(String, JSONValue)] = []
     private let maximumDepth: Int
+    private let omission: Omission?
+    /// While inside a member of the root object: its key (a cache's section).
+    private var section: String?
 
     /// Parses one JSON document.
-    static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int) throws(SyntaxError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
+    static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
+                      omitting omission: Omission? = nil) throws(SyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -34,9 +55,10 @@ struct JSONParser {
         return value
     }
 
-    private init(bytes: UnsafeRawBufferPointer, maximumDepth: Int) {
+    private init(bytes: UnsafeRawBufferPointer, maximumDepth: Int, omission: Omission?) {
         self.bytes = bytes
         self.maximumDepth = maximumDepth
+        self.omission = omission
     }
 
     private func error(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
@@ -98,7 +120,12 @@ struct JSONParser {
             guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
             position += 1
             skipWhitespace()
-            members.append((key, try parseValue()))
+            if depth == 1 { section = key }
+            if depth == 3, let omission, key == omission.member, let section, omission.sections.contains(section) {
+                try checkValue()
+            } else {
+                members.append((key, try parseValue()))
+            }
             skipWhitespace()
             switch current {
             case UInt8(ascii: ","): position += 1; skipWhitespace()
@@ -193,6 +220,32 @@ struct JSONParser {
             }
             escaped = buffer
             runStart = position
+        }
+    }
+
+    /// Checks a value as `parseValue` would, building nothing for a plain string (a token).
+    private mutating func checkValue() throws(SyntaxError) {
+        let start = position
+        guard current == UInt8(ascii: "\"") else {
+            _ = try parseValue()
+            return
+        }
+        position += 1
+        var highBits: UInt8 = 0
+        while true {
+            skipPlainStringBytes(highBits: &highBits)
+            guard position < bytes.count else { throw error("unterminated string") }
+            let byte = bytes[position]
+            highBits |= byte
+            if byte < 0x20 { throw error("control character in a string") }
+            if byte == UInt8(ascii: "\\") || (byte == UInt8(ascii: "\"") && highBits >= 0x80) {
+                // Escapes to decode or UTF-8 to validate: the full way, from the start.
+                position = start
+                _ = try parseString()
+                return
+            }
+            position += 1
+            if byte == UInt8(ascii: "\"") { return }
         }
     }
 

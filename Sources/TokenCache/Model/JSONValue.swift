@@ -90,10 +90,11 @@ enum JSON {
     /// more than a few levels, and deep nesting is a denial-of-service vector.
     static let maximumDepth = 64
 
-    /// Parses a JSON object (``JSONParser``: strict, depth-limited, fast on small documents).
-    static func decodeObject(_ data: Data) throws -> JSONObject {
+    /// Parses a JSON object (``JSONParser``: strict, depth-limited, fast on small documents),
+    /// leaving out the members an `omission` names (they are still checked).
+    static func decodeObject(_ data: Data, omitting omission: JSONParser.Omission? = nil) throws -> JSONObject {
         let value = try data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
-            try JSONParser.parse(bytes, maximumDepth: maximumDepth)
+            try JSONParser.parse(bytes, maximumDepth: maximumDepth, omitting: omission)
         }
         guard case .object(let object) = value else { throw JSONShapeError.notAnObject }
         return object

@@ -34,6 +34,8 @@ public final class AccountStore: Sendable {
         var index = CacheIndex()
         var revision: CacheRevision?
         var isLoaded = false
+        /// The last listing's index while the full one is not loaded (it may lack token secrets).
+        var listing: (index: CacheIndex, revision: CacheRevision)?
     }
     private let state = Locked(State())
 
@@ -395,12 +397,34 @@ public final class AccountStore: Sendable {
     }
 
     private func refreshIfNeeded(_ state: inout State) throws(TokenCacheError) {
-        if state.isLoaded, let known = state.revision, try backend.currentRevision(of: group) == known { return }
+        if try isCurrent(state) { return }
         let snapshot = try backend.load(group)
         state.index = CacheIndex(snapshot.entries)
+        state.listing = nil
         state.revision = snapshot.revision
         state.isLoaded = true
         logger.trace("Loaded group", metadata: ["group": .string(group.name), "entries": .stringConvertible(snapshot.entries.count)])
+    }
+
+    /// Whether the loaded index still shows the group as the backend has it.
+    private func isCurrent(_ state: State) throws(TokenCacheError) -> Bool {
+        guard state.isLoaded, let known = state.revision else { return false }
+        return try backend.currentRevision(of: group) == known
+    }
+
+    /// The index a listing reads: the store's own when it is current, else the group read for
+    /// listing (``CacheBackend/loadForListing(_:)``), kept apart for the next listing only: it
+    /// may lack token secrets. (Kept, too, so that a short-lived process does not spend time
+    /// freeing it.)
+    func listingIndex() throws(TokenCacheError) -> CacheIndex {
+        try state.withLock { (state) throws(TokenCacheError) -> CacheIndex in
+            if try isCurrent(state) { return state.index }
+            if let listing = state.listing, try backend.currentRevision(of: group) == listing.revision { return listing.index }
+            let snapshot = try backend.loadForListing(group)
+            let index = CacheIndex(snapshot.entries)
+            state.listing = snapshot.revision.map { (index, $0) }
+            return index
+        }
     }
 
     // MARK: Rules

@@ -57,13 +57,12 @@ extension AccountStore {
     public func inventory(now: Date = Date()) throws(TokenCacheError) -> GroupInventory {
         let location = backend.location(of: group)
         let groupName = group.name
-        return try read { index in
-            let accounts = Self.homeAccountIDs(in: index)
-                .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, now: now) }
-                .compactMap { $0 }
-                .sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
-            return GroupInventory(group: groupName, location: location, accounts: accounts)
-        }
+        let index = try listingIndex()
+        let accounts = Self.homeAccountIDs(in: index)
+            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, now: now) }
+            .compactMap { $0 }
+            .sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
+        return GroupInventory(group: groupName, location: location, accounts: accounts)
     }
 
     private func describeAccount(home: String, in index: CacheIndex, now: Date) -> GroupInventory.Account? {

@@ -291,4 +291,39 @@ struct EncryptedFileTests {
         #expect(error.code == .fileAuthenticationFailed)
         #expect(throws: TokenCacheError.self) { _ = try EncryptedFileBackend(directory: directory).apply([], to: group, expected: nil) }
     }
+
+    @Test("A listing reads access and refresh tokens without their secrets, keeps ID tokens', and leaves later reads whole")
+    func listingWithoutTokenSecrets() throws {
+        _ = try savedStore(backend())
+        let fresh = backend()  // a new process: nothing read yet
+        let listed = try fresh.loadForListing(group).entries
+        let full = try fresh.load(group).entries
+        #expect(listed.count == full.count)
+        for entry in full {
+            let twin = try #require(listed.first { $0.kind == entry.kind && $0.key == entry.key })
+            var expected = entry.fields
+            if entry.kind == .accessToken || entry.kind == .refreshToken { expected["secret"] = nil }
+            #expect(twin.fields == expected, "\(entry.kind)")
+        }
+        #expect(full.contains { $0.kind == .accessToken && $0["secret"] != nil }, "the full read after a listing has the secrets")
+        #expect(full.contains { $0.kind == .idToken } && listed.filter { $0.kind == .idToken }.allSatisfy { $0["secret"] != nil })
+        // With the whole group at hand, a listing gets it as it is.
+        #expect(try fresh.loadForListing(group).entries.contains { $0.kind == .accessToken && $0["secret"] != nil })
+    }
+
+    @Test("A store lists the same inventory with or without the group loaded, follows changes, and still finds tokens after listing")
+    func inventoryFromListingRead() throws {
+        let writer = try savedStore(backend())
+        let loaded = try writer.inventory(now: Fixtures.now)
+        let reader = AccountStore(backend: backend(), group: group)  // nothing loaded: reads for listing
+        #expect(try reader.inventory(now: Fixtures.now) == loaded)
+        try writer.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.bob, tag: "list")), clientID: Fixtures.appTwo,
+                        authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        let changed = try reader.inventory(now: Fixtures.now)
+        #expect(changed.accounts.count == 2, "a change by another store shows in the next listing")
+        #expect(changed == (try writer.inventory(now: Fixtures.now)))
+        let account = try #require(try reader.account(Fixtures.alice.username, clientID: Fixtures.appOne))
+        let token = try reader.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"], now: Fixtures.now)
+        #expect(token?.accessToken.isEmpty == false, "lookups after a listing read the secrets")
+    }
 }

@@ -103,6 +103,63 @@ struct JSONParserTests {
         for length in 0..<20 { #expect(Self.parsed(Data("[\"".utf8) + Data(repeating: UInt8(ascii: "a"), count: length)) == nil) }
     }
 
+    static func parsedOmittingTokenSecrets(_ data: Data) -> JSONValue? {
+        try? data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
+            try JSONParser.parse(bytes, maximumDepth: 64, omitting: .tokenSecrets)
+        }
+    }
+
+    /// `value` with the member `name` removed from the objects at `path` (keys from the root).
+    static func removing(_ name: String, at paths: [[String]], from value: JSONValue) -> JSONValue {
+        func remove(_ value: JSONValue, _ path: ArraySlice<String>) -> JSONValue {
+            guard case .object(var object) = value else { return value }
+            guard let first = path.first else { object[name] = nil; return .object(object) }
+            if let child = object[first] { object[first] = remove(child, path.dropFirst()) }
+            return .object(object)
+        }
+        return paths.reduce(value) { remove($0, $1[...]) }
+    }
+
+    @Test("Omitting token secrets leaves out only the secrets of access and refresh token entries; the rest parses as without it")
+    func omittingTokenSecrets() throws {
+        let document = Data(#"""
+        {"AccessToken": {"a": {"secret": "at", "target": "User.Read"}, "b": {"secret": {"odd": ["shape"]}, "n": 1}},
+         "RefreshToken": {"r": {"secret": "r\u00e9fresh", "client_id": "c"}},
+         "IdToken": {"i": {"secret": "id.token.jwt", "realm": "t"}},
+         "Account": {"x": {"secret": "not a token", "username": "u"}},
+         "secret": "at the root", "Other": [{"secret": "kept"}]}
+        """#.utf8)
+        let full = try #require(Self.parsed(document))
+        let omitted = try #require(Self.parsedOmittingTokenSecrets(document))
+        #expect(omitted == Self.removing("secret", at: [["AccessToken", "a"], ["AccessToken", "b"], ["RefreshToken", "r"]], from: full))
+        guard case .object(let root) = omitted, case .object(let ids)? = root["IdToken"], case .object(let fields)? = ids["i"] else {
+            Issue.record("the ID token is missing")
+            return
+        }
+        #expect(fields["secret"] == "id.token.jwt", "ID tokens keep their secrets")
+    }
+
+    @Test("An omitted secret is still checked: a document is refused with the omission exactly when it is refused without")
+    func omittedSecretsAreChecked() throws {
+        let inserts: [[UInt8]] = [Array(#"\""#.utf8), Array(#"\u00e9"#.utf8), Array("é".utf8), [0x01], [0x0A], [0xC3, 0x28], [0xFF],
+                                  Array(#"\x"#.utf8), Array(#"\ud800"#.utf8)]
+        for length in 0..<24 {
+            for offset in 0...length {
+                for insert in inserts {
+                    var secret = Array(repeating: UInt8(ascii: "t"), count: length)
+                    secret.insert(contentsOf: insert, at: offset)
+                    let document = Data(#"{"AccessToken":{"k":{"secret":""#.utf8) + Data(secret) + Data(#"","n":1}}}"#.utf8)
+                    #expect((Self.parsedOmittingTokenSecrets(document) == nil) == (Self.parsed(document) == nil),
+                            "\(insert) at \(offset) of \(length)")
+                }
+            }
+        }
+        for text in [#"{"AccessToken":{"k":{"secret":"#, #"{"AccessToken":{"k":{"secret":"abc"#, #"{"AccessToken":{"k":{"secret":tru}}}"#,
+                     #"{"AccessToken":{"k":{"secret":[1,]}}}"#] {
+            #expect(Self.parsedOmittingTokenSecrets(Data(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     @Test("base64url decodes unpadded and padded input and the standard alphabet, and refuses anything else")
     func base64URL() throws {
         let bytes = Data([0xFB, 0xFF, 0xBF, 0x00, 0x61])

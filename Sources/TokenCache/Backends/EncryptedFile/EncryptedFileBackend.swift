@@ -99,6 +99,13 @@ public final class EncryptedFileBackend: CacheBackend {
         return CacheSnapshot(entries: current.entries, revision: current.revision)
     }
 
+    /// The group without the secrets of access and refresh tokens, unless a whole copy is at
+    /// hand; not kept for later reads.
+    public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let current = try read(group, tokenSecrets: false)
+        return CacheSnapshot(entries: current.entries, revision: current.revision)
+    }
+
     public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         var info = stat()
         guard lstat(fileURL(for: group).path, &info) == 0 else {
@@ -149,7 +156,9 @@ public final class EncryptedFileBackend: CacheBackend {
     }
 
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
-    private func read(_ group: CacheGroup, keepHeader: Bool = false) throws(TokenCacheError) -> Current {
+    /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
+    /// what is read is not cached.
+    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
             return Current(entries: [], revision: Self.absent, header: nil)
@@ -176,13 +185,14 @@ public final class EncryptedFileBackend: CacheBackend {
         }
         // The entries hold what they need; the decrypted document is wiped before it is freed.
         defer { OpenSSL.cleanse(&data, plaintext) }
-        let entries = try Self.decodeEntries(data[plaintext], path: path)
-        loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
+        let entries = try Self.decodeEntries(data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
+        if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
         return Current(entries: entries, revision: revision, header: parsed.header)
     }
 
-    static func decodeEntries(_ plaintext: Data, path: String) throws(TokenCacheError) -> [CacheEntry] {
-        guard let root = try? JSON.decodeObject(plaintext) else {
+    static func decodeEntries(_ plaintext: Data, path: String,
+                              omitting omission: JSONParser.Omission? = nil) throws(TokenCacheError) -> [CacheEntry] {
+        guard let root = try? JSON.decodeObject(plaintext, omitting: omission) else {
             throw TokenCacheError(.fileAuthenticationFailed, "\(path) decrypted to something that is not a cache.",
                                   hint: "Move it away; it was not changed")
         }
