@@ -68,6 +68,24 @@ struct CacheFileFormat {
     static func parse(_ file: Data, path: String) throws(TokenCacheError) -> Parsed {
         // Indexes below are offsets from the start; `sealedRange` is in the file's own indexes.
         let data = file.startIndex == 0 ? file : Data(file)
+        let start = try parseStart(data, path: path)
+        guard data.count >= start.sealedOffset + OpenSSL.tagByteCount else { throw damaged(path) }
+        return Parsed(header: start.header, associatedData: start.associatedData, nonce: start.nonce,
+                      sealedRange: (file.startIndex + start.sealedOffset)..<file.endIndex)
+    }
+
+    /// The parts before the ciphertext, and where the ciphertext starts.
+    struct Start {
+        var header: Header
+        var associatedData: Data
+        var nonce: [UInt8]
+        var sealedOffset: Int
+    }
+
+    /// Reads the parts before the ciphertext from the first bytes of a file (at least the
+    /// header and the nonce: 4,122 bytes at most), for a file decrypted while it is read.
+    static func parseStart(_ prefix: Data, path: String) throws(TokenCacheError) -> Start {
+        let data = prefix.startIndex == 0 ? prefix : Data(prefix)
         guard data.count >= magic.count, data.prefix(magic.count) == magic else {
             throw TokenCacheError(.fileMismatch, "\(path) is not a swift-tokencache cache file.",
                                   hint: "Move it away; it was not changed")
@@ -80,14 +98,14 @@ struct CacheFileFormat {
         }
         let headerLength = Int(UInt32(data[10]) << 24 | UInt32(data[11]) << 16 | UInt32(data[12]) << 8 | UInt32(data[13]))
         let headerEnd = 14 + headerLength
-        guard headerLength <= 4096, data.count >= headerEnd + OpenSSL.nonceByteCount + OpenSSL.tagByteCount else {
-            throw damaged(path)
-        }
+        guard headerLength <= maximumHeaderLength, data.count >= headerEnd + OpenSSL.nonceByteCount else { throw damaged(path) }
         guard let header = try? JSONDecoder().decode(Header.self, from: data[14..<headerEnd]) else { throw damaged(path) }
-        return Parsed(header: header, associatedData: Data(data[..<headerEnd]),
-                      nonce: Array(data[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
-                      sealedRange: (file.startIndex + headerEnd + OpenSSL.nonceByteCount)..<file.endIndex)
+        return Start(header: header, associatedData: Data(data[..<headerEnd]),
+                     nonce: Array(data[headerEnd..<(headerEnd + OpenSSL.nonceByteCount)]),
+                     sealedOffset: headerEnd + OpenSSL.nonceByteCount)
     }
+
+    static let maximumHeaderLength = 4096
 
     static func damaged(_ path: String) -> TokenCacheError {
         TokenCacheError(.fileAuthenticationFailed, "\(path) is damaged or was tampered with (truncated or altered).",

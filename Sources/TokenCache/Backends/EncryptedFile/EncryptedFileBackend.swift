@@ -168,26 +168,24 @@ public final class EncryptedFileBackend: CacheBackend {
         if !keepHeader, let cached = loaded.withLock({ $0[group] }), cached.revision == revision {
             return Current(entries: cached.entries, revision: revision, header: nil)
         }
-        var data = try FileIO.readAll(file.descriptor, path: path)
-        let parsed = try CacheFileFormat.parse(data, path: path)
-        guard parsed.header.group == group.name else {
-            throw TokenCacheError(.fileMismatch, "\(path) holds group '\(parsed.header.group)', not '\(group.name)'.",
-                                  hint: "A file was copied or renamed; move it back. It was not changed")
+        var opened = try SealedFileReader.read(file.descriptor, path: path) { (header) throws(TokenCacheError) -> SymmetricKey in
+            guard header.group == group.name else {
+                throw TokenCacheError(.fileMismatch, "\(path) holds group '\(header.group)', not '\(group.name)'.",
+                                      hint: "A file was copied or renamed; move it back. It was not changed")
+            }
+            let key = try key(for: header.kdf, creating: false)
+            guard try header.keyID == key.identifier() else {
+                throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
+                                      hint: "Use the key or passphrase it was written with; the file was not changed")
+            }
+            return key
         }
-        let key = try key(for: parsed.header.kdf, creating: false)
-        guard try parsed.header.keyID == key.identifier() else {
-            throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
-                                  hint: "Use the key or passphrase it was written with; the file was not changed")
-        }
-        guard let plaintext = try OpenSSL.openInPlace(&data, sealed: parsed.sealedRange, key: key, nonce: parsed.nonce,
-                                                      authenticating: parsed.associatedData) else {
-            throw CacheFileFormat.damaged(path)
-        }
+        let plaintext = opened.plaintext
         // The entries hold what they need; the decrypted document is wiped before it is freed.
-        defer { OpenSSL.cleanse(&data, plaintext) }
-        let entries = try Self.decodeEntries(data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
+        defer { OpenSSL.cleanse(&opened.data, plaintext) }
+        let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
         if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
-        return Current(entries: entries, revision: revision, header: parsed.header)
+        return Current(entries: entries, revision: revision, header: opened.header)
     }
 
     static func decodeEntries(_ plaintext: Data, path: String,

@@ -70,8 +70,20 @@ enum FileIO {
         return "/"
     }
 
+    /// Files larger than this are not token caches and are refused.
+    static let readLimit = 256 << 20
+
+    /// One read(2) into `bytes`, retried on EINTR: the number of bytes read, 0 at the end.
+    static func readSome(_ descriptor: Int32, into bytes: UnsafeMutableRawPointer, count: Int, path: String) throws(TokenCacheError) -> Int {
+        while true {
+            let done = read(descriptor, bytes, count)
+            if done >= 0 { return done }
+            if errno != EINTR { throw error("read", path) }
+        }
+    }
+
     static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
-        let limit = 256 << 20
+        let limit = readLimit
         // Read straight into a buffer of the file's size (plus room to see the end), not through
         // a bounce buffer: a 14 MB cache is copied once, not twice.
         var info = stat()

@@ -59,6 +59,10 @@ enum OpenSSL {
         bytes.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
     }
 
+    static func cleanse(_ bytes: UnsafeMutableRawPointer, count: Int) {
+        tc_cleanse(bytes, count)
+    }
+
     static func cleanse(_ data: inout Data) {
         cleanse(&data, data.indices)
     }
@@ -147,41 +151,22 @@ enum OpenSSL {
         precondition(sealed.lowerBound >= buffer.startIndex && sealed.upperBound <= buffer.endIndex, "sealed range outside the buffer")
         guard sealed.count >= tagByteCount else { return nil }
         let ciphertext = sealed.lowerBound..<(sealed.upperBound - tagByteCount)
-        var tag = [UInt8](buffer[ciphertext.upperBound..<sealed.upperBound])
-        let crypto = try LibCrypto.shared()
-        let context = try CipherContext(crypto)
-        var length: Int32 = 0
-        let ok = key.withUnsafeBytes { key in
-            crypto.EVP_DecryptInit_ex(context.pointer, crypto.aes256GCM, nil, nil, nil) == 1
-                && crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_IVLEN), Int32(nonce.count), nil) == 1
-                && crypto.EVP_DecryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
-        }
-        guard ok else { throw failure(crypto, "EVP_DecryptInit_ex") }
-        guard aad.withUnsafeBytes({ crypto.EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
-        else { throw failure(crypto, "EVP_DecryptUpdate (AAD)") }
-        guard crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_TAG), Int32(tagByteCount), &tag) == 1 else {
-            throw failure(crypto, "EVP_CTRL_GCM_SET_TAG")
-        }
-        enum Outcome { case verified, rejected, failed(String) }
+        let decryptor = try GCMDecryptor(key: key, nonce: nonce, authenticating: aad)
         let startIndex = buffer.startIndex  // the bytes below start at the buffer's first index
-        let outcome: Outcome = buffer.withUnsafeMutableBytes { bytes in
-            let text = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) + (ciphertext.lowerBound - startIndex)
-            func cleanse() { tc_cleanse(text, ciphertext.count) }
-            guard crypto.EVP_DecryptUpdate(context.pointer, text, &length, text, Int32(ciphertext.count)) == 1,
-                  Int(length) == ciphertext.count else { cleanse(); return .failed("EVP_DecryptUpdate") }
-            // GCM's final step writes no bytes; it only checks the tag.
-            var finalLength: Int32 = 0
-            var spare = [UInt8](repeating: 0, count: 16)
-            let verified = crypto.EVP_DecryptFinal_ex(context.pointer, &spare, &finalLength) == 1
-            crypto.ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
-            guard verified, finalLength == 0 else { cleanse(); return .rejected }
-            return .verified
+        // withUnsafeMutableBytes rethrows untyped errors: the outcome comes back as a Result.
+        let outcome = buffer.withUnsafeMutableBytes { bytes in
+            Result { () throws(TokenCacheError) -> Bool in
+                let base = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self) - startIndex
+                try decryptor.decrypt(base + ciphertext.lowerBound, count: ciphertext.count)
+                return decryptor.finish(tag: UnsafeRawBufferPointer(start: base + ciphertext.upperBound, count: tagByteCount))
+            }
         }
-        switch outcome {
-        case .verified: return ciphertext
-        case .rejected: return nil
-        case .failed(let function): throw failure(crypto, function)
+        guard case .success(let verified) = outcome, verified else {
+            cleanse(&buffer, ciphertext)
+            if case .failure(let error) = outcome { throw error }
+            return nil
         }
+        return ciphertext
     }
 
     /// A TokenCacheError for a failed OpenSSL call, with the drained error queue.
@@ -194,6 +179,55 @@ enum OpenSSL {
         }
         return TokenCacheError(.crypto, "OpenSSL \(function) failed\(reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")).",
                                hint: "Check that libssl3 (OpenSSL 3) is installed and working")
+    }
+}
+
+/// AES-256-GCM decryption in place, piece by piece, for a file decrypted while it is still
+/// being read: the pieces must follow each other, and nothing decrypted may be used before
+/// ``finish(tag:)`` returns true.
+final class GCMDecryptor {
+    private let crypto: LibCrypto
+    private let context: CipherContext
+
+    init(key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) {
+        crypto = try LibCrypto.shared()
+        context = try CipherContext(crypto)
+        let (crypto, context) = (crypto, context)
+        let ok = key.withUnsafeBytes { key in
+            crypto.EVP_DecryptInit_ex(context.pointer, crypto.aes256GCM, nil, nil, nil) == 1
+                && crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_IVLEN), Int32(nonce.count), nil) == 1
+                && crypto.EVP_DecryptInit_ex(context.pointer, nil, nil, key.baseAddress!.assumingMemoryBound(to: UInt8.self), nonce) == 1
+        }
+        guard ok else { throw OpenSSL.failure(crypto, "EVP_DecryptInit_ex") }
+        var length: Int32 = 0
+        guard aad.withUnsafeBytes({ crypto.EVP_DecryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
+        else { throw OpenSSL.failure(crypto, "EVP_DecryptUpdate (AAD)") }
+    }
+
+    /// Decrypts the next `count` bytes where they lie.
+    func decrypt(_ bytes: UnsafeMutablePointer<UInt8>, count: Int) throws(TokenCacheError) {
+        var done = 0
+        while done < count {  // OpenSSL takes an Int32 length
+            let piece = min(count - done, 1 << 30)
+            var length: Int32 = 0
+            guard crypto.EVP_DecryptUpdate(context.pointer, bytes + done, &length, bytes + done, Int32(piece)) == 1, Int(length) == piece else {
+                throw OpenSSL.failure(crypto, "EVP_DecryptUpdate")
+            }
+            done += piece
+        }
+    }
+
+    /// Checks the tag against everything decrypted: true when the ciphertext and associated data are authentic.
+    func finish(tag: UnsafeRawBufferPointer) -> Bool {
+        guard tag.count == OpenSSL.tagByteCount else { return false }
+        var expected = [UInt8](tag)
+        var finalLength: Int32 = 0
+        var spare = [UInt8](repeating: 0, count: 16)
+        // GCM's final step writes no bytes; it only checks the tag.
+        let verified = crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_SET_TAG), Int32(expected.count), &expected) == 1
+            && crypto.EVP_DecryptFinal_ex(context.pointer, &spare, &finalLength) == 1 && finalLength == 0
+        crypto.ERR_clear_error()  // a failed tag check queues no useful detail; never carry it into later errors
+        return verified
     }
 }
 
