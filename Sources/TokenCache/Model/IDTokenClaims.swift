@@ -25,12 +25,19 @@ public struct IDTokenClaims: Sendable, Hashable {
     /// Decodes the payload of a JWT without validating it.
     /// - Throws: ``TokenCacheError`` with code `invalidTokenResponse` and field `id_token`.
     public init(jwt: String) throws {
-        // Split on the UTF-8 bytes: splitting the String walks grapheme clusters (7 % of a listing).
-        let parts = jwt.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 || parts.count == 5 else {
+        // The dots, found in the UTF-8 bytes: splitting the String walks grapheme clusters (7 % of
+        // a listing), and a generic split of the bytes still cost 2 %.
+        var utf8 = jwt
+        let decoded = utf8.withUTF8 { bytes -> (parts: Int, payload: Data?) in
+            var dots: [Int] = []
+            for index in bytes.indices where bytes[index] == UInt8(ascii: ".") { dots.append(index) }
+            guard dots.count == 2 || dots.count == 4 else { return (dots.count + 1, nil) }
+            return (dots.count + 1, Base64URL.decode(UnsafeBufferPointer(rebasing: bytes[(dots[0] + 1)..<dots[1]])))
+        }
+        guard decoded.parts == 3 || decoded.parts == 5 else {
             throw TokenCacheError.invalidResponse("id_token", "is not a JWT (expected 3 dot-separated parts)")
         }
-        guard let payload = Base64URL.decode(parts[1]) else {
+        guard let payload = decoded.payload else {
             throw TokenCacheError.invalidResponse("id_token", "has a payload that is not base64url")
         }
         guard let claims = try? JSON.decodeObject(payload) else {

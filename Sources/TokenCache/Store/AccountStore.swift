@@ -475,21 +475,24 @@ public final class AccountStore: Sendable {
         let candidates = index.entries(.refreshToken, homeAccountID: home).filter {
             environment == nil || Environment.canonical($0["environment"] ?? "") == environment
         }.sorted { ($0.fields["last_modification_time"]?.secondsValue ?? 0) > ($1.fields["last_modification_time"]?.secondsValue ?? 0) }
+        let client = clientID.lowercased()
         let metadata = index.all(.appMetadata).first {
-            $0["client_id"]?.lowercased() == clientID.lowercased()
+            $0["client_id"]?.lowercased() == client
                 && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)
         }
         let family: String? = metadata == nil ? "1" : AppMetadata(entry: metadata!).familyID
         var ordered: [CacheEntry] = []
         if let family { ordered += candidates.filter { $0["family_id"] == family } }
-        ordered += candidates.filter { $0["client_id"]?.lowercased() == clientID.lowercased() && !ordered.contains($0) }
+        // The candidates are one kind's entries, so a key names one of them.
+        let familyKeys = Set(ordered.map(\.key))
+        ordered += candidates.filter { $0["client_id"]?.lowercased() == client && !familyKeys.contains($0.key) }
         return ordered
     }
 
     func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
         let records = index.entries(.account, homeAccountID: home).map(AccountEntity.init(entry:))
         guard !records.isEmpty else { return nil }
-        let homeTenant = home.split(separator: ".").count == 2 ? String(home.split(separator: ".")[1]) : nil
+        let homeTenant = Self.tenant(ofHomeAccountID: home)
         let primary = records.first { $0.realm.lowercased() == homeTenant?.lowercased() }
             ?? records.min { $0.realm < $1.realm }!
         let idTokens = index.entries(.idToken, homeAccountID: home).map(IDToken.init(entry:))
@@ -502,6 +505,20 @@ public final class AccountStore: Sendable {
             tenants: Array(Set(records.map(\.realm))).sorted(),
             authorityType: primary.authorityType,
             claims: idToken?.claims)
+    }
+
+    /// The tenant of a home account ID (`uid.utid`), when it has exactly two parts.
+    static func tenant(ofHomeAccountID home: String) -> String? {
+        // On the bytes: a home account ID is ASCII, and splitting the String walks grapheme
+        // clusters (2 % of a listing). Otherwise the characters, where a combining mark after
+        // a dot joins it.
+        let utf8 = home.utf8
+        guard utf8.allSatisfy({ $0 < 0x80 }) else {
+            let parts = home.split(separator: ".")
+            return parts.count == 2 ? String(parts[1]) : nil
+        }
+        let parts = utf8.split(separator: UInt8(ascii: "."))
+        return parts.count == 2 ? String(Substring(parts[1])) : nil
     }
 
     static func result(_ at: AccessToken, account: CachedAccount?) -> TokenResult {

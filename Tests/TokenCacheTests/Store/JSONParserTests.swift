@@ -160,6 +160,25 @@ struct JSONParserTests {
         }
     }
 
+    @Test("An ID token's claims come from the second of 3 or 5 dot-separated parts; other shapes are refused")
+    func idTokenClaims() throws {
+        let payload = Data(#"{"name":"Ada","tid":"t1"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        #expect(try IDTokenClaims(jwt: "h.\(payload).s").name == "Ada")
+        #expect(try IDTokenClaims(jwt: "h.\(payload).s.x.y").tenantID == "t1")
+        #expect(try IDTokenClaims(jwt: ".\(payload).").name == "Ada", "empty header and signature parts still count")
+        for bad in ["", "abc", "h.\(payload)", "h.\(payload).s.x", "h.\(payload).s.x.y.z", "h.!!.s", "h.\(Data("[1]".utf8).base64EncodedString()).s"] {
+            #expect(throws: TokenCacheError.self, "\(bad)") { try IDTokenClaims(jwt: bad) }
+        }
+    }
+
+    @Test("The tenant of a home account ID is its second part when there are exactly two (empty parts skipped, as before)",
+          arguments: [("uid.utid", "utid" as String?), ("uid", nil), ("a.b.c", nil), ("a..b", "b"), (".a.b", "b"), ("é.tenant", "tenant"),
+                      ("a.\u{301}b", nil)])
+    func homeTenant(home: String, tenant: String?) {
+        #expect(AccountStore.tenant(ofHomeAccountID: home) == tenant)
+    }
+
     @Test("base64url decodes unpadded and padded input and the standard alphabet, and refuses anything else")
     func base64URL() throws {
         let bytes = Data([0xFB, 0xFF, 0xBF, 0x00, 0x61])
