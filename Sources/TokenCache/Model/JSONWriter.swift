@@ -42,6 +42,23 @@ struct JSONWriter {
         bytes.reserveCapacity(256)
     }
 
+    /// A writer for one element of an array `depth` levels deep in another writer's document
+    /// (that writer's ``depth``): its bytes, given to ``element(_:)``, are what the other writer
+    /// would have written for the element. So elements can be written apart, on other cores.
+    init(pretty: Bool, depth: Int) {
+        self.init(pretty: pretty)
+        indent = pretty ? depth : 0
+    }
+
+    /// How many objects and arrays are open.
+    var depth: Int { levels.count }
+
+    /// The next element of the innermost array, written by a writer made with `init(pretty:depth:)`.
+    mutating func element(_ written: [UInt8]) {
+        beginValue()
+        bytes.append(contentsOf: written)
+    }
+
     // MARK: Streaming
 
     // For large documents whose shape the caller knows, such as `list --json` of 1,000 accounts:

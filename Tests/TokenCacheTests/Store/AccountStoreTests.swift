@@ -327,4 +327,22 @@ struct MultiAppTests {
         #expect(reference != nil && JSONParserTests.parsed(inventory.jsonData()) == reference)
         #expect(inventory.jsonData() == (try encoder.encode(inventory)), "same bytes: these keys sort alike both ways")
     }
+
+    @Test("With many accounts, written on all cores and joined, the inventory's JSON is still the document JSONEncoder writes, pretty or compact")
+    func inventoryJSONOfManyAccounts() throws {
+        for index in 0..<70 {
+            let user = Fixtures.User(uid: String(format: "%08x-0000-0000-0000-0000000000aa", index), tenant: Fixtures.tenantA,
+                                     username: "user\(index)@contoso.com", name: "User \(index)")
+            try save(user, client: index % 3 == 0 ? Fixtures.appTwo : Fixtures.appOne)
+        }
+        let inventory = try store.inventory(now: Fixtures.now)
+        #expect(inventory.accounts.count == 70)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        #expect(inventory.jsonData(pretty: false) == (try encoder.encode(inventory)))
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        #expect(inventory.jsonData() == (try encoder.encode(inventory)))
+    }
 }
