@@ -421,7 +421,7 @@ public final class AccountStore: Sendable {
             if try isCurrent(state) { return state.index }
             if let listing = state.listing, try backend.currentRevision(of: group) == listing.revision { return listing.index }
             let snapshot = try backend.loadForListing(group)
-            let index = CacheIndex(snapshot.entries)
+            let index = CacheIndex(snapshot.entries, digestingAccessTokens: false)
             state.listing = snapshot.revision.map { (index, $0) }
             return index
         }

@@ -10,29 +10,36 @@ struct CacheIndex: Sendable {
     private(set) var accessTokensByHome: [String: [IndexedAccessToken]] = [:]
     /// Sign-in states by home account ID exactly as stored.
     private(set) var signInStatesByHome: [String: [(clientID: String, state: SignInState)]] = [:]
+    /// Whether access tokens are digested for lookups (``accessTokens(homeAccountID:)``); a
+    /// listing's index, which reads them through ``entries(_:homeAccountID:)``, does without.
+    private var digestsAccessTokens = true
 
     init() {}
 
     /// Indexes entries. Kinds are indexed apart from one another, so a large group's access
     /// tokens (their digests are most of the work) are indexed on another core meanwhile.
-    init(_ entries: some Sequence<CacheEntry>) {
+    /// - Parameter digestingAccessTokens: false for an index that only lists (no token lookups).
+    init(_ entries: some Sequence<CacheEntry>, digestingAccessTokens: Bool = true) {
         var accessTokens: [CacheEntry] = [], others: [CacheEntry] = []
         for entry in entries {
             if entry.kind == .accessToken { accessTokens.append(entry) } else { others.append(entry) }
         }
         guard accessTokens.count >= 500 else {
-            self.init(inserting: others + accessTokens)
+            self.init(inserting: others + accessTokens, digestingAccessTokens: digestingAccessTokens)
             return
         }
         // Two parts, one per core (a machine with one core indexes them one after the other).
-        let parts = [accessTokens, others].concurrentMap(minimumCount: 2, CacheIndex.init(inserting:))
+        let parts = [accessTokens, others].concurrentMap(minimumCount: 2) {
+            CacheIndex(inserting: $0, digestingAccessTokens: digestingAccessTokens)
+        }
         self = parts[1]
         self.entries[.accessToken] = parts[0].entries[.accessToken]
         entriesByAccount[.accessToken] = parts[0].entriesByAccount[.accessToken]
         accessTokensByHome = parts[0].accessTokensByHome
     }
 
-    private init(inserting entries: [CacheEntry]) {
+    private init(inserting entries: [CacheEntry], digestingAccessTokens: Bool) {
+        digestsAccessTokens = digestingAccessTokens
         for entry in entries { insert(entry) }
     }
 
@@ -73,7 +80,7 @@ struct CacheIndex: Sendable {
         let home = entry["home_account_id"] ?? ""
         entriesByAccount[entry.kind, default: [:]][Self.accountKey(home), default: []].append(entry)
         switch entry.kind {
-        case .accessToken:
+        case .accessToken where digestsAccessTokens:
             accessTokensByHome[home, default: []].append(IndexedAccessToken(entry))
         case .accountMetadata:
             signInStatesByHome[home, default: []].append((entry["client_id"] ?? "", AccountMetadata(entry: entry).signInState))

@@ -57,4 +57,16 @@ struct CacheIndexTests {
         #expect(index.entries(.accessToken, homeAccountID: "other.home").isEmpty && index.accessTokens(homeAccountID: "Other.Home").isEmpty)
         #expect(index.count == 0)
     }
+
+    @Test("A listing's index (no access token digests) holds the same entries by key and by account, small or large enough for two cores")
+    func listingIndexWithoutDigests() {
+        for count in [3, 600] {
+            let tokens = (0..<count).map { Self.accessToken(key: "k\($0)", target: "Scope\($0).Read") }
+            let full = CacheIndex(tokens), listing = CacheIndex(tokens, digestingAccessTokens: false)
+            #expect(listing.entries == full.entries)
+            #expect(listing.entries(.accessToken, homeAccountID: "UID.utid").map(\.key) == full.entries(.accessToken, homeAccountID: "uid.utid").map(\.key))
+            #expect(full.accessTokens(homeAccountID: "uid.utid").count == count)
+            #expect(listing.accessTokens(homeAccountID: "uid.utid").isEmpty, "nothing digested")
+        }
+    }
 }
