@@ -103,6 +103,34 @@ struct JSONParserTests {
         for length in 0..<20 { #expect(Self.parsed(Data("[\"".utf8) + Data(repeating: UInt8(ascii: "a"), count: length)) == nil) }
     }
 
+    @Test("The same in long strings, token-sized and longer: a special byte anywhere, with or without the member left out")
+    func specialBytesInLongStrings() throws {
+        let cases: [(insert: [UInt8], valid: Bool)] = [
+            (Array(#"\""#.utf8), true), (Array(#"\\"#.utf8), true), (Array(#"\u00e9"#.utf8), true), (Array("é".utf8), true),
+            ([0x01], false), ([0x1F], false), ([0xC3, 0x28], false), ([0xFF], false),
+        ]
+        for length in [64, 70, 511, 512, 513, 1_100] {
+            let offsets = Set([0, 1, 7, 8, 9, 56, 63, 64, 65, 255, 504, 505, 510, 511, 512, 513, 520, 1_024, length - 1, length]).filter { $0 <= length }
+            for offset in offsets.sorted() {
+                for (insert, valid) in cases {
+                    var text = Array(repeating: UInt8(ascii: "t"), count: length)
+                    text.insert(contentsOf: insert, at: offset)
+                    // A second, long string after it, so the first is never near the end of the input.
+                    let document = Data(#"{"AccessToken":{"k":{"secret":""#.utf8) + Data(text) + Data(#"","target":""#.utf8)
+                        + Data(repeating: UInt8(ascii: "x"), count: 600) + Data(#""}}}"#.utf8)
+                    let parsed = Self.parsed(document)
+                    #expect((parsed != nil) == valid, "\(insert) at \(offset) of \(length)")
+                    if valid { #expect(parsed == Self.reference(document), "\(insert) at \(offset) of \(length)") }
+                    #expect((Self.parsedOmittingTokenSecrets(document) != nil) == valid, "omitted: \(insert) at \(offset) of \(length)")
+                }
+            }
+        }
+        // Many escapes in one long string (each ends a run of plain bytes).
+        let escaped = String(repeating: #"a\"b\\c\u00e9"#, count: 400)
+        let document = Data(("[\"" + escaped + "\"]").utf8)
+        #expect(Self.parsed(document) == Self.reference(document) && Self.parsed(document) != nil)
+    }
+
     static func parsedOmittingTokenSecrets(_ data: Data) -> JSONValue? {
         try? data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
             try JSONParser.parse(bytes, maximumDepth: 64, omitting: .tokenSecrets)
