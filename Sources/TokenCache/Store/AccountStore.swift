@@ -471,12 +471,18 @@ public final class AccountStore: Sendable {
 
     /// MSAL's refresh token order for a client.
     static func refreshTokens(home: String, clientID: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
+        refreshTokens(home: home, clientID: clientID, environment: environment, appMetadata: index.all(.appMetadata), in: index)
+    }
+
+    /// The same, with the group's app metadata at hand (a listing looks it up once, not per client).
+    static func refreshTokens(home: String, clientID: String, environment: String?,
+                              appMetadata: some Sequence<CacheEntry>, in index: CacheIndex) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
         let candidates = index.entries(.refreshToken, homeAccountID: home).filter {
             environment == nil || Environment.canonical($0["environment"] ?? "") == environment
         }.sorted { ($0.fields["last_modification_time"]?.secondsValue ?? 0) > ($1.fields["last_modification_time"]?.secondsValue ?? 0) }
         let client = clientID.lowercased()
-        let metadata = index.all(.appMetadata).first {
+        let metadata = appMetadata.first {
             $0["client_id"]?.lowercased() == client
                 && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)
         }

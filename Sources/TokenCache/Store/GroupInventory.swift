@@ -58,14 +58,15 @@ extension AccountStore {
         let location = backend.location(of: group)
         let groupName = group.name
         let index = try listingIndex()
+        let appMetadata = Array(index.all(.appMetadata))  // once, not for every client of every account
         let accounts = Self.homeAccountIDs(in: index)
-            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, now: now) }
+            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, appMetadata: appMetadata, now: now) }
             .compactMap { $0 }
             .sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
         return GroupInventory(group: groupName, location: location, accounts: accounts)
     }
 
-    private func describeAccount(home: String, in index: CacheIndex, now: Date) -> GroupInventory.Account? {
+    private func describeAccount(home: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
         guard let account = self.account(homeAccountID: home, clientID: nil, in: index) else { return nil }
         // Each kind's entries once per account, not once per client.
         let accessTokens = index.entries(.accessToken, homeAccountID: home)
@@ -77,7 +78,7 @@ extension AccountStore {
         }
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
-            let metadata = index.all(.appMetadata).first(where: isClient).map(AppMetadata.init(entry:))
+            let metadata = appMetadata.first(where: isClient).map(AppMetadata.init(entry:))
             let ats = accessTokens.filter(isClient)
                 .map(AccessToken.init(entry:))
                 .map { at in
@@ -87,7 +88,7 @@ extension AccountStore {
                 .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
             let state = Self.signInState(home: home, clientID: clientID, in: index)
             let refresh = state == .signedOut ? nil
-                : Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).first
+                : Self.refreshTokens(home: home, clientID: clientID, environment: nil, appMetadata: appMetadata, in: index).first
             let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
                 $0["client_id"]?.lowercased() == clientID.lowercased() && ($0["family_id"] ?? "").isEmpty ? .own : .family
             } ?? .none
