@@ -29,12 +29,12 @@ if ((${#missing[@]})); then
 fi
 
 echo "Building (release)" >&2
-swift build -c release --static-swift-stdlib --product tokencache
+scripts/build-release.sh tokencache
 # SwiftPM keeps a stale build plan for the Benchmarks package when files are added to this one
 # (its path dependency): "cannot find X in scope". Re-planning is cheap; compiled objects stay.
 rm -f Benchmarks/.build/release.yaml Benchmarks/.build/debug.yaml
 swift build -c release --package-path Benchmarks --product bench-tool
-BENCH_BIN="$(swift build -c release --static-swift-stdlib --show-bin-path)"
+BENCH_BIN="$(scripts/build-release.sh --show-bin-path)"
 BENCH_TOOL_BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)"
 export BENCH_BIN BENCH_TOOL_BIN
 # The ordo-one benchmark target is built here, outside the keyring session's temporary HOME.

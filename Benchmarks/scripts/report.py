@@ -109,7 +109,7 @@ def markdown(r):
                  ["CPU", "%s, %d cores, %s RAM" % (m["cpu"], m["cores"], m["memory"])], ["Kernel", m["uname"]],
                  ["Load average (1/5/15 min) before → after", "%s → %s" % (
                      "/".join("%.2f" % x for x in load["before"]), "/".join("%.2f" % x for x in load["after"]))],
-                 ["tokencache", "%s (%s, release build)" % (m["tokencache"], m["git"])], ["Swift", m["swift"]],
+                 ["tokencache", "%s (%s, release build: scripts/build-release.sh)" % (m["tokencache"], m["git"])], ["Swift", m["swift"]],
                  ["gnome-keyring", m["gnome_keyring"]], ["libsecret / secret-tool", "%s / %s" % (m["libsecret"], m["secret_tool"])],
                  ["OpenSSL", m["openssl"]], ["MSAL Python / msal-extensions", "%s / %s (%s)" % (m["msal"], m["msal_extensions"], m["python"])],
                  ["hyperfine", m["hyperfine"]]]),
