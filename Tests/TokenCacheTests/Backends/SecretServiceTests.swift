@@ -239,6 +239,34 @@ struct SecretServiceTests {
         #expect(keyed(batched) == keyed(whole))
     }
 
+    @Test("Searches sent together answer as the same searches one after another, empty answers included; a failed one throws the usual typed error")
+    func searchesSentTogether() throws {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? store.removeAll() }
+        try save(store, Fixtures.alice, client: Fixtures.appOne)
+        try save(store, Fixtures.bob, client: Fixtures.appTwo)
+        let backend = try SecretServiceBackend()
+        let collection = try backend.collectionPath(for: group)
+        let queries: [[String: String]] = [
+            ["group": group.name, "kind": EntityKind.appMetadata.rawValue],
+            ["group": group.name, "home_account_id": Fixtures.alice.homeAccountID],
+            ["group": group.name, "home_account_id": "nobody.nowhere"],
+            ["group": group.name, "kind": EntityKind.account.rawValue],
+        ]
+        let together = try backend.collectionSearches(queries, in: collection)
+        let oneByOne = try queries.map { try backend.collectionSearch($0, in: collection) }
+        #expect(together.map { Set($0) } == oneByOne.map { Set($0) })
+        #expect(together[0].count == 2 && together[1].count >= 4 && together[2].isEmpty && together[3].count == 2)
+        // Through the backend: an account's entries and the app metadata, read at once.
+        let read = try backend.entries(matchingAny: [CacheQuery(kind: .appMetadata), CacheQuery(attributes: [.homeAccountID: Fixtures.bob.homeAccountID])], in: group)
+        #expect(Set(read.map(\.key)) == Set(try SecretServiceBackend().load(group).entries
+            .filter { $0.kind == .appMetadata || $0["home_account_id"] == Fixtures.bob.homeAccountID }.map(\.key)))
+        let nowhere = "/org/freedesktop/secrets/collection/no_such_collection"
+        let together2 = try #require(throws: TokenCacheError.self) { try backend.collectionSearches(queries, in: nowhere) }
+        let alone = try #require(throws: TokenCacheError.self) { try backend.collectionSearch(queries[0], in: nowhere) }
+        #expect(together2.code == alone.code && together2.message == alone.message)
+    }
+
     @Test("An account-scoped view reads only that account's tokens, by attribute search, and finds what the whole group finds")
     func accountScopedView() throws {
         let backend = try SecretServiceBackend()

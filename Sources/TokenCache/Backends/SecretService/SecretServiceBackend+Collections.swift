@@ -167,6 +167,58 @@ extension SecretServiceBackend {
     /// The paths of a collection's items whose attributes include `attributes`: one
     /// Collection.SearchItems call (locked items included; gnome-keyring lists them).
     func collectionSearch(_ attributes: [String: String], in collection: String) throws(TokenCacheError) -> [String] {
+        try call("SearchItems", on: collection, interface: "org.freedesktop.Secret.Collection",
+                 arguments: [Self.attributeDictionary(attributes)], replyType: "(ao)", action: "search the keyring", read: Self.searchReply)
+    }
+
+    /// Several Collection.SearchItems calls sent together and answered as gnome-keyring gets to
+    /// them: one round trip for all instead of one after another (a cold lookup's app-metadata
+    /// and account searches come after the session's key exchange, so each round trip counts).
+    /// The replies are taken on this thread, from a GLib main context of its own.
+    func collectionSearches(_ queries: [[String: String]], in collection: String) throws(TokenCacheError) -> [[String]] {
+        guard queries.count > 1 else {
+            return try queries.map { (query) throws(TokenCacheError) -> [String] in try collectionSearch(query, in: collection) }
+        }
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        let type = g_variant_type_new("(ao)")
+        defer { g_variant_type_free(type) }
+        let context = g_main_context_new()
+        g_main_context_push_thread_default(context)
+        defer {
+            g_main_context_pop_thread_default(context)
+            g_main_context_unref(context)
+        }
+        let replies = PendingReplies(count: queries.count)
+        for (position, query) in queries.enumerated() {
+            let slot = Unmanaged.passRetained(PendingReplies.Slot(replies: replies, position: position)).toOpaque()
+            var arguments = [Self.attributeDictionary(query)]
+            let parameters = arguments.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
+            g_dbus_connection_call(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), collection,
+                                   "org.freedesktop.Secret.Collection", "SearchItems", parameters, type, G_DBUS_CALL_FLAGS_NONE,
+                                   callTimeoutMilliseconds, nil, { source, result, slot in
+                let slot = Unmanaged<PendingReplies.Slot>.fromOpaque(slot!).takeRetainedValue()
+                var error: UnsafeMutablePointer<GError>?
+                let reply = g_dbus_connection_call_finish(OpaquePointer(source), result, &error)
+                slot.replies.store(reply, error, at: slot.position)
+            }, slot)
+        }
+        // Every call ends in its callback (a reply, an error or GDBus's timeout), so this returns.
+        while replies.outstanding > 0 { g_main_context_iteration(context, 1) }
+        return try replies.take { (reply, error) throws(TokenCacheError) -> [String] in
+            guard let reply else { throw Self.explain(Self.map(error, deadline: nil, action: "search the keyring"), collection: collection) }
+            return try Self.searchReply(reply)
+        }
+    }
+
+    /// A SearchItems reply, `(ao)`, as paths.
+    private static func searchReply(_ reply: OpaquePointer) throws(TokenCacheError) -> [String] {
+        let array = g_variant_get_child_value(reply, 0)!  // the reply is (ao)
+        defer { g_variant_unref(array) }
+        return paths(array) ?? []
+    }
+
+    /// Item attributes as the `a{ss}` a search takes (a floating reference, for the call to sink).
+    private static func attributeDictionary(_ attributes: [String: String]) -> OpaquePointer? {
         let dictionaryType = g_variant_type_new("a{ss}")
         defer { g_variant_type_free(dictionaryType) }
         let builder = g_variant_builder_new(dictionaryType)!
@@ -175,12 +227,15 @@ extension SecretServiceBackend {
             var pair = [g_variant_new_string(name), g_variant_new_string(value)]
             g_variant_builder_add_value(builder, pair.withUnsafeMutableBufferPointer { g_variant_new_dict_entry($0[0], $0[1]) })
         }
-        return try call("SearchItems", on: collection, interface: "org.freedesktop.Secret.Collection",
-                        arguments: [g_variant_builder_end(builder)], replyType: "(ao)", action: "search the keyring") { reply in
-            let array = g_variant_get_child_value(reply, 0)!  // the reply is (ao)
-            defer { g_variant_unref(array) }
-            return Self.paths(array) ?? []
-        }
+        return g_variant_builder_end(builder)
+    }
+
+    /// `Options.callTimeout` for GDBus, clamped as a Double before the conversion, which traps out
+    /// of range: G_MAXINT is GDBus's "no timeout" (for +infinity or NaN), and a bound below a
+    /// millisecond is one millisecond.
+    private var callTimeoutMilliseconds: Int32 {
+        let bound = (options.callTimeout * 1000).rounded(.up)
+        return bound.isNaN ? Int32.max : max(1, Int32(max(1, min(bound, Double(Int32.max)))))
     }
 
     /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout` (GDBus's
@@ -194,14 +249,10 @@ extension SecretServiceBackend {
         var error: UnsafeMutablePointer<GError>?
         let type = g_variant_type_new(replyType)
         defer { g_variant_type_free(type) }
-        // Clamped as a Double before the conversion, which traps out of range: G_MAXINT is GDBus's
-        // "no timeout" (for +infinity or NaN), and a bound below a millisecond is one millisecond.
-        let bound = (options.callTimeout * 1000).rounded(.up)
-        let milliseconds = bound.isNaN ? Int32.max : Int32(max(1, min(bound, Double(Int32.max))))
         let reply = arguments.withUnsafeBufferPointer { pointers in
             g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path, interface, method,
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
-                                        type, G_DBUS_CALL_FLAGS_NONE, max(milliseconds, 1), nil, &error)
+                                        type, G_DBUS_CALL_FLAGS_NONE, callTimeoutMilliseconds, nil, &error)
         }
         guard let reply else { throw Self.explain(Self.map(error, deadline: nil, action: action), collection: path) }
         defer { g_variant_unref(reply) }
@@ -335,4 +386,48 @@ extension SecretServiceBackend {
 extension SecretServiceBackend {
     /// Item signals this backend has received (for tests and measurements).
     @_spi(Testing) public var receivedSignalCount: Int64 { signals.receivedCount }
+}
+
+/// The replies of calls sent together, filled in by their callbacks on the caller's thread
+/// (the GLib main context it iterates), then taken in order. Owns the replies and errors until then.
+private final class PendingReplies {
+    final class Slot {
+        let replies: PendingReplies
+        let position: Int
+        init(replies: PendingReplies, position: Int) { self.replies = replies; self.position = position }
+    }
+
+    private var replies: [OpaquePointer?]
+    private var errors: [UnsafeMutablePointer<GError>?]
+    private(set) var outstanding: Int
+
+    init(count: Int) {
+        replies = Array(repeating: nil, count: count)
+        errors = Array(repeating: nil, count: count)
+        outstanding = count
+    }
+
+    func store(_ reply: OpaquePointer?, _ error: UnsafeMutablePointer<GError>?, at position: Int) {
+        replies[position] = reply
+        errors[position] = error
+        outstanding -= 1
+    }
+
+    /// Each reply read in order (`read` takes the error, if any, and owns it); the first failure
+    /// is thrown. Frees every reply and the errors not handed to `read`.
+    func take<T>(_ read: (OpaquePointer?, UnsafeMutablePointer<GError>?) throws(TokenCacheError) -> T) throws(TokenCacheError) -> [T] {
+        defer {
+            for reply in replies { if let reply { g_variant_unref(reply) } }
+            for error in errors { if let error { g_error_free(error) } }
+            replies = replies.map { _ in nil }
+            errors = errors.map { _ in nil }
+        }
+        var values: [T] = []
+        for position in replies.indices {
+            let error = errors[position]
+            errors[position] = nil
+            values.append(try read(replies[position], error))
+        }
+        return values
+    }
 }

@@ -138,10 +138,17 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// One attribute search per query, then one bulk read of every match (each item once).
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         let collection = try collectionPath(for: group)
+        let searches = queries.map { query in
+            var attributes = Self.searchAttributes(query, group: group)
+            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+            return attributes
+        }
         var paths: [String] = [], seen: Set<String> = []
-        for query in queries {
-            for path in try searchPaths(Self.searchAttributes(query, group: group), collection: collection)
-            where seen.insert(path).inserted { paths.append(path) }
+        for (search, found) in zip(searches, try collectionSearches(searches, in: collection)) {
+            // An empty answer may be a locked collection's: checked, and searched again if a prompt unlocked it.
+            var matches = found
+            if found.isEmpty, try checkUnlocked(collection) { matches = try collectionSearch(search, in: collection) }
+            for path in matches where seen.insert(path).inserted { paths.append(path) }
         }
         return try items(at: paths, in: collection)
     }
