@@ -25,8 +25,10 @@ extension SecretServiceBackend {
         let session: SessionHeadStart
         let signals: ItemSignalCounter
 
-        /// Connects, and starts the session's key exchange and the signal subscription.
-        init(callTimeout: TimeInterval) throws(TokenCacheError) {
+        /// Connects, and starts the session's key exchange and the signal subscription. With
+        /// `exchangeOnThisThreadLater`, the caller runs the exchange (`session.run()`) on its own
+        /// background thread once it has handed the connection over.
+        init(callTimeout: TimeInterval, exchangeOnThisThreadLater: Bool = false) throws(TokenCacheError) {
             let libsecret = try LibSecret.shared()
             self.libsecret = libsecret
             let environment = ProcessInfo.processInfo.environment
@@ -53,7 +55,8 @@ extension SecretServiceBackend {
                 throw SecretServiceBackend.noProvider
             }
             self.service = service
-            session = SessionHeadStart(libsecret: libsecret, service: service, timeout: callTimeout)
+            session = SessionHeadStart(libsecret: libsecret, service: service, timeout: callTimeout,
+                                       onThisThreadLater: exchangeOnThisThreadLater)
             signals = ItemSignalCounter(connection: g_dbus_proxy_get_connection(proxy)!)
         }
 
@@ -69,9 +72,12 @@ extension SecretServiceBackend {
                 slot = attempt
                 return true
             }) else { return }
-            // A private queue always gets a thread of its own.
+            // A private queue always gets a thread of its own. Once the connection is handed over,
+            // the same thread runs the session's key exchange: no hop to another thread first.
             DispatchQueue(label: "tokencache.secret-service-connect").async {
-                attempt.finish(Result { () throws(TokenCacheError) in try Connection(callTimeout: callTimeout) })
+                let result = Result { () throws(TokenCacheError) in try Connection(callTimeout: callTimeout, exchangeOnThisThreadLater: true) }
+                attempt.finish(result)
+                if case .success(let connection) = result { connection.session.run() }
             }
         }
 

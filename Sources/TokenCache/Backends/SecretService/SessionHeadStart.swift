@@ -16,15 +16,15 @@ final class SessionHeadStart: @unchecked Sendable {
     // @unchecked: `done` is a semaphore; `finished` is Locked.
     private let done = DispatchSemaphore(value: 0)
     private let finished = Locked(false)
+    private let exchange: @Sendable () -> Void
 
-    /// Starts opening the session for `service` (which the background thread keeps a reference to).
-    init(libsecret: LibSecret, service: UnsafeMutablePointer<SecretService>, timeout: TimeInterval) {
+    /// Starts opening the session for `service` (which the exchange keeps a reference to): on an
+    /// idle Dispatch worker, or, with `onThisThreadLater`, when the creator calls ``run()`` on a
+    /// background thread it already has (the early connection's: no hop to another thread).
+    init(libsecret: LibSecret, service: UnsafeMutablePointer<SecretService>, timeout: TimeInterval, onThisThreadLater: Bool = false) {
         let reference = GObjectReference(service)
         let done = self.done
-        // A private queue: Dispatch runs it on an idle worker when there is one (creating a
-        // Thread delayed the exchange by about a millisecond on a cold start), and, unlike the
-        // width-limited global queues that Swift tasks share, always gets a thread.
-        DispatchQueue(label: "tokencache.secret-service-session").async {
+        exchange = {
             let deadline = Deadline(seconds: timeout)
             var error: UnsafeMutablePointer<GError>?
             if libsecret.secret_service_ensure_session_sync(reference.pointer, deadline.cancellable, &error) == 0 {
@@ -33,7 +33,15 @@ final class SessionHeadStart: @unchecked Sendable {
             withExtendedLifetime(reference) {}
             done.signal()
         }
+        guard !onThisThreadLater else { return }
+        // A private queue: Dispatch runs it on an idle worker when there is one (creating a
+        // Thread delayed the exchange by about a millisecond on a cold start), and, unlike the
+        // width-limited global queues that Swift tasks share, always gets a thread.
+        DispatchQueue(label: "tokencache.secret-service-session").async(execute: exchange)
     }
+
+    /// Runs the exchange on this thread (for `onThisThreadLater`).
+    func run() { exchange() }
 
     /// Returns once the background attempt has finished (immediately after the first time).
     func wait() {
