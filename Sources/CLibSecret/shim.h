@@ -137,24 +137,6 @@ static void tc_pending_call_done(GObject *source, GAsyncResult *result, gpointer
     g_main_loop_quit(call->loop);
 }
 
-/// What secret_service_open_sync does with no flags, without loading the service's properties:
-/// libsecret's open waits for a GetAll round trip (the Collections property, every collection's
-/// path) before it returns, and nothing here reads the cached properties (Collections is read
-/// with a Properties.Get when a dedicated collection is looked for). On a cold lookup that round
-/// trip delayed the session's key exchange, the critical path. The bus name is libsecret's:
-/// $SECRET_SERVICE_BUS_NAME, else org.freedesktop.secrets.
-static inline SecretService *tc_secret_service_open_without_properties(GType service_gtype, GCancellable *cancellable,
-                                                                       GError **error) {
-    const gchar *name = g_getenv("SECRET_SERVICE_BUS_NAME");
-    return (SecretService *)g_initable_new(service_gtype, cancellable, error,
-                                           "g-flags", G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES,
-                                           "g-name", name != NULL ? name : "org.freedesktop.secrets",
-                                           "g-bus-type", G_BUS_TYPE_SESSION,
-                                           "g-object-path", "/org/freedesktop/secrets",
-                                           "g-interface-name", "org.freedesktop.Secret.Service",
-                                           NULL);
-}
-
 /// What secret_service_get_secrets_for_dbus_paths_sync does (one GetSecrets call for every path,
 /// on a private main context), without its leak: libsecret 0.20.5's _finish never releases the
 /// D-Bus reply, so every bulk read leaked all the (session-encrypted) secrets it read, about

@@ -42,7 +42,8 @@ extension SecretServiceBackend {
             let deadline = Deadline(seconds: callTimeout)
             var error: UnsafeMutablePointer<GError>?
             // No session yet: it opens in the background (SessionHeadStart).
-            guard let service = tc_secret_service_open_without_properties(libsecret.secret_service_get_type(), deadline.cancellable, &error) else {
+            guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
+                                                                   deadline.cancellable, &error) else {
                 throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the Secret Service")
             }
             // The proxy is created even when nobody owns the name (and activation failed).
