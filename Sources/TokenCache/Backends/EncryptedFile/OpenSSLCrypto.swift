@@ -1,5 +1,8 @@
 internal import COpenSSL
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// 256-bit key material that is zeroed when released. Never printed.
 final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
@@ -116,9 +119,12 @@ enum OpenSSL {
         var length: Int32 = 0
         guard aad.withUnsafeBytes({ crypto.EVP_EncryptUpdate(context.pointer, nil, &length, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }) == 1
         else { throw failure(crypto, "EVP_EncryptUpdate (AAD)") }
-        var output = Data(count: plaintext.count + tagByteCount)
-        let failed: String? = output.withUnsafeMutableBytes { out in
-            let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        // Not zero-filled first (Data(count:) is): every byte is written below. At 16 KiB the
+        // zeroing was a sixth of a seal.
+        let outputCount = plaintext.count + tagByteCount
+        guard let output = malloc(outputCount) else { throw TokenCacheError(.crypto, "Out of memory sealing \(outputCount) bytes.", hint: "Free memory and retry; nothing was written") }
+        let failed: String? = {
+            let base = output.assumingMemoryBound(to: UInt8.self)
             guard plaintext.withUnsafeBytes({ input in
                 crypto.EVP_EncryptUpdate(context.pointer, base, &length, input.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(input.count))
             }) == 1 else { return "EVP_EncryptUpdate" }
@@ -130,9 +136,12 @@ enum OpenSSL {
                   crypto.EVP_CIPHER_CTX_ctrl(context.pointer, Int32(TC_EVP_CTRL_GCM_GET_TAG), Int32(tagByteCount), base + total) == 1
             else { return "EVP_CTRL_GCM_GET_TAG" }
             return nil
+        }()
+        if let failed {
+            free(output)
+            throw failure(crypto, failed)
         }
-        if let failed { throw failure(crypto, failed) }
-        return output
+        return Data(bytesNoCopy: output, count: outputCount, deallocator: .free)
     }
 
     /// AES-256-GCM decryption of ciphertext followed by its tag; nil when authentication fails.
