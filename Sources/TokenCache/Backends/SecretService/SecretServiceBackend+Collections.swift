@@ -235,7 +235,7 @@ extension SecretServiceBackend {
     /// millisecond is one millisecond.
     private var callTimeoutMilliseconds: Int32 {
         let bound = (options.callTimeout * 1000).rounded(.up)
-        return bound.isNaN ? Int32.max : max(1, Int32(max(1, min(bound, Double(Int32.max)))))
+        return bound.isNaN ? Int32.max : Int32(max(1, min(bound, Double(Int32.max))))
     }
 
     /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout` (GDBus's

@@ -138,16 +138,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// One attribute search per query, then one bulk read of every match (each item once).
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         let collection = try collectionPath(for: group)
-        let searches = queries.map { query in
-            var attributes = Self.searchAttributes(query, group: group)
-            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
-            return attributes
-        }
         var paths: [String] = [], seen: Set<String> = []
-        for (search, found) in zip(searches, try collectionSearches(searches, in: collection)) {
-            // An empty answer may be a locked collection's: checked, and searched again if a prompt unlocked it.
-            var matches = found
-            if found.isEmpty, try checkUnlocked(collection) { matches = try collectionSearch(search, in: collection) }
+        for matches in try searchPaths(queries.map { Self.searchAttributes($0, group: group) }, collection: collection) {
             for path in matches where seen.insert(path).inserted { paths.append(path) }
         }
         return try items(at: paths, in: collection)
@@ -320,12 +312,21 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// locked collection (a provider may hide a locked collection's items) is `keyringLocked`,
     /// never an empty read.
     func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
-        var attributes = query
-        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
-        let paths = try collectionSearch(attributes, in: collection)
-        // Unlocked by a prompt just now: search again, the provider may have hidden its items.
-        if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(attributes, in: collection) }
-        return paths
+        try searchPaths([query], collection: collection)[0]
+    }
+
+    /// The same for several queries, their searches sent together (``collectionSearches(_:in:)``).
+    func searchPaths(_ queries: [[String: String]], collection: String) throws(TokenCacheError) -> [[String]] {
+        let searches = queries.map { query in
+            var attributes = query
+            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+            return attributes
+        }
+        return try zip(searches, try collectionSearches(searches, in: collection)).map { (search, paths) throws(TokenCacheError) -> [String] in
+            // Unlocked by a prompt just now: search again, the provider may have hidden its items.
+            if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(search, in: collection) }
+            return paths
+        }
     }
 
     /// Paths of this schema's items matching `query` in every collection, split by lock state
