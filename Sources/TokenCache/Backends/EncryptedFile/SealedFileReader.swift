@@ -73,18 +73,17 @@ enum SealedFileReader {
                 nonisolated(unsafe) let buffer = base
                 DispatchQueue.global().async {
                     var filled = progress.filled
-                    while filled < capacity {
-                        let count = Glibc.read(descriptor, buffer + filled, min(piece, capacity - filled))
-                        if count < 0 {
-                            if errno == EINTR { continue }
-                            progress.finish(error: errno)
-                            return
+                    do throws(TokenCacheError) {
+                        while filled < capacity {
+                            let count = try FileIO.readSome(descriptor, into: buffer + filled, count: min(piece, capacity - filled), path: path)
+                            if count == 0 { break }
+                            filled += count
+                            progress.advance(to: filled)
                         }
-                        if count == 0 { break }
-                        filled += count
-                        progress.advance(to: filled)
+                        progress.finish(error: nil)
+                    } catch {
+                        progress.finish(error: error)
                     }
-                    progress.finish(error: nil)
                 }
                 var decrypted = start.sealedOffset
                 func wipe() { OpenSSL.cleanse(base + start.sealedOffset, count: max(decrypted - start.sealedOffset, 0)) }
@@ -105,9 +104,9 @@ enum SealedFileReader {
                     }
                     if state.finished { break }
                 }
-                if let code = state.error {
+                if let error = state.error {
                     wipe()
-                    throw FileIO.error("read", path, code: code)
+                    throw error
                 }
                 guard state.filled < capacity else {  // it grew
                     wipe()
@@ -137,7 +136,7 @@ private final class ReadProgress: @unchecked Sendable {
     struct State {
         var filled: Int
         var finished = false
-        var error: Int32?
+        var error: TokenCacheError?
     }
     private let current: Locked<State>
     private let changed = DispatchSemaphore(value: 0)
@@ -152,7 +151,7 @@ private final class ReadProgress: @unchecked Sendable {
         changed.signal()
     }
 
-    func finish(error: Int32?) {
+    func finish(error: TokenCacheError?) {
         current.withLock { $0.finished = true; $0.error = error }
         changed.signal()
     }
