@@ -163,7 +163,9 @@ struct JSONParser {
     }
 
     /// A string, from its opening quote. Runs without escapes are validated and copied whole.
-    private mutating func parseString() throws(SyntaxError) -> String {
+    /// Without `building`, a plain ASCII string (a token) is checked but not made: the result is
+    /// then empty.
+    private mutating func parseString(building: Bool = true) throws(SyntaxError) -> String {
         position += 1  // "
         var runStart = position
         var escaped: [UInt8]? = nil  // only built when the string has escapes
@@ -182,7 +184,7 @@ struct JSONParser {
                 }
                 // ASCII is valid UTF-8: no validation, which goes through unspecialized generic
                 // code (11 % of loading a 14 MB cache). Escapes take the validating path.
-                if highBits < 0x80 { return String(decoding: run, as: UTF8.self) }
+                if highBits < 0x80 { return building ? String(decoding: run, as: UTF8.self) : "" }
                 return try validated(run)
             }
             if byte < 0x20 { throw error("control character in a string") }
@@ -225,28 +227,7 @@ struct JSONParser {
 
     /// Checks a value as `parseValue` would, building nothing for a plain string (a token).
     private mutating func checkValue() throws(SyntaxError) {
-        let start = position
-        guard current == UInt8(ascii: "\"") else {
-            _ = try parseValue()
-            return
-        }
-        position += 1
-        var highBits: UInt8 = 0
-        while true {
-            skipPlainStringBytes(highBits: &highBits)
-            guard position < bytes.count else { throw error("unterminated string") }
-            let byte = bytes[position]
-            highBits |= byte
-            if byte < 0x20 { throw error("control character in a string") }
-            if byte == UInt8(ascii: "\\") || (byte == UInt8(ascii: "\"") && highBits >= 0x80) {
-                // Escapes to decode or UTF-8 to validate: the full way, from the start.
-                position = start
-                _ = try parseString()
-                return
-            }
-            position += 1
-            if byte == UInt8(ascii: "\"") { return }
-        }
+        if current == UInt8(ascii: "\"") { _ = try parseString(building: false) } else { _ = try parseValue() }
     }
 
     /// Skips eight bytes at a time while none of them ends the run (a quote, a backslash or a
