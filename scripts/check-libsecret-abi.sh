@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the libsecret declarations in Sources/CLibSecret/shim.h (copied by hand, since libsecret
+# Checks the libsecret declarations in Sources/CLibSecret/shim.h (and libgcrypt's in transfer.h) (copied by hand, since libsecret
 # is loaded with dlopen and its headers are not needed to build) against libsecret's own headers:
 # every function in the table must have exactly the real signature, and the struct layouts and
 # enum values must match. Needs libsecret-1-dev and a C compiler; run it after changing shim.h
@@ -30,7 +30,7 @@ int main(void) {
     TCLibSecretFunctions table;
 $ASSIGNMENTS
     $LAYOUT
-    return table.secret_value_get == NULL;
+    return table.secret_schema_unref == NULL;
 }
 C
 # shim.h alone: its own layouts.
@@ -50,3 +50,35 @@ if [ "$real" != "$ours" ]; then
     exit 1
 fi
 echo "shim.h matches libsecret $(pkg-config --modversion libsecret-1): $(echo "$ASSIGNMENTS" | wc -l) functions, layouts ($ours)"
+
+# transfer.h against libgcrypt's gcrypt.h (libsecret-1-dev depends on libgcrypt20-dev): the same
+# two ways, for the function table and the enum values.
+TRANSFER="$PWD/Sources/CLibSecret/transfer.h"
+GCRY_ASSIGNMENTS="$(grep -o 'TC_RESOLVE_GCRY(gcry_[a-z_]*)' "$TRANSFER" | grep -v '(name)' | sed 's/TC_RESOLVE_GCRY(\(.*\))/    table.\1 = \1;/')"
+GCRY_VALUES='printf("%d %d %d %d %d %d %d\n", GCRYCTL_INITIALIZATION_FINISHED, GCRYCTL_INITIALIZATION_FINISHED_P, GCRYMPI_FMT_USG,
+           GCRY_CIPHER_AES, GCRY_CIPHER_MODE_CBC, GCRY_MD_SHA256, GCRY_MD_FLAG_HMAC);'
+cat > "$WORK/gcrypt-real.c" <<C
+#include <stdio.h>
+#include <gcrypt.h>
+#define TC_CHECK_AGAINST_GCRYPT_HEADERS
+#include "$TRANSFER"
+int main(void) {
+    TCGcryptFunctions table;
+$GCRY_ASSIGNMENTS
+    $GCRY_VALUES
+    return table.gcry_cipher_close == NULL;
+}
+C
+cat > "$WORK/gcrypt-ours.c" <<C
+#include <stdio.h>
+#include "$TRANSFER"
+int main(void) { $GCRY_VALUES return 0; }
+C
+"$CC" -std=gnu11 -Wall -Werror -Wno-unused-function -o "$WORK/gcrypt-real" "$WORK/gcrypt-real.c" -lgcrypt
+"$CC" -std=gnu11 -Wall -Werror -Wno-unused-function -o "$WORK/gcrypt-ours" "$WORK/gcrypt-ours.c"
+real="$("$WORK/gcrypt-real")" ours="$("$WORK/gcrypt-ours")"
+if [ "$real" != "$ours" ]; then
+    echo "enum values differ: gcrypt.h $real, transfer.h $ours" >&2
+    exit 1
+fi
+echo "transfer.h matches libgcrypt $(pkg-config --modversion libgcrypt 2>/dev/null || echo '(version unknown)'): $(echo "$GCRY_ASSIGNMENTS" | wc -l) functions, enum values ($ours)"

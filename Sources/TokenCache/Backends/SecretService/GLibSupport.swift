@@ -87,3 +87,66 @@ func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>
     }
     return result
 }
+
+/// The Secret Service's bus name on a GDBus connection, for plain method calls (libsecret's
+/// proxies load properties and item lists the backend does not need). Keeps the connection alive.
+final class GDBusTarget: @unchecked Sendable {
+    // @unchecked: immutable; GDBus connections are thread-safe.
+    private let connection: OpaquePointer
+    private let name: String
+
+    /// The connection and unique bus name behind a proxy.
+    init(proxy: UnsafeMutablePointer<GDBusProxy>) {
+        connection = g_dbus_proxy_get_connection(proxy)
+        g_object_ref(UnsafeMutableRawPointer(connection))
+        name = String(cString: g_dbus_proxy_get_name(proxy))
+    }
+
+    deinit { g_object_unref(UnsafeMutableRawPointer(connection)) }
+
+    /// One method call, bounded by `timeoutMilliseconds` (GDBus's own timeout). GDBus checks the
+    /// reply against `replyType`, so a malformed answer is an error, never a crash in `read`.
+    /// `arguments` are floating references, consumed by the call.
+    func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?], replyType: String,
+                     timeoutMilliseconds: Int32, action: String,
+                     read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
+        var error: UnsafeMutablePointer<GError>?
+        let type = g_variant_type_new(replyType)
+        defer { g_variant_type_free(type) }
+        let reply = arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call_sync(connection, name, path, interface, method,
+                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                        type, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
+        }
+        guard let reply else { throw SecretServiceBackend.explain(SecretServiceBackend.map(error, deadline: nil, action: action), collection: path) }
+        defer { g_variant_unref(reply) }
+        return try read(reply)
+    }
+
+    /// A method call whose answer nobody waits for (such as closing a session).
+    func send(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?]) {
+        arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call(connection, name, path, interface, method,
+                                   g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                   nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, nil, nil, nil)
+        }
+    }
+}
+
+/// GVariant values the Secret Service calls take and give.
+enum GVariants {
+    /// Bytes as an `ay` value (copied; a floating reference).
+    static func bytes(_ bytes: UnsafeRawBufferPointer) -> OpaquePointer {
+        let type = g_variant_type_new("y")
+        defer { g_variant_type_free(type) }
+        return g_variant_new_fixed_array(type, bytes.baseAddress, gsize(bytes.count), 1)
+    }
+
+    /// The bytes of an `ay` value; nil for another type.
+    static func byteArray(_ value: OpaquePointer) -> [UInt8]? {
+        guard String(cString: g_variant_get_type_string(value)) == "ay" else { return nil }
+        var count: gsize = 0
+        guard let bytes = g_variant_get_fixed_array(value, &count, 1), count > 0 else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: Int(count)).bindMemory(to: UInt8.self))
+    }
+}

@@ -21,15 +21,6 @@ final class LibSecret: @unchecked Sendable {
         functions[keyPath: name]!  // all non-nil: `load` fails unless every function resolved
     }
 
-    /// One GetSecrets call for `paths` (see `tc_get_secrets_for_dbus_paths` in shim.h: the
-    /// library's sync call, without the reply leak of libsecret 0.20.5).
-    /// - Returns: a hash table of path to SecretValue, owned by the caller; nil with `error` set.
-    func secrets(service: UnsafeMutablePointer<SecretService>, paths: UnsafeMutablePointer<UnsafePointer<CChar>?>,
-                 cancellable: UnsafeMutablePointer<GCancellable>,
-                 error: inout UnsafeMutablePointer<GError>?) -> OpaquePointer? {
-        withUnsafePointer(to: functions) { tc_get_secrets_for_dbus_paths($0, service, paths, cancellable, &error) }
-    }
-
     /// The soname loaded when `TOKENCACHE_LIBSECRET_PATH` is not set.
     static let soname = "libsecret-1.so.0"
 

@@ -218,7 +218,7 @@ extension SecretServiceBackend {
     }
 
     /// Item attributes as the `a{ss}` a search takes (a floating reference, for the call to sink).
-    private static func attributeDictionary(_ attributes: [String: String]) -> OpaquePointer? {
+    static func attributeDictionary(_ attributes: [String: String]) -> OpaquePointer? {
         let dictionaryType = g_variant_type_new("a{ss}")
         defer { g_variant_type_free(dictionaryType) }
         let builder = g_variant_builder_new(dictionaryType)!
@@ -230,33 +230,24 @@ extension SecretServiceBackend {
         return g_variant_builder_end(builder)
     }
 
-    /// `Options.callTimeout` for GDBus, clamped as a Double before the conversion, which traps out
-    /// of range: G_MAXINT is GDBus's "no timeout" (for +infinity or NaN), and a bound below a
-    /// millisecond is one millisecond.
-    private var callTimeoutMilliseconds: Int32 {
-        let bound = (options.callTimeout * 1000).rounded(.up)
+    /// `Options.callTimeout` for GDBus.
+    var callTimeoutMilliseconds: Int32 { Self.milliseconds(options.callTimeout) }
+
+    /// A bound in seconds as GDBus's milliseconds, clamped as a Double before the conversion,
+    /// which traps out of range: G_MAXINT is GDBus's "no timeout" (for +infinity or NaN), and a
+    /// bound below a millisecond is one millisecond.
+    static func milliseconds(_ seconds: TimeInterval) -> Int32 {
+        let bound = (seconds * 1000).rounded(.up)
         return bound.isNaN ? Int32.max : Int32(max(1, min(bound, Double(Int32.max))))
     }
 
-    /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout` (GDBus's
-    /// own timeout: no timer thread to arm on every call). GDBus checks the reply against
-    /// `replyType`, so a malformed answer is an error, never a crash in `read`. Errors are typed
-    /// and said in the mapping's terms (``explain(_:collection:)``).
-    private func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?],
-                             replyType: String, action: String,
-                             read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
-        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-        var error: UnsafeMutablePointer<GError>?
-        let type = g_variant_type_new(replyType)
-        defer { g_variant_type_free(type) }
-        let reply = arguments.withUnsafeBufferPointer { pointers in
-            g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path, interface, method,
-                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
-                                        type, G_DBUS_CALL_FLAGS_NONE, callTimeoutMilliseconds, nil, &error)
-        }
-        guard let reply else { throw Self.explain(Self.map(error, deadline: nil, action: action), collection: path) }
-        defer { g_variant_unref(reply) }
-        return try read(reply)
+    /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout`; errors are
+    /// typed and said in the mapping's terms (``GDBusTarget/call(_:on:interface:arguments:replyType:timeoutMilliseconds:action:read:)``).
+    func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?],
+                     replyType: String, action: String,
+                     read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
+        try bus.call(method, on: path, interface: interface, arguments: arguments, replyType: replyType,
+                     timeoutMilliseconds: callTimeoutMilliseconds, action: action, read: read)
     }
 
     private static func type(of value: OpaquePointer) -> String { String(cString: g_variant_get_type_string(value)) }

@@ -16,12 +16,13 @@ extension SecretServiceBackend {
         Connection.startEarly(callTimeout: callTimeout)
     }
 
-    /// A connection to the Secret Service: the service proxy, the session being opened, and the
-    /// item-signal counter. Owns the proxy.
+    /// A connection to the Secret Service: the service proxy, the bus it is on, the transfer
+    /// session being opened, and the item-signal counter. Owns the proxy.
     final class Connection: @unchecked Sendable {
         // @unchecked: immutable after init; libsecret's and GDBus's calls are thread-safe.
         let libsecret: LibSecret
         let service: UnsafeMutablePointer<SecretService>
+        let bus: GDBusTarget
         let session: SessionHeadStart
         let signals: ItemSignalCounter
 
@@ -32,10 +33,10 @@ extension SecretServiceBackend {
             let libsecret = try LibSecret.shared()
             self.libsecret = libsecret
             let environment = ProcessInfo.processInfo.environment
-            let bus = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
+            let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
             // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
             let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-            if bus.isEmpty && !runtimeBus && environment["DISPLAY"] == nil {
+            if busAddress.isEmpty && !runtimeBus && environment["DISPLAY"] == nil {
                 throw TokenCacheError(.noSessionBus, "There is no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set).",
                                       hint: "Use the encrypted-file backend (--backend file), or run inside a desktop session")
             }
@@ -55,8 +56,12 @@ extension SecretServiceBackend {
                 throw SecretServiceBackend.noProvider
             }
             self.service = service
-            session = SessionHeadStart(libsecret: libsecret, service: service, timeout: callTimeout,
-                                       onThisThreadLater: exchangeOnThisThreadLater)
+            let bus = GDBusTarget(proxy: proxy)
+            self.bus = bus
+            let timeout = SecretServiceBackend.milliseconds(callTimeout)
+            session = SessionHeadStart(onThisThreadLater: exchangeOnThisThreadLater) { () throws(TokenCacheError) in
+                try TransferSession.open(bus, timeoutMilliseconds: timeout)
+            }
             signals = ItemSignalCounter(connection: g_dbus_proxy_get_connection(proxy)!)
         }
 

@@ -66,6 +66,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     var libsecret: LibSecret { connection.libsecret }
     var service: UnsafeMutablePointer<SecretService> { connection.service }
     var signals: ItemSignalCounter { connection.signals }
+    var bus: GDBusTarget { connection.bus }
     var session: SessionHeadStart { connection.session }
     /// Whether this backend took the connection ``connectInBackground(callTimeout:)`` made.
     @_spi(Testing) public let connectedInBackground: Bool
@@ -264,23 +265,55 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     private func store(_ entry: CacheEntry, group: CacheGroup, collection: String, label: String) throws(TokenCacheError) {
-        let json: Data
+        var json: Data
         do { json = try JSON.encode(Self.secret(of: entry)) } catch {
             throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
         }
-        let attributes = GStringTable(Self.attributes(of: entry, group: group))
-        let value = json.withUnsafeBytes { bytes in
-            libsecret.secret_value_new(bytes.baseAddress?.assumingMemoryBound(to: CChar.self), json.count, "application/json")
+        defer { json.resetBytes(in: json.indices) }
+        var attributes = Self.attributes(of: entry, group: group)
+        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
+        try createItem(in: collection, label: label, attributes: attributes, secret: json)
+    }
+
+    /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
+    /// attributes. A provider that asks for a prompt (a locked collection) gets it dismissed,
+    /// and the collection is unlocked the usual way (`keyringLocked` unless prompts are allowed),
+    /// then the item is created again, once.
+    private func createItem(in collection: String, label: String, attributes: [String: String], secret: Data,
+                            afterUnlocking: Bool = false) throws(TokenCacheError) {
+        let session = try session.session()
+        let properties = Self.itemProperties(label: label, attributes: attributes)
+        let sealed = try session.secretStruct(secret, contentType: "application/json")
+        let prompt: String
+        do {
+            prompt = try call("CreateItem", on: collection, interface: "org.freedesktop.Secret.Collection",
+                              arguments: [properties, sealed, g_variant_new_boolean(1)], replyType: "(oo)",
+                              action: "store an item") { reply in
+                let child = g_variant_get_child_value(reply, 1)!
+                defer { g_variant_unref(child) }
+                return String(cString: g_variant_get_string(child, nil))
+            }
+        } catch {
+            throw writeFailure(error, in: collection)
         }
-        defer { libsecret.secret_value_unref(UnsafeMutableRawPointer(value)) }
-        session.wait()
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        // Store replaces the item with exactly these attributes: an atomic upsert in the daemon.
-        guard libsecret.secret_service_store_sync(service, schema, attributes.table, collection, label,
-                                        value, deadline.cancellable, &error) != 0 else {
-            throw writeFailure(Self.map(error, deadline: deadline, action: "store an item"), in: collection)
+        guard prompt != "/" else { return }
+        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
+        guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
+        try createItem(in: collection, label: label, attributes: attributes, secret: secret, afterUnlocking: true)
+    }
+
+    /// CreateItem's `a{sv}` properties: the label and the attributes (a floating reference).
+    static func itemProperties(label: String, attributes: [String: String]) -> OpaquePointer? {
+        let type = g_variant_type_new("a{sv}")
+        defer { g_variant_type_free(type) }
+        let builder = g_variant_builder_new(type)!
+        defer { g_variant_builder_unref(builder) }
+        let values = [("org.freedesktop.Secret.Item.Label", g_variant_new_string(label)),
+                      ("org.freedesktop.Secret.Item.Attributes", attributeDictionary(attributes))]
+        for (name, value) in values {
+            g_variant_builder_add_value(builder, g_variant_new_dict_entry(g_variant_new_string(name), g_variant_new_variant(value)))
         }
+        return g_variant_builder_end(builder)
     }
 
     /// Store replaces only an item with exactly the same attributes, and an account record's
@@ -351,32 +384,54 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     ///   (with prompts allowed, an unlock and a second read).
     private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) -> [CacheEntry] {
         guard !paths.isEmpty else { return [] }
-        session.wait()
+        let session = try session.session()
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
         var leftOut = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
-            let batch = Array(paths[start..<min(start + options.secretsPerCall, paths.count)])
-            let deadline = Deadline(seconds: options.callTimeout)
-            var error: UnsafeMutablePointer<GError>?
-            let table = withCStringArray(batch) { array in
-                libsecret.secrets(service: service, paths: array, cancellable: deadline.cancellable, error: &error)
+            let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
+            let read = try call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                                arguments: [Self.objectPaths(batch), g_variant_new_object_path(session.path)],
+                                replyType: "(a{o(oayays)})", action: "read secrets") { reply in
+                Self.entries(fromGetSecrets: reply, session: session)
             }
-            guard let table else { throw Self.map(error, deadline: deadline, action: "read secrets") }
-            defer { g_hash_table_unref(table) }
-            for path in batch {
-                // Left out: locked, or deleted since the search.
-                guard let raw = path.withCString({ g_hash_table_lookup(table, $0) }) else { leftOut += 1; continue }
-                let value = OpaquePointer(raw)
-                var length: gsize = 0
-                guard let bytes = libsecret.secret_value_get(value, &length) else { continue }
-                // Not ours to interpret? Skip it; never delete what we cannot read.
-                if let entry = Self.entry(fromSecret: Data(bytes: bytes, count: Int(length))) { entries.append(entry) }
-            }
+            entries.append(contentsOf: read.entries)
+            // Left out: locked, or deleted since the search.
+            leftOut += batch.count - read.answered
         }
         // Unlocked by a prompt just now: read every item again (once).
         if leftOut > 0, !afterUnlocking, try checkUnlocked(collection) { return try items(at: paths, in: collection, afterUnlocking: true) }
         return entries
+    }
+
+    /// The entries in a GetSecrets reply, and how many items it answered for. A secret this
+    /// backend cannot interpret is skipped: never deleted, never guessed at.
+    private static func entries(fromGetSecrets reply: OpaquePointer, session: TransferSession) -> (entries: [CacheEntry], answered: Int) {
+        let secrets = g_variant_get_child_value(reply, 0)!  // the reply is (a{o(oayays)})
+        defer { g_variant_unref(secrets) }
+        let count = Int(g_variant_n_children(secrets))
+        var entries: [CacheEntry] = []
+        entries.reserveCapacity(count)
+        for index in 0..<count {
+            let pair = g_variant_get_child_value(secrets, gsize(index))!, secret = g_variant_get_child_value(pair, 1)!
+            defer { g_variant_unref(secret); g_variant_unref(pair) }
+            guard var plaintext = session.plaintext(ofSecretStruct: secret) else { continue }
+            defer { explicit_bzero(&plaintext, plaintext.count) }
+            if let entry = entry(fromSecret: plaintext.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }) {
+                entries.append(entry)
+            }
+        }
+        return (entries, count)
+    }
+
+    /// Object paths as an `ao` value (a floating reference).
+    private static func objectPaths(_ paths: some Collection<String>) -> OpaquePointer? {
+        let type = g_variant_type_new("ao")
+        defer { g_variant_type_free(type) }
+        let builder = g_variant_builder_new(type)!
+        defer { g_variant_builder_unref(builder) }
+        for path in paths { g_variant_builder_add_value(builder, g_variant_new_object_path(path)) }
+        return g_variant_builder_end(builder)
     }
 
     /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,

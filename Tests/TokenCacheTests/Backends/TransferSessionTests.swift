@@ -1,0 +1,129 @@
+import Foundation
+import Glibc
+import Testing
+import CLibSecret
+@_spi(Testing) @testable import TokenCache
+
+/// The encrypted transfer session the Secret Service backend opens itself. That gnome-keyring,
+/// `secret-tool` and MSAL Python read what the backend stores, and the backend reads what they
+/// store, is tested end to end in SecretServiceTests and the interop tests; these check the
+/// parts one by one, against a real gnome-keyring where a session is needed.
+@Suite("Secret Service transfer session", .enabled(if: TestEnvironment.runsSecretServiceTests))
+struct TransferSessionTests {
+    @Test("HKDF-SHA256 with no salt and no info gives RFC 5869's test case 3")
+    func hkdfKnownAnswer() throws {
+        let gcrypt = try Gcrypt.shared()
+        let output = try #require(TransferCrypto.hkdf([UInt8](repeating: 0x0b, count: 22), length: 16, gcrypt))
+        #expect(output.map { String(format: "%02x", $0) }.joined() == "8da4e775a563c18f715f802a063c5a31")
+    }
+
+    @Test("Both sides of the Diffie-Hellman exchange agree on the key; public values outside 2...p-2 are refused")
+    func agreement() throws {
+        let gcrypt = try Gcrypt.shared()
+        var a = [UInt8](repeating: 0, count: 32), b = [UInt8](repeating: 0, count: 32)
+        try TransferSession.fillRandom(&a)
+        try TransferSession.fillRandom(&b)
+        let publicA = try #require(TransferCrypto.publicValue(exponent: a, gcrypt))
+        let publicB = try #require(TransferCrypto.publicValue(exponent: b, gcrypt))
+        #expect(publicA != publicB && publicA.count == 128)
+        func key(_ peer: [UInt8], _ exponent: [UInt8]) -> (Int32, [UInt8]) {
+            var key = [UInt8](repeating: 0, count: 16)
+            let status = key.withUnsafeMutableBufferPointer { TransferCrypto.sessionKey(peer: peer, exponent: exponent, gcrypt, into: $0.baseAddress!) }
+            return (status, key)
+        }
+        let (statusA, keyA) = key(publicB, a), (statusB, keyB) = key(publicA, b)
+        #expect(statusA == 0 && statusB == 0)
+        #expect(keyA == keyB && keyA != [UInt8](repeating: 0, count: 16))
+        // Leading zero bytes of a public value do not change it.
+        #expect(key([0, 0] + publicB, a).1 == keyA)
+
+        let prime: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xC9, 0x0F, 0xDA, 0xA2, 0x21, 0x68, 0xC2, 0x34,
+                              0xC4, 0xC6, 0x62, 0x8B, 0x80, 0xDC, 0x1C, 0xD1, 0x29, 0x02, 0x4E, 0x08, 0x8A, 0x67, 0xCC, 0x74,
+                              0x02, 0x0B, 0xBE, 0xA6, 0x3B, 0x13, 0x9B, 0x22, 0x51, 0x4A, 0x08, 0x79, 0x8E, 0x34, 0x04, 0xDD,
+                              0xEF, 0x95, 0x19, 0xB3, 0xCD, 0x3A, 0x43, 0x1B, 0x30, 0x2B, 0x0A, 0x6D, 0xF2, 0x5F, 0x14, 0x37,
+                              0x4F, 0xE1, 0x35, 0x6D, 0x6D, 0x51, 0xC2, 0x45, 0xE4, 0x85, 0xB5, 0x76, 0x62, 0x5E, 0x7E, 0xC6,
+                              0xF4, 0x4C, 0x42, 0xE9, 0xA6, 0x37, 0xED, 0x6B, 0x0B, 0xFF, 0x5C, 0xB6, 0xF4, 0x06, 0xB7, 0xED,
+                              0xEE, 0x38, 0x6B, 0xFB, 0x5A, 0x89, 0x9F, 0xA5, 0xAE, 0x9F, 0x24, 0x11, 0x7C, 0x4B, 0x1F, 0xE6,
+                              0x49, 0x28, 0x66, 0x51, 0xEC, 0xE6, 0x53, 0x81, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+        var primeMinusOne = prime
+        primeMinusOne[127] -= 1
+        var primeMinusTwo = prime
+        primeMinusTwo[127] -= 2
+        for invalid in [[], [0], [1], primeMinusOne, prime, [1] + prime] {
+            #expect(key(invalid, a).0 == -1, "\(invalid.count) bytes")
+        }
+        #expect(key([2], a).0 == 0)
+        #expect(key(primeMinusTwo, a).0 == 0)
+    }
+
+    @Test("A secret sealed for the session opens to the same bytes; a fresh IV every time; another length, IV or padding is refused, not guessed")
+    func sealAndOpen() throws {
+        let backend = try SecretServiceBackend()
+        let session = try backend.session.session()
+        #expect(session.path.hasPrefix("/org/freedesktop/secrets/session/"))
+        for length in [0, 1, 15, 16, 17, 1000] {
+            let plaintext = Data((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+            let sealed = try session.secretStruct(plaintext, contentType: "application/json")
+            g_variant_ref_sink(sealed)
+            defer { g_variant_unref(sealed) }
+            let opened = try #require(session.plaintext(ofSecretStruct: sealed))
+            #expect(Data(opened) == plaintext)
+            // The ciphertext is a whole number of blocks, padding included, and is not the plaintext.
+            let value = try #require(Self.bytes(of: sealed, at: 2))
+            #expect(value.count == (length / 16 + 1) * 16)
+            if length >= 16 { #expect(!value.starts(with: plaintext.prefix(16))) }
+        }
+        let plaintext = Data("{\"AccessToken\":{}}".utf8)
+        let first = try session.secretStruct(plaintext, contentType: "application/json")
+        let second = try session.secretStruct(plaintext, contentType: "application/json")
+        g_variant_ref_sink(first)
+        g_variant_ref_sink(second)
+        defer { g_variant_unref(first); g_variant_unref(second) }
+        #expect(Self.bytes(of: first, at: 1) != Self.bytes(of: second, at: 1))
+
+        // Rebuilt with one part changed: each must be refused.
+        let iv = try #require(Self.bytes(of: first, at: 1))
+        let value = try #require(Self.bytes(of: first, at: 2))
+        func rebuilt(iv: [UInt8], value: [UInt8]) -> OpaquePointer {
+            var fields = [g_variant_new_object_path(session.path), iv.withUnsafeBytes { GVariants.bytes($0) },
+                          value.withUnsafeBytes { GVariants.bytes($0) }, g_variant_new_string("application/json")]
+            return g_variant_ref_sink(fields.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) })
+        }
+        var flippedLast = value
+        flippedLast[flippedLast.count - 1] ^= 0x5a  // the last block decrypts to noise: its padding is wrong
+        for (name, candidate) in [("short IV", rebuilt(iv: Array(iv.prefix(8)), value: value)),
+                                  ("partial block", rebuilt(iv: iv, value: Array(value.dropLast()))),
+                                  ("empty value", rebuilt(iv: iv, value: [])),
+                                  ("corrupt last block", rebuilt(iv: iv, value: flippedLast))] {
+            #expect(session.plaintext(ofSecretStruct: candidate) == nil, "\(name)")
+            g_variant_unref(candidate)
+        }
+        let intact = rebuilt(iv: iv, value: value)
+        defer { g_variant_unref(intact) }
+        #expect(try #require(session.plaintext(ofSecretStruct: intact)) == Array(plaintext))
+    }
+
+    /// The bytes of a Secret struct's `ay` field.
+    static func bytes(of secret: OpaquePointer, at index: Int) -> [UInt8]? {
+        let child = g_variant_get_child_value(secret, gsize(index))!
+        defer { g_variant_unref(child) }
+        return GVariants.byteArray(child)
+    }
+
+    @Test("A session is closed in the daemon when it goes away: GetSecrets with its path then fails")
+    func closedWhenReleased() throws {
+        let backend = try SecretServiceBackend()
+        var session: TransferSession? = try TransferSession.open(backend.bus, timeoutMilliseconds: 5000)
+        let path = try #require(session?.path)
+        func getSecrets() throws {
+            try backend.call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                             arguments: [g_variant_new_objv(nil, 0), g_variant_new_object_path(path)],
+                             replyType: "(a{o(oayays)})", action: "read secrets") { _ in }
+        }
+        try getSecrets()  // open: an empty answer
+        session = nil
+        _ = session
+        // Close is sent without waiting; the bus keeps the order of one connection's messages.
+        #expect(throws: TokenCacheError.self) { try getSecrets() }
+    }
+}
