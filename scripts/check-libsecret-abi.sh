@@ -11,10 +11,8 @@ CC="${CC:-cc}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 SHIM="$PWD/Sources/CLibSecret/shim.h"
-LAYOUT='printf("%zu %zu %zu %zu %zu %d %d %d %d %d\n", sizeof(SecretSchema), offsetof(SecretSchema, attributes),
-           offsetof(SecretSchema, reserved), sizeof(SecretService), sizeof(SecretCollection),
-           SECRET_SCHEMA_NONE, SECRET_SCHEMA_ATTRIBUTE_STRING, SECRET_SERVICE_OPEN_SESSION,
-           SECRET_COLLECTION_NONE, SECRET_COLLECTION_CREATE_NONE);'
+LAYOUT='printf("%zu %zu %d %d %d %d\n", sizeof(SecretService), sizeof(SecretCollection), SECRET_SERVICE_NONE,
+           SECRET_SERVICE_OPEN_SESSION, SECRET_COLLECTION_NONE, SECRET_COLLECTION_CREATE_NONE);'
 ASSIGNMENTS="$(grep -o 'TC_RESOLVE(secret_[a-z_]*)' "$SHIM" | sed 's/TC_RESOLVE(\(.*\))/    table.\1 = \1;/')"
 
 # The real declarations, then the table from shim.h: any signature that differs is an error.
@@ -30,7 +28,7 @@ int main(void) {
     TCLibSecretFunctions table;
 $ASSIGNMENTS
     $LAYOUT
-    return table.secret_schema_unref == NULL;
+    return table.secret_collection_create_sync == NULL;
 }
 C
 # shim.h alone: its own layouts.

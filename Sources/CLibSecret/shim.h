@@ -2,9 +2,10 @@
 #define TOKENCACHE_CLIBSECRET_SHIM_H
 // GLib and GIO are linked. libsecret is not: it is loaded at run time with dlopen (see
 // LibSecret.swift), so a program using the package starts on machines without it and can fall
-// back to the encrypted file. Building needs only GLib's headers: the part of libsecret's ABI
+// back to the encrypted file. Reads and writes are plain D-Bus calls (SecretServiceBackend);
+// libsecret is used for what needs its prompt handling. Building needs only GLib's headers: the part of libsecret's ABI
 // the backend uses is declared here, copied from libsecret 0.20.5's headers
-// (/usr/include/libsecret-1/libsecret/secret-{service,collection,schema}.h).
+// (/usr/include/libsecret-1/libsecret/secret-{service,collection}.h).
 #include <dlfcn.h>
 #include <gio/gio.h>
 
@@ -15,32 +16,6 @@
 typedef struct _SecretService { GDBusProxy parent; gpointer pv; } SecretService;
 typedef struct _SecretCollection { GDBusProxy parent; gpointer pv; } SecretCollection;
 
-// secret-schema.h
-typedef enum {
-    SECRET_SCHEMA_ATTRIBUTE_STRING = 0,
-    SECRET_SCHEMA_ATTRIBUTE_INTEGER = 1,
-    SECRET_SCHEMA_ATTRIBUTE_BOOLEAN = 2,
-} SecretSchemaAttributeType;
-
-typedef struct {
-    const gchar *name;
-    SecretSchemaAttributeType type;
-} SecretSchemaAttribute;
-
-typedef enum {
-    SECRET_SCHEMA_NONE = 0,
-    SECRET_SCHEMA_DONT_MATCH_NAME = 1 << 1,
-} SecretSchemaFlags;
-
-typedef struct {
-    const gchar *name;
-    SecretSchemaFlags flags;
-    SecretSchemaAttribute attributes[32];
-    gint reserved;
-    gpointer reserved1, reserved2, reserved3, reserved4, reserved5, reserved6, reserved7;
-} SecretSchema;
-
-// secret-service.h, secret-collection.h
 typedef enum {
     SECRET_SERVICE_NONE = 0,
     SECRET_SERVICE_OPEN_SESSION = 1 << 1,
@@ -64,22 +39,12 @@ typedef struct {
     GType (*secret_service_get_type)(void);
     SecretService *(*secret_service_open_sync)(GType service_gtype, const gchar *service_bus_name,
                                                SecretServiceFlags flags, GCancellable *cancellable, GError **error);
-    gboolean (*secret_service_delete_item_dbus_path_sync)(SecretService *self, const gchar *item_path,
-                                                          GCancellable *cancellable, GError **error);
-    gboolean (*secret_service_search_for_dbus_paths_sync)(SecretService *self, const SecretSchema *schema,
-                                                          GHashTable *attributes, GCancellable *cancellable,
-                                                          gchar ***unlocked, gchar ***locked, GError **error);
-    gchar *(*secret_service_read_alias_dbus_path_sync)(SecretService *self, const gchar *alias,
-                                                       GCancellable *cancellable, GError **error);
     gint (*secret_service_unlock_dbus_paths_sync)(SecretService *self, const gchar **paths, GCancellable *cancellable,
                                                   gchar ***unlocked, GError **error);
 
     SecretCollection *(*secret_collection_create_sync)(SecretService *service, const gchar *label, const gchar *alias,
                                                        SecretCollectionCreateFlags flags, GCancellable *cancellable,
                                                        GError **error);
-
-    SecretSchema *(*secret_schema_newv)(const gchar *name, SecretSchemaFlags flags, GHashTable *attribute_names_and_types);
-    void (*secret_schema_unref)(SecretSchema *schema);
 } TCLibSecretFunctions;
 
 /// Resolves every field of `functions` from a dlopen handle. Returns NULL when all were found,
@@ -89,13 +54,8 @@ static inline const char *tc_libsecret_resolve(void *handle, TCLibSecretFunction
     if ((functions->name = (__typeof__(functions->name))dlsym(handle, #name)) == NULL) return #name
     TC_RESOLVE(secret_service_get_type);
     TC_RESOLVE(secret_service_open_sync);
-    TC_RESOLVE(secret_service_delete_item_dbus_path_sync);
-    TC_RESOLVE(secret_service_search_for_dbus_paths_sync);
-    TC_RESOLVE(secret_service_read_alias_dbus_path_sync);
     TC_RESOLVE(secret_service_unlock_dbus_paths_sync);
     TC_RESOLVE(secret_collection_create_sync);
-    TC_RESOLVE(secret_schema_newv);
-    TC_RESOLVE(secret_schema_unref);
 #undef TC_RESOLVE
     return NULL;
 }

@@ -20,18 +20,6 @@ enum GLib {
     }
 }
 
-/// A string-to-string GHashTable (attributes), freed in deinit.
-final class GStringTable {
-    let table: OpaquePointer
-
-    init(_ values: [String: String]) {
-        table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)
-        for (key, value) in values { g_hash_table_insert(table, g_strdup(key), g_strdup(value)) }
-    }
-
-    deinit { g_hash_table_unref(table) }
-}
-
 /// A GCancellable cancelled after a deadline, so no D-Bus call waits longer than its bound
 /// (GDBus's own default is 25 s, and prompts can wait for as long as the user does).
 final class Deadline: @unchecked Sendable {
@@ -93,14 +81,18 @@ func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>
 final class GDBusTarget: @unchecked Sendable {
     // @unchecked: immutable; GDBus connections are thread-safe.
     private let connection: OpaquePointer
-    private let name: String
+    /// The bus name called.
+    let name: String
 
-    /// The connection and unique bus name behind a proxy.
-    init(proxy: UnsafeMutablePointer<GDBusProxy>) {
-        connection = g_dbus_proxy_get_connection(proxy)
+    /// Calls to `name` on `connection` (which this keeps a reference to).
+    init(connection: OpaquePointer, name: String) {
+        self.connection = connection
         g_object_ref(UnsafeMutableRawPointer(connection))
-        name = String(cString: g_dbus_proxy_get_name(proxy))
+        self.name = name
     }
+
+    /// The bus connection, for calls this type does not make (asynchronous ones, signals).
+    var unownedConnection: OpaquePointer { connection }
 
     deinit { g_object_unref(UnsafeMutableRawPointer(connection)) }
 

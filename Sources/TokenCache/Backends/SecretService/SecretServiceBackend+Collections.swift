@@ -85,14 +85,12 @@ extension SecretServiceBackend {
 
     /// The object path an alias points at (one ReadAlias call).
     private func aliasPath(_ alias: String) throws(TokenCacheError) -> String {
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        let path = libsecret.secret_service_read_alias_dbus_path_sync(service, alias, deadline.cancellable, &error)
-        defer { g_free(path) }
-        // libsecret answers NULL for an alias pointing nowhere ("/").
-        if let path, String(cString: path) != "/" { return String(cString: path) }
-        if error != nil { throw Self.map(error, deadline: deadline, action: "find the '\(alias)' collection") }
-        throw Self.missingAlias(alias)
+        let path = try call("ReadAlias", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                            arguments: [g_variant_new_string(alias)], replyType: "(o)",
+                            action: "find the '\(alias)' collection", read: Self.objectPath)
+        // "/": the alias points nowhere.
+        guard path != "/" else { throw Self.missingAlias(alias) }
+        return path
     }
 
     static func missingAlias(_ alias: String) -> TokenCacheError {
@@ -126,6 +124,7 @@ extension SecretServiceBackend {
             throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
                                   hint: "Create it in your keyring manager, allow creation, or use the default mapping")
         }
+        let service = try libsecretService()
         let deadline = Deadline(seconds: options.unlockTimeout)
         var error: UnsafeMutablePointer<GError>?
         guard let created = libsecret.secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
@@ -179,7 +178,6 @@ extension SecretServiceBackend {
         guard queries.count > 1 else {
             return try queries.map { (query) throws(TokenCacheError) -> [String] in try collectionSearch(query, in: collection) }
         }
-        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
         let type = g_variant_type_new("(ao)")
         defer { g_variant_type_free(type) }
         let context = g_main_context_new()
@@ -193,7 +191,7 @@ extension SecretServiceBackend {
             let slot = Unmanaged.passRetained(PendingReplies.Slot(replies: replies, position: position)).toOpaque()
             var arguments = [Self.attributeDictionary(query)]
             let parameters = arguments.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
-            g_dbus_connection_call(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), collection,
+            g_dbus_connection_call(bus.unownedConnection, bus.name, collection,
                                    "org.freedesktop.Secret.Collection", "SearchItems", parameters, type, G_DBUS_CALL_FLAGS_NONE,
                                    callTimeoutMilliseconds, nil, { source, result, slot in
                 let slot = Unmanaged<PendingReplies.Slot>.fromOpaque(slot!).takeRetainedValue()
@@ -274,7 +272,7 @@ extension SecretServiceBackend {
         return dictionary
     }
 
-    private static func paths(_ value: OpaquePointer) -> [String]? {
+    static func paths(_ value: OpaquePointer) -> [String]? {
         guard type(of: value) == "ao" else { return nil }
         return (0..<g_variant_n_children(value)).map { index in
             let child = g_variant_get_child_value(value, index)
@@ -288,6 +286,7 @@ extension SecretServiceBackend {
         guard options.allowsUnlockPrompt else {
             throw Self.locked(path)
         }
+        let service = try libsecretService()
         let deadline = Deadline(seconds: options.unlockTimeout)
         var error: UnsafeMutablePointer<GError>?
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?

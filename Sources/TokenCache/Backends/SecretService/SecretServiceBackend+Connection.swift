@@ -16,22 +16,31 @@ extension SecretServiceBackend {
         Connection.startEarly(callTimeout: callTimeout)
     }
 
-    /// A connection to the Secret Service: the service proxy, the bus it is on, the transfer
-    /// session being opened, and the item-signal counter. Owns the proxy.
+    /// A connection to the Secret Service: the bus, the transfer session being opened, the
+    /// item-signal counter, and libsecret's service proxy once something needs it.
+    ///
+    /// Reads and writes are plain D-Bus calls on the bus (``GDBusTarget``). libsecret's proxy,
+    /// whose construction costs a GetAll round trip and about 0.7 ms more, is made only for what
+    /// needs libsecret's prompt handling: unlocking and creating a collection.
     final class Connection: @unchecked Sendable {
-        // @unchecked: immutable after init; libsecret's and GDBus's calls are thread-safe.
+        // @unchecked: immutable after init but for `libsecretProxy`, which is Locked; GDBus's and
+        // libsecret's calls are thread-safe.
         let libsecret: LibSecret
-        let service: UnsafeMutablePointer<SecretService>
         let bus: GDBusTarget
         let session: SessionHeadStart
         let signals: ItemSignalCounter
+        private let callTimeout: TimeInterval
+        private let libsecretProxy = Locked<GObjectReference<SecretService>?>(nil)
 
-        /// Connects, and starts the session's key exchange and the signal subscription. With
-        /// `exchangeOnThisThreadLater`, the caller runs the exchange (`session.run()`) on its own
-        /// background thread once it has handed the connection over.
+        /// Connects, checks that a provider is there (or can be started), and starts the session's
+        /// key exchange and the signal subscription. With `exchangeOnThisThreadLater`, the caller
+        /// runs the exchange (`session.run()`) on its own background thread once it has handed the
+        /// connection over.
         init(callTimeout: TimeInterval, exchangeOnThisThreadLater: Bool = false) throws(TokenCacheError) {
-            let libsecret = try LibSecret.shared()
-            self.libsecret = libsecret
+            // Loaded up front although only prompts use it: a machine without libsecret gets the
+            // encrypted file from automatic selection, as documented (loading it maps libgcrypt,
+            // which the session needs, so this costs about 0.25 ms).
+            libsecret = try LibSecret.shared()
             let environment = ProcessInfo.processInfo.environment
             let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
             // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
@@ -42,30 +51,41 @@ extension SecretServiceBackend {
             }
             let deadline = Deadline(seconds: callTimeout)
             var error: UnsafeMutablePointer<GError>?
-            // No session yet: it opens in the background (SessionHeadStart).
-            guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
-                                                                   deadline.cancellable, &error) else {
-                throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the Secret Service")
+            guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, deadline.cancellable, &error) else {
+                throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the D-Bus session bus")
             }
-            // The proxy is created even when nobody owns the name (and activation failed).
-            let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-            let owner = g_dbus_proxy_get_name_owner(proxy)
-            defer { g_free(owner) }
-            guard owner != nil else {
-                g_object_unref(UnsafeMutableRawPointer(service))
-                throw SecretServiceBackend.noProvider
-            }
-            self.service = service
-            let bus = GDBusTarget(proxy: proxy)
-            self.bus = bus
+            defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
             let timeout = SecretServiceBackend.milliseconds(callTimeout)
+            // Starts the provider if the bus can (D-Bus activation), as libsecret does; none: noSecretService.
+            let daemon = GDBusTarget(connection: connection, name: "org.freedesktop.DBus")
+            _ = try daemon.call("StartServiceByName", on: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                                arguments: [g_variant_new_string(SecretServiceBackend.busName), g_variant_new_uint32(0)],
+                                replyType: "(u)", timeoutMilliseconds: timeout, action: "find the Secret Service") { _ in () }
+            let bus = GDBusTarget(connection: connection, name: SecretServiceBackend.busName)
+            self.bus = bus
+            self.callTimeout = callTimeout
             session = SessionHeadStart(onThisThreadLater: exchangeOnThisThreadLater) { () throws(TokenCacheError) in
                 try TransferSession.open(bus, timeoutMilliseconds: timeout)
             }
-            signals = ItemSignalCounter(connection: g_dbus_proxy_get_connection(proxy)!)
+            signals = ItemSignalCounter(connection: connection)
         }
 
-        deinit { g_object_unref(UnsafeMutableRawPointer(service)) }
+        /// libsecret's service proxy, made on first use (for its prompts).
+        func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> {
+            try libsecretProxy.withLock { (proxy) throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> in
+                if let proxy { return proxy.pointer }
+                let deadline = Deadline(seconds: callTimeout)
+                var error: UnsafeMutablePointer<GError>?
+                guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
+                                                                       deadline.cancellable, &error) else {
+                    throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the Secret Service")
+                }
+                let reference = GObjectReference(service)
+                g_object_unref(UnsafeMutableRawPointer(service))  // the reference holds it now
+                proxy = reference
+                return service
+            }
+        }
 
         /// The attempt `connectInBackground` started, until `init` takes it.
         private static let early = Locked<EarlyAttempt?>(nil)

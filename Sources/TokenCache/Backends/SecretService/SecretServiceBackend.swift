@@ -18,7 +18,7 @@ import FoundationEssentials
 /// - Coherence: the backend listens to the collections' item signals, so another process's
 ///   change is seen on the next lookup while warm lookups stay in memory.
 public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
-    // @unchecked: `service` and `schema` are immutable after init and libsecret's sync calls
+    // @unchecked: `connection` is immutable after init and GDBus's and libsecret's sync calls
     // are safe from any thread; mutable state is behind `Locked` values.
 
     /// Where a group's items live.
@@ -59,12 +59,15 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// The version of the attribute schema.
     public static let schemaVersion = "1"
 
+    /// The Secret Service's well-known bus name.
+    static let busName = "org.freedesktop.secrets"
+
     let options: Options
-    let schema: UnsafeMutablePointer<SecretSchema>
-    /// Owns the service proxy, the session and the signal counter.
+    /// Owns the bus, the session, the signal counter and libsecret's proxy.
     private let connection: Connection
     var libsecret: LibSecret { connection.libsecret }
-    var service: UnsafeMutablePointer<SecretService> { connection.service }
+    /// libsecret's service proxy, for prompts (made on first use).
+    func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> { try connection.libsecretService() }
     var signals: ItemSignalCounter { connection.signals }
     var bus: GDBusTarget { connection.bus }
     var session: SessionHeadStart { connection.session }
@@ -87,23 +90,6 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         } else {
             connection = try Connection(callTimeout: options.callTimeout)
         }
-        schema = Self.makeSchema(connection.libsecret)
-    }
-
-    deinit {
-        libsecret.secret_schema_unref(schema)
-    }
-
-    static func makeSchema(_ libsecret: LibSecret) -> UnsafeMutablePointer<SecretSchema> {
-        let types = g_hash_table_new(g_str_hash, g_str_equal)
-        let names = ["schema_version", "group", "kind", "key", "client_id", "home_account_id", "environment", "realm", "family_id", "username"]
-        let pinned = names.map { strdup($0)! }  // the schema copies names; free after
-        defer { pinned.forEach { free($0) } }
-        for name in pinned {
-            g_hash_table_insert(types, name, UnsafeMutableRawPointer(bitPattern: Int(SECRET_SCHEMA_ATTRIBUTE_STRING.rawValue)))
-        }
-        defer { g_hash_table_unref(types) }
-        return libsecret.secret_schema_newv(schemaName, SECRET_SCHEMA_NONE, types)!
     }
 
     func mapping(for group: CacheGroup) -> CollectionMapping {
@@ -333,12 +319,27 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return deleted
     }
 
-    private func delete(_ path: String, in collection: String) throws(TokenCacheError) {
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        guard libsecret.secret_service_delete_item_dbus_path_sync(service, path, deadline.cancellable, &error) != 0 else {
-            throw writeFailure(Self.map(error, deadline: deadline, action: "delete an item"), in: collection)
+    /// One Item.Delete call. A provider that asks for a prompt (a locked collection) gets it
+    /// dismissed, and the collection is unlocked the usual way, then the item deleted once more.
+    private func delete(_ path: String, in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) {
+        let prompt: String
+        do {
+            prompt = try call("Delete", on: path, interface: "org.freedesktop.Secret.Item", arguments: [], replyType: "(o)",
+                              action: "delete an item", read: Self.objectPath)
+        } catch {
+            throw writeFailure(error, in: collection)
         }
+        guard prompt != "/" else { return }
+        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
+        guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
+        try delete(path, in: collection, afterUnlocking: true)
+    }
+
+    /// The object path in a reply whose first value is one, such as `(o)` or `(oo)`.
+    static func objectPath(_ reply: OpaquePointer) -> String {
+        let child = g_variant_get_child_value(reply, 0)!
+        defer { g_variant_unref(child) }
+        return String(cString: g_variant_get_string(child, nil))
     }
 
     /// Paths of this schema's items matching `query` in the collection. An empty answer from a
@@ -365,16 +366,14 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// Paths of this schema's items matching `query` in every collection, split by lock state
     /// (Service.SearchItems; for diagnostics).
     func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
-        let attributes = GStringTable(query)
-        let deadline = Deadline(seconds: options.callTimeout)
-        var error: UnsafeMutablePointer<GError>?
-        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        guard libsecret.secret_service_search_for_dbus_paths_sync(service, schema, attributes.table, deadline.cancellable,
-                                                        &unlocked, &locked, &error) != 0 else {
-            throw Self.map(error, deadline: deadline, action: "search the keyring")
+        var attributes = query
+        attributes["xdg:schema"] = Self.schemaName
+        return try call("SearchItems", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                        arguments: [Self.attributeDictionary(attributes)], replyType: "(aoao)", action: "search the keyring") { reply in
+            let unlocked = g_variant_get_child_value(reply, 0)!, locked = g_variant_get_child_value(reply, 1)!
+            defer { g_variant_unref(unlocked); g_variant_unref(locked) }
+            return (Self.paths(unlocked) ?? [], Self.paths(locked) ?? [])
         }
-        return (takeStringArray(unlocked), takeStringArray(locked))
     }
 
     /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
