@@ -4,7 +4,7 @@ import TokenCache
 /// The `tokencache` admin tool: inspect and clear what apps cached, and let shell tools share
 /// sign-in with Swift apps.
 @available(macOS 10.15, macCatalyst 13, iOS 13, tvOS 13, watchOS 6, *)
-public struct TokenCacheCommand: AsyncParsableCommand {
+public struct TokenCacheCommand: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "tokencache",
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
@@ -13,8 +13,9 @@ public struct TokenCacheCommand: AsyncParsableCommand {
         --collection default|session|LABEL and --verbose.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
-        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBCRYPTO_PATH and \
-        TOKENCACHE_LIBCURL_PATH override where libsecret, OpenSSL's libcrypto and libcurl are loaded from.
+        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
+        TOKENCACHE_LIBCRYPTO_PATH and TOKENCACHE_LIBCURL_PATH override where libsecret, libgcrypt, \
+        OpenSSL's libcrypto and libcurl are loaded from.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove); 64 bad arguments.

@@ -5,11 +5,13 @@ import TokenCacheCLI
 /// The `tokencache` executable: everything lives in TokenCacheCLI.
 @main
 struct TokenCacheMain {
-    static func main() async {
-        // One malloc arena, the main heap. The commands run on a Dispatch worker thread, whose
-        // own arena grows by one mprotect call per few pages: 7,700 calls, a tenth of the time,
-        // to list 1,000 accounts. The few threads of a command rarely allocate at the same
-        // moment, so sharing one arena costs nothing measurable. Set before they start.
+    /// Synchronous on purpose: an async main hands the main thread to `dispatch_main`, which ends it
+    /// with `pthread_exit` (libgcc_s loaded and the stack unwound at every start).
+    static func main() {
+        // One malloc arena, the main heap. The worker threads' own arenas grow by one mprotect
+        // call per few pages (7,700 calls, a tenth of the time, when a listing of 1,000 accounts
+        // ran on a worker). The few threads of a command rarely allocate at the same moment, so
+        // sharing one arena costs nothing measurable. Set before they start.
         mallopt(M_ARENA_MAX, 1)
         // Large blocks from that heap too, not a fresh mapping each (glibc's default from 128 KB):
         // listing a 14 MB cache reads it into one buffer and grows arrays and tables of 10,000
@@ -23,6 +25,6 @@ struct TokenCacheMain {
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {
             SecretServiceBackend.connectInBackground()
         }
-        await TokenCacheCommand.main()
+        TokenCacheCommand.main()
     }
 }

@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import TokenCache
 
-struct TokenCommand: AsyncParsableCommand {
+struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a usable cached access token, for scripts.",
@@ -56,8 +56,8 @@ struct TokenCommand: AsyncParsableCommand {
         var homeAccountId: String?
     }
 
-    func run() async throws {
-        try await reportingErrors {
+    func run() throws {
+        try reportingErrors {
             let store = try store.openStore(account: account)
             let authority = try self.authority.map { try Authority($0) }
             let candidates = try store.accounts(clientID: client)
@@ -80,7 +80,8 @@ struct TokenCommand: AsyncParsableCommand {
             if refresh, let authority, found == nil || found?.needsRefresh() == true {
                 let app = PublicClientApplication(clientID: client, authority: authority, store: store)
                 do {
-                    found = try await app.acquireTokenSilent(scopes: scopeList(scopes), account: target)
+                    let scopes = scopeList(scopes)
+                    found = try waitFor { try await app.acquireTokenSilent(scopes: scopes, account: target) }
                 } catch let error as TokenCacheError where error.code == .interactionRequired {
                     throw CLIError.notFound(error.message, hint: error.hint)
                 }
