@@ -80,7 +80,10 @@ final class TransferSession: @unchecked Sendable {
         var iv = [UInt8](repeating: 0, count: Int(TC_TRANSFER_BLOCK_BYTES))
         try Self.fillRandom(&iv)
         let padding = iv.count - plaintext.count % iv.count
-        var buffer = [UInt8](plaintext) + [UInt8](repeating: UInt8(padding), count: padding)
+        var buffer: [UInt8] = []  // built in place: no unwiped copy of the plaintext
+        buffer.reserveCapacity(plaintext.count + padding)
+        buffer.append(contentsOf: plaintext)
+        buffer.append(contentsOf: repeatElement(UInt8(padding), count: padding))
         defer { explicit_bzero(&buffer, buffer.count) }
         guard cipher(encrypt: true, iv: iv, &buffer) else { throw Self.failure("could not encrypt a secret") }
         var fields = [g_variant_new_object_path(path), iv.withUnsafeBytes { GVariants.bytes($0) },
