@@ -87,7 +87,7 @@ extension SecretServiceBackend {
     private func aliasPath(_ alias: String) throws(TokenCacheError) -> String {
         let path = try call("ReadAlias", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
                             arguments: [g_variant_new_string(alias)], replyType: "(o)",
-                            action: "find the '\(alias)' collection", read: Self.objectPath)
+                            action: "find the '\(alias)' collection", read: { Self.objectPath($0) })
         // "/": the alias points nowhere.
         guard path != "/" else { throw Self.missingAlias(alias) }
         return path

@@ -268,24 +268,26 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     private func createItem(in collection: String, label: String, attributes: [String: String], secret: Data,
                             afterUnlocking: Bool = false) throws(TokenCacheError) {
         let session = try session.session()
-        let properties = Self.itemProperties(label: label, attributes: attributes)
         let sealed = try session.secretStruct(secret, contentType: "application/json")
         let prompt: String
         do {
             prompt = try call("CreateItem", on: collection, interface: "org.freedesktop.Secret.Collection",
-                              arguments: [properties, sealed, g_variant_new_boolean(1)], replyType: "(oo)",
-                              action: "store an item") { reply in
-                let child = g_variant_get_child_value(reply, 1)!
-                defer { g_variant_unref(child) }
-                return String(cString: g_variant_get_string(child, nil))
-            }
+                              arguments: [Self.itemProperties(label: label, attributes: attributes), sealed, g_variant_new_boolean(1)],
+                              replyType: "(oo)", action: "store an item") { Self.objectPath($0, at: 1) }
         } catch {
             throw writeFailure(error, in: collection)
         }
         guard prompt != "/" else { return }
+        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
+        try createItem(in: collection, label: label, attributes: attributes, secret: secret, afterUnlocking: true)
+    }
+
+    /// For a write the provider answered with a prompt (its way of saying the collection is
+    /// locked): dismisses the prompt, then returns only once the collection has been unlocked
+    /// the usual way, for the write to be made once more; `keyringLocked` otherwise.
+    private func dismiss(_ prompt: String, thenUnlock collection: String, afterUnlocking: Bool) throws(TokenCacheError) {
         bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
         guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
-        try createItem(in: collection, label: label, attributes: attributes, secret: secret, afterUnlocking: true)
     }
 
     /// CreateItem's `a{sv}` properties: the label and the attributes (a floating reference).
@@ -325,19 +327,18 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let prompt: String
         do {
             prompt = try call("Delete", on: path, interface: "org.freedesktop.Secret.Item", arguments: [], replyType: "(o)",
-                              action: "delete an item", read: Self.objectPath)
+                              action: "delete an item", read: { Self.objectPath($0) })
         } catch {
             throw writeFailure(error, in: collection)
         }
         guard prompt != "/" else { return }
-        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
-        guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
+        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
         try delete(path, in: collection, afterUnlocking: true)
     }
 
-    /// The object path in a reply whose first value is one, such as `(o)` or `(oo)`.
-    static func objectPath(_ reply: OpaquePointer) -> String {
-        let child = g_variant_get_child_value(reply, 0)!
+    /// The object path at `index` in a reply such as `(o)` or `(oo)`.
+    static func objectPath(_ reply: OpaquePointer, at index: Int = 0) -> String {
+        let child = g_variant_get_child_value(reply, gsize(index))!
         defer { g_variant_unref(child) }
         return String(cString: g_variant_get_string(child, nil))
     }
