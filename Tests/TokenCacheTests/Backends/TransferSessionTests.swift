@@ -110,7 +110,7 @@ struct TransferSessionTests {
         var session: TransferSession? = try TransferSession.open(backend.bus, timeoutMilliseconds: 5000)
         let path = try #require(session?.path)
         func getSecrets() throws {
-            try backend.call("GetSecrets", on: SecretServiceBackend.servicePath, interface: "org.freedesktop.Secret.Service",
+            try backend.call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
                              arguments: [g_variant_new_objv(nil, 0), g_variant_new_object_path(path)],
                              replyType: "(a{o(oayays)})", action: "read secrets") { _ in }
         }

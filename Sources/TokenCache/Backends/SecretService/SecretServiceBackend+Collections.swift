@@ -85,7 +85,7 @@ extension SecretServiceBackend {
 
     /// The object path an alias points at (one ReadAlias call).
     private func aliasPath(_ alias: String) throws(TokenCacheError) -> String {
-        let path = try call("ReadAlias", on: Self.servicePath, interface: "org.freedesktop.Secret.Service",
+        let path = try call("ReadAlias", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
                             arguments: [g_variant_new_string(alias)], replyType: "(o)",
                             action: "find the '\(alias)' collection", read: { Self.objectPath($0) })
         // "/": the alias points nowhere.
@@ -109,7 +109,7 @@ extension SecretServiceBackend {
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.
     private func findCollection(labelled label: String) throws(TokenCacheError) -> String? {
-        let paths = try property("Collections", of: Self.servicePath, interface: "org.freedesktop.Secret.Service", as: Self.paths)
+        let paths = try property("Collections", of: "/org/freedesktop/secrets", interface: "org.freedesktop.Secret.Service", as: Self.paths)
         for path in paths {
             // A collection deleted meanwhile is simply not the one.
             do {

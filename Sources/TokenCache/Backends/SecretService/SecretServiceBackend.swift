@@ -61,8 +61,6 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The Secret Service's well-known bus name.
     static let busName = "org.freedesktop.secrets"
-    /// The service object's path.
-    static let servicePath = "/org/freedesktop/secrets"
 
     let options: Options
     /// Owns the bus, the session, the signal counter and libsecret's proxy.
@@ -228,14 +226,6 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     // MARK: Items
 
-    /// `attributes` with the schema's name as `xdg:schema`, as libsecret's own stores and
-    /// searches tag them (other libsecret clients filter on it).
-    static func schemaTagged(_ attributes: [String: String]) -> [String: String] {
-        var tagged = attributes
-        tagged["xdg:schema"] = schemaName
-        return tagged
-    }
-
     /// Attributes of an entry, as stored on its item.
     static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
         var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
@@ -266,7 +256,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
         }
         defer { json.resetBytes(in: json.indices) }
-        try createItem(in: collection, label: label, attributes: Self.schemaTagged(Self.attributes(of: entry, group: group)), secret: json)
+        var attributes = Self.attributes(of: entry, group: group)
+        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
+        try createItem(in: collection, label: label, attributes: attributes, secret: json)
     }
 
     /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
@@ -360,7 +352,11 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The same for several queries, their searches sent together (``collectionSearches(_:in:)``).
     func searchPaths(_ queries: [[String: String]], collection: String) throws(TokenCacheError) -> [[String]] {
-        let searches = queries.map(Self.schemaTagged)
+        let searches = queries.map { query in
+            var attributes = query
+            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+            return attributes
+        }
         return try zip(searches, try collectionSearches(searches, in: collection)).map { (search, paths) throws(TokenCacheError) -> [String] in
             // Unlocked by a prompt just now: search again, the provider may have hidden its items.
             if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(search, in: collection) }
@@ -371,8 +367,10 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// Paths of this schema's items matching `query` in every collection, split by lock state
     /// (Service.SearchItems; for diagnostics).
     func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
-        try call("SearchItems", on: Self.servicePath, interface: "org.freedesktop.Secret.Service",
-                 arguments: [Self.attributeDictionary(Self.schemaTagged(query))], replyType: "(aoao)", action: "search the keyring") { reply in
+        var attributes = query
+        attributes["xdg:schema"] = Self.schemaName
+        return try call("SearchItems", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                        arguments: [Self.attributeDictionary(attributes)], replyType: "(aoao)", action: "search the keyring") { reply in
             let unlocked = g_variant_get_child_value(reply, 0)!, locked = g_variant_get_child_value(reply, 1)!
             defer { g_variant_unref(unlocked); g_variant_unref(locked) }
             return (Self.paths(unlocked) ?? [], Self.paths(locked) ?? [])
@@ -392,7 +390,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var leftOut = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
             let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
-            let read = try call("GetSecrets", on: Self.servicePath, interface: "org.freedesktop.Secret.Service",
+            let read = try call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
                                 arguments: [Self.objectPaths(batch), g_variant_new_object_path(session.path)],
                                 replyType: "(a{o(oayays)})", action: "read secrets") { reply in
                 Self.entries(fromGetSecrets: reply, session: session)
@@ -419,11 +417,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             defer { g_variant_unref(secret); g_variant_unref(pair) }
             guard var plaintext = session.plaintext(ofSecretStruct: secret) else { continue }
             defer { explicit_bzero(&plaintext, plaintext.count) }
-            // Parsed in place, so no copy of the secret outlives the wipe.
-            let parsed = plaintext.withUnsafeMutableBytes { bytes in
-                bytes.baseAddress.flatMap { entry(fromSecret: Data(bytesNoCopy: $0, count: bytes.count, deallocator: .none)) }
+            if let entry = entry(fromSecret: plaintext.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }) {
+                entries.append(entry)
             }
-            if let parsed { entries.append(parsed) }
         }
         return (entries, count)
     }

@@ -53,14 +53,16 @@ final class TransferSession: @unchecked Sendable {
             throw failure("could not compute its key pair")
         }
         let input = publicKey.withUnsafeBytes { GVariants.bytes($0) }
-        let (peer, path) = try bus.call("OpenSession", on: SecretServiceBackend.servicePath, interface: "org.freedesktop.Secret.Service",
+        let (peer, path) = try bus.call("OpenSession", on: servicePath, interface: "org.freedesktop.Secret.Service",
                                         arguments: [g_variant_new_string(algorithm), g_variant_new_variant(input)],
                                         replyType: "(vo)", timeoutMilliseconds: timeoutMilliseconds,
                                         action: "open an encrypted session") { reply throws(TokenCacheError) -> ([UInt8], String) in
             let output = g_variant_get_child_value(reply, 0)!, boxed = g_variant_get_variant(output)!
             defer { g_variant_unref(boxed); g_variant_unref(output) }
+            let path = g_variant_get_child_value(reply, 1)!
+            defer { g_variant_unref(path) }
             guard let peer = GVariants.byteArray(boxed) else { throw failure("answered OpenSession without a public key") }
-            return (peer, SecretServiceBackend.objectPath(reply, at: 1))
+            return (peer, String(cString: g_variant_get_string(path, nil)))
         }
         let key = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(TC_TRANSFER_KEY_BYTES))
         let agreed = TransferCrypto.sessionKey(peer: peer, exponent: exponent, gcrypt, into: key)
@@ -112,6 +114,8 @@ final class TransferSession: @unchecked Sendable {
     private func cipher(encrypt: Bool, iv: [UInt8], _ buffer: inout [UInt8]) -> Bool {
         TransferCrypto.cipher(encrypt: encrypt, key: key, iv: iv, &buffer, gcrypt)
     }
+
+    static let servicePath = "/org/freedesktop/secrets"
 
     /// Fills `bytes` from the kernel's random source (getrandom).
     static func fillRandom(_ bytes: inout [UInt8]) throws(TokenCacheError) {
