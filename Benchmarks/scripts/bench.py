@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import shutil
+import shlex
 import signal
 import statistics
 import subprocess
@@ -109,10 +110,10 @@ def store_msal_copy(work, source):
         content = json.load(handle)
     if os.path.exists(export):
         os.remove(export)
-    return content, ("tokencache export" if done.returncode == 0 else "the generated cache (export failed: %s)" % last_line(done.stderr))
+    return content, ("tokencache export" if done.returncode == 0 else "the generated cache (export failed: %s)" % first_line(done.stderr))
 
 
-def last_line(text):
+def first_line(text):
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[0] if lines else "?"
 
@@ -122,7 +123,7 @@ def timed_or_error(argv):
     start = time.perf_counter()
     done = sh(argv, check=False)
     if done.returncode != 0:
-        return None, {"error": last_line(done.stderr), "seconds": time.perf_counter() - start}
+        return None, {"error": first_line(done.stderr), "seconds": time.perf_counter() - start}
     return json.loads(done.stdout), None
 
 
@@ -138,7 +139,11 @@ def hyperfine(commands, runs_, warmup, work, rounds=1):
                 "--export-json", out]
         for name, command in order:
             args += ["-n", name, command]
-        sh(args)
+        done = sh(args, check=False)
+        if done.returncode != 0:
+            raise SystemExit("hyperfine failed (%s): %s" % (first_line(done.stderr), "; ".join(
+                "%s exits %d: %s" % (name, again.returncode, first_line(again.stderr))
+                for name, again in ((name, sh(shlex.split(command), check=False)) for name, command in commands))))
         with open(out) as handle:
             data = json.load(handle)
         for entry in data["results"]:
