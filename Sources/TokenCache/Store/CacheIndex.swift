@@ -89,10 +89,14 @@ struct CacheIndex: Sendable {
         }
     }
 
-    /// A home account ID lower-cased, as entries are filed: ASCII (every real one) without
-    /// allocating when it has no capital, anything else as `lowercased()` folds it.
+    /// A home account ID lower-cased, as entries are filed: itself (no allocation) when it is
+    /// ASCII without a capital, as every real one is; anything else as `lowercased()` folds it.
+    /// One pass over the contiguous bytes (`utf8.allSatisfy` went through generic code: 5 % of
+    /// listing 1,000 accounts).
     private static func accountKey(_ home: String) -> String {
-        home.utf8.allSatisfy { $0 < 0x80 } ? ASCII.lowercased(home) : home.lowercased()
+        var contiguous = home
+        let folded = contiguous.withUTF8 { !$0.contains { $0 >= 0x80 || ($0 >= 65 && $0 <= 90) } }
+        return folded ? home : home.lowercased()
     }
 
     /// Access tokens of an account (home account ID in any case).
