@@ -1,3 +1,5 @@
+import Dispatch
+
 /// A strict RFC 8259 parser from UTF-8 bytes straight to ``JSONValue``.
 ///
 /// Why not JSONDecoder: decoding `JSONValue` through `Decodable` costs a container and a failed
@@ -43,6 +45,10 @@ struct JSONParser {
     private let omission: Omission?
     /// While inside a member of the root object: its key (a cache's section).
     private var section: String?
+    /// A split parse's first half: where to stop (``parseSplit``), and, once stopped, where the
+    /// members of the section being read begin on `members`.
+    private var stopOffset = -1
+    private var stoppedSectionStart: Int?
 
     /// Parses one JSON document.
     static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
@@ -110,6 +116,11 @@ struct JSONParser {
             depth -= 1
             return .object([:])
         }
+        return .object(try parseMembers())
+    }
+
+    /// An object's members, from the first byte of a member's key to the closing brace.
+    private mutating func parseMembers() throws(SyntaxError) -> JSONObject {
         // Members wait on a shared stack and go into a dictionary sized for them: growing one
         // member by member rehashes every key at each doubling (a cache entry has about 12).
         let first = members.count
@@ -128,14 +139,21 @@ struct JSONParser {
             }
             skipWhitespace()
             switch current {
-            case UInt8(ascii: ","): position += 1; skipWhitespace()
+            case UInt8(ascii: ","):
+                position += 1
+                skipWhitespace()
+                // Between two entries of a section, where the other half of a split parse began.
+                if depth == 2, position == stopOffset {
+                    stoppedSectionStart = first
+                    throw error("stopped at the split")
+                }
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
                 var object = JSONObject(minimumCapacity: members.count - first)
                 for (key, value) in members[first...] { object[key] = value }  // a repeated key keeps its last value
                 members.removeSubrange(first...)
-                return .object(object)
+                return object
             default: throw error("expected ',' or '}'")
             }
         }
@@ -304,5 +322,150 @@ struct JSONParser {
         let start = position
         while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
         return position - start
+    }
+}
+
+// MARK: - A large cache document on two cores
+
+extension JSONParser {
+    /// The root object of a large MSAL cache document, parsed in two halves at once: another
+    /// thread parses from an entry boundary near the middle while this one parses up to it. The
+    /// boundary is found by looking at the bytes, which alone cannot tell a brace in a string from
+    /// one in the structure, so this thread checks that its own parse reaches the boundary between
+    /// two entries of a section: the other half then began exactly where a single parse would be,
+    /// and the halves join into the object a single parse returns (a repeated key keeps its last
+    /// value). Returns nil when the halves do not join (no boundary, this thread did not stop at
+    /// it, or the other half failed): the caller then parses the document whole, which also gives
+    /// the error a damaged document deserves.
+    /// - Parameter searchStart: where to look for the boundary from (default: the middle; tests
+    ///   try every offset).
+    static func parseHalves(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int, omitting omission: Omission?,
+                            searchingFrom searchStart: Int? = nil) -> JSONObject? {
+        guard let split = entryBoundary(in: bytes, from: searchStart ?? bytes.count / 2) else { return nil }
+        nonisolated(unsafe) let shared = bytes
+        let tail = Locked<Result<Tail, SyntaxError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(SyntaxError) in try parseTail(shared, from: split, maximumDepth: maximumDepth, omitting: omission) }
+            tail.withLock { $0 = result }
+            done.signal()
+        }
+        // The other half reads `bytes` until it signals: wait for it on every path.
+        var head = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        head.stopOffset = split
+        head.skipWhitespace()
+        let stopped: Bool
+        do {
+            _ = try head.parseValue()
+            stopped = false
+        } catch {
+            stopped = head.stoppedSectionStart != nil
+        }
+        done.wait()
+        guard stopped, let sectionStart = head.stoppedSectionStart, let section = head.section,
+              case .success(let rest)? = tail.withLock({ $0 }) else { return nil }
+        // The other half assumed from its first entry whether the section leaves secrets out.
+        func omits(_ section: String?) -> Bool { omission.map { section.map($0.sections.contains) ?? false } ?? false }
+        guard omits(section) == omits(rest.assumedSection) else { return nil }
+        var root = JSONObject(minimumCapacity: sectionStart + 1 + rest.later.count)
+        for (key, value) in head.members[..<sectionStart] { root[key] = value }
+        var entries = JSONObject(minimumCapacity: head.members.count - sectionStart + rest.section.count)
+        for (key, value) in head.members[sectionStart...] { entries[key] = value }
+        for (key, value) in rest.section { entries[key] = value }
+        root[section] = .object(entries)
+        for (key, value) in rest.later { root[key] = value }
+        return root
+    }
+
+    /// What the second half read: the rest of the section it began in, and the root's later members.
+    private struct Tail: Sendable {
+        var assumedSection: String?
+        var section: JSONObject
+        var later: JSONObject
+    }
+
+    /// Parses from the first byte of an entry's key inside a section (depth 2) to the end.
+    private static func parseTail(_ bytes: UnsafeRawBufferPointer, from start: Int, maximumDepth: Int,
+                                  omitting omission: Omission?) throws(SyntaxError) -> Tail {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        parser.position = start
+        parser.depth = 2
+        // The first entry, whole; its credential type names its section (AccessToken,
+        // RefreshToken, IdToken), which decides what is left out of the others.
+        guard parser.current == UInt8(ascii: "\"") else { throw parser.error("expected a string key") }
+        let firstKey = try parser.parseString()
+        parser.skipWhitespace()
+        guard parser.current == UInt8(ascii: ":") else { throw parser.error("expected ':'") }
+        parser.position += 1
+        parser.skipWhitespace()
+        var firstValue = try parser.parseValue()
+        if case .object(var fields) = firstValue {
+            parser.section = fields["credential_type"]?.stringValue
+            if let omission, let section = parser.section, omission.sections.contains(section) {
+                fields[omission.member] = nil
+                firstValue = .object(fields)
+            }
+        }
+        parser.skipWhitespace()
+        var section: JSONObject
+        switch parser.current {
+        case UInt8(ascii: ","):
+            parser.position += 1
+            parser.skipWhitespace()
+            section = try parser.parseMembers()
+            if section[firstKey] == nil { section[firstKey] = firstValue }  // a repeated key keeps its last value
+        case UInt8(ascii: "}"):
+            parser.position += 1
+            parser.depth -= 1
+            section = [firstKey: firstValue]
+        default: throw parser.error("expected ',' or '}'")
+        }
+        let assumedSection = parser.section
+        // Then the root's later members (sections).
+        parser.skipWhitespace()
+        var later: JSONObject = [:]
+        switch parser.current {
+        case UInt8(ascii: ","):
+            parser.position += 1
+            parser.skipWhitespace()
+            later = try parser.parseMembers()
+        case UInt8(ascii: "}"):
+            parser.position += 1
+            parser.depth -= 1
+        default: throw parser.error("expected ',' or '}'")
+        }
+        parser.skipWhitespace()
+        guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
+        return Tail(assumedSection: assumedSection, section: section, later: later)
+    }
+
+    /// The first byte of an entry's key that seems to follow another entry (`},"key":{`, with
+    /// any whitespace) from `start` on; nil when none does.
+    private static func entryBoundary(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        func skipWhitespace(_ index: inout Int) {
+            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        }
+        var index = max(start, 0)
+        while index < bytes.count {
+            guard bytes[index] == UInt8(ascii: "}") else { index += 1; continue }
+            var next = index + 1
+            skipWhitespace(&next)
+            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { index += 1; continue }
+            next += 1
+            skipWhitespace(&next)
+            guard next < bytes.count, bytes[next] == UInt8(ascii: "\"") else { index += 1; continue }
+            let keyStart = next
+            // The key's end (escapes skipped), then `:` and an object.
+            next += 1
+            while next < bytes.count, bytes[next] != UInt8(ascii: "\"") { next += bytes[next] == UInt8(ascii: "\\") ? 2 : 1 }
+            next += 1
+            skipWhitespace(&next)
+            guard next < bytes.count, bytes[next] == UInt8(ascii: ":") else { index += 1; continue }
+            next += 1
+            skipWhitespace(&next)
+            if next < bytes.count, bytes[next] == UInt8(ascii: "{") { return keyStart }
+            index += 1
+        }
+        return nil
     }
 }

@@ -1,4 +1,7 @@
 import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A JSON value, kept exactly as read so that fields written by another MSAL SDK survive a
 /// round trip through this library unchanged.
@@ -92,7 +95,13 @@ enum JSON {
 
     /// Parses a JSON object (``JSONParser``: strict, depth-limited, fast on small documents),
     /// leaving out the members an `omission` names (they are still checked).
+    /// A large document (an encrypted file's cache, from 1 MB) is parsed in two halves at once
+    /// where the machine has two cores (``JSONParser/parseHalves(_:maximumDepth:omitting:)``).
     static func decodeObject(_ data: Data, omitting omission: JSONParser.Omission? = nil) throws -> JSONObject {
+        if data.count >= 1 << 20, sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1,
+           let object = data.withUnsafeBytes({ JSONParser.parseHalves($0, maximumDepth: maximumDepth, omitting: omission) }) {
+            return object
+        }
         let value = try data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
             try JSONParser.parse(bytes, maximumDepth: maximumDepth, omitting: omission)
         }
