@@ -10,6 +10,19 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// MSAL Python and other SDKs keep this top-level section and ignore it.
     case accountMetadata = "AccountMetadata"
 
+    /// Hashes the case, not its raw string: entries are filed by kind on every load and lookup.
+    public func hash(into hasher: inout Hasher) {
+        let ordinal = switch self {
+        case .accessToken: 0
+        case .refreshToken: 1
+        case .idToken: 2
+        case .account: 3
+        case .appMetadata: 4
+        case .accountMetadata: 5
+        }
+        hasher.combine(ordinal)
+    }
+
     /// Whether entries of this kind carry a secret (token) in their `secret` field.
     public var isCredential: Bool {
         switch self {

@@ -478,31 +478,34 @@ public final class AccountStore: Sendable {
     static func refreshTokens(home: String, clientID: String, environment: String?,
                               appMetadata: some Sequence<CacheEntry>, in index: CacheIndex) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
-        let candidates = index.entries(.refreshToken, homeAccountID: home).filter {
-            environment == nil || Environment.canonical($0["environment"] ?? "") == environment
-        }.sorted { ($0.fields["last_modification_time"]?.secondsValue ?? 0) > ($1.fields["last_modification_time"]?.secondsValue ?? 0) }
-        let client = clientID.lowercased()
+        // Each token's modification time read once, not at every comparison of the sort.
+        let candidates = index.entries(.refreshToken, homeAccountID: home)
+            .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment }
+            .map { (entry: $0, modified: $0.fields["last_modification_time"]?.secondsValue ?? 0) }
+            .sorted { $0.modified > $1.modified }
+            .map(\.entry)
         let metadata = appMetadata.first {
-            $0["client_id"]?.lowercased() == client
+            ASCII.equalLowercased($0["client_id"], clientID)
                 && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)
         }
         let family: String? = metadata == nil ? "1" : AppMetadata(entry: metadata!).familyID
-        var ordered: [CacheEntry] = []
-        if let family { ordered += candidates.filter { $0["family_id"] == family } }
-        // The candidates are one kind's entries, so a key names one of them.
-        let familyKeys = Set(ordered.map(\.key))
-        ordered += candidates.filter { $0["client_id"]?.lowercased() == client && !familyKeys.contains($0.key) }
-        return ordered
+        let familyTokens = family.map { family in candidates.filter { $0["family_id"] == family } } ?? []
+        // The candidates are one kind's entries, so a key names one of them (an account has a
+        // few: compared in place, not hashed).
+        let ownTokens = candidates.filter { candidate in
+            ASCII.equalLowercased(candidate["client_id"], clientID) && !familyTokens.contains { $0.key == candidate.key }
+        }
+        return familyTokens + ownTokens
     }
 
     func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
         let records = index.entries(.account, homeAccountID: home).map(AccountEntity.init(entry:))
         guard !records.isEmpty else { return nil }
         let homeTenant = Self.tenant(ofHomeAccountID: home)
-        let primary = records.first { $0.realm.lowercased() == homeTenant?.lowercased() }
+        let primary = records.first { record in homeTenant.map { ASCII.equalLowercased(record.realm, $0) } ?? false }
             ?? records.min { $0.realm < $1.realm }!
         let idTokens = index.entries(.idToken, homeAccountID: home).map(IDToken.init(entry:))
-        let idToken = idTokens.first { $0.clientID.lowercased() == clientID?.lowercased() && $0.realm == primary.realm }
+        let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0) } ?? false) && token.realm == primary.realm }
             ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
         return CachedAccount(
             homeAccountID: home, environment: primary.environment,

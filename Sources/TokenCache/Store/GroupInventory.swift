@@ -90,7 +90,7 @@ extension AccountStore {
             let refresh = state == .signedOut ? nil
                 : Self.refreshTokens(home: home, clientID: clientID, environment: nil, appMetadata: appMetadata, in: index).first
             let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
-                $0["client_id"]?.lowercased() == clientID.lowercased() && ($0["family_id"] ?? "").isEmpty ? .own : .family
+                ASCII.equalLowercased($0["client_id"], clientID) && ($0["family_id"] ?? "").isEmpty ? .own : .family
             } ?? .none
             let hasIDToken = idTokens.contains(where: isClient)
             return GroupInventory.Client(clientID: clientID, displayName: metadata?.displayName, signInState: state,

@@ -15,6 +15,21 @@ enum ASCII {
         }
     }
 
+    /// Whether `a` is present and `a.lowercased() == b.lowercased()`, without allocating when
+    /// both are ASCII (identifiers are; otherwise Unicode lower-casing decides, as before).
+    static func equalLowercased(_ a: String?, _ b: String) -> Bool {
+        guard var a else { return false }
+        var b = b
+        if a.withUTF8({ isASCII($0) }) && b.withUTF8({ isASCII($0) }) { return equalsIgnoringCase(a, b) }
+        return a.lowercased() == b.lowercased()
+    }
+
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        return high < 0x80
+    }
+
     /// The string lower-cased, returning the same string (no allocation) when it has no
     /// upper-case ASCII letter.
     static func lowercased(_ string: String) -> String {

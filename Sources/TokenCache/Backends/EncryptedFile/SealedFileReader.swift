@@ -47,8 +47,8 @@ enum SealedFileReader {
     /// The concurrent read of a file `expected` bytes long; nil when it turns out shorter or
     /// longer (the caller then reads it the plain way).
     static func readWhileDecrypting(_ descriptor: Int32, path: String, expected: Int,
-                                            key: (CacheFileFormat.Header) throws(TokenCacheError) -> SymmetricKey,
-                                            piece: Int) throws(TokenCacheError) -> Opened? {
+                                    key: (CacheFileFormat.Header) throws(TokenCacheError) -> SymmetricKey,
+                                    piece: Int) throws(TokenCacheError) -> Opened? {
         guard lseek(descriptor, 0, SEEK_SET) == 0 else { throw FileIO.error("read", path) }
         // Room past the expected end, to notice a file that grew since fstat. Not zero-filled
         // (`Data(count:)` is a calloc, whose 14 MB memset and page faults at 1,000 accounts came
@@ -61,26 +61,18 @@ enum SealedFileReader {
         let outcome = data.withUnsafeMutableBytes { raw in
             Result { () throws(TokenCacheError) -> (CacheFileFormat.Header, Range<Int>, Int)? in
                 let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                // The header and nonce first, on this thread.
-                let startLength = 14 + CacheFileFormat.maximumHeaderLength + OpenSSL.nonceByteCount
-                var filled = 0
-                while filled < startLength {
-                    let count = try FileIO.readSome(descriptor, into: base + filled, count: startLength - filled, path: path)
-                    if count == 0 { return nil }  // shorter than it was: read the plain way
-                    filled += count
-                }
-                let start = try CacheFileFormat.parseStart(Data(bytes: base, count: filled), path: path)
-                let decryptor = try GCMDecryptor(key: try key(start.header), nonce: start.nonce, authenticating: start.associatedData)
-
-                // The rest on a helper thread, which this thread always waits for before the
-                // buffer can go.
-                let progress = ReadProgress(filled: filled)
+                // The whole file on a helper thread, from its first byte, which this thread always
+                // waits for before the buffer can go. Meanwhile this thread reads the key and loads
+                // libcrypto (a 4.7 MB library, and OpenSSL's configuration) for the header.
+                let progress = ReadProgress(filled: 0)
                 nonisolated(unsafe) let buffer = base
                 DispatchQueue.global().async {
-                    var filled = progress.filled
+                    var filled = 0
                     do throws(TokenCacheError) {
                         while filled < capacity {
-                            let count = try FileIO.readSome(descriptor, into: buffer + filled, count: min(piece, capacity - filled), path: path)
+                            // A small first piece: the header is needed first.
+                            let count = try FileIO.readSome(descriptor, into: buffer + filled,
+                                                            count: min(filled == 0 ? 1 << 16 : piece, capacity - filled), path: path)
                             if count == 0 { break }
                             filled += count
                             progress.advance(to: filled)
@@ -90,11 +82,26 @@ enum SealedFileReader {
                         progress.finish(error: error)
                     }
                 }
+                // The header and nonce first.
+                let startLength = 14 + CacheFileFormat.maximumHeaderLength + OpenSSL.nonceByteCount
+                var state = progress.state
+                while state.filled < startLength && !state.finished { state = progress.wait(beyond: state.filled) }
+                let start: CacheFileFormat.Start, decryptor: GCMDecryptor
+                do throws(TokenCacheError) {
+                    if let error = state.error { throw error }
+                    guard state.filled >= startLength else {  // shorter than it was: read the plain way
+                        progress.waitUntilFinished()
+                        return nil
+                    }
+                    start = try CacheFileFormat.parseStart(Data(bytes: base, count: startLength), path: path)
+                    decryptor = try GCMDecryptor(key: try key(start.header), nonce: start.nonce, authenticating: start.associatedData)
+                } catch {
+                    progress.waitUntilFinished()
+                    throw error
+                }
                 var decrypted = start.sealedOffset
                 func wipe() { OpenSSL.cleanse(base + start.sealedOffset, count: max(decrypted - start.sealedOffset, 0)) }
-                var state = progress.state
                 while true {
-                    state = progress.wait(beyond: state.filled)
                     // The last 16 bytes read may be the tag: they are never decrypted.
                     let end = state.filled - OpenSSL.tagByteCount
                     if end > decrypted {
@@ -108,6 +115,7 @@ enum SealedFileReader {
                         decrypted = end
                     }
                     if state.finished { break }
+                    state = progress.wait(beyond: state.filled)
                 }
                 if let error = state.error {
                     wipe()
