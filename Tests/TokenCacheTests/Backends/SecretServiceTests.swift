@@ -138,29 +138,26 @@ struct SecretServiceTests {
         let store = AccountStore(backend: backend, group: group)
         defer { try? store.removeAll() }
         try save(store, Fixtures.alice, client: Fixtures.appOne)
-        #expect(try backend.collectionPath(for: group) == "/org/freedesktop/secrets/aliases/session")
-        #expect(try backend.resolvedCollectionPath(for: group) == "/org/freedesktop/secrets/collection/session")
+        #expect(try backend.collectionPath(for: group) == "/org/freedesktop/secrets/collection/session")
         #expect(try AccountStore(backend: SecretServiceBackend(), group: group).allAccounts().isEmpty, "default mapping sees nothing")
         #expect(try AccountStore(backend: SecretServiceBackend(options: options), group: group).allAccounts().count == 1)
     }
 
-    @Test("The default mapping addresses its collection by the alias's object path, with no round trip; with unlock prompts allowed, by the collection's own path; a missing alias is collectionMissing in the mapping's terms")
+    @Test("The default mapping addresses its collection by the collection's own path (ReadAlias), with or without unlock prompts; a missing alias is collectionMissing in the mapping's terms")
     func aliasAddressing() throws {
         let backend = try SecretServiceBackend()
-        #expect(try backend.collectionPath(for: group) == "/org/freedesktop/secrets/aliases/default")
-        let login = try backend.resolvedCollectionPath(for: group)
+        let login = try backend.collectionPath(for: group)
         #expect(login.hasPrefix("/org/freedesktop/secrets/collection/"))
+        #expect(try backend.resolvedCollectionPath(for: group) == login)
         try backend.checkCollection(for: group)
         var options = SecretServiceBackend.Options()
         options.allowsUnlockPrompt = true
         #expect(try SecretServiceBackend(options: options).collectionPath(for: group) == login)
 
-        let gone = TokenCacheError(.collectionMissing, "The keyring collection or item no longer exists (search the keyring).")
-        let explained = SecretServiceBackend.explain(gone, collection: "/org/freedesktop/secrets/aliases/default")
-        #expect(explained.code == .collectionMissing)
-        #expect(explained.message == "The Secret Service has no 'default' collection.")
-        #expect(explained.hint?.contains("--backend file") == true)
-        #expect(SecretServiceBackend.explain(gone, collection: login).message == gone.message)
+        let missing = SecretServiceBackend.missingAlias("default")
+        #expect(missing.code == .collectionMissing)
+        #expect(missing.message == "The Secret Service has no 'default' collection.")
+        #expect(missing.hint?.contains("--backend file") == true)
     }
 
     @Test("A dedicated collection is found by label (a pre-made keyring file, unlocked without a prompt)")

@@ -153,6 +153,22 @@ struct CLITests {
         #expect(missing.stderr.contains("hint:"))
     }
 
+    @Test("200 cold token lookups on the Secret Service in a row all find the token (gnome-keyring answered a call on the default alias's object path, made while the process's session was being opened, with a collection path that does not exist: 2 % of cold lookups failed with 'no default collection')",
+          .enabled(if: TestEnvironment.runsSecretServiceTests))
+    func coldLookupsInARow() throws {
+        let cli = try CLI(backend: "secret-service")
+        defer { cli.cleanUp() }
+        let response = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        var failures: [String] = []
+        for _ in 0..<200 {
+            let found = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+            if found.status != 0 || found.stdout.trimmingCharacters(in: .whitespacesAndNewlines) != response["access_token"] as? String {
+                failures.append("exit \(found.status): \(found.stderr.prefix(200))")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) of 200 failed, first: \(failures.first ?? "")")
+    }
+
     @Test("token --account picks the account by username or home account ID among several; an unknown account exits 2",
           arguments: cliBackends)
     func tokenForAccount(backend: String) throws {

@@ -2,16 +2,18 @@ internal import CLibSecret
 import FoundationEssentials
 
 extension SecretServiceBackend {
-    /// The D-Bus object path the backend addresses the group's collection by (resolved once,
-    /// then cached).
+    /// The D-Bus object path the backend addresses the group's collection by: the collection's
+    /// own path, resolved once (``resolvedCollectionPath(for:)``), then cached.
     ///
-    /// The `default` and `session` mappings use the alias's own object path
-    /// (`/org/freedesktop/secrets/aliases/default`, which the Secret Service specification
-    /// requires providers to serve): no ReadAlias and no Locked round trip on a cold start. A
-    /// locked collection is then found where it shows: an empty search or a GetSecrets answer
-    /// that leaves items out leads to one Locked check (`checkUnlocked(_:)`), and writes
-    /// and deletes fail with IsLocked. With unlock prompts allowed the real collection is resolved
-    /// and unlocked up front instead, because Unlock must be given the collection's own path.
+    /// Not the alias's object path (`/org/freedesktop/secrets/aliases/default`), which would
+    /// save the ReadAlias round trip: gnome-keyring answers a call on it that arrives while the
+    /// same client's session is being opened with "Object does not exist at path
+    /// /org/freedesktop/secrets/collection/<garbage>" (2 % of cold `tokencache token` runs,
+    /// 14 % of OpenSession + SearchItems pairs sent together; calls on the collection's own
+    /// path and ReadAlias never failed). A locked collection is found where it shows: an empty
+    /// search or a GetSecrets answer that leaves items out leads to one Locked check
+    /// (`checkUnlocked(_:)`), and writes and deletes fail with IsLocked. With unlock prompts
+    /// allowed, the collection is unlocked up front.
     ///
     /// Resolved with plain D-Bus calls (ReadAlias, Properties.Get) rather than libsecret's
     /// collection proxies, whose construction loads every property, including the path of every
@@ -20,13 +22,8 @@ extension SecretServiceBackend {
     @_spi(Testing) public func collectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
         let mapping = mapping(for: group)
         if let known = cachedCollectionPath(mapping) { return known }
-        let path: String
-        if let alias = Self.alias(of: mapping), !options.allowsUnlockPrompt {
-            path = Self.aliasPrefix + alias
-        } else {
-            path = try resolvedCollectionPath(for: group)
-            if options.allowsUnlockPrompt { try checkUnlocked(path) }
-        }
+        let path = try resolvedCollectionPath(for: group)
+        if options.allowsUnlockPrompt { try checkUnlocked(path) }
         rememberCollectionPath(mapping, path)
         return path
     }
@@ -59,11 +56,10 @@ extension SecretServiceBackend {
         return true
     }
 
-    /// The error of a failed write into `collection`, said in the mapping's terms; when the
+    /// The error of a failed write into `collection`; when the
     /// collection turns out to be locked, `keyringLocked` (libsecret passes gnome-keyring's
     /// IsLocked on as a plain message: "Cannot delete a locked item").
     func writeFailure(_ error: TokenCacheError, in collection: String) -> TokenCacheError {
-        let error = Self.explain(error, collection: collection)
         guard error.code == .secretServiceFailure, (try? property("Locked", of: collection, as: Self.bool)) == true else { return error }
         return Self.locked(collection)
     }
@@ -72,8 +68,6 @@ extension SecretServiceBackend {
         TokenCacheError(.keyringLocked, "The keyring collection \(collection) is locked.",
                         hint: "Unlock it (log in to the desktop, or allow an unlock prompt); nothing was read or changed")
     }
-
-    static let aliasPrefix = "/org/freedesktop/secrets/aliases/"
 
     static func alias(of mapping: CollectionMapping) -> String? {
         switch mapping {
@@ -98,13 +92,6 @@ extension SecretServiceBackend {
                         hint: alias == "default"
                             ? "Log in to the desktop once so the login keyring exists, or use --backend file"
                             : "This Secret Service provider has no session collection; use the default mapping")
-    }
-
-    /// An error from a call on `collection`, said in the mapping's terms: a missing alias
-    /// object is a missing `default` (or `session`) collection.
-    static func explain(_ error: TokenCacheError, collection: String) -> TokenCacheError {
-        guard error.code == .collectionMissing, collection.hasPrefix(aliasPrefix) else { return error }
-        return missingAlias(String(collection.dropFirst(aliasPrefix.count)))
     }
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.
@@ -203,7 +190,7 @@ extension SecretServiceBackend {
         // Every call ends in its callback (a reply, an error or GDBus's timeout), so this returns.
         while replies.outstanding > 0 { g_main_context_iteration(context, 1) }
         return try replies.take { (reply, error) throws(TokenCacheError) -> [String] in
-            guard let reply else { throw Self.explain(Self.map(error, deadline: nil, action: "search the keyring"), collection: collection) }
+            guard let reply else { throw Self.map(error, deadline: nil, action: "search the keyring") }
             return try Self.searchReply(reply)
         }
     }
@@ -240,7 +227,7 @@ extension SecretServiceBackend {
     }
 
     /// One D-Bus method call to the Secret Service, bounded by `Options.callTimeout`; errors are
-    /// typed and said in the mapping's terms (``GDBusTarget/call(_:on:interface:arguments:replyType:timeoutMilliseconds:action:read:)``).
+    /// typed (``GDBusTarget/call(_:on:interface:arguments:replyType:timeoutMilliseconds:action:read:)``).
     func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?],
                      replyType: String, action: String,
                      read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
