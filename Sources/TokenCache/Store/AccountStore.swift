@@ -477,13 +477,28 @@ public final class AccountStore: Sendable {
     /// The same, with the group's app metadata at hand (a listing looks it up once, not per client).
     static func refreshTokens(home: String, clientID: String, environment: String?,
                               appMetadata: some Sequence<CacheEntry>, in index: CacheIndex) -> [CacheEntry] {
+        refreshTokens(from: refreshTokenCandidates(home: home, environment: environment, in: index),
+                      clientID: clientID, environment: environment, appMetadata: appMetadata)
+    }
+
+    /// An account's refresh tokens in the environment (any when nil), most recently modified
+    /// first: the same for every client of the account (a listing reads them once per account).
+    static func refreshTokenCandidates(home: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
         // Each token's modification time read once, not at every comparison of the sort.
-        let candidates = index.entries(.refreshToken, homeAccountID: home)
+        return index.entries(.refreshToken, homeAccountID: home)
             .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment }
             .map { (entry: $0, modified: $0.fields["last_modification_time"]?.secondsValue ?? 0) }
             .sorted { $0.modified > $1.modified }
             .map(\.entry)
+    }
+
+    /// MSAL's order for a client among an account's `candidates` (``refreshTokenCandidates(home:environment:in:)``):
+    /// the family's tokens first when the client is in a family (or not known to be outside
+    /// one), then its own.
+    static func refreshTokens(from candidates: [CacheEntry], clientID: String, environment: String?,
+                              appMetadata: some Sequence<CacheEntry>) -> [CacheEntry] {
+        let environment = environment.map(Environment.canonical)
         let metadata = appMetadata.first {
             ASCII.equalLowercased($0["client_id"], clientID)
                 && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)

@@ -17,24 +17,29 @@ struct CacheIndex: Sendable {
     init() {}
 
     /// Indexes entries. Kinds are indexed apart from one another, so a large group's access
-    /// tokens (their digests are most of the work) are indexed on another core meanwhile.
+    /// tokens (their digests are most of the work) are indexed on another core meanwhile; for a
+    /// listing, whose index digests nothing, ID tokens go with them, which halves the work.
     /// - Parameter digestingAccessTokens: false for an index that only lists (no token lookups).
     init(_ entries: some Sequence<CacheEntry>, digestingAccessTokens: Bool = true) {
-        var accessTokens: [CacheEntry] = [], others: [CacheEntry] = []
+        var first: [CacheEntry] = [], second: [CacheEntry] = []
         for entry in entries {
-            if entry.kind == .accessToken { accessTokens.append(entry) } else { others.append(entry) }
+            let firstPart = entry.kind == .accessToken || (!digestingAccessTokens && entry.kind == .idToken)
+            if firstPart { first.append(entry) } else { second.append(entry) }
         }
-        guard accessTokens.count >= 500 else {
-            self.init(inserting: others + accessTokens, digestingAccessTokens: digestingAccessTokens)
+        guard first.count >= 500 else {
+            self.init(inserting: second + first, digestingAccessTokens: digestingAccessTokens)
             return
         }
         // Two parts, one per core (a machine with one core indexes them one after the other).
-        let parts = [accessTokens, others].concurrentMap(minimumCount: 2) {
+        let parts = [first, second].concurrentMap(minimumCount: 2) {
             CacheIndex(inserting: $0, digestingAccessTokens: digestingAccessTokens)
         }
         self = parts[1]
-        self.entries[.accessToken] = parts[0].entries[.accessToken]
-        entriesByAccount[.accessToken] = parts[0].entriesByAccount[.accessToken]
+        // The first part's kinds (sign-in states come from account metadata, in the second).
+        for (kind, entries) in parts[0].entries {
+            self.entries[kind] = entries
+            entriesByAccount[kind] = parts[0].entriesByAccount[kind]
+        }
         accessTokensByHome = parts[0].accessTokensByHome
     }
 

@@ -76,6 +76,7 @@ extension AccountStore {
                         index.entries(.accountMetadata, homeAccountID: home)] {
             for entry in entries { if let id = entry["client_id"] { clientIDs.insert(id) } }
         }
+        let refreshTokens = Self.refreshTokenCandidates(home: home, environment: nil, in: index)  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
             let metadata = appMetadata.first(where: isClient).map(AppMetadata.init(entry:))
@@ -88,7 +89,7 @@ extension AccountStore {
                 .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
             let state = Self.signInState(home: home, clientID: clientID, in: index)
             let refresh = state == .signedOut ? nil
-                : Self.refreshTokens(home: home, clientID: clientID, environment: nil, appMetadata: appMetadata, in: index).first
+                : Self.refreshTokens(from: refreshTokens, clientID: clientID, environment: nil, appMetadata: appMetadata).first
             let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
                 ASCII.equalLowercased($0["client_id"], clientID) && ($0["family_id"] ?? "").isEmpty ? .own : .family
             } ?? .none
