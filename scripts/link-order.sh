@@ -10,7 +10,8 @@
 # that: symbols it names that no longer exist are ignored, and new code is laid out as usual.
 #
 # Records, with callgrind, a Secret Service `token` lookup (in a throw-away keyring), then a
-# `token` lookup and a `list --json` on the encrypted file. Needs valgrind and the interop venv
+# `token` lookup and a `list --json` on the encrypted file (100 accounts: a document over 1 MB,
+# parsed in two halves). Needs valgrind and the interop venv
 # (scripts/install-deps.sh); run it after large changes to what those commands execute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,7 @@ BIN="$(scripts/build-release.sh --show-bin-path)/tokencache"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 .venv/bin/python Benchmarks/scripts/gen_msal_cache.py --accounts 3 > "$WORK/cache.json"
+.venv/bin/python Benchmarks/scripts/gen_msal_cache.py --accounts 100 > "$WORK/large.json"
 CLIENT=aaaaaaaa-0000-0000-0000-000000000002
 ACCOUNT=user0@contoso.com
 record() { valgrind --tool=callgrind --demangle=no --callgrind-out-file="$WORK/$1.out" "${@:2}" >/dev/null 2>"$WORK/$1.log" || { echo "link-order.sh: $1 failed:" >&2; cat "$WORK/$1.log" >&2; exit 1; }; }
@@ -32,7 +34,8 @@ export HOME="$WORK/home"
 mkdir -p "$HOME"
 "$BIN" import --backend file --group org.link-order --format msal-json "$WORK/cache.json" >/dev/null
 record 2-file-token "$BIN" token --backend file --group org.link-order --client "$CLIENT" --scopes User.Read --account "$ACCOUNT"
-record 3-file-list "$BIN" list --json --backend file --group org.link-order
+"$BIN" import --backend file --group org.link-order-large --format msal-json "$WORK/large.json" >/dev/null
+record 3-file-list "$BIN" list --json --backend file --group org.link-order-large
 # Function names in the order callgrind first lists them, kept when the binary defines them.
 nm --defined-only "$BIN" | awk '$2 ~ /^[tTwW]$/ { print $3 }' | sort -u > "$WORK/defined"
 for out in "$WORK"/[0-9]-*.out; do sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$out"; done \
