@@ -46,6 +46,7 @@ struct ListCommand: ParsableCommand {
                     return account.clients.isEmpty ? nil : account
                 }
             }
+            keepUntilExit(inventory)
             if json { JSONOutput.print(inventory.jsonData()) } else { print(Self.render(inventory)) }
         }
     }
