@@ -334,9 +334,10 @@ extension JSONParser {
     /// one in the structure, so this thread checks that its own parse reaches the boundary between
     /// two entries of a section: the other half then began exactly where a single parse would be,
     /// and the halves join into the object a single parse returns (a repeated key keeps its last
-    /// value). Returns nil when the halves do not join (no boundary, this thread did not stop at
-    /// it, or the other half failed): the caller then parses the document whole, which also gives
-    /// the error a damaged document deserves.
+    /// value). When this thread never met the boundary (it was inside a string), its own parse is
+    /// the whole document's. Returns nil when neither gives the object (no boundary, the other
+    /// half failed, a damaged document or one that is not an object): the caller then parses the
+    /// document whole, which also gives the error a damaged document deserves.
     /// - Parameter searchStart: where to look for the boundary from (default: the middle; tests
     ///   try every offset).
     static func parseHalves(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int, omitting omission: Omission?,
@@ -354,15 +355,16 @@ extension JSONParser {
         var head = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
         head.stopOffset = split
         head.skipWhitespace()
-        let stopped: Bool
+        var whole: JSONValue?
         do {
-            _ = try head.parseValue()
-            stopped = false
-        } catch {
-            stopped = head.stoppedSectionStart != nil
-        }
+            // Never stopped: the boundary was no boundary, and this is a single parse.
+            whole = try head.parseValue()
+            head.skipWhitespace()
+            if head.position != bytes.count { whole = nil }
+        } catch {}
         done.wait()
-        guard stopped, let sectionStart = head.stoppedSectionStart, let section = head.section,
+        if case .object(let object)? = whole { return object }
+        guard let sectionStart = head.stoppedSectionStart, let section = head.section,
               case .success(let rest)? = tail.withLock({ $0 }) else { return nil }
         // The other half assumed from its first entry whether the section leaves secrets out.
         func omits(_ section: String?) -> Bool { omission.map { section.map($0.sections.contains) ?? false } ?? false }
