@@ -193,7 +193,7 @@ extension GroupInventory.AccessTokenInfo {
         writer.beginObject()
         if let expiresOn {
             writer.key("expires_on")
-            writer.string(expiresOn.formatted(.iso8601))
+            writer.string(ISO8601.string(expiresOn))
         }
         writer.key("is_expired")
         writer.bool(isExpired)
