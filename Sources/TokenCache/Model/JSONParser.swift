@@ -125,12 +125,7 @@ struct JSONParser {
         // member by member rehashes every key at each doubling (a cache entry has about 12).
         let first = members.count
         while true {
-            guard current == UInt8(ascii: "\"") else { throw error("expected a string key") }
-            let key = try parseString()
-            skipWhitespace()
-            guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
-            position += 1
-            skipWhitespace()
+            let key = try parseKey()
             if depth == 1 { section = key }
             if depth == 3, let omission, key == omission.member, let section, omission.sections.contains(section) {
                 try checkValue()
@@ -157,6 +152,18 @@ struct JSONParser {
             default: throw error("expected ',' or '}'")
             }
         }
+    }
+
+    /// A member's key and the colon after it, from the key's opening quote.
+    @inline(__always)
+    private mutating func parseKey() throws(SyntaxError) -> String {
+        guard current == UInt8(ascii: "\"") else { throw error("expected a string key") }
+        let key = try parseString()
+        skipWhitespace()
+        guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
+        position += 1
+        skipWhitespace()
+        return key
     }
 
     private mutating func parseArray() throws(SyntaxError) -> JSONValue {
@@ -386,6 +393,23 @@ extension JSONParser {
         var later: JSONObject
     }
 
+    /// After an object's member: true past a comma (another member follows), false past the
+    /// closing brace (the object is left).
+    private mutating func nextMember() throws(SyntaxError) -> Bool {
+        skipWhitespace()
+        switch current {
+        case UInt8(ascii: ","):
+            position += 1
+            skipWhitespace()
+            return true
+        case UInt8(ascii: "}"):
+            position += 1
+            depth -= 1
+            return false
+        default: throw error("expected ',' or '}'")
+        }
+    }
+
     /// Parses from the first byte of an entry's key inside a section (depth 2) to the end.
     private static func parseTail(_ bytes: UnsafeRawBufferPointer, from start: Int, maximumDepth: Int,
                                   omitting omission: Omission?) throws(SyntaxError) -> Tail {
@@ -394,12 +418,7 @@ extension JSONParser {
         parser.depth = 2
         // The first entry, whole; its credential type names its section (AccessToken,
         // RefreshToken, IdToken), which decides what is left out of the others.
-        guard parser.current == UInt8(ascii: "\"") else { throw parser.error("expected a string key") }
-        let firstKey = try parser.parseString()
-        parser.skipWhitespace()
-        guard parser.current == UInt8(ascii: ":") else { throw parser.error("expected ':'") }
-        parser.position += 1
-        parser.skipWhitespace()
+        let firstKey = try parser.parseKey()
         var firstValue = try parser.parseValue()
         if case .object(var fields) = firstValue {
             parser.section = fields["credential_type"]?.stringValue
@@ -408,34 +427,14 @@ extension JSONParser {
                 firstValue = .object(fields)
             }
         }
-        parser.skipWhitespace()
-        var section: JSONObject
-        switch parser.current {
-        case UInt8(ascii: ","):
-            parser.position += 1
-            parser.skipWhitespace()
+        var section: JSONObject = [firstKey: firstValue]
+        if try parser.nextMember() {
             section = try parser.parseMembers()
             if section[firstKey] == nil { section[firstKey] = firstValue }  // a repeated key keeps its last value
-        case UInt8(ascii: "}"):
-            parser.position += 1
-            parser.depth -= 1
-            section = [firstKey: firstValue]
-        default: throw parser.error("expected ',' or '}'")
         }
         let assumedSection = parser.section
         // Then the root's later members (sections).
-        parser.skipWhitespace()
-        var later: JSONObject = [:]
-        switch parser.current {
-        case UInt8(ascii: ","):
-            parser.position += 1
-            parser.skipWhitespace()
-            later = try parser.parseMembers()
-        case UInt8(ascii: "}"):
-            parser.position += 1
-            parser.depth -= 1
-        default: throw parser.error("expected ',' or '}'")
-        }
+        let later = try parser.nextMember() ? try parser.parseMembers() : [:]
         parser.skipWhitespace()
         guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
         return Tail(assumedSection: assumedSection, section: section, later: later)
@@ -444,29 +443,16 @@ extension JSONParser {
     /// The first byte of an entry's key that seems to follow another entry (`},"key":{`, with
     /// any whitespace) from `start` on; nil when none does.
     private static func entryBoundary(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
-        func skipWhitespace(_ index: inout Int) {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
-        }
-        var index = max(start, 0)
-        while index < bytes.count {
-            guard bytes[index] == UInt8(ascii: "}") else { index += 1; continue }
-            var next = index + 1
-            skipWhitespace(&next)
-            guard next < bytes.count, bytes[next] == UInt8(ascii: ",") else { index += 1; continue }
-            next += 1
-            skipWhitespace(&next)
-            guard next < bytes.count, bytes[next] == UInt8(ascii: "\"") else { index += 1; continue }
-            let keyStart = next
-            // The key's end (escapes skipped), then `:` and an object.
-            next += 1
-            while next < bytes.count, bytes[next] != UInt8(ascii: "\"") { next += bytes[next] == UInt8(ascii: "\\") ? 2 : 1 }
-            next += 1
-            skipWhitespace(&next)
-            guard next < bytes.count, bytes[next] == UInt8(ascii: ":") else { index += 1; continue }
-            next += 1
-            skipWhitespace(&next)
-            if next < bytes.count, bytes[next] == UInt8(ascii: "{") { return keyStart }
-            index += 1
+        var scan = JSONParser(bytes: bytes, maximumDepth: 0, omission: nil)
+        for index in min(max(start, 0), bytes.count)..<bytes.count where bytes[index] == UInt8(ascii: "}") {
+            scan.position = index + 1
+            scan.skipWhitespace()
+            guard scan.current == UInt8(ascii: ",") else { continue }
+            scan.position += 1
+            scan.skipWhitespace()
+            let keyStart = scan.position
+            // A key, its colon, then an object.
+            if (try? scan.parseKey()) != nil, scan.current == UInt8(ascii: "{") { return keyStart }
         }
         return nil
     }

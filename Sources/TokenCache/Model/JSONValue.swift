@@ -1,7 +1,4 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A JSON value, kept exactly as read so that fields written by another MSAL SDK survive a
 /// round trip through this library unchanged.
@@ -98,7 +95,7 @@ enum JSON {
     /// A large document (an encrypted file's cache, from 1 MB) is parsed in two halves at once
     /// where the machine has two cores (``JSONParser/parseHalves(_:maximumDepth:omitting:)``).
     static func decodeObject(_ data: Data, omitting omission: JSONParser.Omission? = nil) throws -> JSONObject {
-        if data.count >= 1 << 20, sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1,
+        if data.count >= 1 << 20, onlineCPUCount() > 1,
            let object = data.withUnsafeBytes({ JSONParser.parseHalves($0, maximumDepth: maximumDepth, omitting: omission) }) {
             return object
         }

@@ -11,7 +11,7 @@ extension Array where Element: Sendable {
     func concurrentMap<T: Sendable>(minimumCount: Int, _ transform: @Sendable (Element) -> T) -> [T] {
         // The element count first: counting CPUs reads a file in /sys.
         guard count >= minimumCount else { return map(transform) }
-        let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        let cores = onlineCPUCount()
         guard cores > 1 else { return map(transform) }
         // Several chunks per core, so a core that finishes early takes another.
         let chunkCount = Swift.min(count, cores * 4)
@@ -22,4 +22,9 @@ extension Array where Element: Sendable {
         }
         return chunks.withLock { $0.flatMap { $0 } }
     }
+}
+
+/// The CPUs online (`sysconf`, which reads a file in /sys: ask only when the work is large).
+func onlineCPUCount() -> Int {
+    Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 }

@@ -56,9 +56,9 @@ extension SecretServiceBackend {
         return true
     }
 
-    /// The error of a failed write into `collection`; when the
-    /// collection turns out to be locked, `keyringLocked` (libsecret passes gnome-keyring's
-    /// IsLocked on as a plain message: "Cannot delete a locked item").
+    /// The error of a failed write into `collection`; when the collection turns out to be
+    /// locked, `keyringLocked` (libsecret passes gnome-keyring's IsLocked on as a plain message:
+    /// "Cannot delete a locked item").
     func writeFailure(_ error: TokenCacheError, in collection: String) -> TokenCacheError {
         guard error.code == .secretServiceFailure, (try? property("Locked", of: collection, as: Self.bool)) == true else { return error }
         return Self.locked(collection)
