@@ -28,7 +28,7 @@ let package = Package(
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
-        // glibc's mallopt, for the tokencache executable's start-up.
+        // glibc malloc tuning and heap addresses (ProcessMemory, for the tokencache executable).
         .systemLibrary(name: "CMalloc"),
 
         // The library: cache model, account store, cache abstraction and backends.
@@ -38,6 +38,7 @@ let package = Package(
                 "CCurl",
                 "CLibSecret",
                 "COpenSSL",
+                "CMalloc",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -53,7 +54,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["CMalloc", "TokenCache", "TokenCacheCLI"]
+            dependencies: ["TokenCache", "TokenCacheCLI"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

@@ -91,15 +91,7 @@ struct SealedFileReaderTests {
     @Test("The encrypted-file backend reads a large cache while decrypting it, with the same entries as written")
     func backendReadsLargeCache() throws {
         // 400 accounts saved in memory, then written to the file at once: about 1.3 MB, above the 1 MiB threshold.
-        let memory = InMemoryBackend()
-        let store = AccountStore(backend: memory, group: group)
-        for index in 0..<400 {
-            let user = Fixtures.User(uid: String(format: "%08x-0000-0000-0000-000000000000", index), tenant: Fixtures.tenantA,
-                                     username: "user\(index)@contoso.com", name: "User \(index)")
-            try store.save(Fixtures.tokenResponse(Fixtures.response(for: user, tag: "large")), clientID: Fixtures.appOne,
-                           authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
-        }
-        let written = try memory.load(group).entries
+        let written = try Fixtures.largeCache(group: group)
         let cache = directory.appendingPathComponent("cache")
         _ = try EncryptedFileBackend(directory: cache, keySource: .key(Self.keyBytes)).apply(written.map { .upsert($0) }, to: group, expected: nil)
         let backend = EncryptedFileBackend(directory: cache, keySource: .key(Self.keyBytes))

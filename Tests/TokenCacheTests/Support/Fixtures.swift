@@ -67,4 +67,19 @@ enum Fixtures {
     static func tokenResponse(_ object: [String: Any]) -> TokenResponse {
         try! TokenResponse(json: json(object))
     }
+
+    /// The entries of `count` accounts signed in to app one, saved through the account store in
+    /// memory: 400 make about 1.3 MB of cache, above the encrypted file's 1 MiB thresholds
+    /// (read while decrypting, parsed in two halves).
+    static func largeCache(accounts count: Int = 400, group: CacheGroup) throws -> [CacheEntry] {
+        let memory = InMemoryBackend()
+        let store = AccountStore(backend: memory, group: group)
+        for index in 0..<count {
+            let user = User(uid: String(format: "%08x-0000-0000-0000-000000000000", index), tenant: tenantA,
+                            username: "user\(index)@contoso.com", name: "User \(index)")
+            try store.save(tokenResponse(response(for: user, tag: "large")), clientID: appOne,
+                           authority: authority(), scopes: [], now: now)
+        }
+        return try memory.load(group).entries
+    }
 }
