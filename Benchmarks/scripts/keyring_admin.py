@@ -9,7 +9,8 @@
         Prints the number of items per collection.
     keyring_admin.py getsecrets GROUP
         The floor for reading a group: one SearchItems and ONE GetSecrets for all its items, on a
-        plain session (no encryption work on either side), timed; prints JSON.
+        plain session (no encryption work on either side), timed to the reply's arrival (the reply
+        is not unpacked); prints JSON.
 """
 import sys
 
@@ -43,10 +44,14 @@ def getsecrets(bus, group):
     start = time.perf_counter()
     unlocked, _ = call(bus, PATH, SERVICE, "SearchItems", GLib.Variant("(a{ss})", ({"group": group},)), "(aoao)")
     searched = time.perf_counter()
-    secrets = call(bus, PATH, SERVICE, "GetSecrets", GLib.Variant("(aoo)", (unlocked, session)), "(a{o(oayays)})")[0]
+    # The reply is counted, not unpacked: PyGObject turns every byte of an `ay` into a Python int,
+    # which took 2 ms per item (25 s at 10,005 items, six times gnome-keyring's own time).
+    reply = bus.call_sync(BUS, PATH, SERVICE, "GetSecrets", GLib.Variant("(aoo)", (unlocked, session)),
+                          GLib.VariantType("(a{o(oayays)})"), Gio.DBusCallFlags.NONE, 600_000, None)
     done = time.perf_counter()
+    secrets = reply.get_child_value(0).n_children()
     call(bus, session, "org.freedesktop.Secret.Session", "Close", None, "()")
-    print(json.dumps({"items": len(unlocked), "secrets": len(secrets), "search_ms": (searched - start) * 1e3,
+    print(json.dumps({"items": len(unlocked), "secrets": secrets, "search_ms": (searched - start) * 1e3,
                       "getsecrets_ms": (done - searched) * 1e3}))
 
 

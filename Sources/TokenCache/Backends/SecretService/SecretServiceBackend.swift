@@ -46,8 +46,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         public var unlockTimeout: TimeInterval = 60
         /// Items per GetSecrets call in a bulk read. gnome-keyring answers GetSecrets item by
         /// item, at a cost per item that grows with the collection, so one call for a whole large
-        /// group (10,003 items at 1,000 accounts x 3 clients) can outlast `callTimeout`; each
-        /// batch gets its own bound. (Internal: tests make it small.)
+        /// group grows with the square of its size (3.9 s for 10,003 items at 1,000 accounts x 3
+        /// clients here) and can outlast `callTimeout`; each batch gets its own bound. (Internal:
+        /// tests make it small.)
         var secretsPerCall = 500
 
         /// Default options: default collection, 10 s per call, no prompts.
