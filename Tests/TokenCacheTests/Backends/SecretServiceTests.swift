@@ -401,6 +401,60 @@ struct SecretServiceTests {
         #expect(try runProcess(Self.helper, ["ss-probe", "early"], environment: environment).stdout.contains(#""result":"noSessionBus""#))
     }
 
+    @Test("On a bus with no Secret Service provider reads fail with noSecretService, and automatic selection falls back to the encrypted file")
+    func noProvider() throws {
+        let folder = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A session bus of its own that can start no service (no service directories).
+        let config = folder.appendingPathComponent("session.conf")
+        try Data("""
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:tmpdir=\(folder.path)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """.utf8).write(to: config)
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        daemon.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1"]
+        let output = Pipe()
+        daemon.standardOutput = output
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        // SIGKILL: a process started from a Dispatch thread inherits its blocked signals, SIGTERM among them.
+        defer { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+        var printed = Data()  // the address, on a line of its own once the bus listens
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            printed += chunk
+        }
+        let address = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(address.hasPrefix("unix:"), "\(address)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = address
+        environment["XDG_DATA_HOME"] = folder.appendingPathComponent("data").path
+        for mode in [[], ["early"]] {
+            let probe = try runProcess(Self.helper, ["ss-probe"] + mode, environment: environment)
+            #expect(probe.stdout.contains(#""result":"noSecretService""#), "\(mode): \(probe.stdout)\(probe.stderr)")
+        }
+        let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let automatic = try runProcess(tokencache, ["list", "--json", "--backend", "auto"], environment: environment)
+        #expect(automatic.status == 0, "\(automatic.stderr)")
+        #expect(automatic.stdout.contains(#""location" : "encrypted file"#), "\(automatic.stdout)")
+        #expect(automatic.stderr.contains("falls back to the encrypted file") && automatic.stderr.contains("No Secret Service provider"),
+                "\(automatic.stderr)")
+        let requested = try runProcess(tokencache, ["list", "--backend", "secret-service"], environment: environment)
+        #expect(requested.status == 1 && requested.stderr.contains("No Secret Service provider is running"), "\(requested.stderr)")
+    }
+
     @Test("A connection started in the background is taken by the next backend, which reads the group; later backends connect themselves")
     func connectionInBackground() throws {
         let store = AccountStore(backend: try SecretServiceBackend(), group: group)

@@ -81,7 +81,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// Connects to the Secret Service on the session bus, loading libsecret on first use; takes
     /// the connection ``connectInBackground(callTimeout:)`` made, when it is ready in time.
-    /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus`, `noSecretService` or `timedOut`.
+    /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus` or `timedOut`. A bus with
+    ///   no Secret Service provider (none running, none to start) is reported by the first call,
+    ///   as `noSecretService` (``BackendSelection`` makes one before choosing this backend).
     public init(options: Options = Options()) throws(TokenCacheError) {
         self.options = options
         let early = Connection.takeEarly(waitingAtMost: options.callTimeout)
