@@ -61,7 +61,11 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { url.absoluteString }
 
+    /// Loopback hosts, where plain http is allowed for local test providers: `localhost`,
+    /// 127.0.0.0/8 and ::1.
     static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "[::1]"
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 }

@@ -36,8 +36,18 @@ public struct AccessToken: CacheEntityView {
     public var realm: String { entry["realm"] ?? "" }
     /// The scopes the token grants.
     public var scopes: [String] { Scopes.split(entry["target"] ?? "") }
-    /// `token_type`, `Bearer` when absent.
-    public var tokenType: String { entry["token_type"] ?? "Bearer" }
+    /// `token_type` (MSAL Node writes `tokenType`), `Bearer` when absent.
+    public var tokenType: String { entry["token_type"] ?? entry["tokenType"] ?? "Bearer" }
+    /// Whether this is a plain bearer token, the only kind returned for a plain request: not a
+    /// proof-of-possession or other auth-scheme token (`credential_type`
+    /// `AccessToken_With_AuthScheme`, a `token_type` or `tokenType` other than Bearer in any
+    /// case) and not bound to extra request parameters (`ext_cache_key`).
+    public var isPlainBearer: Bool {
+        ASCII.equalsIgnoringCase(entry["credential_type"] ?? "AccessToken", "AccessToken")
+            && ASCII.equalsIgnoringCase(entry["token_type"] ?? "Bearer", "Bearer")
+            && ASCII.equalsIgnoringCase(entry["tokenType"] ?? "Bearer", "Bearer")
+            && entry.fields["ext_cache_key"] == nil
+    }
     /// When the token stops being valid.
     public var expiresOn: Date? { date("expires_on") }
     /// When the token should be refreshed proactively, if the server said so.

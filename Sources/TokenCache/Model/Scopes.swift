@@ -48,4 +48,20 @@ enum Environment {
         let lowered = ASCII.lowercased(environment)
         return canonicalByAlias[lowered] ?? lowered
     }
+
+    /// Whether a refresh token issued at `environment` may be redeemed at `authority` (and its
+    /// tokens served for it): the same host, or for a Microsoft Entra authority a host of the
+    /// same cloud (MSAL's alias sets). B2C, AD FS and generic OIDC authorities accept only their
+    /// own host: an authority is configuration, not proof that a host may see a token.
+    static func authority(_ authority: Authority, accepts environment: String) -> Bool {
+        authority.kind == .aad
+            ? canonical(authority.environment) == canonical(environment)
+            : ASCII.equalsIgnoringCase(authority.environment, environment)
+    }
+
+    /// The hosts a token issued at `environment` may be sent to, for messages.
+    static func aliases(of environment: String) -> [String] {
+        let lowered = ASCII.lowercased(environment)
+        return aliasGroups.first { $0.contains(lowered) } ?? [lowered]
+    }
 }

@@ -103,9 +103,16 @@ public final class PublicClientApplication: Sendable {
     /// family's (shared by every app of the family, so they must wait for each other) or its own
     /// (so apps with their own tokens refresh in parallel).
     private func refreshLockName(for account: CachedAccount) throws(TokenCacheError) -> String {
-        let owner = try store.refreshTokens(clientID: clientID, account: account).first?.familyID
+        let owner = try redeemableRefreshTokens(for: account).first?.familyID
             .map { "family:\($0)" } ?? "client:\(clientID.lowercased())"
-        return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(account.environment))|\(owner)"
+        return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(authority.environment))|\(owner)"
+    }
+
+    /// The refresh tokens this app may send to its authority for the account: only those issued
+    /// by the authority's host or, for Microsoft Entra, a host of the same cloud. The lock name
+    /// and the redemption loop both read them, so both follow the same rule.
+    private func redeemableRefreshTokens(for account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
+        try store.refreshTokens(clientID: clientID, account: account, redeemableAt: authority)
     }
 
     /// Bound on redemptions per refresh: each cached refresh token once, and a token another
@@ -113,18 +120,27 @@ public final class PublicClientApplication: Sendable {
     private static let maximumRedemptions = 8
 
     private func refresh(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
+        // Checked before any request: a refresh token goes only to the host that issued it.
+        if try redeemableRefreshTokens(for: account).isEmpty {
+            throw Self.noRedeemableToken(account: account, authority: authority,
+                                         others: try store.refreshTokens(clientID: clientID, account: account))
+        }
         let endpoint = try await client.tokenEndpoint(for: authority)
         var lastRejection: ServerErrorDetails?
         // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
         // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
-        while tried.count < Self.maximumRedemptions, let refreshToken = try store.refreshTokens(clientID: clientID, account: account)
+        while tried.count < Self.maximumRedemptions, let refreshToken = try redeemableRefreshTokens(for: account)
             .first(where: { !tried.contains($0.secret) }) {
             tried.insert(refreshToken.secret)
             let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
                                                   at: endpoint, isMicrosoft: authority.kind != .oidc)
             switch outcome {
             case .tokens(let response):
+                if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
+                    throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
+                }
+                // The response must be the account's own (else userMismatch, nothing saved).
                 return try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
                                       homeAccountID: account.homeAccountID, redeemedRefreshToken: refreshToken.secret)
             case .rejected(let details):
@@ -150,5 +166,21 @@ public final class PublicClientApplication: Sendable {
             hint: isInteraction ? "Sign the user in interactively" + (details?.claims != nil ? " with the claims challenge" : "")
                 : "Check the app registration (client ID, authority)",
             server: details)
+    }
+
+    /// The error when the account has no refresh token this authority may see: sending one
+    /// issued by another host would hand it to a stranger, so nothing is sent.
+    private static func noRedeemableToken(account: CachedAccount, authority: Authority,
+                                          others: [RefreshToken]) -> TokenCacheError {
+        if others.isEmpty {
+            return TokenCacheError(.interactionRequired, "No refresh token is cached for this account and app.",
+                                   hint: "Sign the user in interactively")
+        }
+        let issuers = Array(Set(others.map { ASCII.lowercased($0.environment) })).sorted()
+        return TokenCacheError(
+            .interactionRequired,
+            "The account's refresh tokens were issued by \(issuers.joined(separator: ", ")), not by \(authority.environment); "
+                + "a refresh token is redeemed only at the host that issued it (or an alias of it), so nothing was sent.",
+            hint: "Use an authority on \(Environment.aliases(of: issuers[0]).joined(separator: " or ")), or sign the user in interactively at \(authority.environment)")
     }
 }

@@ -118,8 +118,12 @@ public final class AccountStore: Sendable {
             if let redeemed = redeemedRefreshToken, let home = entities.homeAccountID,
                let newRT = entities.refreshToken, let newSecret = newRT["secret"], newSecret != redeemed {
                 let newKey = index.existing(matching: newRT)?.key ?? newRT.key
+                // Only the same account's tokens from the same cloud: a secret equal to the
+                // redeemed one elsewhere is not this server's to replace.
+                let environment = Environment.canonical(newRT["environment"] ?? "")
                 for stale in index.entries(.refreshToken, homeAccountID: home)
-                where stale.key != newKey && stale["secret"] == redeemed {
+                where stale.key != newKey && stale["secret"] == redeemed
+                    && Environment.canonical(stale["environment"] ?? "") == environment {
                     var updated = stale
                     updated.fields["secret"] = .string(newSecret)
                     updated.fields["last_modification_time"] = newRT.fields["last_modification_time"]
@@ -256,6 +260,23 @@ public final class AccountStore: Sendable {
             guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
             return Self.refreshTokens(home: account.homeAccountID, clientID: clientID,
                                       environment: account.environment, in: index).map(RefreshToken.init(entry:))
+        }
+    }
+
+    /// The refresh tokens the client may redeem for the account at `authority`, in the order to
+    /// try them: only tokens issued by the authority's host or, for a Microsoft Entra
+    /// authority, a host of the same cloud (``Environment/authority(_:accepts:)``). Family
+    /// tokens are Microsoft's: an app with a B2C, AD FS or generic OIDC authority redeems only
+    /// its own.
+    func refreshTokens(clientID: String, account: CachedAccount, redeemableAt authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
+        try read { index in
+            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
+            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID, environment: authority.environment, in: index)
+                .filter { entry in
+                    Environment.authority(authority, accepts: entry["environment"] ?? "")
+                        && (authority.kind == .aad || ASCII.equalLowercased(entry["client_id"], clientID))
+                }
+                .map(RefreshToken.init(entry:))
         }
     }
 
@@ -514,17 +535,19 @@ public final class AccountStore: Sendable {
     }
 
     func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
-        let records = index.entries(.account, homeAccountID: home).map(AccountEntity.init(entry:))
+        // Sorted by key: the index's order is hash order, which differs between processes, and
+        // every process must describe an account the same way.
+        let records = index.entries(.account, homeAccountID: home).sorted { $0.key < $1.key }.map(AccountEntity.init(entry:))
         guard !records.isEmpty else { return nil }
         let homeTenant = Self.tenant(ofHomeAccountID: home)
         let primary = records.first { record in homeTenant.map { ASCII.equalLowercased(record.realm, $0) } ?? false }
-            ?? records.min { $0.realm < $1.realm }!
-        let idTokens = index.entries(.idToken, homeAccountID: home).map(IDToken.init(entry:))
+            ?? records.min { ($0.realm, $0.entry.key) < ($1.realm, $1.entry.key) }!
+        let idTokens = index.entries(.idToken, homeAccountID: home).sorted { $0.key < $1.key }.map(IDToken.init(entry:))
         let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0) } ?? false) && token.realm == primary.realm }
             ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
         return CachedAccount(
             homeAccountID: home, environment: primary.environment,
-            username: records.first { !$0.username.isEmpty }?.username ?? "",
+            username: primary.username.isEmpty ? records.first { !$0.username.isEmpty }?.username ?? "" : primary.username,
             localAccountID: primary.localAccountID,
             tenants: Array(Set(records.map(\.realm))).sorted(),
             authorityType: primary.authorityType,

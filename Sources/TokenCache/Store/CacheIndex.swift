@@ -154,7 +154,7 @@ struct IndexedAccessToken: Sendable {
     /// Scopes, lower-cased.
     let targets: Set<String>
     let expiresOn: Double
-    /// Bearer, and not bound to extra request parameters (`ext_cache_key`).
+    /// ``AccessToken/isPlainBearer``.
     let isPlainBearer: Bool
     /// The token as a result, without its account.
     let result: TokenResult
@@ -170,7 +170,7 @@ struct IndexedAccessToken: Sendable {
         targets = Scopes.comparableSet(scopes)
         let expires = entry.fields["expires_on"]?.secondsValue
         expiresOn = expires ?? 0
-        isPlainBearer = entry.fields["ext_cache_key"] == nil && ASCII.equalsIgnoringCase(token.tokenType, "bearer")
+        isPlainBearer = token.isPlainBearer
         result = AccountStore.result(token, scopes: scopes, expiresOn: expires, account: nil)
     }
 }

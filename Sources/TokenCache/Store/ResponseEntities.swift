@@ -22,15 +22,22 @@ struct ResponseEntities: Sendable {
         // home_account_id: <uid>.<utid> from client_info, else the ID token's sub (ADFS).
         var homeAccountID: String?
         var hasClientInfo = false
+        var clientInfoHome: String?
         if let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) {
             homeAccountID = "\(info.uid).\(info.utid)"
+            clientInfoHome = homeAccountID
             hasClientInfo = true
         }
         if homeAccountID == nil, let sub = claims?.subject {
             homeAccountID = sub
             hasClientInfo = true  // MSAL synthesises client_info {"uid": sub}
         }
-        if homeAccountID == nil { homeAccountID = knownHomeAccountID }
+        if let known = knownHomeAccountID {
+            try Self.checkIdentity(derived: homeAccountID, fromClientInfo: clientInfoHome != nil,
+                                   claims: claims, known: known)
+            // The account's own ID as stored (the server may change its letter case).
+            homeAccountID = known
+        }
         self.homeAccountID = homeAccountID
         let home: JSONValue = homeAccountID.map(JSONValue.string) ?? .null
 
@@ -95,5 +102,24 @@ struct ResponseEntities: Sendable {
         var metadata: JSONObject = ["client_id": client, "environment": environment]
         if let family = response.familyID { metadata["family_id"] = .string(family) }
         appMetadata = CacheEntry(kind: .appMetadata, fields: metadata)
+    }
+
+    /// A response for a known account (a refresh) must be that account's: the home account ID
+    /// its `client_info` gives (or, without one, the ID token's `sub`, or its `oid` and `tid`)
+    /// must be the account's. A response that says nothing of identity belongs to the account
+    /// whose refresh token was redeemed.
+    static func checkIdentity(derived: String?, fromClientInfo: Bool, claims: IDTokenClaims?,
+                              known: String) throws(TokenCacheError) {
+        guard let derived else { return }
+        if ASCII.equalsIgnoringCase(derived, known) { return }
+        if !fromClientInfo, let oid = claims?.objectID, let tid = claims?.tenantID,
+           ASCII.equalsIgnoringCase("\(oid).\(tid)", known) {
+            return
+        }
+        throw TokenCacheError(
+            .userMismatch,
+            "The token endpoint answered a refresh for one account with tokens of another account (user_mismatch).",
+            hint: "Nothing was saved. Sign the user in interactively; if it happens again, check which token endpoint the app uses",
+            field: fromClientInfo ? "client_info" : "id_token")
     }
 }

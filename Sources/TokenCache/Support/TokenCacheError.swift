@@ -51,6 +51,10 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         /// Silent sign-in is impossible: no usable refresh token, `invalid_grant`, consent or a
         /// claims challenge. Sign the user in interactively; ``TokenCacheError/server`` has details.
         public static let interactionRequired = Code("interactionRequired")
+        /// A token response obtained for one account carried another account's identity
+        /// (`client_info`, or the ID token's subject, object ID and tenant): MSAL's
+        /// `user_mismatch`. Nothing was saved; sign the user in interactively.
+        public static let userMismatch = Code("userMismatch")
         /// The token endpoint could not be reached or did not answer in time; retry later.
         public static let network = Code("network")
         /// libcurl, which the default HTTP transport loads at run time, is missing.

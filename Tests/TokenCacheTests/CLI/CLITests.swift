@@ -223,7 +223,11 @@ struct CLITests {
         var cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         cli.environmentOverrides["TOKENCACHE_LIBCURL_PATH"] = "/nonexistent/libcurl.so.4"
-        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        // Saved as issued by the provider, so the refresh would go there (no other host may see it).
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
+                                 "--scopes", "User.Read Mail.Read"],
+                                input: Fixtures.json(Fixtures.response(for: Fixtures.alice, foci: "1", tag: Fixtures.appOne)))
+        #expect(saved.status == 0, "\(saved.stderr)")
         let before = try cli.run(["export", "--format", "msal-json"]).stdout
         let refreshed = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--refresh",
                                      "--account", Fixtures.alice.username, "--authority", idp.authority().url.absoluteString])

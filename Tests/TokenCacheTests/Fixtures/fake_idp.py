@@ -1,12 +1,14 @@
 """A local OpenID Connect provider on loopback for the silent-SSO tests.
 
-Prints its port on the first line of stdout, then serves until stdin closes. With
+Prints its port on the first line of stdout, then serves until stdin closes. `--bind HOST`
+listens on another loopback address (127.0.0.2 plays a foreign host). With
 `--https CERT KEY` it also serves the same state over TLS on a second loopback port, printed
 on the second line (MSAL Python accepts only https authorities).
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
-  POST /control  {"seed": {...}} | {"mode": "normal|slow|fail", "delay": s} |
+  POST /control  {"seed": {...}} (a seed's "respond_as": {"uid", "utid", "username"} answers
+                 with another user's identity) | {"mode": "normal|slow|fail", "delay": s} |
                  {"non_family_clients": [...]}
   GET  /stats    {"token_requests": n, "grants": [...]}
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the caller's SDK
@@ -47,7 +49,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.endswith("/.well-known/openid-configuration"):
             tenant = self.path.split("/")[1]
-            host = "%s://127.0.0.1:%d" % (self.server.scheme, self.server.server_port)
+            host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
             return self.reply(200, {"issuer": "%s/%s/v2.0" % (host, tenant),
                                     "authorization_endpoint": "%s/%s/oauth2/v2.0/authorize" % (host, tenant),
                                     "token_endpoint": "%s/%s/oauth2/v2.0/token" % (host, tenant)})
@@ -111,12 +113,13 @@ class Handler(BaseHTTPRequestHandler):
             grant.update(outcome="ok", issued=new_rt, answered=time.time())
             state["grants"].append(grant)
         scopes = [s for s in form.get("scope", "").split() if s not in ("openid", "profile", "offline_access")]
+        who = dict(record, **record.get("respond_as", {}))
         response = {
             "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
             "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": new_rt,
-            "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + record["uid"], "oid": record["uid"], "tid": tenant,
-                                                        "preferred_username": record.get("username", "user@example.com")}) + ".sig",
-            "client_info": b64({"uid": record["uid"], "utid": record["utid"]}),
+            "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": who["utid"] if "respond_as" in record else tenant,
+                                                        "preferred_username": who.get("username", "user@example.com")}) + ".sig",
+            "client_info": b64({"uid": who["uid"], "utid": who["utid"]}),
         }
         if record.get("family"):
             response["foci"] = record["family"]
@@ -133,18 +136,22 @@ class TLSServer(ThreadingHTTPServer):
         return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
 
 
-def serve(scheme, context=None):
-    server = (TLSServer if context else ThreadingHTTPServer)(("127.0.0.1", 0), Handler)
+def serve(scheme, context=None, host="127.0.0.1"):
+    server = (TLSServer if context else ThreadingHTTPServer)((host, 0), Handler)
     server.scheme = scheme
     server.context = context
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
-servers = [serve("http")]
-if len(sys.argv) == 4 and sys.argv[1] == "--https":
+arguments = sys.argv[1:]
+bind = "127.0.0.1"
+if arguments[:1] == ["--bind"]:
+    bind, arguments = arguments[1], arguments[2:]
+servers = [serve("http", host=bind)]
+if len(arguments) == 3 and arguments[0] == "--https":
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    context.load_cert_chain(arguments[1], arguments[2])
     servers.append(serve("https", context))
 for server in servers:
     print(server.server_port, flush=True)

@@ -20,10 +20,15 @@ final class FakeIdentityProvider: @unchecked Sendable {
     private let input: Pipe
     private let directory: URL?
 
-    init(https: Bool = false) throws {
+    /// The loopback address it listens on: 127.0.0.1, or another one (127.0.0.2) to play a
+    /// host other than the one that issued the cached tokens.
+    let host: String
+
+    init(https: Bool = false, host: String = "127.0.0.1") throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../Fixtures/fake_idp.py").standardizedFileURL.path
-        var arguments = [script]
+        self.host = host
+        var arguments = [script, "--bind", host]
         if https {
             let directory = try TestEnvironment.temporaryDirectory()
             let certificate = directory.appendingPathComponent("idp.pem"), key = directory.appendingPathComponent("idp.key")
@@ -76,27 +81,31 @@ final class FakeIdentityProvider: @unchecked Sendable {
     }
 
     /// The authority on the plain-http port (allowed on loopback only).
-    func authority(_ tenant: String = Fixtures.tenantA) -> Authority {
-        try! Authority("http://127.0.0.1:\(port)/\(tenant)")
+    func authority(_ tenant: String = Fixtures.tenantA, kind: Authority.Kind? = nil) -> Authority {
+        try! Authority("http://\(host):\(port)/\(tenant)", kind: kind)
     }
 
     /// The same authority on the TLS port: same environment (host) and realm, same state.
     func httpsAuthority(_ tenant: String = Fixtures.tenantA) -> String {
-        "https://127.0.0.1:\(httpsPort!)/\(tenant)"
+        "https://\(host):\(httpsPort!)/\(tenant)"
     }
 
     func control(_ command: [String: Any]) async throws {
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/control")!)
+        var request = URLRequest(url: URL(string: "http://\(host):\(port)/control")!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: command)
         _ = try await URLSession.shared.data(for: request)
     }
 
     /// Makes the provider accept a refresh token.
-    func seed(refreshToken: String, user: Fixtures.User, clientID: String, family: String?) async throws {
+    /// Makes the provider accept a refresh token; with `respondingAs`, it answers with that
+    /// user's identity (a server that swaps accounts).
+    func seed(refreshToken: String, user: Fixtures.User, clientID: String, family: String?,
+              respondingAs impostor: Fixtures.User? = nil) async throws {
         var seed: [String: Any] = ["refresh_token": refreshToken, "uid": user.uid, "utid": user.tenant,
                                    "client_id": clientID, "username": user.username]
         if let family { seed["family"] = family }
+        if let impostor { seed["respond_as"] = ["uid": impostor.uid, "utid": impostor.tenant, "username": impostor.username] }
         try await control(["seed": seed])
     }
 
@@ -117,7 +126,7 @@ final class FakeIdentityProvider: @unchecked Sendable {
     }
 
     func stats() async throws -> Stats {
-        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/stats")!)
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/stats")!)
         return try JSONDecoder().decode(Stats.self, from: data)
     }
 }
