@@ -28,7 +28,7 @@ let package = Package(
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
-        // glibc malloc tuning and heap addresses (ProcessMemory, for the tokencache executable).
+        // glibc's mallopt, for the tokencache executable's MallocTuning.
         .systemLibrary(name: "CMalloc"),
 
         // The library: cache model, account store, cache abstraction and backends.
@@ -38,7 +38,6 @@ let package = Package(
                 "CCurl",
                 "CLibSecret",
                 "COpenSSL",
-                "CMalloc",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -54,7 +53,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["TokenCache", "TokenCacheCLI"]
+            dependencies: ["TokenCache", "TokenCacheCLI", "CMalloc"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

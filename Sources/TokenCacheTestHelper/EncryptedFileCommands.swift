@@ -86,24 +86,4 @@ let encryptedFileCommands: [String: HelperCommand] = [
         try snapshot(2)
         try FileManager.default.removeItem(at: work)
     },
-    // file-list-huge-pages DIR GROUP: tunes malloc as `tokencache` does, reads the group for a
-    // listing, and prints the mappings advised for huge pages ("hg" in /proc/self/smaps), one
-    // "START-END LABEL" line each (hexadecimal addresses; LABEL is [heap] or empty).
-    "file-list-huge-pages": { arguments in
-        ProcessMemory.tuneForLargeCaches()
-        let backend = EncryptedFileBackend(directory: URL(fileURLWithPath: arguments[0]))
-        let snapshot = try backend.loadForListing(try CacheGroup(arguments[1]))
-        var mapping = ""
-        // Read to the end: /proc files have no size for a sized read to go by.
-        let smaps = String(decoding: FileHandle(forReadingAtPath: "/proc/self/smaps")!.readDataToEndOfFile(), as: UTF8.self)
-        for line in smaps.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if let range = fields.first, fields.count >= 5, range.contains("-"), !range.hasSuffix(":") {
-                mapping = "\(range) \(fields.count > 5 ? String(fields[5]) : "")"
-            } else if line.hasPrefix("VmFlags:"), fields.contains("hg") {
-                print(mapping)
-            }
-        }
-        withExtendedLifetime(snapshot) {}
-    },
 ]

@@ -7,9 +7,7 @@ struct TokenCacheMain {
     /// Synchronous on purpose: an async main hands the main thread to `dispatch_main`, which ends it
     /// with `pthread_exit` (libgcc_s loaded and the stack unwound at every start).
     static func main() {
-        // malloc tuned for reading a large cache: two arenas, a 16 MB top pad, large blocks from
-        // the heap, huge pages (see ProcessMemory). Set before any thread starts.
-        ProcessMemory.tuneForLargeCaches()
+        MallocTuning.apply()
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {

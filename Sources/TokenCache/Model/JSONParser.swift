@@ -354,7 +354,6 @@ extension JSONParser {
         let tail = Locked<Result<Tail, SyntaxError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            ProcessMemory.adviseCurrentThreadHeap()
             let result = Result { () throws(SyntaxError) in try parseTail(shared, from: split, maximumDepth: maximumDepth, omitting: omission) }
             tail.withLock { $0 = result }
             done.signal()

@@ -17,7 +17,6 @@ extension Array where Element: Sendable {
         let chunkCount = Swift.min(count, cores * 4)
         let chunks = Locked([[T]](repeating: [], count: chunkCount))
         DispatchQueue.concurrentPerform(iterations: chunkCount) { chunk in
-            ProcessMemory.adviseCurrentThreadHeap()
             let part = self[chunk * count / chunkCount ..< (chunk + 1) * count / chunkCount].map(transform)
             chunks.withLock { $0[chunk] = part }
         }
