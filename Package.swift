@@ -31,13 +31,38 @@ let package = Package(
         // glibc's mallopt, for the tokencache executable's MallocTuning.
         .systemLibrary(name: "CMalloc"),
 
-        // The library: cache model, account store, cache abstraction and backends.
+        // The layers, each a module, so the package graph keeps them apart:
+        //   TokenCacheCore      MSAL model, JSON, MSAL rules, account store, backend protocol (no C)
+        //   TokenCachePlatform  Linux glue shared by the stores: one dlopen loader, safe file I/O
+        //   SecretServiceStore  the Secret Service client and the backend on it (libsecret, GLib)
+        //   EncryptedFileStore  the encrypted-file backend (OpenSSL)
+        //   TokenCache          the façade apps import: backend selection, silent SSO (libcurl)
+        .target(
+            name: "TokenCacheCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "TokenCachePlatform",
+            dependencies: ["TokenCacheCore"]
+        ),
+        .target(
+            name: "SecretServiceStore",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "CLibSecret",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "EncryptedFileStore",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "TokenCache",
             dependencies: [
+                "TokenCacheCore",
+                "TokenCachePlatform",
+                "SecretServiceStore",
+                "EncryptedFileStore",
                 "CCurl",
-                "CLibSecret",
-                "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -89,7 +114,8 @@ let package = Package(
 
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheCLI", "TokenCacheTestHelper"],
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
+                           "TokenCacheCLI", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -5,7 +5,8 @@
 //   bench-tool file-load GROUP RUNS                                   fresh backend + load + index
 //   bench-tool aes BYTES SECONDS                                      AES-256-GCM seal throughput
 //   bench-tool worker <ss|file> GROUP RESPONSES.json CLIENT AUTHORITY  one of the concurrent savers
-@_spi(Benchmarks) import TokenCache
+@_spi(Benchmarks) import EncryptedFileStore
+import TokenCache
 import Foundation
 
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -7,7 +7,9 @@
 //                   file read through the backend; anything else is a decrypted payload, sealed
 //                   with the right key and group so it reaches the JSON reader behind the tag
 import Foundation
+@testable import EncryptedFileStore
 @testable import TokenCache
+@testable import TokenCacheCore
 #if canImport(Glibc)
 import Glibc
 #endif

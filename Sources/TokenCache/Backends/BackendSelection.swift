@@ -1,4 +1,8 @@
 import FoundationEssentials
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 import Logging
 
 /// The backend a policy chose, and why.
@@ -78,15 +82,16 @@ public struct BackendSelection: Sendable {
             checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
                                 detail: "\(error.code): \(error.message)"))
         }
-        let hasLibsecret = (try? LibSecret.shared()) != nil
+        let hasLibsecret = SecretServiceBackend.isLibsecretLoadable
         checks.append(.init(name: "libsecret", status: hasLibsecret ? .info : policy == .secretService ? .failed : .warning,
                             detail: SecretServiceBackend.libsecretVersion))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         // The encrypted file cannot work without libcrypto: a failure when the file would be used.
         let fileWouldBeUsed = policy == .file || (policy == .automatic && secretServiceProblem != nil)
-        checks.append(.init(name: "OpenSSL", status: (try? LibCrypto.shared()) != nil ? .info : fileWouldBeUsed ? .failed : .warning,
-                            detail: LibCrypto.description + " (encrypted file)"))
+        let libcrypto = EncryptedFileBackend.libcryptoStatus
+        checks.append(.init(name: "OpenSSL", status: libcrypto.isLoadable ? .info : fileWouldBeUsed ? .failed : .warning,
+                            detail: libcrypto.description + " (encrypted file)"))
         // Only token refresh needs libcurl: without it the cache works and refresh fails, typed.
         checks.append(.init(name: "libcurl", status: (try? LibCurl.shared()) != nil ? .info : .warning,
                             detail: LibCurl.description + " (token refresh)"))

@@ -1,4 +1,8 @@
 internal import CCurl
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 import Dispatch
 import FoundationEssentials
 

@@ -1,4 +1,8 @@
 import FoundationEssentials
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 
 /// An HTTP request, as the token client sends it.
 public struct HTTPRequest: Sendable {

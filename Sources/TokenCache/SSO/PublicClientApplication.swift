@@ -1,4 +1,8 @@
 import FoundationEssentials
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 import Logging
 
 /// A public client app (desktop app or command-line tool) that gets tokens silently from the

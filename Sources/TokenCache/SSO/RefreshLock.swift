@@ -1,4 +1,8 @@
 import FoundationEssentials
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc
 #endif

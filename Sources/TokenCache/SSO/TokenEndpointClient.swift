@@ -1,4 +1,8 @@
 import Dispatch
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 import FoundationEssentials
 import Logging
 

@@ -1,4 +1,8 @@
 import FoundationEssentials
+import EncryptedFileStore
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePlatform
 import Logging
 #if canImport(Glibc)
 import Glibc

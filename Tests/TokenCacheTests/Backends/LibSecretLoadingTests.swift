@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// libsecret is loaded with dlopen on first use. These run the built binaries with
 /// TOKENCACHE_LIBSECRET_PATH pointing at a file that does not exist (or is not libsecret), so

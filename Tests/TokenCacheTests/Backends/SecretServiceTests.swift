@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @_spi(Testing) @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Against a real gnome-keyring in an isolated D-Bus session (scripts/with-test-keyring.sh).
 /// In CI these must run: a missing session makes them fail, never skip.

@@ -2,7 +2,11 @@ import Foundation
 import Glibc
 import Testing
 import CLibSecret
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @_spi(Testing) @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// The encrypted transfer session the Secret Service backend opens itself. That gnome-keyring,
 /// `secret-tool` and MSAL Python read what the backend stores, and the backend reads what they

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// MSAL Python 1.39 and this project redeem each other's refresh tokens at one local authority:
 /// the fake provider serves one state over TLS (for MSAL Python, which accepts only https

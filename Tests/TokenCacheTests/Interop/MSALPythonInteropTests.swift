@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Interop with the real MSAL Python 1.39 (installed by scripts/install-deps.sh into .venv).
 /// In CI these tests fail, never skip, when MSAL Python is missing.

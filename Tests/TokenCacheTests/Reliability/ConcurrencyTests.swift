@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Run under ThreadSanitizer in CI (`swift test --sanitize=thread --filter Concurrency`).
 @Suite("Concurrency within one process", .capturesLogs)

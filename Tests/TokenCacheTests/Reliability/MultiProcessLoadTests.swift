@@ -1,7 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Backends the load runs on: the encrypted file always; the Secret Service in the isolated
 /// keyring session, and in CI always (where a missing session fails rather than skips), on the

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Refresh tokens rotate at the fake provider (each is redeemable once). Several helper
 /// processes share one encrypted-file cache and call acquireTokenSilent at the same moment.

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Security issue #23: a refresh token goes only to the host that issued it, a response cannot
 /// rewrite another account, and proof-of-possession tokens are never served as bearer tokens.

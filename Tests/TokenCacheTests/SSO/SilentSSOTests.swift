@@ -4,7 +4,11 @@ import FoundationNetworking
 #endif
 import Synchronization
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 @Suite("Silent SSO through the token endpoint", .capturesLogs)
 struct SilentSSOTests {

@@ -2,7 +2,11 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 @Suite("Bad input gets a typed error and leaves the cache as it was", .capturesLogs)
 struct BadInputTests {

@@ -1,5 +1,9 @@
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// The index matches an entry to a stored one on its fields, whatever key another SDK stored it
 /// under, comparing only the entries of the same account.

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// A large cache document parsed in two halves at once (`JSONParser.parseHalves`) against the
 /// single parse: whatever boundary the second half starts from, the result is the single parse's

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// The hand-written JSON parser against JSONDecoder (the parser it replaced) and RFC 8259.
 @Suite("JSON parser")

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// The hand-written JSON writer against JSONEncoder (the writer it replaced) and the parser.
 @Suite("JSON writer")

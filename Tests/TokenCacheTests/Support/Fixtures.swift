@@ -1,5 +1,9 @@
 import Foundation
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 
 /// Synthetic token responses, shaped like Microsoft identity platform responses.
 enum Fixtures {

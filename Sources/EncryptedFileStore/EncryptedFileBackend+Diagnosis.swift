@@ -1,0 +1,47 @@
+import FoundationEssentials
+import TokenCacheCore
+import TokenCachePlatform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension EncryptedFileBackend {
+    /// What `tokencache doctor` reports about the file backend: paths, modes and whether the
+    /// group's file can be read. Reads, never writes.
+    package func diagnose(_ group: CacheGroup) -> [BackendDiagnosis.Check] {
+        var checks: [BackendDiagnosis.Check] = []
+        func describe(_ path: String, expectFile: Bool) -> (BackendDiagnosis.Check.Status, String) {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { return (.info, "\(path) does not exist yet (created on first save)") }
+            if info.st_mode & S_IFMT == S_IFLNK { return (.failed, "\(path) is a symbolic link") }
+            if let problem = FileIO.unsafeReason(info, expectFile: expectFile) { return (.failed, "\(path): \(problem)") }
+            return (.ok, "\(path) mode \(String(info.st_mode & 0o777, radix: 8))")
+        }
+        let directoryCheck = describe(directory.path, expectFile: false)
+        checks.append(.init(name: "cache directory", status: directoryCheck.0, detail: directoryCheck.1))
+        let fileCheck = describe(fileURL(for: group).path, expectFile: true)
+        checks.append(.init(name: "cache file", status: fileCheck.0, detail: fileCheck.1))
+        if let keyFile = keyFileURL {
+            let keyCheck = describe(keyFile.path, expectFile: true)
+            checks.append(.init(name: "key source", status: keyCheck.0, detail: "key file: " + keyCheck.1))
+        } else {
+            checks.append(.init(name: "key source", status: .info, detail: keySource.description))
+        }
+        if fileCheck.0 == .ok {
+            do {
+                let count = try load(group).entries.count
+                checks.append(.init(name: "decryption", status: .ok, detail: "\(count) entries readable"))
+            } catch {
+                checks.append(.init(name: "decryption", status: .failed, detail: error.message))
+            }
+        }
+        return checks
+    }
+}
+
+extension EncryptedFileBackend {
+    /// Whether OpenSSL's libcrypto loads here, and which file (for `tokencache doctor`).
+    package static var libcryptoStatus: (isLoadable: Bool, description: String) {
+        ((try? LibCrypto.shared()) != nil, LibCrypto.description)
+    }
+}

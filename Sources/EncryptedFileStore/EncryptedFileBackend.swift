@@ -1,0 +1,312 @@
+import FoundationEssentials
+import TokenCacheCore
+import TokenCachePlatform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The fallback where no Secret Service exists (SSH sessions, servers, containers, WSL, CI):
+/// one AES-256-GCM encrypted file per group, written atomically and safely shared by
+/// concurrent processes.
+///
+/// - Files live in `$XDG_DATA_HOME/tokencache/` (directory 0700, files 0600), are opened with
+///   `O_NOFOLLOW`, and are refused when they are links or other users can reach them.
+/// - Writes go to an `O_EXCL` temporary file that is synced and renamed over the old file;
+///   the directory is synced too. A killed process leaves either the old or the new file.
+/// - Read-modify-write holds an exclusive `flock` on `<group>.lock`, a file that is never
+///   deleted (the kernel releases the lock when a process dies), and re-reads the file under
+///   the lock, so another process's update is never lost.
+/// - A file that cannot be read (wrong key, tampered, truncated, another group's, unknown
+///   version) raises an error and is never overwritten or replaced by an empty cache.
+///
+/// Threat model: see docs/EncryptedFile.md. With the default key file, code running as the same
+/// user can read the key; the data file alone (a backup, a synced folder) reveals nothing.
+public final class EncryptedFileBackend: CacheBackend {
+    /// Where the encryption key comes from.
+    public enum KeySource: Sendable, CustomStringConvertible {
+        /// A random 256-bit key in its own 0600 file, created on first use
+        /// (default: `cache.key` in the cache directory).
+        case keyFile(URL? = nil)
+        /// A passphrase, stretched with scrypt (salt and parameters stored in each file).
+        case passphrase(String)
+        /// A passphrase read from an environment variable.
+        case passphraseFromEnvironment(variable: String = "TOKENCACHE_PASSPHRASE")
+        /// A passphrase the app supplies when the backend needs one (for example by asking the
+        /// user). Called whenever the backend needs the key, so an app that prompts should
+        /// remember the answer for the session.
+        case passphraseProvider(@Sendable () throws -> String)
+        /// A 32-byte key the app manages itself.
+        case key([UInt8])
+
+        public var description: String {
+            switch self {
+            case .keyFile(let url): "key file \(url?.path ?? "(default)")"
+            case .passphrase: "passphrase"
+            case .passphraseFromEnvironment(let variable): "passphrase from $\(variable)"
+            case .passphraseProvider: "passphrase from the app"
+            case .key: "app-supplied key"
+            }
+        }
+    }
+
+    /// The directory holding the cache files.
+    public let directory: URL
+    /// Where the key comes from.
+    public let keySource: KeySource
+
+    /// scrypt cost: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds here); derived keys
+    /// are cached per process so only the first operation pays it.
+    static let scryptN: UInt64 = 1 << 15
+    static let scryptR: UInt64 = 8
+    static let scryptP: UInt64 = 1
+
+    private struct Loaded: Sendable {
+        var revision: CacheRevision
+        var entries: [CacheEntry]
+    }
+    private let loaded = Locked<[CacheGroup: Loaded]>([:])
+    private let keys = Locked<[String: SymmetricKey]>([:])
+
+    /// `$XDG_DATA_HOME/tokencache`, or `~/.local/share/tokencache`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (FileIO.homeDirectory + "/.local/share")
+        return URL(fileURLWithPath: dataHome).appendingPathComponent("tokencache")
+    }
+
+    /// Opens the backend. Nothing is created until the first write.
+    public init(directory: URL? = nil, keySource: KeySource = .keyFile()) {
+        self.directory = directory ?? Self.defaultDirectory
+        self.keySource = keySource
+    }
+
+    /// The data file of a group.
+    public func fileURL(for group: CacheGroup) -> URL {
+        directory.appendingPathComponent("\(group.name).tkc")
+    }
+
+    var keyFileURL: URL? {
+        if case .keyFile(let url) = keySource { return url ?? directory.appendingPathComponent("cache.key") }
+        return nil
+    }
+
+    public func location(of group: CacheGroup) -> String {
+        "encrypted file \(fileURL(for: group).path) (AES-256-GCM, \(keySource))"
+    }
+
+    // MARK: CacheBackend
+
+    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let current = try read(group)
+        return CacheSnapshot(entries: current.entries, revision: current.revision)
+    }
+
+    /// The group without the secrets of access and refresh tokens, unless a whole copy is at
+    /// hand; not kept for later reads.
+    public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let current = try read(group, tokenSecrets: false)
+        return CacheSnapshot(entries: current.entries, revision: current.revision)
+    }
+
+    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+        var info = stat()
+        guard lstat(fileURL(for: group).path, &info) == 0 else {
+            if errno == ENOENT { return Self.absent }
+            throw FileIO.error("inspect", fileURL(for: group).path)
+        }
+        return Self.revision(info)
+    }
+
+    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+                      expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+        try withExclusiveLock(group) { () throws(TokenCacheError) -> CacheRevision? in
+            let current = try read(group, keepHeader: true)
+            var entries: [EntityKind: [String: CacheEntry]] = [:]
+            for entry in current.entries { entries[entry.kind, default: [:]][entry.key] = entry }
+            for change in changes {
+                switch change {
+                case .upsert(let entry): entries[entry.kind, default: [:]][entry.key] = entry
+                case .remove(let kind, let key): entries[kind]?[key] = nil
+                }
+            }
+            let revision = try write(group, entries: entries.values.flatMap(\.values),
+                                     generation: (current.header?.generation ?? 0) + 1, kdf: current.header?.kdf)
+            return current.revision == expected ? revision : nil
+        }
+    }
+
+    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+        try withExclusiveLock(group) { () throws(TokenCacheError) in
+            let current = try read(group, keepHeader: true)  // refuses to replace an unreadable file
+            guard current.header != nil else { return }
+            _ = try write(group, entries: [], generation: current.header!.generation + 1, kdf: current.header?.kdf)
+        }
+    }
+
+    // MARK: Reading
+
+    private static let absent = CacheRevision("absent")
+
+    private static func revision(_ info: stat) -> CacheRevision {
+        CacheRevision("\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_size)")
+    }
+
+    private struct Current {
+        var entries: [CacheEntry]
+        var revision: CacheRevision
+        var header: CacheFileFormat.Header?
+    }
+
+    /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
+    /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
+    /// what is read is not cached.
+    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true) throws(TokenCacheError) -> Current {
+        let path = fileURL(for: group).path
+        guard let file = try FileIO.openExisting(path) else {
+            return Current(entries: [], revision: Self.absent, header: nil)
+        }
+        defer { close(file.descriptor) }
+        let revision = Self.revision(file.info)
+        if !keepHeader, let cached = loaded.withLock({ $0[group] }), cached.revision == revision {
+            return Current(entries: cached.entries, revision: revision, header: nil)
+        }
+        var opened = try SealedFileReader.read(file.descriptor, path: path) { (header) throws(TokenCacheError) -> SymmetricKey in
+            guard header.group == group.name else {
+                throw TokenCacheError(.fileMismatch, "\(path) holds group '\(header.group)', not '\(group.name)'.",
+                                      hint: "A file was copied or renamed; move it back. It was not changed")
+            }
+            let key = try key(for: header.kdf, creating: false)
+            guard try header.keyID == key.identifier() else {
+                throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
+                                      hint: "Use the key or passphrase it was written with; the file was not changed")
+            }
+            return key
+        }
+        let plaintext = opened.plaintext
+        // The entries hold what they need; the decrypted document is wiped before it is freed.
+        defer { OpenSSL.cleanse(&opened.data, plaintext) }
+        let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
+        if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
+        return Current(entries: entries, revision: revision, header: opened.header)
+    }
+
+    static func decodeEntries(_ plaintext: Data, path: String,
+                              omitting omission: JSONParser.Omission? = nil) throws(TokenCacheError) -> [CacheEntry] {
+        guard let root = try? JSON.decodeObject(plaintext, omitting: omission) else {
+            throw TokenCacheError(.fileAuthenticationFailed, "\(path) decrypted to something that is not a cache.",
+                                  hint: "Move it away; it was not changed")
+        }
+        var entries: [CacheEntry] = []
+        for (section, value) in root {
+            guard let kind = EntityKind(rawValue: section), case .object(let items) = value else { continue }
+            for (key, item) in items {
+                if case .object(let fields) = item { entries.append(CacheEntry(kind: kind, fields: fields, key: key)) }
+            }
+        }
+        return entries
+    }
+
+    // MARK: Writing
+
+    /// Encrypts and atomically replaces the group's file. Call with the group's lock held.
+    private func write(_ group: CacheGroup, entries: [CacheEntry], generation: UInt64,
+                       kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
+        try FileIO.ensureDirectory(directory)
+        let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
+        let key = try key(for: kdf, creating: true)
+        let header = CacheFileFormat.Header(group: group.name, keyID: try key.identifier(), generation: generation, kdf: kdf)
+        let file: Data
+        do {
+            let plaintext = try JSON.encode(AccountStore.msalJSONObject(entries))
+            var nonce = [UInt8](repeating: 0, count: OpenSSL.nonceByteCount)
+            try OpenSSL.randomBytes(&nonce)
+            let sealed = try OpenSSL.seal(plaintext, key: key, nonce: nonce,
+                                          authenticating: try CacheFileFormat.associatedData(for: header))
+            file = try CacheFileFormat.encode(header: header, nonce: nonce, sealed: sealed)
+        } catch let error as TokenCacheError {
+            throw error
+        } catch {
+            throw TokenCacheError(.crypto, "The cache for \(group) could not be encoded.")
+        }
+        let path = fileURL(for: group).path
+        FileIO.removeStaleTemporaryFiles(in: directory, prefix: ".\(group.name).tkc.tmp.")
+        let info = try FileIO.atomicReplace(path, with: file, temporaryPrefix: ".\(group.name).tkc.tmp.")
+        let revision = Self.revision(info)
+        loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
+        return revision
+    }
+
+    private func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
+        switch keySource {
+        case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
+            var salt = [UInt8](repeating: 0, count: 16)
+            try OpenSSL.randomBytes(&salt)
+            return CacheFileFormat.KDFParameters(salt: Data(salt).base64EncodedString(),
+                                                 n: Self.scryptN, r: Self.scryptR, p: Self.scryptP)
+        case .keyFile, .key:
+            return nil
+        }
+    }
+
+    // MARK: Keys
+
+    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool) throws(TokenCacheError) -> SymmetricKey {
+        switch keySource {
+        case .key(let bytes):
+            guard bytes.count == SymmetricKey.byteCount else {
+                throw TokenCacheError.invalidArgument("key", "must be 32 bytes, got \(bytes.count)")
+            }
+            return bytes.withUnsafeBytes { SymmetricKey(copying: $0) }
+        case .keyFile:
+            let url = keyFileURL!
+            if let cached = keys.withLock({ $0[url.path] }) { return cached }
+            let key = try KeyFile.load(url, creating: creating, directory: directory)
+            keys.withLock { $0[url.path] = key }
+            return key
+        case .passphrase(let passphrase):
+            return try derive(passphrase, kdf)
+        case .passphraseFromEnvironment(let variable):
+            guard let passphrase = ProcessInfo.processInfo.environment[variable], !passphrase.isEmpty else {
+                throw TokenCacheError(.invalidArgument, "The passphrase variable $\(variable) is not set.",
+                                      hint: "Export \(variable) with the cache passphrase", field: variable)
+            }
+            return try derive(passphrase, kdf)
+        case .passphraseProvider(let provide):
+            let passphrase: String
+            do { passphrase = try provide() } catch {
+                throw TokenCacheError(.invalidArgument, "The app could not supply the cache passphrase.",
+                                      hint: "Nothing was read or changed; try again with the passphrase", field: "passphrase")
+            }
+            guard !passphrase.isEmpty else {
+                throw TokenCacheError.invalidArgument("passphrase", "is empty")
+            }
+            return try derive(passphrase, kdf)
+        }
+    }
+
+    private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> SymmetricKey {
+        guard let kdf, kdf.name == "scrypt", let salt = Data(base64Encoded: kdf.salt),
+              kdf.n <= 1 << 20, kdf.r <= 32, kdf.p <= 16 else {
+            throw TokenCacheError(.fileMismatch, "The cache file's key-derivation parameters are missing or unsupported.",
+                                  hint: "The file was written with a key, not a passphrase; use that key source")
+        }
+        var digest = Array(passphrase.utf8)
+        defer { OpenSSL.cleanse(&digest) }  // also when hashing fails
+        // Cached by a hash of the passphrase, never the passphrase itself.
+        let fingerprint = try OpenSSL.sha256(digest).map { String($0, radix: 16) }.joined()
+        let cacheKey = "scrypt:\(kdf.salt):\(kdf.n):\(kdf.r):\(kdf.p):\(fingerprint)"
+        if let cached = keys.withLock({ $0[cacheKey] }) { return cached }
+        let key = try OpenSSL.scrypt(passphrase: passphrase, salt: [UInt8](salt), n: kdf.n, r: kdf.r, p: kdf.p)
+        keys.withLock { $0[cacheKey] = key }
+        return key
+    }
+
+    // MARK: Locking
+
+    private func withExclusiveLock<T>(_ group: CacheGroup, _ body: () throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
+        try FileIO.ensureDirectory(directory)
+        let lock = try FileLock(path: directory.appendingPathComponent("\(group.name).lock").path)
+        defer { withExtendedLifetime(lock) {} }
+        return try body()
+    }
+}

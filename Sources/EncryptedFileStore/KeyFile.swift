@@ -1,0 +1,45 @@
+import FoundationEssentials
+import Glibc
+import TokenCacheCore
+import TokenCachePlatform
+
+/// The default key file: 32 random bytes, mode 0600. Created whole or not at all: under a
+/// creation lock, written to a temporary file, synced and renamed into place, so a process
+/// killed while creating it never leaves a truncated key (which would make the cache unreadable
+/// for good), and two processes creating it at once agree on one key.
+enum KeyFile {
+    static func load(_ url: URL, creating: Bool, directory: URL) throws(TokenCacheError) -> SymmetricKey {
+        if let key = try readExisting(url) { return key }
+        guard creating else {
+            throw TokenCacheError(.fileAuthenticationFailed, "The key file \(url.path) is missing, so the cache cannot be decrypted.",
+                                  hint: "Restore the key file, or move the cache file away to start over")
+        }
+        let folder = url.deletingLastPathComponent()
+        try FileIO.ensureDirectory(folder)
+        let lock = try FileLock(path: folder.appendingPathComponent(".\(url.lastPathComponent).lock").path)
+        defer { withExtendedLifetime(lock) {} }
+        if let key = try readExisting(url) { return key }  // another process created it meanwhile
+        // No live creator can own a temporary key file while we hold the lock: a killed one's is stale.
+        let temporaryPrefix = ".\(url.lastPathComponent).tmp."
+        FileIO.removeStaleTemporaryFiles(in: folder, prefix: temporaryPrefix)
+        let key = try SymmetricKey.random()
+        var material = key.withUnsafeBytes { Data($0) }
+        defer { OpenSSL.cleanse(&material) }
+        _ = try FileIO.atomicReplace(url.path, with: material, temporaryPrefix: temporaryPrefix)
+        return key
+    }
+
+    private static func readExisting(_ url: URL) throws(TokenCacheError) -> SymmetricKey? {
+        let path = url.path
+        guard let file = try FileIO.openExisting(path) else { return nil }
+        defer { close(file.descriptor) }
+        var bytes = [UInt8](repeating: 0, count: SymmetricKey.byteCount + 1)
+        defer { OpenSSL.cleanse(&bytes) }
+        let count = read(file.descriptor, &bytes, bytes.count)
+        guard count == SymmetricKey.byteCount else {
+            throw TokenCacheError(.fileMismatch, "The key file \(path) is not a 32-byte key.",
+                                  hint: "Restore it from a backup; without it the cache cannot be read")
+        }
+        return bytes.withUnsafeBytes { SymmetricKey(copying: UnsafeRawBufferPointer(rebasing: $0[0..<SymmetricKey.byteCount])) }
+    }
+}

@@ -1,0 +1,146 @@
+internal import CLibSecret
+import TokenCacheCore
+import TokenCachePlatform
+import Dispatch
+import FoundationEssentials
+
+/// Small owning wrappers for the GLib values the Secret Service backend passes to libsecret.
+/// Each frees its C value in deinit; none leaves this folder.
+enum GLib {
+    /// Converts and frees a GError right after the failed call.
+    static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
+        guard let error else { return ("", 0, "unknown error", nil) }
+        defer { g_error_free(error) }
+        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        let domain = String(cString: g_quark_to_string(error.pointee.domain))
+        var remote: String?
+        if g_dbus_error_is_remote_error(error) != 0, let name = g_dbus_error_get_remote_error(error) {
+            remote = String(cString: name)
+            g_free(name)
+        }
+        return (domain, error.pointee.code, message, remote)
+    }
+}
+
+/// A GCancellable cancelled after a deadline, so no D-Bus call waits longer than its bound
+/// (GDBus's own default is 25 s, and prompts can wait for as long as the user does).
+final class Deadline: @unchecked Sendable {
+    // @unchecked: g_cancellable_cancel is thread-safe, and the pointer is immutable.
+    let cancellable: UnsafeMutablePointer<GCancellable>
+    private let timer: DispatchWorkItem
+
+    init(seconds: TimeInterval) {
+        let cancellable = g_cancellable_new()!
+        self.cancellable = cancellable
+        let box = GObjectReference(cancellable)
+        timer = DispatchWorkItem { g_cancellable_cancel(box.pointer) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
+    }
+
+    var isExpired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
+
+    deinit {
+        timer.cancel()
+        g_object_unref(UnsafeMutableRawPointer(cancellable))
+    }
+}
+
+/// A strong reference to a GObject (a GCancellable, the service proxy) for closures and threads
+/// that outlive the call that made them.
+final class GObjectReference<Object>: @unchecked Sendable {
+    // @unchecked: only handed to thread-safe GLib and libsecret calls.
+    let pointer: UnsafeMutablePointer<Object>
+    init(_ pointer: UnsafeMutablePointer<Object>) {
+        self.pointer = pointer
+        g_object_ref(UnsafeMutableRawPointer(pointer))
+    }
+    deinit { g_object_unref(UnsafeMutableRawPointer(pointer)) }
+}
+
+/// A NULL-terminated array of C strings for the duration of a call.
+func withCStringArray<T>(_ strings: [String], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>) throws -> T) rethrows -> T {
+    let duplicates = strings.map { UnsafePointer<CChar>(strdup($0)) }
+    defer { for pointer in duplicates { free(UnsafeMutablePointer(mutating: pointer)) } }
+    var array: [UnsafePointer<CChar>?] = duplicates + [nil]
+    return try array.withUnsafeMutableBufferPointer { try body($0.baseAddress!) }
+}
+
+/// Reads and frees a NULL-terminated gchar** result.
+func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+    guard let array else { return [] }
+    defer { g_strfreev(array) }
+    var result: [String] = []
+    var index = 0
+    while let element = array[index] {
+        result.append(String(cString: element))
+        index += 1
+    }
+    return result
+}
+
+/// The Secret Service's bus name on a GDBus connection, for plain method calls (libsecret's
+/// proxies load properties and item lists the backend does not need). Keeps the connection alive.
+final class GDBusTarget: @unchecked Sendable {
+    // @unchecked: immutable; GDBus connections are thread-safe.
+    private let connection: OpaquePointer
+    /// The bus name called.
+    let name: String
+
+    /// Calls to `name` on `connection` (which this keeps a reference to).
+    init(connection: OpaquePointer, name: String) {
+        self.connection = connection
+        g_object_ref(UnsafeMutableRawPointer(connection))
+        self.name = name
+    }
+
+    /// The bus connection, for calls this type does not make (asynchronous ones, signals).
+    var unownedConnection: OpaquePointer { connection }
+
+    deinit { g_object_unref(UnsafeMutableRawPointer(connection)) }
+
+    /// One method call, bounded by `timeoutMilliseconds` (GDBus's own timeout). GDBus checks the
+    /// reply against `replyType`, so a malformed answer is an error, never a crash in `read`.
+    /// `arguments` are floating references, consumed by the call.
+    func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?], replyType: String,
+                     timeoutMilliseconds: Int32, action: String,
+                     read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
+        var error: UnsafeMutablePointer<GError>?
+        let type = g_variant_type_new(replyType)
+        defer { g_variant_type_free(type) }
+        let reply = arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call_sync(connection, name, path, interface, method,
+                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                        type, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
+        }
+        guard let reply else { throw SecretServiceBackend.map(error, deadline: nil, action: action) }
+        defer { g_variant_unref(reply) }
+        return try read(reply)
+    }
+
+    /// A method call whose answer nobody waits for (such as closing a session).
+    func send(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?]) {
+        arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call(connection, name, path, interface, method,
+                                   g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                   nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, nil, nil, nil)
+        }
+    }
+}
+
+/// GVariant values the Secret Service calls take and give.
+enum GVariants {
+    /// Bytes as an `ay` value (copied; a floating reference).
+    static func bytes(_ bytes: UnsafeRawBufferPointer) -> OpaquePointer {
+        let type = g_variant_type_new("y")
+        defer { g_variant_type_free(type) }
+        return g_variant_new_fixed_array(type, bytes.baseAddress, gsize(bytes.count), 1)
+    }
+
+    /// The bytes of an `ay` value; nil for another type.
+    static func byteArray(_ value: OpaquePointer) -> [UInt8]? {
+        guard String(cString: g_variant_get_type_string(value)) == "ay" else { return nil }
+        var count: gsize = 0
+        guard let bytes = g_variant_get_fixed_array(value, &count, 1), count > 0 else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: Int(count)).bindMemory(to: UInt8.self))
+    }
+}

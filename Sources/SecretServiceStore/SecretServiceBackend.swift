@@ -1,0 +1,455 @@
+internal import CLibSecret
+import TokenCacheCore
+import TokenCachePlatform
+import FoundationEssentials
+
+/// The primary storage: each cache entry is one Secret Service item (GNOME Keyring, KWallet,
+/// KeePassXC), the way MSAL keeps one keychain item per entity, and each group maps onto a
+/// Secret Service collection.
+///
+/// - Mapping: by default every group lives in the `default` alias collection, its items tagged
+///   with the group, so nothing ever prompts to create a keyring. A group can instead use the
+///   in-memory `session` collection or a dedicated collection found by label.
+/// - Items carry a versioned attribute schema (`org.swift-tokencache.Entry`, see
+///   docs/SecretService.md) so single lookups are targeted searches; the secret is the entry's
+///   MSAL JSON. Bulk reads use one search for paths and GetSecrets calls in batches.
+///   Sessions are encrypted.
+/// - Every D-Bus call is bounded in time. Errors are typed (no bus, no service, collection
+///   missing, locked, prompt dismissed, timed out), and no error ever deletes or overwrites
+///   an entry; a locked keyring is reported, never read as empty.
+/// - Coherence: the backend listens to the collections' item signals, so another process's
+///   change is seen on the next lookup while warm lookups stay in memory.
+public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
+    // @unchecked: `connection` is immutable after init and GDBus's and libsecret's sync calls
+    // are safe from any thread; mutable state is behind `Locked` values.
+
+    /// Where a group's items live.
+    public enum CollectionMapping: Sendable, Hashable {
+        /// The `default` alias collection (usually "Login"), items tagged with the group.
+        case defaultCollection
+        /// The in-memory `session` collection: gone when the user logs out.
+        case session
+        /// A collection of its own, found by label; created only when `createIfMissing`
+        /// (headless creation fails: GNOME Keyring must prompt for a new password).
+        case dedicated(label: String, createIfMissing: Bool = false)
+    }
+
+    /// Options.
+    public struct Options: Sendable {
+        /// Mapping for groups not listed in `mappings`.
+        public var defaultMapping: CollectionMapping = .defaultCollection
+        /// Per-group mappings.
+        public var mappings: [CacheGroup: CollectionMapping] = [:]
+        /// Bound on each D-Bus call, in seconds.
+        public var callTimeout: TimeInterval = 10
+        /// Whether a locked collection may be unlocked with a prompt (otherwise: `keyringLocked`).
+        public var allowsUnlockPrompt = false
+        /// Bound on waiting for an unlock prompt, in seconds.
+        public var unlockTimeout: TimeInterval = 60
+        /// Items per GetSecrets call in a bulk read. gnome-keyring answers GetSecrets item by
+        /// item, at a cost per item that grows with the collection, so one call for a whole large
+        /// group grows with the square of its size (3.9 s for 10,003 items at 1,000 accounts x 3
+        /// clients here) and can outlast `callTimeout`; each batch gets its own bound. (Internal:
+        /// tests make it small.)
+        var secretsPerCall = 500
+
+        /// Default options: default collection, 10 s per call, no prompts.
+        public init() {}
+    }
+
+    /// The schema name every item carries (`xdg:schema`).
+    public static let schemaName = "org.swift-tokencache.Entry"
+    /// The version of the attribute schema.
+    public static let schemaVersion = "1"
+
+    /// The Secret Service's well-known bus name.
+    static let busName = "org.freedesktop.secrets"
+
+    let options: Options
+    /// Owns the bus, the session, the signal counter and libsecret's proxy.
+    private let connection: Connection
+    var libsecret: LibSecret { connection.libsecret }
+    /// libsecret's service proxy, for prompts (made on first use).
+    func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> { try connection.libsecretService() }
+    var signals: ItemSignalCounter { connection.signals }
+    var bus: GDBusTarget { connection.bus }
+    var session: SessionHeadStart { connection.session }
+    /// Whether this backend took the connection ``connectInBackground(callTimeout:)`` made.
+    package let connectedInBackground: Bool
+    private let collectionPaths = Locked<[CollectionMapping: String]>([:])
+
+    func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
+    func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
+
+    /// Connects to the Secret Service on the session bus, loading libsecret on first use; takes
+    /// the connection ``connectInBackground(callTimeout:)`` made, when it is ready in time.
+    /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus` or `timedOut`. A bus with
+    ///   no Secret Service provider (none running, none to start) is reported by the first call,
+    ///   as `noSecretService` (``BackendSelection`` makes one before choosing this backend).
+    public init(options: Options = Options()) throws(TokenCacheError) {
+        self.options = options
+        let early = Connection.takeEarly(waitingAtMost: options.callTimeout)
+        connectedInBackground = early != nil
+        if let early {
+            connection = early
+        } else {
+            connection = try Connection(callTimeout: options.callTimeout)
+        }
+    }
+
+    func mapping(for group: CacheGroup) -> CollectionMapping {
+        options.mappings[group] ?? options.defaultMapping
+    }
+
+    /// Where the group's items live, for people.
+    public func location(of group: CacheGroup) -> String {
+        switch mapping(for: group) {
+        case .defaultCollection: "Secret Service, collection alias 'default', items tagged group=\(group)"
+        case .session: "Secret Service, in-memory collection alias 'session', items tagged group=\(group)"
+        case .dedicated(let label, _): "Secret Service, collection '\(label)', items tagged group=\(group)"
+        }
+    }
+
+    // MARK: CacheBackend
+
+    /// Reads every item of the group: one search for paths, then GetSecrets in batches (`Options.secretsPerCall`).
+    /// - Throws: `keyringLocked` when any matching item is locked (never an empty read).
+    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        let revision = signals.revision
+        let collection = try collectionPath(for: group)
+        let entries = try items(at: searchPaths(["group": group.name], collection: collection), in: collection)
+        return CacheSnapshot(entries: entries, revision: revision)
+    }
+
+    /// A targeted attribute search (group, kind and `attributes`).
+    public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                        in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
+    }
+
+    /// One attribute search per query, then one bulk read of every match (each item once).
+    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+        let collection = try collectionPath(for: group)
+        var paths: [String] = [], seen: Set<String> = []
+        for matches in try searchPaths(queries.map { Self.searchAttributes($0, group: group) }, collection: collection) {
+            for path in matches where seen.insert(path).inserted { paths.append(path) }
+        }
+        return try items(at: paths, in: collection)
+    }
+
+    /// The attributes of the matching entries, read from their items' Attributes property: no
+    /// secret is transferred, so this needs no session and does not wait for its key exchange.
+    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+                           in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
+        let paths = try searchPaths(CacheQuery(kind: kind, attributes: attributes), in: group)
+        return try paths.map { path throws(TokenCacheError) in
+            let stored = try property("Attributes", of: path, interface: "org.freedesktop.Secret.Item", as: Self.stringDictionary)
+            var attributes: [CacheAttribute: String] = [:]
+            for (name, value) in stored {
+                if let attribute = CacheAttribute(rawValue: name) { attributes[attribute] = value }
+            }
+            return attributes
+        }
+    }
+
+    /// The paths of the query's matches in the group's collection.
+    func searchPaths(_ query: CacheQuery, in group: CacheGroup) throws(TokenCacheError) -> [String] {
+        try searchPaths(Self.searchAttributes(query, group: group), collection: try collectionPath(for: group))
+    }
+
+    /// The item attributes a query matches: the group's, the kind's and the query's, normalized.
+    static func searchAttributes(_ query: CacheQuery, group: CacheGroup) -> [String: String] {
+        var attributes = ["group": group.name]
+        if let kind = query.kind { attributes["kind"] = kind.rawValue }
+        for (attribute, value) in query.attributes {
+            attributes[attribute.rawValue] = attribute.normalized(value)
+        }
+        return attributes
+    }
+
+    /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
+    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+        signals.revision
+    }
+
+    /// Upserts (store with the full attribute set: atomic replace) and removals, in order.
+    /// Returns a revision only when no foreign change can have happened since `expected`.
+    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+                      expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+        let before = signals.revision
+        let foreignBefore = signals.foreignCount
+        let receivedBefore = signals.receivedCount
+        let collection = try collectionPath(for: group)
+        let write = signals.beginLocalWrite()
+        // No other write of this process slipped in between reading `before` and now.
+        let exclusive = before != nil && before == signals.revision(foreign: foreignBefore, local: write - 1)
+        var operations = 0
+        // Account for our own signals even when a later change fails.
+        defer { signals.expectOwn(operations) }
+        // Labels name the user where the batch says who it is (a saved response carries its account).
+        var usernames: [String: String] = [:]
+        for case .upsert(let entry) in changes where entry.kind == .account {
+            if let home = entry["home_account_id"], let username = entry["username"], !username.isEmpty { usernames[home] = username }
+        }
+        for change in changes {
+            switch change {
+            case .upsert(let entry):
+                try store(entry, group: group, collection: collection,
+                          label: Self.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }))
+                operations += 1
+                if entry.kind == .account {
+                    operations += try removeStaleCopies(of: entry, group: group, collection: collection)
+                }
+            case .remove(let kind, let key):
+                for path in try searchPaths(["group": group.name, "kind": kind.rawValue, "key": key], collection: collection) {
+                    try delete(path, in: collection)
+                    operations += 1
+                }
+            }
+        }
+        // Our own signals arrive within milliseconds; any extra one came from another process.
+        // Conservative: when unsure (late signals, extra signals, no subscription), return nil.
+        let settled = signals.wait(until: receivedBefore + Int64(operations), timeout: 1)
+        let foreign = signals.receivedCount - receivedBefore != Int64(operations)
+        guard let expected, before == expected, exclusive, settled, !foreign else { return nil }
+        return signals.revision(foreign: foreignBefore, local: write)
+    }
+
+    /// Deletes every item of the group (items of other groups in the collection stay).
+    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+        let collection = try collectionPath(for: group)
+        let receivedBefore = signals.receivedCount
+        _ = signals.beginLocalWrite()
+        var deleted = 0
+        defer { signals.expectOwn(deleted) }
+        for path in try searchPaths(["group": group.name], collection: collection) {
+            try delete(path, in: collection)
+            deleted += 1
+        }
+        signals.wait(until: receivedBefore + Int64(deleted), timeout: 1)
+    }
+
+    // MARK: Items
+
+    /// Attributes of an entry, as stored on its item.
+    static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
+        var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
+        for (attribute, value) in entry.queryableAttributes { attributes[attribute.rawValue] = value }
+        return attributes
+    }
+
+    /// A label a person can read in a keyring browser (Seahorse, KeePassXC).
+    /// - Parameter username: the account's username when known, else the home account ID is shown.
+    static func label(of entry: CacheEntry, username: String? = nil) -> String {
+        let client = entry["client_id"] ?? ""
+        let user = username ?? entry["home_account_id"] ?? ""
+        switch entry.kind {
+        case .accessToken: return "Access token · \(user) · \(client) · \(entry["target"] ?? "")"
+        case .refreshToken:
+            let family = entry["family_id"].map { " · family \($0)" } ?? ""
+            return "Refresh token · \(user) · \(client)\(family)"
+        case .idToken: return "ID token · \(user) · \(client)"
+        case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
+        case .appMetadata: return "App metadata · \(client)"
+        case .accountMetadata: return "Sign-in state · \(user) · \(client) · \(entry["sign_in_state"] ?? "")"
+        }
+    }
+
+    private func store(_ entry: CacheEntry, group: CacheGroup, collection: String, label: String) throws(TokenCacheError) {
+        var json: Data
+        do { json = try JSON.encode(Self.secret(of: entry)) } catch {
+            throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
+        }
+        defer { json.resetBytes(in: json.indices) }
+        var attributes = Self.attributes(of: entry, group: group)
+        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
+        try createItem(in: collection, label: label, attributes: attributes, secret: json)
+    }
+
+    /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
+    /// attributes. A provider that asks for a prompt (a locked collection) gets it dismissed,
+    /// and the collection is unlocked the usual way (`keyringLocked` unless prompts are allowed),
+    /// then the item is created again, once.
+    private func createItem(in collection: String, label: String, attributes: [String: String], secret: Data,
+                            afterUnlocking: Bool = false) throws(TokenCacheError) {
+        let session = try session.session()
+        let sealed = try session.secretStruct(secret, contentType: "application/json")
+        let prompt: String
+        do {
+            prompt = try call("CreateItem", on: collection, interface: "org.freedesktop.Secret.Collection",
+                              arguments: [Self.itemProperties(label: label, attributes: attributes), sealed, g_variant_new_boolean(1)],
+                              replyType: "(oo)", action: "store an item") { Self.objectPath($0, at: 1) }
+        } catch {
+            throw writeFailure(error, in: collection)
+        }
+        guard prompt != "/" else { return }
+        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
+        try createItem(in: collection, label: label, attributes: attributes, secret: secret, afterUnlocking: true)
+    }
+
+    /// For a write the provider answered with a prompt (its way of saying the collection is
+    /// locked): dismisses the prompt, then returns only once the collection has been unlocked
+    /// the usual way, for the write to be made once more; `keyringLocked` otherwise.
+    private func dismiss(_ prompt: String, thenUnlock collection: String, afterUnlocking: Bool) throws(TokenCacheError) {
+        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
+        guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
+    }
+
+    /// CreateItem's `a{sv}` properties: the label and the attributes (a floating reference).
+    static func itemProperties(label: String, attributes: [String: String]) -> OpaquePointer? {
+        let type = g_variant_type_new("a{sv}")
+        defer { g_variant_type_free(type) }
+        let builder = g_variant_builder_new(type)!
+        defer { g_variant_builder_unref(builder) }
+        let values = [("org.freedesktop.Secret.Item.Label", g_variant_new_string(label)),
+                      ("org.freedesktop.Secret.Item.Attributes", attributeDictionary(attributes))]
+        for (name, value) in values {
+            g_variant_builder_add_value(builder, g_variant_new_dict_entry(g_variant_new_string(name), g_variant_new_variant(value)))
+        }
+        return g_variant_builder_end(builder)
+    }
+
+    /// Store replaces only an item with exactly the same attributes, and an account record's
+    /// attributes can change under one key (a renamed username; records written before the
+    /// `username` attribute existed). Deletes the other items with this key, keeping the one
+    /// just stored. Returns how many were deleted.
+    private func removeStaleCopies(of entry: CacheEntry, group: CacheGroup, collection: String) throws(TokenCacheError) -> Int {
+        let sameKey = try searchPaths(["group": group.name, "kind": entry.kind.rawValue, "key": entry.key], collection: collection)
+        guard sameKey.count > 1 else { return 0 }
+        let current = Set(try searchPaths(Self.attributes(of: entry, group: group), collection: collection))
+        guard !current.isEmpty else { return 0 }  // never delete without the new item in sight
+        var deleted = 0
+        for path in sameKey where !current.contains(path) {
+            try delete(path, in: collection)
+            deleted += 1
+        }
+        return deleted
+    }
+
+    /// One Item.Delete call. A provider that asks for a prompt (a locked collection) gets it
+    /// dismissed, and the collection is unlocked the usual way, then the item deleted once more.
+    private func delete(_ path: String, in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) {
+        let prompt: String
+        do {
+            prompt = try call("Delete", on: path, interface: "org.freedesktop.Secret.Item", arguments: [], replyType: "(o)",
+                              action: "delete an item", read: { Self.objectPath($0) })
+        } catch {
+            throw writeFailure(error, in: collection)
+        }
+        guard prompt != "/" else { return }
+        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
+        try delete(path, in: collection, afterUnlocking: true)
+    }
+
+    /// The object path at `index` in a reply such as `(o)` or `(oo)`.
+    static func objectPath(_ reply: OpaquePointer, at index: Int = 0) -> String {
+        let child = g_variant_get_child_value(reply, gsize(index))!
+        defer { g_variant_unref(child) }
+        return String(cString: g_variant_get_string(child, nil))
+    }
+
+    /// Paths of this schema's items matching `query` in the collection. An empty answer from a
+    /// locked collection (a provider may hide a locked collection's items) is `keyringLocked`,
+    /// never an empty read.
+    func searchPaths(_ query: [String: String], collection: String) throws(TokenCacheError) -> [String] {
+        try searchPaths([query], collection: collection)[0]
+    }
+
+    /// The same for several queries, their searches sent together (``collectionSearches(_:in:)``).
+    func searchPaths(_ queries: [[String: String]], collection: String) throws(TokenCacheError) -> [[String]] {
+        let searches = queries.map { query in
+            var attributes = query
+            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+            return attributes
+        }
+        return try zip(searches, try collectionSearches(searches, in: collection)).map { (search, paths) throws(TokenCacheError) -> [String] in
+            // Unlocked by a prompt just now: search again, the provider may have hidden its items.
+            if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(search, in: collection) }
+            return paths
+        }
+    }
+
+    /// Paths of this schema's items matching `query` in every collection, split by lock state
+    /// (Service.SearchItems; for diagnostics).
+    func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
+        var attributes = query
+        attributes["xdg:schema"] = Self.schemaName
+        return try call("SearchItems", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                        arguments: [Self.attributeDictionary(attributes)], replyType: "(aoao)", action: "search the keyring") { reply in
+            let unlocked = g_variant_get_child_value(reply, 0)!, locked = g_variant_get_child_value(reply, 1)!
+            defer { g_variant_unref(unlocked); g_variant_unref(locked) }
+            return (Self.paths(unlocked) ?? [], Self.paths(locked) ?? [])
+        }
+    }
+
+    /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
+    /// (`Options.secretsPerCall`).
+    /// - Throws: `keyringLocked` when the collection is locked: gnome-keyring leaves locked items
+    ///   out of GetSecrets' answer without an error, so any item left out leads to a Locked check
+    ///   (with prompts allowed, an unlock and a second read).
+    private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) -> [CacheEntry] {
+        guard !paths.isEmpty else { return [] }
+        let session = try session.session()
+        var entries: [CacheEntry] = []
+        entries.reserveCapacity(paths.count)
+        var leftOut = 0
+        for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
+            let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
+            let read = try call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
+                                arguments: [Self.objectPaths(batch), g_variant_new_object_path(session.path)],
+                                replyType: "(a{o(oayays)})", action: "read secrets") { reply in
+                Self.entries(fromGetSecrets: reply, session: session)
+            }
+            entries.append(contentsOf: read.entries)
+            // Left out: locked, or deleted since the search.
+            leftOut += batch.count - read.answered
+        }
+        // Unlocked by a prompt just now: read every item again (once).
+        if leftOut > 0, !afterUnlocking, try checkUnlocked(collection) { return try items(at: paths, in: collection, afterUnlocking: true) }
+        return entries
+    }
+
+    /// The entries in a GetSecrets reply, and how many items it answered for. A secret this
+    /// backend cannot interpret is skipped: never deleted, never guessed at.
+    private static func entries(fromGetSecrets reply: OpaquePointer, session: TransferSession) -> (entries: [CacheEntry], answered: Int) {
+        let secrets = g_variant_get_child_value(reply, 0)!  // the reply is (a{o(oayays)})
+        defer { g_variant_unref(secrets) }
+        let count = Int(g_variant_n_children(secrets))
+        var entries: [CacheEntry] = []
+        entries.reserveCapacity(count)
+        for index in 0..<count {
+            let pair = g_variant_get_child_value(secrets, gsize(index))!, secret = g_variant_get_child_value(pair, 1)!
+            defer { g_variant_unref(secret); g_variant_unref(pair) }
+            guard var plaintext = session.plaintext(ofSecretStruct: secret) else { continue }
+            defer { explicit_bzero(&plaintext, plaintext.count) }
+            if let entry = entry(fromSecret: plaintext.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }) {
+                entries.append(entry)
+            }
+        }
+        return (entries, count)
+    }
+
+    /// Object paths as an `ao` value (a floating reference).
+    private static func objectPaths(_ paths: some Collection<String>) -> OpaquePointer? {
+        let type = g_variant_type_new("ao")
+        defer { g_variant_type_free(type) }
+        let builder = g_variant_builder_new(type)!
+        defer { g_variant_builder_unref(builder) }
+        for path in paths { g_variant_builder_add_value(builder, g_variant_new_object_path(path)) }
+        return g_variant_builder_end(builder)
+    }
+
+    /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,
+    /// `{"AccessToken": {"<key>": {...}}}`, which MSAL Python can load as it is and which
+    /// carries the entry's kind and key, so bulk reads need no per-item attribute calls.
+    static func secret(of entry: CacheEntry) -> JSONObject {
+        [entry.kind.rawValue: .object([entry.key: .object(entry.fields)])]
+    }
+
+    static func entry(fromSecret data: Data) -> CacheEntry? {
+        guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first,
+              let kind = EntityKind(rawValue: section), case .object(let items) = value, items.count == 1,
+              let (key, item) = items.first, case .object(let fields) = item else { return nil }
+        return CacheEntry(kind: kind, fields: fields, key: key)
+    }
+}

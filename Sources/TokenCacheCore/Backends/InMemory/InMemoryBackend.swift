@@ -1,0 +1,54 @@
+
+/// A backend that keeps groups in process memory: for tests and for apps that want no
+/// persistence. Instances share nothing; share one instance to share a cache.
+public final class InMemoryBackend: CacheBackend {
+    private struct Group {
+        package var entries: [EntityKind: [String: CacheEntry]] = [:]
+        package var generation: UInt64 = 0
+        package var revision: CacheRevision { CacheRevision(String(generation)) }
+    }
+
+    private let groups = Locked<[CacheGroup: Group]>([:])
+
+    /// Creates an empty in-memory store.
+    public init() {}
+
+    public func location(of group: CacheGroup) -> String { "in-memory group '\(group)'" }
+
+    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+        groups.withLock { groups in
+            let stored = groups[group] ?? Group()
+            return CacheSnapshot(entries: stored.entries.values.flatMap(\.values), revision: stored.revision)
+        }
+    }
+
+    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+                      expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+        groups.withLock { groups in
+            var stored = groups[group] ?? Group()
+            let wasExpected = expected == stored.revision
+            for change in changes {
+                switch change {
+                case .upsert(let entry): stored.entries[entry.kind, default: [:]][entry.key] = entry
+                case .remove(let kind, let key): stored.entries[kind]?[key] = nil
+                }
+            }
+            stored.generation += 1
+            groups[group] = stored
+            return wasExpected ? stored.revision : nil
+        }
+    }
+
+    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+        groups.withLock { ($0[group] ?? Group()).revision }
+    }
+
+    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+        groups.withLock { groups in
+            var stored = groups[group] ?? Group()
+            stored.entries = [:]
+            stored.generation += 1
+            groups[group] = stored
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import FoundationEssentials
+
+/// Where tokens come from: an authority URL such as
+/// `https://login.microsoftonline.com/contoso.onmicrosoft.com`.
+public struct Authority: Sendable, Hashable, CustomStringConvertible {
+    /// The kinds of authority MSAL knows.
+    public enum Kind: String, Sendable, Hashable {
+        /// Microsoft Entra ID (AAD) and Microsoft accounts: `authority_type` MSSTS.
+        case aad
+        /// Azure AD B2C, with a policy in the path.
+        case b2c
+        /// AD FS: `authority_type` ADFS, realm `adfs`.
+        case adfs
+        /// Any other OpenID Connect provider.
+        case oidc
+    }
+
+    /// The URL as given, without a trailing slash.
+    public let url: URL
+    /// The host, lower-cased: MSAL's `environment`.
+    public let environment: String
+    /// The tenant: the first path segment (`adfs` for AD FS), MSAL's `realm`.
+    public let realm: String
+    /// What kind of authority this is.
+    public let kind: Kind
+
+    /// Parses an authority URL.
+    /// - Throws: ``TokenCacheError`` `invalidArgument` when the URL is not https or has no tenant.
+    public init(_ string: String, kind: Kind? = nil) throws {
+        let trimmed = string.hasSuffix("/") ? String(string.dropLast()) : string
+        guard let components = URLComponents(string: trimmed), let url = components.url,
+              let host = components.host, !host.isEmpty else {
+            throw TokenCacheError.invalidArgument("authority", "'\(string)' is not a URL",
+                hint: "Use the form https://login.microsoftonline.com/<tenant>")
+        }
+        guard components.scheme?.lowercased() == "https" || Authority.isLoopback(host) else {
+            throw TokenCacheError.invalidArgument("authority", "'\(string)' is not https",
+                hint: "Authorities must use https (plain http is allowed only on loopback for tests)")
+        }
+        let segments = components.path.split(separator: "/").map(String.init)
+        guard let first = segments.first else {
+            throw TokenCacheError.invalidArgument("authority", "'\(string)' has no tenant in its path",
+                hint: "Use the form https://login.microsoftonline.com/<tenant>, for example /common or /organizations")
+        }
+        self.url = url
+        self.environment = host.lowercased()
+        self.realm = first
+        if let kind {
+            self.kind = kind
+        } else if first.lowercased() == "adfs" {
+            self.kind = .adfs
+        } else if host.lowercased().hasSuffix(".b2clogin.com") || segments.first?.lowercased() == "tfp" {
+            self.kind = .b2c
+        } else {
+            self.kind = .aad
+        }
+    }
+
+    /// MSAL's `authority_type` for accounts from this authority.
+    package var authorityType: String { kind == .adfs ? "ADFS" : "MSSTS" }
+
+    public var description: String { url.absoluteString }
+
+    /// Loopback hosts, where plain http is allowed for local test providers: `localhost`,
+    /// 127.0.0.0/8 and ::1.
+    package static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+}

@@ -1,0 +1,111 @@
+/// The kinds of entity in an MSAL unified cache. The raw value is the top-level key of the
+/// MSAL JSON format.
+public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
+    case accessToken = "AccessToken"
+    case refreshToken = "RefreshToken"
+    case idToken = "IdToken"
+    case account = "Account"
+    case appMetadata = "AppMetadata"
+    /// Per-client sign-in state (`signed_in`/`signed_out`), as MSAL for iOS/macOS keeps it.
+    /// MSAL Python and other SDKs keep this top-level section and ignore it.
+    case accountMetadata = "AccountMetadata"
+
+    /// Hashes the case, not its raw string: entries are filed by kind on every load and lookup.
+    public func hash(into hasher: inout Hasher) {
+        let ordinal = switch self {
+        case .accessToken: 0
+        case .refreshToken: 1
+        case .idToken: 2
+        case .account: 3
+        case .appMetadata: 4
+        case .accountMetadata: 5
+        }
+        hasher.combine(ordinal)
+    }
+
+    /// Whether entries of this kind carry a secret (token) in their `secret` field.
+    public var isCredential: Bool {
+        switch self {
+        case .accessToken, .refreshToken, .idToken: true
+        case .account, .appMetadata, .accountMetadata: false
+        }
+    }
+}
+
+/// One entity of the cache: its kind, the key it is stored under, and its MSAL JSON fields.
+///
+/// The key is a hint: caches written by other SDKs use other key formats, so entries are
+/// matched on their fields (see ``identity``), and the original key is kept on export.
+public struct CacheEntry: Sendable, Hashable {
+    /// Which kind of entity this is.
+    public var kind: EntityKind
+    /// The key the entry is stored under in MSAL JSON.
+    public var key: String
+    /// The entity's fields, including ones this library does not know.
+    public var fields: JSONObject
+
+    /// Creates an entry; without a key, the key MSAL Python would use is computed.
+    public init(kind: EntityKind, fields: JSONObject, key: String? = nil) {
+        self.kind = kind
+        self.fields = fields
+        self.key = key ?? CacheKeys.msalKey(kind: kind, fields: fields)
+    }
+
+    /// A string field, or nil when absent or not a string.
+    public subscript(field: String) -> String? {
+        fields[field]?.stringValue
+    }
+
+    /// The identity of the entity, computed from its fields only, independent of key formats:
+    /// two entries with the same identity describe the same thing.
+    public var identity: String {
+        CacheKeys.identity(kind: kind, fields: fields)
+    }
+}
+
+/// MSAL's cache-key rules, and the field-based identity used to match entries.
+package enum CacheKeys {
+    /// The key MSAL Python 1.39 computes for an entity (`TokenCache.key_makers`).
+    /// `environment` and `target` replace the fields' values when given.
+    package static func msalKey(kind: EntityKind, fields: JSONObject, environment: String? = nil, target: String? = nil) -> String {
+        func field(_ name: String) -> String {
+            switch name {
+            case "environment": environment ?? fields[name]?.stringValue ?? ""
+            case "target": target ?? fields[name]?.stringValue ?? ""
+            default: fields[name]?.stringValue ?? ""
+            }
+        }
+        switch kind {
+        case .accessToken:
+            var parts = [field("home_account_id"), field("environment"), "AccessToken",
+                         field("client_id"), field("realm"), field("target")]
+            if let ext = fields["ext_cache_key"]?.stringValue, !ext.isEmpty {
+                parts[2] = "atext"
+                parts.append(ext)
+            }
+            return parts.joined(separator: "-").lowercased()
+        case .refreshToken:
+            return [field("home_account_id"), field("environment"), "RefreshToken",
+                    field("client_id"), "", field("target")].joined(separator: "-").lowercased()
+        case .idToken:
+            return [field("home_account_id"), field("environment"), "IdToken",
+                    field("client_id"), field("realm"), ""].joined(separator: "-").lowercased()
+        case .account:
+            return [field("home_account_id"), field("environment"), field("realm")]
+                .joined(separator: "-").lowercased()
+        case .appMetadata:
+            return "appmetadata-\(field("environment"))-\(field("client_id"))"
+        case .accountMetadata:
+            return "accountmetadata-\(field("home_account_id"))-\(field("client_id"))".lowercased()
+        }
+    }
+
+    /// The MSAL key with the environment mapped to its alias group and the target
+    /// normalised (sorted, lower-cased): SDKs differ in scope order and alias choice.
+    package static func identity(kind: EntityKind, fields: JSONObject) -> String {
+        let key = msalKey(kind: kind, fields: fields,
+                          environment: fields["environment"]?.stringValue.map(Environment.canonical),
+                          target: fields["target"]?.stringValue.map(Scopes.normalizedTarget))
+        return kind == .appMetadata ? key.lowercased() : key  // the other keys are lower-cased already
+    }
+}

@@ -1,0 +1,459 @@
+import Dispatch
+
+/// A strict RFC 8259 parser from UTF-8 bytes straight to ``JSONValue``.
+///
+/// Why not JSONDecoder: decoding `JSONValue` through `Decodable` costs a container and a failed
+/// probe per value, and a fixed set-up cost per call that dominates small documents. The cache
+/// decodes many small ones (one per Secret Service item, one per ID token) and large ones (a
+/// 14 MB encrypted-file cache): `perf` put JSONDecoder at 15-45 % of a cold lookup and of a
+/// 1,000-account listing. This parser is fuzzed (Fuzz/: msal-json, token-response, jwt,
+/// encrypted-file) and checked against JSONDecoder on the test fixtures.
+///
+/// Numbers: an integer literal that fits in Int64 is `.integer`; any other number is `.double`.
+/// Refused: invalid UTF-8, unescaped control characters, lone surrogate escapes, leading zeros,
+/// trailing content, and nesting deeper than `maximumDepth`. A duplicated key keeps its last value.
+///
+/// An ``Omission`` leaves chosen members of a cache's entries out of the result; they are still
+/// checked, so the same documents are refused with or without one.
+package struct JSONParser {
+    /// Members a reader does not need, left out of the entries of an MSAL cache document (the
+    /// objects two levels below the root: sections, then entries by key). A listing shows no
+    /// access or refresh token; leaving their secrets in the decrypted document instead of
+    /// copying out 10 MB of them took `tokencache list` of 1,000 accounts x 3 from 77.0 to 71.7 ms.
+    package struct Omission: Sendable {
+        /// The sections (root keys) whose entries lose the member.
+        package let sections: Set<String>
+        /// The member's name.
+        package let member: String
+
+        /// The secrets of access and refresh tokens (ID tokens keep theirs: listings read names from them).
+        package static let tokenSecrets = Omission(sections: ["AccessToken", "RefreshToken"], member: "secret")
+    }
+
+    package struct SyntaxError: Error, Sendable {
+        /// Byte offset of the problem.
+        package let offset: Int
+        package let reason: String
+    }
+
+    private let bytes: UnsafeRawBufferPointer
+    private var position = 0
+    private var depth = 0
+    /// Members of the objects being parsed, innermost last.
+    private var members: [(String, JSONValue)] = []
+    private let maximumDepth: Int
+    private let omission: Omission?
+    /// While inside a member of the root object: its key (a cache's section).
+    private var section: String?
+    /// A split parse's first half: where to stop (``parseSplit``), and, once stopped, where the
+    /// members of the section being read begin on `members`.
+    private var stopOffset = -1
+    private var stoppedSectionStart: Int?
+
+    /// Parses one JSON document.
+    package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
+                      omitting omission: Omission? = nil) throws(SyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        parser.skipWhitespace()
+        let value = try parser.parseValue()
+        parser.skipWhitespace()
+        guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
+        return value
+    }
+
+    private init(bytes: UnsafeRawBufferPointer, maximumDepth: Int, omission: Omission?) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+        self.omission = omission
+    }
+
+    private func error(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
+
+    private var current: UInt8? { position < bytes.count ? bytes[position] : nil }
+
+    private mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func expect(_ literal: StaticString, _ value: JSONValue) throws(SyntaxError) -> JSONValue {
+        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        guard position + expected.count <= bytes.count,
+              expected.indices.allSatisfy({ bytes[position + $0] == expected[$0] }) else { throw error("invalid literal") }
+        position += expected.count
+        return value
+    }
+
+    private mutating func parseValue() throws(SyntaxError) -> JSONValue {
+        guard let byte = current else { throw error("unexpected end of input") }
+        switch byte {
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "t"): return try expect("true", .bool(true))
+        case UInt8(ascii: "f"): return try expect("false", .bool(false))
+        case UInt8(ascii: "n"): return try expect("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected character")
+        }
+    }
+
+    private mutating func enter() throws(SyntaxError) {
+        depth += 1
+        if depth > maximumDepth { throw error("nested deeper than \(maximumDepth) levels") }
+    }
+
+    private mutating func parseObject() throws(SyntaxError) -> JSONValue {
+        try enter()
+        position += 1  // {
+        skipWhitespace()
+        if current == UInt8(ascii: "}") {
+            position += 1
+            depth -= 1
+            return .object([:])
+        }
+        return .object(try parseMembers())
+    }
+
+    /// An object's members, from the first byte of a member's key to the closing brace.
+    private mutating func parseMembers() throws(SyntaxError) -> JSONObject {
+        // Members wait on a shared stack and go into a dictionary sized for them: growing one
+        // member by member rehashes every key at each doubling (a cache entry has about 12).
+        let first = members.count
+        while true {
+            let key = try parseKey()
+            if depth == 1 { section = key }
+            if depth == 3, let omission, key == omission.member, let section, omission.sections.contains(section) {
+                try checkValue()
+            } else {
+                members.append((key, try parseValue()))
+            }
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                position += 1
+                skipWhitespace()
+                // Between two entries of a section, where the other half of a split parse began.
+                if depth == 2, position == stopOffset {
+                    stoppedSectionStart = first
+                    throw error("stopped at the split")
+                }
+            case UInt8(ascii: "}"):
+                position += 1
+                depth -= 1
+                var object = JSONObject(minimumCapacity: members.count - first)
+                for (key, value) in members[first...] { object[key] = value }  // a repeated key keeps its last value
+                members.removeSubrange(first...)
+                return object
+            default: throw error("expected ',' or '}'")
+            }
+        }
+    }
+
+    /// A member's key and the colon after it, from the key's opening quote.
+    @inline(__always)
+    private mutating func parseKey() throws(SyntaxError) -> String {
+        guard current == UInt8(ascii: "\"") else { throw error("expected a string key") }
+        let key = try parseString()
+        skipWhitespace()
+        guard current == UInt8(ascii: ":") else { throw error("expected ':'") }
+        position += 1
+        skipWhitespace()
+        return key
+    }
+
+    private mutating func parseArray() throws(SyntaxError) -> JSONValue {
+        try enter()
+        position += 1  // [
+        var array: [JSONValue] = []
+        skipWhitespace()
+        if current == UInt8(ascii: "]") {
+            position += 1
+            depth -= 1
+            return .array(array)
+        }
+        while true {
+            array.append(try parseValue())
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","): position += 1; skipWhitespace()
+            case UInt8(ascii: "]"): position += 1; depth -= 1; return .array(array)
+            default: throw error("expected ',' or ']'")
+            }
+        }
+    }
+
+    /// A string, from its opening quote. Runs without escapes are validated and copied whole.
+    /// Without `building`, a plain ASCII string (a token) is checked but not made: the result is
+    /// then empty.
+    private mutating func parseString(building: Bool = true) throws(SyntaxError) -> String {
+        position += 1  // "
+        var runStart = position
+        var escaped: [UInt8]? = nil  // only built when the string has escapes
+        var highBits: UInt8 = 0  // any byte >= 0x80 sets the top bit: not plain ASCII
+        while true {
+            skipPlainStringBytes(highBits: &highBits)
+            guard position < bytes.count else { throw error("unterminated string") }
+            let byte = bytes[position]
+            highBits |= byte
+            if byte == UInt8(ascii: "\"") {
+                let run = UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])
+                position += 1
+                if var buffer = escaped {
+                    buffer.append(contentsOf: run)
+                    return try validated(buffer)
+                }
+                // ASCII is valid UTF-8: no validation, which goes through unspecialized generic
+                // code (11 % of loading a 14 MB cache). Escapes take the validating path.
+                if highBits < 0x80 { return building ? String(decoding: run, as: UTF8.self) : "" }
+                return try validated(run)
+            }
+            if byte < 0x20 { throw error("control character in a string") }
+            if byte != UInt8(ascii: "\\") {
+                position += 1
+                continue
+            }
+            var buffer = escaped ?? []
+            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<position]))
+            position += 1
+            guard let code = current else { throw error("unterminated escape") }
+            position += 1
+            switch code {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(code)
+            case UInt8(ascii: "b"): buffer.append(0x08)
+            case UInt8(ascii: "f"): buffer.append(0x0C)
+            case UInt8(ascii: "n"): buffer.append(0x0A)
+            case UInt8(ascii: "r"): buffer.append(0x0D)
+            case UInt8(ascii: "t"): buffer.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4()
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") else {
+                        throw error("unpaired surrogate escape")
+                    }
+                    position += 2
+                    let low = try hex4()
+                    guard (0xDC00...0xDFFF).contains(low) else { throw error("unpaired surrogate escape") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw error("unpaired surrogate escape")
+                }
+                buffer.append(contentsOf: Unicode.UTF8.encode(Unicode.Scalar(scalar)!)!)
+            default: throw error("invalid escape")
+            }
+            escaped = buffer
+            runStart = position
+        }
+    }
+
+    /// Checks a value as `parseValue` would, building nothing for a plain string (a token).
+    private mutating func checkValue() throws(SyntaxError) {
+        if current == UInt8(ascii: "\"") { _ = try parseString(building: false) } else { _ = try parseValue() }
+    }
+
+    /// Skips eight bytes at a time while none of them ends the run (a quote, a backslash or a
+    /// control character), folding their high bits into `highBits`. Tokens are long runs of
+    /// plain ASCII (a 14 MB cache is mostly access and refresh tokens): byte by byte, this loop
+    /// was the largest part of loading one.
+    private mutating func skipPlainStringBytes(highBits: inout UInt8) {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        var high: UInt64 = 0
+        while position + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            // A byte of `x` is zero exactly where the word has that byte (the classic test flags
+            // every zero byte, and at worst a byte after one, which the byte loop then rechecks).
+            func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            let control = (word &- ones &* 0x20) & ~word & highs  // bytes below 0x20
+            if hasZeroByte(quote) || hasZeroByte(backslash) || control != 0 { break }
+            high |= word & highs
+            position += 8
+        }
+        if high != 0 { highBits |= 0x80 }
+    }
+
+    private mutating func hex4() throws(SyntaxError) -> UInt32 {
+        guard position + 4 <= bytes.count else { throw error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw error("invalid \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+            position += 1
+        }
+        return value
+    }
+
+    private func validated(_ utf8: some Collection<UInt8>) throws(SyntaxError) -> String {
+        guard let string = String(validating: utf8, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
+        return string
+    }
+
+    private mutating func parseNumber() throws(SyntaxError) -> JSONValue {
+        let start = position
+        var isInteger = true
+        if current == UInt8(ascii: "-") { position += 1 }
+        guard let first = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { throw error("invalid number") }
+        position += 1
+        if first != UInt8(ascii: "0") { skipDigits() }
+        if current == UInt8(ascii: ".") {
+            isInteger = false
+            position += 1
+            guard skipDigits() > 0 else { throw error("invalid number") }
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            isInteger = false
+            position += 1
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { position += 1 }
+            guard skipDigits() > 0 else { throw error("invalid number") }
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else { throw error("number out of range") }
+        return .double(double)
+    }
+
+    @discardableResult
+    private mutating func skipDigits() -> Int {
+        let start = position
+        while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
+        return position - start
+    }
+}
+
+// MARK: - A large cache document on two cores
+
+extension JSONParser {
+    /// The root object of a large MSAL cache document, parsed in two halves at once: another
+    /// thread parses from an entry boundary near the middle while this one parses up to it. The
+    /// boundary is found by looking at the bytes, which alone cannot tell a brace in a string from
+    /// one in the structure, so this thread checks that its own parse reaches the boundary between
+    /// two entries of a section: the other half then began exactly where a single parse would be,
+    /// and the halves join into the object a single parse returns (a repeated key keeps its last
+    /// value). When this thread never met the boundary (it was inside a string), its own parse is
+    /// the whole document's. Returns nil when neither gives the object (no boundary, the other
+    /// half failed, a damaged document or one that is not an object): the caller then parses the
+    /// document whole, which also gives the error a damaged document deserves.
+    /// - Parameter searchStart: where to look for the boundary from (default: the middle; tests
+    ///   try every offset).
+    package static func parseHalves(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int, omitting omission: Omission?,
+                            searchingFrom searchStart: Int? = nil) -> JSONObject? {
+        guard let split = entryBoundary(in: bytes, from: searchStart ?? bytes.count / 2) else { return nil }
+        nonisolated(unsafe) let shared = bytes
+        let tail = Locked<Result<Tail, SyntaxError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { () throws(SyntaxError) in try parseTail(shared, from: split, maximumDepth: maximumDepth, omitting: omission) }
+            tail.withLock { $0 = result }
+            done.signal()
+        }
+        // The other half reads `bytes` until it signals: wait for it on every path.
+        var head = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        head.stopOffset = split
+        head.skipWhitespace()
+        var whole: JSONValue?
+        do {
+            // Never stopped: the boundary was no boundary, and this is a single parse.
+            whole = try head.parseValue()
+            head.skipWhitespace()
+            if head.position != bytes.count { whole = nil }
+        } catch {}
+        done.wait()
+        if case .object(let object)? = whole { return object }
+        guard let sectionStart = head.stoppedSectionStart, let section = head.section,
+              case .success(let rest)? = tail.withLock({ $0 }) else { return nil }
+        // The other half assumed from its first entry whether the section leaves secrets out.
+        func omits(_ section: String?) -> Bool { omission.map { section.map($0.sections.contains) ?? false } ?? false }
+        guard omits(section) == omits(rest.assumedSection) else { return nil }
+        var root = JSONObject(minimumCapacity: sectionStart + 1 + rest.later.count)
+        for (key, value) in head.members[..<sectionStart] { root[key] = value }
+        var entries = JSONObject(minimumCapacity: head.members.count - sectionStart + rest.section.count)
+        for (key, value) in head.members[sectionStart...] { entries[key] = value }
+        for (key, value) in rest.section { entries[key] = value }
+        root[section] = .object(entries)
+        for (key, value) in rest.later { root[key] = value }
+        return root
+    }
+
+    /// What the second half read: the rest of the section it began in, and the root's later members.
+    private struct Tail: Sendable {
+        package var assumedSection: String?
+        package var section: JSONObject
+        package var later: JSONObject
+    }
+
+    /// After an object's member: true past a comma (another member follows), false past the
+    /// closing brace (the object is left).
+    private mutating func nextMember() throws(SyntaxError) -> Bool {
+        skipWhitespace()
+        switch current {
+        case UInt8(ascii: ","):
+            position += 1
+            skipWhitespace()
+            return true
+        case UInt8(ascii: "}"):
+            position += 1
+            depth -= 1
+            return false
+        default: throw error("expected ',' or '}'")
+        }
+    }
+
+    /// Parses from the first byte of an entry's key inside a section (depth 2) to the end.
+    private static func parseTail(_ bytes: UnsafeRawBufferPointer, from start: Int, maximumDepth: Int,
+                                  omitting omission: Omission?) throws(SyntaxError) -> Tail {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        parser.position = start
+        parser.depth = 2
+        // The first entry, whole; its credential type names its section (AccessToken,
+        // RefreshToken, IdToken), which decides what is left out of the others.
+        let firstKey = try parser.parseKey()
+        var firstValue = try parser.parseValue()
+        if case .object(var fields) = firstValue {
+            parser.section = fields["credential_type"]?.stringValue
+            if let omission, let section = parser.section, omission.sections.contains(section) {
+                fields[omission.member] = nil
+                firstValue = .object(fields)
+            }
+        }
+        var section: JSONObject = [firstKey: firstValue]
+        if try parser.nextMember() {
+            section = try parser.parseMembers()
+            if section[firstKey] == nil { section[firstKey] = firstValue }  // a repeated key keeps its last value
+        }
+        let assumedSection = parser.section
+        // Then the root's later members (sections).
+        let later = try parser.nextMember() ? try parser.parseMembers() : [:]
+        parser.skipWhitespace()
+        guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
+        return Tail(assumedSection: assumedSection, section: section, later: later)
+    }
+
+    /// The first byte of an entry's key that seems to follow another entry (`},"key":{`, with
+    /// any whitespace) from `start` on; nil when none does.
+    private static func entryBoundary(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        var scan = JSONParser(bytes: bytes, maximumDepth: 0, omission: nil)
+        for index in min(max(start, 0), bytes.count)..<bytes.count where bytes[index] == UInt8(ascii: "}") {
+            scan.position = index + 1
+            scan.skipWhitespace()
+            guard scan.current == UInt8(ascii: ",") else { continue }
+            scan.position += 1
+            scan.skipWhitespace()
+            let keyStart = scan.position
+            // A key, its colon, then an object.
+            if (try? scan.parseKey()) != nil, scan.current == UInt8(ascii: "{") { return keyStart }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,113 @@
+import FoundationEssentials
+
+/// A JSON value, kept exactly as read so that fields written by another MSAL SDK survive a
+/// round trip through this library unchanged.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    /// The string, when this value is a string.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as a number of seconds, accepting MSAL's string-typed numbers ("1700000000"),
+    /// plain JSON numbers and the float timestamps older MSAL Python files contain.
+    public var secondsValue: Double? {
+        switch self {
+        case .string(let text):
+            // Plain digits, the common case, skip Foundation's trimming (8 % of a large listing).
+            if let seconds = ASCII.digitsValue(text) { return Double(seconds) }
+            return Double(ASCII.trimmed(text))
+        case .integer(let value): return Double(value)
+        case .double(let value): return value.isFinite ? value : nil
+        default: return nil
+        }
+    }
+}
+
+/// A JSON object: the storage of every cache entity.
+public typealias JSONObject = [String: JSONValue]
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        // Most likely first: every failed probe throws, and caches are mostly strings and objects.
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode(JSONObject.self) {
+            self = .object(value)
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else {
+            self = .array(try container.decode([JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+/// Reading JSON with ``JSONParser`` and writing it with ``JSONWriter``.
+package enum JSON {
+    /// Output for everything this library writes: sorted keys make output stable, so unchanged
+    /// entities compare equal byte for byte and writes can be skipped.
+    package static func encode(_ value: JSONValue, pretty: Bool = false) throws(JSONWriter.InvalidNumber) -> Data {
+        Data(try JSONWriter.write(value, pretty: pretty))
+    }
+
+    package static func encode(_ object: JSONObject, pretty: Bool = false) throws(JSONWriter.InvalidNumber) -> Data {
+        try encode(.object(object), pretty: pretty)
+    }
+
+    /// Nesting deeper than this is refused: no legitimate cache or token response nests
+    /// more than a few levels, and deep nesting is a denial-of-service vector.
+    package static let maximumDepth = 64
+
+    /// Parses a JSON object (``JSONParser``: strict, depth-limited, fast on small documents),
+    /// leaving out the members an `omission` names (they are still checked).
+    /// A large document (an encrypted file's cache, from 1 MB) is parsed in two halves at once
+    /// where the machine has two cores (``JSONParser/parseHalves(_:maximumDepth:omitting:)``).
+    package static func decodeObject(_ data: Data, omitting omission: JSONParser.Omission? = nil) throws -> JSONObject {
+        if data.count >= 1 << 20, onlineCPUCount() > 1,
+           let object = data.withUnsafeBytes({ JSONParser.parseHalves($0, maximumDepth: maximumDepth, omitting: omission) }) {
+            return object
+        }
+        let value = try data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
+            try JSONParser.parse(bytes, maximumDepth: maximumDepth, omitting: omission)
+        }
+        guard case .object(let object) = value else { throw JSONShapeError.notAnObject }
+        return object
+    }
+}
+
+
+package enum JSONShapeError: Error {
+    case notAnObject
+}

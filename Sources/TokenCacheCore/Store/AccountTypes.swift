@@ -1,0 +1,89 @@
+import FoundationEssentials
+
+/// An account as an app sees it: one user at one authority host, across the tenants the
+/// cache holds for them.
+public struct CachedAccount: Sendable, Hashable, Identifiable {
+    /// `<uid>.<utid>` for Microsoft identity accounts, the ID token's `sub` for AD FS.
+    public let homeAccountID: String
+    /// The authority host, for example `login.microsoftonline.com`.
+    public let environment: String
+    /// The username (`preferred_username`, or `upn` for AD FS); may be empty.
+    public let username: String
+    /// The object ID in the home tenant (or `sub`).
+    public let localAccountID: String
+    /// The tenants (realms) the cache has account records for, sorted.
+    public let tenants: [String]
+    /// `MSSTS` or `ADFS`.
+    public let authorityType: String
+    /// Claims from the account's ID token, when one is cached.
+    public let claims: IDTokenClaims?
+
+    public var id: String { "\(homeAccountID)-\(environment)" }
+
+    /// The home tenant ID (`utid`), when the home account ID has the `<uid>.<utid>` form.
+    public var homeTenantID: String? {
+        // On contiguous UTF-8: this runs on every access-token lookup.
+        var id = homeAccountID
+        return id.withUTF8 { bytes -> String? in
+            let dot = UInt8(ascii: ".")
+            guard let first = bytes.firstIndex(of: dot), !bytes[(first + 1)...].contains(dot) else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[(first + 1)...]), as: UTF8.self)
+        }
+    }
+}
+
+/// A usable access token, with what a caller needs to send it: the counterpart of MSAL's
+/// `MSALResult` / `MSQATokenResult`.
+public struct TokenResult: Sendable, Hashable {
+    /// The access token. A secret: never log it.
+    public let accessToken: String
+    /// The authentication scheme, for example `Bearer`.
+    public let authenticationScheme: String
+    /// When the access token expires.
+    public let expiresOn: Date
+    /// When the token should be refreshed proactively (`refresh_in`), if the server said so.
+    public let refreshOn: Date?
+    /// The tenant that issued the token, when known.
+    public let tenantID: String?
+    /// The scopes the token grants.
+    public let scopes: [String]
+    /// The account the token belongs to, when the cache has an account record for it.
+    public let account: CachedAccount?
+    /// When the token was cached.
+    public let cachedAt: Date?
+
+    /// The value of an HTTP `Authorization` header, for example `Bearer eyJ…`.
+    public var authorizationHeader: String { "\(authenticationScheme) \(accessToken)" }
+
+    /// The same token attributed to an account.
+    package func with(account: CachedAccount?) -> TokenResult {
+        TokenResult(accessToken: accessToken, authenticationScheme: authenticationScheme, expiresOn: expiresOn,
+                    refreshOn: refreshOn, tenantID: tenantID, scopes: scopes, account: account, cachedAt: cachedAt)
+    }
+
+    /// Whether `refreshOn` has passed: the token still works, but should be refreshed.
+    public func needsRefresh(now: Date = Date()) -> Bool {
+        refreshOn.map { $0 <= now } ?? false
+    }
+}
+
+/// What an import did: how many entries were stored, and what was skipped and why.
+public struct ImportReport: Sendable, Hashable {
+    /// An entry or section that was not imported.
+    public struct Skipped: Sendable, Hashable {
+        /// The section (`AccessToken`, …) the entry was in.
+        public let section: String
+        /// The entry's key, or nil for a whole section.
+        public let key: String?
+        /// Why it was skipped.
+        public let reason: String
+    }
+
+    /// Entries imported, by kind.
+    public internal(set) var imported: [EntityKind: Int] = [:]
+    /// Entries and sections skipped.
+    public internal(set) var skipped: [Skipped] = []
+
+    /// Total entries imported.
+    public var importedCount: Int { imported.values.reduce(0, +) }
+}

@@ -1,0 +1,208 @@
+import FoundationEssentials
+
+/// What a group holds, without any secret: for admin tools (`tokencache list`) and apps that
+/// show signed-in accounts. The JSON form (sorted keys) is a stable, documented schema.
+public struct GroupInventory: Sendable, Hashable, Codable {
+    /// One account, with what each client app holds for it.
+    public struct Account: Sendable, Hashable, Codable {
+        public var username: String
+        public var homeAccountID: String
+        public var environment: String
+        public var tenants: [String]
+        public var authorityType: String
+        public var name: String?
+        public var clients: [Client]
+    }
+
+    /// One client app's view of an account.
+    public struct Client: Sendable, Hashable, Codable {
+        public var clientID: String
+        /// A display name the app registered in its app metadata, if any.
+        public var displayName: String?
+        /// `signed_in`, `signed_out`, or nil when the app never recorded a state.
+        public var signInState: SignInState?
+        /// The family the app belongs to, from its app metadata.
+        public var familyID: String?
+        public var accessTokens: [AccessTokenInfo]
+        /// `own`, `family` or `none`: which refresh token the app would redeem.
+        public var refreshToken: RefreshTokenKind
+        public var hasIDToken: Bool
+    }
+
+    /// An access token, described without its secret.
+    public struct AccessTokenInfo: Sendable, Hashable, Codable {
+        public var scopes: [String]
+        public var tenant: String
+        public var expiresOn: Date?
+        public var isExpired: Bool
+    }
+
+    /// Which refresh token a client would use.
+    public enum RefreshTokenKind: String, Sendable, Hashable, Codable {
+        case own, family, none
+    }
+
+    /// The group.
+    public var group: String
+    /// Where it was read from (backend and collection or file).
+    public var location: String
+    /// Accounts, sorted by username then home account ID.
+    public var accounts: [Account]
+}
+
+extension AccountStore {
+    /// Describes every account in the group and, for each client app that touched it, its
+    /// sign-in state and tokens. Holds no secrets. Accounts are described on all cores when
+    /// there are many (a listing of 1,000 is CPU-bound: about 25 microseconds each).
+    public func inventory(now: Date = Date()) throws(TokenCacheError) -> GroupInventory {
+        let location = backend.location(of: group)
+        let groupName = group.name
+        let index = try listingIndex()
+        let appMetadata = Array(index.all(.appMetadata))  // once, not for every client of every account
+        let accounts = Self.homeAccountIDs(in: index)
+            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, appMetadata: appMetadata, now: now) }
+            .compactMap { $0 }
+            .sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
+        return GroupInventory(group: groupName, location: location, accounts: accounts)
+    }
+
+    private func describeAccount(home: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
+        guard let account = self.account(homeAccountID: home, clientID: nil, in: index) else { return nil }
+        // Each kind's entries once per account, not once per client.
+        let accessTokens = index.entries(.accessToken, homeAccountID: home)
+        let idTokens = index.entries(.idToken, homeAccountID: home)
+        var clientIDs = Set<String>()
+        for entries in [accessTokens, idTokens, index.entries(.refreshToken, homeAccountID: home),
+                        index.entries(.accountMetadata, homeAccountID: home)] {
+            for entry in entries { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        }
+        let refreshTokens = Self.refreshTokenCandidates(home: home, environment: nil, in: index)  // once, not per client
+        let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
+            let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
+            let metadata = appMetadata.first(where: isClient).map(AppMetadata.init(entry:))
+            let ats = accessTokens.filter(isClient)
+                .map(AccessToken.init(entry:))
+                .map { at in
+                    GroupInventory.AccessTokenInfo(scopes: at.scopes, tenant: at.realm, expiresOn: at.expiresOn,
+                                                   isExpired: (at.expiresOn ?? .distantPast) <= now)
+                }
+                .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
+            let state = Self.signInState(home: home, clientID: clientID, in: index)
+            let refresh = state == .signedOut ? nil
+                : Self.refreshTokens(from: refreshTokens, clientID: clientID, environment: nil, appMetadata: appMetadata).first
+            let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
+                ASCII.equalLowercased($0["client_id"], clientID) && ($0["family_id"] ?? "").isEmpty ? .own : .family
+            } ?? .none
+            let hasIDToken = idTokens.contains(where: isClient)
+            return GroupInventory.Client(clientID: clientID, displayName: metadata?.displayName, signInState: state,
+                                         familyID: metadata?.familyID, accessTokens: ats, refreshToken: refreshKind,
+                                         hasIDToken: hasIDToken)
+        }
+        return GroupInventory.Account(username: account.username, homeAccountID: home, environment: account.environment,
+                                      tenants: account.tenants, authorityType: account.authorityType,
+                                      name: account.claims?.name, clients: clients)
+    }
+}
+
+extension GroupInventory {
+    /// The documented JSON form, as `tokencache list --json` prints it: snake_case keys, sorted;
+    /// dates in ISO 8601; absent values left out. The same document JSONEncoder writes with
+    /// `.convertToSnakeCase` and `.iso8601`, streamed member by member in key order (building a
+    /// JSONValue tree and sorting its keys was a tenth of listing 1,000 accounts). Many accounts
+    /// are written on all cores, each apart, then joined.
+    public func jsonData(pretty: Bool = true) -> Data {
+        var writer = JSONWriter(pretty: pretty)
+        writer.beginObject()
+        writer.key("accounts")
+        writer.beginArray()
+        let depth = writer.depth
+        let written = accounts.concurrentMap(minimumCount: 64) { account in
+            var element = JSONWriter(pretty: pretty, depth: depth)
+            account.write(to: &element)
+            return element.bytes
+        }
+        for account in written { writer.element(account) }
+        writer.endArray()
+        writer.key("group")
+        writer.string(group)
+        writer.key("location")
+        writer.string(location)
+        writer.endObject()
+        return Data(writer.bytes)
+    }
+}
+
+extension GroupInventory.Account {
+    package func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("authority_type")
+        writer.string(authorityType)
+        writer.key("clients")
+        writer.beginArray()
+        for client in clients { client.write(to: &writer) }
+        writer.endArray()
+        writer.key("environment")
+        writer.string(environment)
+        writer.key("home_account_id")
+        writer.string(homeAccountID)
+        if let name {
+            writer.key("name")
+            writer.string(name)
+        }
+        writer.key("tenants")
+        writer.beginArray()
+        for tenant in tenants { writer.string(tenant) }
+        writer.endArray()
+        writer.key("username")
+        writer.string(username)
+        writer.endObject()
+    }
+}
+
+extension GroupInventory.Client {
+    package func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("access_tokens")
+        writer.beginArray()
+        for token in accessTokens { token.write(to: &writer) }
+        writer.endArray()
+        writer.key("client_id")
+        writer.string(clientID)
+        if let displayName {
+            writer.key("display_name")
+            writer.string(displayName)
+        }
+        if let familyID {
+            writer.key("family_id")
+            writer.string(familyID)
+        }
+        writer.key("has_id_token")
+        writer.bool(hasIDToken)
+        writer.key("refresh_token")
+        writer.string(refreshToken.rawValue)
+        if let signInState {
+            writer.key("sign_in_state")
+            writer.string(signInState.rawValue)
+        }
+        writer.endObject()
+    }
+}
+
+extension GroupInventory.AccessTokenInfo {
+    package func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let expiresOn {
+            writer.key("expires_on")
+            writer.string(ISO8601.string(expiresOn))
+        }
+        writer.key("is_expired")
+        writer.bool(isExpired)
+        writer.key("scopes")
+        writer.beginArray()
+        for scope in scopes { writer.string(scope) }
+        writer.endArray()
+        writer.key("tenant")
+        writer.string(tenant)
+        writer.endObject()
+    }
+}

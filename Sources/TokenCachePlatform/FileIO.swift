@@ -1,0 +1,205 @@
+import FoundationEssentials
+import TokenCacheCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// POSIX file operations with the safety checks the encrypted file needs.
+package enum FileIO {
+    package struct OpenFile {
+        package var descriptor: Int32
+        package var info: stat
+    }
+
+    package static func error(_ action: String, _ path: String, code: Int32 = errno) -> TokenCacheError {
+        let reason = String(cString: strerror(code))
+        let hint: String = switch code {
+        case ENOSPC, EDQUOT, EFBIG: "Free disk space; the previous cache file is intact"
+        case EROFS: "The file system is read-only; the previous cache file is intact"
+        case EACCES, EPERM: "Check the permissions of \(path)"
+        default: "The previous cache file is intact"
+        }
+        return TokenCacheError(.fileSystem, "Cannot \(action) \(path): \(reason).", hint: hint)
+    }
+
+    /// Opens a file for reading if it exists, refusing links and files others can reach.
+    package static func openExisting(_ path: String) throws(TokenCacheError) -> OpenFile? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw TokenCacheError(.unsafeFile, "\(path) is a symbolic link; cache files must be regular files.",
+                                      hint: "Remove the link; swift-tokencache will create the file")
+            }
+            throw error("open", path)
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let failure = error("inspect", path)
+            close(descriptor)
+            throw failure
+        }
+        if let problem = unsafeReason(info, expectFile: true) {
+            close(descriptor)
+            throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(problem).",
+                                  hint: "Fix it (chmod 600, owned by you, no hard links) or move it away")
+        }
+        return OpenFile(descriptor: descriptor, info: info)
+    }
+
+    package static func unsafeReason(_ info: stat, expectFile: Bool) -> String? {
+        let type = info.st_mode & S_IFMT
+        if expectFile && type != S_IFREG { return "not a regular file" }
+        if !expectFile && type != S_IFDIR { return "not a directory" }
+        if info.st_uid != geteuid() { return "owned by another user (uid \(info.st_uid))" }
+        if expectFile && info.st_mode & 0o077 != 0 { return "readable or writable by others (mode \(String(info.st_mode & 0o777, radix: 8)))" }
+        if !expectFile && info.st_mode & 0o022 != 0 { return "writable by others (mode \(String(info.st_mode & 0o777, radix: 8)))" }
+        if expectFile && info.st_nlink > 1 { return "hard-linked (\(info.st_nlink) links)" }
+        return nil
+    }
+
+    /// The user's home directory: `$HOME` when set (as Foundation's `NSHomeDirectory`), else
+    /// the password database's entry.
+    package static var homeDirectory: String {
+        if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty { return home }
+        var record = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        if getpwuid_r(geteuid(), &record, &buffer, buffer.count, &result) == 0, let result, let directory = result.pointee.pw_dir {
+            return String(cString: directory)
+        }
+        return "/"
+    }
+
+    /// Files larger than this are not token caches and are refused.
+    package static let readLimit = 256 << 20
+
+    /// One read(2) into `bytes`, retried on EINTR: the number of bytes read, 0 at the end.
+    package static func readSome(_ descriptor: Int32, into bytes: UnsafeMutableRawPointer, count: Int, path: String) throws(TokenCacheError) -> Int {
+        while true {
+            let done = read(descriptor, bytes, count)
+            if done >= 0 { return done }
+            if errno != EINTR { throw error("read", path) }
+        }
+    }
+
+    package static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
+        let limit = readLimit
+        // Read straight into a buffer of the file's size (plus room to see the end), not through
+        // a bounce buffer: a 14 MB cache is copied once, not twice.
+        var info = stat()
+        let expected = fstat(descriptor, &info) == 0 ? min(max(Int(info.st_size), 0), limit) : 0
+        var data = Data(count: expected + 4096)
+        var filled = 0
+        while true {
+            if filled == data.count { data.count += max(data.count, 64 * 1024) }
+            let count = data.withUnsafeMutableBytes { buffer in
+                read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw error("read", path)
+            }
+            if count == 0 {
+                data.count = filled
+                return data
+            }
+            filled += count
+            if filled > limit {
+                throw TokenCacheError(.fileMismatch, "\(path) is larger than 256 MiB; it is not a token cache.")
+            }
+        }
+    }
+
+    /// Creates the directory (0700) if needed, and refuses one that is a link or writable by others.
+    package static func ensureDirectory(_ url: URL) throws(TokenCacheError) {
+        var info = stat()
+        if lstat(url.path, &info) != 0 {
+            guard errno == ENOENT else { throw error("inspect", url.path) }
+            do {
+                try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw TokenCacheError(.fileSystem, "Cannot create \(url.deletingLastPathComponent().path).",
+                                      hint: "Check that the parent directory is writable by you")
+            }
+            if mkdir(url.path, 0o700) != 0 && errno != EEXIST { throw error("create directory", url.path) }
+            guard lstat(url.path, &info) == 0 else { throw error("inspect", url.path) }
+        }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the cache directory must be a real directory.",
+                                  hint: "Remove the link")
+        }
+        if let problem = unsafeReason(info, expectFile: false) {
+            throw TokenCacheError(.unsafeFile, "The cache directory \(url.path) is unsafe: \(problem).",
+                                  hint: "chmod 700 \(url.path)")
+        }
+    }
+
+    /// Writes `data` to a new O_EXCL temporary file beside `path`, syncs it, renames it over
+    /// `path` and syncs the directory. On failure the old file is untouched and the temporary
+    /// file removed.
+    package static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String) throws(TokenCacheError) -> stat {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let random = (0..<6).map { _ in UInt8.random(in: .min ... .max) }  // a unique name, not a secret
+        let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + ASCII.hex(random)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw error("create", temporary) }
+        var committed = false
+        defer {
+            close(descriptor)
+            if !committed { unlink(temporary) }
+        }
+        var offset = 0
+        while offset < data.count {
+            let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, data.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw error("write", temporary)
+            }
+            offset += written
+        }
+        guard fsync(descriptor) == 0 else { throw error("sync", temporary) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw error("inspect", temporary) }
+        guard rename(temporary, path) == 0 else { throw error("replace", path) }
+        committed = true
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return info
+    }
+
+    /// Removes temporary files a killed writer left. Call with the group's lock held: no live
+    /// writer of the group can own one then.
+    package static func removeStaleTemporaryFiles(in directory: URL, prefix: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            unlink(directory.appendingPathComponent(name).path)
+        }
+    }
+}
+
+/// An exclusive `flock` on a lock file that is never deleted; released in deinit (and by the
+/// kernel if the process dies).
+package final class FileLock {
+    private let descriptor: Int32
+
+    package init(path: String) throws(TokenCacheError) {
+        descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileIO.error("open lock file", path) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                let failure = FileIO.error("lock", path)
+                close(descriptor)
+                throw failure
+            }
+        }
+    }
+
+    deinit {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}
