@@ -16,6 +16,9 @@ import Glibc
 ///   the lock, so another process's update is never lost.
 /// - A file that cannot be read (wrong key, tampered, truncated, another group's, unknown
 ///   version) raises an error and is never overwritten or replaced by an empty cache.
+/// - The highest generation seen of each file is remembered outside it (`<group>.generation`
+///   beside the key file, or in the cache directory), so an older copy put back is refused with
+///   `fileRolledBack` until ``acceptRolledBackFile(for:)`` accepts it.
 ///
 /// Threat model: see docs/EncryptedFile.md. With the default key file, code running as the same
 /// user can read the key; the data file alone (a backup, a synced folder) reveals nothing.
@@ -88,6 +91,36 @@ public final class EncryptedFileBackend: CacheBackend {
         return nil
     }
 
+    /// Where the highest generation seen of the group's file is remembered: beside the key file
+    /// (away from the data file, where a key file is kept elsewhere), else in the cache directory.
+    func generationStateURL(for group: CacheGroup) throws(TokenCacheError) -> URL {
+        let folder = keyFileURL?.deletingLastPathComponent() ?? directory
+        guard folder.standardizedFileURL.path != directory.standardizedFileURL.path else {
+            return folder.appendingPathComponent("\(group.name).generation")
+        }
+        // A key file's directory may serve several cache directories: one state file per cache file.
+        let tag = ASCII.hex(try OpenSSL.sha256(Array(directory.standardizedFileURL.path.utf8)).prefix(6))
+        return folder.appendingPathComponent("\(group.name).\(tag).generation")
+    }
+
+    private func generationState(for group: CacheGroup) throws(TokenCacheError) -> GenerationState {
+        GenerationState(path: try generationStateURL(for: group).path)
+    }
+
+    /// Accepts the group's file as it is although it is older than one this machine has already
+    /// seen (``TokenCacheError/Code/fileRolledBack``), for a backup restored on purpose: the
+    /// remembered generation is reset to the file's. The file is read and authenticated first,
+    /// and not changed.
+    ///
+    /// - Throws: ``TokenCacheError`` when the file cannot be read (wrong key, damaged, unsafe).
+    public func acceptRolledBackFile(for group: CacheGroup) throws(TokenCacheError) {
+        try withExclusiveLock(group) { () throws(TokenCacheError) in
+            let current = try read(group, keepHeader: true, lockHeld: true, rollback: .accept)
+            guard let header = current.header else { return }
+            try generationState(for: group).remember(header.generation, keyID: header.keyID, lowering: true)
+        }
+    }
+
     public func location(of group: CacheGroup) -> String {
         "encrypted file \(fileURL(for: group).path) (AES-256-GCM, \(keySource))"
     }
@@ -118,7 +151,7 @@ public final class EncryptedFileBackend: CacheBackend {
     public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         try withExclusiveLock(group) { () throws(TokenCacheError) -> CacheRevision? in
-            let current = try read(group, keepHeader: true)
+            let current = try read(group, keepHeader: true, lockHeld: true)
             var entries: [EntityKind: [String: CacheEntry]] = [:]
             for entry in current.entries { entries[entry.kind, default: [:]][entry.key] = entry }
             for change in changes {
@@ -128,16 +161,16 @@ public final class EncryptedFileBackend: CacheBackend {
                 }
             }
             let revision = try write(group, entries: entries.values.flatMap(\.values),
-                                     generation: (current.header?.generation ?? 0) + 1, kdf: current.header?.kdf)
+                                     after: current.header?.generation ?? 0, kdf: current.header?.kdf)
             return current.revision == expected ? revision : nil
         }
     }
 
     public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         try withExclusiveLock(group) { () throws(TokenCacheError) in
-            let current = try read(group, keepHeader: true)  // refuses to replace an unreadable file
-            guard current.header != nil else { return }
-            _ = try write(group, entries: [], generation: current.header!.generation + 1, kdf: current.header?.kdf)
+            let current = try read(group, keepHeader: true, lockHeld: true)  // refuses to replace an unreadable or rolled-back file
+            guard let header = current.header else { return }
+            _ = try write(group, entries: [], after: header.generation, kdf: header.kdf)
         }
     }
 
@@ -155,10 +188,14 @@ public final class EncryptedFileBackend: CacheBackend {
         var header: CacheFileFormat.Header?
     }
 
+    /// What a read does about a file older than the remembered generation.
+    private enum RollbackPolicy { case refuse, accept }
+
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
     /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
-    /// what is read is not cached.
-    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true) throws(TokenCacheError) -> Current {
+    /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
+    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
+                      lockHeld: Bool = false, rollback: RollbackPolicy = .refuse) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
             return Current(entries: [], revision: Self.absent, header: nil)
@@ -183,9 +220,30 @@ public final class EncryptedFileBackend: CacheBackend {
         let plaintext = opened.plaintext
         // The entries hold what they need; the decrypted document is wiped before it is freed.
         defer { OpenSSL.cleanse(&opened.data, plaintext) }
+        if rollback == .refuse { try checkGeneration(opened.header, of: group, path: path, lockHeld: lockHeld) }
         let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
         if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
         return Current(entries: entries, revision: revision, header: opened.header)
+    }
+
+    /// Refuses a file older than the generation remembered for it, and remembers a newer one (a
+    /// writer killed before it could, or the first read with no state file).
+    private func checkGeneration(_ header: CacheFileFormat.Header, of group: CacheGroup, path: String,
+                                 lockHeld: Bool) throws(TokenCacheError) {
+        let state = try generationState(for: group)
+        let remembered = try state.generation(keyID: header.keyID)
+        if let remembered, header.generation < remembered {
+            throw TokenCacheError(.fileRolledBack,
+                                  "\(path) is older than one this machine has already seen (generation \(header.generation), seen \(remembered)): an older copy was put back, which could bring back removed accounts or tokens.",
+                                  hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed")
+        }
+        guard remembered.map({ header.generation > $0 }) ?? true else { return }
+        // Best effort: a reader that cannot write here (read-only directory) still reads.
+        if lockHeld {
+            try? state.remember(header.generation, keyID: header.keyID)
+        } else {
+            try? withExclusiveLock(group) { () throws(TokenCacheError) in try state.remember(header.generation, keyID: header.keyID) }
+        }
     }
 
     static func decodeEntries(_ plaintext: Data, path: String,
@@ -206,13 +264,18 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Writing
 
-    /// Encrypts and atomically replaces the group's file. Call with the group's lock held.
-    private func write(_ group: CacheGroup, entries: [CacheEntry], generation: UInt64,
+    /// Encrypts and atomically replaces the group's file with a generation above `previous` and
+    /// above any remembered (the file may have been deleted), then remembers it. Call with the
+    /// group's lock held.
+    private func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
                        kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
         let key = try key(for: kdf, creating: true)
-        let header = CacheFileFormat.Header(group: group.name, keyID: try key.identifier(), generation: generation, kdf: kdf)
+        let keyID = try key.identifier()
+        let state = try generationState(for: group)
+        let generation = max(previous, try state.generation(keyID: keyID) ?? 0) + 1
+        let header = CacheFileFormat.Header(group: group.name, keyID: keyID, generation: generation, kdf: kdf)
         let file: Data
         do {
             let plaintext = try JSON.encode(AccountStore.msalJSONObject(entries))
@@ -231,6 +294,8 @@ public final class EncryptedFileBackend: CacheBackend {
         let info = try FileIO.atomicReplace(path, with: file, temporaryPrefix: ".\(group.name).tkc.tmp.")
         let revision = Self.revision(info)
         loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
+        // After the file is in place: a failure here leaves the state behind, never ahead of it.
+        try? state.remember(generation, keyID: keyID)
         return revision
     }
 

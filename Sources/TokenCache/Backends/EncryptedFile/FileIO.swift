@@ -136,8 +136,8 @@ enum FileIO {
 
     /// Writes `data` to a new O_EXCL temporary file beside `path`, syncs it, renames it over
     /// `path` and syncs the directory. On failure the old file is untouched and the temporary
-    /// file removed.
-    static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String) throws(TokenCacheError) -> stat {
+    /// file removed. Without `sync`, still atomic but not made durable (for files whose loss is harmless).
+    static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String, sync: Bool = true) throws(TokenCacheError) -> stat {
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         var random = [UInt8](repeating: 0, count: 6)
         try? OpenSSL.randomBytes(&random)
@@ -158,12 +158,12 @@ enum FileIO {
             }
             offset += written
         }
-        guard fsync(descriptor) == 0 else { throw error("sync", temporary) }
+        guard !sync || fsync(descriptor) == 0 else { throw error("sync", temporary) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw error("inspect", temporary) }
         guard rename(temporary, path) == 0 else { throw error("replace", path) }
         committed = true
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directoryDescriptor = sync ? open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
         if directoryDescriptor >= 0 {
             fsync(directoryDescriptor)
             close(directoryDescriptor)
