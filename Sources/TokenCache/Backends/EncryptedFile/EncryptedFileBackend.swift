@@ -55,11 +55,35 @@ public final class EncryptedFileBackend: CacheBackend {
     /// Where the key comes from.
     public let keySource: KeySource
 
-    /// scrypt cost: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds here); derived keys
-    /// are cached per process so only the first operation pays it.
-    static let scryptN: UInt64 = 1 << 15
+    /// scrypt cost of newly written files: N = 2^17, r = 8, p = 1 (128 MiB; OWASP's minimum
+    /// since 2023, RFC 7914's interactive 2^14 being outdated), about 0.3 s on a 2-core server
+    /// (Benchmarks/results/HISTORY.md). Derived keys are cached per process, so only the first
+    /// operation pays it; existing files keep the parameters in their header.
+    static let scryptN: UInt64 = 1 << 17
     static let scryptR: UInt64 = 8
     static let scryptP: UInt64 = 1
+
+    /// The most a file's header may ask of scrypt, checked before deriving anything: the header
+    /// is authenticated only with the key, so a hostile one could otherwise demand any memory or time.
+    /// Memory (128 * r * (N + 2) + 128 * r * p) is bounded by the 256 MiB OpenSSL is allowed, the
+    /// work (N * r * p) by four times the default's.
+    static let scryptMaximumN: UInt64 = 1 << 20
+    static let scryptMaximumR: UInt64 = 32
+    static let scryptMaximumP: UInt64 = 16
+    static let scryptMaximumMemory: UInt64 = 256 << 20
+    static let scryptMaximumWork: UInt64 = 4 * (1 << 17) * 8
+
+    /// Why a header's scrypt parameters are refused, or nil when they are within bounds.
+    static func scryptParametersProblem(_ kdf: CacheFileFormat.KDFParameters) -> String? {
+        let (n, r, p) = (kdf.n, kdf.r, kdf.p)
+        guard n > 1, n & (n - 1) == 0, n <= scryptMaximumN else { return "N = \(n) is not a power of two from 2 to 2^20" }
+        guard (1...scryptMaximumR).contains(r), (1...scryptMaximumP).contains(p) else { return "r = \(r), p = \(p) (at most r = 32, p = 16)" }
+        // No overflow: n <= 2^20, r <= 32, p <= 16.
+        guard 128 * r * (n + 2) + 128 * r * p <= scryptMaximumMemory else { return "N = \(n), r = \(r) need more than 256 MiB" }
+        guard n * r * p <= scryptMaximumWork else { return "N = \(n), r = \(r), p = \(p) need more than four times the default work" }
+        guard let salt = Data(base64Encoded: kdf.salt), (8...64).contains(salt.count) else { return "the salt is not 8 to 64 bytes of base64" }
+        return nil
+    }
 
     private struct Loaded: Sendable {
         var revision: CacheRevision
@@ -210,7 +234,7 @@ public final class EncryptedFileBackend: CacheBackend {
                 throw TokenCacheError(.fileMismatch, "\(path) holds group '\(header.group)', not '\(group.name)'.",
                                       hint: "A file was copied or renamed; move it back. It was not changed")
             }
-            let key = try key(for: header.kdf, creating: false)
+            let key = try key(for: header.kdf, creating: false, path: path)
             guard try header.keyID == key.identifier() else {
                 throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
                                       hint: "Use the key or passphrase it was written with; the file was not changed")
@@ -271,7 +295,7 @@ public final class EncryptedFileBackend: CacheBackend {
                        kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
-        let key = try key(for: kdf, creating: true)
+        let key = try key(for: kdf, creating: true, path: fileURL(for: group).path)
         let keyID = try key.identifier()
         let state = try generationState(for: group)
         let generation = max(previous, try state.generation(keyID: keyID) ?? 0) + 1
@@ -313,7 +337,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Keys
 
-    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool) throws(TokenCacheError) -> SymmetricKey {
+    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
         switch keySource {
         case .key(let bytes):
             guard bytes.count == SymmetricKey.byteCount else {
@@ -327,14 +351,15 @@ public final class EncryptedFileBackend: CacheBackend {
             keys.withLock { $0[url.path] = key }
             return key
         case .passphrase(let passphrase):
-            return try derive(passphrase, kdf)
+            return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseFromEnvironment(let variable):
             guard let passphrase = ProcessInfo.processInfo.environment[variable], !passphrase.isEmpty else {
                 throw TokenCacheError(.invalidArgument, "The passphrase variable $\(variable) is not set.",
                                       hint: "Export \(variable) with the cache passphrase", field: variable)
             }
-            return try derive(passphrase, kdf)
+            return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseProvider(let provide):
+            let kdf = try Self.checkedKDF(kdf, path: path)  // before asking anyone for a passphrase
             let passphrase: String
             do { passphrase = try provide() } catch {
                 throw TokenCacheError(.invalidArgument, "The app could not supply the cache passphrase.",
@@ -347,12 +372,22 @@ public final class EncryptedFileBackend: CacheBackend {
         }
     }
 
-    private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> SymmetricKey {
-        guard let kdf, kdf.name == "scrypt", let salt = Data(base64Encoded: kdf.salt),
-              kdf.n <= 1 << 20, kdf.r <= 32, kdf.p <= 16 else {
-            throw TokenCacheError(.fileMismatch, "The cache file's key-derivation parameters are missing or unsupported.",
+    /// The file's scrypt parameters, checked before any passphrase is asked for or key derived.
+    private static func checkedKDF(_ kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> CacheFileFormat.KDFParameters {
+        guard let kdf, kdf.name == "scrypt" else {
+            throw TokenCacheError(.fileMismatch, "\(path) has no scrypt parameters: it was not written with a passphrase.",
                                   hint: "The file was written with a key, not a passphrase; use that key source")
         }
+        if let problem = Self.scryptParametersProblem(kdf) {
+            throw TokenCacheError(.fileAuthenticationFailed,
+                                  "\(path) asks for scrypt parameters beyond what swift-tokencache accepts (\(problem)): its header is damaged or was made to exhaust memory or time.",
+                                  hint: "Restore it from a backup or move it away; it was not changed, and no key was derived")
+        }
+        return kdf
+    }
+
+    private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters) throws(TokenCacheError) -> SymmetricKey {
+        let salt = Data(base64Encoded: kdf.salt) ?? Data()  // checked: valid base64
         var digest = Array(passphrase.utf8)
         defer { OpenSSL.cleanse(&digest) }  // also when hashing fails
         // Cached by a hash of the passphrase, never the passphrase itself.
