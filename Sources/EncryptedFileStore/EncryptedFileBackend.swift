@@ -18,6 +18,9 @@ import Glibc
 ///   the lock, so another process's update is never lost.
 /// - A file that cannot be read (wrong key, tampered, truncated, another group's, unknown
 ///   version) raises an error and is never overwritten or replaced by an empty cache.
+/// - The highest generation seen of each file is remembered outside it (`<group>.generation`
+///   beside the key file, or in the cache directory), so an older copy put back is refused with
+///   `fileRolledBack` until ``acceptRolledBackFile(for:)`` accepts it.
 ///
 /// Threat model: see docs/EncryptedFile.md. With the default key file, code running as the same
 /// user can read the key; the data file alone (a backup, a synced folder) reveals nothing.
@@ -54,11 +57,35 @@ public final class EncryptedFileBackend: CacheBackend {
     /// Where the key comes from.
     public let keySource: KeySource
 
-    /// scrypt cost: N = 2^15, r = 8, p = 1 (32 MiB, tens of milliseconds here); derived keys
-    /// are cached per process so only the first operation pays it.
-    static let scryptN: UInt64 = 1 << 15
+    /// scrypt cost of newly written files: N = 2^17, r = 8, p = 1 (128 MiB; OWASP's minimum
+    /// since 2023, RFC 7914's interactive 2^14 being outdated), about 0.3 s on a 2-core server
+    /// (Benchmarks/results/HISTORY.md). Derived keys are cached per process, so only the first
+    /// operation pays it; existing files keep the parameters in their header.
+    static let scryptN: UInt64 = 1 << 17
     static let scryptR: UInt64 = 8
     static let scryptP: UInt64 = 1
+
+    /// The most a file's header may ask of scrypt, checked before deriving anything: the header
+    /// is authenticated only with the key, so a hostile one could otherwise demand any memory or time.
+    /// Memory (128 * r * (N + 2) + 128 * r * p) is bounded by the 256 MiB OpenSSL is allowed, the
+    /// work (N * r * p) by four times the default's.
+    static let scryptMaximumN: UInt64 = 1 << 20
+    static let scryptMaximumR: UInt64 = 32
+    static let scryptMaximumP: UInt64 = 16
+    static let scryptMaximumMemory: UInt64 = 256 << 20
+    static let scryptMaximumWork: UInt64 = 4 * (1 << 17) * 8
+
+    /// Why a header's scrypt parameters are refused, or nil when they are within bounds.
+    static func scryptParametersProblem(_ kdf: CacheFileFormat.KDFParameters) -> String? {
+        let (n, r, p) = (kdf.n, kdf.r, kdf.p)
+        guard n > 1, n & (n - 1) == 0, n <= scryptMaximumN else { return "N = \(n) is not a power of two from 2 to 2^20" }
+        guard (1...scryptMaximumR).contains(r), (1...scryptMaximumP).contains(p) else { return "r = \(r), p = \(p) (at most r = 32, p = 16)" }
+        // No overflow: n <= 2^20, r <= 32, p <= 16.
+        guard 128 * r * (n + 2) + 128 * r * p <= scryptMaximumMemory else { return "N = \(n), r = \(r) need more than 256 MiB" }
+        guard n * r * p <= scryptMaximumWork else { return "N = \(n), r = \(r), p = \(p) need more than four times the default work" }
+        guard let salt = Data(base64Encoded: kdf.salt), (8...64).contains(salt.count) else { return "the salt is not 8 to 64 bytes of base64" }
+        return nil
+    }
 
     private struct Loaded: Sendable {
         var revision: CacheRevision
@@ -88,6 +115,36 @@ public final class EncryptedFileBackend: CacheBackend {
     var keyFileURL: URL? {
         if case .keyFile(let url) = keySource { return url ?? directory.appendingPathComponent("cache.key") }
         return nil
+    }
+
+    /// Where the highest generation seen of the group's file is remembered: beside the key file
+    /// (away from the data file, where a key file is kept elsewhere), else in the cache directory.
+    func generationStateURL(for group: CacheGroup) throws(TokenCacheError) -> URL {
+        let folder = keyFileURL?.deletingLastPathComponent() ?? directory
+        guard folder.standardizedFileURL.path != directory.standardizedFileURL.path else {
+            return folder.appendingPathComponent("\(group.name).generation")
+        }
+        // A key file's directory may serve several cache directories: one state file per cache file.
+        let tag = ASCII.hex(try OpenSSL.sha256(Array(directory.standardizedFileURL.path.utf8)).prefix(6))
+        return folder.appendingPathComponent("\(group.name).\(tag).generation")
+    }
+
+    private func generationState(for group: CacheGroup) throws(TokenCacheError) -> GenerationState {
+        GenerationState(path: try generationStateURL(for: group).path)
+    }
+
+    /// Accepts the group's file as it is although it is older than one this machine has already
+    /// seen (``TokenCacheError/Code/fileRolledBack``), for a backup restored on purpose: the
+    /// remembered generation is reset to the file's. The file is read and authenticated first,
+    /// and not changed.
+    ///
+    /// - Throws: ``TokenCacheError`` when the file cannot be read (wrong key, damaged, unsafe).
+    public func acceptRolledBackFile(for group: CacheGroup) throws(TokenCacheError) {
+        try withExclusiveLock(group) { () throws(TokenCacheError) in
+            let current = try read(group, keepHeader: true, lockHeld: true, rollback: .accept)
+            guard let header = current.header else { return }
+            try generationState(for: group).remember(header.generation, keyID: header.keyID, lowering: true)
+        }
     }
 
     public func location(of group: CacheGroup) -> String {
@@ -120,7 +177,7 @@ public final class EncryptedFileBackend: CacheBackend {
     public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         try withExclusiveLock(group) { () throws(TokenCacheError) -> CacheRevision? in
-            let current = try read(group, keepHeader: true)
+            let current = try read(group, keepHeader: true, lockHeld: true)
             var entries: [EntityKind: [String: CacheEntry]] = [:]
             for entry in current.entries { entries[entry.kind, default: [:]][entry.key] = entry }
             for change in changes {
@@ -130,16 +187,16 @@ public final class EncryptedFileBackend: CacheBackend {
                 }
             }
             let revision = try write(group, entries: entries.values.flatMap(\.values),
-                                     generation: (current.header?.generation ?? 0) + 1, kdf: current.header?.kdf)
+                                     after: current.header?.generation ?? 0, kdf: current.header?.kdf)
             return current.revision == expected ? revision : nil
         }
     }
 
     public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         try withExclusiveLock(group) { () throws(TokenCacheError) in
-            let current = try read(group, keepHeader: true)  // refuses to replace an unreadable file
-            guard current.header != nil else { return }
-            _ = try write(group, entries: [], generation: current.header!.generation + 1, kdf: current.header?.kdf)
+            let current = try read(group, keepHeader: true, lockHeld: true)  // refuses to replace an unreadable or rolled-back file
+            guard let header = current.header else { return }
+            _ = try write(group, entries: [], after: header.generation, kdf: header.kdf)
         }
     }
 
@@ -157,10 +214,14 @@ public final class EncryptedFileBackend: CacheBackend {
         var header: CacheFileFormat.Header?
     }
 
+    /// What a read does about a file older than the remembered generation.
+    private enum RollbackPolicy { case refuse, accept }
+
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
     /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
-    /// what is read is not cached.
-    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true) throws(TokenCacheError) -> Current {
+    /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
+    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
+                      lockHeld: Bool = false, rollback: RollbackPolicy = .refuse) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
             return Current(entries: [], revision: Self.absent, header: nil)
@@ -175,7 +236,7 @@ public final class EncryptedFileBackend: CacheBackend {
                 throw TokenCacheError(.fileMismatch, "\(path) holds group '\(header.group)', not '\(group.name)'.",
                                       hint: "A file was copied or renamed; move it back. It was not changed")
             }
-            let key = try key(for: header.kdf, creating: false)
+            let key = try key(for: header.kdf, creating: false, path: path)
             guard try header.keyID == key.identifier() else {
                 throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
                                       hint: "Use the key or passphrase it was written with; the file was not changed")
@@ -185,9 +246,30 @@ public final class EncryptedFileBackend: CacheBackend {
         let plaintext = opened.plaintext
         // The entries hold what they need; the decrypted document is wiped before it is freed.
         defer { OpenSSL.cleanse(&opened.data, plaintext) }
+        if rollback == .refuse { try checkGeneration(opened.header, of: group, path: path, lockHeld: lockHeld) }
         let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
         if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
         return Current(entries: entries, revision: revision, header: opened.header)
+    }
+
+    /// Refuses a file older than the generation remembered for it, and remembers a newer one (a
+    /// writer killed before it could, or the first read with no state file).
+    private func checkGeneration(_ header: CacheFileFormat.Header, of group: CacheGroup, path: String,
+                                 lockHeld: Bool) throws(TokenCacheError) {
+        let state = try generationState(for: group)
+        let remembered = try state.generation(keyID: header.keyID)
+        if let remembered, header.generation < remembered {
+            throw TokenCacheError(.fileRolledBack,
+                                  "\(path) is older than one this machine has already seen (generation \(header.generation), seen \(remembered)): an older copy was put back, which could bring back removed accounts or tokens.",
+                                  hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed")
+        }
+        guard remembered.map({ header.generation > $0 }) ?? true else { return }
+        // Best effort: a reader that cannot write here (read-only directory) still reads.
+        if lockHeld {
+            try? state.remember(header.generation, keyID: header.keyID)
+        } else {
+            try? withExclusiveLock(group) { () throws(TokenCacheError) in try state.remember(header.generation, keyID: header.keyID) }
+        }
     }
 
     static func decodeEntries(_ plaintext: Data, path: String,
@@ -208,13 +290,18 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Writing
 
-    /// Encrypts and atomically replaces the group's file. Call with the group's lock held.
-    private func write(_ group: CacheGroup, entries: [CacheEntry], generation: UInt64,
+    /// Encrypts and atomically replaces the group's file with a generation above `previous` and
+    /// above any remembered (the file may have been deleted), then remembers it. Call with the
+    /// group's lock held.
+    private func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
                        kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
-        let key = try key(for: kdf, creating: true)
-        let header = CacheFileFormat.Header(group: group.name, keyID: try key.identifier(), generation: generation, kdf: kdf)
+        let key = try key(for: kdf, creating: true, path: fileURL(for: group).path)
+        let keyID = try key.identifier()
+        let state = try generationState(for: group)
+        let generation = max(previous, try state.generation(keyID: keyID) ?? 0) + 1
+        let header = CacheFileFormat.Header(group: group.name, keyID: keyID, generation: generation, kdf: kdf)
         let file: Data
         do {
             let plaintext = try JSON.encode(AccountStore.msalJSONObject(entries))
@@ -233,6 +320,8 @@ public final class EncryptedFileBackend: CacheBackend {
         let info = try FileIO.atomicReplace(path, with: file, temporaryPrefix: ".\(group.name).tkc.tmp.")
         let revision = Self.revision(info)
         loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
+        // After the file is in place: a failure here leaves the state behind, never ahead of it.
+        try? state.remember(generation, keyID: keyID)
         return revision
     }
 
@@ -250,7 +339,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Keys
 
-    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool) throws(TokenCacheError) -> SymmetricKey {
+    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
         switch keySource {
         case .key(let bytes):
             guard bytes.count == SymmetricKey.byteCount else {
@@ -264,14 +353,15 @@ public final class EncryptedFileBackend: CacheBackend {
             keys.withLock { $0[url.path] = key }
             return key
         case .passphrase(let passphrase):
-            return try derive(passphrase, kdf)
+            return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseFromEnvironment(let variable):
             guard let passphrase = ProcessInfo.processInfo.environment[variable], !passphrase.isEmpty else {
                 throw TokenCacheError(.invalidArgument, "The passphrase variable $\(variable) is not set.",
                                       hint: "Export \(variable) with the cache passphrase", field: variable)
             }
-            return try derive(passphrase, kdf)
+            return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseProvider(let provide):
+            let kdf = try Self.checkedKDF(kdf, path: path)  // before asking anyone for a passphrase
             let passphrase: String
             do { passphrase = try provide() } catch {
                 throw TokenCacheError(.invalidArgument, "The app could not supply the cache passphrase.",
@@ -284,12 +374,22 @@ public final class EncryptedFileBackend: CacheBackend {
         }
     }
 
-    private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> SymmetricKey {
-        guard let kdf, kdf.name == "scrypt", let salt = Data(base64Encoded: kdf.salt),
-              kdf.n <= 1 << 20, kdf.r <= 32, kdf.p <= 16 else {
-            throw TokenCacheError(.fileMismatch, "The cache file's key-derivation parameters are missing or unsupported.",
+    /// The file's scrypt parameters, checked before any passphrase is asked for or key derived.
+    private static func checkedKDF(_ kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> CacheFileFormat.KDFParameters {
+        guard let kdf, kdf.name == "scrypt" else {
+            throw TokenCacheError(.fileMismatch, "\(path) has no scrypt parameters: it was not written with a passphrase.",
                                   hint: "The file was written with a key, not a passphrase; use that key source")
         }
+        if let problem = Self.scryptParametersProblem(kdf) {
+            throw TokenCacheError(.fileAuthenticationFailed,
+                                  "\(path) asks for scrypt parameters beyond what swift-tokencache accepts (\(problem)): its header is damaged or was made to exhaust memory or time.",
+                                  hint: "Restore it from a backup or move it away; it was not changed, and no key was derived")
+        }
+        return kdf
+    }
+
+    private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters) throws(TokenCacheError) -> SymmetricKey {
+        let salt = Data(base64Encoded: kdf.salt) ?? Data()  // checked: valid base64
         var digest = Array(passphrase.utf8)
         defer { OpenSSL.cleanse(&digest) }  // also when hashing fails
         // Cached by a hash of the passphrase, never the passphrase itself.

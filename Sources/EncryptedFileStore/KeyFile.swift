@@ -23,9 +23,11 @@ enum KeyFile {
         let temporaryPrefix = ".\(url.lastPathComponent).tmp."
         FileIO.removeStaleTemporaryFiles(in: folder, prefix: temporaryPrefix)
         let key = try SymmetricKey.random()
-        var material = key.withUnsafeBytes { Data($0) }
-        defer { OpenSSL.cleanse(&material) }
-        _ = try FileIO.atomicReplace(url.path, with: material, temporaryPrefix: temporaryPrefix)
+        // Written from the key's page itself: no copy on the heap.
+        let material = key.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }
+        _ = try withExtendedLifetime(key) { () throws(TokenCacheError) in
+            try FileIO.atomicReplace(url.path, with: material, temporaryPrefix: temporaryPrefix)
+        }
         return key
     }
 
@@ -33,13 +35,14 @@ enum KeyFile {
         let path = url.path
         guard let file = try FileIO.openExisting(path) else { return nil }
         defer { close(file.descriptor) }
-        var bytes = [UInt8](repeating: 0, count: SymmetricKey.byteCount + 1)
-        defer { OpenSSL.cleanse(&bytes) }
-        let count = read(file.descriptor, &bytes, bytes.count)
-        guard count == SymmetricKey.byteCount else {
-            throw TokenCacheError(.fileMismatch, "The key file \(path) is not a 32-byte key.",
-                                  hint: "Restore it from a backup; without it the cache cannot be read")
+        // Read straight into the key's page; one byte more tells a longer file.
+        return try SymmetricKey.filling { (key) throws(TokenCacheError) in
+            let count = read(file.descriptor, key.baseAddress, key.count)
+            var extra: UInt8 = 0
+            guard count == SymmetricKey.byteCount, read(file.descriptor, &extra, 1) == 0 else {
+                throw TokenCacheError(.fileMismatch, "The key file \(path) is not a 32-byte key.",
+                                      hint: "Restore it from a backup; without it the cache cannot be read")
+            }
         }
-        return bytes.withUnsafeBytes { SymmetricKey(copying: UnsafeRawBufferPointer(rebasing: $0[0..<SymmetricKey.byteCount])) }
     }
 }

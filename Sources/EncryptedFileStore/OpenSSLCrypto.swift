@@ -6,30 +6,59 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// 256-bit key material that is zeroed when released. Never printed.
+/// Page-aligned memory of its own for key material: mapped anonymously, advised
+/// `MADV_DONTDUMP` so core dumps leave it out, and zeroed before it is unmapped.
+final class SecretPage: @unchecked Sendable {
+    // @unchecked: the owner writes the bytes before sharing them and only reads them afterwards.
+    /// The bytes asked for, at the start of the mapping.
+    let bytes: UnsafeMutableRawBufferPointer
+    private let mappedCount: Int
+
+    init(byteCount: Int) {
+        let pageSize = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
+        mappedCount = (max(byteCount, 1) + pageSize - 1) / pageSize * pageSize
+        let address = mmap(nil, mappedCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        // As for any allocation: out of address space is not recoverable here.
+        guard let address, address != UnsafeMutableRawPointer(bitPattern: -1) else { fatalError("Out of memory for key material") }
+        // A mapping of its own: advising heap pages would mark whatever malloc later puts there.
+        _ = madvise(address, mappedCount, MADV_DONTDUMP)
+        bytes = UnsafeMutableRawBufferPointer(start: address, count: byteCount)
+    }
+
+    deinit {
+        tc_cleanse(bytes.baseAddress, mappedCount)
+        munmap(bytes.baseAddress, mappedCount)
+    }
+}
+
+/// 256-bit key material in a ``SecretPage`` (left out of core dumps, zeroed when released).
+/// Never printed.
 final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
-    // @unchecked: the buffer is written once in init and only read afterwards.
+    // @unchecked: the buffer is written once, before the key is returned, and only read afterwards.
     static let byteCount = 32
-    private let buffer: UnsafeMutableRawBufferPointer
+    private let page: SecretPage
+    private var buffer: UnsafeMutableRawBufferPointer { page.bytes }
+
+    private init(page: SecretPage) { self.page = page }
 
     /// Takes a copy of the bytes; the caller zeroes its own copy.
-    init(copying bytes: UnsafeRawBufferPointer) {
+    convenience init(copying bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == Self.byteCount)
-        buffer = .allocate(byteCount: Self.byteCount, alignment: 16)
+        self.init(page: SecretPage(byteCount: Self.byteCount))
         buffer.copyMemory(from: bytes)
+    }
+
+    /// A key whose bytes `fill` writes where they stay (scrypt, a key file read): no other copy
+    /// to zero. The page is zeroed and released if `fill` throws.
+    static func filling(_ fill: (UnsafeMutableRawBufferPointer) throws(TokenCacheError) -> Void) throws(TokenCacheError) -> SymmetricKey {
+        let page = SecretPage(byteCount: byteCount)
+        try fill(page.bytes)
+        return SymmetricKey(page: page)
     }
 
     /// A fresh random key.
     static func random() throws(TokenCacheError) -> SymmetricKey {
-        var bytes = [UInt8](repeating: 0, count: byteCount)
-        defer { OpenSSL.cleanse(&bytes) }
-        try OpenSSL.randomBytes(&bytes)
-        return bytes.withUnsafeBytes { SymmetricKey(copying: $0) }
-    }
-
-    deinit {
-        tc_cleanse(buffer.baseAddress, buffer.count)
-        buffer.deallocate()
+        try filling { (bytes) throws(TokenCacheError) in try OpenSSL.randomBytes(bytes) }
     }
 
     func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
@@ -55,6 +84,14 @@ enum OpenSSL {
         let crypto = try LibCrypto.shared()
         let count = Int32(bytes.count)
         guard bytes.withUnsafeMutableBytes({ crypto.RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), count) }) == 1 else {
+            throw failure(crypto, "RAND_bytes")
+        }
+    }
+
+    static func randomBytes(_ bytes: UnsafeMutableRawBufferPointer) throws(TokenCacheError) {
+        let crypto = try LibCrypto.shared()
+        guard let base = bytes.baseAddress else { return }
+        guard crypto.RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(bytes.count)) == 1 else {
             throw failure(crypto, "RAND_bytes")
         }
     }
@@ -93,17 +130,18 @@ enum OpenSSL {
     /// scrypt (RFC 7914) from OpenSSL.
     static func scrypt(passphrase: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) throws(TokenCacheError) -> SymmetricKey {
         let crypto = try LibCrypto.shared()
-        var key = [UInt8](repeating: 0, count: SymmetricKey.byteCount)
-        defer { cleanse(&key) }
         var passphraseBytes = Array(passphrase.utf8)
         defer { cleanse(&passphraseBytes) }
-        let status = passphraseBytes.withUnsafeBufferPointer { pass in
-            pass.withMemoryRebound(to: CChar.self) { pass in
-                crypto.EVP_PBE_scrypt(pass.baseAddress, pass.count, salt, salt.count, n, r, p, 256 << 20, &key, key.count)
+        // Derived straight into the key's page: no other copy of the key to zero.
+        return try SymmetricKey.filling { (key) throws(TokenCacheError) in
+            let status = passphraseBytes.withUnsafeBufferPointer { pass in
+                pass.withMemoryRebound(to: CChar.self) { pass in
+                    crypto.EVP_PBE_scrypt(pass.baseAddress, pass.count, salt, salt.count, n, r, p, 256 << 20,
+                                          key.baseAddress!.assumingMemoryBound(to: UInt8.self), key.count)
+                }
             }
+            guard status == 1 else { throw failure(crypto, "EVP_PBE_scrypt") }
         }
-        guard status == 1 else { throw failure(crypto, "EVP_PBE_scrypt") }
-        return key.withUnsafeBytes { SymmetricKey(copying: $0) }
     }
 
     /// AES-256-GCM encryption: returns ciphertext followed by the 16-byte tag.

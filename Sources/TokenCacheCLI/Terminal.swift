@@ -25,6 +25,11 @@ enum Terminal {
         StandardIO.write(Data(text.utf8), to: STDERR_FILENO)
     }
 
+    /// A line for people on stderr (stdout may be JSON).
+    static func note(_ message: String) {
+        StandardIO.write(Data("\(message)\n".utf8), to: STDERR_FILENO)
+    }
+
     static func warning(_ message: String) {
         StandardIO.write(Data("warning: \(message)\n".utf8), to: STDERR_FILENO)
     }

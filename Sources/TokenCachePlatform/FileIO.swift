@@ -137,8 +137,8 @@ package enum FileIO {
 
     /// Writes `data` to a new O_EXCL temporary file beside `path`, syncs it, renames it over
     /// `path` and syncs the directory. On failure the old file is untouched and the temporary
-    /// file removed.
-    package static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String) throws(TokenCacheError) -> stat {
+    /// file removed. Without `sync`, still atomic but not made durable (for files whose loss is harmless).
+    package static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String, sync: Bool = true) throws(TokenCacheError) -> stat {
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         let random = (0..<6).map { _ in UInt8.random(in: .min ... .max) }  // a unique name, not a secret
         let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + ASCII.hex(random)
@@ -158,12 +158,12 @@ package enum FileIO {
             }
             offset += written
         }
-        guard fsync(descriptor) == 0 else { throw error("sync", temporary) }
+        guard !sync || fsync(descriptor) == 0 else { throw error("sync", temporary) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw error("inspect", temporary) }
         guard rename(temporary, path) == 0 else { throw error("replace", path) }
         committed = true
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directoryDescriptor = sync ? open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1
         if directoryDescriptor >= 0 {
             fsync(directoryDescriptor)
             close(directoryDescriptor)

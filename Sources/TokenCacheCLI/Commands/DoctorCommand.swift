@@ -12,9 +12,15 @@ struct DoctorCommand: ParsableCommand {
         source, and the OpenSSL version. Exits 1, with the fix in one line, when the chosen \
         backend cannot work.
 
+        --accept-rollback first accepts the group's encrypted file although it is older than one \
+        this machine has already seen (error "older than one this machine has already seen", \
+        after restoring a backup on purpose): the remembered generation is reset to the file's. \
+        The file is authenticated first and not changed.
+
         Examples:
           tokencache doctor
           tokencache doctor --backend file --json
+          tokencache doctor --backend file --accept-rollback
         """)
 
     @OptionGroup var store: StoreOptions
@@ -22,7 +28,16 @@ struct DoctorCommand: ParsableCommand {
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
+    @Flag(help: "Accept the encrypted file although it is older than one this machine has seen (a backup restored on purpose).")
+    var acceptRollback = false
+
     func run() throws {
+        if acceptRollback {
+            try reportingErrors {
+                try EncryptedFileBackend().acceptRolledBackFile(for: store.cacheGroup)
+            }
+            Terminal.note("Accepted \(EncryptedFileBackend().fileURL(for: store.cacheGroup).path) as it is; older copies are refused again from now on.")
+        }
         let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
         if json {
             try JSONOutput.print(diagnosis)

@@ -35,6 +35,10 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
 
         /// A cache file failed authentication: wrong key, tampered or truncated.
         public static let fileAuthenticationFailed = Code("fileAuthenticationFailed")
+        /// A cache file is older than one this machine has already seen (an older copy was put
+        /// back): refused, and not overwritten. Accept it deliberately with
+        /// ``EncryptedFileBackend/acceptRolledBackFile(for:)`` or `tokencache doctor --accept-rollback`.
+        public static let fileRolledBack = Code("fileRolledBack")
         /// A cache file belongs to another group, or has an unknown format version.
         public static let fileMismatch = Code("fileMismatch")
         /// A cache file or directory has unsafe ownership, mode or is a link.
