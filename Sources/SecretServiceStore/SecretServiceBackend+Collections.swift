@@ -44,7 +44,7 @@ extension SecretServiceBackend {
     /// when prompts are allowed. Backend selection calls it so that a locked keyring is reported
     /// up front.
     /// - Throws: `collectionMissing`, `keyringLocked`, `promptDismissed` or a connection error.
-    public func checkCollection(for group: CacheGroup) throws(TokenCacheError) {
+    package func checkCollection(for group: CacheGroup) throws(TokenCacheError) {
         try checkUnlocked(try collectionPath(for: group))
     }
 
@@ -352,7 +352,7 @@ extension SecretServiceBackend {
 extension SecretServiceBackend {
     /// The libsecret this process uses: the file it was loaded from (libsecret exports no
     /// version), or why it could not be loaded. Loads it if that was not tried yet.
-    public static var libsecretVersion: String { LibSecret.description }
+    package static var libsecretVersion: String { LibSecret.description }
     /// Whether libsecret loads here (for `tokencache doctor`).
     package static var isLibsecretLoadable: Bool { (try? LibSecret.shared()) != nil }
 }

@@ -14,7 +14,7 @@ extension SecretServiceBackend {
     /// and no prompt is shown. A failed attempt is forgotten: `init` then connects itself and
     /// reports what went wrong. Calls after the first, until `init` takes the connection, do
     /// nothing.
-    public static func connectInBackground(callTimeout: TimeInterval = Options().callTimeout) {
+    package static func connectInBackground(callTimeout: TimeInterval = Options().callTimeout) {
         Connection.startEarly(callTimeout: callTimeout)
     }
 

@@ -58,7 +58,7 @@ public struct BackendSelection: Sendable {
 
 
     /// Checks what the policy depends on without changing anything.
-    public static func diagnose(policy: BackendPolicy, group: CacheGroup = .universalStorage,
+    package static func diagnose(policy: BackendPolicy, group: CacheGroup = .universalStorage,
                                 fileDirectory: URL? = nil,
                                 keySource: EncryptedFileBackend.KeySource = .keyFile(),
                                 secretService: SecretServiceBackend.Options = .init()) -> BackendDiagnosis {

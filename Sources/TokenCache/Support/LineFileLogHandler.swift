@@ -13,16 +13,16 @@ import Glibc
 /// run's whole log can be read, or checked for secrets, afterwards. Each line goes out in one
 /// `write(2)` on an `O_APPEND` descriptor, so lines from different processes never interleave.
 /// The library never logs secrets at any level.
-public struct LineFileLogHandler: LogHandler {
+package struct LineFileLogHandler: LogHandler {
     private let descriptor: Int32
     private let label: String
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .trace
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .trace
 
     /// Bootstraps the logging system with a handler on the file named by `environmentVariable`,
     /// when it is set. Returns whether it did. Call once per process, before any logger exists.
-    @_spi(Testing) @discardableResult
-    public static func bootstrapFromEnvironment(_ environmentVariable: String = "TOKENCACHE_TEST_LOG_FILE") -> Bool {
+    @discardableResult
+    package static func bootstrapFromEnvironment(_ environmentVariable: String = "TOKENCACHE_TEST_LOG_FILE") -> Bool {
         guard let path = ProcessInfo.processInfo.environment[environmentVariable], !path.isEmpty,
               let makeHandler = appending(to: path) else { return false }
         LoggingSystem.bootstrap(makeHandler)
@@ -31,7 +31,7 @@ public struct LineFileLogHandler: LogHandler {
 
     /// Opens `path` for appending (created with mode 0600) and returns a factory of handlers
     /// that share it, logging at trace level; nil when the file cannot be opened.
-    public static func appending(to path: String) -> (@Sendable (String) -> LineFileLogHandler)? {
+    package static func appending(to path: String) -> (@Sendable (String) -> LineFileLogHandler)? {
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return nil }
         return { label in LineFileLogHandler(descriptor: descriptor, label: label) }
@@ -42,12 +42,12 @@ public struct LineFileLogHandler: LogHandler {
         self.label = label
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { $1 }
         var fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         if let error = event.error { fields.append("error=\(error)") }

@@ -10,16 +10,16 @@
 ///
 /// An ``AccountStore`` over this view sees the chosen accounts exactly as over the whole group;
 /// other accounts are not in it, so it must not be used to list or remove them.
-public struct AccountScopedBackend: CacheBackend {
+package struct AccountScopedBackend: CacheBackend {
     /// The backend that holds the group.
-    public let base: any CacheBackend
+    package let base: any CacheBackend
     /// The home account IDs whose records, tokens and sign-in states are read.
-    public let homeAccountIDs: Set<String>
+    package let homeAccountIDs: Set<String>
 
     /// - Parameters:
     ///   - base: the backend that holds the group.
     ///   - homeAccountIDs: the accounts whose records, tokens, ID tokens and sign-in states are read.
-    public init(_ base: any CacheBackend, homeAccountIDs: Set<String>) {
+    package init(_ base: any CacheBackend, homeAccountIDs: Set<String>) {
         self.base = base
         self.homeAccountIDs = homeAccountIDs
     }
@@ -29,7 +29,7 @@ public struct AccountScopedBackend: CacheBackend {
     /// attribute (attributes only: on the Secret Service no secret is read, so this goes ahead
     /// of the session's key exchange), else (records written before the `username` attribute
     /// existed, or a home account ID in other letter case) by reading every account record.
-    public init(_ base: any CacheBackend, account usernameOrHomeAccountID: String,
+    package init(_ base: any CacheBackend, account usernameOrHomeAccountID: String,
                 in group: CacheGroup) throws(TokenCacheError) {
         let wanted = usernameOrHomeAccountID.lowercased()
         var records = try base.attributes(of: .account, matching: [.username: wanted], in: group)
@@ -39,41 +39,41 @@ public struct AccountScopedBackend: CacheBackend {
         self.init(base, homeAccountIDs: Set(matching.compactMap { $0[.homeAccountID] }))
     }
 
-    public func location(of group: CacheGroup) -> String { base.location(of: group) }
+    package func location(of group: CacheGroup) -> String { base.location(of: group) }
 
     /// App metadata and every entry of the chosen accounts, in one read where the backend can
     /// (on the Secret Service: a search per query, then one GetSecrets). The revision is read
     /// first, so a change made while reading shows as a new revision.
-    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    package func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = try base.currentRevision(of: group)
         let queries = [CacheQuery(kind: .appMetadata)] + homeAccountIDs.sorted().map { CacheQuery(attributes: [.homeAccountID: $0]) }
         return CacheSnapshot(entries: try base.entries(matchingAny: queries, in: group), revision: revision)
     }
 
-    public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+    package func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try base.entries(of: kind, matching: attributes, in: group)
     }
 
-    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+    package func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try base.entries(matchingAny: queries, in: group)
     }
 
-    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+    package func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
         try base.attributes(of: kind, matching: attributes, in: group)
     }
 
-    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+    package func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         try base.apply(changes, to: group, expected: expected)
     }
 
-    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+    package func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         try base.currentRevision(of: group)
     }
 
-    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+    package func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         try base.removeAll(in: group)
     }
 }

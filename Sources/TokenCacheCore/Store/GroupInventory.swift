@@ -2,59 +2,59 @@ import FoundationEssentials
 
 /// What a group holds, without any secret: for admin tools (`tokencache list`) and apps that
 /// show signed-in accounts. The JSON form (sorted keys) is a stable, documented schema.
-public struct GroupInventory: Sendable, Hashable, Codable {
+package struct GroupInventory: Sendable, Hashable, Codable {
     /// One account, with what each client app holds for it.
-    public struct Account: Sendable, Hashable, Codable {
-        public var username: String
-        public var homeAccountID: String
-        public var environment: String
-        public var tenants: [String]
-        public var authorityType: String
-        public var name: String?
-        public var clients: [Client]
+    package struct Account: Sendable, Hashable, Codable {
+        package var username: String
+        package var homeAccountID: String
+        package var environment: String
+        package var tenants: [String]
+        package var authorityType: String
+        package var name: String?
+        package var clients: [Client]
     }
 
     /// One client app's view of an account.
-    public struct Client: Sendable, Hashable, Codable {
-        public var clientID: String
+    package struct Client: Sendable, Hashable, Codable {
+        package var clientID: String
         /// A display name the app registered in its app metadata, if any.
-        public var displayName: String?
+        package var displayName: String?
         /// `signed_in`, `signed_out`, or nil when the app never recorded a state.
-        public var signInState: SignInState?
+        package var signInState: SignInState?
         /// The family the app belongs to, from its app metadata.
-        public var familyID: String?
-        public var accessTokens: [AccessTokenInfo]
+        package var familyID: String?
+        package var accessTokens: [AccessTokenInfo]
         /// `own`, `family` or `none`: which refresh token the app would redeem.
-        public var refreshToken: RefreshTokenKind
-        public var hasIDToken: Bool
+        package var refreshToken: RefreshTokenKind
+        package var hasIDToken: Bool
     }
 
     /// An access token, described without its secret.
-    public struct AccessTokenInfo: Sendable, Hashable, Codable {
-        public var scopes: [String]
-        public var tenant: String
-        public var expiresOn: Date?
-        public var isExpired: Bool
+    package struct AccessTokenInfo: Sendable, Hashable, Codable {
+        package var scopes: [String]
+        package var tenant: String
+        package var expiresOn: Date?
+        package var isExpired: Bool
     }
 
     /// Which refresh token a client would use.
-    public enum RefreshTokenKind: String, Sendable, Hashable, Codable {
+    package enum RefreshTokenKind: String, Sendable, Hashable, Codable {
         case own, family, none
     }
 
     /// The group.
-    public var group: String
+    package var group: String
     /// Where it was read from (backend and collection or file).
-    public var location: String
+    package var location: String
     /// Accounts, sorted by username then home account ID.
-    public var accounts: [Account]
+    package var accounts: [Account]
 }
 
 extension AccountStore {
     /// Describes every account in the group and, for each client app that touched it, its
     /// sign-in state and tokens. Holds no secrets. Accounts are described on all cores when
     /// there are many (a listing of 1,000 is CPU-bound: about 25 microseconds each).
-    public func inventory(now: Date = Date()) throws(TokenCacheError) -> GroupInventory {
+    package func inventory(now: Date = Date()) throws(TokenCacheError) -> GroupInventory {
         let location = backend.location(of: group)
         let groupName = group.name
         let index = try listingIndex()
@@ -110,7 +110,7 @@ extension GroupInventory {
     /// `.convertToSnakeCase` and `.iso8601`, streamed member by member in key order (building a
     /// JSONValue tree and sorting its keys was a tenth of listing 1,000 accounts). Many accounts
     /// are written on all cores, each apart, then joined.
-    public func jsonData(pretty: Bool = true) -> Data {
+    package func jsonData(pretty: Bool = true) -> Data {
         var writer = JSONWriter(pretty: pretty)
         writer.beginObject()
         writer.key("accounts")
