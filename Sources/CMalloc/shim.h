@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+// glibc declares it only under _GNU_SOURCE, which the Glibc module is built without.
+extern char *secure_getenv(const char *name);
+/// getenv, but NULL in secure-execution mode (setuid, setgid, file capabilities: AT_SECURE).
+static inline const char *tc_secure_getenv(const char *name) { return secure_getenv(name); }
+
 /// Grows the main heap (the program break) by at least `reserve` bytes of address space, without
 /// touching it, and returns in `start`/`end` the part that begins at least `keepSmall` bytes past
 /// the break as it was. Returns 0, or -1 when the heap did not grow (the block was mapped apart:
