@@ -27,18 +27,18 @@ struct DoctorCommand: ParsableCommand {
         if json {
             try JSONOutput.print(diagnosis)
         } else {
-            print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
-            print("\(Terminal.bold("Backend")) \(diagnosis.selected ?? Terminal.red("none usable"))")
-            print("\(Terminal.dim("Why")) \(diagnosis.reason)")
+            Terminal.print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
+            Terminal.print("\(Terminal.bold("Backend")) \(diagnosis.selected.map { TerminalText($0) } ?? Terminal.red("none usable"))")
+            Terminal.print("\(Terminal.dim("Why")) \(diagnosis.reason)")
             if !diagnosis.checks.isEmpty {
-                print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
-                    let status = switch check.status {
+                Terminal.print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
+                    let status: TerminalText = switch check.status {
                     case .ok: Terminal.green("ok")
                     case .failed: Terminal.red("failed")
                     case .warning: "warning"
                     case .info: "info"
                     }
-                    return [check.name, status, check.detail]
+                    return [TerminalText(check.name), status, TerminalText(check.detail)]
                 }))
             }
         }
