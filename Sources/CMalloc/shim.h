@@ -1,16 +1,24 @@
 #ifndef TOKENCACHE_CMALLOC_SHIM_H
 #define TOKENCACHE_CMALLOC_SHIM_H
 // glibc's malloc tuning (mallopt), which the Glibc module does not export, and the addresses of
-// its heaps, for asking the kernel for transparent huge pages there (see ProcessMemory.swift).
+// its heaps, for asking the kernel for transparent huge pages there (see ProcessMemory.swift);
+// and the other process-level glibc calls Swift cannot make directly: secure_getenv, prctl.
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 
 // glibc declares it only under _GNU_SOURCE, which the Glibc module is built without.
 extern char *secure_getenv(const char *name);
 /// getenv, but NULL in secure-execution mode (setuid, setgid, file capabilities: AT_SECURE).
 static inline const char *tc_secure_getenv(const char *name) { return secure_getenv(name); }
+
+/// prctl is variadic, so Swift cannot call it: whether the process may dump core (and be
+/// ptrace-attached or have /proc/<pid>/mem read by same-uid processes). Sets 0 or 1; returns prctl's result.
+static inline int tc_set_dumpable(int dumpable) { return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL); }
+/// 1 (or 2, suid_dumpable) when the process is dumpable, 0 when not, -1 on error.
+static inline int tc_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL); }
 
 /// Grows the main heap (the program break) by at least `reserve` bytes of address space, without
 /// touching it, and returns in `start`/`end` the part that begins at least `keepSmall` bytes past

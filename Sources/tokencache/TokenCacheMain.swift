@@ -7,6 +7,8 @@ struct TokenCacheMain {
     /// Synchronous on purpose: an async main hands the main thread to `dispatch_main`, which ends it
     /// with `pthread_exit` (libgcc_s loaded and the stack unwound at every start).
     static func main() {
+        // First: no core file (or same-user ptrace) may expose tokens this process decrypts.
+        ProcessMemory.disableCoreDumps()
         // malloc tuned for reading a large cache: two arenas, a 16 MB top pad, large blocks from
         // the heap, huge pages (see ProcessMemory). Set before any thread starts.
         ProcessMemory.tuneForLargeCaches()

@@ -18,6 +18,16 @@ public enum ProcessMemory {
     /// The main heap's address space reserved for huge pages (below the mmap threshold).
     static let hugeReserve = 30 << 20
 
+    /// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): a crash writes no core file
+    /// holding decrypted tokens, and other processes of the same user can no longer attach a
+    /// debugger or read its memory through /proc. Call first thing in `main`; it lasts until
+    /// the process execs another program. Returns whether it took effect.
+    @discardableResult
+    public static func disableCoreDumps() -> Bool { tc_set_dumpable(0) == 0 }
+
+    /// Whether this process is non-dumpable (`PR_GET_DUMPABLE` is 0): see ``disableCoreDumps()``.
+    public static var coreDumpsDisabled: Bool { tc_get_dumpable() == 0 }
+
     /// Tunes malloc for reading large caches. Call once, first thing in `main`, before any other
     /// thread starts. Numbers are interleaved runs of `tokencache list --json` of 1,000 accounts
     /// x 3 clients on the encrypted file (same output); see Benchmarks/results/HISTORY.md.

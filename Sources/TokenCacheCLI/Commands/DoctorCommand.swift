@@ -9,7 +9,7 @@ struct DoctorCommand: ParsableCommand {
         discussion: """
         Checks the session bus, whether libsecret can be loaded, the Secret Service provider, \
         the collection mapping and lock state, the fallback file's path, permissions and key \
-        source, and the OpenSSL version. Exits 1, with the fix in one line, when the chosen \
+        source, the OpenSSL version, and that tokencache itself cannot dump core. Exits 1, with the fix in one line, when the chosen \
         backend cannot work.
 
         Examples:
@@ -23,7 +23,11 @@ struct DoctorCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
+        var diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
+        // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
+        diagnosis.checks.append(ProcessMemory.coreDumpsDisabled
+            ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")
+            : .init(name: "core dumps", status: .warning, detail: "this process is dumpable: a core file could hold tokens"))
         if json {
             try JSONOutput.print(diagnosis)
         } else {

@@ -421,6 +421,19 @@ struct CLITests {
         }
     }
 
+    @Test("tokencache makes itself non-dumpable first thing: doctor reads PR_GET_DUMPABLE back and reports core dumps disabled")
+    func coreDumpsDisabled() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let json = try cli.run(["doctor", "--backend", "file", "--json"], withGroup: false)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stderr)")
+        let check = (object["checks"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "core dumps" }
+        #expect(check?["status"] as? String == "ok", "\(json.stdout)")
+        #expect(check?["detail"] as? String == "disabled for this process (not dumpable)")
+        let text = try cli.run(["doctor", "--backend", "file"], withGroup: false)
+        #expect(text.stdout.contains("core dumps") && text.stdout.contains("disabled for this process"), "\(text.stdout)")
+    }
+
     @Test("doctor reports the backend and exits non-zero with a fix when it cannot work")
     func doctor() throws {
         let cli = try CLI(backend: "file")
