@@ -69,7 +69,7 @@ struct CLIEscapingTests {
         #expect(export.status == 0 && Self.raw(export.stdout).isEmpty, "export: \(Self.raw(export.stdout))")
     }
 
-    @Test("A token endpoint error whose error and suberror hold OSC, BEL, C1 CSI and RLO is reported escaped")
+    @Test("A token endpoint error whose error and suberror hold OSC, BEL, C1 CSI and RLO is reported escaped, in the error and in --verbose log records")
     func hostileServerError() async throws {
         let idp = try FakeIdentityProvider()
         let cli = try CLI(backend: "file")
@@ -83,6 +83,12 @@ struct CLIEscapingTests {
         #expect(refreshed.status == 1, "\(refreshed.stderr)")
         #expect(refreshed.stderr.contains(#"invalid_grant\u{1B}]0;pwned\u{7}, x\u{9B}2J\u{202E}"#), "\(refreshed.stderr)")
         #expect(Self.raw(refreshed.stdout + refreshed.stderr).isEmpty, "token --refresh: \(Self.raw(refreshed.stderr))")
+        // --verbose: the library's debug records quote the server's error code on stderr too.
+        let verbose = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--refresh", "--verbose",
+                                   "--account", Fixtures.alice.username, "--authority", idp.authority().url.absoluteString])
+        #expect(verbose.status == 1)
+        #expect(verbose.stderr.contains("Token endpoint refused the request") && verbose.stderr.contains(#"pwned\u{7}"#), "\(verbose.stderr)")
+        #expect(Self.raw(verbose.stdout + verbose.stderr).isEmpty, "token --refresh --verbose: \(Self.raw(verbose.stderr))")
     }
 
     @Test("escape makes C0, DEL, C1 and bidi controls visible and leaves other text alone; the JSON filter keeps the same JSON")
