@@ -69,6 +69,29 @@ struct CLIEscapingTests {
         #expect(export.status == 0 && Self.raw(export.stdout).isEmpty, "export: \(Self.raw(export.stdout))")
     }
 
+    @Test("On a terminal (a pty from script(1)), colour is on and the only escape sequences are the CLI's own SGR codes",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func colourOnTerminal() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        try Self.save(cli, uid: "e0e00000-0000-0000-0000-000000000000", username: Self.hostileUsername, name: Self.hostileName,
+                      client: Fixtures.appOne, authority: Fixtures.authority().url.absoluteString)
+        var environment = cli.environment
+        environment["NO_COLOR"] = nil
+        environment["TERM"] = "xterm"
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let command = [binary, "list", "--backend", "file", "--group", cli.group].map { "'\($0)'" }.joined(separator: " ")
+        let output = try runProcess("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], environment: environment)
+        #expect(output.status == 0, "\(output.stdout)")
+        let ownCodes = ["\u{1B}[0m", "\u{1B}[1m", "\u{1B}[2m", "\u{1B}[31m", "\u{1B}[32m"]
+        #expect(output.stdout.contains("\u{1B}[1m"), "colour is on: \(output.stdout)")
+        let withoutOwnCodes = ownCodes.reduce(output.stdout.replacingOccurrences(of: "\r\n", with: "\n")) {
+            $0.replacingOccurrences(of: $1, with: "")
+        }
+        #expect(Self.raw(withoutOwnCodes).isEmpty, "beyond its own colour codes: \(Self.raw(withoutOwnCodes))")
+        #expect(withoutOwnCodes.contains(#"eve\u{1B}[2J\u{7}\u{9B}31m@contoso.com"#), "\(withoutOwnCodes)")
+    }
+
     @Test("A token endpoint error whose error and suberror hold OSC, BEL, C1 CSI and RLO is reported escaped, in the error and in --verbose log records")
     func hostileServerError() async throws {
         let idp = try FakeIdentityProvider()
