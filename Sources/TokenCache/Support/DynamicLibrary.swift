@@ -59,8 +59,8 @@ extension DynamicLibrary {
     /// dlopen of a bare soname consults the calling executable's run path before ld.so.cache,
     /// so a `libcurl.so.4` dropped beside the binary would be loaded instead of the system's.
     static func systemPaths(_ sonames: [String]) -> [String] {
-        let directories = systemLibraryDirectories
-        let beside = executableDirectory
+        let directories = SystemLibraryDirectories.all
+        let beside = SystemLibraryDirectories.executable
         var paths: [String] = []
         for soname in sonames {
             guard !soname.contains("/") else { paths.append(soname); continue }
@@ -74,10 +74,13 @@ extension DynamicLibrary {
         }
         return paths
     }
+}
 
+/// Where system libraries and the executable live, found once per process.
+enum SystemLibraryDirectories {
     /// The directory libc was loaded from (the multiarch one: /lib/x86_64-linux-gnu, /lib64),
     /// then the usual system directories; each once.
-    static var systemLibraryDirectories: [String] {
+    static let all: [String] = {
         var directories: [String] = []
         // The file libc was mapped from, as the kernel names it (absolute, links resolved).
         if let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8),
@@ -91,16 +94,16 @@ extension DynamicLibrary {
             directories.append(directory)
         }
         return directories
-    }
+    }()
 
     /// The directory of the running executable (`/proc/self/exe`), nil when unknown.
-    static var executableDirectory: String? {
+    static let executable: String? = {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
         let path = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return path.lastIndex(of: "/").map { String(path[..<$0]) }
-    }
+    }()
 }
 
 /// Why no candidate of a ``DynamicLibrary`` could be used.
