@@ -28,8 +28,8 @@ let package = Package(
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
-        // glibc's mallopt, for the tokencache executable's MallocTuning.
-        .systemLibrary(name: "CMalloc"),
+        // glibc calls Swift cannot make directly: secure_getenv, prctl, mallopt.
+        .systemLibrary(name: "CSystem"),
 
         // The layers, each a module, so the package graph keeps them apart:
         //   TokenCacheCore      MSAL model, JSON, MSAL rules, account store, backend protocol (no C)
@@ -43,7 +43,7 @@ let package = Package(
         ),
         .target(
             name: "TokenCachePlatform",
-            dependencies: ["TokenCacheCore"]
+            dependencies: ["TokenCacheCore", "CSystem"]
         ),
         .target(
             name: "SecretServiceStore",
@@ -72,13 +72,14 @@ let package = Package(
             name: "TokenCacheCLI",
             dependencies: [
                 "TokenCache",
+                "CSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["TokenCache", "TokenCacheCLI", "CMalloc"]
+            dependencies: ["TokenCache", "TokenCacheCLI", "CSystem"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

@@ -397,8 +397,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
             let read = try call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
                                 arguments: [Self.objectPaths(batch), g_variant_new_object_path(session.path)],
-                                replyType: "(a{o(oayays)})", action: "read secrets") { reply in
-                Self.entries(fromGetSecrets: reply, session: session)
+                                replyType: "(a{o(oayays)})", action: "read secrets") { reply throws(TokenCacheError) in
+                try Self.entries(fromGetSecrets: reply, session: session)
             }
             entries.append(contentsOf: read.entries)
             // Left out: locked, or deleted since the search.
@@ -411,7 +411,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The entries in a GetSecrets reply, and how many items it answered for. A secret this
     /// backend cannot interpret is skipped: never deleted, never guessed at.
-    private static func entries(fromGetSecrets reply: OpaquePointer, session: TransferSession) -> (entries: [CacheEntry], answered: Int) {
+    /// - Throws: `secretServiceFailure` when a secret belongs to another session (the whole
+    ///   read fails: an answer the backend did not ask for is never read as a partial one).
+    static func entries(fromGetSecrets reply: OpaquePointer, session: TransferSession) throws(TokenCacheError) -> (entries: [CacheEntry], answered: Int) {
         let secrets = g_variant_get_child_value(reply, 0)!  // the reply is (a{o(oayays)})
         defer { g_variant_unref(secrets) }
         let count = Int(g_variant_n_children(secrets))
@@ -420,7 +422,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         for index in 0..<count {
             let pair = g_variant_get_child_value(secrets, gsize(index))!, secret = g_variant_get_child_value(pair, 1)!
             defer { g_variant_unref(secret); g_variant_unref(pair) }
-            guard var plaintext = session.plaintext(ofSecretStruct: secret) else { continue }
+            guard var plaintext = try session.plaintext(ofSecretStruct: secret) else { continue }
             defer { explicit_bzero(&plaintext, plaintext.count) }
             if let entry = entry(fromSecret: plaintext.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }) {
                 entries.append(entry)

@@ -94,10 +94,20 @@ final class TransferSession: @unchecked Sendable {
     }
 
     /// The plaintext of a `(oayays)` Secret struct from this session; nil when it is not one
-    /// (another session, a bad IV, length or padding: nothing to interpret, never a guess).
+    /// (a bad IV, length or padding: nothing to interpret, never a guess).
     /// The caller wipes the result once read (`explicit_bzero`).
-    func plaintext(ofSecretStruct secret: OpaquePointer) -> [UInt8]? {
+    /// - Throws: `secretServiceFailure` when the secret names another session: it was not
+    ///   encrypted for this one, so the answer is not the service's answer to this call.
+    func plaintext(ofSecretStruct secret: OpaquePointer) throws(TokenCacheError) -> [UInt8]? {
         guard String(cString: g_variant_get_type_string(secret)) == "(oayays)" else { return nil }
+        let sessionField = g_variant_get_child_value(secret, 0)!
+        let session = String(cString: g_variant_get_string(sessionField, nil))
+        g_variant_unref(sessionField)
+        guard session == path else {
+            throw TokenCacheError(.secretServiceFailure,
+                                  "The Secret Service answered with a secret of session \(session), not this backend's \(path); it was refused.",
+                                  hint: "Another program may be answering for the Secret Service: check `tokencache doctor` and retry")
+        }
         let parameters = g_variant_get_child_value(secret, 1)!, value = g_variant_get_child_value(secret, 2)!
         defer { g_variant_unref(parameters); g_variant_unref(value) }
         guard let iv = GVariants.byteArray(parameters), iv.count == Int(TC_TRANSFER_BLOCK_BYTES),

@@ -107,8 +107,23 @@ struct StandardErrorAndFileLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        if event.level >= standardErrorLevel { standardError.log(event: event) }
+        if event.level >= standardErrorLevel {
+            // Records quote server answers (error codes) and cache contents: escaped for the terminal.
+            var visible = event
+            visible.message = "\(Terminal.escape(event.message.description))"
+            visible.metadata = event.metadata?.mapValues(Self.escaped)
+            standardError.log(event: visible)
+        }
         file.log(event: event)
+    }
+
+    private static func escaped(_ value: Logger.MetadataValue) -> Logger.MetadataValue {
+        switch value {
+        case .string(let text): .string(Terminal.escape(text))
+        case .stringConvertible(let value): .string(Terminal.escape(value.description))
+        case .array(let values): .array(values.map(escaped))
+        case .dictionary(let values): .dictionary(values.mapValues(escaped))
+        }
     }
 }
 

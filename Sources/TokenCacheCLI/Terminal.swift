@@ -3,6 +3,32 @@ import FoundationEssentials
 import Glibc
 #endif
 
+/// Text for the terminal: literals as written, every interpolated value with its control
+/// characters made visible (``Terminal/escape(_:)``). Cache contents and server answers are
+/// untrusted: interpolated raw, an ESC or C1 byte in a username could rewrite the screen or
+/// the terminal's title. Colour comes only from ``Terminal``'s functions, which escape first.
+struct TerminalText: ExpressibleByStringInterpolation, CustomStringConvertible, Sendable {
+    /// The text as it goes to the terminal.
+    fileprivate(set) var rendered: String
+    var description: String { rendered }
+
+    init(stringLiteral literal: String) { rendered = literal }
+    init(stringInterpolation: StringInterpolation) { rendered = stringInterpolation.rendered }
+    /// Untrusted text, escaped.
+    init(_ text: String) { rendered = Terminal.escape(text) }
+    fileprivate init(trusted: String) { rendered = trusted }
+
+    struct StringInterpolation: StringInterpolationProtocol {
+        fileprivate var rendered = ""
+        init(literalCapacity: Int, interpolationCount: Int) { rendered.reserveCapacity(literalCapacity + 16 * interpolationCount) }
+        mutating func appendLiteral(_ literal: String) { rendered += literal }
+        /// Already terminal text (escaped, perhaps coloured): as it is.
+        mutating func appendInterpolation(_ text: TerminalText) { rendered += text.rendered }
+        /// Anything else: escaped.
+        mutating func appendInterpolation(_ value: some CustomStringConvertible) { rendered += Terminal.escape(value.description) }
+    }
+}
+
 /// Terminal-aware output: colour only on a terminal and only without NO_COLOR.
 enum Terminal {
     static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
@@ -14,14 +40,52 @@ enum Terminal {
             && ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 
-    static func bold(_ text: String) -> String { usesColor ? "\u{1B}[1m\(text)\u{1B}[0m" : text }
-    static func dim(_ text: String) -> String { usesColor ? "\u{1B}[2m\(text)\u{1B}[0m" : text }
-    static func red(_ text: String) -> String { usesColor ? "\u{1B}[31m\(text)\u{1B}[0m" : text }
-    static func green(_ text: String) -> String { usesColor ? "\u{1B}[32m\(text)\u{1B}[0m" : text }
+    static func bold(_ text: String) -> TerminalText { styled(1, TerminalText(text)) }
+    static func dim(_ text: String) -> TerminalText { styled(2, TerminalText(text)) }
+    static func red(_ text: String) -> TerminalText { styled(31, TerminalText(text)) }
+    static func green(_ text: String) -> TerminalText { styled(32, TerminalText(text)) }
+    static func dim(_ text: TerminalText) -> TerminalText { styled(2, text) }
 
+    /// SGR around text already escaped: the only escape sequences the CLI writes itself.
+    private static func styled(_ code: Int, _ text: TerminalText) -> TerminalText {
+        usesColor ? TerminalText(trusted: "\u{1B}[\(code)m\(text.rendered)\u{1B}[0m") : text
+    }
+
+    /// Whether a character could act on the terminal rather than print: C0 controls (newline
+    /// and tab too, inside one field), DEL, C1 controls (0x9B is CSI on many terminals) and
+    /// the bidirectional overrides and isolates (text that displays in another order).
+    static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// `text` with each character of ``needsEscape(_:)`` written as `\u{1B}`.
+    static func escape(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count + 16)
+        for scalar in text.unicodeScalars {
+            if needsEscape(scalar) {
+                escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// Prints a line on standard output.
+    static func print(_ line: TerminalText) {
+        StandardIO.write(Data((line.rendered + "\n").utf8), to: STDOUT_FILENO)
+    }
+
+    /// "error: ..." and "hint: ..." on stderr, each escaped whole: messages quote cache
+    /// contents and server answers.
     static func error(_ message: String, hint: String?) {
-        var text = "error: \(message)\n"
-        if let hint { text += "hint: \(hint)\n" }
+        var text = "error: \(escape(message))\n"
+        if let hint { text += "hint: \(escape(hint))\n" }
         StandardIO.write(Data(text.utf8), to: STDERR_FILENO)
     }
 
@@ -31,27 +95,37 @@ enum Terminal {
     }
 
     static func warning(_ message: String) {
-        StandardIO.write(Data("warning: \(message)\n".utf8), to: STDERR_FILENO)
+        StandardIO.write(Data("warning: \(escape(message))\n".utf8), to: STDERR_FILENO)
     }
 
     /// Asks a yes/no question on the terminal; false on anything but y/yes.
-    static func confirm(_ question: String) -> Bool {
-        StandardIO.write(Data("\(question) [y/N] ".utf8), to: STDERR_FILENO)
+    static func confirm(_ question: TerminalText) -> Bool {
+        StandardIO.write(Data("\(question.rendered) [y/N] ".utf8), to: STDERR_FILENO)
         guard let answer = readLine() else { return false }
         return ["y", "yes"].contains(answer.filter { $0 != " " && $0 != "\t" }.lowercased())
     }
 
-    /// Prints rows as a table with aligned columns.
-    static func table(_ header: [String], _ rows: [[String]], indent: String = "  ") -> String {
-        let widths = ([header] + rows).reduce(into: [Int](repeating: 0, count: header.count)) { widths, row in
-            for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) }
+    /// Rows as a table with aligned columns (widths counted without colour codes).
+    static func table(_ header: [String], _ rows: [[TerminalText]], indent: String = "  ") -> TerminalText {
+        let cells = [header.map { TerminalText($0) }] + rows
+        let widths = cells.reduce(into: [Int](repeating: 0, count: header.count)) { widths, row in
+            for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], visibleWidth(cell)) }
         }
-        func line(_ row: [String]) -> String {
-            indent + row.enumerated().map { i, cell in
-                i == row.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[i] - cell.count))
-            }.joined(separator: "  ")
+        func line(_ row: [TerminalText]) -> TerminalText {
+            TerminalText(trusted: indent + row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell.rendered : cell.rendered + String(repeating: " ", count: max(0, widths[i] - visibleWidth(cell)))
+            }.joined(separator: "  "))
         }
-        return ([dim(line(header))] + rows.map(line)).joined(separator: "\n")
+        return TerminalText(trusted: ([dim(line(cells[0]))] + rows.map(line)).map(\.rendered).joined(separator: "\n"))
+    }
+
+    /// Characters shown: escaped text holds no ESC but the CLI's own SGR sequences, left out here.
+    private static func visibleWidth(_ text: TerminalText) -> Int {
+        var count = 0, inSequence = false
+        for character in text.rendered {
+            if character == "\u{1B}" { inSequence = true } else if inSequence { if character == "m" { inSequence = false } } else { count += 1 }
+        }
+        return count
     }
 
     /// "in 42 min", "in 3 h", "expired 5 min ago".
@@ -84,9 +158,43 @@ enum JSONOutput {
         print(try encoder.encode(value))
     }
 
-    /// Prints a JSON document and a newline.
+    /// Prints a JSON document and a newline, with DEL, C1 controls and bidirectional overrides
+    /// written as `\\u` escapes too (encoders escape only C0): the same JSON, inert on a terminal.
     static func print(_ json: Data) {
-        StandardIO.write(json + Data("\n".utf8), to: STDOUT_FILENO)
+        StandardIO.write(terminalSafe(json) + Data("\n".utf8), to: STDOUT_FILENO)
+    }
+
+    /// `json` with U+007F-U+009F, U+202A-U+202E and U+2066-U+2069 as `\\uXXXX`. In JSON they can
+    /// occur only inside strings, where the escape means the same character.
+    static func terminalSafe(_ json: Data) -> Data {
+        func risky(_ bytes: UnsafeRawBufferPointer, _ i: Int) -> (scalar: UInt32, length: Int)? {
+            let byte = bytes[i]
+            if byte == 0x7F { return (0x7F, 1) }
+            if byte == 0xC2, i + 1 < bytes.count, (0x80...0x9F).contains(bytes[i + 1]) { return (UInt32(bytes[i + 1]), 2) }
+            if byte == 0xE2, i + 2 < bytes.count {
+                let scalar = 0x2000 | UInt32(bytes[i + 1] & 0x3F) << 6 | UInt32(bytes[i + 2] & 0x3F)
+                if bytes[i + 1] & 0xC0 == 0x80, bytes[i + 2] & 0xC0 == 0x80,
+                   (0x202A...0x202E).contains(scalar) || (0x2066...0x2069).contains(scalar) { return (scalar, 3) }
+            }
+            return nil
+        }
+        return json.withUnsafeBytes { bytes in
+            // Fast path: none of the bytes such a character starts with.
+            guard bytes.contains(where: { $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else { return json }
+            var output = Data(capacity: bytes.count + 64)
+            var i = 0
+            while i < bytes.count {
+                if let (scalar, length) = risky(bytes, i) {
+                    let hex = String(scalar, radix: 16)
+                    output.append(contentsOf: Array(("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).utf8))
+                    i += length
+                } else {
+                    output.append(bytes[i])
+                    i += 1
+                }
+            }
+            return output
+        }
     }
 }
 

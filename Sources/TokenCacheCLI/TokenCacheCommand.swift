@@ -15,7 +15,13 @@ public struct TokenCacheCommand: ParsableCommand {
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
         (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
         TOKENCACHE_LIBCRYPTO_PATH and TOKENCACHE_LIBCURL_PATH override where libsecret, libgcrypt, \
-        OpenSSL's libcrypto and libcurl are loaded from.
+        OpenSSL's libcrypto and libcurl are loaded from (ignored when tokencache runs setuid, \
+        setgid or with file capabilities; without them each is opened by absolute path from the \
+        system library directory, never from beside the executable).
+
+        Output: names and other text read from the cache or sent by a server are printed with \
+        control characters (C0, DEL, C1, bidirectional overrides) made visible, as \\u{1B}; \
+        --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove); 64 bad arguments.

@@ -111,27 +111,39 @@ package enum FileIO {
         }
     }
 
-    /// Creates the directory (0700) if needed, and refuses one that is a link or writable by others.
-    package static func ensureDirectory(_ url: URL) throws(TokenCacheError) {
+    /// Creates the directory (0700, as each missing parent) if needed, and refuses one that is a
+    /// link, not owned by this user or writable by others.
+    /// - Parameter purpose: what the directory is for, in error messages ("cache directory").
+    package static func ensureDirectory(_ url: URL, purpose: String = "cache directory") throws(TokenCacheError) {
         var info = stat()
         if lstat(url.path, &info) != 0 {
             guard errno == ENOENT else { throw error("inspect", url.path) }
-            do {
-                try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            } catch {
-                throw TokenCacheError(.fileSystem, "Cannot create \(url.deletingLastPathComponent().path).",
-                                      hint: "Check that the parent directory is writable by you")
-            }
+            try createMissingParents(of: url)
             if mkdir(url.path, 0o700) != 0 && errno != EEXIST { throw error("create directory", url.path) }
             guard lstat(url.path, &info) == 0 else { throw error("inspect", url.path) }
         }
         if info.st_mode & S_IFMT == S_IFLNK {
-            throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the cache directory must be a real directory.",
-                                  hint: "Remove the link")
+            throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the \(purpose) must be a real directory.",
+                                  hint: "Remove the link; swift-tokencache will create the directory")
         }
         if let problem = unsafeReason(info, expectFile: false) {
-            throw TokenCacheError(.unsafeFile, "The cache directory \(url.path) is unsafe: \(problem).",
-                                  hint: "chmod 700 \(url.path)")
+            let fix = info.st_uid == geteuid() ? "chmod 700 \(url.path)"
+                : "Remove \(url.path) (or make it yours: chown \(geteuid()) \(url.path)); swift-tokencache will create it"
+            throw TokenCacheError(.unsafeFile, "The \(purpose) \(url.path) is unsafe: \(problem).", hint: fix)
+        }
+    }
+
+    /// mkdir 0700 for each missing ancestor of `url`, outermost first (XDG: create with 0700).
+    private static func createMissingParents(of url: URL) throws(TokenCacheError) {
+        var missing: [String] = []
+        var parent = url.deletingLastPathComponent().standardizedFileURL
+        var info = stat()
+        while parent.path != "/", lstat(parent.path, &info) != 0, errno == ENOENT {
+            missing.append(parent.path)
+            parent = parent.deletingLastPathComponent().standardizedFileURL
+        }
+        for path in missing.reversed() where mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw error("create directory", path)
         }
     }
 

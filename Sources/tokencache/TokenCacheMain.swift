@@ -7,6 +7,8 @@ struct TokenCacheMain {
     /// Synchronous on purpose: an async main hands the main thread to `dispatch_main`, which ends it
     /// with `pthread_exit` (libgcc_s loaded and the stack unwound at every start).
     static func main() {
+        // First: no core file (or same-user ptrace) may expose tokens this process decrypts.
+        CoreDumps.disable()
         MallocTuning.apply()
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).

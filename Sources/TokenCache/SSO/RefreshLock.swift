@@ -26,18 +26,28 @@ final class RefreshLock: Sendable {
     }
 
     /// Takes the lock for a name, waiting up to `timeout` seconds.
-    static func acquire(name: String, timeout: TimeInterval) async throws(TokenCacheError) -> RefreshLock {
-        let directory = Self.directory
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw TokenCacheError(.fileSystem, "Cannot create the lock directory \(directory.path).",
-                                  hint: "Check that the directory is writable by you")
+    /// - Parameter directory: where the lock file lives (tests pass their own; default ``directory``).
+    /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
+    ///   owned by this user or writable by others: whoever controls it could hold every lock and
+    ///   block refreshes (the encrypted file's checks, ``FileIO/ensureDirectory(_:purpose:)``).
+    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory) async throws(TokenCacheError) -> RefreshLock {
+        try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")
+        try FileIO.ensureDirectory(directory, purpose: "lock directory")
+        // Opened without following links and checked again by descriptor: the directory checked
+        // above cannot be swapped for another before the lock file is created in it.
+        let folder = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard folder >= 0 else { throw FileIO.error("open the lock directory", directory.path) }
+        defer { close(folder) }
+        var info = stat()
+        guard fstat(folder, &info) == 0 else { throw FileIO.error("inspect", directory.path) }
+        if let problem = FileIO.unsafeReason(info, expectFile: false) {
+            throw TokenCacheError(.unsafeFile, "The lock directory \(directory.path) is unsafe: \(problem).",
+                                  hint: "Remove it; swift-tokencache will create it")
         }
         // The file name is a hash: account IDs are personal data and stay out of file names.
-        let path = directory.appendingPathComponent("refresh-\(Self.hash(name)).lock").path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let file = "refresh-\(Self.hash(name)).lock"
+        let path = directory.appendingPathComponent(file).path
+        let descriptor = openat(folder, file, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw TokenCacheError(.fileSystem, "Cannot open the lock file \(path): \(String(cString: strerror(errno))).",
                                   hint: "Check the permissions of \(directory.path)")

@@ -9,7 +9,7 @@ struct DoctorCommand: ParsableCommand {
         discussion: """
         Checks the session bus, whether libsecret can be loaded, the Secret Service provider, \
         the collection mapping and lock state, the fallback file's path, permissions and key \
-        source, and the OpenSSL version. Exits 1, with the fix in one line, when the chosen \
+        source, the OpenSSL version, and that tokencache itself cannot dump core. Exits 1, with the fix in one line, when the chosen \
         backend cannot work.
 
         --accept-rollback first accepts the group's encrypted file although it is older than one \
@@ -38,22 +38,26 @@ struct DoctorCommand: ParsableCommand {
             }
             Terminal.note("Accepted \(EncryptedFileBackend().fileURL(for: store.cacheGroup).path) as it is; older copies are refused again from now on.")
         }
-        let diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
+        var diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
+        // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
+        diagnosis.checks.append(CoreDumps.areDisabled
+            ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")
+            : .init(name: "core dumps", status: .warning, detail: "this process is dumpable: a core file could hold tokens"))
         if json {
             try JSONOutput.print(diagnosis)
         } else {
-            print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
-            print("\(Terminal.bold("Backend")) \(diagnosis.selected ?? Terminal.red("none usable"))")
-            print("\(Terminal.dim("Why")) \(diagnosis.reason)")
+            Terminal.print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
+            Terminal.print("\(Terminal.bold("Backend")) \(diagnosis.selected.map { TerminalText($0) } ?? Terminal.red("none usable"))")
+            Terminal.print("\(Terminal.dim("Why")) \(diagnosis.reason)")
             if !diagnosis.checks.isEmpty {
-                print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
-                    let status = switch check.status {
+                Terminal.print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
+                    let status: TerminalText = switch check.status {
                     case .ok: Terminal.green("ok")
                     case .failed: Terminal.red("failed")
                     case .warning: "warning"
                     case .info: "info"
                     }
-                    return [check.name, status, check.detail]
+                    return [TerminalText(check.name), status, TerminalText(check.detail)]
                 }))
             }
         }

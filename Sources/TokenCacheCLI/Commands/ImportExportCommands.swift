@@ -36,9 +36,9 @@ struct ImportCommand: ParsableCommand {
             }
             let store = try store.openStore()
             let report = try store.importMSALJSON(data)
-            print("Imported \(report.importedCount) entr\(report.importedCount == 1 ? "y" : "ies") into \(store.group).")
+            Terminal.print("Imported \(report.importedCount) entr\(report.importedCount == 1 ? "y" : "ies") into \(store.group).")
             for skipped in report.skipped {
-                print("Skipped \(skipped.section)\(skipped.key.map { " \($0)" } ?? ""): \(skipped.reason)")
+                Terminal.print("Skipped \(skipped.section)\(skipped.key.map { " \($0)" } ?? ""): \(skipped.reason)")
             }
         }
     }
@@ -79,12 +79,12 @@ struct ExportCommand: ParsableCommand {
                     throw CLIError.failed("Cannot write \(output): \(String(cString: strerror(errno))).",
                                           hint: "Check the free space; delete the partial file, it holds secrets")
                 }
-                print("Exported group \(store.group) to \(output) (mode 0600). It holds secrets: delete it when done.")
+                Terminal.print("Exported group \(store.group) to \(output) (mode 0600). It holds secrets: delete it when done.")
             } else {
                 if Terminal.stdoutIsTerminal {
                     Terminal.warning("the export below holds tokens; anyone who sees it can use them")
                 }
-                StandardIO.write(data + Data("\n".utf8), to: STDOUT_FILENO)
+                JSONOutput.print(data)
             }
         }
     }

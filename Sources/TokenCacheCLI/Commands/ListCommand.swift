@@ -47,29 +47,29 @@ struct ListCommand: ParsableCommand {
                 }
             }
             keepUntilExit(inventory)
-            if json { JSONOutput.print(inventory.jsonData()) } else { print(Self.render(inventory)) }
+            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory)) }
         }
     }
 
-    static func render(_ inventory: GroupInventory, now: Date = Date()) -> String {
-        var lines = ["\(Terminal.bold("Group")) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+    static func render(_ inventory: GroupInventory, now: Date = Date()) -> TerminalText {
+        var lines: [TerminalText] = ["\(Terminal.bold("Group")) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
         if inventory.accounts.isEmpty {
             lines.append("\nNo accounts.")
-            return lines.joined(separator: "\n")
+            return join(lines)
         }
         for account in inventory.accounts {
-            let name = account.name.map { "  (\($0))" } ?? ""
+            let name: TerminalText = account.name.map { "  (\($0))" } ?? ""
             lines.append("")
-            lines.append(Terminal.bold(account.username.isEmpty ? "(no username)" : account.username) + name)
+            lines.append("\(Terminal.bold(account.username.isEmpty ? "(no username)" : account.username))\(name)")
             lines.append("  home account \(account.homeAccountID)  \(account.environment)  \(account.authorityType)  tenants \(account.tenants.joined(separator: ", "))")
-            var rows: [[String]] = []
+            var rows: [[TerminalText]] = []
             for client in account.clients {
-                let app = client.displayName.map { "\($0) (\(client.clientID))" } ?? client.clientID
-                let state = client.signInState?.rawValue ?? "-"
-                let refresh = client.refreshToken.rawValue + (client.familyID.map { client.refreshToken == .family ? " (family \($0))" : "" } ?? "")
-                let idToken = client.hasIDToken ? "yes" : "no"
-                let tokens = client.accessTokens.isEmpty ? ["none"] : client.accessTokens.map { at in
-                    let expiry = at.expiresOn.map { at.isExpired ? Terminal.red("expired") : "expires \(Terminal.localTime($0)), \(Terminal.relative($0, now: now))" } ?? "no expiry"
+                let app: TerminalText = client.displayName.map { "\($0) (\(client.clientID))" } ?? "\(client.clientID)"
+                let state = TerminalText(client.signInState?.rawValue ?? "-")
+                let refresh = TerminalText(client.refreshToken.rawValue + (client.familyID.map { client.refreshToken == .family ? " (family \($0))" : "" } ?? ""))
+                let idToken: TerminalText = client.hasIDToken ? "yes" : "no"
+                let tokens: [TerminalText] = client.accessTokens.isEmpty ? ["none"] : client.accessTokens.map { at in
+                    let expiry: TerminalText = at.expiresOn.map { at.isExpired ? Terminal.red("expired") : "expires \(Terminal.localTime($0)), \(Terminal.relative($0, now: now))" } ?? "no expiry"
                     return "\(at.scopes.joined(separator: " ")) [\(at.tenant)] \(expiry)"
                 }
                 rows.append([app, state, refresh, idToken, tokens[0]])
@@ -77,6 +77,10 @@ struct ListCommand: ParsableCommand {
             }
             lines.append(Terminal.table(["CLIENT", "STATE", "REFRESH", "ID TOKEN", "ACCESS TOKENS"], rows))
         }
-        return lines.joined(separator: "\n")
+        return join(lines)
+    }
+
+    private static func join(_ lines: [TerminalText]) -> TerminalText {
+        lines.dropFirst().reduce(lines[0]) { "\($0)\n\($1)" }
     }
 }

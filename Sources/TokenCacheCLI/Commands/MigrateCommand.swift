@@ -39,7 +39,7 @@ struct MigrateCommand: ParsableCommand {
             let source = try BackendSelection.open(policy: from, logger: logger).backend
             let destination = try BackendSelection.open(policy: to, logger: logger).backend
             let report = try CacheMigration.migrate(group, from: source, to: destination)
-            print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
+            Terminal.print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
         }
     }
 }

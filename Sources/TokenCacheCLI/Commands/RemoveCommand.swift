@@ -59,14 +59,14 @@ struct RemoveCommand: ParsableCommand {
                 }
             }
             if dryRun {
-                print("Would \(plan).")
+                Terminal.print("Would \(plan).")
                 return
             }
             if !yes && Terminal.stdinIsTerminal && !Terminal.confirm("About to \(plan). Continue?") {
                 throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
             }
             try action()
-            print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
+            Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
         }
     }
 }

@@ -50,7 +50,7 @@ struct SaveCommand: ParsableCommand {
             let result = try store.save(responseJSON: body, clientID: client, authority: authority, scopes: scopeList(scopes))
             if let displayName { try store.setAppDisplayName(displayName, clientID: client, authority: authority) }
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"
-            print("Saved tokens for \(who), client \(client), scopes \(result.scopes.joined(separator: " ")), expires \(Terminal.localTime(result.expiresOn)).")
+            Terminal.print("Saved tokens for \(who), client \(client), scopes \(result.scopes.joined(separator: " ")), expires \(Terminal.localTime(result.expiresOn)).")
         }
     }
 }

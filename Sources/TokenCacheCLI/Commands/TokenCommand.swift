@@ -1,6 +1,9 @@
 import ArgumentParser
 import FoundationEssentials
 import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -96,7 +99,12 @@ struct TokenCommand: ParsableCommand {
                                             refreshOn: result.refreshOn, tenantId: result.tenantID, scopes: result.scopes,
                                             username: result.account?.username, homeAccountId: result.account?.homeAccountID))
             } else {
-                print(result.accessToken)
+                // Printed raw on purpose, for $(...): so only a token a terminal cannot act on.
+                guard !result.accessToken.unicodeScalars.contains(where: Terminal.needsEscape) else {
+                    throw CLIError.failed("The cached access token holds control characters, so it is not printed raw.",
+                                          hint: "Use --json (escaped), or remove the account and sign in again")
+                }
+                StandardIO.write(Data((result.accessToken + "\n").utf8), to: STDOUT_FILENO)
             }
         }
     }

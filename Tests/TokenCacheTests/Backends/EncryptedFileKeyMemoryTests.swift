@@ -2,7 +2,11 @@ import Foundation
 import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 #if canImport(Glibc)

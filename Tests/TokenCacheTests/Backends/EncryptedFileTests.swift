@@ -4,7 +4,11 @@ import Testing
 @testable import SecretServiceStore
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 @testable import TokenCacheCore

@@ -64,7 +64,7 @@ struct TransferSessionTests {
             let sealed = try session.secretStruct(plaintext, contentType: "application/json")
             g_variant_ref_sink(sealed)
             defer { g_variant_unref(sealed) }
-            let opened = try #require(session.plaintext(ofSecretStruct: sealed))
+            let opened = try #require(try session.plaintext(ofSecretStruct: sealed))
             #expect(Data(opened) == plaintext)
             // The ciphertext is a whole number of blocks, padding included, and is not the plaintext.
             let value = try #require(Self.bytes(of: sealed, at: 2))
@@ -93,12 +93,58 @@ struct TransferSessionTests {
                                   ("partial block", rebuilt(iv: iv, value: Array(value.dropLast()))),
                                   ("empty value", rebuilt(iv: iv, value: [])),
                                   ("corrupt last block", rebuilt(iv: iv, value: flippedLast))] {
-            #expect(session.plaintext(ofSecretStruct: candidate) == nil, "\(name)")
+            #expect(try session.plaintext(ofSecretStruct: candidate) == nil, "\(name)")
             g_variant_unref(candidate)
         }
         let intact = rebuilt(iv: iv, value: value)
         defer { g_variant_unref(intact) }
-        #expect(try #require(session.plaintext(ofSecretStruct: intact)) == Array(plaintext))
+        #expect(try #require(try session.plaintext(ofSecretStruct: intact)) == Array(plaintext))
+    }
+
+    @Test("A secret naming another session is refused with a typed error, alone and inside a GetSecrets reply, never read as missing")
+    func otherSessionRefused() throws {
+        let backend = try SecretServiceBackend()
+        let session = try backend.session.session()
+        let entry = Data(#"{"AccessToken":{"k":{"secret":"x"}}}"#.utf8)
+        let sealed = try session.secretStruct(entry, contentType: "application/json")
+        g_variant_ref_sink(sealed)
+        defer { g_variant_unref(sealed) }
+        let iv = try #require(Self.bytes(of: sealed, at: 1)), value = try #require(Self.bytes(of: sealed, at: 2))
+        // The same ciphertext, but claiming another session: a forged or misrouted answer.
+        func secret(session path: String) -> OpaquePointer {
+            var fields = [g_variant_new_object_path(path), iv.withUnsafeBytes { GVariants.bytes($0) },
+                          value.withUnsafeBytes { GVariants.bytes($0) }, g_variant_new_string("application/json")]
+            return fields.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }
+        }
+        let other = g_variant_ref_sink(secret(session: "/org/freedesktop/secrets/session/someone_else"))!
+        defer { g_variant_unref(other) }
+        #expect(throws: TokenCacheError.self) { try session.plaintext(ofSecretStruct: other) }
+        do {
+            _ = try session.plaintext(ofSecretStruct: other)
+        } catch {
+            #expect(error.code == .secretServiceFailure && error.message.contains("someone_else"), "\(error.message)")
+        }
+
+        /// A GetSecrets reply `(a{o(oayays)})` of these secrets (a full reference).
+        func reply(_ secrets: [OpaquePointer]) -> OpaquePointer {
+            let type = g_variant_type_new("a{o(oayays)}")
+            defer { g_variant_type_free(type) }
+            let builder = g_variant_builder_new(type)!
+            defer { g_variant_builder_unref(builder) }
+            for (index, secret) in secrets.enumerated() {
+                g_variant_builder_add_value(builder, g_variant_new_dict_entry(
+                    g_variant_new_object_path("/org/freedesktop/secrets/collection/login/\(index + 1)"), secret))
+            }
+            var children = [g_variant_builder_end(builder)]
+            return g_variant_ref_sink(children.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) })!
+        }
+        let good = reply([secret(session: session.path)])
+        defer { g_variant_unref(good) }
+        let read = try SecretServiceBackend.entries(fromGetSecrets: good, session: session)
+        #expect(read.answered == 1 && read.entries.count == 1 && read.entries.first?.key == "k")
+        let mixed = reply([secret(session: session.path), secret(session: "/org/freedesktop/secrets/session/someone_else")])
+        defer { g_variant_unref(mixed) }
+        #expect(throws: TokenCacheError.self) { try SecretServiceBackend.entries(fromGetSecrets: mixed, session: session) }
     }
 
     /// The bytes of a Secret struct's `ay` field.

@@ -4,7 +4,11 @@ import Testing
 @testable import SecretServiceStore
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 @testable import TokenCacheCore
@@ -431,6 +435,19 @@ struct CLITests {
             #expect(help.status == 0, "\(command)")
             #expect(help.stdout.contains("Example"), "\(command) --help has no example")
         }
+    }
+
+    @Test("tokencache makes itself non-dumpable first thing: doctor reads PR_GET_DUMPABLE back and reports core dumps disabled")
+    func coreDumpsDisabled() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let json = try cli.run(["doctor", "--backend", "file", "--json"], withGroup: false)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stderr)")
+        let check = (object["checks"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "core dumps" }
+        #expect(check?["status"] as? String == "ok", "\(json.stdout)")
+        #expect(check?["detail"] as? String == "disabled for this process (not dumpable)")
+        let text = try cli.run(["doctor", "--backend", "file"], withGroup: false)
+        #expect(text.stdout.contains("core dumps") && text.stdout.contains("disabled for this process"), "\(text.stdout)")
     }
 
     @Test("doctor reports the backend and exits non-zero with a fix when it cannot work")

@@ -9,7 +9,8 @@ on the second line (MSAL Python accepts only https authorities).
                                                          rotate (each is redeemable once)
   POST /control  {"seed": {...}} (a seed's "respond_as": {"uid", "utid", "username"} answers
                  with another user's identity) | {"mode": "normal|slow|fail", "delay": s} |
-                 {"non_family_clients": [...]}
+                 {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
+                 answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "grants": [...]}
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
@@ -24,7 +25,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
-state = {"mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
+state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
          "counter": 0, "token_requests": 0, "grants": []}
 
 
@@ -71,6 +72,8 @@ class Handler(BaseHTTPRequestHandler):
                     state["delay"] = command.get("delay", 0)
                 if "non_family_clients" in command:
                     state["non_family_clients"] = set(command["non_family_clients"])
+                if "error_body" in command:
+                    state["error_body"] = command["error_body"]
             return self.reply(200, {})
         if not self.path.endswith("/oauth2/v2.0/token"):
             return self.reply(404, {"error": "not_found"})
@@ -79,9 +82,11 @@ class Handler(BaseHTTPRequestHandler):
         arrived = time.time()
         with lock:
             state["token_requests"] += 1
-            mode, delay = state["mode"], state["delay"]
+            mode, delay, error_body = state["mode"], state["delay"], state["error_body"]
         if mode == "slow":
             time.sleep(delay)
+        if error_body is not None:
+            return self.reply(400, error_body)
         if mode == "fail":
             return self.reply(503, {"error": "temporarily_unavailable"}, {"Retry-After": "7"})
         if form.get("grant_type") != "refresh_token":

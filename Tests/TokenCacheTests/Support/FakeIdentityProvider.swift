@@ -6,7 +6,11 @@ import FoundationNetworking
 @testable import SecretServiceStore
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 @testable import TokenCacheCore

@@ -3,7 +3,11 @@ import Foundation
 @testable import SecretServiceStore
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
+@testable import EncryptedFileStore
+@testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 @testable import TokenCacheCore
