@@ -24,7 +24,7 @@ struct StoreOptions: ParsableArguments {
     var verbose = false
 
     func validate() throws {
-        do { _ = try CacheGroup(group) } catch let error as TokenCacheError {
+        do { _ = try CacheGroup(group) } catch {
             throw ValidationError(error.description)
         }
         if collection.isEmpty { throw ValidationError("--collection needs default, session or a collection's label.") }

@@ -46,9 +46,7 @@ public final class PublicClientApplication: Sendable {
     /// Creates the app from a (plugin-generated) configuration.
     public convenience init(configuration: AppConfiguration, store: AccountStore, options: Options = Options()) throws(TokenCacheError) {
         try configuration.validate()
-        let authority: Authority
-        do { authority = try configuration.parsedAuthority } catch { throw .invalidArgument("authority", "is invalid") }
-        self.init(clientID: configuration.clientID, authority: authority, store: store, options: options)
+        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store, options: options)
     }
 
     /// Accounts this app can use silently.
@@ -77,17 +75,18 @@ public final class PublicClientApplication: Sendable {
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(scopes: [String], account: CachedAccount,
                                    forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
-        let before = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
+        let before = try await cachedToken(scopes: scopes, account: account)
         if !forceRefresh, let before, !before.needsRefresh() {
             return before
         }
-        let lock = try await RefreshLock.acquire(name: try refreshLockName(for: account), timeout: options.refreshLockTimeout)
+        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account) }
+        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only
         // a token other than the one seen before waiting will do: cached_at has whole seconds, so
         // it cannot tell a token saved just before this call from one saved just after.
-        let cached = try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
+        let cached = try await cachedToken(scopes: scopes, account: account)
         if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
@@ -100,6 +99,13 @@ public final class PublicClientApplication: Sendable {
                 return cached
             }
             throw error
+        }
+    }
+
+    /// The usable cached access token, read off the cooperative pool (the read may wait on D-Bus or a file).
+    private func cachedToken(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult? {
+        try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
         }
     }
 
@@ -125,17 +131,20 @@ public final class PublicClientApplication: Sendable {
 
     private func refresh(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
         // Checked before any request: a refresh token goes only to the host that issued it.
-        if try redeemableRefreshTokens(for: account).isEmpty {
-            throw Self.noRedeemableToken(account: account, authority: authority,
-                                         others: try store.refreshTokens(clientID: clientID, account: account))
+        if try await BlockingWork.run({ [self] () throws(TokenCacheError) in try redeemableRefreshTokens(for: account).isEmpty }) {
+            let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
+                try store.refreshTokens(clientID: clientID, account: account)
+            }
+            throw Self.noRedeemableToken(account: account, authority: authority, others: others)
         }
         let endpoint = try await client.tokenEndpoint(for: authority)
         var lastRejection: ServerErrorDetails?
         // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
         // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
-        while tried.count < Self.maximumRedemptions, let refreshToken = try redeemableRefreshTokens(for: account)
-            .first(where: { !tried.contains($0.secret) }) {
+        while tried.count < Self.maximumRedemptions, let refreshToken = try await BlockingWork.run({ [self, tried] () throws(TokenCacheError) in
+            try redeemableRefreshTokens(for: account).first { !tried.contains($0.secret) }
+        }) {
             tried.insert(refreshToken.secret)
             let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
                                                   at: endpoint, isMicrosoft: authority.kind != .oidc)
@@ -145,8 +154,10 @@ public final class PublicClientApplication: Sendable {
                     throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
                 }
                 // The response must be the account's own (else userMismatch, nothing saved).
-                return try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
-                                      homeAccountID: account.homeAccountID, redeemedRefreshToken: refreshToken.secret)
+                return try await BlockingWork.run { [self] () throws(TokenCacheError) in
+                    try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
+                                   homeAccountID: account.homeAccountID, redeemedRefreshToken: refreshToken.secret)
+                }
             case .rejected(let details):
                 lastRejection = details
                 if details.httpStatus == 429 || details.httpStatus >= 500 {
@@ -156,7 +167,9 @@ public final class PublicClientApplication: Sendable {
                 }
                 if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
                     // This app is not in the family after all, as MSAL concludes: stop using family tokens.
-                    try store.leaveFamily(clientID: clientID, environment: account.environment)
+                    try await BlockingWork.run { [self] () throws(TokenCacheError) in
+                        try store.leaveFamily(clientID: clientID, environment: account.environment)
+                    }
                 }
             }
         }

@@ -68,13 +68,7 @@ final class TokenEndpointClient: Sendable {
         logger.debug("Redeeming refresh token", metadata: ["endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
         let response = try await send(request, what: "The token endpoint")
         if response.status == 200 {
-            do {
-                return .tokens(try TokenResponse(json: response.body))
-            } catch let error as TokenCacheError {
-                throw error
-            } catch {
-                throw TokenCacheError.invalidResponse("(body)", "could not be read")
-            }
+            return .tokens(try TokenResponse(json: response.body))
         }
         let object = (try? JSON.decodeObject(response.body)) ?? [:]
         let codes: [Int] = if case .array(let values)? = object["error_codes"] {

@@ -29,7 +29,7 @@ struct MigrateCommand: ParsableCommand {
     func validate() throws {
         guard from != .automatic, to != .automatic else { throw ValidationError("--from and --to must be secret-service or file.") }
         guard from != to else { throw ValidationError("--from and --to must differ.") }
-        do { _ = try CacheGroup(group) } catch let error as TokenCacheError { throw ValidationError(error.description) }
+        do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
     }
 
     func run() throws {

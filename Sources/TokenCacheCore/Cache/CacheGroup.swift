@@ -14,7 +14,7 @@ public struct CacheGroup: Sendable, Hashable, CustomStringConvertible, Codable {
 
     /// Creates a group from a reverse-DNS name such as `com.example.myapp`.
     /// - Throws: ``TokenCacheError`` `invalidArgument` when the name is not reverse-DNS.
-    public init(_ name: String) throws {
+    public init(_ name: String) throws(TokenCacheError) {
         let labels = name.split(separator: ".", omittingEmptySubsequences: false)
         let isValid = name.utf8.count <= 255 && labels.count >= 2 && labels.allSatisfy { label in
             !label.isEmpty && label.utf8.count <= 63

@@ -76,7 +76,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     /// - Throws: ``TokenCacheError`` `invalidArgument` naming the field at fault.
     public func validate() throws(TokenCacheError) {
         do { try AccountStore.validate(clientID: clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
-        do { _ = try Authority(authority) } catch let error as TokenCacheError { throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "authority") } catch { throw .invalidArgument("authority", "is invalid") }
+        do { _ = try Authority(authority) } catch { throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "authority") }
         do { _ = try CacheGroup(group) } catch { throw .invalidArgument("group", "'\(group)' is not a reverse-DNS name") }
         if let redirectURI, !Self.isRedirectURI(redirectURI) {
             throw TokenCacheError(.invalidArgument, "redirectUri '\(redirectURI)' is not an absolute URI.",
@@ -89,7 +89,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     }
 
     /// The parsed authority. Valid after ``validate()``.
-    public var parsedAuthority: Authority { get throws { try Authority(authority) } }
+    public var parsedAuthority: Authority { get throws(TokenCacheError) { try Authority(authority) } }
     /// The parsed group. Valid after ``validate()``.
-    public var cacheGroup: CacheGroup { get throws { try CacheGroup(group) } }
+    public var cacheGroup: CacheGroup { get throws(TokenCacheError) { try CacheGroup(group) } }
 }

@@ -26,7 +26,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses an authority URL.
     /// - Throws: ``TokenCacheError`` `invalidArgument` when the URL is not https or has no tenant.
-    public init(_ string: String, kind: Kind? = nil) throws {
+    public init(_ string: String, kind: Kind? = nil) throws(TokenCacheError) {
         let trimmed = string.hasSuffix("/") ? String(string.dropLast()) : string
         guard let components = URLComponents(string: trimmed), let url = components.url,
               let host = components.host, !host.isEmpty else {

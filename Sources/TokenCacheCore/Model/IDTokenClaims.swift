@@ -24,7 +24,7 @@ public struct IDTokenClaims: Sendable, Hashable {
 
     /// Decodes the payload of a JWT without validating it.
     /// - Throws: ``TokenCacheError`` with code `invalidTokenResponse` and field `id_token`.
-    public init(jwt: String) throws {
+    public init(jwt: String) throws(TokenCacheError) {
         // The dots, found in the UTF-8 bytes: splitting the String walks grapheme clusters (7 % of
         // a listing), and a generic split of the bytes still cost 2 %.
         var utf8 = jwt
@@ -56,7 +56,7 @@ package struct ClientInfo: Sendable, Hashable {
 
     /// Parses client_info; returns nil when it decodes but lacks uid/utid (MSAL then falls back
     /// to the ID token's `sub`), and throws when it is not base64url JSON at all.
-    package static func parse(_ encoded: String) throws -> ClientInfo? {
+    package static func parse(_ encoded: String) throws(TokenCacheError) -> ClientInfo? {
         guard let data = Base64URL.decode(encoded) else {
             throw TokenCacheError.invalidResponse("client_info", "is not base64url")
         }

@@ -50,7 +50,7 @@ public struct TokenResponse: Sendable, Hashable {
 
     /// Parses the JSON body of a token endpoint response.
     /// - Throws: ``TokenCacheError`` `invalidTokenResponse` naming the field at fault.
-    public init(json data: Data) throws {
+    public init(json data: Data) throws(TokenCacheError) {
         guard data.count <= Self.maximumSize else {
             throw TokenCacheError.invalidResponse("(body)", "is larger than \(Self.maximumSize) bytes")
         }
@@ -63,7 +63,7 @@ public struct TokenResponse: Sendable, Hashable {
         try self.init(object: object)
     }
 
-    package init(object: JSONObject) throws {
+    package init(object: JSONObject) throws(TokenCacheError) {
         if let error = object["error"]?.stringValue {
             throw TokenCacheError.invalidResponse("error", "is present ('\(error)'): this is an error response, not tokens")
         }
@@ -84,7 +84,7 @@ public struct TokenResponse: Sendable, Hashable {
             familyID: try Self.string(object, "foci"))
     }
 
-    private static func string(_ object: JSONObject, _ field: String) throws -> String? {
+    private static func string(_ object: JSONObject, _ field: String) throws(TokenCacheError) -> String? {
         switch object[field] {
         case nil, .null?: return nil
         case .string(let value)?:
@@ -97,7 +97,7 @@ public struct TokenResponse: Sendable, Hashable {
     }
 
     /// A number of seconds: an integer, or a string holding one (AAD v1 sends strings).
-    private static func seconds(_ object: JSONObject, _ field: String, limit: Int = maximumLifetime) throws -> Int? {
+    private static func seconds(_ object: JSONObject, _ field: String, limit: Int = maximumLifetime) throws(TokenCacheError) -> Int? {
         let value: Int
         switch object[field] {
         case nil, .null?: return nil

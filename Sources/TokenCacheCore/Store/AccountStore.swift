@@ -79,15 +79,8 @@ public final class AccountStore: Sendable {
     package func save(_ response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
               homeAccountID: String?, redeemedRefreshToken: String? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
         try Self.validate(clientID: clientID)
-        let entities: ResponseEntities
-        do {
-            entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
+        let entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
                                             scopes: scopes, knownHomeAccountID: homeAccountID, now: now)
-        } catch let error as TokenCacheError {
-            throw error
-        } catch {
-            throw TokenCacheError.invalidResponse("(body)", "could not be read")
-        }
         if entities.accessToken["target"]?.isEmpty ?? true {
             throw TokenCacheError.invalidResponse("scope", "is empty and no scopes were requested")
         }
@@ -144,11 +137,7 @@ public final class AccountStore: Sendable {
     @discardableResult
     public func save(responseJSON: Data, clientID: String, authority: Authority,
                      scopes: [String], now: Date = Date()) throws(TokenCacheError) -> TokenResult {
-        let response: TokenResponse
-        do { response = try TokenResponse(json: responseJSON) } catch let error as TokenCacheError { throw error } catch {
-            throw TokenCacheError.invalidResponse("(body)", "could not be read")
-        }
-        return try save(response, clientID: clientID, authority: authority, scopes: scopes, now: now)
+        return try save(try TokenResponse(json: responseJSON), clientID: clientID, authority: authority, scopes: scopes, now: now)
     }
 
     // MARK: Accounts

@@ -14,7 +14,7 @@ package struct ResponseEntities: Sendable {
 
     /// Builds the entities, validating everything first so a bad response changes nothing.
     package init(response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
-         knownHomeAccountID: String? = nil, now: Date) throws {
+         knownHomeAccountID: String? = nil, now: Date) throws(TokenCacheError) {
         let now = Int(now.timeIntervalSince1970)
         let claims = try response.idToken.map(IDTokenClaims.init(jwt:))
         self.claims = claims
