@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
         // C shims: the only places C types live.
@@ -29,7 +30,7 @@ let package = Package(
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
         // glibc calls Swift cannot make directly: secure_getenv, prctl, mallopt.
-        .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CLinux"),
 
         // The layers, each a module, so the package graph keeps them apart:
         //   TokenCacheCore      MSAL model, JSON, MSAL rules, account store, backend protocol (no C)
@@ -43,7 +44,7 @@ let package = Package(
         ),
         .target(
             name: "TokenCachePlatform",
-            dependencies: ["TokenCacheCore", "CSystem"]
+            dependencies: ["TokenCacheCore", "CLinux", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "SecretServiceStore",
@@ -72,14 +73,14 @@ let package = Package(
             name: "TokenCacheCLI",
             dependencies: [
                 "TokenCache",
-                "CSystem",
+                "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["TokenCache", "TokenCacheCLI", "CSystem"]
+            dependencies: ["TokenCache", "TokenCacheCLI", "CLinux"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

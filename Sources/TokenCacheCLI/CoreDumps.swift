@@ -1,4 +1,4 @@
-internal import CSystem
+internal import CLinux
 
 /// Whether this process may dump core. `tokencache` turns it off first thing (docs/SECURITY.md
 /// says what an app embedding the library should do): a crash then writes no core file holding

@@ -1,4 +1,4 @@
-internal import CSystem
+internal import CLinux
 import FoundationEssentials
 import TokenCacheCore
 import Glibc

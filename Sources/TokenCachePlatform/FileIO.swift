@@ -1,4 +1,5 @@
 import FoundationEssentials
+import SystemPackage
 import TokenCacheCore
 #if canImport(Glibc)
 import Glibc
@@ -9,6 +10,10 @@ package enum FileIO {
     package struct OpenFile {
         package var descriptor: Int32
         package var info: stat
+    }
+
+    package static func error(_ action: String, _ path: String, _ failure: Errno) -> TokenCacheError {
+        error(action, path, code: failure.rawValue)
     }
 
     package static func error(_ action: String, _ path: String, code: Int32 = errno) -> TokenCacheError {
@@ -76,10 +81,10 @@ package enum FileIO {
 
     /// One read(2) into `bytes`, retried on EINTR: the number of bytes read, 0 at the end.
     package static func readSome(_ descriptor: Int32, into bytes: UnsafeMutableRawPointer, count: Int, path: String) throws(TokenCacheError) -> Int {
-        while true {
-            let done = read(descriptor, bytes, count)
-            if done >= 0 { return done }
-            if errno != EINTR { throw error("read", path) }
+        do {
+            return try FileDescriptor(rawValue: descriptor).read(into: UnsafeMutableRawBufferPointer(start: bytes, count: count))
+        } catch {
+            throw Self.error("read", path, error as? Errno ?? .ioError)
         }
     }
 
@@ -93,13 +98,12 @@ package enum FileIO {
         var filled = 0
         while true {
             if filled == data.count { data.count += max(data.count, 64 * 1024) }
-            let count = data.withUnsafeMutableBytes { buffer in
-                read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw error("read", path)
-            }
+            // Data's withUnsafeMutableBytes rethrows untyped: the result carries the typed error out.
+            let count = try data.withUnsafeMutableBytes { buffer in
+                Result { () throws(TokenCacheError) in
+                    try readSome(descriptor, into: buffer.baseAddress! + filled, count: buffer.count - filled, path: path)
+                }
+            }.get()
             if count == 0 {
                 data.count = filled
                 return data
@@ -161,15 +165,8 @@ package enum FileIO {
             close(descriptor)
             if !committed { unlink(temporary) }
         }
-        var offset = 0
-        while offset < data.count {
-            let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, data.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw error("write", temporary)
-            }
-            offset += written
-        }
+        let file = FileDescriptor(rawValue: descriptor)
+        do { _ = try file.writeAll(data) } catch { throw Self.error("write", temporary, error as? Errno ?? .ioError) }
         guard !sync || fsync(descriptor) == 0 else { throw error("sync", temporary) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw error("inspect", temporary) }

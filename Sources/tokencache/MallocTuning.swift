@@ -1,4 +1,4 @@
-internal import CSystem
+internal import CLinux
 
 /// glibc malloc settings for `tokencache`, a process that reads a large cache once and exits.
 /// Process-wide, so they live in the executable, never in the library (an app's heap is its

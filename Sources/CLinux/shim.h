@@ -1,5 +1,5 @@
-#ifndef TOKENCACHE_CSYSTEM_SHIM_H
-#define TOKENCACHE_CSYSTEM_SHIM_H
+#ifndef TOKENCACHE_CLINUX_SHIM_H
+#define TOKENCACHE_CLINUX_SHIM_H
 // The glibc calls Swift cannot make directly: declared only under _GNU_SOURCE (which the Glibc
 // module is built without), variadic, or not exported by the Glibc module.
 #include <malloc.h>
