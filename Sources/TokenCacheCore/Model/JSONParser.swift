@@ -1,5 +1,3 @@
-import Dispatch
-
 /// A strict RFC 8259 parser from UTF-8 bytes straight to ``JSONValue``.
 ///
 /// Why not JSONDecoder: decoding `JSONValue` through `Decodable` costs a container and a failed
@@ -45,10 +43,6 @@ package struct JSONParser {
     private let omission: Omission?
     /// While inside a member of the root object: its key (a cache's section).
     private var section: String?
-    /// A split parse's first half: where to stop (``parseSplit``), and, once stopped, where the
-    /// members of the section being read begin on `members`.
-    private var stopOffset = -1
-    private var stoppedSectionStart: Int?
 
     /// Parses one JSON document.
     package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
@@ -137,11 +131,6 @@ package struct JSONParser {
             case UInt8(ascii: ","):
                 position += 1
                 skipWhitespace()
-                // Between two entries of a section, where the other half of a split parse began.
-                if depth == 2, position == stopOffset {
-                    stoppedSectionStart = first
-                    throw error("stopped at the split")
-                }
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
@@ -329,131 +318,5 @@ package struct JSONParser {
         let start = position
         while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
         return position - start
-    }
-}
-
-// MARK: - A large cache document on two cores
-
-extension JSONParser {
-    /// The root object of a large MSAL cache document, parsed in two halves at once: another
-    /// thread parses from an entry boundary near the middle while this one parses up to it. The
-    /// boundary is found by looking at the bytes, which alone cannot tell a brace in a string from
-    /// one in the structure, so this thread checks that its own parse reaches the boundary between
-    /// two entries of a section: the other half then began exactly where a single parse would be,
-    /// and the halves join into the object a single parse returns (a repeated key keeps its last
-    /// value). When this thread never met the boundary (it was inside a string), its own parse is
-    /// the whole document's. Returns nil when neither gives the object (no boundary, the other
-    /// half failed, a damaged document or one that is not an object): the caller then parses the
-    /// document whole, which also gives the error a damaged document deserves.
-    /// - Parameter searchStart: where to look for the boundary from (default: the middle; tests
-    ///   try every offset).
-    package static func parseHalves(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int, omitting omission: Omission?,
-                            searchingFrom searchStart: Int? = nil) -> JSONObject? {
-        guard let split = entryBoundary(in: bytes, from: searchStart ?? bytes.count / 2) else { return nil }
-        nonisolated(unsafe) let shared = bytes
-        let tail = Locked<Result<Tail, SyntaxError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            let result = Result { () throws(SyntaxError) in try parseTail(shared, from: split, maximumDepth: maximumDepth, omitting: omission) }
-            tail.withLock { $0 = result }
-            done.signal()
-        }
-        // The other half reads `bytes` until it signals: wait for it on every path.
-        var head = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
-        head.stopOffset = split
-        head.skipWhitespace()
-        var whole: JSONValue?
-        do {
-            // Never stopped: the boundary was no boundary, and this is a single parse.
-            whole = try head.parseValue()
-            head.skipWhitespace()
-            if head.position != bytes.count { whole = nil }
-        } catch {}
-        done.wait()
-        if case .object(let object)? = whole { return object }
-        guard let sectionStart = head.stoppedSectionStart, let section = head.section,
-              case .success(let rest)? = tail.withLock({ $0 }) else { return nil }
-        // The other half assumed from its first entry whether the section leaves secrets out.
-        func omits(_ section: String?) -> Bool { omission.map { section.map($0.sections.contains) ?? false } ?? false }
-        guard omits(section) == omits(rest.assumedSection) else { return nil }
-        var root = JSONObject(minimumCapacity: sectionStart + 1 + rest.later.count)
-        for (key, value) in head.members[..<sectionStart] { root[key] = value }
-        var entries = JSONObject(minimumCapacity: head.members.count - sectionStart + rest.section.count)
-        for (key, value) in head.members[sectionStart...] { entries[key] = value }
-        for (key, value) in rest.section { entries[key] = value }
-        root[section] = .object(entries)
-        for (key, value) in rest.later { root[key] = value }
-        return root
-    }
-
-    /// What the second half read: the rest of the section it began in, and the root's later members.
-    private struct Tail: Sendable {
-        package var assumedSection: String?
-        package var section: JSONObject
-        package var later: JSONObject
-    }
-
-    /// After an object's member: true past a comma (another member follows), false past the
-    /// closing brace (the object is left).
-    private mutating func nextMember() throws(SyntaxError) -> Bool {
-        skipWhitespace()
-        switch current {
-        case UInt8(ascii: ","):
-            position += 1
-            skipWhitespace()
-            return true
-        case UInt8(ascii: "}"):
-            position += 1
-            depth -= 1
-            return false
-        default: throw error("expected ',' or '}'")
-        }
-    }
-
-    /// Parses from the first byte of an entry's key inside a section (depth 2) to the end.
-    private static func parseTail(_ bytes: UnsafeRawBufferPointer, from start: Int, maximumDepth: Int,
-                                  omitting omission: Omission?) throws(SyntaxError) -> Tail {
-        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
-        parser.position = start
-        parser.depth = 2
-        // The first entry, whole; its credential type names its section (AccessToken,
-        // RefreshToken, IdToken), which decides what is left out of the others.
-        let firstKey = try parser.parseKey()
-        var firstValue = try parser.parseValue()
-        if case .object(var fields) = firstValue {
-            parser.section = fields["credential_type"]?.stringValue
-            if let omission, let section = parser.section, omission.sections.contains(section) {
-                fields[omission.member] = nil
-                firstValue = .object(fields)
-            }
-        }
-        var section: JSONObject = [firstKey: firstValue]
-        if try parser.nextMember() {
-            section = try parser.parseMembers()
-            if section[firstKey] == nil { section[firstKey] = firstValue }  // a repeated key keeps its last value
-        }
-        let assumedSection = parser.section
-        // Then the root's later members (sections).
-        let later = try parser.nextMember() ? try parser.parseMembers() : [:]
-        parser.skipWhitespace()
-        guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
-        return Tail(assumedSection: assumedSection, section: section, later: later)
-    }
-
-    /// The first byte of an entry's key that seems to follow another entry (`},"key":{`, with
-    /// any whitespace) from `start` on; nil when none does.
-    private static func entryBoundary(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
-        var scan = JSONParser(bytes: bytes, maximumDepth: 0, omission: nil)
-        for index in min(max(start, 0), bytes.count)..<bytes.count where bytes[index] == UInt8(ascii: "}") {
-            scan.position = index + 1
-            scan.skipWhitespace()
-            guard scan.current == UInt8(ascii: ",") else { continue }
-            scan.position += 1
-            scan.skipWhitespace()
-            let keyStart = scan.position
-            // A key, its colon, then an object.
-            if (try? scan.parseKey()) != nil, scan.current == UInt8(ascii: "{") { return keyStart }
-        }
-        return nil
     }
 }

@@ -92,13 +92,7 @@ package enum JSON {
 
     /// Parses a JSON object (``JSONParser``: strict, depth-limited, fast on small documents),
     /// leaving out the members an `omission` names (they are still checked).
-    /// A large document (an encrypted file's cache, from 1 MB) is parsed in two halves at once
-    /// where the machine has two cores (``JSONParser/parseHalves(_:maximumDepth:omitting:)``).
     package static func decodeObject(_ data: Data, omitting omission: JSONParser.Omission? = nil) throws -> JSONObject {
-        if data.count >= 1 << 20, onlineCPUCount() > 1,
-           let object = data.withUnsafeBytes({ JSONParser.parseHalves($0, maximumDepth: maximumDepth, omitting: omission) }) {
-            return object
-        }
         let value = try data.withUnsafeBytes { bytes throws(JSONParser.SyntaxError) in
             try JSONParser.parse(bytes, maximumDepth: maximumDepth, omitting: omission)
         }
