@@ -10,6 +10,7 @@ import Foundation
 @testable import EncryptedFileStore
 @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc
 #endif
