@@ -193,7 +193,7 @@ enum OpenSSL {
 
     /// Decrypts `buffer[sealed]` (ciphertext followed by its tag; the buffer's own indexes) where
     /// it lies and returns the range of the plaintext, or nil when authentication fails, after
-    /// cleansing the unauthenticated plaintext. In place, a 14 MB cache needs no second buffer
+    /// cleansing the unauthenticated plaintext. In place, a large cache needs no second buffer
     /// of its size (GCM is a stream mode; OpenSSL decrypts with the output equal to the input).
     static func openInPlace(_ buffer: inout Data, sealed: Range<Int>, key: SymmetricKey, nonce: [UInt8],
                             authenticating aad: Data) throws(TokenCacheError) -> Range<Int>? {

@@ -53,8 +53,8 @@ enum SealedFileReader {
                                     piece: Int) throws(TokenCacheError) -> Opened? {
         guard lseek(descriptor, 0, SEEK_SET) == 0 else { throw FileIO.error("read", path) }
         // Room past the expected end, to notice a file that grew since fstat. Not zero-filled
-        // (`Data(count:)` is a calloc, whose 14 MB memset and page faults at 1,000 accounts came
-        // before the first read, on this thread): every byte used is read from the file first.
+        // (`Data(count:)` is a calloc, whose memset and page faults would come before the first
+        // read, on this thread): every byte used is read from the file first.
         let capacity = expected + 4096
         guard let buffer = malloc(capacity) else {
             throw TokenCacheError(.fileSystem, "Out of memory reading \(path) (\(capacity) bytes).", hint: "Free memory and retry; nothing was changed")
@@ -65,7 +65,7 @@ enum SealedFileReader {
                 let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
                 // The whole file on a helper thread, from its first byte, which this thread always
                 // waits for before the buffer can go. Meanwhile this thread reads the key and loads
-                // libcrypto (a 4.7 MB library, and OpenSSL's configuration) for the header.
+                // libcrypto (and OpenSSL's configuration) for the header.
                 let progress = ReadProgress(filled: 0)
                 nonisolated(unsafe) let buffer = base
                 DispatchQueue.global().async {

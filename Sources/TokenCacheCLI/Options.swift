@@ -161,7 +161,7 @@ func reportingErrors(_ body: () throws -> Void) throws {
 /// Runs `operation` (a network refresh) to completion on the cooperative pool while the calling
 /// thread waits: the command line runs on the main thread, without an async main, whose
 /// `dispatch_main` ends the main thread with `pthread_exit` (loading libgcc_s and unwinding its
-/// stack at every start, 0.7 MB of unwind tables read).
+/// stack at every start).
 func waitFor<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) throws -> Value {
     let outcome = AwaitedOutcome<Value>()
     Task.detached {
@@ -197,9 +197,8 @@ func scopeList(_ text: String) -> [String] {
 }
 
 /// Keeps a value until the process exits: every store a command opens, and large results. Freeing
-/// a large cache's object graph when a command returns cost a listing of 1,000 accounts about
-/// 10 ms (the store) and 0.6 ms (its inventory), and the process ends right after (nothing in
-/// their teardown needs to run before exit).
+/// a large cache's object graph is measurable work, and the process ends right after (nothing
+/// in their teardown needs to run before exit).
 func keepUntilExit(_ value: any Sendable) {
     keptUntilExit.withLock { $0.append(value) }
 }

@@ -91,7 +91,7 @@ package enum FileIO {
     package static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
         let limit = readLimit
         // Read straight into a buffer of the file's size (plus room to see the end), not through
-        // a bounce buffer: a 14 MB cache is copied once, not twice.
+        // a bounce buffer: a large cache is copied once, not twice.
         var info = stat()
         let expected = fstat(descriptor, &info) == 0 ? min(max(Int(info.st_size), 0), limit) : 0
         var data = Data(count: expected + 4096)

@@ -11,7 +11,7 @@ struct TokenCacheMain {
         CoreDumps.disable()
         MallocTuning.apply()
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
-        // key exchange) overlaps parsing the command line (swift-argument-parser: 1.6-2.4 ms).
+        // key exchange) overlaps parsing the command line.
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {
             SecretServiceBackend.connectInBackground()
         }

@@ -25,8 +25,8 @@ public struct IDTokenClaims: Sendable, Hashable {
     /// Decodes the payload of a JWT without validating it.
     /// - Throws: ``TokenCacheError`` with code `invalidTokenResponse` and field `id_token`.
     public init(jwt: String) throws(TokenCacheError) {
-        // The dots, found in the UTF-8 bytes: splitting the String walks grapheme clusters (7 % of
-        // a listing), and a generic split of the bytes still cost 2 %.
+        // The dots, found in the UTF-8 bytes: splitting the String walks grapheme clusters, and a
+        // generic split of the bytes is unspecialized.
         var utf8 = jwt
         let decoded = utf8.withUTF8 { bytes -> (parts: Int, payload: Data?) in
             var dots: [Int] = []

@@ -2,9 +2,8 @@
 ///
 /// Why not JSONDecoder: decoding `JSONValue` through `Decodable` costs a container and a failed
 /// probe per value, and a fixed set-up cost per call that dominates small documents. The cache
-/// decodes many small ones (one per Secret Service item, one per ID token) and large ones (a
-/// 14 MB encrypted-file cache): `perf` put JSONDecoder at 15-45 % of a cold lookup and of a
-/// 1,000-account listing. This parser is fuzzed (Fuzz/: msal-json, token-response, jwt,
+/// decodes many small ones (one per Secret Service item, one per ID token) and large ones (an
+/// encrypted-file cache of thousands of accounts); figures in Benchmarks/results/HISTORY.md. This parser is fuzzed (Fuzz/: msal-json, token-response, jwt,
 /// encrypted-file) and checked against JSONDecoder on the test fixtures.
 ///
 /// Numbers: an integer literal that fits in Int64 is `.integer`; any other number is `.double`.
@@ -16,8 +15,8 @@
 package struct JSONParser {
     /// Members a reader does not need, left out of the entries of an MSAL cache document (the
     /// objects two levels below the root: sections, then entries by key). A listing shows no
-    /// access or refresh token; leaving their secrets in the decrypted document instead of
-    /// copying out 10 MB of them took `tokencache list` of 1,000 accounts x 3 from 77.0 to 71.7 ms.
+    /// access or refresh token, so their secrets stay in the decrypted document instead of being
+    /// copied out.
     package struct Omission: Sendable {
         /// The sections (root keys) whose entries lose the member.
         package let sections: Set<String>
@@ -197,7 +196,7 @@ package struct JSONParser {
                     return try validated(buffer)
                 }
                 // ASCII is valid UTF-8: no validation, which goes through unspecialized generic
-                // code (11 % of loading a 14 MB cache). Escapes take the validating path.
+                // code. Escapes take the validating path.
                 if highBits < 0x80 { return building ? String(decoding: run, as: UTF8.self) : "" }
                 return try validated(run)
             }
@@ -246,7 +245,7 @@ package struct JSONParser {
 
     /// Skips eight bytes at a time while none of them ends the run (a quote, a backslash or a
     /// control character), folding their high bits into `highBits`. Tokens are long runs of
-    /// plain ASCII (a 14 MB cache is mostly access and refresh tokens): byte by byte, this loop
+    /// plain ASCII (a large cache is mostly access and refresh tokens): byte by byte, this loop
     /// was the largest part of loading one.
     private mutating func skipPlainStringBytes(highBits: inout UInt8) {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080

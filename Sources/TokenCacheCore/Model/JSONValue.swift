@@ -22,7 +22,7 @@ public enum JSONValue: Sendable, Hashable {
     public var secondsValue: Double? {
         switch self {
         case .string(let text):
-            // Plain digits, the common case, skip Foundation's trimming (8 % of a large listing).
+            // Plain digits, the common case, skip Foundation's trimming.
             if let seconds = ASCII.digitsValue(text) { return Double(seconds) }
             return Double(ASCII.trimmed(text))
         case .integer(let value): return Double(value)

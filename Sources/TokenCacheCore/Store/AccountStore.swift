@@ -546,8 +546,7 @@ public final class AccountStore: Sendable {
     /// The tenant of a home account ID (`uid.utid`), when it has exactly two parts.
     package static func tenant(ofHomeAccountID home: String) -> String? {
         // On the bytes: a home account ID is ASCII, and splitting the String walks grapheme
-        // clusters (2 % of a listing). Otherwise the characters, where a combining mark after
-        // a dot joins it.
+        // clusters. Otherwise the characters, where a combining mark after a dot joins it.
         let utf8 = home.utf8
         guard utf8.allSatisfy({ $0 < 0x80 }) else {
             let parts = home.split(separator: ".")
