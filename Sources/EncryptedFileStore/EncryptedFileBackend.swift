@@ -279,8 +279,12 @@ public final class EncryptedFileBackend: CacheBackend {
                                   hint: "Move it away; it was not changed")
         }
         var entries: [CacheEntry] = []
+        entries.reserveCapacity(root.count)
         for (section, value) in root {
-            guard let kind = EntityKind(rawValue: section), case .object(let items) = value else { continue }
+            guard let kind = EntityKind(section: section), case .object(let items) = value else {
+                entries.append(MSALDocument.unknownMember(section, value))
+                continue
+            }
             for (key, item) in items {
                 if case .object(let fields) = item { entries.append(CacheEntry(kind: kind, fields: fields, key: key)) }
             }
@@ -304,7 +308,7 @@ public final class EncryptedFileBackend: CacheBackend {
         let header = CacheFileFormat.Header(group: group.name, keyID: keyID, generation: generation, kdf: kdf)
         let file: Data
         do {
-            let plaintext = try JSON.encode(AccountStore.msalJSONObject(entries))
+            let plaintext = try JSON.encode(MSALDocument.object(entries))
             var nonce = [UInt8](repeating: 0, count: OpenSSL.nonceByteCount)
             try OpenSSL.randomBytes(&nonce)
             let sealed = try OpenSSL.seal(plaintext, key: key, nonce: nonce,

@@ -252,6 +252,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
         case .appMetadata: return "App metadata · \(client)"
         case .accountMetadata: return "Sign-in state · \(user) · \(client) · \(entry["sign_in_state"] ?? "")"
+        case .unknownSection: return "Other SDK data · \(entry.key)"
         }
     }
 
@@ -443,14 +444,16 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,
     /// `{"AccessToken": {"<key>": {...}}}`, which MSAL Python can load as it is and which
-    /// carries the entry's kind and key, so bulk reads need no per-item attribute calls.
+    /// carries the entry's kind and key, so bulk reads need no per-item attribute calls. A
+    /// top-level member this library does not know is an item of its own, `{"<name>": <value>}`.
     static func secret(of entry: CacheEntry) -> JSONObject {
-        [entry.kind.rawValue: .object([entry.key: .object(entry.fields)])]
+        MSALDocument.fragment(entry)
     }
 
     static func entry(fromSecret data: Data) -> CacheEntry? {
-        guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first,
-              let kind = EntityKind(rawValue: section), case .object(let items) = value, items.count == 1,
+        guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first else { return nil }
+        guard let kind = EntityKind(section: section) else { return MSALDocument.unknownMember(section, value) }
+        guard case .object(let items) = value, items.count == 1,
               let (key, item) = items.first, case .object(let fields) = item else { return nil }
         return CacheEntry(kind: kind, fields: fields, key: key)
     }

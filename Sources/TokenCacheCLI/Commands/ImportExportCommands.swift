@@ -36,7 +36,16 @@ struct ImportCommand: ParsableCommand {
             }
             let store = try store.openStore()
             let report = try store.importMSALJSON(data)
-            Terminal.print("Imported \(report.importedCount) entr\(report.importedCount == 1 ? "y" : "ies") into \(store.group).")
+            let count = report.importedCount - (report.imported[.unknownSection] ?? 0)
+            let entries = "\(count) entr\(count == 1 ? "y" : "ies")"
+            if report.changedCount == 0 {
+                Terminal.print("Nothing changed: the \(entries) of the file were already in \(store.group).")
+            } else {
+                Terminal.print("Imported \(entries) into \(store.group) (\(report.changedCount) new or changed).")
+            }
+            if let kept = report.imported[.unknownSection], kept > 0 {
+                Terminal.print("Kept \(kept) top-level member\(kept == 1 ? "" : "s") this tool does not use (other SDKs' data) as \(kept == 1 ? "it is" : "they are").")
+            }
             for skipped in report.skipped {
                 Terminal.print("Skipped \(skipped.section)\(skipped.key.map { " \($0)" } ?? ""): \(skipped.reason)")
             }

@@ -9,6 +9,20 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// Per-client sign-in state (`signed_in`/`signed_out`), as MSAL for iOS/macOS keeps it.
     /// MSAL Python and other SDKs keep this top-level section and ignore it.
     case accountMetadata = "AccountMetadata"
+    /// A top-level member of the document this library does not know (another SDK's section,
+    /// such as `AccessToken_With_AuthScheme`, or a scalar), kept as it is so no data is lost:
+    /// the entry's key and its `section` field are the member's name, its `value` field the
+    /// member's value.
+    case unknownSection = "UnknownSection"
+
+    /// The kinds that are MSAL sections of their own name.
+    public static let sections: [EntityKind] = [.accessToken, .refreshToken, .idToken, .account, .appMetadata, .accountMetadata]
+
+    /// The kind stored under a top-level member of an MSAL document, or nil for an unknown one.
+    public init?(section name: String) {
+        guard let kind = EntityKind(rawValue: name), kind != .unknownSection else { return nil }
+        self = kind
+    }
 
     /// Hashes the case, not its raw string: entries are filed by kind on every load and lookup.
     public func hash(into hasher: inout Hasher) {
@@ -19,6 +33,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
         case .account: 3
         case .appMetadata: 4
         case .accountMetadata: 5
+        case .unknownSection: 6
         }
         hasher.combine(ordinal)
     }
@@ -27,7 +42,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     public var isCredential: Bool {
         switch self {
         case .accessToken, .refreshToken, .idToken: true
-        case .account, .appMetadata, .accountMetadata: false
+        case .account, .appMetadata, .accountMetadata, .unknownSection: false
         }
     }
 }
@@ -97,6 +112,8 @@ package enum CacheKeys {
             return "appmetadata-\(field("environment"))-\(field("client_id"))"
         case .accountMetadata:
             return "accountmetadata-\(field("home_account_id"))-\(field("client_id"))".lowercased()
+        case .unknownSection:
+            return field("section")  // JSON member names are case-sensitive
         }
     }
 

@@ -6,28 +6,37 @@ extension AccountStore {
 
     /// Imports an MSAL unified JSON cache (as MSAL Python, msal-extensions, Azure CLI or another
     /// SDK wrote it) into this group. Entries are matched on their fields, so importing the same
-    /// cache twice changes nothing. Variants other SDKs write are accepted: a list-valued
-    /// `target`, float timestamps, .NET's `kid`; unknown fields are kept. Entries that cannot
-    /// be used and unknown sections (for example `AccessToken_With_AuthScheme`) are skipped and
-    /// reported.
+    /// cache twice changes nothing (``ImportReport/changedCount`` is then 0). Nothing is dropped
+    /// for being unfamiliar: unknown fields, entries without an account (app-only and managed
+    /// identity tokens), empty secrets and unknown top-level members (other SDKs' sections such
+    /// as `AccessToken_With_AuthScheme`, arrays, scalars) are kept and exported as they were; they
+    /// are simply never returned by account lookups. Only what is not part of an MSAL document at
+    /// all (an entry that is not a JSON object) is skipped, and reported with the reason.
     ///
-    /// - Throws: ``TokenCacheError`` `invalidCacheData` when the data is not a JSON object;
-    ///   the store is then unchanged.
+    /// - Throws: ``TokenCacheError`` `invalidCacheData` when the data is not a JSON object, saying
+    ///   what is wrong and at which byte; the store is then unchanged.
     @discardableResult
     public func importMSALJSON(_ data: Data) throws(TokenCacheError) -> ImportReport {
-        let (entries, report) = try Self.parseMSALJSON(data)
+        var (entries, report) = try Self.parseMSALJSON(data)
+        var changed = 0
         try mutate { index in
-            entries.flatMap { Self.upsert($0, in: index) }
+            let changes = entries.flatMap { Self.upsert($0, in: index) }
+            changed = changes.count
+            return changes
         } result: { _ in () }
+        report.changedCount = changed
+        entries.removeAll()
         options.logger.debug("Imported MSAL JSON cache", metadata: [
-            "imported": .stringConvertible(report.importedCount), "skipped": .stringConvertible(report.skipped.count)])
+            "imported": .stringConvertible(report.importedCount), "changed": .stringConvertible(changed),
+            "skipped": .stringConvertible(report.skipped.count)])
         return report
     }
 
-    /// The group as MSAL unified JSON, loadable by MSAL Python's `SerializableTokenCache`.
+    /// The group as MSAL unified JSON, loadable by every MSAL SDK (members this library does not
+    /// know are written back as they were imported).
     /// The result holds secrets: write it only to files only the user can read.
     public func exportMSALJSON() throws(TokenCacheError) -> Data {
-        let object = try read { index in Self.msalJSONObject(EntityKind.allCases.flatMap { index.all($0) }) }
+        let object = try read { index in MSALDocument.object(EntityKind.allCases.flatMap { index.all($0) }) }
         do {
             return try JSON.encode(object, pretty: true)
         } catch {
@@ -35,86 +44,98 @@ extension AccountStore {
         }
     }
 
-    /// The MSAL JSON top-level object for a set of entries.
-    package static func msalJSONObject(_ entries: [CacheEntry]) -> JSONObject {
-        var sections: [String: JSONObject] = [:]
-        for entry in entries { sections[entry.kind.rawValue, default: [:]][entry.key] = .object(entry.fields) }
-        return sections.mapValues { .object($0) }
-    }
-
-    /// Parses MSAL unified JSON into entries, validating each one.
+    /// Parses MSAL unified JSON into entries.
     package static func parseMSALJSON(_ data: Data) throws(TokenCacheError) -> ([CacheEntry], ImportReport) {
         guard data.count <= maximumImportSize else {
             throw TokenCacheError(.invalidCacheData, "The MSAL JSON cache is larger than \(maximumImportSize >> 20) MiB.",
                                   hint: "Check that the file is a token cache")
         }
-        let root: JSONObject
+        // A UTF-8 byte-order mark, which some Windows tools write, is accepted as the SDKs accept it.
+        let body = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
+        let parsed = body.withUnsafeBytes { bytes in
+            Result { () throws(JSONParser.SyntaxError) in try JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth) }
+        }
+        let value: JSONValue
         do {
-            root = try JSON.decodeObject(data)
+            value = try parsed.get()
         } catch {
-            throw TokenCacheError(.invalidCacheData, "The data is not an MSAL JSON cache (not a JSON object).",
+            throw TokenCacheError(.invalidCacheData, "The data is not valid JSON: \(error.reason) at byte \(error.offset + data.count - body.count).",
                                   hint: "Export the cache with MSAL's serialize() or `tokencache export`; nothing was imported")
         }
+        guard case .object(let root) = value else {
+            throw TokenCacheError(.invalidCacheData, "The data is JSON but not an MSAL cache: its top level is not an object.",
+                                  hint: "Export the cache with MSAL's serialize() or `tokencache export`; nothing was imported")
+        }
+        let (entries, skipped) = MSALDocument.entries(of: root)
         var report = ImportReport()
-        var entries: [CacheEntry] = []
-        for (section, value) in root.sorted(by: { $0.key < $1.key }) {
-            guard let kind = EntityKind(rawValue: section) else {
-                report.skipped.append(.init(section: section, key: nil, reason: "unknown section, not supported by this library"))
-                continue
+        report.skipped = skipped
+        for entry in entries { report.imported[entry.kind, default: 0] += 1 }
+        return (entries, report)
+    }
+}
+
+/// The MSAL unified JSON document (schema: DESIGN.md section 4): a section per credential kind
+/// holding entries by key. Everything else at the top level is kept as an
+/// ``EntityKind/unknownSection`` entry, so a document read and written back loses nothing.
+package enum MSALDocument {
+    /// The document holding `entries`.
+    package static func object(_ entries: [CacheEntry]) -> JSONObject {
+        var sections: [String: JSONObject] = [:]
+        var unknown: JSONObject = [:]
+        for entry in entries {
+            if entry.kind == .unknownSection {
+                unknown[entry.key] = entry.fields["value"] ?? .null
+            } else {
+                sections[entry.kind.rawValue, default: [:]][entry.key] = .object(entry.fields)
             }
-            guard case .object(let items) = value else {
-                report.skipped.append(.init(section: section, key: nil, reason: "section is not a JSON object"))
+        }
+        // A known section always wins over an unknown member of the same name (which only a
+        // section that was not an object could have left).
+        return unknown.merging(sections.mapValues { .object($0) }) { $1 }
+    }
+
+    /// One entry as a document of its own (a Secret Service item's secret).
+    package static func fragment(_ entry: CacheEntry) -> JSONObject {
+        object([entry])
+    }
+
+    /// The entries of a document, and what could not be kept, with the reason.
+    package static func entries(of root: JSONObject) -> (entries: [CacheEntry], skipped: [ImportReport.Skipped]) {
+        var entries: [CacheEntry] = []
+        var skipped: [ImportReport.Skipped] = []
+        for (name, value) in root.sorted(by: { $0.key < $1.key }) {
+            guard let kind = EntityKind(section: name), case .object(let items) = value else {
+                entries.append(unknownMember(name, value))
                 continue
             }
             for (key, item) in items.sorted(by: { $0.key < $1.key }) {
                 guard case .object(var fields) = item else {
-                    report.skipped.append(.init(section: section, key: key, reason: "entry is not a JSON object"))
+                    skipped.append(.init(section: name, key: key, reason: "the entry is \(describe(item)), not a JSON object"))
                     continue
                 }
-                // Old MSAL Python files stored target as a list of scopes.
-                if case .array(let scopes)? = fields["target"] {
-                    let strings = scopes.compactMap(\.stringValue)
-                    guard strings.count == scopes.count else {
-                        report.skipped.append(.init(section: section, key: key, reason: "target list holds non-strings"))
-                        continue
-                    }
-                    fields["target"] = .string(strings.joined(separator: " "))
-                }
-                if let problem = validationProblem(kind, fields) {
-                    report.skipped.append(.init(section: section, key: key, reason: problem))
-                    continue
+                // Old MSAL Python files stored target as a list of scopes: read as the string SDKs write now.
+                if case .array(let scopes)? = fields["target"], scopes.allSatisfy({ $0.stringValue != nil }) {
+                    fields["target"] = .string(scopes.compactMap(\.stringValue).joined(separator: " "))
                 }
                 entries.append(CacheEntry(kind: kind, fields: fields, key: key))
-                report.imported[kind, default: 0] += 1
             }
         }
-        return (entries, report)
+        return (entries, skipped)
     }
 
-    /// Why an entry cannot be used, or nil when it can.
-    package static func validationProblem(_ kind: EntityKind, _ fields: JSONObject) -> String? {
-        func requireString(_ names: String...) -> String? {
-            for name in names {
-                guard let value = fields[name]?.stringValue, !value.isEmpty else { return "field '\(name)' is missing or not a string" }
-                _ = value
-            }
-            return nil
+    /// A top-level member kept as it is.
+    package static func unknownMember(_ name: String, _ value: JSONValue) -> CacheEntry {
+        CacheEntry(kind: .unknownSection, fields: ["section": .string(name), "value": value], key: name)
+    }
+
+    private static func describe(_ value: JSONValue) -> String {
+        switch value {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .integer, .double: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
         }
-        switch kind {
-        case .accessToken:
-            if let problem = requireString("secret", "home_account_id", "environment", "client_id", "target") { return problem }
-            guard fields["expires_on"]?.secondsValue != nil else { return "field 'expires_on' is missing or not a number" }
-        case .refreshToken:
-            return requireString("secret", "home_account_id", "environment", "client_id")
-        case .idToken:
-            return requireString("secret", "home_account_id", "environment", "client_id")
-        case .account:
-            return requireString("home_account_id", "environment")
-        case .appMetadata:
-            return requireString("client_id", "environment")
-        case .accountMetadata:
-            return requireString("home_account_id", "client_id")
-        }
-        return nil
     }
 }

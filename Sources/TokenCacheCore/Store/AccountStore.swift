@@ -222,7 +222,7 @@ public final class AccountStore: Sendable {
             guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return nil }
             var best: IndexedAccessToken?
             for at in index.accessTokens(homeAccountID: account.homeAccountID)
-            where at.isPlainBearer && at.expiresOn > deadline && at.expiresOn > (best?.expiresOn ?? 0)
+            where at.isPlainBearer && !at.result.accessToken.isEmpty && at.expiresOn > deadline && at.expiresOn > (best?.expiresOn ?? 0)
                 && ASCII.equalsIgnoringCase(at.clientID, clientID)
                 && at.environment == environment
                 && ((authorityRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false)
@@ -262,7 +262,8 @@ public final class AccountStore: Sendable {
             guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
             return Self.refreshTokens(home: account.homeAccountID, clientID: clientID, environment: authority.environment, in: index)
                 .filter { entry in
-                    Environment.authority(authority, accepts: entry["environment"] ?? "")
+                    !(entry["secret"] ?? "").isEmpty
+                        && Environment.authority(authority, accepts: entry["environment"] ?? "")
                         && (authority.kind == .aad || ASCII.equalLowercased(entry["client_id"], clientID))
                 }
                 .map(RefreshToken.init(entry:))
@@ -496,7 +497,10 @@ public final class AccountStore: Sendable {
     package static func refreshTokenCandidates(home: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
         // Each token's modification time read once, not at every comparison of the sort.
+        // An empty secret (kept as another SDK wrote it) is nothing to redeem. (A listing's
+        // entries have no secret member at all: it is left in the decrypted document.)
         return index.entries(.refreshToken, homeAccountID: home)
+            .filter { $0.fields["secret"] != .string("") }
             .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment }
             .map { (entry: $0, modified: $0.fields["last_modification_time"]?.secondsValue ?? 0) }
             .sorted { $0.modified > $1.modified }

@@ -83,6 +83,9 @@ public struct ImportReport: Sendable, Hashable {
     public internal(set) var imported: [EntityKind: Int] = [:]
     /// Entries and sections skipped.
     public internal(set) var skipped: [Skipped] = []
+    /// Entries that were new or different from what the group held (0 when importing the same
+    /// cache again).
+    public internal(set) var changedCount = 0
 
     /// Total entries imported.
     public var importedCount: Int { imported.values.reduce(0, +) }

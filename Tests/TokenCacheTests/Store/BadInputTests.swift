@@ -107,7 +107,7 @@ struct BadInputTests {
         #expect(try store.entries().isEmpty)
     }
 
-    @Test("Variants other SDKs write are imported where usable and the rest is reported, never crashing")
+    @Test("Variants other SDKs write are imported and kept (unusable ones too, never returned); only non-objects are skipped, with the reason")
     func importsVariants() throws {
         let home = Fixtures.alice.homeAccountID
         let json = """
@@ -131,9 +131,9 @@ struct BadInputTests {
         """
         let store = AccountStore(backend: InMemoryBackend())
         let report = try store.importMSALJSON(Data(json.utf8))
-        #expect(report.imported == [.accessToken: 2, .account: 1, .refreshToken: 1])
-        #expect(Set(report.skipped.map { "\($0.section)/\($0.key ?? "*")" })
-                == ["AccessToken/no-secret", "AccessToken/not-an-object", "AccessToken_With_AuthScheme/*"])
+        #expect(report.imported == [.accessToken: 3, .account: 1, .refreshToken: 1, .unknownSection: 1])
+        #expect(report.skipped.map { "\($0.section)/\($0.key ?? "*"): \($0.reason)" }
+                == ["AccessToken/not-an-object: the entry is a number, not a JSON object"])
 
         let account = try #require(try store.account("alice@contoso.com"))
         let listTarget = try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["Mail.Read"], now: Fixtures.now)
@@ -147,6 +147,9 @@ struct BadInputTests {
         let dotnetEntry = try #require((exported["AccessToken"] as? [String: Any])?["dotnet-style-key"] as? [String: Any])
         #expect(dotnetEntry["kid"] as? String == "key-1")
         #expect((dotnetEntry["future_field"] as? [String: Any])?["x"] as? [Int] == [1, 2])
+        // So do the entry without a secret and the other SDK's section.
+        #expect((exported["AccessToken"] as? [String: Any])?["no-secret"] != nil)
+        #expect((exported["AccessToken_With_AuthScheme"] as? [String: Any])?["pop"] as? [String: String] == ["secret": "x"])
     }
 }
 
