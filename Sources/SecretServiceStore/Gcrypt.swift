@@ -1,37 +1,36 @@
 internal import CLibSecret
 import TokenCacheCore
 import TokenCachePlatform
-import FoundationEssentials
 
-/// libgcrypt, loaded at run time for the Secret Service's encrypted transfer
+/// libgcrypt, loaded at run time (``LoadedLibrary``) for the Secret Service's encrypted transfer
 /// (``TransferSession``). It is libsecret's own crypto library, so by the time the backend needs
 /// it, loading libsecret has already mapped it: opening it again costs nothing.
 ///
 /// `TOKENCACHE_LIBGCRYPT_PATH` overrides the file loaded (default `libgcrypt.so.20`).
-final class Gcrypt: @unchecked Sendable {
-    // @unchecked: the table is written once, before the instance is shared, and never changed.
-    let functions: TCGcryptFunctions
+typealias Gcrypt = LoadedLibrary<GcryptDescriptor>
 
-    private init(functions: TCGcryptFunctions) { self.functions = functions }
+/// How libgcrypt is found, initialized and reported (``Gcrypt``); missing, it is
+/// `libgcryptMissing`, not libsecret's error, so the hint names the package that is missing.
+enum GcryptDescriptor: LibraryDescriptor {
+    static let loaded = Gcrypt.load()
+    static let name = "libgcrypt"
+    static let sonames = ["libgcrypt.so.20"]
+    static let overrideVariable = "TOKENCACHE_LIBGCRYPT_PATH"
+    static let aptPackage = "libgcrypt20"
+    static let otherwise = "use the encrypted-file backend (--backend file)"
+    static let missingCode = TokenCacheError.Code.libgcryptMissing
+    static var unresolved: TCGcryptFunctions { TCGcryptFunctions() }
 
-    /// The soname loaded when `TOKENCACHE_LIBGCRYPT_PATH` is not set.
-    static let soname = "libgcrypt.so.20"
+    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout TCGcryptFunctions) -> UnsafePointer<CChar>? {
+        tc_gcrypt_resolve(handle, &functions)
+    }
 
-    private static let loaded: Result<Gcrypt, TokenCacheError> = load()
+    /// Initializes libgcrypt unless the process already has (see `tc_gcrypt_prepare`).
+    static func prepare(_ functions: TCGcryptFunctions) -> String? {
+        withUnsafePointer(to: functions) { tc_gcrypt_prepare($0).map { String(cString: $0) } }
+    }
 
-    /// The library, loading and initializing it on first call.
-    /// - Throws: ``TokenCacheError`` `libsecretMissing`, with the package to install.
-    static func shared() throws(TokenCacheError) -> Gcrypt { try loaded.get() }
-
-    private static func load() -> Result<Gcrypt, TokenCacheError> {
-        DynamicLibrary.open([soname], override: "TOKENCACHE_LIBGCRYPT_PATH", empty: TCGcryptFunctions(),
-                            resolve: { tc_gcrypt_resolve($0, &$1) },
-                            prepare: { functions in withUnsafePointer(to: functions) { tc_gcrypt_prepare($0).map { String(cString: $0) } } })
-            .map { Gcrypt(functions: $0.functions) }
-            .mapError { failure in
-                TokenCacheError(.libsecretMissing,
-                                "libgcrypt, which encrypts secrets on their way from the Secret Service, could not be used (\(failure.reason)).",
-                                hint: "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend (--backend file)")
-            }
+    static func message(_ failure: LoadFailure) -> String {
+        "libgcrypt, which encrypts secrets on their way from the Secret Service, could not be used (\(failure.reason))."
     }
 }

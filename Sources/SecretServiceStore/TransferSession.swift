@@ -43,7 +43,7 @@ final class TransferSession: @unchecked Sendable {
     }
 
     /// Opens a session: one OpenSession call, the key agreed, and the session's path.
-    /// - Throws: `libsecretMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
+    /// - Throws: `libgcryptMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
     ///   when the service answers with an invalid public value or without this algorithm.
     static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32) throws(TokenCacheError) -> TransferSession {
         let gcrypt = try Gcrypt.shared()
