@@ -13,21 +13,14 @@ typealias LibCrypto = LoadedLibrary<LibCryptoDescriptor>
 /// How libcrypto is found and reported (``LibCrypto``).
 enum LibCryptoDescriptor: LibraryDescriptor {
     static let loaded = LibCrypto.load()
-    static let name = "OpenSSL's libcrypto 3"
-    static let sonames = ["libcrypto.so.3"]
-    static let overrideVariable = "TOKENCACHE_LIBCRYPTO_PATH"
-    static let aptPackage = "libssl3"
-    static let otherPackages: String? = "Fedora: openssl-libs"
-    static let otherwise = "use the Secret Service backend"
-    static let missingCode = TokenCacheError.Code.libcryptoMissing
-    static var unresolved: TCOpenSSLFunctions { TCOpenSSLFunctions() }
+    static let facts = LibraryFacts(name: "OpenSSL's libcrypto 3", role: "which the encrypted file needs", sonames: ["libcrypto.so.3"],
+                                    overrideVariable: "TOKENCACHE_LIBCRYPTO_PATH", packages: ("libssl3", "Fedora: openssl-libs"),
+                                    otherwise: "use the Secret Service backend", missingCode: .libcryptoMissing)
 
-    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout TCOpenSSLFunctions) -> UnsafePointer<CChar>? {
-        tc_openssl_resolve(handle, &functions)
-    }
-
-    static func message(_ failure: LoadFailure) -> String {
-        "OpenSSL's libcrypto 3, which the encrypted file needs, could not be loaded (\(failure.reason))."
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCOpenSSLFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCOpenSSLFunctions()
+        let missing = tc_openssl_resolve(handle, &functions)
+        return (functions, missing)
     }
 
     /// OpenSSL's own version line ("OpenSSL 3.0.13 30 Jan 2024") and the file.

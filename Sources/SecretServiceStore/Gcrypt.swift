@@ -13,24 +13,19 @@ typealias Gcrypt = LoadedLibrary<GcryptDescriptor>
 /// `libgcryptMissing`, not libsecret's error, so the hint names the package that is missing.
 enum GcryptDescriptor: LibraryDescriptor {
     static let loaded = Gcrypt.load()
-    static let name = "libgcrypt"
-    static let sonames = ["libgcrypt.so.20"]
-    static let overrideVariable = "TOKENCACHE_LIBGCRYPT_PATH"
-    static let aptPackage = "libgcrypt20"
-    static let otherwise = "use the encrypted-file backend (--backend file)"
-    static let missingCode = TokenCacheError.Code.libgcryptMissing
-    static var unresolved: TCGcryptFunctions { TCGcryptFunctions() }
+    static let facts = LibraryFacts(name: "libgcrypt", role: "which encrypts secrets on their way from the Secret Service",
+                                    sonames: ["libgcrypt.so.20"], overrideVariable: "TOKENCACHE_LIBGCRYPT_PATH",
+                                    packages: ("libgcrypt20", nil), otherwise: "use the encrypted-file backend (--backend file)",
+                                    missingCode: .libgcryptMissing)
 
-    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout TCGcryptFunctions) -> UnsafePointer<CChar>? {
-        tc_gcrypt_resolve(handle, &functions)
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCGcryptFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCGcryptFunctions()
+        let missing = tc_gcrypt_resolve(handle, &functions)
+        return (functions, missing)
     }
 
     /// Initializes libgcrypt unless the process already has (see `tc_gcrypt_prepare`).
     static func prepare(_ functions: TCGcryptFunctions) -> String? {
         withUnsafePointer(to: functions) { tc_gcrypt_prepare($0).map { String(cString: $0) } }
-    }
-
-    static func message(_ failure: LoadFailure) -> String {
-        "libgcrypt, which encrypts secrets on their way from the Secret Service, could not be used (\(failure.reason))."
     }
 }

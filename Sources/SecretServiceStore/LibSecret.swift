@@ -13,16 +13,15 @@ typealias LibSecret = LoadedLibrary<LibSecretDescriptor>
 /// How libsecret is found and reported (``LibSecret``).
 enum LibSecretDescriptor: LibraryDescriptor {
     static let loaded = LibSecret.load()
-    static let name = "libsecret"
-    static let sonames = ["libsecret-1.so.0"]
-    static let overrideVariable = "TOKENCACHE_LIBSECRET_PATH"
-    static let aptPackage = "libsecret-1-0"
-    static let otherwise = "use the encrypted-file backend (--backend file), which works without it"
-    static let missingCode = TokenCacheError.Code.libsecretMissing
-    static var unresolved: TCLibSecretFunctions { TCLibSecretFunctions() }
+    static let facts = LibraryFacts(name: "libsecret", role: "which the Secret Service backend needs", sonames: ["libsecret-1.so.0"],
+                                    overrideVariable: "TOKENCACHE_LIBSECRET_PATH", packages: ("libsecret-1-0", nil),
+                                    otherwise: "use the encrypted-file backend (--backend file), which works without it",
+                                    missingCode: .libsecretMissing)
 
-    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout TCLibSecretFunctions) -> UnsafePointer<CChar>? {
-        tc_libsecret_resolve(handle, &functions)
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCLibSecretFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCLibSecretFunctions()
+        let missing = tc_libsecret_resolve(handle, &functions)
+        return (functions, missing)
     }
 
     /// libsecret's own wording, which `doctor` and automatic selection repeat.

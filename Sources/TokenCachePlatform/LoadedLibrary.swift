@@ -1,50 +1,67 @@
 import TokenCacheCore
 
 /// What the package knows about one C library it loads at run time (libsecret, libgcrypt,
-/// libcrypto, libcurl): where to find it, how to fill its function table, and what to tell
+/// libcrypto, libcurl): where to find it, how to make its function table, and what to tell
 /// people when it is missing. A caseless enum conforms; ``LoadedLibrary`` does the rest, so the
 /// load-once, `shared()`, doctor description and typed missing-library error exist once.
 package protocol LibraryDescriptor: Sendable {
     /// The C struct of function pointers the library is used through.
     associatedtype Functions
 
-    /// Its name in messages and in `tokencache doctor`: "libsecret", "OpenSSL's libcrypto 3".
-    static var name: String { get }
-    /// Sonames tried in order when the override variable is not set.
-    static var sonames: [String] { get }
-    /// The environment variable naming the file to load instead (`TOKENCACHE_LIBSECRET_PATH`).
-    static var overrideVariable: String { get }
-    /// The Debian/Ubuntu package that installs it, for the hint.
-    static var aptPackage: String { get }
-    /// The hint's other distributions ("Fedora: openssl-libs"), if any.
-    static var otherPackages: String? { get }
-    /// What to do instead of installing it, the hint's end ("use the Secret Service backend").
-    static var otherwise: String { get }
-    /// The error code when it cannot be loaded.
-    static var missingCode: TokenCacheError.Code { get }
+    /// Where the library is found and what its absence is called.
+    static var facts: LibraryFacts { get }
 
     /// The library, or why not: written by each descriptor as `static let loaded = LoadedLibrary<Self>.load()`,
     /// because only a concrete type can hold a static let, which Swift initializes once per
     /// process, thread-safely, on first access.
     static var loaded: Result<LoadedLibrary<Self>, TokenCacheError> { get }
 
-    /// The function table, every entry nil.
-    static var unresolved: Functions { get }
-    /// Fills the table from a dlopen handle; the name of the first missing function, or nil.
-    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout Functions) -> UnsafePointer<CChar>?
-    /// One-time set-up once resolved (`curl_global_init`); why it failed, or nil.
+    /// The function table from a dlopen handle, with the name of the first missing function, or nil.
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (Functions, missing: UnsafePointer<CChar>?)
+    /// One-time set-up once resolved (`curl_global_init`); why it failed, or nil. Default: none.
     static func prepare(_ functions: Functions) -> String?
-    /// The error message when no candidate could be used.
+    /// The error message when no candidate could be used. Default: "libcurl, which refreshing
+    /// tokens needs, could not be loaded (…)."
     static func message(_ failure: LoadFailure) -> String
-    /// For `tokencache doctor` once loaded: "libcurl (loaded: /usr/lib/…/libcurl.so.4, …)".
+    /// For `tokencache doctor` once loaded. Default: "libsecret (loaded: /usr/lib/…/libsecret-1.so.0)".
     static func describe(_ library: LoadedLibrary<Self>) -> String
 }
 
+/// The facts of a ``LibraryDescriptor``: names, sonames and the error when it is missing.
+package struct LibraryFacts: Sendable {
+    /// Its name in messages and in `tokencache doctor`: "libsecret", "OpenSSL's libcrypto 3".
+    package var name: String
+    /// What needs it, for the message: "which the encrypted file needs".
+    package var role: String
+    /// Sonames tried in order when the override variable is not set.
+    package var sonames: [String]
+    /// The environment variable naming the file to load instead (`TOKENCACHE_LIBSECRET_PATH`).
+    package var overrideVariable: String
+    /// The Debian/Ubuntu package that installs it, and other distributions' ("Fedora: openssl-libs").
+    package var packages: (apt: String, others: String?)
+    /// What to do instead of installing it, the hint's end ("use the Secret Service backend").
+    package var otherwise: String
+    /// The error code when it cannot be loaded.
+    package var missingCode: TokenCacheError.Code
+
+    package init(name: String, role: String, sonames: [String], overrideVariable: String,
+                 packages: (apt: String, others: String?), otherwise: String, missingCode: TokenCacheError.Code) {
+        (self.name, self.role, self.sonames, self.overrideVariable) = (name, role, sonames, overrideVariable)
+        (self.packages, self.otherwise, self.missingCode) = (packages, otherwise, missingCode)
+    }
+
+    /// "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend …".
+    var hint: String {
+        "Install it (Debian/Ubuntu: apt-get install \(packages.apt)\(packages.others.map { "; " + $0 } ?? "")), or \(otherwise)"
+    }
+}
+
 extension LibraryDescriptor {
-    package static var otherPackages: String? { nil }
     package static func prepare(_ functions: Functions) -> String? { nil }
-    package static func message(_ failure: LoadFailure) -> String { "\(name) could not be loaded (\(failure.reason))." }
-    package static func describe(_ library: LoadedLibrary<Self>) -> String { "\(name) (loaded: \(library.path))" }
+    package static func message(_ failure: LoadFailure) -> String {
+        "\(facts.name), \(facts.role), could not be loaded (\(failure.reason))."
+    }
+    package static func describe(_ library: LoadedLibrary<Self>) -> String { "\(facts.name) (loaded: \(library.path))" }
 }
 
 /// A library of ``LibraryDescriptor`` loaded with ``DynamicLibrary``: its function table and the
@@ -79,17 +96,12 @@ package final class LoadedLibrary<Library: LibraryDescriptor>: @unchecked Sendab
         }
     }
 
-    /// Loads the library (``DynamicLibrary/open(_:override:empty:resolve:prepare:)``): only for
-    /// the descriptor's `loaded`, which keeps the result for the process.
+    /// Loads the library (``DynamicLibrary/open(_:override:resolve:prepare:)``): only for the
+    /// descriptor's `loaded`, which keeps the result for the process.
     package static func load() -> Result<LoadedLibrary, TokenCacheError> {
-        DynamicLibrary.open(Library.sonames, override: Library.overrideVariable, empty: Library.unresolved,
-                            resolve: Library.resolve, prepare: Library.prepare)
+        let facts = Library.facts
+        return DynamicLibrary.open(facts.sonames, override: facts.overrideVariable, resolve: Library.resolve, prepare: Library.prepare)
             .map { LoadedLibrary(functions: $0.functions, path: $0.path) }
-            .mapError { TokenCacheError(Library.missingCode, Library.message($0), hint: hint) }
-    }
-
-    /// "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend …".
-    static var hint: String {
-        "Install it (Debian/Ubuntu: apt-get install \(Library.aptPackage)\(Library.otherPackages.map { "; " + $0 } ?? "")), or \(Library.otherwise)"
+            .mapError { TokenCacheError(facts.missingCode, Library.message($0), hint: facts.hint) }
     }
 }

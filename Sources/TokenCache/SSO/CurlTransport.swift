@@ -47,25 +47,19 @@ typealias LibCurl = LoadedLibrary<LibCurlDescriptor>
 /// How libcurl is found, initialized and reported (``LibCurl``).
 enum LibCurlDescriptor: LibraryDescriptor {
     static let loaded = LibCurl.load()
-    static let name = "libcurl"
-    static let sonames = ["libcurl.so.4", "libcurl-gnutls.so.4"]
-    static let overrideVariable = "TOKENCACHE_LIBCURL_PATH"
-    static let aptPackage = "libcurl4"
-    static let otherwise = "pass your own HTTPTransport"
-    static let missingCode = TokenCacheError.Code.libcurlMissing
-    static var unresolved: TCCurlFunctions { TCCurlFunctions() }
+    static let facts = LibraryFacts(name: "libcurl", role: "which refreshing tokens needs", sonames: ["libcurl.so.4", "libcurl-gnutls.so.4"],
+                                    overrideVariable: "TOKENCACHE_LIBCURL_PATH", packages: ("libcurl4", nil),
+                                    otherwise: "pass your own HTTPTransport", missingCode: .libcurlMissing)
 
-    static func resolve(_ handle: UnsafeMutableRawPointer, _ functions: inout TCCurlFunctions) -> UnsafePointer<CChar>? {
-        tc_curl_resolve(handle, &functions)
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCCurlFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCCurlFunctions()
+        let missing = tc_curl_resolve(handle, &functions)
+        return (functions, missing)
     }
 
     /// curl_global_init is not thread-safe in older libcurl: done once, under `loaded`'s lock.
     static func prepare(_ functions: TCCurlFunctions) -> String? {
         functions.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK ? nil : "curl_global_init failed"
-    }
-
-    static func message(_ failure: LoadFailure) -> String {
-        "libcurl, which refreshing tokens needs, could not be loaded (\(failure.reason))."
     }
 
     /// The file and curl_version(): "libcurl/8.x OpenSSL/3.x ...".

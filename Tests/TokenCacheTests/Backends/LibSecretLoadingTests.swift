@@ -68,7 +68,7 @@ struct LibSecretLoadingTests {
         #expect(output.status == 1)
         let lines = output.stderr.split(separator: "\n")
         #expect(lines.count == 2, "\(output.stderr)")
-        #expect(lines.first?.hasPrefix("error: libgcrypt, which encrypts secrets on their way from the Secret Service, could not be used (/nonexistent/libgcrypt.so.20: ") == true,
+        #expect(lines.first?.hasPrefix("error: libgcrypt, which encrypts secrets on their way from the Secret Service, could not be loaded (/nonexistent/libgcrypt.so.20: ") == true,
                 "\(output.stderr)")
         #expect(lines.last?.hasPrefix("hint: Install it (Debian/Ubuntu: apt-get install libgcrypt20)") == true, "\(output.stderr)")
         #expect(!output.stderr.contains("libsecret"), "\(output.stderr)")
