@@ -1,63 +1,46 @@
 internal import COpenSSL
 import TokenCacheCore
 import TokenCachePlatform
-import FoundationEssentials
 
-/// OpenSSL's libcrypto 3, loaded at run time when the encrypted file is first used
-/// (``DynamicLibrary``): processes that only use the Secret Service never map it.
+/// OpenSSL's libcrypto 3, loaded at run time (``LoadedLibrary``) when the encrypted file is first
+/// used: processes that only use the Secret Service never map it.
 ///
-/// `TOKENCACHE_LIBCRYPTO_PATH` overrides the file loaded (default `libcrypto.so.3`, found the
-/// usual way): for packagers with OpenSSL in a non-standard place, and for tests that need it to
-/// be absent.
-@dynamicMemberLookup
-final class LibCrypto: @unchecked Sendable {
-    // @unchecked: the table is written once, before the instance is shared, and never changed.
-    private let functions: TCOpenSSLFunctions
-    /// The file name the library was loaded by.
-    let path: String
-    /// AES-256-GCM, fetched from the default provider once: passing `EVP_aes_256_gcm()` makes
-    /// OpenSSL 3 fetch the implementation again on every init (a fifth of a 16 KiB seal).
-    let aes256GCM: OpaquePointer?
+/// `TOKENCACHE_LIBCRYPTO_PATH` overrides the file loaded (default `libcrypto.so.3`, OpenSSL 3's
+/// stable ABI): for packagers with OpenSSL in a non-standard place, and for tests that need it
+/// to be absent.
+typealias LibCrypto = LoadedLibrary<LibCryptoDescriptor>
 
-    /// The library's functions by their C names: `crypto.EVP_CIPHER_CTX_new()`.
-    subscript<Function>(dynamicMember name: KeyPath<TCOpenSSLFunctions, Function?>) -> Function {
-        functions[keyPath: name]!  // all non-nil: `load` fails unless every function resolved
+/// How libcrypto is found and reported (``LibCrypto``).
+enum LibCryptoDescriptor: LibraryDescriptor {
+    static let loaded = LibCrypto.load()
+    static let facts = LibraryFacts(name: "OpenSSL's libcrypto 3", role: "which the encrypted file needs", sonames: ["libcrypto.so.3"],
+                                    overrideVariable: "TOKENCACHE_LIBCRYPTO_PATH", packages: ("libssl3", "Fedora: openssl-libs"),
+                                    otherwise: "use the Secret Service backend", missingCode: .libcryptoMissing)
+
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCOpenSSLFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCOpenSSLFunctions()
+        let missing = tc_openssl_resolve(handle, &functions)
+        return (functions, missing)
     }
 
-    /// The soname loaded when `TOKENCACHE_LIBCRYPTO_PATH` is not set (OpenSSL 3's stable ABI).
-    static let soname = "libcrypto.so.3"
-
-    /// The loaded library, or why it could not be loaded; initialized once, on first access.
-    private static let loaded: Result<LibCrypto, TokenCacheError> = load()
-
-    /// The library, loading it on first call.
-    /// - Throws: ``TokenCacheError`` `libcryptoMissing`, with the package to install.
-    static func shared() throws(TokenCacheError) -> LibCrypto { try loaded.get() }
-
-    /// For `tokencache doctor`: the OpenSSL loaded and its version, or why it could not be loaded.
-    static var description: String {
-        switch loaded {
-        case .success(let library):
-            "\(library.OpenSSL_version(Int32(TC_OPENSSL_VERSION)).map { String(cString: $0) } ?? "OpenSSL") (loaded: \(library.path))"
-        case .failure(let error): error.message
-        }
+    /// OpenSSL's own version line ("OpenSSL 3.0.13 30 Jan 2024") and the file.
+    static func describe(_ library: LibCrypto) -> String {
+        "\(library.OpenSSL_version(Int32(TC_OPENSSL_VERSION)).map { String(cString: $0) } ?? "OpenSSL") (loaded: \(library.path))"
     }
 
-    private init(functions: TCOpenSSLFunctions, path: String) {
-        self.functions = functions
-        self.path = path
-        // Kept for the life of the process, like the library.
-        aes256GCM = functions.EVP_CIPHER_fetch!(nil, "AES-256-GCM", nil) ?? functions.EVP_aes_256_gcm!()
-        functions.ERR_clear_error!()  // a failed fetch queues errors that belong to no later call
-    }
+    /// AES-256-GCM, fetched from the default provider once and kept for the life of the process,
+    /// like the library: passing `EVP_aes_256_gcm()` makes OpenSSL 3 fetch the implementation
+    /// again on every init (a fifth of a 16 KiB seal).
+    // nonisolated(unsafe): an immutable pointer to OpenSSL's shared, thread-safe cipher object.
+    nonisolated(unsafe) static let aes256GCM: OpaquePointer? = {
+        guard let crypto = try? LibCrypto.shared() else { return nil }
+        let cipher = crypto.EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) ?? crypto.EVP_aes_256_gcm()
+        crypto.ERR_clear_error()  // a failed fetch queues errors that belong to no later call
+        return cipher
+    }()
+}
 
-    private static func load() -> Result<LibCrypto, TokenCacheError> {
-        DynamicLibrary.open([soname], override: "TOKENCACHE_LIBCRYPTO_PATH", empty: TCOpenSSLFunctions(),
-                            resolve: { tc_openssl_resolve($0, &$1) })
-            .map { LibCrypto(functions: $0.functions, path: $0.path) }
-            .mapError { failure in
-                TokenCacheError(.libcryptoMissing, "OpenSSL's libcrypto 3, which the encrypted file needs, could not be loaded (\(failure.reason)).",
-                                hint: "Install it (Debian/Ubuntu: apt-get install libssl3; Fedora: openssl-libs), or use the Secret Service backend")
-            }
-    }
+extension LoadedLibrary where Library == LibCryptoDescriptor {
+    /// AES-256-GCM, fetched once (``LibCryptoDescriptor/aes256GCM``).
+    var aes256GCM: OpaquePointer? { LibCryptoDescriptor.aes256GCM }
 }

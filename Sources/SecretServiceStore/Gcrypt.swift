@@ -1,37 +1,31 @@
 internal import CLibSecret
 import TokenCacheCore
 import TokenCachePlatform
-import FoundationEssentials
 
-/// libgcrypt, loaded at run time for the Secret Service's encrypted transfer
+/// libgcrypt, loaded at run time (``LoadedLibrary``) for the Secret Service's encrypted transfer
 /// (``TransferSession``). It is libsecret's own crypto library, so by the time the backend needs
 /// it, loading libsecret has already mapped it: opening it again costs nothing.
 ///
 /// `TOKENCACHE_LIBGCRYPT_PATH` overrides the file loaded (default `libgcrypt.so.20`).
-final class Gcrypt: @unchecked Sendable {
-    // @unchecked: the table is written once, before the instance is shared, and never changed.
-    let functions: TCGcryptFunctions
+typealias Gcrypt = LoadedLibrary<GcryptDescriptor>
 
-    private init(functions: TCGcryptFunctions) { self.functions = functions }
+/// How libgcrypt is found, initialized and reported (``Gcrypt``); missing, it is
+/// `libgcryptMissing`, not libsecret's error, so the hint names the package that is missing.
+enum GcryptDescriptor: LibraryDescriptor {
+    static let loaded = Gcrypt.load()
+    static let facts = LibraryFacts(name: "libgcrypt", role: "which encrypts secrets on their way from the Secret Service",
+                                    sonames: ["libgcrypt.so.20"], overrideVariable: "TOKENCACHE_LIBGCRYPT_PATH",
+                                    packages: ("libgcrypt20", nil), otherwise: "use the encrypted-file backend (--backend file)",
+                                    missingCode: .libgcryptMissing)
 
-    /// The soname loaded when `TOKENCACHE_LIBGCRYPT_PATH` is not set.
-    static let soname = "libgcrypt.so.20"
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCGcryptFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCGcryptFunctions()
+        let missing = tc_gcrypt_resolve(handle, &functions)
+        return (functions, missing)
+    }
 
-    private static let loaded: Result<Gcrypt, TokenCacheError> = load()
-
-    /// The library, loading and initializing it on first call.
-    /// - Throws: ``TokenCacheError`` `libsecretMissing`, with the package to install.
-    static func shared() throws(TokenCacheError) -> Gcrypt { try loaded.get() }
-
-    private static func load() -> Result<Gcrypt, TokenCacheError> {
-        DynamicLibrary.open([soname], override: "TOKENCACHE_LIBGCRYPT_PATH", empty: TCGcryptFunctions(),
-                            resolve: { tc_gcrypt_resolve($0, &$1) },
-                            prepare: { functions in withUnsafePointer(to: functions) { tc_gcrypt_prepare($0).map { String(cString: $0) } } })
-            .map { Gcrypt(functions: $0.functions) }
-            .mapError { failure in
-                TokenCacheError(.libsecretMissing,
-                                "libgcrypt, which encrypts secrets on their way from the Secret Service, could not be used (\(failure.reason)).",
-                                hint: "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend (--backend file)")
-            }
+    /// Initializes libgcrypt unless the process already has (see `tc_gcrypt_prepare`).
+    static func prepare(_ functions: TCGcryptFunctions) -> String? {
+        withUnsafePointer(to: functions) { tc_gcrypt_prepare($0).map { String(cString: $0) } }
     }
 }

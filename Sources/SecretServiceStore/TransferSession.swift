@@ -13,8 +13,8 @@ import Glibc
 /// (about 2.5 ms of its 12). Here the private exponent is 256 random bits: twice the 128-bit
 /// strength that the exponent's size can give, more than the 1,024-bit group itself offers
 /// (about 80 bits), as RFC 3526 (section 8) and NIST SP 800-56A size it. The daemon's side is
-/// the same whoever opens the session. The arithmetic and ciphers are libgcrypt's (see
-/// transfer.h); key material is wiped when no longer needed.
+/// the same whoever opens the session. The steps are ``TransferCrypto``'s, on libgcrypt's
+/// primitives; key material is wiped when no longer needed.
 final class TransferSession: @unchecked Sendable {
     // @unchecked: immutable after init; GDBus calls are thread-safe.
     static let algorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
@@ -35,7 +35,7 @@ final class TransferSession: @unchecked Sendable {
     }
 
     deinit {
-        explicit_bzero(key, Int(TC_TRANSFER_KEY_BYTES))
+        explicit_bzero(key, TransferCrypto.keyByteCount)
         key.deallocate()
         // The daemon would drop the session when the process disconnects; a long-lived process
         // that makes many backends should not leave one behind per backend. No reply is awaited.
@@ -43,7 +43,7 @@ final class TransferSession: @unchecked Sendable {
     }
 
     /// Opens a session: one OpenSession call, the key agreed, and the session's path.
-    /// - Throws: `libsecretMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
+    /// - Throws: `libgcryptMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
     ///   when the service answers with an invalid public value or without this algorithm.
     static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32) throws(TokenCacheError) -> TransferSession {
         let gcrypt = try Gcrypt.shared()
@@ -66,12 +66,12 @@ final class TransferSession: @unchecked Sendable {
             guard let peer = GVariants.byteArray(boxed) else { throw failure("answered OpenSession without a public key") }
             return (peer, String(cString: g_variant_get_string(path, nil)))
         }
-        let key = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(TC_TRANSFER_KEY_BYTES))
+        let key = UnsafeMutablePointer<UInt8>.allocate(capacity: TransferCrypto.keyByteCount)
         let agreed = TransferCrypto.sessionKey(peer: peer, exponent: exponent, gcrypt, into: key)
         guard agreed == 0 else {
             key.deallocate()
             bus.send("Close", on: path, interface: "org.freedesktop.Secret.Session", arguments: [])
-            throw failure(agreed == -1 ? "sent an invalid public key" : "could not agree a key")
+            throw failure(agreed == TransferCrypto.invalidPeer ? "sent an invalid public key" : "could not agree a key")
         }
         return TransferSession(path: path, gcrypt: gcrypt, key: key, bus: bus)
     }
@@ -79,7 +79,7 @@ final class TransferSession: @unchecked Sendable {
     /// A secret as the Secret Service's `(oayays)` Secret struct: this session, a fresh IV, the
     /// PKCS#7-padded plaintext encrypted, and the content type (a floating reference).
     func secretStruct(_ plaintext: Data, contentType: String) throws(TokenCacheError) -> OpaquePointer {
-        var iv = [UInt8](repeating: 0, count: Int(TC_TRANSFER_BLOCK_BYTES))
+        var iv = [UInt8](repeating: 0, count: TransferCrypto.blockByteCount)
         try Self.fillRandom(&iv)
         let padding = iv.count - plaintext.count % iv.count
         var buffer: [UInt8] = []  // built in place: no unwiped copy of the plaintext
@@ -110,7 +110,7 @@ final class TransferSession: @unchecked Sendable {
         }
         let parameters = g_variant_get_child_value(secret, 1)!, value = g_variant_get_child_value(secret, 2)!
         defer { g_variant_unref(parameters); g_variant_unref(value) }
-        guard let iv = GVariants.byteArray(parameters), iv.count == Int(TC_TRANSFER_BLOCK_BYTES),
+        guard let iv = GVariants.byteArray(parameters), iv.count == TransferCrypto.blockByteCount,
               var buffer = GVariants.byteArray(value), !buffer.isEmpty, buffer.count % iv.count == 0 else { return nil }
         guard cipher(encrypt: false, iv: iv, &buffer) else { explicit_bzero(&buffer, buffer.count); return nil }
         let padding = Int(buffer[buffer.count - 1])
@@ -145,36 +145,5 @@ final class TransferSession: @unchecked Sendable {
     private static func failure(_ problem: String) -> TokenCacheError {
         TokenCacheError(.secretServiceFailure, "The encrypted session with the Secret Service \(problem).",
                         hint: "Check the keyring daemon (tokencache doctor) and retry; nothing was read or changed")
-    }
-}
-
-/// The exchange's arithmetic and ciphers (transfer.h) on Swift arrays.
-enum TransferCrypto {
-    /// The generator raised to `exponent`: the public value, 128 bytes; nil when libgcrypt failed.
-    static func publicValue(exponent: [UInt8], _ gcrypt: Gcrypt) -> [UInt8]? {
-        var value = [UInt8](repeating: 0, count: Int(TC_DH_PRIME_BYTES))
-        let status = withUnsafePointer(to: gcrypt.functions) { g in tc_dh_power(g, nil, 0, exponent, exponent.count, &value) }
-        return status == 0 ? value : nil
-    }
-
-    /// Writes the session key agreed with `peer`'s public value into `key` (16 bytes).
-    /// Returns 0; -1 when `peer` is not a valid public value; -2 when libgcrypt failed.
-    static func sessionKey(peer: [UInt8], exponent: [UInt8], _ gcrypt: Gcrypt, into key: UnsafeMutablePointer<UInt8>) -> Int32 {
-        withUnsafePointer(to: gcrypt.functions) { g in tc_transfer_key(g, peer, peer.count, exponent, exponent.count, key) }
-    }
-
-    /// HKDF-SHA256 with no salt and no info, `length` bytes; nil when libgcrypt failed.
-    static func hkdf(_ input: [UInt8], length: Int, _ gcrypt: Gcrypt) -> [UInt8]? {
-        var output = [UInt8](repeating: 0, count: length)
-        let status = withUnsafePointer(to: gcrypt.functions) { g in tc_hkdf_sha256(g, input, input.count, &output, length) }
-        return status == 0 ? output : nil
-    }
-
-    /// AES-128-CBC over `buffer` in place (a whole number of blocks).
-    static func cipher(encrypt: Bool, key: UnsafePointer<UInt8>, iv: [UInt8], _ buffer: inout [UInt8], _ gcrypt: Gcrypt) -> Bool {
-        let count = buffer.count
-        return withUnsafePointer(to: gcrypt.functions) { g in
-            buffer.withUnsafeMutableBufferPointer { tc_transfer_cipher(g, encrypt ? 1 : 0, key, iv, $0.baseAddress, count) == 0 }
-        }
     }
 }

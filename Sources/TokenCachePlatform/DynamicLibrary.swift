@@ -19,7 +19,7 @@ package struct DynamicLibrary<Functions> {
     /// Opens the file named by the environment variable `override` when it is set, else the first
     /// of `candidates` that opens, resolves every function and passes `prepare`.
     /// - Parameters:
-    ///   - resolve: fills the table; returns the name of the first missing function, or nil.
+    ///   - resolve: makes the table from a handle, with the name of the first missing function, or nil.
     ///   - prepare: one-time set-up once resolved (such as `curl_global_init`); returns why it
     ///     failed, or nil.
     /// - Returns: the library, or why each candidate failed, in one line.
@@ -27,8 +27,8 @@ package struct DynamicLibrary<Functions> {
     /// The override is read with `secure_getenv`: a setuid or file-capability program ignores it.
     /// Sonames are opened by absolute path from the system library directories first
     /// (``systemPaths(_:)``), never through the executable's `$ORIGIN` run path.
-    package static func open(_ candidates: [String], override: String, empty: Functions,
-                     resolve: (UnsafeMutableRawPointer, inout Functions) -> UnsafePointer<CChar>?,
+    package static func open(_ candidates: [String], override: String,
+                     resolve: (UnsafeMutableRawPointer) -> (Functions, missing: UnsafePointer<CChar>?),
                      prepare: (Functions) -> String? = { _ in nil }) -> Result<Self, LoadFailure> {
         let requested = tc_secure_getenv(override).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         var failure = LoadFailure()
@@ -37,8 +37,8 @@ package struct DynamicLibrary<Functions> {
                 failure.notOpened.append(dlerror().map { String(cString: $0) } ?? "\(candidate): dlopen failed")
                 continue
             }
-            var functions = empty
-            if let missing = resolve(handle, &functions) {
+            let (functions, missing) = resolve(handle)
+            if let missing {
                 failure.missingFunction.append((candidate, String(cString: missing)))
                 dlclose(handle)  // nothing of it was called yet
                 continue

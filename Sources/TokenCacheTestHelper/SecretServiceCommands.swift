@@ -33,13 +33,20 @@ let secretServiceCommands: [String: HelperCommand] = [
         printJSON(["entries": try backend.load(group).entries.count, "rssBeforeKB": before, "rssAfterKB": after,
                    "bytesRead": bytesPerRead * count])
     },
-    // ss-probe [early]: connects (with `early`, through connectInBackground first) and reports
-    // the outcome (used with no bus, or no daemon).
+    // ss-probe [early | save GROUP]: connects (with `early`, through connectInBackground first)
+    // and reads, or with `save` saves into GROUP (which needs the encrypted session), and reports
+    // the outcome (used with no bus, no daemon, or no libgcrypt).
     "ss-probe": { arguments in
         do {
             if arguments.first == "early" { SecretServiceBackend.connectInBackground() }
             let backend = try SecretServiceBackend()
-            _ = try backend.load(.universalStorage)
+            if arguments.first == "save" {
+                try AccountStore(backend: backend, group: try CacheGroup(arguments[1]))
+                    .save(helperResponse(username: "probe@contoso.com"), clientID: "client-probe",
+                          authority: try Authority("https://login.microsoftonline.com/common"), scopes: ["User.Read"])
+            } else {
+                _ = try backend.load(.universalStorage)
+            }
             // Whether reading from the Secret Service mapped OpenSSL (it should not: it is only
             // loaded when the encrypted file is used).
             let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""

@@ -42,7 +42,7 @@ public struct BackendSelection: Sendable {
                 // reported, not a reason to fall back silently (unless the app allows it).
                 try backend.checkCollection(for: .universalStorage)
                 return BackendSelection(backend: backend, reason: "a Secret Service provider answers on the session bus")
-            } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing].contains(error.code)
+            } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
                 || (fallsBackWhenLocked && error.code == .keyringLocked) {
                 problem = error
             }

@@ -40,45 +40,31 @@ public struct CurlTransport: HTTPTransport {
     }
 }
 
-/// libcurl, loaded once per process with dlopen (never unloaded). `TOKENCACHE_LIBCURL_PATH`
+/// libcurl, loaded at run time (``LoadedLibrary``) on the first request. `TOKENCACHE_LIBCURL_PATH`
 /// overrides the file (default: `libcurl.so.4`, then Debian's `libcurl-gnutls.so.4`).
-final class LibCurl: @unchecked Sendable {
-    // @unchecked: the table is written once, before the instance is shared.
-    let functions: TCCurlFunctions
-    let path: String
+typealias LibCurl = LoadedLibrary<LibCurlDescriptor>
 
-    private static let loaded: Result<LibCurl, TokenCacheError> = load()
+/// How libcurl is found, initialized and reported (``LibCurl``).
+enum LibCurlDescriptor: LibraryDescriptor {
+    static let loaded = LibCurl.load()
+    static let facts = LibraryFacts(name: "libcurl", role: "which refreshing tokens needs", sonames: ["libcurl.so.4", "libcurl-gnutls.so.4"],
+                                    overrideVariable: "TOKENCACHE_LIBCURL_PATH", packages: ("libcurl4", nil),
+                                    otherwise: "pass your own HTTPTransport", missingCode: .libcurlMissing)
 
-    /// The library, loading it on first call.
-    /// - Throws: ``TokenCacheError`` `libcurlMissing`, with the package to install.
-    static func shared() throws(TokenCacheError) -> LibCurl { try loaded.get() }
-
-    /// For `tokencache doctor`: the libcurl loaded and its version, or why it could not be loaded.
-    static var description: String {
-        switch loaded {
-        case .success(let library): "libcurl (loaded: \(library.path), \(library.version))"
-        case .failure(let error): error.message
-        }
+    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCCurlFunctions, missing: UnsafePointer<CChar>?) {
+        var functions = TCCurlFunctions()
+        let missing = tc_curl_resolve(handle, &functions)
+        return (functions, missing)
     }
 
-    /// curl_version(): "libcurl/8.x OpenSSL/3.x ...".
-    var version: String { functions.curl_version().map { String(cString: $0) } ?? "?" }
-
-    private init(functions: TCCurlFunctions, path: String) {
-        self.functions = functions
-        self.path = path
+    /// curl_global_init is not thread-safe in older libcurl: done once, under `loaded`'s lock.
+    static func prepare(_ functions: TCCurlFunctions) -> String? {
+        functions.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK ? nil : "curl_global_init failed"
     }
 
-    private static func load() -> Result<LibCurl, TokenCacheError> {
-        // curl_global_init is not thread-safe in older libcurl: done once, under the static let's lock.
-        DynamicLibrary.open(["libcurl.so.4", "libcurl-gnutls.so.4"], override: "TOKENCACHE_LIBCURL_PATH", empty: TCCurlFunctions(),
-                            resolve: { tc_curl_resolve($0, &$1) },
-                            prepare: { $0.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK ? nil : "curl_global_init failed" })
-            .map { LibCurl(functions: $0.functions, path: $0.path) }
-            .mapError { failure in
-                TokenCacheError(.libcurlMissing, "libcurl, which refreshing tokens needs, could not be loaded (\(failure.reason)).",
-                                hint: "Install it (Debian/Ubuntu: apt-get install libcurl4), or pass your own HTTPTransport")
-            }
+    /// The file and curl_version(): "libcurl/8.x OpenSSL/3.x ...".
+    static func describe(_ library: LibCurl) -> String {
+        "libcurl (loaded: \(library.path), \(library.functions.curl_version().map { String(cString: $0) } ?? "?"))"
     }
 }
 

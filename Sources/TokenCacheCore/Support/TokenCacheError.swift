@@ -22,6 +22,9 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let noSecretService = Code("noSecretService")
         /// libsecret could not be loaded at run time.
         public static let libsecretMissing = Code("libsecretMissing")
+        /// libgcrypt, which encrypts secrets on their way to and from the Secret Service, could
+        /// not be loaded at run time.
+        public static let libgcryptMissing = Code("libgcryptMissing")
         /// The Secret Service collection a group maps onto does not exist.
         public static let collectionMissing = Code("collectionMissing")
         /// The keyring is locked and was not unlocked; nothing was read as empty.

@@ -58,6 +58,29 @@ struct LibSecretLoadingTests {
         #expect(wrong.stdout.contains("has no secret_service_get_type"), "\(wrong.stdout)")
     }
 
+    @Test("Without libgcrypt (libsecret present) a save reports libgcrypt itself: its own message, code and package, not libsecret's",
+          .enabled(if: TestEnvironment.runsSecretServiceTests))
+    func libgcryptMissing() throws {
+        let cli = try Self.cli("secret-service", ["TOKENCACHE_LIBGCRYPT_PATH": "/nonexistent/libgcrypt.so.20"])
+        defer { cli.cleanUp() }
+        let output = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                  "--scopes", "User.Read"], input: Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)))
+        #expect(output.status == 1)
+        let lines = output.stderr.split(separator: "\n")
+        #expect(lines.count == 2, "\(output.stderr)")
+        #expect(lines.first?.hasPrefix("error: libgcrypt, which encrypts secrets on their way from the Secret Service, could not be loaded (/nonexistent/libgcrypt.so.20: ") == true,
+                "\(output.stderr)")
+        #expect(lines.last?.hasPrefix("hint: Install it (Debian/Ubuntu: apt-get install libgcrypt20)") == true, "\(output.stderr)")
+        #expect(!output.stderr.contains("libsecret"), "\(output.stderr)")
+
+        // The typed code, from the library (it was libsecretMissing, which named the wrong package).
+        let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOKENCACHE_LIBGCRYPT_PATH"] = "/nonexistent/libgcrypt.so.20"
+        let probe = try runProcess(helper, ["ss-probe", "save", cli.group], environment: environment)
+        #expect(probe.stdout.contains(#""result":"libgcryptMissing""#), "\(probe.stdout)\(probe.stderr)")
+    }
+
     @Test("--backend auto without libsecret falls back to the encrypted file, announced, and works")
     func automaticFallsBack() throws {
         let cli = try Self.cli("auto")

@@ -14,11 +14,66 @@ import CLibSecret
 /// parts one by one, against a real gnome-keyring where a session is needed.
 @Suite("Secret Service transfer session", .enabled(if: TestEnvironment.runsSecretServiceTests))
 struct TransferSessionTests {
-    @Test("HKDF-SHA256 with no salt and no info gives RFC 5869's test case 3")
+    @Test("HKDF-SHA256 gives RFC 5869's test case 1 (salt and info) and test case 3 (no salt, no info, as the session uses it)")
     func hkdfKnownAnswer() throws {
         let gcrypt = try Gcrypt.shared()
-        let output = try #require(TransferCrypto.hkdf([UInt8](repeating: 0x0b, count: 22), length: 16, gcrypt))
-        #expect(output.map { String(format: "%02x", $0) }.joined() == "8da4e775a563c18f715f802a063c5a31")
+        let input = [UInt8](repeating: 0x0b, count: 22)
+        let one = try #require(TransferCrypto.hkdf(input, salt: Array(0x00...0x0c), info: Array(0xf0...0xf9), length: 42, gcrypt))
+        #expect(Self.hex(one) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
+        let three = try #require(TransferCrypto.hkdf(input, salt: nil, info: nil, length: 42, gcrypt))
+        #expect(Self.hex(three) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
+        // The session's use: the first 16 bytes.
+        #expect(try #require(TransferCrypto.hkdf(input, length: 16, gcrypt)) == Array(three.prefix(16)))
+    }
+
+    @Test("AES-128-CBC gives NIST SP 800-38A's F.2.1 (encrypt) and F.2.2 (decrypt); a partial block is refused")
+    func aesKnownAnswer() throws {
+        let gcrypt = try Gcrypt.shared()
+        let key = Self.bytes("2b7e151628aed2a6abf7158809cf4f3c"), iv = Self.bytes("000102030405060708090a0b0c0d0e0f")
+        let plaintext = Self.bytes("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
+                                   + "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710")
+        let ciphertext = "7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b2"
+            + "73bed6b8e3c1743b7116e69e222295163ff1caa1681fac09120eca307586e1a7"
+        var buffer = plaintext
+        #expect(TransferCrypto.cipher(encrypt: true, key: key, iv: iv, &buffer, gcrypt))
+        #expect(Self.hex(buffer) == ciphertext)
+        #expect(TransferCrypto.cipher(encrypt: false, key: key, iv: iv, &buffer, gcrypt))
+        #expect(buffer == plaintext)
+        var partial = Array(plaintext.prefix(17))
+        #expect(!TransferCrypto.cipher(encrypt: true, key: key, iv: iv, &partial, gcrypt))
+    }
+
+    @Test("Diffie-Hellman known answers (computed with Python's pow): a fixed exponent's public value; a shared value with a leading zero byte is left-padded to 128 bytes before HKDF")
+    func diffieHellmanKnownAnswer() throws {
+        let gcrypt = try Gcrypt.shared()
+        // pow(2, 0x800102…1f, p), 128 bytes.
+        let exponent = Self.bytes("800102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+        let publicValue = try #require(TransferCrypto.publicValue(exponent: exponent, gcrypt))
+        #expect(Self.hex(publicValue) == "ff2f22817ed9fcb52eb84299e01daf054628e462504ec4f57dd646cb77314a8c5d0f0ed2d588085a49c0de73e8c64db4"
+                + "82e2b3e7f21ebcb9768873857f61963a3ce9fd8092c1dee1486e3a62162a2d8d7bfc481836b10c8694220dc2bb5dc4349feb44b8"
+                + "fadba98f56d63a6ed248a3acfc2eebad12106bd3e166d91ab3f93cee")
+        // pow(2, e, p) is below 2^1016 for this e: its first byte is zero. The key is HKDF of all
+        // 128 bytes (0870…); without the padding it would be d485….
+        let small = Self.bytes("de9ffe754b70ecd7ca144093a1e67b7962758fabaedb7a042f1d86f49269f380")
+        let padded = try #require(TransferCrypto.publicValue(exponent: small, gcrypt))
+        #expect(padded.count == 128 && padded[0] == 0 && Self.hex(Array(padded.prefix(4))) == "003f2bec")
+        var key = [UInt8](repeating: 0, count: 16)
+        let status = key.withUnsafeMutableBufferPointer { TransferCrypto.sessionKey(peer: [2], exponent: small, gcrypt, into: $0.baseAddress!) }
+        #expect(status == 0)
+        #expect(Self.hex(key) == "0870a0395996beb0e01bde9fde510b5e")
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    static func bytes(_ hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            bytes.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return bytes
     }
 
     @Test("Both sides of the Diffie-Hellman exchange agree on the key; public values outside 2...p-2 are refused")
@@ -41,14 +96,14 @@ struct TransferSessionTests {
         // Leading zero bytes of a public value do not change it.
         #expect(key([0, 0] + publicB, a).1 == keyA)
 
-        let prime = withUnsafeBytes(of: tc_dh_ietf1024_prime) { Array($0) }  // RFC 2409's, in transfer.h
+        let prime = TransferCrypto.prime  // RFC 2409's
         #expect(prime.count == 128 && prime.prefix(8).allSatisfy { $0 == 0xFF } && prime.suffix(8).allSatisfy { $0 == 0xFF })
         var primeMinusOne = prime
         primeMinusOne[127] -= 1
         var primeMinusTwo = prime
         primeMinusTwo[127] -= 2
         for invalid in [[], [0], [1], primeMinusOne, prime, [1] + prime] {
-            #expect(key(invalid, a).0 == -1, "\(invalid.count) bytes")
+            #expect(key(invalid, a).0 == TransferCrypto.invalidPeer, "\(invalid.count) bytes")
         }
         #expect(key([2], a).0 == 0)
         #expect(key(primeMinusTwo, a).0 == 0)
