@@ -17,7 +17,7 @@ do {
             print("\(account.username): access token valid until \(token.expiresOn)")
         }
     }
-} catch let error as TokenCacheError {
+} catch {
     FileHandle.standardError.write(Data("error: \(error)\n".utf8))
     exit(1)
 }
