@@ -221,7 +221,7 @@ public final class EncryptedFileBackend: CacheBackend {
     /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
     /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
     private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
-                      lockHeld: Bool = false, rollback: RollbackPolicy = .refuse) throws(TokenCacheError) -> Current {
+                      lockHeld: Bool = false, rollback: RollbackPolicy = .refuse, attempt: Int = 1) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
             return Current(entries: [], revision: Self.absent, header: nil)
@@ -246,7 +246,20 @@ public final class EncryptedFileBackend: CacheBackend {
         let plaintext = opened.plaintext
         // The entries hold what they need; the decrypted document is wiped before it is freed.
         defer { OpenSSL.cleanse(&opened.data, plaintext) }
-        if rollback == .refuse { try checkGeneration(opened.header, of: group, path: path, lockHeld: lockHeld) }
+        if rollback == .refuse {
+            do throws(TokenCacheError) {
+                try checkGeneration(opened.header, of: group, path: path, lockHeld: lockHeld)
+            } catch where error.code == .fileRolledBack && !lockHeld && attempt < 5 {
+                // A writer may have replaced the file, and raised the remembered generation, after
+                // this read opened it. Writers do both under the group's lock: under it, a file
+                // that is still the one read is a rollback; a replaced one is read again.
+                let replaced = try withExclusiveLock(group) { () throws(TokenCacheError) -> Bool in
+                    try currentRevision(of: group) != revision
+                }
+                guard replaced else { throw error }
+                return try read(group, keepHeader: keepHeader, tokenSecrets: tokenSecrets, rollback: rollback, attempt: attempt + 1)
+            }
+        }
         let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
         if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
         return Current(entries: entries, revision: revision, header: opened.header)
