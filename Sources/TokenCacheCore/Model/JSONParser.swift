@@ -42,11 +42,16 @@ package struct JSONParser {
     private let omission: Omission?
     /// While inside a member of the root object: its key (a cache's section).
     private var section: String?
+    /// Whether `[1,]` and `{"a":1,}` are accepted (MSAL .NET writes and reads them).
+    private var allowsTrailingCommas = false
 
     /// Parses one JSON document.
+    /// - Parameter allowingTrailingCommas: accept a comma before a closing bracket or brace, as
+    ///   MSAL .NET's serializer does (for importing its caches; everything else stays strict).
     package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
-                      omitting omission: Omission? = nil) throws(SyntaxError) -> JSONValue {
+                      omitting omission: Omission? = nil, allowingTrailingCommas: Bool = false) throws(SyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+        parser.allowsTrailingCommas = allowingTrailingCommas
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -127,10 +132,11 @@ package struct JSONParser {
             }
             skipWhitespace()
             switch current {
-            case UInt8(ascii: ","):
+            case UInt8(ascii: ",") where !(allowsTrailingCommas && nextIsClosing(UInt8(ascii: "}"))):
                 position += 1
                 skipWhitespace()
-            case UInt8(ascii: "}"):
+            case UInt8(ascii: ","), UInt8(ascii: "}"):
+                if current == UInt8(ascii: ",") { position += 1; skipWhitespace() }
                 position += 1
                 depth -= 1
                 var object = JSONObject(minimumCapacity: members.count - first)
@@ -168,8 +174,11 @@ package struct JSONParser {
             array.append(try parseValue())
             skipWhitespace()
             switch current {
-            case UInt8(ascii: ","): position += 1; skipWhitespace()
-            case UInt8(ascii: "]"): position += 1; depth -= 1; return .array(array)
+            case UInt8(ascii: ",") where !(allowsTrailingCommas && nextIsClosing(UInt8(ascii: "]"))):
+                position += 1; skipWhitespace()
+            case UInt8(ascii: ","), UInt8(ascii: "]"):
+                if current == UInt8(ascii: ",") { position += 1; skipWhitespace() }
+                position += 1; depth -= 1; return .array(array)
             default: throw error("expected ',' or ']'")
             }
         }
@@ -310,6 +319,14 @@ package struct JSONParser {
         if isInteger, let integer = Int64(text) { return .integer(integer) }
         guard let double = Double(text), double.isFinite else { throw error("number out of range") }
         return .double(double)
+    }
+
+    /// Whether the first byte after the comma at `position` (and whitespace) is `closing`.
+    private func nextIsClosing(_ closing: UInt8) -> Bool {
+        var probe = self
+        probe.position += 1
+        probe.skipWhitespace()
+        return probe.current == closing
     }
 
     @discardableResult

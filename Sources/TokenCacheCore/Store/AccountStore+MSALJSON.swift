@@ -53,7 +53,9 @@ extension AccountStore {
         // A UTF-8 byte-order mark, which some Windows tools write, is accepted as the SDKs accept it.
         let body = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
         let parsed = body.withUnsafeBytes { bytes in
-            Result { () throws(JSONParser.SyntaxError) in try JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth) }
+            Result { () throws(JSONParser.SyntaxError) in
+                try JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth, allowingTrailingCommas: true)
+            }
         }
         let value: JSONValue
         do {

@@ -2,15 +2,7 @@ import Foundation
 import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 

@@ -3,15 +3,7 @@ import Synchronization
 import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 

@@ -6,15 +6,7 @@ import Synchronization
 import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 

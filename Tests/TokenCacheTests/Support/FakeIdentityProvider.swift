@@ -4,15 +4,7 @@ import FoundationNetworking
 #endif
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 
