@@ -112,7 +112,7 @@ final class GDBusTarget: @unchecked Sendable {
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
                                         type, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
         }
-        guard let reply else { throw SecretServiceBackend.map(error, deadline: nil, action: action) }
+        guard let reply else { throw SecretServiceErrors.map(error, action: action, object: path) }
         defer { g_variant_unref(reply) }
         return try read(reply)
     }
