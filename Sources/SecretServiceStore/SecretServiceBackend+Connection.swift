@@ -30,10 +30,10 @@ extension SecretServiceBackend {
         /// runs the exchange (`session.run()`) on its own background thread once it has handed the
         /// connection over.
         init(callTimeout: TimeInterval, exchangeOnThisThreadLater: Bool = false) throws(TokenCacheError) {
-            // Loaded up front although only prompts use it: a machine without libsecret gets the
-            // encrypted file from automatic selection, as documented (loading it maps libgcrypt,
-            // which the session needs, so this costs about 0.25 ms).
-            let libsecret = try LibSecret.shared()
+            // Loaded although no call goes through it (the client makes its own, prompts included):
+            // a machine without libsecret gets the encrypted file from automatic selection, as
+            // documented, and loading it maps libgcrypt, which the session needs (about 0.25 ms).
+            _ = try LibSecret.shared()
             let environment = ProcessInfo.processInfo.environment
             let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
             // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
@@ -53,7 +53,7 @@ extension SecretServiceBackend {
             // reads as `noSecretService`. Asking first cost a round trip on the way to the
             // session's key exchange: cold `tokencache token` 12.38 -> 12.12 ms (100 interleaved runs).
             let client = SecretServiceClient(bus: GDBusTarget(connection: connection, name: SecretServiceBackend.busName),
-                                             libsecret: libsecret, callTimeout: callTimeout)
+                                             callTimeout: callTimeout)
             self.client = client
             session = SessionHeadStart(onThisThreadLater: exchangeOnThisThreadLater) { () throws(TokenCacheError) in
                 try client.openSession()

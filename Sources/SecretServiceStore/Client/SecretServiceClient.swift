@@ -12,27 +12,22 @@ typealias ObjectPath = String
 /// built on these calls only; GVariant values never leave this folder (``GVariantRef``).
 ///
 /// Plain GDBus calls rather than libsecret's proxies, whose construction loads every property
-/// (a GetAll round trip, and each collection's item list). libsecret's service proxy is made
-/// only for the two calls that need its prompter handling: unlocking and creating a collection.
-final class SecretServiceClient: @unchecked Sendable {
-    // @unchecked: immutable but for `libsecretProxy`, which is Locked; GDBus's and libsecret's
-    // calls are thread-safe.
+/// (a GetAll round trip, and each collection's item list); prompts are shown and waited for
+/// here too (SecretServiceClient+Prompts.swift).
+final class SecretServiceClient: Sendable {
     static let servicePath: ObjectPath = "/org/freedesktop/secrets"
-    private static let serviceInterface = "org.freedesktop.Secret.Service"
-    private static let collectionInterface = "org.freedesktop.Secret.Collection"
+    static let serviceInterface = "org.freedesktop.Secret.Service"
+    static let collectionInterface = "org.freedesktop.Secret.Collection"
     static let itemInterface = "org.freedesktop.Secret.Item"
 
     /// The bus and the Secret Service's name on it (also what ``TransferSession`` calls through).
     let bus: GDBusTarget
-    let libsecret: LibSecret
     /// The bound on each call, in seconds and as GDBus's milliseconds.
     let callTimeout: TimeInterval
     let timeoutMilliseconds: Int32
-    private let libsecretProxy = Locked<GObjectReference<SecretService>?>(nil)
 
-    init(bus: GDBusTarget, libsecret: LibSecret, callTimeout: TimeInterval) {
+    init(bus: GDBusTarget, callTimeout: TimeInterval) {
         self.bus = bus
-        self.libsecret = libsecret
         self.callTimeout = callTimeout
         timeoutMilliseconds = Self.milliseconds(callTimeout)
     }
@@ -136,14 +131,8 @@ final class SecretServiceClient: @unchecked Sendable {
         return Self.path(reply[0])
     }
 
-    /// Dismisses a prompt the provider asked for (no reply awaited): the backend never shows
-    /// one for a write, it unlocks the collection its own way and writes again.
-    func dismiss(_ prompt: ObjectPath) {
-        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
-    }
-
     /// "/" is the protocol's "none" (no prompt, no collection).
-    private static func path(_ value: GVariantRef) -> ObjectPath? {
+    static func path(_ value: GVariantRef) -> ObjectPath? {
         value.objectPath.flatMap { $0 == "/" ? nil : $0 }
     }
 
@@ -181,70 +170,5 @@ final class SecretServiceClient: @unchecked Sendable {
     /// An item's Attributes (no secret is transferred).
     func attributes(of item: ObjectPath) throws(TokenCacheError) -> [String: String] {
         try property("Attributes", of: item, interface: Self.itemInterface, as: \.stringDictionary)
-    }
-
-    // MARK: Prompted calls (libsecret)
-
-    /// libsecret's service proxy, made on first use (for its prompts).
-    private func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> {
-        try libsecretProxy.withLock { (proxy) throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> in
-            if let proxy { return proxy.pointer }
-            let deadline = Deadline(seconds: callTimeout)
-            var error: UnsafeMutablePointer<GError>?
-            guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
-                                                                   deadline.cancellable, &error) else {
-                throw SecretServiceErrors.map(error, deadline: deadline, action: "connect to the Secret Service")
-            }
-            let reference = GObjectReference(service)
-            g_object_unref(UnsafeMutableRawPointer(service))  // the reference holds it now
-            proxy = reference
-            return service
-        }
-    }
-
-    /// Unlocks `collection`, showing the provider's prompt and waiting at most `timeout` for it.
-    /// - Throws: `promptDismissed` when the prompt was dismissed; `timedOut` when nobody answered.
-    func unlock(_ collection: ObjectPath, timeout: TimeInterval) throws(TokenCacheError) {
-        let service = try libsecretService()
-        let deadline = Deadline(seconds: timeout)
-        var error: UnsafeMutablePointer<GError>?
-        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        let count = withCStringArray([collection]) { paths in
-            libsecret.secret_service_unlock_dbus_paths_sync(service, paths, deadline.cancellable, &unlocked, &error)
-        }
-        let unlockedPaths = takeStringArray(unlocked)
-        guard count < 1 || !unlockedPaths.contains(collection) else { return }
-        if error != nil {
-            let failure = SecretServiceErrors.map(error, deadline: deadline, action: "unlock \(collection)")
-            guard failure.code == .timedOut else { throw failure }
-            throw TokenCacheError(.timedOut, "Nobody answered the unlock prompt within \(Int(timeout)) s.",
-                                  hint: "Unlock the keyring and retry; nothing was read or changed")
-        }
-        throw TokenCacheError(.promptDismissed, "The unlock prompt for \(collection) was dismissed.",
-                              hint: "Unlock the keyring and retry; nothing was read or changed")
-    }
-
-    /// Creates a collection labelled `label`, waiting at most `timeout` for its password prompt.
-    /// - Throws: `promptDismissed` when the prompt was dismissed, could not be shown or timed out.
-    func createCollection(labelled label: String, timeout: TimeInterval) throws(TokenCacheError) -> ObjectPath {
-        let service = try libsecretService()
-        let deadline = Deadline(seconds: timeout)
-        var error: UnsafeMutablePointer<GError>?
-        guard let created = libsecret.secret_collection_create_sync(service, label, nil, SECRET_COLLECTION_CREATE_NONE,
-                                                                     deadline.cancellable, &error) else {
-            // libsecret gives no error name for a dismissed prompt: its collection proxy for the
-            // path "/" the prompt completes with fails locally (G_DBUS_ERROR, no remote name).
-            let local = error.map { $0.pointee.domain == g_dbus_error_quark() && g_dbus_error_is_remote_error($0) == 0
-                && $0.pointee.code == Int32(G_DBUS_ERROR_UNKNOWN_METHOD.rawValue) } ?? false
-            let failure = SecretServiceErrors.map(error, deadline: deadline, action: "create the collection '\(label)'")
-            if local || failure.code == .promptDismissed || failure.code == .timedOut {
-                throw TokenCacheError(.promptDismissed,
-                                      "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
-                                      hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts")
-            }
-            throw failure
-        }
-        defer { g_object_unref(UnsafeMutableRawPointer(created)) }
-        return String(cString: g_dbus_proxy_get_object_path(UnsafeMutableRawPointer(created).assumingMemoryBound(to: GDBusProxy.self)))
     }
 }
