@@ -90,9 +90,8 @@ final class GDBusTarget: @unchecked Sendable {
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
                                         type, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
         }
-        guard let reply else { throw SecretServiceErrors.map(error, action: action, object: path) }
-        defer { g_variant_unref(reply) }
-        return try read(reply)
+        guard let reply = reply.map(GVariantRef.init(taking:)) else { throw SecretServiceErrors.map(error, action: action, object: path) }
+        return try withExtendedLifetime(reply) { () throws(TokenCacheError) -> Value in try read(reply.pointer) }
     }
 
     /// A method call whose answer nobody waits for (such as closing a session).

@@ -58,8 +58,8 @@ extension SecretServiceBackend {
     }
 
     /// The error of a failed write into `collection`; when the collection turns out to be
-    /// locked, `keyringLocked` (libsecret passes gnome-keyring's IsLocked on as a plain message:
-    /// "Cannot delete a locked item").
+    /// locked, `keyringLocked` (gnome-keyring refuses such a write with a generic error, "Cannot
+    /// delete a locked item", not IsLocked, so the collection's state decides).
     func writeFailure(_ error: TokenCacheError, in collection: String) -> TokenCacheError {
         guard error.code == .secretServiceFailure, (try? client.isLocked(collection)) == true else { return error }
         return Self.locked(collection)
