@@ -82,7 +82,11 @@ extension SecretServiceClient {
                 guard let parameters, let waiter else { return }
                 Unmanaged<PromptWaiter>.fromOpaque(waiter).takeUnretainedValue().complete(GVariantRef(sinking: parameters))
             }, Unmanaged.passRetained(waiter).toOpaque(), { waiter in Unmanaged<PromptWaiter>.fromOpaque(waiter!).release() })
-        defer { g_dbus_connection_signal_unsubscribe(bus.unownedConnection, subscription) }
+        defer {
+            g_dbus_connection_signal_unsubscribe(bus.unownedConnection, subscription)
+            // GDBus releases the waiter from an idle source on this context: run it while it exists.
+            while g_main_context_iteration(context, 0) != 0 {}
+        }
         let timer = g_timeout_source_new(UInt32(clamping: Self.milliseconds(timeout)))!
         defer { g_source_destroy(timer); g_source_unref(timer) }
         g_source_set_callback(timer, { waiter in
