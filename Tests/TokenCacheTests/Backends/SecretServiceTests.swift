@@ -348,6 +348,15 @@ struct SecretServiceTests {
         #expect(result["stillThereLocked"] as? Int == 6)
     }
 
+    @Test("An unlock prompt a headless daemon cannot show is promptDismissed at once; without prompts the collection is keyringLocked")
+    func headlessUnlockPrompt() throws {
+        let results = try Self.inFreshKeyring("$H ss-unlock-headless org.example.unlock")
+        let result = try #require(results.first)
+        #expect(result["prompted"] as? String == "promptDismissed", "\(result)")
+        #expect((result["seconds"] as? Double ?? .infinity) < 4, "\(result)")
+        #expect(result["unprompted"] as? String == "keyringLocked", "\(result)")
+    }
+
     @Test("A daemon killed mid-session gives a typed error quickly; once it is back nothing was lost")
     func daemonKilled() throws {
         let results = try Self.inFreshKeyring("""
