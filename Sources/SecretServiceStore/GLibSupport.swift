@@ -4,8 +4,7 @@ import TokenCachePlatform
 import Dispatch
 import FoundationEssentials
 
-/// Small owning wrappers for the GLib values the Secret Service backend passes to libsecret.
-/// Each frees its C value in deinit; none leaves this folder.
+/// GError handling for the Secret Service client.
 enum GLib {
     /// Converts and frees a GError right after the failed call.
     static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
@@ -57,27 +56,6 @@ final class GObjectReference<Object>: @unchecked Sendable {
     deinit { g_object_unref(UnsafeMutableRawPointer(pointer)) }
 }
 
-/// A NULL-terminated array of C strings for the duration of a call.
-func withCStringArray<T>(_ strings: [String], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>) throws -> T) rethrows -> T {
-    let duplicates = strings.map { UnsafePointer<CChar>(strdup($0)) }
-    defer { for pointer in duplicates { free(UnsafeMutablePointer(mutating: pointer)) } }
-    var array: [UnsafePointer<CChar>?] = duplicates + [nil]
-    return try array.withUnsafeMutableBufferPointer { try body($0.baseAddress!) }
-}
-
-/// Reads and frees a NULL-terminated gchar** result.
-func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
-    guard let array else { return [] }
-    defer { g_strfreev(array) }
-    var result: [String] = []
-    var index = 0
-    while let element = array[index] {
-        result.append(String(cString: element))
-        index += 1
-    }
-    return result
-}
-
 /// The Secret Service's bus name on a GDBus connection, for plain method calls (libsecret's
 /// proxies load properties and item lists the backend does not need). Keeps the connection alive.
 final class GDBusTarget: @unchecked Sendable {
@@ -112,9 +90,8 @@ final class GDBusTarget: @unchecked Sendable {
                                         g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
                                         type, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
         }
-        guard let reply else { throw SecretServiceBackend.map(error, deadline: nil, action: action) }
-        defer { g_variant_unref(reply) }
-        return try read(reply)
+        guard let reply = reply.map(GVariantRef.init(taking:)) else { throw SecretServiceErrors.map(error, action: action, object: path) }
+        return try withExtendedLifetime(reply) { () throws(TokenCacheError) -> Value in try read(reply.pointer) }
     }
 
     /// A method call whose answer nobody waits for (such as closing a session).

@@ -74,8 +74,8 @@ final class ItemSignalCounter: @unchecked Sendable {
             var error: UnsafeMutablePointer<GError>?
             let reply = g_dbus_connection_call_sync(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                                     "org.freedesktop.DBus", "GetId", nil, nil,
-                                                    G_DBUS_CALL_FLAGS_NONE, 5_000, nil, &error)
-            if let reply { g_variant_unref(reply); subscription.isActive = true }
+                                                    G_DBUS_CALL_FLAGS_NONE, 5_000, nil, &error).map(GVariantRef.init(taking:))
+            if reply != nil { subscription.isActive = true }
             if let error { g_error_free(error) }
         }
         subscription.context = g_main_context_ref(context)

@@ -18,31 +18,22 @@ extension SecretServiceBackend {
         Connection.startEarly(callTimeout: callTimeout)
     }
 
-    /// A connection to the Secret Service: the bus, the transfer session being opened, the
-    /// item-signal counter, and libsecret's service proxy once something needs it.
-    ///
-    /// Reads and writes are plain D-Bus calls on the bus (``GDBusTarget``). libsecret's proxy,
-    /// whose construction costs a GetAll round trip and about 0.7 ms more, is made only for what
-    /// needs libsecret's prompt handling: unlocking and creating a collection.
-    final class Connection: @unchecked Sendable {
-        // @unchecked: immutable after init but for `libsecretProxy`, which is Locked; GDBus's and
-        // libsecret's calls are thread-safe.
-        let libsecret: LibSecret
-        let bus: GDBusTarget
+    /// A connection to the Secret Service: the typed client on the bus, the transfer session
+    /// being opened, and the item-signal counter.
+    final class Connection: Sendable {
+        let client: SecretServiceClient
         let session: SessionHeadStart
         let signals: ItemSignalCounter
-        private let callTimeout: TimeInterval
-        private let libsecretProxy = Locked<GObjectReference<SecretService>?>(nil)
 
         /// Connects, checks that a provider is there (or can be started), and starts the session's
         /// key exchange and the signal subscription. With `exchangeOnThisThreadLater`, the caller
         /// runs the exchange (`session.run()`) on its own background thread once it has handed the
         /// connection over.
         init(callTimeout: TimeInterval, exchangeOnThisThreadLater: Bool = false) throws(TokenCacheError) {
-            // Loaded up front although only prompts use it: a machine without libsecret gets the
-            // encrypted file from automatic selection, as documented (loading it maps libgcrypt,
-            // which the session needs, so this costs about 0.25 ms).
-            libsecret = try LibSecret.shared()
+            // Loaded although no call goes through it (the client makes its own, prompts included):
+            // a machine without libsecret gets the encrypted file from automatic selection, as
+            // documented, and loading it maps libgcrypt, which the session needs (about 0.25 ms).
+            _ = try LibSecret.shared()
             let environment = ProcessInfo.processInfo.environment
             let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
             // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
@@ -54,38 +45,20 @@ extension SecretServiceBackend {
             let deadline = Deadline(seconds: callTimeout)
             var error: UnsafeMutablePointer<GError>?
             guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, deadline.cancellable, &error) else {
-                throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the D-Bus session bus")
+                throw SecretServiceErrors.connectionFailure(error, deadline: deadline)
             }
             defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
-            let timeout = SecretServiceBackend.milliseconds(callTimeout)
             // No StartServiceByName first: the first call to the provider starts it if the bus can
             // (D-Bus activation), and with none there every call fails with ServiceUnknown, which
             // reads as `noSecretService`. Asking first cost a round trip on the way to the
             // session's key exchange: cold `tokencache token` 12.38 -> 12.12 ms (100 interleaved runs).
-            let bus = GDBusTarget(connection: connection, name: SecretServiceBackend.busName)
-            self.bus = bus
-            self.callTimeout = callTimeout
+            let client = SecretServiceClient(bus: GDBusTarget(connection: connection, name: SecretServiceBackend.busName),
+                                             callTimeout: callTimeout)
+            self.client = client
             session = SessionHeadStart(onThisThreadLater: exchangeOnThisThreadLater) { () throws(TokenCacheError) in
-                try TransferSession.open(bus, timeoutMilliseconds: timeout)
+                try client.openSession()
             }
             signals = ItemSignalCounter(connection: connection)
-        }
-
-        /// libsecret's service proxy, made on first use (for its prompts).
-        func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> {
-            try libsecretProxy.withLock { (proxy) throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> in
-                if let proxy { return proxy.pointer }
-                let deadline = Deadline(seconds: callTimeout)
-                var error: UnsafeMutablePointer<GError>?
-                guard let service = libsecret.secret_service_open_sync(libsecret.secret_service_get_type(), nil, SECRET_SERVICE_NONE,
-                                                                       deadline.cancellable, &error) else {
-                    throw SecretServiceBackend.map(error, deadline: deadline, action: "connect to the Secret Service")
-                }
-                let reference = GObjectReference(service)
-                g_object_unref(UnsafeMutableRawPointer(service))  // the reference holds it now
-                proxy = reference
-                return service
-            }
         }
 
         /// The attempt `connectInBackground` started, until `init` takes it.

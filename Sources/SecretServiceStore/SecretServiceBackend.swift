@@ -1,4 +1,3 @@
-internal import CLibSecret
 import TokenCacheCore
 import TokenCachePlatform
 import FoundationEssentials
@@ -66,13 +65,11 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     static let busName = "org.freedesktop.secrets"
 
     let options: Options
-    /// Owns the bus, the session, the signal counter and libsecret's proxy.
+    /// Owns the client, the session and the signal counter.
     private let connection: Connection
-    var libsecret: LibSecret { connection.libsecret }
-    /// libsecret's service proxy, for prompts (made on first use).
-    func libsecretService() throws(TokenCacheError) -> UnsafeMutablePointer<SecretService> { try connection.libsecretService() }
+    /// Every Secret Service call the backend makes goes through the client's typed API.
+    var client: SecretServiceClient { connection.client }
     var signals: ItemSignalCounter { connection.signals }
-    var bus: GDBusTarget { connection.bus }
     var session: SessionHeadStart { connection.session }
     /// Whether this backend took the connection ``connectInBackground(callTimeout:)`` made.
     package let connectedInBackground: Bool
@@ -143,7 +140,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
         let paths = try searchPaths(CacheQuery(kind: kind, attributes: attributes), in: group)
         return try paths.map { path throws(TokenCacheError) in
-            let stored = try property("Attributes", of: path, interface: "org.freedesktop.Secret.Item", as: Self.stringDictionary)
+            let stored = try client.attributes(of: path)
             var attributes: [CacheAttribute: String] = [:]
             for (name, value) in stored {
                 if let attribute = CacheAttribute(rawValue: name) { attributes[attribute] = value }
@@ -256,6 +253,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
     }
 
+    /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
+    /// attributes (``write(in:_:)`` handles a prompt).
     private func store(_ entry: CacheEntry, group: CacheGroup, collection: String, label: String) throws(TokenCacheError) {
         var json: Data
         do { json = try JSON.encode(Self.secret(of: entry)) } catch {
@@ -264,50 +263,25 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         defer { json.resetBytes(in: json.indices) }
         var attributes = Self.attributes(of: entry, group: group)
         attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
-        try createItem(in: collection, label: label, attributes: attributes, secret: json)
-    }
-
-    /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
-    /// attributes. A provider that asks for a prompt (a locked collection) gets it dismissed,
-    /// and the collection is unlocked the usual way (`keyringLocked` unless prompts are allowed),
-    /// then the item is created again, once.
-    private func createItem(in collection: String, label: String, attributes: [String: String], secret: Data,
-                            afterUnlocking: Bool = false) throws(TokenCacheError) {
-        let session = try session.session()
-        let sealed = try session.secretStruct(secret, contentType: "application/json")
-        let prompt: String
-        do {
-            prompt = try call("CreateItem", on: collection, interface: "org.freedesktop.Secret.Collection",
-                              arguments: [Self.itemProperties(label: label, attributes: attributes), sealed, g_variant_new_boolean(1)],
-                              replyType: "(oo)", action: "store an item") { Self.objectPath($0, at: 1) }
-        } catch {
-            throw writeFailure(error, in: collection)
+        let sealed = GVariantRef(sinking: try session.session().secretStruct(json, contentType: "application/json"))
+        try write(in: collection) { () throws(TokenCacheError) in
+            try client.createItem(in: collection, label: label, attributes: attributes, secret: sealed, replace: true).prompt
         }
-        guard prompt != "/" else { return }
-        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
-        try createItem(in: collection, label: label, attributes: attributes, secret: secret, afterUnlocking: true)
     }
 
-    /// For a write the provider answered with a prompt (its way of saying the collection is
-    /// locked): dismisses the prompt, then returns only once the collection has been unlocked
-    /// the usual way, for the write to be made once more; `keyringLocked` otherwise.
-    private func dismiss(_ prompt: String, thenUnlock collection: String, afterUnlocking: Bool) throws(TokenCacheError) {
-        bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
-        guard !afterUnlocking, try checkUnlocked(collection) else { throw Self.locked(collection) }
-    }
-
-    /// CreateItem's `a{sv}` properties: the label and the attributes (a floating reference).
-    static func itemProperties(label: String, attributes: [String: String]) -> OpaquePointer? {
-        let type = g_variant_type_new("a{sv}")
-        defer { g_variant_type_free(type) }
-        let builder = g_variant_builder_new(type)!
-        defer { g_variant_builder_unref(builder) }
-        let values = [("org.freedesktop.Secret.Item.Label", g_variant_new_string(label)),
-                      ("org.freedesktop.Secret.Item.Attributes", attributeDictionary(attributes))]
-        for (name, value) in values {
-            g_variant_builder_add_value(builder, g_variant_new_dict_entry(g_variant_new_string(name), g_variant_new_variant(value)))
+    /// Makes a write (CreateItem, Delete) in `collection`. A provider that answers with a prompt
+    /// (its way of saying the collection is locked) gets it dismissed; the collection is then
+    /// unlocked the usual way (`keyringLocked` unless prompts are allowed) and the write made
+    /// once more. A failed write into a locked collection is `keyringLocked`.
+    private func write(in collection: String, _ attempt: () throws(TokenCacheError) -> ObjectPath?) throws(TokenCacheError) {
+        for afterUnlocking in [false, true] {
+            let prompt: ObjectPath?
+            do { prompt = try attempt() } catch { throw writeFailure(error, in: collection) }
+            guard let prompt else { return }
+            client.dismiss(prompt)
+            guard !afterUnlocking, try checkUnlocked(collection) else { break }
         }
-        return g_variant_builder_end(builder)
+        throw Self.locked(collection)
     }
 
     /// Store replaces only an item with exactly the same attributes, and an account record's
@@ -327,26 +301,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return deleted
     }
 
-    /// One Item.Delete call. A provider that asks for a prompt (a locked collection) gets it
-    /// dismissed, and the collection is unlocked the usual way, then the item deleted once more.
-    private func delete(_ path: String, in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) {
-        let prompt: String
-        do {
-            prompt = try call("Delete", on: path, interface: "org.freedesktop.Secret.Item", arguments: [], replyType: "(o)",
-                              action: "delete an item", read: { Self.objectPath($0) })
-        } catch {
-            throw writeFailure(error, in: collection)
-        }
-        guard prompt != "/" else { return }
-        try dismiss(prompt, thenUnlock: collection, afterUnlocking: afterUnlocking)
-        try delete(path, in: collection, afterUnlocking: true)
-    }
-
-    /// The object path at `index` in a reply such as `(o)` or `(oo)`.
-    static func objectPath(_ reply: OpaquePointer, at index: Int = 0) -> String {
-        let child = g_variant_get_child_value(reply, gsize(index))!
-        defer { g_variant_unref(child) }
-        return String(cString: g_variant_get_string(child, nil))
+    /// One Item.Delete call (``write(in:_:)`` handles a prompt).
+    private func delete(_ path: String, in collection: String) throws(TokenCacheError) {
+        try write(in: collection) { () throws(TokenCacheError) in try client.delete(path) }
     }
 
     /// Paths of this schema's items matching `query` in the collection. An empty answer from a
@@ -363,9 +320,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
             return attributes
         }
-        return try zip(searches, try collectionSearches(searches, in: collection)).map { (search, paths) throws(TokenCacheError) -> [String] in
+        return try zip(searches, try client.searchItems(in: collection, eachOf: searches)).map { (search, paths) throws(TokenCacheError) -> [String] in
             // Unlocked by a prompt just now: search again, the provider may have hidden its items.
-            if paths.isEmpty, try checkUnlocked(collection) { return try collectionSearch(search, in: collection) }
+            if paths.isEmpty, try checkUnlocked(collection) { return try client.searchItems(in: collection, search) }
             return paths
         }
     }
@@ -375,12 +332,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
         var attributes = query
         attributes["xdg:schema"] = Self.schemaName
-        return try call("SearchItems", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
-                        arguments: [Self.attributeDictionary(attributes)], replyType: "(aoao)", action: "search the keyring") { reply in
-            let unlocked = g_variant_get_child_value(reply, 0)!, locked = g_variant_get_child_value(reply, 1)!
-            defer { g_variant_unref(unlocked); g_variant_unref(locked) }
-            return (Self.paths(unlocked) ?? [], Self.paths(locked) ?? [])
-        }
+        return try client.searchItems(attributes)
     }
 
     /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
@@ -396,14 +348,11 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         var leftOut = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
             let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
-            let read = try call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
-                                arguments: [Self.objectPaths(batch), g_variant_new_object_path(session.path)],
-                                replyType: "(a{o(oayays)})", action: "read secrets") { reply throws(TokenCacheError) in
-                try Self.entries(fromGetSecrets: reply, session: session)
+            let answered = try client.getSecrets(batch, session: session) { _, plaintext in
+                if let entry = Self.entry(fromSecret: plaintext) { entries.append(entry) }
             }
-            entries.append(contentsOf: read.entries)
             // Left out: locked, or deleted since the search.
-            leftOut += batch.count - read.answered
+            leftOut += batch.count - answered
         }
         // Unlocked by a prompt just now: read every item again (once).
         if leftOut > 0, !afterUnlocking, try checkUnlocked(collection) { return try items(at: paths, in: collection, afterUnlocking: true) }
@@ -412,34 +361,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The entries in a GetSecrets reply, and how many items it answered for. A secret this
     /// backend cannot interpret is skipped: never deleted, never guessed at.
-    /// - Throws: `secretServiceFailure` when a secret belongs to another session (the whole
-    ///   read fails: an answer the backend did not ask for is never read as a partial one).
-    static func entries(fromGetSecrets reply: OpaquePointer, session: TransferSession) throws(TokenCacheError) -> (entries: [CacheEntry], answered: Int) {
-        let secrets = g_variant_get_child_value(reply, 0)!  // the reply is (a{o(oayays)})
-        defer { g_variant_unref(secrets) }
-        let count = Int(g_variant_n_children(secrets))
+    /// - Throws: `secretServiceFailure` when a secret belongs to another session.
+    static func entries(fromGetSecrets reply: GVariantRef, session: TransferSession) throws(TokenCacheError) -> (entries: [CacheEntry], answered: Int) {
         var entries: [CacheEntry] = []
-        entries.reserveCapacity(count)
-        for index in 0..<count {
-            let pair = g_variant_get_child_value(secrets, gsize(index))!, secret = g_variant_get_child_value(pair, 1)!
-            defer { g_variant_unref(secret); g_variant_unref(pair) }
-            guard var plaintext = try session.plaintext(ofSecretStruct: secret) else { continue }
-            defer { explicit_bzero(&plaintext, plaintext.count) }
-            if let entry = entry(fromSecret: plaintext.withUnsafeBytes { Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0.baseAddress!), count: $0.count, deallocator: .none) }) {
-                entries.append(entry)
-            }
+        let answered = try SecretServiceClient.secrets(inGetSecretsReply: reply, session: session) { _, plaintext in
+            if let entry = entry(fromSecret: plaintext) { entries.append(entry) }
         }
-        return (entries, count)
-    }
-
-    /// Object paths as an `ao` value (a floating reference).
-    private static func objectPaths(_ paths: some Collection<String>) -> OpaquePointer? {
-        let type = g_variant_type_new("ao")
-        defer { g_variant_type_free(type) }
-        let builder = g_variant_builder_new(type)!
-        defer { g_variant_builder_unref(builder) }
-        for path in paths { g_variant_builder_add_value(builder, g_variant_new_object_path(path)) }
-        return g_variant_builder_end(builder)
+        return (entries, answered)
     }
 
     /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,
@@ -448,6 +376,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// top-level member this library does not know is an item of its own, `{"<name>": <value>}`.
     static func secret(of entry: CacheEntry) -> JSONObject {
         MSALDocument.fragment(entry)
+    }
+
+    /// The entry in a decrypted secret; nil for a secret this backend cannot interpret. Reads the
+    /// bytes in place: no copy of the plaintext is left unwiped.
+    static func entry(fromSecret plaintext: UnsafeRawBufferPointer) -> CacheEntry? {
+        guard let base = plaintext.baseAddress else { return nil }
+        return entry(fromSecret: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: plaintext.count, deallocator: .none))
     }
 
     static func entry(fromSecret data: Data) -> CacheEntry? {

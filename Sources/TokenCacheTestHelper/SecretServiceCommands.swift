@@ -175,8 +175,7 @@ let secretServiceCommands: [String: HelperCommand] = [
                        authority: try Authority("https://login.microsoftonline.com/common"), scopes: ["User.Read"])
         let saved = try backend.load(group).entries.count
         let collection = try backend.resolvedCollectionPath(for: group)
-        try run("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
-                                       "org.freedesktop.Secret.Service.Lock", "array:objpath:\(collection)"])
+        try lock(collection)
         var outcome: [String: Any] = ["saved": saved]
         do { outcome["longLivedRead"] = "ok: \(try backend.load(group).entries.count)" } catch {
             outcome["longLivedRead"] = code(error)
@@ -191,6 +190,25 @@ let secretServiceCommands: [String: HelperCommand] = [
         // The items are still there, behind the lock.
         let lockedCount = try fresh.lockedItemCount(group: group, collection: collection)
         outcome["stillThereLocked"] = lockedCount
+        printJSON(outcome)
+    },
+    // ss-unlock-headless GROUP: locks the collection, then allows an unlock prompt, which a
+    // headless daemon cannot show; then reads its state again without prompts.
+    "ss-unlock-headless": { arguments in
+        let group = try CacheGroup(arguments[0])
+        try lock(try SecretServiceBackend().resolvedCollectionPath(for: group))
+        var options = SecretServiceBackend.Options()
+        options.allowsUnlockPrompt = true
+        options.unlockTimeout = 5
+        var outcome: [String: Any] = [:]
+        let start = Date()
+        do { try SecretServiceBackend(options: options).checkCollection(for: group); outcome["prompted"] = "ok" } catch {
+            outcome["prompted"] = code(error)
+        }
+        outcome["seconds"] = Date().timeIntervalSince(start)
+        do { try SecretServiceBackend().checkCollection(for: group); outcome["unprompted"] = "ok" } catch {
+            outcome["unprompted"] = code(error)
+        }
         printJSON(outcome)
     },
 ]
@@ -211,6 +229,12 @@ func helperResponse(username: String) -> TokenResponse {
 func printJSON(_ object: [String: Any]) {
     let data = (try? JSONSerialization.data(withJSONObject: object, options: .sortedKeys)) ?? Data("{}".utf8)
     print(String(decoding: data, as: UTF8.self))
+}
+
+/// Locks a collection the way another program would (Service.Lock from dbus-send).
+func lock(_ collection: String) throws {
+    try run("/usr/bin/dbus-send", ["--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                   "org.freedesktop.Secret.Service.Lock", "array:objpath:\(collection)"])
 }
 
 func code(_ error: any Error) -> String {

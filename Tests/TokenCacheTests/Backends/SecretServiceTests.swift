@@ -254,8 +254,8 @@ struct SecretServiceTests {
             ["group": group.name, "home_account_id": "nobody.nowhere"],
             ["group": group.name, "kind": EntityKind.account.rawValue],
         ]
-        let together = try backend.collectionSearches(queries, in: collection)
-        let oneByOne = try queries.map { try backend.collectionSearch($0, in: collection) }
+        let together = try backend.client.searchItems(in: collection, eachOf: queries)
+        let oneByOne = try queries.map { try backend.client.searchItems(in: collection, $0) }
         #expect(together.map { Set($0) } == oneByOne.map { Set($0) })
         #expect(together[0].count == 2 && together[1].count >= 4 && together[2].isEmpty && together[3].count == 2)
         // Through the backend: an account's entries and the app metadata, read at once.
@@ -263,8 +263,8 @@ struct SecretServiceTests {
         #expect(Set(read.map(\.key)) == Set(try SecretServiceBackend().load(group).entries
             .filter { $0.kind == .appMetadata || $0["home_account_id"] == Fixtures.bob.homeAccountID }.map(\.key)))
         let nowhere = "/org/freedesktop/secrets/collection/no_such_collection"
-        let together2 = try #require(throws: TokenCacheError.self) { try backend.collectionSearches(queries, in: nowhere) }
-        let alone = try #require(throws: TokenCacheError.self) { try backend.collectionSearch(queries[0], in: nowhere) }
+        let together2 = try #require(throws: TokenCacheError.self) { try backend.client.searchItems(in: nowhere, eachOf: queries) }
+        let alone = try #require(throws: TokenCacheError.self) { try backend.client.searchItems(in: nowhere, queries[0]) }
         #expect(together2.code == alone.code && together2.message == alone.message)
     }
 
@@ -346,6 +346,15 @@ struct SecretServiceTests {
         #expect(result["removeAll"] as? String == "keyringLocked", "\(result)")
         #expect(result["saved"] as? Int == 6)
         #expect(result["stillThereLocked"] as? Int == 6)
+    }
+
+    @Test("An unlock prompt a headless daemon cannot show is promptDismissed at once; without prompts the collection is keyringLocked")
+    func headlessUnlockPrompt() throws {
+        let results = try Self.inFreshKeyring("$H ss-unlock-headless org.example.unlock")
+        let result = try #require(results.first)
+        #expect(result["prompted"] as? String == "promptDismissed", "\(result)")
+        #expect((result["seconds"] as? Double ?? .infinity) < 4, "\(result)")
+        #expect(result["unprompted"] as? String == "keyringLocked", "\(result)")
     }
 
     @Test("A daemon killed mid-session gives a typed error quickly; once it is back nothing was lost")

@@ -195,11 +195,11 @@ struct TransferSessionTests {
         }
         let good = reply([secret(session: session.path)])
         defer { g_variant_unref(good) }
-        let read = try SecretServiceBackend.entries(fromGetSecrets: good, session: session)
+        let read = try SecretServiceBackend.entries(fromGetSecrets: GVariantRef(sinking: good), session: session)
         #expect(read.answered == 1 && read.entries.count == 1 && read.entries.first?.key == "k")
         let mixed = reply([secret(session: session.path), secret(session: "/org/freedesktop/secrets/session/someone_else")])
         defer { g_variant_unref(mixed) }
-        #expect(throws: TokenCacheError.self) { try SecretServiceBackend.entries(fromGetSecrets: mixed, session: session) }
+        #expect(throws: TokenCacheError.self) { try SecretServiceBackend.entries(fromGetSecrets: GVariantRef(sinking: mixed), session: session) }
     }
 
     /// The bytes of a Secret struct's `ay` field.
@@ -212,12 +212,12 @@ struct TransferSessionTests {
     @Test("A session is closed in the daemon when it goes away: GetSecrets with its path then fails")
     func closedWhenReleased() throws {
         let backend = try SecretServiceBackend()
-        var session: TransferSession? = try TransferSession.open(backend.bus, timeoutMilliseconds: 5000)
+        var session: TransferSession? = try TransferSession.open(backend.client.bus, timeoutMilliseconds: 5000)
         let path = try #require(session?.path)
         func getSecrets() throws {
-            try backend.call("GetSecrets", on: TransferSession.servicePath, interface: "org.freedesktop.Secret.Service",
-                             arguments: [g_variant_new_objv(nil, 0), g_variant_new_object_path(path)],
-                             replyType: "(a{o(oayays)})", action: "read secrets") { _ in }
+            _ = try backend.client.call("GetSecrets", on: SecretServiceClient.servicePath, interface: "org.freedesktop.Secret.Service",
+                                        arguments: [.objectPaths([]), .objectPath(path)],
+                                        replyType: "(a{o(oayays)})", action: "read secrets")
         }
         try getSecrets()  // open: an empty answer
         session = nil

@@ -1,0 +1,119 @@
+internal import CLibSecret
+import FoundationEssentials
+
+/// One owned reference to a GVariant value: taken (or sunk, for a floating value) when the
+/// wrapper is made and released in `deinit`, the way GRDB's `Statement` owns its sqlite3_stmt.
+///
+/// The Secret Service client builds its arguments and reads its replies through this type only,
+/// so no code in the client or the backend ever pairs a `g_variant_unref` with a value by hand.
+/// Builders cover the few shapes the Secret Service takes (`s`, `o`, `b`, `a{ss}`, `ao`, the
+/// item properties `a{sv}`, tuples); readers return Swift values, or nil for another type.
+/// GVariant values are immutable and their reference counts atomic, hence Sendable.
+final class GVariantRef: @unchecked Sendable {
+    // @unchecked: an immutable pointer to an immutable, atomically counted GVariant.
+    /// The value, for a C call that borrows it (the wrapper keeps it alive meanwhile).
+    let pointer: OpaquePointer
+
+    /// Owns `value`: sinks a floating reference (a `g_variant_new_*` result), or adds a reference
+    /// to a value borrowed from someone else (a reply GDBus frees after the call).
+    init(sinking value: OpaquePointer) {
+        pointer = g_variant_ref_sink(value)
+    }
+
+    /// Owns `value`, a full reference already handed to the caller (`g_variant_get_child_value`,
+    /// `g_dbus_connection_call_finish`): nothing to add.
+    init(taking value: OpaquePointer) {
+        pointer = value
+    }
+
+    deinit { g_variant_unref(pointer) }
+
+    // MARK: Builders
+
+    static func string(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_string(value)) }
+    static func objectPath(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_object_path(value)) }
+    static func boolean(_ value: Bool) -> GVariantRef { GVariantRef(sinking: g_variant_new_boolean(value ? 1 : 0)) }
+
+    /// `value` boxed as a `v`.
+    static func variant(_ value: GVariantRef) -> GVariantRef { GVariantRef(sinking: g_variant_new_variant(value.pointer)) }
+
+    /// A tuple of `children` (each gets a reference of the tuple's own).
+    static func tuple(_ children: [GVariantRef]) -> GVariantRef {
+        var pointers: [OpaquePointer?] = children.map(\.pointer)
+        let tuple = pointers.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }!
+        return withExtendedLifetime(children) { GVariantRef(sinking: tuple) }
+    }
+
+    /// An array of type `type` (such as `ao`, `a{ss}`) of `elements`.
+    private static func array(_ type: String, _ elements: [GVariantRef]) -> GVariantRef {
+        let arrayType = g_variant_type_new(type)
+        defer { g_variant_type_free(arrayType) }
+        let builder = g_variant_builder_new(arrayType)!
+        defer { g_variant_builder_unref(builder) }
+        for element in elements { g_variant_builder_add_value(builder, element.pointer) }
+        return withExtendedLifetime(elements) { GVariantRef(sinking: g_variant_builder_end(builder)) }
+    }
+
+    private static func dictionaryEntry(_ key: GVariantRef, _ value: GVariantRef) -> GVariantRef {
+        GVariantRef(sinking: g_variant_new_dict_entry(key.pointer, value.pointer))
+    }
+
+    /// Object paths as an `ao`.
+    static func objectPaths(_ paths: some Sequence<String>) -> GVariantRef {
+        array("ao", paths.map(objectPath))
+    }
+
+    /// Item attributes as an `a{ss}`, as searches and CreateItem take them.
+    static func stringDictionary(_ dictionary: [String: String]) -> GVariantRef {
+        array("a{ss}", dictionary.map { dictionaryEntry(string($0.key), string($0.value)) })
+    }
+
+    /// D-Bus properties as an `a{sv}`, such as CreateItem's label and attributes.
+    static func properties(_ properties: [(name: String, value: GVariantRef)]) -> GVariantRef {
+        array("a{sv}", properties.map { dictionaryEntry(string($0.name), variant($0.value)) })
+    }
+
+    // MARK: Readers
+
+    /// The value's type, such as `a{ss}`.
+    var typeString: String { String(cString: g_variant_get_type_string(pointer)) }
+
+    /// The number of children of a container (array, tuple, dictionary entry).
+    var count: Int { Int(g_variant_n_children(pointer)) }
+
+    /// The child at `index` of a container (the index must be in range: check `count` or the type).
+    subscript(index: Int) -> GVariantRef { GVariantRef(taking: g_variant_get_child_value(pointer, gsize(index))) }
+
+    /// The children of a container, in order.
+    var children: [GVariantRef] { (0..<count).map { self[$0] } }
+
+    /// The value inside a `v`; nil for another type.
+    var unboxed: GVariantRef? { typeString == "v" ? GVariantRef(taking: g_variant_get_variant(pointer)) : nil }
+
+    /// The text of an `s` or `o`; nil for another type.
+    var string: String? {
+        let type = typeString
+        return type == "s" || type == "o" ? String(cString: g_variant_get_string(pointer, nil)) : nil
+    }
+
+    /// The text of an `o` only (an object path); nil for another type.
+    var objectPath: String? { typeString == "o" ? String(cString: g_variant_get_string(pointer, nil)) : nil }
+
+    var bool: Bool? { typeString == "b" ? g_variant_get_boolean(pointer) != 0 : nil }
+
+    /// The paths of an `ao`; nil for another type.
+    var objectPaths: [String]? {
+        guard typeString == "ao" else { return nil }
+        return children.compactMap(\.objectPath)
+    }
+
+    /// The pairs of an `a{ss}`, such as an item's Attributes; nil for another type.
+    var stringDictionary: [String: String]? {
+        guard typeString == "a{ss}" else { return nil }
+        var dictionary: [String: String] = [:]
+        for entry in children {
+            if let key = entry[0].string, let value = entry[1].string { dictionary[key] = value }
+        }
+        return dictionary
+    }
+}
