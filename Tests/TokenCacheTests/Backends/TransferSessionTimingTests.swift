@@ -12,10 +12,10 @@ struct TransferSessionTimingTests {
     func timeSessions() throws {
         let iterations = Int(ProcessInfo.processInfo.environment["TOKENCACHE_TIME_SESSIONS"] ?? "") ?? 200
         let backend = try SecretServiceBackend()
-        _ = try TransferSession.open(backend.bus, timeoutMilliseconds: 5000)  // warm: libgcrypt loaded, bus up
+        _ = try TransferSession.open(backend.client.bus, timeoutMilliseconds: 5000)  // warm: libgcrypt loaded, bus up
         let clock = ContinuousClock()
         let opened = try clock.measure {
-            for _ in 0..<iterations { _ = try TransferSession.open(backend.bus, timeoutMilliseconds: 5000) }
+            for _ in 0..<iterations { _ = try TransferSession.open(backend.client.bus, timeoutMilliseconds: 5000) }
         }
         let gcrypt = try Gcrypt.shared()
         var a = [UInt8](repeating: 0, count: 32), b = [UInt8](repeating: 0, count: 32)
