@@ -80,6 +80,18 @@ struct TokenCommand: ParsableCommand {
                                         hint: "Sign in with the app, or save a response with `tokencache save`")
             }
             var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
+            if found == nil, authority == nil {
+                // No authority given: a token of any tenant will do when exactly one tenant has one.
+                let byTenant = try store.accessTokensByTenant(clientID: client, account: target, scopes: scopeList(scopes))
+                if byTenant.count > 1 {
+                    throw CLIError.failed("Client \(client) has usable tokens for these scopes in \(byTenant.count) tenants: \(byTenant.compactMap(\.tenantID).joined(separator: ", ")).",
+                                          hint: "Pick one with --authority https://<host>/<tenant>")
+                }
+                if let only = byTenant.first {
+                    Terminal.note("Using the token of tenant \(Terminal.escape(only.tenantID ?? "?")) (the only tenant with one for these scopes).")
+                    found = only
+                }
+            }
             if refresh, let authority, found == nil || found?.needsRefresh() == true {
                 let app = PublicClientApplication(clientID: client, authority: authority, store: store)
                 do {

@@ -199,16 +199,7 @@ public final class AccountStore: Sendable {
     ///   account's home tenant.
     public func accessToken(clientID: String, account: CachedAccount, scopes: [String],
                             authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
-        var requested: [String] = []
-        requested.reserveCapacity(scopes.count)
-        for scope in scopes {
-            let lowered = ASCII.lowercased(scope)
-            if !Scopes.reserved.contains(lowered) { requested.append(lowered) }
-        }
-        guard !requested.isEmpty else {
-            throw TokenCacheError.invalidArgument("scopes", "no scopes other than openid, profile and offline_access were given",
-                                                  hint: "Ask for at least one resource scope, for example User.Read")
-        }
+        let requested = try Self.resourceScopes(scopes)
         let environment = Environment.canonical(authority?.environment ?? account.environment)
         let deadline = now.timeIntervalSince1970 + options.expiryMargin
         // Tenants that answer: the authority's own; for generic authorities also the home tenant.
@@ -222,16 +213,58 @@ public final class AccountStore: Sendable {
             guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return nil }
             var best: IndexedAccessToken?
             for at in index.accessTokens(homeAccountID: account.homeAccountID)
-            where at.isPlainBearer && !at.result.accessToken.isEmpty && at.expiresOn > deadline && at.expiresOn > (best?.expiresOn ?? 0)
-                && ASCII.equalsIgnoringCase(at.clientID, clientID)
-                && at.environment == environment
+            where at.expiresOn > (best?.expiresOn ?? 0)
+                && Self.isUsable(at, clientID: clientID, environment: environment, scopes: requested, deadline: deadline)
                 && ((authorityRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false)
-                    || (homeRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false))
-                && requested.allSatisfy({ at.targets.contains($0) }) {
+                    || (homeRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false)) {
                 best = at
             }
             return best.map { $0.result.with(account: account) }
         }
+    }
+
+    /// The usable cached access token of each tenant (realm) the account has one in, for the
+    /// client and scopes, sorted by tenant: for callers that know no authority (`tokencache
+    /// token`), which use a token only when exactly one tenant has one, as MSAL asks for an
+    /// authority otherwise.
+    public func accessTokensByTenant(clientID: String, account: CachedAccount, scopes: [String],
+                                     now: Date = Date()) throws(TokenCacheError) -> [TokenResult] {
+        let requested = try Self.resourceScopes(scopes)
+        let environment = Environment.canonical(account.environment)
+        let deadline = now.timeIntervalSince1970 + options.expiryMargin
+        return try read { index in
+            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return [] }
+            var best: [String: IndexedAccessToken] = [:]
+            for at in index.accessTokens(homeAccountID: account.homeAccountID)
+            where Self.isUsable(at, clientID: clientID, environment: environment, scopes: requested, deadline: deadline)
+                && at.expiresOn > (best[ASCII.lowercased(at.realm)]?.expiresOn ?? 0) {
+                best[ASCII.lowercased(at.realm)] = at
+            }
+            return best.sorted { $0.key < $1.key }.map { $0.value.result.with(account: account) }
+        }
+    }
+
+    /// The requested scopes, lower-cased, without `openid profile offline_access`.
+    private static func resourceScopes(_ scopes: [String]) throws(TokenCacheError) -> [String] {
+        var requested: [String] = []
+        requested.reserveCapacity(scopes.count)
+        for scope in scopes {
+            let lowered = ASCII.lowercased(scope)
+            if !Scopes.reserved.contains(lowered) { requested.append(lowered) }
+        }
+        guard !requested.isEmpty else {
+            throw TokenCacheError.invalidArgument("scopes", "no scopes other than openid, profile and offline_access were given",
+                                                  hint: "Ask for at least one resource scope, for example User.Read")
+        }
+        return requested
+    }
+
+    /// Whether an access token may be returned for a plain request of the client and scopes.
+    private static func isUsable(_ at: IndexedAccessToken, clientID: String, environment: String,
+                                 scopes: [String], deadline: Double) -> Bool {
+        at.isPlainBearer && !at.result.accessToken.isEmpty && at.expiresOn > deadline
+            && ASCII.equalsIgnoringCase(at.clientID, clientID) && at.environment == environment
+            && scopes.allSatisfy { at.targets.contains($0) }
     }
 
     package static let genericRealms: Set<String> = ["common", "organizations", "consumers"]

@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// `tokencache token` without `--authority`, as MSAL finds tokens: the home tenant's first; else
+/// the only tenant holding one; with several, it asks which.
+@Suite("token without --authority across tenants", .capturesLogs)
+struct CLITokenTenantTests {
+    let tenantC = "33333333-3333-3333-3333-333333333333"
+
+    func save(_ cli: CLI, realm: String, tag: String) throws {
+        let response = Fixtures.response(for: Fixtures.alice, realm: realm, scope: "Files.Read", foci: "1", tag: tag)
+        let output = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority(realm).url.absoluteString,
+                                  "--scopes", "Files.Read"], input: Fixtures.json(response))
+        #expect(output.status == 0, "\(output.stderr)")
+    }
+
+    @Test("A token from the only tenant that has one is returned, and the tenant is named; with two tenants the command asks for --authority and lists them")
+    func anyTenant() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        try save(cli, realm: Fixtures.tenantB, tag: "b")
+        let one = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Files.Read"])
+        #expect(one.status == 0, "\(one.stderr)")
+        #expect(one.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantB)-b")
+        #expect(one.stderr.contains("tenant \(Fixtures.tenantB)"), "\(one.stderr)")
+
+        try save(cli, realm: tenantC, tag: "c")
+        let two = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Files.Read"])
+        #expect(two.status == 1 && two.stdout.isEmpty, "\(two.stderr)")
+        #expect(two.stderr.contains("2 tenants: \(Fixtures.tenantB), \(tenantC)"), "\(two.stderr)")
+        #expect(two.stderr.contains("--authority"))
+        let chosen = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Files.Read",
+                                  "--authority", Fixtures.authority(tenantC).url.absoluteString])
+        #expect(chosen.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-\(Fixtures.alice.uid)-\(tenantC)-c")
+    }
+}
