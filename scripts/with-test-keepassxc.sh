@@ -10,10 +10,12 @@
 # a braced UUID), which keepassxc-cli cannot set and the GUI sets in Database Settings.
 # The settings file turns the integration on and its notifications and confirmation dialogs off
 # (KeePassXC 2.7's keys, src/core/Config.cpp): with QT_QPA_PLATFORM=offscreen nobody could answer one.
+# The bus has no service directories, so nothing (gnome-keyring, kwalletd5) can be D-Bus-activated as
+# org.freedesktop.secrets behind KeePassXC's back.
 set -euo pipefail
 TEST_ROOT="$(mktemp -d /tmp/tokencache-keepassxc.XXXXXX)"
 trap 'rm -rf "$TEST_ROOT"' EXIT
-mkdir -p "$TEST_ROOT/home/.config/keepassxc" "$TEST_ROOT/home/.cache" "$TEST_ROOT/run"
+mkdir -p "$TEST_ROOT/home/.config/keepassxc" "$TEST_ROOT/home/.cache" "$TEST_ROOT/run" "$TEST_ROOT/dbus-services"
 chmod 700 "$TEST_ROOT/run"
 export TOKENCACHE_REAL_HOME="$HOME"
 export HOME="$TEST_ROOT/home"
@@ -89,8 +91,25 @@ printf '%s\n%s\n' "$KEEPASSXC_TEST_PASSWORD" "$KEEPASSXC_TEST_PASSWORD" |
     keepassxc-cli import -q -p -t 100 "$TEST_ROOT/database.xml" "$KEEPASSXC_TEST_DB" >/dev/null 2>"$TEST_ROOT/import.log" ||
     { cat "$TEST_ROOT/import.log" >&2; exit 1; }
 
+cat >"$TEST_ROOT/session.conf" <<EOF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>$TEST_ROOT/dbus-services</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+EOF
+
 status=0
-dbus-run-session -- bash -c '
+dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '
     set -euo pipefail
     printf "%s\n" "$KEEPASSXC_TEST_PASSWORD" | keepassxc --pw-stdin "$KEEPASSXC_TEST_DB" >"$KEEPASSXC_TEST_LOG" 2>&1 &
     daemon=$!
