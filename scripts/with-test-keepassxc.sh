@@ -131,7 +131,11 @@ dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '
         sleep 0.1
     done
     if ! owned; then
-        echo "with-test-keepassxc: KeePassXC did not take org.freedesktop.secrets within 20 s; its log:" >&2
+        if kill -0 "$daemon" 2>/dev/null; then
+            echo "with-test-keepassxc: KeePassXC did not take org.freedesktop.secrets within 20 s; its log:" >&2
+        else
+            echo "with-test-keepassxc: KeePassXC exited before taking org.freedesktop.secrets; its log:" >&2
+        fi
         cat "$KEEPASSXC_TEST_LOG" >&2
         exit 1
     fi

@@ -15,6 +15,11 @@
 # collections are listed once, at start-up), so kwalletd5 is started twice: the first run creates
 # kdewallet.kwl, the second lists it and opens it.
 #
+# The wallet is open, yet its collection reports Locked=true until a client calls Unlock, which returns
+# a prompt that completes without a dialog once Prompt is called on it (libsecret does this; secret-tool
+# works as is). TOKENCACHE_TEST_KWALLET_UNLOCK=1 does that before running the command, for testing
+# everything else with the collection unlocked.
+#
 # The bus has no service directories, so nothing (gnome-keyring, a second kwalletd5) can be
 # D-Bus-activated as org.freedesktop.secrets behind the daemon's back.
 set -euo pipefail
@@ -90,7 +95,11 @@ daemon = subprocess.Popen(["kwalletd5", "--pam-login", str(read_end), str(listen
 os.close(read_end)
 listener.close()
 client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-client.connect(path)
+try:
+    client.connect(path)
+except OSError as error:
+    raise SystemExit("kwalletd5 (pid %d, exit status %s) did not accept the environment: %s"
+                     % (daemon.pid, daemon.poll(), error))
 client.sendall("".join("%s=%s\n" % item for item in os.environ.items()
                        if item[0] != "PAM_KWALLET5_LOGIN").encode())
 client.close()
@@ -121,13 +130,17 @@ dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '
     }
     wallet="$XDG_DATA_HOME/kwalletd/kdewallet.kwl"
     # First run: creates the wallet.
-    daemon="$(python3 "$KWALLET_TEST_ROOT/pam-login.py")"
-    for _ in $(seq 200); do [ -s "$wallet" ] && break; sleep 0.1; done
+    daemon="$(python3 "$KWALLET_TEST_ROOT/pam-login.py")" || fail "kwalletd5 --pam-login did not start"
+    for _ in $(seq 200); do
+        [ -s "$wallet" ] && break
+        kill -0 "$daemon" 2>/dev/null || fail "kwalletd5 exited before creating $wallet"
+        sleep 0.1
+    done
     [ -s "$wallet" ] || fail "kwalletd5 did not create $wallet within 20 s"
     stop
     for _ in $(seq 50); do has_owner org.kde.kwalletd5 || break; sleep 0.1; done
     # Second run: lists the wallet as a collection and opens it.
-    daemon="$(python3 "$KWALLET_TEST_ROOT/pam-login.py")"
+    daemon="$(python3 "$KWALLET_TEST_ROOT/pam-login.py")" || fail "kwalletd5 --pam-login did not start"
     collection_listed() {
         dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \
             org.freedesktop.DBus.Properties.Get string:org.freedesktop.Secret.Service string:Collections \
@@ -140,6 +153,22 @@ dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '
     done
     has_owner org.freedesktop.secrets || fail "kwalletd5 did not take org.freedesktop.secrets within 20 s"
     collection_listed || fail "kwalletd5 lists no Secret Service collection"
+    if [ "${TOKENCACHE_TEST_KWALLET_UNLOCK:-0}" = 1 ]; then
+        collection=/org/freedesktop/secrets/collection/kdewallet
+        prompt="$(dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \
+            org.freedesktop.Secret.Service.Unlock "array:objpath:$collection" |
+            sed -n "s/.*object path \"\(.*\)\"/\1/p" | tail -n 1)"
+        if [ -n "$prompt" ] && [ "$prompt" != / ]; then
+            dbus-send --session --print-reply --dest=org.freedesktop.secrets "$prompt" \
+                org.freedesktop.Secret.Prompt.Prompt string: >/dev/null
+        fi
+        for _ in $(seq 50); do
+            dbus-send --session --print-reply --dest=org.freedesktop.secrets "$collection" \
+                org.freedesktop.DBus.Properties.Get string:org.freedesktop.Secret.Collection string:Locked |
+                grep -q "boolean false" && break
+            sleep 0.1
+        done
+    fi
     "$@"
 ' with-test-kwallet "$@" || status=$?
 exit "$status"
