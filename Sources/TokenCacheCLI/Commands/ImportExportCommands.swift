@@ -14,8 +14,11 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Import an MSAL unified JSON cache (MSAL Python, msal-extensions, Azure CLI).",
         discussion: """
-        Entries are matched on their fields, so importing twice changes nothing. Unusable \
-        entries and unknown sections are skipped and listed.
+        Entries are matched on their fields, so importing twice changes nothing (and says so). \
+        Nothing another SDK wrote is dropped: unknown fields and sections, app-only tokens and \
+        entries with empty secrets are kept and exported as they are. Only entries that are not \
+        JSON objects are skipped, each listed with the reason. A UTF-8 byte-order mark and MSAL \
+        .NET's trailing commas are accepted.
 
         Example:
           tokencache import --format msal-json ~/.azure/msal_token_cache.json
