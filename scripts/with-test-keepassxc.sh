@@ -91,22 +91,8 @@ printf '%s\n%s\n' "$KEEPASSXC_TEST_PASSWORD" "$KEEPASSXC_TEST_PASSWORD" |
     keepassxc-cli import -q -p -t 100 "$TEST_ROOT/database.xml" "$KEEPASSXC_TEST_DB" >/dev/null 2>"$TEST_ROOT/import.log" ||
     { cat "$TEST_ROOT/import.log" >&2; exit 1; }
 
-cat >"$TEST_ROOT/session.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <keep_umask/>
-  <listen>unix:tmpdir=/tmp</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>$TEST_ROOT/dbus-services</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/private-bus.sh"
+write_private_bus_config "$TEST_ROOT"
 
 status=0
 dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '

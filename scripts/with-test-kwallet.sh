@@ -57,22 +57,8 @@ Launch Manager=false
 apiEnabled=true
 EOF
 
-cat >"$TEST_ROOT/session.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <keep_umask/>
-  <listen>unix:tmpdir=/tmp</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>$TEST_ROOT/dbus-services</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/private-bus.sh"
+write_private_bus_config "$TEST_ROOT"
 
 # What pam_kwallet does: a pipe carrying the key, a listening socket for the environment.
 # Prints kwalletd5's pid.
