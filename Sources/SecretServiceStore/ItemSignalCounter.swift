@@ -64,7 +64,7 @@ final class ItemSignalCounter: @unchecked Sendable {
                 guard let userData, let member else { return }
                 let name = String(cString: member)
                 if name == "ItemCreated" || name == "ItemChanged" || name == "ItemDeleted" {
-                    Unmanaged<SignalTally>.fromOpaque(userData).takeUnretainedValue().count.add(1, ordering: .sequentiallyConsistent)
+                    Unmanaged<SignalTally>.fromOpaque(userData).takeUnretainedValue().received()
                 }
             }, Unmanaged.passRetained(tally).toOpaque(),
             { userData in if let userData { Unmanaged<SignalTally>.fromOpaque(userData).release() } })
@@ -138,15 +138,11 @@ final class ItemSignalCounter: @unchecked Sendable {
         own.add(Int64(count), ordering: .sequentiallyConsistent)
     }
 
-    /// Waits (briefly) until `target` signals have been received.
+    /// Waits (briefly) until `target` signals have been received: asleep on a condition the
+    /// signal thread broadcasts, not polling.
     @discardableResult
     func wait(until target: Int64, timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while receivedCount < target {
-            if Date() > deadline { return false }
-            usleep(200)
-        }
-        return true
+        tally.wait(until: target, timeout: timeout)
     }
 }
 
@@ -165,9 +161,56 @@ private final class Subscription: @unchecked Sendable {
     init(connection: OpaquePointer) { self.connection = connection }
 }
 
-/// The received-signal counter, shared with the GDBus callback.
-private final class SignalTally: Sendable {
+/// The received-signal counter, shared with the GDBus callback; waiters sleep on a condition
+/// variable (pthread, as `Locked`: visible to ThreadSanitizer) that each signal broadcasts.
+private final class SignalTally: @unchecked Sendable {
+    // @unchecked: the mutex and condition are only used through pthread calls.
     let count = Atomic<Int64>(0)
     /// Tells the signal thread to finish.
     let stop = Atomic<Bool>(false)
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t> = .allocate(capacity: 1)
+    private let condition: UnsafeMutablePointer<pthread_cond_t> = .allocate(capacity: 1)
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // deadlines immune to clock changes
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Counts a signal and wakes the waiters.
+    func received() {
+        pthread_mutex_lock(mutex)
+        count.add(1, ordering: .sequentiallyConsistent)
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Sleeps until `target` signals were counted or `timeout` seconds passed; whether they were.
+    func wait(until target: Int64, timeout: TimeInterval) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let nanoseconds = Int(deadline.tv_nsec) + Int(timeout.truncatingRemainder(dividingBy: 1) * 1e9)
+        deadline.tv_sec += Int(timeout) + nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while count.load(ordering: .sequentiallyConsistent) < target {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT {
+                return count.load(ordering: .sequentiallyConsistent) >= target
+            }
+        }
+        return true
+    }
 }
