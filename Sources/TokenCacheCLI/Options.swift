@@ -150,6 +150,10 @@ struct CLIError: Error, CustomStringConvertible {
     static func failed(_ message: String, hint: String? = nil) -> CLIError {
         CLIError(message: message, hint: hint, exitCode: 1)
     }
+    /// A command line that cannot be carried out as given (EX_USAGE, as ArgumentParser's own).
+    static func usage(_ message: String, hint: String? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 64)
+    }
     var description: String { message }
 }
 

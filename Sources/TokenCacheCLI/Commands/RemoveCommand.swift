@@ -9,7 +9,8 @@ struct RemoveCommand: ParsableCommand {
         discussion: """
         Without --client the account is removed for every app. With --client only that app is \
         signed out; other apps keep the account and their single sign-on. --all wipes the group. \
-        On a terminal it asks for confirmation unless --yes is given.
+        It asks for confirmation on a terminal; where no question can be asked (standard input or \
+        output is not a terminal) it removes nothing unless --yes is given (exit 64).
 
         Examples:
           tokencache remove --account alice@contoso.com
@@ -37,6 +38,9 @@ struct RemoveCommand: ParsableCommand {
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
         if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
+        if let client {
+            do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
+        }
     }
 
     func run() throws {
@@ -51,6 +55,16 @@ struct RemoveCommand: ParsableCommand {
             } else {
                 let target = try AccountSelector.find(account!, in: store)
                 if let client {
+                    // Only a client that signed in to the account can be signed out: a typo would
+                    // otherwise leave a phantom signed-out client and report success.
+                    let signedIn = try store.inventory().accounts.first { $0.homeAccountID == target.homeAccountID }?
+                        .clients.filter { $0.signInState != nil || $0.hasIDToken || $0.refreshToken == .own || !$0.accessTokens.isEmpty }
+                        .map(\.clientID) ?? []
+                    guard signedIn.contains(where: { $0.lowercased() == client.lowercased() }) else {
+                        throw CLIError.notFound("Client \(client) never signed in to \(target.username); nothing was changed.",
+                                                hint: signedIn.isEmpty ? "No client has signed in to this account"
+                                                    : "Clients signed in to it: \(signedIn.joined(separator: ", "))")
+                    }
                     plan = "sign client \(client) out of \(target.username) (\(target.homeAccountID)); other apps stay signed in"
                     action = { try store.signOut(target, clientID: client) }
                 } else {
@@ -62,8 +76,14 @@ struct RemoveCommand: ParsableCommand {
                 Terminal.print("Would \(plan).")
                 return
             }
-            if !yes && Terminal.stdinIsTerminal && !Terminal.confirm("About to \(plan). Continue?") {
-                throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
+            if !yes {
+                guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
+                    throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
+                                         hint: "Pass --yes to \(plan)")
+                }
+                if !Terminal.confirm("About to \(plan). Continue?") {
+                    throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
+                }
             }
             try action()
             Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")

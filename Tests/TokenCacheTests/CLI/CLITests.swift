@@ -345,15 +345,37 @@ struct CLITests {
         #expect(try cli.run(["list"]).stdout.contains("No accounts."))
     }
 
-    @Test("remove without --yes and without a terminal does not ask and proceeds only when told to")
+    @Test("remove without --yes and without a terminal asks nothing, removes nothing and exits 64 naming --yes")
     func removeConfirmation() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
-        // Standard input is a pipe, not a terminal: no question is asked.
-        let output = try cli.run(["remove", "--all"], input: Data("n\n".utf8))
-        #expect(output.status == 0)
-        #expect(!output.stderr.contains("Continue?"))
+        let before = try cli.run(["export", "--format", "msal-json"]).stdout
+        // Standard input is a pipe, not a terminal: no question can be asked.
+        for arguments in [["remove", "--all"], ["remove", "--account", Fixtures.alice.username]] {
+            let output = try cli.run(arguments, input: Data("y\n".utf8))
+            #expect(output.status == 64, "\(output.stderr)")
+            #expect(!output.stderr.contains("Continue?"))
+            #expect(output.stderr.contains("Pass --yes"), "\(output.stderr)")
+        }
+        #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)
+        #expect(try cli.run(["remove", "--all", "--yes"]).status == 0)
+    }
+
+    @Test("remove --client refuses an invalid client ID (64) and a client that never signed in to the account (2, listing those that did), changing nothing")
+    func removeUnknownClient() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let before = try cli.run(["export", "--format", "msal-json"]).stdout
+        let invalid = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", "not a client id", "--yes"])
+        #expect(invalid.status == 64, "\(invalid.stderr)")
+        let typo = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appThree, "--yes"])
+        #expect(typo.status == 2, "\(typo.stderr)")
+        #expect(typo.stderr.contains("never signed in") && typo.stderr.contains(Fixtures.appOne), "\(typo.stderr)")
+        #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)
+        let real = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appOne, "--yes"])
+        #expect(real.status == 0, "\(real.stderr)")
     }
 
     @Test("export writes a 0600 file and import reads it back; neither prints a secret", arguments: cliBackends)
