@@ -25,8 +25,23 @@ trailing commas are accepted (both occur in MSAL .NET's own test resources);
 such inputs are reported as notes, and MSAL Python (whose deserialize() is a
 plain json.loads) is handed the normalised JSON text.
 
+Then a second pass, the silent acquisition check (always the encrypted-file
+backend): for each file of SILENT_FILES, a copy with every access token's
+expires_on / extended_expires_on (and refresh_on) an hour ahead and duplicate
+secrets made distinct is imported into a fresh store; for each distinct
+(client, account, environment, realm, target) of a plain bearer access token
+whose account is in the cache, `tokencache token --client --scopes --account
+--authority https://<environment>/<realm>` must print the token MSAL Python's
+acquire_token_silent() returns (a PublicClientApplication with that authority,
+instance_discovery=False and a fake HTTP client that answers tenant discovery
+and raises on anything else, so a refresh attempt shows up as an error), or
+both must have none.
+
 Prints one line per file, PASS or FAIL with indented differences, followed by
-the import report's "Skipped" lines; exits 1 if any file fails, 2 on usage.
+the import report's "Skipped" lines, then "N of M passed, K failed"; then one
+"PASS|FAIL silent FILE (a of n agree)" line per silent file with what was left
+out and why, and "silent: A of B agree in F files". Exits 1 if any file fails
+or any silent answer disagrees, 2 on usage.
 """
 import glob
 import hashlib
@@ -36,6 +51,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 
 GROUP = "org.example.corpus"
@@ -171,6 +187,185 @@ def msal_counts(text):
     return out
 
 
+# ---------------------------------------------------------------- silent acquisition
+
+# Files of the silent pass: plain bearer access tokens of signed-in accounts, from five SDKs.
+# Left out: dotnet-CacheFromTheFuture and dotnet-ExpectedTokenCache (environments "env_1".. are no
+# host names to build an authority from; their accounts' authority_type is a placeholder),
+# dotnet-token_cache_adfs and python-adfs (AD FS: MSAL Python needs an ADFS authority with
+# discovery of its own), java-AAD_full_cache (its account's authority_type is the placeholder
+# "authority_type", and MSAL Python's get_accounts() lists only MSSTS and ADFS accounts),
+# python-client-credentials (app tokens, no account), java-multi-tenant-account-cache and
+# node-serializer-Account (no access tokens), and near-duplicates of the chosen files
+# (go-v1.0_v1.1_cache, go-test_serialized_cache, java-serialized_cache, node-msal-node-cache,
+# node-serializer-cache, node-cache-unrecognized-entities, dotnet-TokenCacheWithWamId,
+# dotnet-MultiTenantOBOTokenCache).
+SILENT_FILES = (
+    "python-public-client.json",
+    "dotnet-MultiTenantTokenCache.json",
+    "dotnet-MultiCloudTokenCache.json",
+    "dotnet-SingleCloudTokenCache.json",
+    "dotnet-token_cache_one_acc_seed.json",
+    "java-sample_cache.json",
+    "java-multi-cloud-account-cache.json",
+    "node-default-cache.json",
+    "go-v1.0_cache.json",
+    "go-serialized_cache_1.1.1.json",
+)
+
+
+class _FakeResponse:
+    def __init__(self, status_code, text):
+        self.status_code, self.text, self.headers = status_code, text, {}
+
+    def raise_for_status(self):
+        if self.status_code >= 400:
+            raise RuntimeError("HTTP %d" % self.status_code)
+
+
+class FakeHTTP:
+    """Answers MSAL Python's tenant discovery (GET <authority>[/v2.0]/.well-known/openid-configuration)
+    from the URL alone; any other request, POSTs above all (a refresh), raises."""
+    def get(self, url, params=None, headers=None, **kwargs):
+        from urllib.parse import urlsplit
+        u = urlsplit(url)
+        m = re.match(r"^(.*?)(/v2\.0)?/\.well-known/openid-configuration$", u.path)
+        if not m:
+            raise RuntimeError("unexpected GET %s" % url)
+        base = "https://%s%s" % (u.netloc, m.group(1))
+        return _FakeResponse(200, json.dumps({
+            "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+            "token_endpoint": base + "/oauth2/v2.0/token",
+            "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
+            "issuer": base + "/v2.0"}))
+
+    def post(self, url, *args, **kwargs):
+        raise RuntimeError("unexpected POST %s (MSAL Python tried to refresh)" % url)
+
+    def close(self):
+        pass
+
+
+def silent_queries(doc):
+    """The distinct (client_id, home_account_id, environment, realm, target) of the file's plain
+    bearer access tokens whose account is in the cache; plus (query, reason) for the ones left out."""
+    accounts = {(a.get("home_account_id"), a.get("environment")): a.get("authority_type")
+                for a in (doc.get("Account") or {}).values() if isinstance(a, dict)}
+    queries, left_out = [], []
+    for at in (doc.get("AccessToken") or {}).values():
+        if not isinstance(at, dict):
+            continue
+        q = tuple(at.get(k) for k in ("client_id", "home_account_id", "environment", "realm", "target"))
+        kind = at.get("token_type") or at.get("tokenType") or "Bearer"
+        if kind.lower() != "bearer" or at.get("key_id") or at.get("keyId"):
+            left_out.append((q, "%s token bound to a key" % kind))
+        elif not all(q):
+            left_out.append((q, "a field of the query is missing"))
+        elif (q[1], q[2]) not in accounts:
+            left_out.append((q, "no account for it in the cache"))
+        elif accounts[(q[1], q[2])] not in ("MSSTS", "ADFS"):
+            left_out.append((q, "its account's authority_type %r is not one MSAL Python lists"
+                                % accounts[(q[1], q[2])]))
+        elif q not in queries:
+            queries.append(q)
+    return queries, left_out
+
+
+def msal_silent(doc_text, client_id, home_id, environment, realm, scopes):
+    """MSAL Python's answer: the access token, None, or 'error: ...'."""
+    import msal
+    cache = msal.SerializableTokenCache()
+    cache.deserialize(doc_text)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            app = msal.PublicClientApplication(
+                client_id, authority="https://%s/%s" % (environment, realm), token_cache=cache,
+                http_client=FakeHTTP(), instance_discovery=False)
+            acc = next((a for a in app.get_accounts() if a["home_account_id"] == home_id), None)
+            if acc is None:
+                return "error: get_accounts() has no account %s" % home_id
+            result = app.acquire_token_silent(scopes=scopes, account=acc)
+    except Exception as e:  # noqa: BLE001 - reported
+        return "error: %s: %s" % (type(e).__name__, e)
+    # An empty cached secret comes back as "": no token either.
+    return (result.get("access_token") or None) if result else None
+
+
+def check_silent(cli, path):
+    """Returns (agreed, compared, lines) for one file."""
+    raw = open(path, "rb").read()
+    doc, _ = parse_lenient(raw)
+    # Expiries (and refresh_on, so no token is "aging") an hour ahead, as strings like MSAL
+    # writes them. Access tokens sharing a secret (the corpus often says "secret" in each) get
+    # "#1", "#2".. appended, so that the answer tells which entry was chosen.
+    future = str(int(time.time()) + 3600)
+    ats = [at for at in (doc.get("AccessToken") or {}).values() if isinstance(at, dict)]
+    secrets = [at.get("secret") for at in ats]
+    for n, at in enumerate(ats):
+        for field in ("expires_on", "extended_expires_on", "ext_expires_on", "refresh_on"):
+            if field in at:
+                at[field] = future
+        if at.get("secret") and secrets.count(at["secret"]) > 1:
+            at["secret"] += "#%d" % (n + 1)
+    queries, left_out = silent_queries(doc)
+    lines = ["  left out: client %s account %s scopes %r: %s" % (q[0], q[1], q[4], why)
+             for q, why in left_out]
+    agreed = 0
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    with tempfile.TemporaryDirectory(prefix="tkc-silent-") as tmp:
+        env = dict(os.environ, XDG_DATA_HOME=os.path.join(tmp, "data"))
+        env.pop("TOKENCACHE_LOG_FILE", None)
+        group = GROUP + "-silent-" + hashlib.sha256(path.encode()).hexdigest()[:12]
+        moved = os.path.join(tmp, os.path.basename(path))
+        with open(moved, "w", encoding="utf-8") as f:
+            f.write(text)
+        imp = run(cli, ["import", "--backend", "file", "--group", group, "--format", "msal-json", moved], env)
+        if imp.returncode != 0:
+            return 0, len(queries), lines + ["  import failed (exit %d): %s" % (
+                imp.returncode, " | ".join((imp.stdout + imp.stderr).splitlines()))]
+        for client_id, home_id, environment, realm, target in queries:
+            authority = "https://%s/%s" % (environment, realm)
+            theirs = msal_silent(text, client_id, home_id, environment, realm, target.split())
+            tok = run(cli, ["token", "--backend", "file", "--group", group, "--client", client_id,
+                            "--scopes", target, "--account", home_id, "--authority", authority], env)
+            ours = tok.stdout.strip() if tok.returncode == 0 else None
+            where = "client %s account %s authority %s scopes %r" % (client_id, home_id, authority, target)
+            if ours == theirs and ours is not None:
+                agreed += 1
+            elif ours is None and theirs is None:
+                agreed += 1
+                empty = any(isinstance(at, dict) and at.get("secret") == "" and
+                            (at.get("client_id"), at.get("home_account_id"), at.get("environment"),
+                             at.get("realm"), at.get("target")) == (client_id, home_id, environment, realm, target)
+                            for at in (doc.get("AccessToken") or {}).values())
+                lines.append("  both have no token%s: %s" % (
+                    " (its cached secret is empty)" if empty else "", where))
+            else:
+                lines.append("  DISAGREE %s\n    tokencache token: %s\n    MSAL Python: %s" % (
+                    where, show(ours) if ours is not None else "none (exit %d: %s)" % (
+                        tok.returncode, tok.stderr.strip()), show(theirs)))
+    return agreed, len(queries), lines
+
+
+def silent_pass(cli, files):
+    """For each file of SILENT_FILES among `files`: its access tokens moved an hour into the
+    future, `tokencache token` and MSAL Python's acquire_token_silent() asked for each (client,
+    account, authority, scopes) an access token names. Returns the number of disagreements
+    (a file with nothing to compare counts as one)."""
+    chosen = [f for f in files if os.path.basename(f) in SILENT_FILES]
+    agreed = compared = empty = 0
+    for f in chosen:
+        a, n, lines = check_silent(cli, f)
+        agreed, compared, empty = agreed + a, compared + n, empty + (n == 0)
+        print("%s silent %s (%d of %d agree)" % ("PASS" if a == n and n else "FAIL",
+                                                 os.path.basename(f), a, n))
+        for l in lines:
+            print(l)
+    print("silent: %d of %d agree in %d files" % (agreed, compared, len(chosen)))
+    return compared - agreed + empty
+
+
 # ---------------------------------------------------------------- driver
 
 def run(cli, args, env):
@@ -261,7 +456,8 @@ def main(argv):
         for l in lines:
             print(l)
     print("%d of %d passed, %d failed" % (len(files) - failed, len(files), failed))
-    return 1 if failed else 0
+    disagreed = silent_pass(cli, files)
+    return 1 if failed or disagreed else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ import Testing
 /// Caches written by MSAL .NET, Java, Node, Go and Python (Fixtures/SDKCaches, origins in
 /// ORIGIN.md) survive import and export through the CLI on both backends: every top-level member,
 /// entry and field, and MSAL Python's `find()` counts per credential type
-/// (Fixtures/sdk_cache_roundtrip.py does the comparison).
+/// (Fixtures/sdk_cache_roundtrip.py does the comparison). The same script then moves the access
+/// tokens of several files into the future and checks `tokencache token` answers what MSAL
+/// Python's `acquire_token_silent` answers.
 @Suite("Round trips of real SDK caches", .enabled(if: TestEnvironment.runsInteropTests), .capturesLogs)
 struct SDKCacheCorpusTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
