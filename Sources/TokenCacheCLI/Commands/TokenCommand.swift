@@ -64,10 +64,16 @@ struct TokenCommand: ParsableCommand {
             let store = try store.openStore(account: account)
             let authority = try self.authority.map { try Authority($0) }
             let candidates = try store.accounts(clientID: client)
-            let chosen: [CachedAccount]
+            var chosen: [CachedAccount]
             if let account {
                 let wanted = account.lowercased()
                 chosen = candidates.filter { $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted }
+                // A named account whose cached access token the client may use, though no refresh
+                // token makes it one of the client's accounts (as MSAL Python finds it).
+                if chosen.isEmpty, let named = try store.account(account),
+                   try store.signInState(of: named, clientID: client) != .signedOut {
+                    chosen = [named]
+                }
             } else {
                 chosen = candidates
             }

@@ -16,6 +16,20 @@ struct CLITokenTenantTests {
         #expect(output.status == 0, "\(output.stderr)")
     }
 
+    @Test("A named account's cached access token is returned though no refresh token is cached, as MSAL Python returns it")
+    func accessTokenWithoutRefreshToken() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "Files.Read", foci: nil, tag: "no-rt")
+        response["refresh_token"] = nil
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--scopes", "Files.Read"], input: Fixtures.json(response))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Files.Read", "--account", Fixtures.alice.username])
+        #expect(token.status == 0, "\(token.stderr)")
+        #expect(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-no-rt")
+    }
+
     @Test("A token from the only tenant that has one is returned, and the tenant is named; with two tenants the command asks for --authority and lists them")
     func anyTenant() throws {
         let cli = try CLI(backend: "file")
