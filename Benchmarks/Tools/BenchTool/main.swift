@@ -78,8 +78,9 @@ do {
         let key = [UInt8](repeating: 7, count: 32)
         let nonce = [UInt8](repeating: 1, count: 12)
         let plaintext = Data((0..<bytes).map { UInt8(truncatingIfNeeded: $0) })
-        let sealed = try AESGCMBenchmarkHook.seal(plaintext, key: key, nonce: nonce)
-        guard try AESGCMBenchmarkHook.open(sealed, key: key, nonce: nonce) == plaintext else { throw CLIUsage.bad("round trip failed") }
+        let sealer = AESGCMBenchmarkHook(key: key)
+        let sealed = try sealer.seal(plaintext, nonce: nonce)
+        guard try sealer.open(sealed, nonce: nonce) == plaintext else { throw CLIUsage.bad("round trip failed") }
         func rate(_ body: () throws -> Void) rethrows -> Double {
             let deadline = now() + UInt64(seconds * 1e9)
             var count = 0
@@ -90,8 +91,8 @@ do {
             }
             return Double(count * bytes) / (Double(now() - start) / 1e9)
         }
-        let sealRate = try rate { _ = try AESGCMBenchmarkHook.seal(plaintext, key: key, nonce: nonce) }
-        let openRate = try rate { _ = try AESGCMBenchmarkHook.open(sealed, key: key, nonce: nonce) }
+        let sealRate = try rate { _ = try sealer.seal(plaintext, nonce: nonce) }
+        let openRate = try rate { _ = try sealer.open(sealed, nonce: nonce) }
         printJSON(["command": "aes", "bytes": bytes, "seal_bytes_per_s": sealRate, "open_bytes_per_s": openRate])
     default:
         throw CLIUsage.bad("commands: save, worker, file-load, aes")
