@@ -188,7 +188,9 @@ private func reportedError(_ body: () throws -> Void) throws {
         try body()
     } catch let error as TokenCacheError {
         Terminal.error(error.message, hint: error.hint)
-        throw ExitCode(1)
+        // A value given on the command line that the library refuses (an authority that is not a
+        // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
+        throw ExitCode(error.code == .invalidArgument ? 64 : 1)
     } catch let error as CLIError {
         Terminal.error(error.message, hint: error.hint)
         throw ExitCode(error.exitCode)

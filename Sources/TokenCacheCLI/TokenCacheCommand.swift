@@ -24,7 +24,7 @@ public struct TokenCacheCommand: ParsableCommand {
         --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
-        2 nothing found (token, remove); 64 bad arguments.
+        2 nothing found (token, remove); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), and a removal without --yes where no question can be asked.
 
         Examples:
           tokencache list
