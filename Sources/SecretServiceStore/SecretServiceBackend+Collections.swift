@@ -67,7 +67,7 @@ extension SecretServiceBackend {
 
     static func locked(_ collection: String) -> TokenCacheError {
         TokenCacheError(.keyringLocked, "The keyring collection \(collection) is locked.",
-                        hint: "Unlock it (log in to the desktop, or allow an unlock prompt); nothing was read or changed")
+                        hint: "Unlock it (log in to the desktop, open the wallet or database, or allow the prompt: --allow-prompt); nothing was read or changed")
     }
 
     static func alias(of mapping: CollectionMapping) -> String? {
@@ -110,10 +110,14 @@ extension SecretServiceBackend {
         return try client.createCollection(labelled: label, timeout: options.unlockTimeout)
     }
 
-    /// Unlocks a collection if the options allow prompting; otherwise reports it locked.
+    /// Unlocks a collection (Service.Unlock, its prompt run within ``promptTimeout``). Without
+    /// `allowsUnlockPrompt` only a prompt that completes at once, needing nobody, unlocks it
+    /// (KWallet with its wallet open); any other is dismissed and the collection is `keyringLocked`.
     func unlock(_ path: String) throws(TokenCacheError) {
         guard options.allowsUnlockPrompt else {
-            throw Self.locked(path)
+            do { try client.unlock(path, timeout: options.silentPromptTimeout) } catch where
+                [.promptDismissed, .timedOut].contains(error.code) { throw Self.locked(path) }
+            return
         }
         try client.unlock(path, timeout: options.unlockTimeout)
     }
