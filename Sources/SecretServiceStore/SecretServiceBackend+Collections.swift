@@ -142,3 +142,34 @@ extension SecretServiceBackend {
     /// Item signals this backend has received (for tests and measurements).
     package var receivedSignalCount: Int64 { signals.receivedCount }
 }
+
+extension SecretServiceBackend {
+    /// Which Secret Service provider answers, and what it needs to work with this backend (for
+    /// `tokencache doctor`; docs/SecretService.md has the table per provider).
+    package struct Provider: Sendable {
+        /// Its process name (`/proc/<pid>/comm`), or "unknown".
+        public let process: String
+        /// The product, when known: GNOME Keyring, KeePassXC, KWallet.
+        public let product: String?
+        /// The settings it needs, for people; nil when none.
+        public let needs: String?
+    }
+
+    /// The provider owning org.freedesktop.secrets (one call to the bus daemon, no Secret Service call).
+    package var provider: Provider {
+        guard let process = client.providerProcess() else { return Provider(process: "unknown", product: nil, needs: nil) }
+        let name = "\(process.name) (pid \(process.pid))"
+        switch process.name {
+        case let comm where comm.hasPrefix("gnome-keyring"):
+            return Provider(process: name, product: "GNOME Keyring", needs: nil)
+        case let comm where comm.lowercased().hasPrefix("keepassxc"):
+            return Provider(process: name, product: "KeePassXC",
+                            needs: "expose a group in Database settings > Secret Service Integration, keep the database unlocked, and for unattended use turn off \"Confirm when passwords are retrieved by clients\" and deletion confirmation (Settings > Secret Service Integration); it has no 'session' collection")
+        case let comm where comm.hasPrefix("kwalletd"):
+            return Provider(process: name, product: "KWallet",
+                            needs: "enable the Secret Service API ([org.freedesktop.secrets] apiEnabled=true in kwalletrc) and keep the wallet open; its collection is unlocked by a prompt that needs nobody; it has no 'session' collection")
+        default:
+            return Provider(process: name, product: nil, needs: nil)
+        }
+    }
+}
