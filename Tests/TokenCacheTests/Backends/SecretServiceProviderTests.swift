@@ -59,4 +59,40 @@ struct SecretServiceProviderTests {
         }
         #expect(failures.isEmpty, "\(failures.count) of \(lookups) lookups failed: \(failures.prefix(3))")
     }
+
+    /// After Service.Lock kwalletd5 closes the wallet yet still answers GetSecrets, every item with
+    /// an empty secret: that is a locked keyring, never "No accounts". In a KWallet of its own (a
+    /// nested harness), since locking closes the wallet for every test.
+    @Test("After Service.Lock, KWallet's empty secrets are keyringLocked, never an empty cache",
+          .enabled(if: TestEnvironment.provider == .kwallet, "kwalletd5's answer to GetSecrets once locked"))
+    func lockedWalletIsLocked() throws {
+        let folder = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let response = folder.appendingPathComponent("response.json")
+        try Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)).write(to: response)
+        let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../..").standardizedFileURL
+        let script = """
+            set -u
+            tc() { "\(tokencache)" "$@" --backend secret-service --group org.swift-tokencache.lock-test; }
+            tc save --client \(Fixtures.appOne) --authority \(Fixtures.authority().url.absoluteString) --scopes User.Read --response "\(response.path)" >/dev/null || exit 10
+            tc list >/dev/null || exit 11
+            collection=$(dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \\
+                org.freedesktop.Secret.Service.ReadAlias string:default | sed -n 's/.*object path "\\(.*\\)"/\\1/p')
+            dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \\
+                org.freedesktop.Secret.Service.Lock array:objpath:"$collection" >/dev/null || exit 12
+            tc list
+            """
+        // Into files, not this process's pipes: the nested bus daemon would hold a pipe open. With
+        // the signal mask cleared: Foundation starts children with every signal blocked, and
+        // dbus-run-session could then not stop its bus daemon with SIGTERM.
+        let out = folder.appendingPathComponent("out"), err = folder.appendingPathComponent("err")
+        let unblocked = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv('/bin/bash', ['bash'] + sys.argv[1:])"
+        let run = try runProcess("/usr/bin/python3", ["-c", unblocked, "-c", #""$0" bash -c "$1" >"$2" 2>"$3""#,
+                                               root.appendingPathComponent("scripts/with-test-kwallet.sh").path, script, out.path, err.path])
+        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? "", stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(run.status == 1, "\(run.status): \(stdout)\(stderr)")
+        #expect(stderr.contains("is locked"), "\(stderr)")
+        #expect(!stdout.contains("No accounts"), "\(stdout)")
+    }
 }
