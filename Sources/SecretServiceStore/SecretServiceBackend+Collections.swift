@@ -67,7 +67,7 @@ extension SecretServiceBackend {
 
     static func locked(_ collection: String) -> TokenCacheError {
         TokenCacheError(.keyringLocked, "The keyring collection \(collection) is locked.",
-                        hint: "Unlock it (log in to the desktop, or allow an unlock prompt); nothing was read or changed")
+                        hint: "Unlock it (log in to the desktop, open the wallet or database, or allow the prompt: --allow-prompt); nothing was read or changed")
     }
 
     static func alias(of mapping: CollectionMapping) -> String? {
@@ -110,10 +110,14 @@ extension SecretServiceBackend {
         return try client.createCollection(labelled: label, timeout: options.unlockTimeout)
     }
 
-    /// Unlocks a collection if the options allow prompting; otherwise reports it locked.
+    /// Unlocks a collection (Service.Unlock, its prompt run within ``promptTimeout``). Without
+    /// `allowsUnlockPrompt` only a prompt that completes at once, needing nobody, unlocks it
+    /// (KWallet with its wallet open); any other is dismissed and the collection is `keyringLocked`.
     func unlock(_ path: String) throws(TokenCacheError) {
         guard options.allowsUnlockPrompt else {
-            throw Self.locked(path)
+            do { try client.unlock(path, timeout: options.silentPromptTimeout) } catch where
+                [.promptDismissed, .timedOut].contains(error.code) { throw Self.locked(path) }
+            return
         }
         try client.unlock(path, timeout: options.unlockTimeout)
     }
@@ -137,4 +141,35 @@ extension SecretServiceBackend {
 extension SecretServiceBackend {
     /// Item signals this backend has received (for tests and measurements).
     package var receivedSignalCount: Int64 { signals.receivedCount }
+}
+
+extension SecretServiceBackend {
+    /// Which Secret Service provider answers, and what it needs to work with this backend (for
+    /// `tokencache doctor`; docs/SecretService.md has the table per provider).
+    package struct Provider: Sendable {
+        /// Its process name (`/proc/<pid>/comm`), or "unknown".
+        public let process: String
+        /// The product, when known: GNOME Keyring, KeePassXC, KWallet.
+        public let product: String?
+        /// The settings it needs, for people; nil when none.
+        public let needs: String?
+    }
+
+    /// The provider owning org.freedesktop.secrets (one call to the bus daemon, no Secret Service call).
+    package var provider: Provider {
+        guard let process = client.providerProcess() else { return Provider(process: "unknown", product: nil, needs: nil) }
+        let name = "\(process.name) (pid \(process.pid))"
+        switch process.name {
+        case let comm where comm.hasPrefix("gnome-keyring"):
+            return Provider(process: name, product: "GNOME Keyring", needs: nil)
+        case let comm where comm.lowercased().hasPrefix("keepassxc"):
+            return Provider(process: name, product: "KeePassXC",
+                            needs: "expose a group in Database settings > Secret Service Integration, keep the database unlocked, and for unattended use turn off \"Confirm when passwords are retrieved by clients\" and deletion confirmation (Settings > Secret Service Integration); it has no 'session' collection")
+        case let comm where comm.hasPrefix("kwalletd"):
+            return Provider(process: name, product: "KWallet",
+                            needs: "enable the Secret Service API ([org.freedesktop.secrets] apiEnabled=true in kwalletrc) and keep the wallet open; its collection is unlocked by a prompt that needs nobody; it has no 'session' collection")
+        default:
+            return Provider(process: name, product: nil, needs: nil)
+        }
+    }
 }

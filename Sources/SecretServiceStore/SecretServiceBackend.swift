@@ -41,10 +41,16 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         public var mappings: [CacheGroup: CollectionMapping] = [:]
         /// Bound on each D-Bus call, in seconds.
         public var callTimeout: TimeInterval = 10
-        /// Whether a locked collection may be unlocked with a prompt (otherwise: `keyringLocked`).
+        /// Whether a prompt that needs the user (an unlock dialog, an access confirmation) may be
+        /// shown and waited for, up to `unlockTimeout`. Without it a prompt is still run, but only
+        /// for `silentPromptTimeout`: one that completes that fast needed nobody (KWallet's unlock
+        /// of an open wallet, KeePassXC's writes); otherwise it is dismissed and the collection is
+        /// reported `keyringLocked` (when its `Locked` is true) or the write `promptDismissed`.
         public var allowsUnlockPrompt = false
-        /// Bound on waiting for an unlock prompt, in seconds.
+        /// Bound on waiting for a prompt the user may answer, in seconds.
         public var unlockTimeout: TimeInterval = 60
+        /// Bound on a prompt run without `allowsUnlockPrompt`, in seconds (see there).
+        public var silentPromptTimeout: TimeInterval = 2
         /// Items per GetSecrets call in a bulk read. gnome-keyring answers GetSecrets item by
         /// item, at a cost per item that grows with the collection, so one call for a whole large
         /// group grows with the square of its size (3.9 s for 10,003 items at 1,000 accounts x 3
@@ -269,19 +275,37 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
     }
 
-    /// Makes a write (CreateItem, Delete) in `collection`. A provider that answers with a prompt
-    /// (its way of saying the collection is locked) gets it dismissed; the collection is then
-    /// unlocked the usual way (`keyringLocked` unless prompts are allowed) and the write made
-    /// once more. A failed write into a locked collection is `keyringLocked`.
+    /// How long a prompt is waited for: `unlockTimeout` when prompts are allowed, else the short
+    /// `silentPromptTimeout` (a prompt that completes within it needed no user).
+    var promptTimeout: TimeInterval { options.allowsUnlockPrompt ? options.unlockTimeout : options.silentPromptTimeout }
+
+    /// Makes a write (CreateItem, Delete) in `collection`. A prompt the provider answers with is
+    /// run as the specification says (Prompt, then its Completed signal, within
+    /// ``promptTimeout``): KeePassXC answers every write with one that completes at once, and
+    /// its completion is the write. A prompt not completed in time is dismissed; then, only when
+    /// the collection's `Locked` is true, it is unlocked the usual way and the write made once
+    /// more (else `keyringLocked`); an unlocked collection's unanswered prompt is
+    /// `promptDismissed`. A failed write into a locked collection is `keyringLocked`.
     private func write(in collection: String, _ attempt: () throws(TokenCacheError) -> ObjectPath?) throws(TokenCacheError) {
         for afterUnlocking in [false, true] {
             let prompt: ObjectPath?
             do { prompt = try attempt() } catch { throw writeFailure(error, in: collection) }
             guard let prompt else { return }
-            client.dismiss(prompt)
-            guard !afterUnlocking, try checkUnlocked(collection) else { break }
+            if case .completed = try client.complete(prompt, timeout: promptTimeout, action: "confirm a write to \(collection)") { return }
+            let unconfirmed = Self.writeNotConfirmed(collection, timeout: promptTimeout, allowed: options.allowsUnlockPrompt)
+            if afterUnlocking { throw try client.isLocked(collection) ? Self.locked(collection) : unconfirmed }
+            // Locked: unlocked now (or `keyringLocked`), then written once more.
+            guard try checkUnlocked(collection) else { throw unconfirmed }
         }
         throw Self.locked(collection)
+    }
+
+    static func writeNotConfirmed(_ collection: String, timeout: TimeInterval, allowed: Bool) -> TokenCacheError {
+        TokenCacheError(.promptDismissed,
+                        "The Secret Service asked to confirm a write to \(collection), and the prompt was dismissed or not answered within \(Int(timeout.rounded(.up))) s.",
+                        hint: allowed
+                            ? "Confirm the provider's dialog, or turn off its access confirmation (KeePassXC: Settings, Secret Service Integration); nothing was changed"
+                            : "Allow the prompt (--allow-prompt), or turn off the provider's access confirmation (KeePassXC: Settings, Secret Service Integration); nothing was changed")
     }
 
     /// Store replaces only an item with exactly the same attributes, and an account record's
@@ -337,26 +361,49 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The entries stored at `paths` in `collection`, read with GetSecrets in batches
     /// (`Options.secretsPerCall`).
-    /// - Throws: `keyringLocked` when the collection is locked: gnome-keyring leaves locked items
-    ///   out of GetSecrets' answer without an error, so any item left out leads to a Locked check
-    ///   (with prompts allowed, an unlock and a second read).
-    private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false) throws(TokenCacheError) -> [CacheEntry] {
+    ///
+    /// An item counts as read only when its secret decrypts and parses. gnome-keyring leaves
+    /// locked items out of GetSecrets' answer without an error; KWallet, once locked, answers
+    /// every item with an empty secret. So any item not read leads to one Locked check (then an
+    /// unlock, under the prompt rule of `Options.allowsUnlockPrompt`, and a second read). When
+    /// every secret of an answer fails to decrypt in an unlocked collection, the session's key is
+    /// wrong (kwalletd5 derives a different one in about 1 session of 200): the session is
+    /// replaced by a fresh one and the read made once more.
+    /// - Throws: `keyringLocked` when the collection is locked (never an empty read);
+    ///   `secretServiceFailure` when a fresh session still decrypts none of an answer's secrets.
+    private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false,
+                       afterNewSession: Bool = false) throws(TokenCacheError) -> [CacheEntry] {
         guard !paths.isEmpty else { return [] }
         let session = try session.session()
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
-        var leftOut = 0
+        var unread = 0, undecryptableAnswers = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
             let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
+            var decrypted = 0, read = 0
             let answered = try client.getSecrets(batch, session: session) { _, plaintext in
-                if let entry = Self.entry(fromSecret: plaintext) { entries.append(entry) }
+                decrypted += 1
+                if let entry = Self.entry(fromSecret: plaintext) { entries.append(entry); read += 1 }
             }
-            // Left out: locked, or deleted since the search.
-            leftOut += batch.count - answered
+            // Not read: locked, deleted since the search, an empty or undecryptable secret, or one
+            // this backend cannot interpret.
+            unread += batch.count - read
+            if answered > 0, decrypted == 0 { undecryptableAnswers += 1 }
         }
-        // Unlocked by a prompt just now: read every item again (once).
-        if leftOut > 0, !afterUnlocking, try checkUnlocked(collection) { return try items(at: paths, in: collection, afterUnlocking: true) }
-        return entries
+        guard unread > 0 else { return entries }
+        // Unlocked just now: read every item again (once).
+        if !afterUnlocking, try checkUnlocked(collection) {
+            return try items(at: paths, in: collection, afterUnlocking: true, afterNewSession: afterNewSession)
+        }
+        guard undecryptableAnswers > 0 else { return entries }
+        if afterUnlocking, try client.isLocked(collection) { throw Self.locked(collection) }
+        guard !afterNewSession else {
+            throw TokenCacheError(.secretServiceFailure,
+                                  "The Secret Service answered with secrets that do not decrypt, even in a fresh encrypted session.",
+                                  hint: "Restart the keyring daemon and retry (tokencache doctor names it); nothing was deleted or overwritten")
+        }
+        _ = try self.session.renew(replacing: session)
+        return try items(at: paths, in: collection, afterUnlocking: afterUnlocking, afterNewSession: true)
     }
 
     /// The entries in a GetSecrets reply, and how many items it answered for. A secret this

@@ -55,4 +55,17 @@ final class SessionHeadStart: @unchecked Sendable {
             return try retried.get()
         }
     }
+
+    /// Replaces `old` with a freshly opened session (a provider derived another key for it); the
+    /// old one is closed once no longer used. When another caller replaced it already, that
+    /// session is returned.
+    func renew(replacing old: TransferSession) throws(TokenCacheError) -> TransferSession {
+        _ = try? session()
+        return try outcome.withLock { (result) throws(TokenCacheError) -> TransferSession in
+            if case .success(let current)? = result, current !== old { return current }
+            let fresh = Result { () throws(TokenCacheError) in try open() }
+            result = fresh
+            return try fresh.get()
+        }
+    }
 }

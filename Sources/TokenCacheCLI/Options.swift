@@ -20,6 +20,9 @@ struct StoreOptions: ParsableArguments {
                                valueName: "collection"))
     var collection: String = "default"
 
+    @Flag(help: ArgumentHelp("On the Secret Service, let the provider show a prompt that needs you (an unlock dialog, an access confirmation) and wait up to 60 s for it. Without it a prompt is given 2 s: one that needs nobody (KWallet's unlock of an open wallet, KeePassXC's writes) still completes; any other is dismissed and the keyring reported locked."))
+    var allowPrompt = false
+
     @Flag(help: "Log what the library does (to stderr; never secrets).")
     var verbose = false
 
@@ -40,6 +43,7 @@ struct StoreOptions: ParsableArguments {
         case "session": options.defaultMapping = .session
         default: options.defaultMapping = .dedicated(label: collection)
         }
+        options.allowsUnlockPrompt = allowPrompt
         return options
     }
 

@@ -2,8 +2,10 @@ internal import CLibSecret
 import TokenCacheCore
 import FoundationEssentials
 
-/// Prompts, in one place: the calls that may need the user (unlocking, creating a collection)
-/// show the provider's prompt and wait for its Completed signal; writes dismiss theirs.
+/// Prompts, in one place, run as the specification says: Prompt.Prompt with an empty window id,
+/// then the Completed signal, waited for within a bound the caller chooses (the backend's rule:
+/// `Options.allowsUnlockPrompt`), and dismissed when not completed in time. Writes (CreateItem,
+/// Delete) run theirs too: KeePassXC answers every write with a prompt that completes at once.
 extension SecretServiceClient {
     /// Unlocks `collection` (Service.Unlock), showing the provider's prompt if it asks for one
     /// and waiting at most `timeout` for it.
@@ -50,8 +52,7 @@ extension SecretServiceClient {
         return created
     }
 
-    /// Dismisses a prompt the provider asked for (no reply awaited): the backend never shows
-    /// one for a write, it unlocks the collection its own way and writes again.
+    /// Dismisses a prompt the provider asked for (no reply awaited): one not completed in time.
     func dismiss(_ prompt: ObjectPath) {
         bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
     }

@@ -172,3 +172,21 @@ final class SecretServiceClient: Sendable {
         try property("Attributes", of: item, interface: Self.itemInterface, as: \.stringDictionary)
     }
 }
+
+extension SecretServiceClient {
+    /// The process that owns the Secret Service's bus name, by its `/proc/<pid>/comm` name
+    /// (`gnome-keyring-d`, `keepassxc`, `kwalletd5`), with its pid; nil when the bus does not say
+    /// (GetConnectionUnixProcessID on org.freedesktop.DBus; for diagnostics only).
+    func providerProcess() -> (name: String, pid: UInt32)? {
+        let daemon = GDBusTarget(connection: bus.unownedConnection, name: "org.freedesktop.DBus")
+        let pid = try? daemon.call("GetConnectionUnixProcessID", on: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                                   arguments: [g_variant_new_string(bus.name)], replyType: "(u)",
+                                   timeoutMilliseconds: timeoutMilliseconds, action: "find the Secret Service's process") { reply in
+            let value = g_variant_get_child_value(reply, 0)!
+            defer { g_variant_unref(value) }
+            return g_variant_get_uint32(value)
+        }
+        guard let pid, let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return nil }
+        return (String(comm.prefix { $0 != "\n" }), pid)
+    }
+}

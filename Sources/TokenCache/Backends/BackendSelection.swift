@@ -71,6 +71,10 @@ public struct BackendSelection: Sendable {
         var secretServiceLocation: String?
         do {
             let backend = try SecretServiceBackend(options: secretService)
+            let provider = backend.provider
+            checks.append(.init(name: "Secret Service provider", status: .info,
+                                detail: [provider.product, provider.process].compactMap { $0 }.joined(separator: ": ")
+                                    + (provider.needs.map { "; needs: \($0)" } ?? "")))
             try backend.checkCollection(for: group)
             let path = try backend.resolvedCollectionPath(for: group)
             secretServiceLocation = backend.location(of: group)

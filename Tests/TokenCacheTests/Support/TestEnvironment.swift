@@ -12,6 +12,13 @@ enum TestEnvironment {
     static var hasTestKeyring: Bool { environment["TOKENCACHE_TEST_KEYRING"] == "1" }
 
     /// True in CI, where a test that needs the keyring or MSAL Python must run, never skip.
+    /// The Secret Service provider the tests run against (TOKENCACHE_TEST_PROVIDER, set by
+    /// scripts/with-test-keepassxc.sh and scripts/with-test-kwallet.sh; else GNOME Keyring).
+    enum SecretServiceProvider: String { case gnomeKeyring = "gnome-keyring", keepassxc, kwallet }
+    static var provider: SecretServiceProvider {
+        environment["TOKENCACHE_TEST_PROVIDER"].flatMap(SecretServiceProvider.init(rawValue:)) ?? .gnomeKeyring
+    }
+
     static var isCI: Bool { environment["CI"] != nil }
 
     /// Secret Service tests run in the isolated session, and in CI always (where a missing
