@@ -269,9 +269,18 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         defer { json.resetBytes(in: json.indices) }
         var attributes = Self.attributes(of: entry, group: group)
         attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
-        let sealed = GVariantRef(sinking: try session.session().secretStruct(json, contentType: "application/json"))
-        try write(in: collection) { () throws(TokenCacheError) in
-            try client.createItem(in: collection, label: label, attributes: attributes, secret: sealed, replace: true).prompt
+        let current = try session.session()
+        func create(in transfer: TransferSession) throws(TokenCacheError) {
+            let sealed = GVariantRef(sinking: try transfer.secretStruct(json, contentType: "application/json"))
+            try write(in: collection) { () throws(TokenCacheError) in
+                try client.createItem(in: collection, label: label, attributes: attributes, secret: sealed, replace: true).prompt
+            }
+        }
+        do {
+            try create(in: current)
+        } catch where error.field == SecretServiceErrors.lostSession {
+            // kwalletd5 sometimes no longer knows a session it opened: once more, in a fresh one.
+            try create(in: try session.renew(replacing: current))
         }
     }
 

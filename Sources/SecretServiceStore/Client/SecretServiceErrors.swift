@@ -14,6 +14,10 @@ enum SecretServiceErrors {
     ///   - deadline: the call's deadline, if it had one rather than GDBus's own timeout.
     ///   - object: the object path called, when known: an unknown method on a collection or
     ///     item is gnome-keyring's answer for an object that is gone.
+    /// The `field` of the error for a session the provider no longer knows: the write is retried
+    /// once in a fresh session.
+    static let lostSession = "session"
+
     static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline? = nil, action: String,
                     object: String? = nil) -> TokenCacheError {
         let expired = deadline?.isExpired ?? false
@@ -37,9 +41,12 @@ enum SecretServiceErrors {
         case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
             return TokenCacheError(.secretServiceFailure, "The Secret Service stopped answering (\(action)).",
                                    hint: "The keyring daemon may have restarted; retry. Nothing was changed")
-        case "org.freedesktop.Secret.Error.NoSession":
+        case "org.freedesktop.Secret.Error.NoSession",
+             // kwalletd5 answers a session it does not know with Qt's generic InvalidObjectPath,
+             // which names no object kind: its text ("Can't find session") is the only tell.
+             "org.qtproject.QtDBus.Error.InvalidObjectPath" where message.lowercased().contains("session"):
             return TokenCacheError(.secretServiceFailure, "The Secret Service no longer knows the encrypted session (\(action)).",
-                                   hint: "Retry; nothing was deleted or overwritten because of this error")
+                                   hint: "Retry; nothing was deleted or overwritten because of this error", field: Self.lostSession)
         default:
             return TokenCacheError(.secretServiceFailure, "The Secret Service failed to \(action): \(message)",
                                    hint: "Retry; nothing was deleted or overwritten because of this error")
