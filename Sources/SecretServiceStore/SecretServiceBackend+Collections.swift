@@ -53,7 +53,14 @@ extension SecretServiceBackend {
     @discardableResult
     func checkUnlocked(_ collection: String) throws(TokenCacheError) -> Bool {
         guard try client.isLocked(collection) else { return false }
-        try unlock(collection)
+        do {
+            try unlock(collection)
+        } catch {
+            // Another process's unlock may have won meanwhile (kwalletd5 then answers this one's
+            // prompt as gone): what counts is that the collection is unlocked now.
+            guard try client.isLocked(collection) else { return true }
+            throw error
+        }
         return true
     }
 

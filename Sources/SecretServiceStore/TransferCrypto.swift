@@ -26,6 +26,10 @@ enum TransferCrypto {
 
     /// ``sessionKey(peer:exponent:_:into:)``'s status when the peer's public value is invalid.
     static let invalidPeer: Int32 = -1
+    /// The shared value starts with a zero byte: kwalletd5 hashes it without its leading zeros
+    /// (the specification keeps them, as libsecret does), so such a session would hold a key the
+    /// daemon does not share. The caller opens another session (1 in 256).
+    static let leadingZero: Int32 = -3
     /// The status when libgcrypt failed.
     static let libraryFailed: Int32 = -2
 
@@ -61,6 +65,7 @@ enum TransferCrypto {
                 exponent.withUnsafeBufferPointer { power(base: peer, exponent: $0, gcrypt, into: shared) }
             }
             guard status == 0 else { return status }
+            guard shared[0] != 0 else { return leadingZero }
             let agreed = hkdf(UnsafeBufferPointer(shared), salt: nil, info: nil,
                               into: UnsafeMutableBufferPointer(start: key, count: keyByteCount), gcrypt)
             return agreed ? 0 : libraryFailed

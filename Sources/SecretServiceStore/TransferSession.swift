@@ -45,7 +45,7 @@ final class TransferSession: @unchecked Sendable {
     /// Opens a session: one OpenSession call, the key agreed, and the session's path.
     /// - Throws: `libgcryptMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
     ///   when the service answers with an invalid public value or without this algorithm.
-    static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32) throws(TokenCacheError) -> TransferSession {
+    static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32, attempt: Int = 1) throws(TokenCacheError) -> TransferSession {
         let gcrypt = try Gcrypt.shared()
         var exponent = [UInt8](repeating: 0, count: exponentByteCount)
         defer { explicit_bzero(&exponent, exponent.count) }
@@ -71,6 +71,9 @@ final class TransferSession: @unchecked Sendable {
         guard agreed == 0 else {
             key.deallocate()
             bus.send("Close", on: path, interface: "org.freedesktop.Secret.Session", arguments: [])
+            if agreed == TransferCrypto.leadingZero && attempt < 4 {
+                return try open(bus, timeoutMilliseconds: timeoutMilliseconds, attempt: attempt + 1)
+            }
             throw failure(agreed == TransferCrypto.invalidPeer ? "sent an invalid public key" : "could not agree a key")
         }
         return TransferSession(path: path, gcrypt: gcrypt, key: key, bus: bus)
