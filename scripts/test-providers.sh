@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the Secret Service suites against the other providers (#25): KeePassXC and KWallet, each
+# Runs the Secret Service suites (and the SDK-cache round trips and MSAL Python interop, which
+# go through the Secret Service too) against the other providers (#25): KeePassXC and KWallet, each
 # headless as the only org.freedesktop.secrets owner on a private bus (scripts/with-test-*.sh,
 # which set TOKENCACHE_TEST_PROVIDER: tests that cannot apply to a provider check its documented
 # behaviour instead). Needs a finished `swift build --build-tests` (scripts/test.sh makes one).
@@ -9,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export TOKENCACHE_TEST_PYTHON="${TOKENCACHE_TEST_PYTHON:-$PWD/.venv/bin/python}"
 export TOKENCACHE_BUILD_DIR="${TOKENCACHE_BUILD_DIR:-$(swift build --show-bin-path)}"
-SUITES="${TOKENCACHE_PROVIDER_SUITES:-SecretServiceTests|TransferSessionTests|ProviderTests}"
+SUITES="${TOKENCACHE_PROVIDER_SUITES:-SecretServiceTests|TransferSessionTests|ProviderTests|SDKCacheCorpusTests|MSALPythonInteropTests}"
 providers=("$@"); ((${#providers[@]})) || providers=(keepassxc kwallet)
 # Tests for another provider are left out, not skipped: the GNOME Keyring ones start a GNOME
 # Keyring (or a bare bus) of their own and run in scripts/test.sh; KWallet's run under KWallet.
