@@ -9,7 +9,11 @@ struct SaveCommand: ParsableCommand {
         abstract: "Store an OAuth 2.0 token endpoint response, so any tool can share its sign-in.",
         discussion: """
         Reads the JSON body of a token endpoint response from --response FILE, or from \
-        standard input, and stores it as MSAL does for the client, authority and scopes.
+        standard input, and stores it as MSAL does for the client, authority and scopes. The \
+        account comes from the response's client_info, else its id_token (request the openid \
+        scope, and client_info=1 from Microsoft Entra). A response with neither (a refresh \
+        response) is refused unless --home-account-id names the account it belongs to, which \
+        must already be in the group (exit 64).
 
         Example:
           curl -s -d @request https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token \\
@@ -33,6 +37,9 @@ struct SaveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("A readable name for the app, shown by list (kept in its app metadata).", valueName: "name"))
     var displayName: String?
 
+    @Option(help: ArgumentHelp("The account a response without client_info or id_token belongs to (it must be in the group).", valueName: "uid.utid"))
+    var homeAccountId: String?
+
     func run() throws {
         try reportingErrors {
             let authority = try Authority(authority)
@@ -47,7 +54,22 @@ struct SaveCommand: ParsableCommand {
                 body = StandardIO.readAll(from: STDIN_FILENO)
             }
             let store = try store.openStore()
-            let result = try store.save(responseJSON: body, clientID: client, authority: authority, scopes: scopeList(scopes))
+            let response = try TokenResponse(json: body)
+            let result: TokenResult
+            if response.clientInfo == nil && response.idToken == nil {
+                // Saved without an account, the tokens would be orphans no lookup ever returns.
+                guard let homeAccountId else {
+                    throw CLIError.usage("The response has neither client_info nor id_token, so it names no account; nothing was saved.",
+                                         hint: "Request the openid scope (and client_info=1 from Microsoft Entra), or pass --home-account-id <uid.utid> of the account it belongs to")
+                }
+                guard try store.allAccounts().contains(where: { $0.homeAccountID.lowercased() == homeAccountId.lowercased() }) else {
+                    throw CLIError.usage("No account \(homeAccountId) is in group \(store.group); nothing was saved.",
+                                         hint: "Pass the home account ID `tokencache list` shows for the account")
+                }
+                result = try store.save(response, clientID: client, authority: authority, scopes: scopeList(scopes), homeAccountID: homeAccountId)
+            } else {
+                result = try store.save(response, clientID: client, authority: authority, scopes: scopeList(scopes))
+            }
             if let displayName { try store.setAppDisplayName(displayName, clientID: client, authority: authority) }
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"
             Terminal.print("Saved tokens for \(who), client \(client), scopes \(result.scopes.joined(separator: " ")), expires \(Terminal.localTime(result.expiresOn)).")

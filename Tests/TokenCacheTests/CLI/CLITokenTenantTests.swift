@@ -50,3 +50,31 @@ struct CLITokenTenantTests {
         #expect(chosen.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-\(Fixtures.alice.uid)-\(tenantC)-c")
     }
 }
+
+/// `tokencache save` of a response that names no account (#27 item 5).
+@Suite("save of a response without an account", .capturesLogs)
+struct CLISaveOrphanTests {
+    @Test("A response with neither client_info nor id_token is refused (64, naming the fix) unless --home-account-id names an account of the group")
+    func orphanRefused() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        var refresh = Fixtures.response(for: Fixtures.alice, scope: "Files.Read", foci: nil, tag: "refresh")
+        refresh["client_info"] = nil
+        refresh["id_token"] = nil
+        let arguments = ["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString, "--scopes", "Files.Read"]
+        let before = try cli.run(["export", "--format", "msal-json"]).stdout
+        let refused = try cli.run(arguments, input: Fixtures.json(refresh))
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("--home-account-id") && refused.stderr.contains("openid"), "\(refused.stderr)")
+        let unknown = try cli.run(arguments + ["--home-account-id", Fixtures.bob.homeAccountID], input: Fixtures.json(refresh))
+        #expect(unknown.status == 64, "\(unknown.stderr)")
+        #expect(try cli.run(["export", "--format", "msal-json"]).stdout == before)
+
+        let saved = try cli.run(arguments + ["--home-account-id", Fixtures.alice.homeAccountID], input: Fixtures.json(refresh))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        #expect(saved.stdout.contains(Fixtures.alice.username), "\(saved.stdout)")
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Files.Read"])
+        #expect(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-refresh")
+    }
+}
