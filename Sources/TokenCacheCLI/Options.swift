@@ -72,16 +72,13 @@ struct StoreOptions: ParsableArguments {
     /// at trace level appended to that file too (never secrets).
     static func logger(verbose: Bool) -> Logger {
         let stderrLevel: Logger.Level = verbose ? .debug : .warning
-        guard let fileHandler = logFile else {
-            var logger = Logger(label: "tokencache") { StreamLogHandler.standardError(label: $0) }
-            logger.logLevel = stderrLevel
-            return logger
-        }
+        let fileHandler = logFile
+        // One handler with or without the file, so stderr is always escaped.
         var logger = Logger(label: "tokencache") { label in
             StandardErrorAndFileLogHandler(standardError: StreamLogHandler.standardError(label: label),
-                                           file: fileHandler(label), standardErrorLevel: stderrLevel)
+                                           file: fileHandler?(label), standardErrorLevel: stderrLevel)
         }
-        logger.logLevel = .trace
+        logger.logLevel = fileHandler == nil ? stderrLevel : .trace
         return logger
     }
 
@@ -94,15 +91,16 @@ struct StoreOptions: ParsableArguments {
     }()
 }
 
-/// Records at `standardErrorLevel` and above to stderr, every record to the log file.
-/// (MultiplexLogHandler cannot do this: setting its level sets every handler's.)
+/// Records at `standardErrorLevel` and above to stderr, escaped for the terminal, and every record
+/// to the log file when there is one. (MultiplexLogHandler cannot do this: setting its level
+/// sets every handler's.)
 struct StandardErrorAndFileLogHandler: LogHandler {
     var standardError: StreamLogHandler
-    var file: LineFileLogHandler
+    var file: LineFileLogHandler?
     let standardErrorLevel: Logger.Level
     var logLevel: Logger.Level = .trace
     var metadata: Logger.Metadata = [:] {
-        didSet { standardError.metadata = metadata; file.metadata = metadata }
+        didSet { standardError.metadata = metadata; file?.metadata = metadata }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -118,7 +116,7 @@ struct StandardErrorAndFileLogHandler: LogHandler {
             visible.metadata = event.metadata?.mapValues(Self.escaped)
             standardError.log(event: visible)
         }
-        file.log(event: event)
+        file?.log(event: event)
     }
 
     private static func escaped(_ value: Logger.MetadataValue) -> Logger.MetadataValue {
