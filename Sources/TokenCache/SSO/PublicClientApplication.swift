@@ -5,12 +5,13 @@ import TokenCacheCore
 import TokenCachePlatform
 import Logging
 
-/// A public client app (desktop app or command-line tool) that gets tokens silently from the
-/// shared cache, redeeming refresh tokens at the token endpoint when needed: the Linux
-/// counterpart of MSAL's `acquireTokenSilent`.
+/// A public client app (desktop app or command-line tool) on the shared cache: the Linux
+/// counterpart of MSAL's `MSALPublicClientApplication`. It gets tokens silently from the cache,
+/// redeeming refresh tokens at the token endpoint when needed, and lists and signs out the
+/// accounts the app can use.
 ///
 /// An app that never signed in gets single sign-on through the family refresh token another
-/// app of the same family saved.
+/// app of the same family saved in the same group.
 public final class PublicClientApplication: Sendable {
     /// Tunable behaviour.
     public struct Options: Sendable {
@@ -20,20 +21,27 @@ public final class PublicClientApplication: Sendable {
         public var refreshLockTimeout: TimeInterval = 60
         /// The HTTP stack.
         public var transport: any HTTPTransport = CurlTransport()
+        /// Where the library logs (never secrets), when the app opens its own store.
+        public var logger: Logger = Logger(label: "tokencache")
+        /// Secret Service settings (collection mapping, unlock prompts), when the app opens its own store.
+        public var secretService: SecretServiceBackend.Options = .init()
+        /// The encrypted file's directory, when the app opens its own store and the policy picks
+        /// the file; nil for the default (`$XDG_DATA_HOME/tokencache`).
+        public var fileDirectory: URL?
 
         public init() {}
     }
 
     /// The application (client) ID.
     public let clientID: String
-    /// The authority tokens come from.
+    /// The authority tokens come from, unless a request names another.
     public let authority: Authority
     /// The shared cache.
     public let store: AccountStore
-    private let client: TokenEndpointClient
-    private let options: Options
+    let client: TokenEndpointClient
+    let options: Options
 
-    /// Creates the app.
+    /// Creates the app on a store the caller opened.
     public init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
         self.clientID = clientID
         self.authority = authority
@@ -43,20 +51,82 @@ public final class PublicClientApplication: Sendable {
                                           logger: store.options.logger)
     }
 
-    /// Creates the app from a (plugin-generated) configuration.
+    /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
     public convenience init(configuration: AppConfiguration, store: AccountStore, options: Options = Options()) throws(TokenCacheError) {
         try configuration.validate()
         self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store, options: options)
     }
 
-    /// Accounts this app can use silently.
-    public func accounts() throws(TokenCacheError) -> [CachedAccount] {
-        try store.accounts(clientID: clientID)
+    /// Creates the app from its configuration and opens the configuration's group on the
+    /// backend its policy selects, as `MSALPublicClientApplication(configuration:)` opens the
+    /// keychain sharing group: every app configured with the same group shares its accounts.
+    ///
+    /// Opening connects to the session bus when the policy may use the Secret Service, which can
+    /// take a few milliseconds; from async code prefer ``open(configuration:options:)``.
+    /// - Throws: ``TokenCacheError`` `invalidArgument` naming the configuration field at fault,
+    ///   or `backendUnavailable`, `keyringLocked`… when the policy's backend cannot be used.
+    public convenience init(configuration: AppConfiguration, options: Options = Options()) throws(TokenCacheError) {
+        try configuration.validate()
+        let selection = try BackendSelection.open(policy: configuration.backend, logger: options.logger,
+                                                  fileDirectory: options.fileDirectory, secretService: options.secretService)
+        var storeOptions = AccountStore.Options()
+        storeOptions.logger = options.logger
+        let store = AccountStore(backend: selection.backend, group: try configuration.cacheGroup, options: storeOptions)
+        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store, options: options)
     }
 
-    /// Signs this app out of an account; other apps stay signed in.
-    public func signOut(_ account: CachedAccount) throws(TokenCacheError) {
-        try store.signOut(account, clientID: clientID)
+    /// ``init(configuration:options:)`` without holding a cooperative thread while the backend opens.
+    public static func open(configuration: AppConfiguration, options: Options = Options()) async throws(TokenCacheError) -> PublicClientApplication {
+        try await BlockingWork.run { () throws(TokenCacheError) in try PublicClientApplication(configuration: configuration, options: options) }
+    }
+
+    // MARK: Accounts
+
+    /// The accounts this app can use silently: those with a refresh token of the app or of its
+    /// family that the app has not signed out of (MSAL's `allAccounts`).
+    public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
+        try await BlockingWork.run { [store, clientID] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
+    }
+
+    /// The account with this username (case-insensitive), among those this app can use; nil when
+    /// there is none (MSAL's `account(forUsername:)`).
+    public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
+        try await accounts().first { $0.username.lowercased() == username.lowercased() }
+    }
+
+    /// Signs this app out of an account, as MSAL's `remove(account)` does: the app's own tokens
+    /// go and the app no longer lists the account; other apps of the group keep it, and their
+    /// single sign-on with it.
+    public func remove(_ account: CachedAccount) async throws(TokenCacheError) {
+        try await BlockingWork.run { [store, clientID] () throws(TokenCacheError) in try store.signOut(account, clientID: clientID) }
+    }
+
+    /// Removes an account and every token of it from the group, for every app that shares the
+    /// group: a sign-out everywhere. Returns how many cache entries were removed.
+    @discardableResult
+    public func removeFromEveryApp(_ account: CachedAccount) async throws(TokenCacheError) -> Int {
+        try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.remove(account) }
+    }
+
+    /// The accounts this app can use, first as they are now and then each time they change:
+    /// another app or process of the group signed in or out, or this one did.
+    ///
+    /// The group's revision is checked every `interval` (on the Secret Service a counter of its
+    /// change signals, on the encrypted file the file's identity), and the accounts are read
+    /// again only when it moved. The sequence ends when the task iterating it is cancelled, and
+    /// throws the ``TokenCacheError`` a read failed with (a locked keyring, a tampered file).
+    public func accountChanges(checkingEvery interval: Duration = .seconds(1)) -> AccountChanges {
+        AccountChanges(store: store, clientID: clientID, interval: interval)
+    }
+
+    // MARK: Silent tokens
+
+    /// Returns a token without user interaction; see ``acquireTokenSilent(_:)``.
+    public func acquireTokenSilent(scopes: [String], account: CachedAccount,
+                                   forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
+        var parameters = SilentTokenParameters(scopes: scopes, account: account)
+        parameters.forceRefresh = forceRefresh
+        return try await acquireTokenSilent(parameters)
     }
 
     /// Returns a token for the scopes without user interaction: a cached access token when one
@@ -68,33 +138,38 @@ public final class PublicClientApplication: Sendable {
     /// and the cache is read again after taking the lock, so a rotated refresh token is never
     /// redeemed twice.
     ///
-    /// - Parameter forceRefresh: skip the access token cached when the call starts; a token
-    ///   another process obtained while this call waited for the refresh lock is returned.
+    /// With ``SilentTokenParameters/forceRefresh`` the access token cached when the call starts
+    /// is skipped (a token another process obtained while this call waited for the refresh lock
+    /// is returned); with ``SilentTokenParameters/claims`` (a claims challenge) the cache is
+    /// skipped and the refresh carries the claims, as MSAL does.
+    ///
     /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
-    public func acquireTokenSilent(scopes: [String], account: CachedAccount,
-                                   forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
-        let before = try await cachedToken(scopes: scopes, account: account)
+    public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        let authority = try parameters.resolvedAuthority(default: self.authority)
+        let (scopes, account) = (parameters.scopes, parameters.account)
+        let forceRefresh = parameters.forceRefresh || parameters.claims != nil
+        let before = try await cachedToken(scopes: scopes, account: account, authority: authority)
         if !forceRefresh, let before, !before.needsRefresh() {
             return before
         }
-        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account) }
+        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account, at: authority) }
         let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only
         // a token other than the one seen before waiting will do: cached_at has whole seconds, so
         // it cannot tell a token saved just before this call from one saved just after.
-        let cached = try await cachedToken(scopes: scopes, account: account)
+        let cached = try await cachedToken(scopes: scopes, account: account, authority: authority)
         if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
         do {
-            return try await refresh(scopes: scopes, account: account)
+            return try await refresh(scopes: scopes, account: account, authority: authority, claims: parameters.claims)
         } catch let error where error.code == .network || error.code == .serverError {
             // A token past refresh_on still works: serve it rather than fail on a transient error.
-            if let cached, !forceRefresh {
+            if let cached, !forceRefresh, parameters.claims == nil {
                 store.options.logger.debug("Refresh failed transiently; returning the cached token", metadata: ["code": "\(error.code)"])
                 return cached
             }
@@ -103,7 +178,7 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The usable cached access token, read off the cooperative pool (the read may wait on D-Bus or a file).
-    private func cachedToken(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult? {
+    private func cachedToken(scopes: [String], account: CachedAccount, authority: Authority) async throws(TokenCacheError) -> TokenResult? {
         try await BlockingWork.run { [self] () throws(TokenCacheError) in
             try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
         }
@@ -112,8 +187,8 @@ public final class PublicClientApplication: Sendable {
     /// The refresh lock's name: group, account, and whose refresh token the app redeems — its
     /// family's (shared by every app of the family, so they must wait for each other) or its own
     /// (so apps with their own tokens refresh in parallel).
-    private func refreshLockName(for account: CachedAccount) throws(TokenCacheError) -> String {
-        let owner = try redeemableRefreshTokens(for: account).first?.familyID
+    private func refreshLockName(for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> String {
+        let owner = try redeemableRefreshTokens(for: account, at: authority).first?.familyID
             .map { "family:\($0)" } ?? "client:\(clientID.lowercased())"
         return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(authority.environment))|\(owner)"
     }
@@ -121,7 +196,7 @@ public final class PublicClientApplication: Sendable {
     /// The refresh tokens this app may send to its authority for the account: only those issued
     /// by the authority's host or, for Microsoft Entra, a host of the same cloud. The lock name
     /// and the redemption loop both read them, so both follow the same rule.
-    private func redeemableRefreshTokens(for account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
+    private func redeemableRefreshTokens(for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
         try store.refreshTokens(clientID: clientID, account: account, redeemableAt: authority)
     }
 
@@ -129,9 +204,10 @@ public final class PublicClientApplication: Sendable {
     /// process rotated meanwhile once more.
     private static let maximumRedemptions = 8
 
-    private func refresh(scopes: [String], account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
+    private func refresh(scopes: [String], account: CachedAccount, authority: Authority,
+                         claims: String?) async throws(TokenCacheError) -> TokenResult {
         // Checked before any request: a refresh token goes only to the host that issued it.
-        if try await BlockingWork.run({ [self] () throws(TokenCacheError) in try redeemableRefreshTokens(for: account).isEmpty }) {
+        if try await BlockingWork.run({ [self] () throws(TokenCacheError) in try redeemableRefreshTokens(for: account, at: authority).isEmpty }) {
             let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
                 try store.refreshTokens(clientID: clientID, account: account)
             }
@@ -143,11 +219,11 @@ public final class PublicClientApplication: Sendable {
         // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
         while tried.count < Self.maximumRedemptions, let refreshToken = try await BlockingWork.run({ [self, tried] () throws(TokenCacheError) in
-            try redeemableRefreshTokens(for: account).first { !tried.contains($0.secret) }
+            try redeemableRefreshTokens(for: account, at: authority).first { !tried.contains($0.secret) }
         }) {
             tried.insert(refreshToken.secret)
             let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
-                                                  at: endpoint, isMicrosoft: authority.kind != .oidc)
+                                                  claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
             switch outcome {
             case .tokens(let response):
                 if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {

@@ -53,7 +53,7 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// Redeems a refresh token.
-    func redeem(refreshToken: String, clientID: String, scopes: [String], at endpoint: URL,
+    func redeem(refreshToken: String, clientID: String, scopes: [String], claims: String? = nil, at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var form = [
             "grant_type": "refresh_token",
@@ -62,6 +62,7 @@ final class TokenEndpointClient: Sendable {
             "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " "),
         ]
         if isMicrosoft { form["client_info"] = "1" }
+        if let claims { form["claims"] = claims }
         let request = HTTPRequest(method: "POST", url: endpoint,
                                   headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
                                   body: Data(Self.formEncode(form).utf8), timeout: timeout)

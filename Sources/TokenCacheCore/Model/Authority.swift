@@ -56,6 +56,27 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The same Microsoft Entra authority for another tenant (MSAL's per-request tenant):
+    /// `https://login.microsoftonline.com/common` with `contoso.onmicrosoft.com` gives
+    /// `https://login.microsoftonline.com/contoso.onmicrosoft.com`.
+    /// - Throws: ``TokenCacheError`` `invalidArgument` for B2C, AD FS and OIDC authorities, whose
+    ///   path is not a tenant, or a tenant that is not one path segment.
+    public func withTenant(_ tenant: String) throws(TokenCacheError) -> Authority {
+        guard kind == .aad else {
+            throw .invalidArgument("tenant", "applies only to Microsoft Entra authorities, not to \(url.absoluteString)",
+                                   hint: "Pass a whole authority for this request instead")
+        }
+        guard !tenant.isEmpty, !tenant.contains("/"), !tenant.contains("?"), !tenant.contains("#"),
+              var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            throw .invalidArgument("tenant", "'\(tenant)' is not a tenant ID or domain",
+                                   hint: "Use a tenant ID (a GUID), a domain such as contoso.onmicrosoft.com, or organizations")
+        }
+        var segments = components.path.split(separator: "/").map(String.init)
+        segments[0] = tenant
+        components.path = "/" + segments.joined(separator: "/")
+        return try Authority(components.string ?? "", kind: .aad)
+    }
+
     /// MSAL's `authority_type` for accounts from this authority.
     package var authorityType: String { kind == .adfs ? "ADFS" : "MSSTS" }
 

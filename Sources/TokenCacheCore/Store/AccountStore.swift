@@ -130,6 +130,7 @@ public final class AccountStore: Sendable {
         } result: { index in
             let account = entities.homeAccountID.flatMap { self.account(homeAccountID: $0, clientID: clientID, in: index) }
             return Self.result(AccessToken(entry: entities.accessToken), account: account)
+                .with(account: account, idToken: entities.idToken?["secret"], isFromCache: false)
         }
     }
 
@@ -219,7 +220,7 @@ public final class AccountStore: Sendable {
                     || (homeRealm.map { ASCII.equalsIgnoringCase(at.realm, $0) } ?? false)) {
                 best = at
             }
-            return best.map { $0.result.with(account: account) }
+            return best.map { $0.result.with(account: account, idToken: Self.idToken(for: $0, of: account, in: index)) }
         }
     }
 
@@ -240,7 +241,9 @@ public final class AccountStore: Sendable {
                 && at.expiresOn > (best[ASCII.lowercased(at.realm)]?.expiresOn ?? 0) {
                 best[ASCII.lowercased(at.realm)] = at
             }
-            return best.sorted { $0.key < $1.key }.map { $0.value.result.with(account: account) }
+            return best.sorted { $0.key < $1.key }.map {
+                $0.value.result.with(account: account, idToken: Self.idToken(for: $0.value, of: account, in: index))
+            }
         }
     }
 
@@ -265,6 +268,16 @@ public final class AccountStore: Sendable {
         at.isPlainBearer && !at.result.accessToken.isEmpty && at.expiresOn > deadline
             && ASCII.equalsIgnoringCase(at.clientID, clientID) && at.environment == environment
             && scopes.allSatisfy { at.targets.contains($0) }
+    }
+
+    /// The ID token cached for an access token's account, app, cloud and tenant, as MSAL returns
+    /// one with a cached access token.
+    private static func idToken(for at: IndexedAccessToken, of account: CachedAccount, in index: CacheIndex) -> String? {
+        index.entries(.idToken, homeAccountID: account.homeAccountID).first {
+            ASCII.equalsIgnoringCase($0["client_id"] ?? "", at.clientID)
+                && Environment.canonical($0["environment"] ?? "") == at.environment
+                && ASCII.equalsIgnoringCase($0["realm"] ?? "", at.realm)
+        }?["secret"]
     }
 
     package static let genericRealms: Set<String> = ["common", "organizations", "consumers"]

@@ -51,14 +51,38 @@ public struct TokenResult: Sendable, Hashable {
     public let account: CachedAccount?
     /// When the token was cached.
     public let cachedAt: Date?
+    /// The ID token issued with the access token, or the one cached for the account, app and
+    /// tenant; nil when there is none. Personal data: never log it.
+    public let idToken: String?
+    /// Whether the access token came from the cache (true) or from the token endpoint just now.
+    public let isFromCache: Bool
+
+    /// The ID token's claims (name, username, object and tenant IDs), decoded without
+    /// validation, as MSAL does for tokens it received directly from the token endpoint.
+    public var idTokenClaims: IDTokenClaims? { idToken.flatMap { try? IDTokenClaims(jwt: $0) } }
 
     /// The value of an HTTP `Authorization` header, for example `Bearer eyJ…`.
     public var authorizationHeader: String { "\(authenticationScheme) \(accessToken)" }
 
-    /// The same token attributed to an account.
-    package func with(account: CachedAccount?) -> TokenResult {
+    package init(accessToken: String, authenticationScheme: String, expiresOn: Date, refreshOn: Date?, tenantID: String?,
+                 scopes: [String], account: CachedAccount?, cachedAt: Date?, idToken: String? = nil, isFromCache: Bool = true) {
+        self.accessToken = accessToken
+        self.authenticationScheme = authenticationScheme
+        self.expiresOn = expiresOn
+        self.refreshOn = refreshOn
+        self.tenantID = tenantID
+        self.scopes = scopes
+        self.account = account
+        self.cachedAt = cachedAt
+        self.idToken = idToken
+        self.isFromCache = isFromCache
+    }
+
+    /// The same token attributed to an account, with its ID token and origin.
+    package func with(account: CachedAccount?, idToken: String? = nil, isFromCache: Bool? = nil) -> TokenResult {
         TokenResult(accessToken: accessToken, authenticationScheme: authenticationScheme, expiresOn: expiresOn,
-                    refreshOn: refreshOn, tenantID: tenantID, scopes: scopes, account: account, cachedAt: cachedAt)
+                    refreshOn: refreshOn, tenantID: tenantID, scopes: scopes, account: account, cachedAt: cachedAt,
+                    idToken: idToken ?? self.idToken, isFromCache: isFromCache ?? self.isFromCache)
     }
 
     /// Whether `refreshOn` has passed: the token still works, but should be refreshed.

@@ -12,7 +12,7 @@ on the second line (MSAL Python accepts only https authorities).
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "grants": [...]}
-Each grant records client_id, outcome, redeemed and issued refresh tokens, the caller's SDK
+Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
 """
 import base64
@@ -92,7 +92,7 @@ class Handler(BaseHTTPRequestHandler):
         if form.get("grant_type") != "refresh_token":
             return self.reply(400, {"error": "unsupported_grant_type"})
         client_id = form.get("client_id")
-        grant = {"client_id": client_id, "redeemed": form.get("refresh_token"), "issued": None,
+        grant = {"client_id": client_id, "redeemed": form.get("refresh_token"), "issued": None, "claims": form.get("claims"),
                  "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived}
 
         def refuse(outcome, body):

@@ -98,7 +98,7 @@ struct SilentSSOTests {
     func ssoThroughFamilyToken() async throws {
         try await signIn(Fixtures.appOne, foci: "1")
         let second = app(Fixtures.appTwo)
-        let account = try #require(try second.accounts().first)
+        let account = try #require(try await second.accounts().first)
         let result = try await second.acquireTokenSilent(scopes: ["Notes.Read"], account: account)
         #expect(result.accessToken == "at-issued-1")
         #expect(result.scopes == ["Notes.Read"])
@@ -133,7 +133,7 @@ struct SilentSSOTests {
         try await signIn(Fixtures.appOne, foci: "1")
         try await idp.control(["non_family_clients": [Fixtures.appTwo]])
         let second = app(Fixtures.appTwo)
-        let account = try #require(try second.accounts().first)
+        let account = try #require(try await second.accounts().first)
         let error = await #expect(throws: TokenCacheError.self) {
             try await second.acquireTokenSilent(scopes: ["Notes.Read"], account: account)
         }

@@ -119,6 +119,8 @@ final class FakeIdentityProvider: @unchecked Sendable {
             var outcome: String
             var redeemed: String?
             var issued: String?
+            /// The `claims` parameter the request carried.
+            var claims: String?
             /// The caller's x-client-sku header ("MSAL.Python" for MSAL Python), "-" when absent.
             var sdk: String
             /// When the request arrived and was answered (seconds since 1970).
