@@ -3,15 +3,18 @@ import Foundation
 import Glibc
 #endif
 
-/// A stand-in for login.microsoftonline.com on 127.0.0.1, so the demo can show a real refresh
-/// over HTTP without a network: it answers OpenID discovery and the refresh-token grant,
-/// issuing new (fake) tokens for the refresh tokens it knows.
+/// A stand-in for login.microsoftonline.com on 127.0.0.1, so the demo can show a real sign-in
+/// and refresh over HTTP without a network: it answers OpenID discovery, the device
+/// authorization endpoint (the demo's user approves the code at the second poll), and the
+/// device-code and refresh-token grants, issuing new (fake) tokens.
 final class LoopbackIdentityProvider: @unchecked Sendable {
-    // @unchecked: `refreshTokens` is only touched under `lock`; the socket is set once.
+    // @unchecked: the dictionaries are only touched under `lock`; the socket is set once.
     private let socket: Int32
     let port: UInt16
     private let lock = NSLock()
     private var refreshTokens: [String: [String: String]] = [:]  // refresh token -> client_info fields
+    private var deviceCodes: [String: (user: [String: String], polls: Int)] = [:]
+    private var deviceUser: [String: String] = [:]
     private var issued = 0
 
     init() throws {
@@ -37,6 +40,11 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
     /// Lets the provider redeem a refresh token for a user.
     func accept(refreshToken: String, uid: String, utid: String, username: String, name: String) {
         lock.withLock { refreshTokens[refreshToken] = ["uid": uid, "utid": utid, "username": username, "name": name] }
+    }
+
+    /// The user who will enter the device codes the provider hands out.
+    func approveDeviceCodes(as uid: String, utid: String, username: String, name: String) {
+        lock.withLock { deviceUser = ["uid": uid, "utid": utid, "username": username, "name": name] }
     }
 
     var authority: String { "http://127.0.0.1:\(port)/organizations" }
@@ -77,18 +85,48 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
     private func respond(to requestLine: String, body: String) -> (Int, [String: Any]) {
         let base = "http://127.0.0.1:\(port)/organizations"
         if requestLine.hasPrefix("GET ") && requestLine.contains("/.well-known/openid-configuration") {
-            return (200, ["issuer": base + "/v2.0", "token_endpoint": base + "/oauth2/v2.0/token"])
+            return (200, ["issuer": base + "/v2.0", "token_endpoint": base + "/oauth2/v2.0/token",
+                          "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode"])
         }
-        guard requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/token") else { return (404, ["error": "not_found"]) }
         var form: [String: String] = [:]
         for pair in body.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+            let parts = pair.split(separator: "=", maxSplits: 1)
+                .map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0) }
             if parts.count == 2 { form[parts[0]] = parts[1] }
         }
+        if requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/devicecode") {
+            return lock.withLock {
+                issued += 1
+                let userCode = "DEMO\(1000 + issued)"
+                deviceCodes["demo-device-code-\(issued)"] = (deviceUser, 0)
+                let verification = "http://127.0.0.1:\(port)/devicelogin"
+                return (200, ["device_code": "demo-device-code-\(issued)", "user_code": userCode,
+                              "verification_uri": verification, "expires_in": 300, "interval": 1,
+                              "message": "To sign in, open \(verification) and enter the code \(userCode) to authenticate."])
+            }
+        }
+        guard requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/token") else { return (404, ["error": "not_found"]) }
         return lock.withLock {
-            guard form["grant_type"] == "refresh_token", let token = form["refresh_token"],
-                  let user = refreshTokens.removeValue(forKey: token) else {
-                return (400, ["error": "invalid_grant", "error_codes": [70000]])
+            let user: [String: String]
+            switch form["grant_type"] {
+            case "urn:ietf:params:oauth:grant-type:device_code":
+                guard let code = form["device_code"], let pending = deviceCodes[code], !pending.user.isEmpty else {
+                    return (400, ["error": "expired_token"])
+                }
+                // The demo's user enters the code while the app polls: pending once, then approved.
+                guard pending.polls > 0 else {
+                    deviceCodes[code]?.polls += 1
+                    return (400, ["error": "authorization_pending"])
+                }
+                deviceCodes[code] = nil
+                user = pending.user
+            case "refresh_token":
+                guard let token = form["refresh_token"], let known = refreshTokens.removeValue(forKey: token) else {
+                    return (400, ["error": "invalid_grant", "error_codes": [70000]])
+                }
+                user = known
+            default:
+                return (400, ["error": "unsupported_grant_type"])
             }
             issued += 1
             let newRefreshToken = "demo-refresh-token-rotated-\(issued)"
