@@ -33,6 +33,23 @@ struct CLIDiscoverabilityTests {
         #expect(try cli.run(["list", "--json"]).stdout == before)
     }
 
+    @Test("save with a terminal on standard input says it is waiting for the response JSON; through a pipe it does not")
+    func saveSaysItWaits() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        // script(1) gives save a terminal; the response and Ctrl-D (end of input) are typed into it.
+        let save = "\"$0\" save --backend file --group \"$1\" --client \(Fixtures.appOne) --authority \(Self.authority) --scopes User.Read"
+        let typed = #"(sleep 0.5; printf '{"access_token":"x"}\n\004') | timeout 20 script -qec "$2" /dev/null"#
+        let terminal = try runProcess("/bin/bash", ["-c", typed, Self.binary, cli.group, save.replacing("$0", with: Self.binary).replacing("$1", with: cli.group)],
+                                      environment: cli.environment)
+        #expect(terminal.stdout.contains("Waiting for the token response JSON on standard input (paste it, then press Ctrl-D)"), "\(terminal.stdout)")
+        // The response names no account: refused as any such response (exit 64), after it was read.
+        #expect(terminal.status == 64 && terminal.stdout.contains("names no account"), "\(terminal.status) \(terminal.stdout)")
+        let piped = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Self.authority, "--scopes", "User.Read"],
+                                input: Data(#"{"access_token":"x"}"#.utf8))
+        #expect(piped.status == 64 && !piped.stderr.contains("Waiting"), "\(piped.stderr)")
+    }
+
     @Test("save of a response just under the limit is not refused for its size")
     func saveUnderTheLimit() throws {
         let cli = try CLI(backend: "file")
