@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --build-tests
+# The man page generator, for the test that installs the man page and completions.
+swift build --product generate-manual
 export TOKENCACHE_TEST_PYTHON="$PWD/.venv/bin/python"
 export TOKENCACHE_BUILD_DIR="$(swift build --show-bin-path)"
 # Fault injection at CI strength unless asked otherwise (about 60 ms per kill -9 iteration).

@@ -51,7 +51,7 @@ extension SecretServiceBackend {
     /// allowed. Returns whether it was locked (and so has just been unlocked): what was read
     /// from it before must be read again.
     @discardableResult
-    func checkUnlocked(_ collection: String) throws(TokenCacheError) -> Bool {
+    package func checkUnlocked(_ collection: String) throws(TokenCacheError) -> Bool {
         guard try client.isLocked(collection) else { return false }
         do {
             try unlock(collection)

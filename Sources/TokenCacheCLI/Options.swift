@@ -26,6 +26,9 @@ struct StoreOptions: ParsableArguments {
     @Flag(help: "Log what the library does (to stderr; never secrets).")
     var verbose = false
 
+    @Flag(help: ArgumentHelp("With --collection LABEL, create that collection when there is none (the provider asks for its password: add --allow-prompt)."))
+    var create = false
+
     func validate() throws {
         do { _ = try CacheGroup(group) } catch {
             throw ValidationError(error.description)
@@ -38,11 +41,7 @@ struct StoreOptions: ParsableArguments {
     /// Secret Service options for `--collection`.
     var secretServiceOptions: SecretServiceBackend.Options {
         var options = SecretServiceBackend.Options()
-        switch collection {
-        case "default": options.defaultMapping = .defaultCollection
-        case "session": options.defaultMapping = .session
-        default: options.defaultMapping = .dedicated(label: collection)
-        }
+        options.defaultMapping = collectionMapping(collection, create: create)
         options.allowsUnlockPrompt = allowPrompt
         return options
     }
@@ -89,6 +88,15 @@ struct StoreOptions: ParsableArguments {
         Terminal.error("Cannot open TOKENCACHE_LOG_FILE \(path) for appending; logging to stderr only.", hint: nil)
         return nil
     }()
+}
+
+/// The mapping a `--collection` value names: default, session or a collection's label.
+func collectionMapping(_ collection: String, create: Bool = false) -> SecretServiceBackend.CollectionMapping {
+    switch collection {
+    case "default": .defaultCollection
+    case "session": .session
+    default: .dedicated(label: collection, createIfMissing: create)
+    }
 }
 
 /// Records at `standardErrorLevel` and above to stderr, escaped for the terminal, and every record
@@ -160,8 +168,9 @@ struct CLIError: Error, CustomStringConvertible {
 }
 
 /// Runs a command body, turning errors into one line plus a hint on stderr and an exit code.
-func reportingErrors(_ body: () throws -> Void) throws {
-    try reportedError { try body() }
+/// Library hints are said as actions on this command line (``CLIHints``).
+func reportingErrors(_ context: HintContext = HintContext(), _ body: () throws -> Void) throws {
+    try reportedError(context) { try body() }
 }
 
 /// Runs `operation` (a network refresh) to completion on the cooperative pool while the calling
@@ -185,11 +194,11 @@ private final class AwaitedOutcome<Value>: @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
 }
 
-private func reportedError(_ body: () throws -> Void) throws {
+private func reportedError(_ context: HintContext, _ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as TokenCacheError {
-        Terminal.error(error.message, hint: error.hint)
+        Terminal.error(error.message, hint: CLIHints.hint(for: error, in: context))
         // A value given on the command line that the library refuses (an authority that is not a
         // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
         throw ExitCode(error.code == .invalidArgument ? 64 : 1)

@@ -219,15 +219,18 @@ enum StandardIO {
         }
     }
 
-    /// Everything readable from `descriptor` until end of file.
-    static func readAll(from descriptor: Int32) -> Data {
+    /// Everything readable from `descriptor` until end of file, or nil as soon as it holds more
+    /// than `limit` bytes: reading stops there, so an endless or huge input costs at most
+    /// `limit` plus one chunk of memory.
+    static func readAll(from descriptor: Int32, limit: Int) -> Data? {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = read(descriptor, &buffer, buffer.count)
+            let count = read(descriptor, &buffer, min(buffer.count, limit + 1 - data.count))
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return data }
             data.append(contentsOf: buffer[0..<count])
+            if data.count > limit { return nil }
         }
     }
 }

@@ -9,8 +9,8 @@ public struct TokenCacheCommand: ParsableCommand {
         commandName: "tokencache",
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
-        Every subcommand takes --backend auto|secret-service|file, --group NAME, \
-        --collection default|session|LABEL and --verbose.
+        Every subcommand but migrate takes --backend auto|secret-service|file, --group NAME, \
+        --collection default|session|LABEL, --create, --allow-prompt and --verbose.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
         (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
@@ -24,7 +24,7 @@ public struct TokenCacheCommand: ParsableCommand {
         --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
-        2 nothing found (token, remove); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), and a removal without --yes where no question can be asked.
+        2 nothing found (token, remove; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), and a removal without --yes where no question can be asked.
 
         Examples:
           tokencache list
@@ -36,6 +36,7 @@ public struct TokenCacheCommand: ParsableCommand {
         subcommands: [
             ListCommand.self, RemoveCommand.self, TokenCommand.self, SaveCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
+            GroupsCommand.self, UnlockCommand.self,
         ]
     )
 

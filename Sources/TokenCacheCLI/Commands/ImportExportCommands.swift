@@ -83,8 +83,9 @@ struct ExportCommand: ParsableCommand {
             if let output {
                 let descriptor = open(output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
                 guard descriptor >= 0 else {
-                    throw CLIError.failed("Cannot create \(output): \(String(cString: strerror(errno))).",
-                                          hint: "Choose a path that does not exist yet")
+                    let code = errno
+                    throw CLIError.failed("Cannot create \(output): \(String(cString: strerror(code))).",
+                                          hint: Self.createHint(output, errno: code))
                 }
                 defer { close(descriptor) }
                 guard StandardIO.write(data, to: descriptor), fsync(descriptor) == 0 else {
@@ -98,6 +99,18 @@ struct ExportCommand: ParsableCommand {
                 }
                 JSONOutput.print(data)
             }
+        }
+    }
+
+    /// What to do when --output cannot be created, by why.
+    static func createHint(_ path: String, errno code: Int32) -> String {
+        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        switch code {
+        case EEXIST: return "Choose a path that does not exist yet: export never overwrites a file"
+        case ENOENT, ENOTDIR: return "Create the directory first (mkdir -p \(directory.isEmpty ? "/" : directory)), or choose a file in an existing directory"
+        case EACCES, EPERM, EROFS: return "Choose a file in a directory you can write to"
+        case ELOOP: return "Choose a path that is not a symbolic link"
+        default: return "Choose another path for --output"
         }
     }
 }

@@ -7,6 +7,9 @@ struct ListCommand: ParsableCommand {
         commandName: "list",
         abstract: "List cached accounts and, per client app, sign-in state and tokens (never secrets).",
         discussion: """
+        A group other than the default that holds nothing is not found (exit 2), and the \
+        groups present are named.
+
         Examples:
           tokencache list
           tokencache list --account alice@contoso.com
@@ -33,6 +36,7 @@ struct ListCommand: ParsableCommand {
         try reportingErrors {
             let store = try store.openStore()
             var inventory = try store.inventory()
+            if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
             if let account {
                 let wanted = account.lowercased()
                 inventory.accounts = inventory.accounts.filter {
@@ -49,6 +53,16 @@ struct ListCommand: ParsableCommand {
             keepUntilExit(inventory)
             if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory)) }
         }
+    }
+
+    /// A group other than the default that holds nothing was most likely mistyped: not found
+    /// (exit 2), naming the groups that are there.
+    private static func checkPresent(_ store: AccountStore) throws {
+        let (location, groups) = try GroupsCommand.groups(on: store)
+        guard !groups.contains(where: { $0.name == store.group.name }) else { return }
+        throw CLIError.notFound("No group \(store.group) on \(location); groups present: \(groups.isEmpty ? "none" : groups.map(\.name).joined(separator: ", ")).",
+                                hint: groups.isEmpty ? "Save or import into it first (tokencache save, tokencache import), or check --backend and --collection"
+                                    : "Pass one of them with --group; `tokencache groups` shows what each holds")
     }
 
     static func render(_ inventory: GroupInventory, now: Date = Date()) -> TerminalText {

@@ -44,15 +44,7 @@ struct SaveCommand: ParsableCommand {
         try reportingErrors {
             let authority = try Authority(authority)
             if let displayName { try AccountStore.validate(appDisplayName: displayName) }
-            let body: Data
-            if let response {
-                guard let data = FileManager.default.contents(atPath: response) else {
-                    throw CLIError.failed("Cannot read \(response).", hint: "Check the path and permissions")
-                }
-                body = data
-            } else {
-                body = StandardIO.readAll(from: STDIN_FILENO)
-            }
+            let body = try readResponse()
             let store = try store.openStore()
             let response = try TokenResponse(json: body)
             let result: TokenResult
@@ -74,5 +66,31 @@ struct SaveCommand: ParsableCommand {
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"
             Terminal.print("Saved tokens for \(who), client \(client), scopes \(result.scopes.joined(separator: " ")), expires \(Terminal.localTime(result.expiresOn)).")
         }
+    }
+
+    /// The response body from --response or standard input, read no further than the size the
+    /// library accepts (``TokenResponse/maximumSize``): a larger input is refused at the limit.
+    private func readResponse() throws(CLIError) -> Data {
+        let limit = TokenResponse.maximumSize
+        let source = response.map { "in \($0)" } ?? "on standard input"
+        let descriptor: Int32
+        if let response {
+            descriptor = open(response, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw CLIError.failed("Cannot read \(response): \(String(cString: strerror(errno))).", hint: "Check the path and permissions")
+            }
+        } else {
+            descriptor = STDIN_FILENO
+            // Without this a terminal just sits there, and the user cannot tell why.
+            if Terminal.stdinIsTerminal {
+                Terminal.note("Waiting for the token response JSON on standard input (paste it, then press Ctrl-D)...")
+            }
+        }
+        defer { if descriptor != STDIN_FILENO { close(descriptor) } }
+        guard let body = StandardIO.readAll(from: descriptor, limit: limit) else {
+            throw CLIError.failed("The response \(source) is larger than \(limit) bytes (\(limit >> 20) MiB), the most a token response may be; it was read no further and nothing was saved.",
+                                  hint: "Pass only the JSON body of one token endpoint response (curl -s, without -i or -v)")
+        }
+        return body
     }
 }

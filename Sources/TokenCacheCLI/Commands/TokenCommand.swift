@@ -104,7 +104,7 @@ struct TokenCommand: ParsableCommand {
                     let scopes = scopeList(scopes)
                     found = try waitFor { try await app.acquireTokenSilent(scopes: scopes, account: target) }
                 } catch let error as TokenCacheError where error.code == .interactionRequired {
-                    throw CLIError.notFound(error.message, hint: error.hint)
+                    throw CLIError.notFound(error.message, hint: CLIHints.hint(for: error))
                 }
             }
             guard let result = found else {

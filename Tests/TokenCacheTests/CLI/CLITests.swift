@@ -289,8 +289,10 @@ struct CLITests {
         let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username,
                                  "--collection", "session"])
         #expect(token.status == 0, "\(token.stderr)")
+        // The default collection holds nothing of the group: not found there (exit 2).
         let onDisk = try cli.run(["list", "--json"])
-        #expect(onDisk.status == 0 && !onDisk.stdout.contains(Fixtures.alice.username), "\(onDisk.stdout)")
+        #expect(onDisk.status == 2 && onDisk.stdout.isEmpty && onDisk.stderr.contains("No group \(cli.group) on Secret Service, collection alias 'default'"),
+                "\(onDisk.stdout)\(onDisk.stderr)")
         let missing = try cli.run(["list", "--collection", "No such keyring"])
         #expect(missing.status == 1 && missing.stderr.contains("No Secret Service collection is labelled 'No such keyring'"), "\(missing.stderr)")
     }
@@ -342,7 +344,9 @@ struct CLITests {
         let unknown = try cli.run(["remove", "--account", "nobody@example.com", "--yes"])
         #expect(unknown.status == 2)
         #expect(try cli.run(["remove", "--all", "--yes"]).status == 0)
-        #expect(try cli.run(["list"]).stdout.contains("No accounts."))
+        // Wiped, the test's own group holds nothing: not found, as any group that holds nothing.
+        let wiped = try cli.run(["list"])
+        #expect(wiped.status == 2 && wiped.stderr.contains("No group \(cli.group) on"), "\(wiped.stderr)")
     }
 
     @Test("remove without --yes and without a terminal asks nothing, removes nothing and exits 64 naming --yes")
@@ -444,7 +448,7 @@ struct CLITests {
     func helpEverywhere() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
-        for command in ["list", "remove", "token", "save", "import", "export", "doctor", "migrate"] {
+        for command in ["list", "remove", "token", "save", "import", "export", "doctor", "migrate", "groups", "unlock"] {
             let help = try cli.run([command, "--help"], withGroup: false)
             #expect(help.status == 0, "\(command)")
             #expect(help.stdout.contains("Example"), "\(command) --help has no example")

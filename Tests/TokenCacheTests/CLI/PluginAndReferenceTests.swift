@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TokenCacheCLI
 
 /// The build-tool plugin's generator (`tokencache-config-gen`), run as the plugin runs it.
 /// (The plugin itself is exercised by building Examples/TokenCacheExample in scripts/test.sh.)
@@ -81,5 +82,43 @@ struct CLIReferenceTests {
         #expect(generated.status == 0, "\(generated.stderr)")
         let committed = try String(contentsOf: root.appendingPathComponent("docs/CLI.md"), encoding: .utf8)
         #expect(generated.stdout == committed, "docs/CLI.md is stale: run scripts/cli-reference.sh")
+    }
+}
+
+@Suite("Man page and completions")
+struct CLIManPageAndCompletionTests {
+    @Test("scripts/install.sh with DESTDIR installs the binary, a man page naming every subcommand, and bash, zsh and fish completions")
+    func installed() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../..").standardizedFileURL
+        let destination = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let generator = TestEnvironment.binDirectory.appendingPathComponent("generate-manual").path
+        try #require(FileManager.default.isExecutableFile(atPath: generator),
+                     "no \(generator): scripts/test.sh builds it (swift build --product generate-manual)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOKENCACHE_BINARY"] = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        environment["GENERATE_MANUAL"] = generator
+        environment["DESTDIR"] = destination.path
+        environment["PREFIX"] = "/usr"
+        let install = try runProcess("/bin/bash", [root.appendingPathComponent("scripts/install.sh").path], environment: environment)
+        #expect(install.status == 0, "\(install.stderr)")
+        let prefix = destination.appendingPathComponent("usr")
+        #expect(FileManager.default.isExecutableFile(atPath: prefix.appendingPathComponent("bin/tokencache").path))
+        let manual = try String(contentsOf: prefix.appendingPathComponent("share/man/man1/tokencache.1"), encoding: .utf8)
+        #expect(manual.contains(".Dt TOKENCACHE 1"), "\(manual.prefix(200))")
+        let subcommands = TokenCacheCommand.configuration.subcommands.map { $0._commandName }
+        #expect(subcommands.count == 10)
+        for subcommand in subcommands {
+            #expect(manual.contains(".It Em \(subcommand)\n"), "the man page has no section for \(subcommand)")
+        }
+        let completions = [("share/bash-completion/completions/tokencache", "complete -o filenames -F _tokencache tokencache"),
+                           ("share/zsh/site-functions/_tokencache", "#compdef tokencache"),
+                           ("share/fish/vendor_completions.d/tokencache.fish", "complete -c 'tokencache'")]
+        for (path, marker) in completions {
+            let script = try String(contentsOf: prefix.appendingPathComponent(path), encoding: .utf8)
+            #expect(script.contains(marker), "\(path)")
+            #expect(subcommands.allSatisfy { script.contains($0) }, "\(path) leaves out a subcommand")
+        }
     }
 }

@@ -95,6 +95,8 @@ struct MultiProcessLoadTests {
         let listRuns = lists.withLock { $0 }
         #expect(!listRuns.isEmpty)
         for list in listRuns {
+            // Before the first save the group holds nothing, which list reports as not found.
+            if list.status == 2 && list.stderr.contains("No group \(group) on") { continue }
             #expect(list.status == 0, "tokencache list: \(list.stderr)")
             #expect((try? JSONSerialization.jsonObject(with: Data(list.stdout.utf8))) != nil, "tokencache list printed no JSON")
         }
