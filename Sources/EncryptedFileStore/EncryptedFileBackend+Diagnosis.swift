@@ -25,7 +25,7 @@ extension EncryptedFileBackend {
         let stored = fileCheck.0 == .ok ? try? storedKeyKind(of: group) : nil
         switch (stored, keyFileURL) {
         case (.passphrase?, nil):
-            checks.append(.init(name: "key source", status: .ok, detail: "passphrase (scrypt), as the file's header says; supplied as \(keySource)"))
+            checks.append(.init(name: "key source", status: .ok, detail: "passphrase (scrypt), as the file's header says"))
         case (.passphrase?, .some):
             checks.append(.init(name: "key source", status: .failed,
                                 detail: "passphrase: the file was created with one, and none was given (a key file does not apply)"))
@@ -52,7 +52,8 @@ extension EncryptedFileBackend {
                 let count = try load(group).entries.count
                 checks.append(.init(name: "decryption", status: .ok, detail: "\(count) entries readable"))
             } catch {
-                checks.append(.init(name: "decryption", status: .failed, detail: error.message))
+                // With the hint: the fix doctor prints is this detail.
+                checks.append(.init(name: "decryption", status: .failed, detail: error.message + (error.hint.map { " \($0)." } ?? "")))
             }
         }
         return checks

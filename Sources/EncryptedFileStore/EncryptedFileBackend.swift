@@ -270,7 +270,7 @@ public final class EncryptedFileBackend: CacheBackend {
             let key = try key(for: header.kdf, creating: false, path: path)
             guard try header.keyID == key.identifier() else {
                 if header.kdf != nil {
-                    throw TokenCacheError(.fileAuthenticationFailed, "The passphrase given (\(keySource)) is not the one \(path) was created with.",
+                    throw TokenCacheError(.fileAuthenticationFailed, "The passphrase given is not the one \(path) was created with.",
                                           hint: "Give the passphrase it was created with; the file was not changed")
                 }
                 throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
