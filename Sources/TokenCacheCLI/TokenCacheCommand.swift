@@ -10,7 +10,18 @@ public struct TokenCacheCommand: ParsableCommand {
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
         Every subcommand takes --backend auto|secret-service|file, --group NAME, \
-        --collection default|session|LABEL and --verbose.
+        --collection default|session|LABEL, --passphrase-file PATH and --verbose. Backend, group \
+        and collection come from the first of: the option; TOKENCACHE_BACKEND, TOKENCACHE_GROUP, \
+        TOKENCACHE_COLLECTION; the config file $XDG_CONFIG_HOME/tokencache/config.json \
+        (~/.config/tokencache/config.json), a JSON object with any of "backend", "group" and \
+        "collection"; the default. `doctor` shows each and where it came from. When auto falls \
+        back to the encrypted file (no usable Secret Service), --verbose says so in one line and \
+        `doctor` explains why; other output stays quiet about it.
+
+        Passphrase-protected encrypted files: --passphrase-file PATH or \
+        TOKENCACHE_PASSPHRASE_FILE=PATH names a file of mode 0600 whose first line is the \
+        passphrase; without either, a file created with a passphrase asks for it when standard \
+        input is a terminal.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
         (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
@@ -24,7 +35,7 @@ public struct TokenCacheCommand: ParsableCommand {
         --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
-        2 nothing found (token, remove); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), and a removal without --yes where no question can be asked.
+        2 nothing found (token, remove); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
 
         Examples:
           tokencache list

@@ -15,7 +15,9 @@ struct DoctorCommand: ParsableCommand {
         Shows each effective setting (backend, group, collection, passphrase file) and where it \
         came from: an option, a TOKENCACHE_* variable, the config file or the default. For an \
         existing encrypted file, the key source is the one its header records (key file or \
-        passphrase).
+        passphrase). --json has them as "settings": {"backend", "group", "collection", \
+        "passphrase_file": {"value", "source"}}, the source being the option, the variable, the \
+        config file's path or "default", and the config file consulted as "config_file".
 
         --accept-rollback first accepts the group's encrypted file although it is older than one \
         this machine has already seen (error "older than one this machine has already seen", \
@@ -56,7 +58,7 @@ struct DoctorCommand: ParsableCommand {
         let shown = Self.settingRows(settings)
         if json {
             try JSONOutput.print(Report(diagnosis: diagnosis, settings: shown.reduce(into: [:]) {
-                $0[$1.name] = Report.Setting(value: $1.value, source: $1.source.jsonValue)
+                $0[$1.name.replacing(" ", with: "_")] = Report.Setting(value: $1.value, source: $1.source.jsonValue)
             }, configFile: settings.configPath))
         } else {
             Terminal.print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
