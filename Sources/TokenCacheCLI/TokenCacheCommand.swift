@@ -53,18 +53,26 @@ public struct TokenCacheCommand: ParsableCommand {
     public init() {}
 
     /// Whether a command line may open the cache on the Secret Service: it names a subcommand
-    /// (each opens the cache), asks for no help, and does not choose `--backend file`.
+    /// (each opens the cache), asks for no help, and does not choose `--backend file` (nor,
+    /// without `--backend`, `TOKENCACHE_BACKEND=file`).
     ///
     /// Decided from the raw arguments before they are parsed, so that `main` can start the
     /// connection meanwhile (``SecretServiceBackend/connectInBackground(callTimeout:)``); a
-    /// wrong guess costs only a connection left unused.
+    /// wrong guess (such as the config file choosing the file) costs only a connection left unused.
     public static func mayUseSecretService(_ arguments: [String]) -> Bool {
+        mayUseSecretService(arguments, backendVariable: StoreSettings.environment(StoreSettings.backendVariable))
+    }
+
+    /// ``mayUseSecretService(_:)`` with `TOKENCACHE_BACKEND`'s value given.
+    package static func mayUseSecretService(_ arguments: [String], backendVariable: String?) -> Bool {
         guard let subcommand = arguments.first,
               configuration.subcommands.contains(where: { $0._commandName == subcommand }) else { return false }
         let options = arguments.dropFirst()
         if options.contains(where: { ["-h", "--help", "-help", "--help-hidden"].contains($0) }) { return false }
         if options.contains("--backend=file") { return false }
-        return !zip(options, options.dropFirst()).contains { $0 == "--backend" && $1 == "file" }
+        if zip(options, options.dropFirst()).contains(where: { $0 == "--backend" && $1 == "file" }) { return false }
+        let choosesBackend = options.contains { $0 == "--backend" || $0.hasPrefix("--backend=") }
+        return choosesBackend || backendVariable != "file"
     }
 }
 
