@@ -21,10 +21,30 @@ extension EncryptedFileBackend {
         checks.append(.init(name: "cache directory", status: directoryCheck.0, detail: directoryCheck.1))
         let fileCheck = describe(fileURL(for: group).path, expectFile: true)
         checks.append(.init(name: "cache file", status: fileCheck.0, detail: fileCheck.1))
-        if let keyFile = keyFileURL {
-            let keyCheck = describe(keyFile.path, expectFile: true)
-            checks.append(.init(name: "key source", status: keyCheck.0, detail: "key file: " + keyCheck.1))
-        } else {
+        // An existing file's header says which key it needs; the key source given may differ.
+        let stored = fileCheck.0 == .ok ? try? storedKeyKind(of: group) : nil
+        switch (stored, keyFileURL) {
+        case (.passphrase?, nil):
+            checks.append(.init(name: "key source", status: .ok, detail: "passphrase (scrypt), as the file's header says"))
+        case (.passphrase?, .some):
+            checks.append(.init(name: "key source", status: .failed,
+                                detail: "passphrase: the file was created with one, and none was given (a key file does not apply)"))
+        case (_, let keyFile?):
+            var info = stat()
+            if fileCheck.0 != .info, lstat(keyFile.path, &info) != 0 {
+                // Only a file not yet created gets its key file "on first save".
+                checks.append(.init(name: "key source", status: .failed,
+                                    detail: "key file: \(keyFile.path) is missing, and the existing cache file cannot be decrypted without it"))
+            } else {
+                let keyCheck = describe(keyFile.path, expectFile: true)
+                checks.append(.init(name: "key source", status: keyCheck.0, detail: "key file: " + keyCheck.1))
+            }
+        case (.key?, nil):
+            let usesPassphrase = if case .key = keySource { false } else { true }
+            checks.append(.init(name: "key source", status: usesPassphrase ? .failed : .info,
+                                detail: usesPassphrase ? "key: the file was created with a key file (or an app's key), not a passphrase"
+                                    : keySource.description))
+        case (nil, nil):
             checks.append(.init(name: "key source", status: .info, detail: keySource.description))
         }
         if fileCheck.0 == .ok {
@@ -32,7 +52,8 @@ extension EncryptedFileBackend {
                 let count = try load(group).entries.count
                 checks.append(.init(name: "decryption", status: .ok, detail: "\(count) entries readable"))
             } catch {
-                checks.append(.init(name: "decryption", status: .failed, detail: error.message))
+                // With the hint: the fix doctor prints is this detail.
+                checks.append(.init(name: "decryption", status: .failed, detail: error.message + (error.hint.map { " \($0)." } ?? "")))
             }
         }
         return checks

@@ -112,6 +112,37 @@ public final class EncryptedFileBackend: CacheBackend {
         directory.appendingPathComponent("\(group.name).tkc")
     }
 
+    /// How a group's file was encrypted, as its header says.
+    public enum StoredKeyKind: String, Sendable, Hashable {
+        /// A 256-bit key: the key file (or a key the app supplied).
+        case key
+        /// A passphrase stretched with scrypt.
+        case passphrase
+    }
+
+    /// How the group's existing file was encrypted, read from its header without decrypting it
+    /// (for choosing a key source and for advice; the header is authenticated only on a read).
+    ///
+    /// - Returns: nil when the group has no file.
+    /// - Throws: ``TokenCacheError`` when the file is unsafe, unreadable or not a cache file.
+    public func storedKeyKind(of group: CacheGroup) throws(TokenCacheError) -> StoredKeyKind? {
+        let path = fileURL(for: group).path
+        guard let file = try FileIO.openExisting(path) else { return nil }
+        defer { close(file.descriptor) }
+        let wanted = 14 + CacheFileFormat.maximumHeaderLength + OpenSSL.nonceByteCount
+        var prefix = [UInt8](repeating: 0, count: wanted)
+        var filled = 0
+        while filled < wanted {
+            let count = prefix.withUnsafeMutableBytes { Glibc.read(file.descriptor, $0.baseAddress! + filled, wanted - filled) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw FileIO.error("read", path) }
+            if count == 0 { break }
+            filled += count
+        }
+        let header = try CacheFileFormat.parseStart(Data(prefix[..<filled]), path: path).header
+        return header.kdf == nil ? .key : .passphrase
+    }
+
     var keyFileURL: URL? {
         if case .keyFile(let url) = keySource { return url ?? directory.appendingPathComponent("cache.key") }
         return nil
@@ -238,6 +269,10 @@ public final class EncryptedFileBackend: CacheBackend {
             }
             let key = try key(for: header.kdf, creating: false, path: path)
             guard try header.keyID == key.identifier() else {
+                if header.kdf != nil {
+                    throw TokenCacheError(.fileAuthenticationFailed, "The passphrase given is not the one \(path) was created with.",
+                                          hint: "Give the passphrase it was created with; the file was not changed")
+                }
                 throw TokenCacheError(.fileAuthenticationFailed, "\(path) was encrypted with a different key (\(keySource)).",
                                       hint: "Use the key or passphrase it was written with; the file was not changed")
             }
@@ -364,6 +399,12 @@ public final class EncryptedFileBackend: CacheBackend {
             }
             return bytes.withUnsafeBytes { SymmetricKey(copying: $0) }
         case .keyFile:
+            // Checked first: for a passphrase file a missing key file is no loss, and advice to
+            // restore one (or to move the cache away) would be wrong.
+            guard kdf == nil else {
+                throw TokenCacheError(.fileMismatch, "\(path) was created with a passphrase, not a key file, and no passphrase was given.",
+                                      hint: "Read it with the passphrase it was created with (a passphrase key source); the file was not changed")
+            }
             let url = keyFileURL!
             if let cached = keys.withLock({ $0[url.path] }) { return cached }
             let key = try KeyFile.load(url, creating: creating, directory: directory)
@@ -380,7 +421,9 @@ public final class EncryptedFileBackend: CacheBackend {
         case .passphraseProvider(let provide):
             let kdf = try Self.checkedKDF(kdf, path: path)  // before asking anyone for a passphrase
             let passphrase: String
-            do { passphrase = try provide() } catch {
+            do { passphrase = try provide() } catch let error as TokenCacheError {
+                throw error  // the app's own account of what went wrong (never a passphrase)
+            } catch {
                 throw TokenCacheError(.invalidArgument, "The app could not supply the cache passphrase.",
                                       hint: "Nothing was read or changed; try again with the passphrase", field: "passphrase")
             }
@@ -394,8 +437,8 @@ public final class EncryptedFileBackend: CacheBackend {
     /// The file's scrypt parameters, checked before any passphrase is asked for or key derived.
     private static func checkedKDF(_ kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> CacheFileFormat.KDFParameters {
         guard let kdf, kdf.name == "scrypt" else {
-            throw TokenCacheError(.fileMismatch, "\(path) has no scrypt parameters: it was not written with a passphrase.",
-                                  hint: "The file was written with a key, not a passphrase; use that key source")
+            throw TokenCacheError(.fileMismatch, "\(path) was created with a key file (or an app's key), not a passphrase.",
+                                  hint: "Read it without a passphrase, with the key it was written with; the file was not changed")
         }
         if let problem = Self.scryptParametersProblem(kdf) {
             throw TokenCacheError(.fileAuthenticationFailed,

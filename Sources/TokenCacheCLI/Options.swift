@@ -7,43 +7,73 @@ import TokenCache
 
 extension BackendPolicy: ExpressibleByArgument {}
 
-/// Options every subcommand shares: where the cache lives.
+/// Options every subcommand shares: where the cache lives. Backend, group and collection
+/// default to `TOKENCACHE_*` variables, then the config file (``StoreSettings``).
 struct StoreOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Where the cache lives: auto (Secret Service, else encrypted file), secret-service or file.",
+    @Option(help: ArgumentHelp("Where the cache lives: auto (Secret Service, else encrypted file), secret-service or file. Default: $TOKENCACHE_BACKEND, else the config file's \"backend\", else auto.",
                                valueName: "backend"))
-    var backend: BackendPolicy = .automatic
+    var backend: BackendPolicy?
 
-    @Option(help: ArgumentHelp("The sharing group (keychain group), reverse-DNS.", valueName: "name"))
-    var group: String = CacheGroup.universalStorage.name
+    @Option(help: ArgumentHelp("The sharing group (keychain group), reverse-DNS. Default: $TOKENCACHE_GROUP, else the config file's \"group\", else \(CacheGroup.universalStorage.name).",
+                               valueName: "name"))
+    var group: String?
 
-    @Option(help: ArgumentHelp("On the Secret Service, the collection the group maps onto: default (the 'default' alias, usually Login), session (in-memory) or a collection's label.",
+    @Option(help: ArgumentHelp("On the Secret Service, the collection the group maps onto: default (the 'default' alias, usually Login), session (in-memory) or a collection's label. Default: $TOKENCACHE_COLLECTION, else the config file's \"collection\", else default.",
                                valueName: "collection"))
-    var collection: String = "default"
+    var collection: String?
+
+    @Option(help: ArgumentHelp("For the encrypted file: a file (mode 0600, yours) whose first line is the passphrase. A new file is then protected by the passphrase (scrypt) instead of the key file; one created with a passphrase needs it. Default: $TOKENCACHE_PASSPHRASE_FILE; without either, a passphrase-protected file asks for it on a terminal.",
+                               valueName: "path"))
+    var passphraseFile: String?
 
     @Flag(help: ArgumentHelp("On the Secret Service, let the provider show a prompt that needs you (an unlock dialog, an access confirmation) and wait up to 60 s for it. Without it a prompt is given 2 s: one that needs nobody (KWallet's unlock of an open wallet, KeePassXC's writes) still completes; any other is dismissed and the keyring reported locked."))
     var allowPrompt = false
 
-    @Flag(help: "Log what the library does (to stderr; never secrets).")
+    @Flag(help: "Log what the library does (to stderr; never secrets), and say when auto falls back to the encrypted file.")
     var verbose = false
 
     @Flag(help: ArgumentHelp("With --collection LABEL, create that collection when there is none (the provider asks for its password: add --allow-prompt)."))
     var create = false
 
     func validate() throws {
-        do { _ = try CacheGroup(group) } catch {
-            throw ValidationError(error.description)
+        if let group {
+            do { _ = try CacheGroup(group) } catch {
+                throw ValidationError(error.description)
+            }
         }
-        if collection.isEmpty { throw ValidationError("--collection needs default, session or a collection's label.") }
+        if collection?.isEmpty == true { throw ValidationError("--collection needs default, session or a collection's label.") }
+        if passphraseFile?.isEmpty == true { throw ValidationError("--passphrase-file needs a path.") }
     }
 
-    var cacheGroup: CacheGroup { (try? CacheGroup(group)) ?? .universalStorage }
+    /// The effective backend, group, collection and passphrase file, and where each came from.
+    /// - Throws: ``CLIError`` usage (exit 64) for a bad `TOKENCACHE_*` value or config file.
+    func settings() throws(CLIError) -> StoreSettings {
+        try StoreSettings.resolve(backend: backend, group: group, collection: collection, passphraseFile: passphraseFile)
+    }
 
-    /// Secret Service options for `--collection`.
-    var secretServiceOptions: SecretServiceBackend.Options {
+    /// Secret Service options for the collection setting and `--allow-prompt`.
+    func secretServiceOptions(_ settings: StoreSettings) -> SecretServiceBackend.Options {
+        Self.secretServiceOptions(settings, allowPrompt: allowPrompt, create: create)
+    }
+
+    static func secretServiceOptions(_ settings: StoreSettings, allowPrompt: Bool, create: Bool = false) -> SecretServiceBackend.Options {
         var options = SecretServiceBackend.Options()
-        options.defaultMapping = collectionMapping(collection, create: create)
+        options.defaultMapping = collectionMapping(settings.collection.value, create: create)
         options.allowsUnlockPrompt = allowPrompt
         return options
+    }
+
+    /// How the encrypted file is keyed: by the passphrase when one is given or the group's
+    /// existing file was created with one (its header says), else by the key file.
+    static func fileKeySource(_ settings: StoreSettings) -> EncryptedFileBackend.KeySource {
+        let file = EncryptedFileBackend()
+        let path = file.fileURL(for: settings.group.value).path
+        // A file whose header cannot be read is reported by the read itself.
+        let stored = try? file.storedKeyKind(of: settings.group.value)
+        if settings.passphraseFile != nil || stored == .passphrase {
+            return Passphrase.keySource(file: settings.passphraseFile, cachePath: path)
+        }
+        return .keyFile()
     }
 
     /// Opens the account store for the chosen backend and group.
@@ -55,9 +85,19 @@ struct StoreOptions: ParsableArguments {
     /// one account then reads that account's items by attribute search instead of the whole
     /// group (``AccountScopedBackend``). Elsewhere, or without an account, the whole group.
     func openStore(account: String?) throws -> AccountStore {
+        let settings = try settings()
+        let cacheGroup = settings.group.value
         var options = AccountStore.Options()
         options.logger = Self.logger(verbose: verbose)
-        let selection = try BackendSelection.open(policy: backend, logger: options.logger, secretService: secretServiceOptions)
+        let selection = try BackendSelection.open(policy: settings.backend.value, logger: options.logger,
+                                                  keySource: Self.fileKeySource(settings),
+                                                  secretService: secretServiceOptions(settings), announcesFallback: false)
+        // Expected on headless machines, so not a warning on every command: doctor explains it,
+        // --verbose says it in one plain sentence, and list shows where it read from.
+        if selection.isFallback && verbose {
+            let why = selection.reason.replacing("; using the encrypted file", with: "")
+            Terminal.note("tokencache falls back to the encrypted file \(Terminal.escape(EncryptedFileBackend().fileURL(for: cacheGroup).path)): \(Terminal.escape(why)).")
+        }
         var storeBackend = selection.backend
         if let account, storeBackend is SecretServiceBackend {
             storeBackend = try AccountScopedBackend(storeBackend, account: account, in: cacheGroup)

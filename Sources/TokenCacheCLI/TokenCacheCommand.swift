@@ -10,7 +10,18 @@ public struct TokenCacheCommand: ParsableCommand {
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
         Every subcommand but migrate takes --backend auto|secret-service|file, --group NAME, \
-        --collection default|session|LABEL, --create, --allow-prompt and --verbose.
+        --collection default|session|LABEL, --create, --allow-prompt, --passphrase-file PATH and --verbose. Backend, group \
+        and collection come from the first of: the option; TOKENCACHE_BACKEND, TOKENCACHE_GROUP, \
+        TOKENCACHE_COLLECTION; the config file $XDG_CONFIG_HOME/tokencache/config.json \
+        (~/.config/tokencache/config.json), a JSON object with any of "backend", "group" and \
+        "collection"; the default. `doctor` shows each and where it came from. When auto falls \
+        back to the encrypted file (no usable Secret Service), --verbose says so in one line and \
+        `doctor` explains why; other output stays quiet about it.
+
+        Passphrase-protected encrypted files: --passphrase-file PATH or \
+        TOKENCACHE_PASSPHRASE_FILE=PATH names a file of mode 0600 whose first line is the \
+        passphrase; without either, a file created with a passphrase asks for it when standard \
+        input is a terminal.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
         (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
@@ -24,7 +35,7 @@ public struct TokenCacheCommand: ParsableCommand {
         --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
-        2 nothing found (token, remove; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), and a removal without --yes where no question can be asked.
+        2 nothing found (token, remove; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
 
         Examples:
           tokencache list
@@ -43,18 +54,26 @@ public struct TokenCacheCommand: ParsableCommand {
     public init() {}
 
     /// Whether a command line may open the cache on the Secret Service: it names a subcommand
-    /// (each opens the cache), asks for no help, and does not choose `--backend file`.
+    /// (each opens the cache), asks for no help, and does not choose `--backend file` (nor,
+    /// without `--backend`, `TOKENCACHE_BACKEND=file`).
     ///
     /// Decided from the raw arguments before they are parsed, so that `main` can start the
     /// connection meanwhile (``SecretServiceBackend/connectInBackground(callTimeout:)``); a
-    /// wrong guess costs only a connection left unused.
+    /// wrong guess (such as the config file choosing the file) costs only a connection left unused.
     public static func mayUseSecretService(_ arguments: [String]) -> Bool {
+        mayUseSecretService(arguments, backendVariable: StoreSettings.environment(StoreSettings.backendVariable))
+    }
+
+    /// ``mayUseSecretService(_:)`` with `TOKENCACHE_BACKEND`'s value given.
+    package static func mayUseSecretService(_ arguments: [String], backendVariable: String?) -> Bool {
         guard let subcommand = arguments.first,
               configuration.subcommands.contains(where: { $0._commandName == subcommand }) else { return false }
         let options = arguments.dropFirst()
         if options.contains(where: { ["-h", "--help", "-help", "--help-hidden"].contains($0) }) { return false }
         if options.contains("--backend=file") { return false }
-        return !zip(options, options.dropFirst()).contains { $0 == "--backend" && $1 == "file" }
+        if zip(options, options.dropFirst()).contains(where: { $0 == "--backend" && $1 == "file" }) { return false }
+        let choosesBackend = options.contains { $0 == "--backend" || $0.hasPrefix("--backend=") }
+        return choosesBackend || backendVariable != "file"
     }
 }
 

@@ -11,6 +11,8 @@ public struct BackendSelection: Sendable {
     public let backend: any CacheBackend
     /// Why this backend was chosen, for people (`tokencache doctor`).
     public let reason: String
+    /// Whether `automatic` fell back to the encrypted file because no Secret Service is usable.
+    public var isFallback = false
 
     /// Whether the automatic fallback was already announced in this process.
     private static let announced = Locked(false)
@@ -18,7 +20,8 @@ public struct BackendSelection: Sendable {
     /// Opens the backend a policy selects.
     ///
     /// - `automatic`: the Secret Service when a session bus and a provider answer, else the
-    ///   encrypted file, announced once per process at warning level.
+    ///   encrypted file, announced once per process at warning level unless `announcesFallback`
+    ///   is false (a tool that tells people itself; ``isFallback`` says it happened).
     /// - `secretService`, `file`: that backend only.
     ///
     /// - Throws: ``TokenCacheError`` `backendUnavailable` when the policy's backend cannot work here.
@@ -26,7 +29,8 @@ public struct BackendSelection: Sendable {
                             fileDirectory: URL? = nil,
                             keySource: EncryptedFileBackend.KeySource = .keyFile(),
                             secretService: SecretServiceBackend.Options = .init(),
-                            fallsBackWhenLocked: Bool = false) throws(TokenCacheError) -> BackendSelection {
+                            fallsBackWhenLocked: Bool = false,
+                            announcesFallback: Bool = true) throws(TokenCacheError) -> BackendSelection {
         let file = { EncryptedFileBackend(directory: fileDirectory, keySource: keySource) }
         switch policy {
         case .file:
@@ -47,12 +51,14 @@ public struct BackendSelection: Sendable {
                 problem = error
             }
             let reason = "no usable Secret Service (\(problem.message)); using the encrypted file"
-            let first = announced.withLock { done in
-                defer { done = true }
-                return !done
+            if announcesFallback {
+                let first = announced.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
+                if first { logger.warning("Token cache falls back to the encrypted file", metadata: ["reason": .string(reason)]) }
             }
-            if first { logger.warning("Token cache falls back to the encrypted file", metadata: ["reason": .string(reason)]) }
-            return BackendSelection(backend: file(), reason: reason)
+            return BackendSelection(backend: file(), reason: reason, isFallback: true)
         }
     }
 

@@ -12,6 +12,13 @@ struct DoctorCommand: ParsableCommand {
         source, the OpenSSL version, and that tokencache itself cannot dump core. Exits 1, with the fix in one line, when the chosen \
         backend cannot work.
 
+        Shows each effective setting (backend, group, collection, passphrase file) and where it \
+        came from: an option, a TOKENCACHE_* variable, the config file or the default. For an \
+        existing encrypted file, the key source is the one its header records (key file or \
+        passphrase). --json has them as "settings": {"backend", "group", "collection", \
+        "passphrase_file": {"value", "source"}}, the source being the option, the variable, the \
+        config file's path or "default", and the config file consulted as "config_file".
+
         --accept-rollback first accepts the group's encrypted file although it is older than one \
         this machine has already seen (error "older than one this machine has already seen", \
         after restoring a backup on purpose): the remembered generation is reset to the file's. \
@@ -32,23 +39,34 @@ struct DoctorCommand: ParsableCommand {
     var acceptRollback = false
 
     func run() throws {
+        var settings: StoreSettings!
+        try reportingErrors { settings = try store.settings() }
+        let group = settings.group.value
         if acceptRollback {
             try reportingErrors {
-                try EncryptedFileBackend().acceptRolledBackFile(for: store.cacheGroup)
+                try EncryptedFileBackend(keySource: StoreOptions.fileKeySource(settings)).acceptRolledBackFile(for: group)
             }
-            Terminal.note("Accepted \(EncryptedFileBackend().fileURL(for: store.cacheGroup).path) as it is; older copies are refused again from now on.")
+            Terminal.note("Accepted \(EncryptedFileBackend().fileURL(for: group).path) as it is; older copies are refused again from now on.")
         }
-        var diagnosis = BackendSelection.diagnose(policy: store.backend, group: store.cacheGroup, secretService: store.secretServiceOptions)
+        var diagnosis = BackendSelection.diagnose(policy: settings.backend.value, group: group,
+                                                  keySource: StoreOptions.fileKeySource(settings),
+                                                  secretService: store.secretServiceOptions(settings))
         // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
         diagnosis.checks.append(CoreDumps.areDisabled
             ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")
             : .init(name: "core dumps", status: .warning, detail: "this process is dumpable: a core file could hold tokens"))
+        let shown = Self.settingRows(settings)
         if json {
-            try JSONOutput.print(diagnosis)
+            try JSONOutput.print(Report(diagnosis: diagnosis, settings: shown.reduce(into: [:]) {
+                $0[$1.name.replacing(" ", with: "_")] = Report.Setting(value: $1.value, source: $1.source.jsonValue)
+            }, configFile: settings.configPath))
         } else {
             Terminal.print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")
             Terminal.print("\(Terminal.bold("Backend")) \(diagnosis.selected.map { TerminalText($0) } ?? Terminal.red("none usable"))")
             Terminal.print("\(Terminal.dim("Why")) \(diagnosis.reason)")
+            Terminal.print(Terminal.table(["SETTING", "VALUE", "FROM"], shown.map {
+                [TerminalText($0.name), TerminalText($0.value), TerminalText($0.source.description)]
+            }))
             if !diagnosis.checks.isEmpty {
                 Terminal.print(Terminal.table(["CHECK", "STATUS", "DETAIL"], diagnosis.checks.map { check in
                     let status: TerminalText = switch check.status {
@@ -64,6 +82,34 @@ struct DoctorCommand: ParsableCommand {
         if !diagnosis.isUsable {
             if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.fix) }
             throw ExitCode(1)
+        }
+    }
+
+    /// Each effective setting, its value and where it came from.
+    static func settingRows(_ settings: StoreSettings) -> [(name: String, value: String, source: SettingSource)] {
+        [("backend", settings.backend.value.rawValue, settings.backend.source),
+         ("group", settings.group.value.name, settings.group.source),
+         ("collection", settings.collection.value, settings.collection.source),
+         ("passphrase file", settings.passphraseFile?.value ?? "none", settings.passphraseFile?.source ?? .defaultValue)]
+    }
+
+    /// `doctor --json`: the diagnosis with the settings beside it.
+    struct Report: Encodable {
+        struct Setting: Encodable {
+            var value: String
+            var source: String
+        }
+        var diagnosis: BackendDiagnosis
+        var settings: [String: Setting]
+        var configFile: String
+
+        enum CodingKeys: String, CodingKey { case settings, configFile }
+
+        func encode(to encoder: any Encoder) throws {
+            try diagnosis.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(settings, forKey: .settings)
+            try container.encode(configFile, forKey: .configFile)
         }
     }
 }

@@ -25,8 +25,9 @@ struct MigrateCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"))
     var to: BackendPolicy
 
-    @Option(help: ArgumentHelp("The sharing group.", valueName: "name"))
-    var group: String = CacheGroup.universalStorage.name
+    @Option(help: ArgumentHelp("The sharing group. Default: $TOKENCACHE_GROUP, else the config file's \"group\", else \(CacheGroup.universalStorage.name).",
+                               valueName: "name"))
+    var group: String?
 
     @Option(help: ArgumentHelp("With --from secret-service, the collection to move from: default, session or a collection's label.",
                                valueName: "collection"))
@@ -49,16 +50,21 @@ struct MigrateCommand: ParsableCommand {
                                   : "--from and --to are both secret-service: give different --from-collection and --to-collection.")
         }
         if fromCollection.isEmpty || toCollection.isEmpty { throw ValidationError("--from-collection and --to-collection need default, session or a collection's label.") }
-        do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
+        if let group {
+            do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
+        }
     }
 
     func run() throws {
         try reportingErrors(.migrate(collectionOption: "--from-collection or --to-collection")) {
             let logger = StoreOptions.logger(verbose: verbose)
-            let group = try CacheGroup(group)
-            let source = try open(from, collection: fromCollection, group: group, logger: logger,
+            // The group and passphrase file as every other command resolves them.
+            let settings = try StoreSettings.resolve(backend: from, group: group, collection: nil, passphraseFile: nil)
+            let group = settings.group.value
+            let keySource = StoreOptions.fileKeySource(settings)
+            let source = try open(from, collection: fromCollection, group: group, keySource: keySource, logger: logger,
                                   hints: .migrate(collectionOption: "--from-collection"))
-            let destination = try open(to, collection: toCollection, group: group, logger: logger,
+            let destination = try open(to, collection: toCollection, group: group, keySource: keySource, logger: logger,
                                        hints: .migrate(collectionOption: "--to-collection"))
             let report = try CacheMigration.migrate(group, from: source, to: destination)
             Terminal.print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
@@ -67,13 +73,13 @@ struct MigrateCommand: ParsableCommand {
 
     /// One side, its Secret Service collection checked up front so that an error names that
     /// side's option.
-    private func open(_ policy: BackendPolicy, collection: String, group: CacheGroup, logger: Logger,
-                      hints: HintContext) throws -> any CacheBackend {
+    private func open(_ policy: BackendPolicy, collection: String, group: CacheGroup,
+                      keySource: EncryptedFileBackend.KeySource, logger: Logger, hints: HintContext) throws -> any CacheBackend {
         try hints.translating {
             var options = SecretServiceBackend.Options()
             options.defaultMapping = collectionMapping(collection)
             options.allowsUnlockPrompt = allowPrompt
-            let backend = try BackendSelection.open(policy: policy, logger: logger, secretService: options).backend
+            let backend = try BackendSelection.open(policy: policy, logger: logger, keySource: keySource, secretService: options).backend
             if let secretService = backend as? SecretServiceBackend { try secretService.checkCollection(for: group) }
             return backend
         }

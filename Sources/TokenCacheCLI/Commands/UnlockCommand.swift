@@ -21,11 +21,12 @@ struct UnlockCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors(.unlock) {
-            var options = store.secretServiceOptions
+            let settings = try store.settings()
+            var options = store.secretServiceOptions(settings)
             // Answering the prompt is the point of this command.
             options.allowsUnlockPrompt = true
             let backend = try SecretServiceBackend(options: options)
-            let path = try backend.resolvedCollectionPath(for: store.cacheGroup)
+            let path = try backend.resolvedCollectionPath(for: settings.group.value)
             let wasLocked = try backend.checkUnlocked(path)
             Terminal.print(wasLocked ? "Unlocked collection \(path)." : "Collection \(path) is already unlocked.")
         }

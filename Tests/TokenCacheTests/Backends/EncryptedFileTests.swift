@@ -135,6 +135,26 @@ struct EncryptedFileTests {
         #expect(!error.description.contains("correct horse"))
     }
 
+    @Test("The header tells a passphrase file from a key-file one; each read with the other key source says which key it needs, never to restore a key file")
+    func storedKeyKind() throws {
+        #expect(try backend().storedKeyKind(of: group) == nil)
+        _ = try savedStore(backend(.passphrase("correct horse battery staple")))
+        #expect(try backend().storedKeyKind(of: group) == .passphrase)
+        let before = try Data(contentsOf: backend().fileURL(for: group))
+        let withKeyFile = try #require(throws: TokenCacheError.self) { try backend().load(group) }
+        #expect(withKeyFile.code == .fileMismatch)
+        #expect(withKeyFile.message.contains("created with a passphrase"), "\(withKeyFile)")
+        #expect(!(withKeyFile.hint ?? "").contains("Restore") && !(withKeyFile.hint ?? "").contains("move"), "\(withKeyFile)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cache.key").path), "a key file was created")
+        #expect(try Data(contentsOf: backend().fileURL(for: group)) == before)
+
+        let other = try CacheGroup("org.swift-tokencache.key-file")
+        _ = try backend().apply([], to: other, expected: nil)  // an empty file with the key file
+        #expect(try backend().storedKeyKind(of: other) == .key)
+        let withPassphrase = try #require(throws: TokenCacheError.self) { try backend(.passphrase("correct horse battery staple")).load(other) }
+        #expect(withPassphrase.code == .fileMismatch && withPassphrase.message.contains("not a passphrase"), "\(withPassphrase)")
+    }
+
     @Test("A passphrase from the environment or an app callback opens the same file; a failing callback changes nothing")
     func passphraseSources() throws {
         let store = try savedStore(backend(.passphrase("correct horse battery staple")))

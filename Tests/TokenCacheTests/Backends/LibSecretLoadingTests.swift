@@ -73,12 +73,12 @@ struct LibSecretLoadingTests {
         #expect(probe.stdout.contains(#""result":"libgcryptMissing""#), "\(probe.stdout)\(probe.stderr)")
     }
 
-    @Test("--backend auto without libsecret falls back to the encrypted file, announced, and works")
+    @Test("--backend auto without libsecret falls back to the encrypted file, said with --verbose, and works")
     func automaticFallsBack() throws {
         let cli = try Self.cli("auto")
         defer { cli.cleanUp() }
         _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
-        let list = try cli.run(["list", "--json"])
+        let list = try cli.run(["list", "--json", "--verbose"])
         #expect(list.status == 0, "\(list.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
         #expect((json["location"] as? String)?.hasPrefix("encrypted file") == true, "\(list.stdout)")

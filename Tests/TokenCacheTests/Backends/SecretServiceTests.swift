@@ -469,7 +469,7 @@ struct SecretServiceTests {
             #expect(probe.stdout.contains(#""result":"noSecretService""#), "\(mode): \(probe.stdout)\(probe.stderr)")
         }
         let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        let automatic = try runProcess(tokencache, ["list", "--json", "--backend", "auto"], environment: environment)
+        let automatic = try runProcess(tokencache, ["list", "--json", "--backend", "auto", "--verbose"], environment: environment)
         #expect(automatic.status == 0, "\(automatic.stderr)")
         #expect(automatic.stdout.contains(#""location" : "encrypted file"#), "\(automatic.stdout)")
         #expect(automatic.stderr.contains("falls back to the encrypted file") && automatic.stderr.contains("No Secret Service provider"),

@@ -40,6 +40,11 @@ struct CLI {
     var environment: [String: String] {
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_DATA_HOME"] = dataHome.path
+        // No config file or TOKENCACHE_* setting of the machine's may change what a test runs.
+        environment["XDG_CONFIG_HOME"] = dataHome.appendingPathComponent("config").path
+        for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] {
+            environment[name] = nil
+        }
         environment["NO_COLOR"] = "1"
         environment.merge(environmentOverrides) { _, override in override }
         return environment

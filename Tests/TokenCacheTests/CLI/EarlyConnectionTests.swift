@@ -17,4 +17,13 @@ struct EarlyConnectionTests {
             #expect(!TokenCacheCommand.mayUseSecretService(arguments), "\(arguments)")
         }
     }
+
+    @Test("TOKENCACHE_BACKEND=file means no early connection, unless --backend chooses otherwise")
+    func backendVariable() {
+        #expect(!TokenCacheCommand.mayUseSecretService(["list"], backendVariable: "file"))
+        #expect(TokenCacheCommand.mayUseSecretService(["list"], backendVariable: "auto"))
+        #expect(TokenCacheCommand.mayUseSecretService(["list"], backendVariable: nil))
+        #expect(TokenCacheCommand.mayUseSecretService(["list", "--backend", "auto"], backendVariable: "file"))
+        #expect(TokenCacheCommand.mayUseSecretService(["list", "--backend=secret-service"], backendVariable: "file"))
+    }
 }

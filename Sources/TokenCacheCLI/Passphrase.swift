@@ -1,0 +1,130 @@
+import FoundationEssentials
+import Synchronization
+import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the CLI gets the passphrase of a passphrase-protected encrypted file: a file named by
+/// `--passphrase-file` or `TOKENCACHE_PASSPHRASE_FILE`, else a prompt on the terminal. Errors are
+/// ``TokenCacheError`` `invalidArgument` (exit 64) and never contain the passphrase.
+enum Passphrase {
+    /// How to give a passphrase, for hints.
+    static let howToGive = "give it with --passphrase-file PATH or TOKENCACHE_PASSPHRASE_FILE=PATH (a file of mode 0600 whose first line is the passphrase)"
+
+    /// A key source that reads the passphrase once, when the backend first needs it (never when
+    /// the Secret Service is used instead).
+    static func keySource(file: Setting<String>?, cachePath: String) -> EncryptedFileBackend.KeySource {
+        let once = Once()
+        return .passphraseProvider {
+            try once.value { () throws(TokenCacheError) -> String in
+                if let file { return try read(file.value, from: file.source) }
+                return try prompt(for: cachePath)
+            }
+        }
+    }
+
+    /// The first line of the file at `path`, without its line ending.
+    /// - Throws: when the file is missing, not a regular file, readable or writable by group or
+    ///   others (as ssh refuses a private key), owned by someone else, or its first line is empty.
+    static func read(_ path: String, from source: SettingSource) throws(TokenCacheError) -> String {
+        func refused(_ problem: String, hint: String) -> TokenCacheError {
+            TokenCacheError(.invalidArgument, "The passphrase file \(path) (from \(source)) \(problem).", hint: hint, field: "passphrase-file")
+        }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw refused("cannot be opened: \(String(cString: strerror(errno)))", hint: "Check the path; nothing was read or changed")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw refused("is not a regular file", hint: "Name a file whose first line is the passphrase")
+        }
+        guard info.st_uid == geteuid() else {
+            throw refused("is owned by another user (uid \(info.st_uid))", hint: "Use a passphrase file you own, mode 0600")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw refused("is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))",
+                          hint: "Run `chmod 600 \(path)`; it was not used")
+        }
+        // One line is all that is read: at most 4 KiB, stopping at the first newline.
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        defer { wipe(&buffer); wipe(&bytes) }
+        reading: while bytes.count < 4096 {
+            let count = Glibc.read(descriptor, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw refused("cannot be read: \(String(cString: strerror(errno)))", hint: "Check its permissions") }
+            if count == 0 { break }
+            for byte in buffer[..<count] {
+                if byte == UInt8(ascii: "\n") { break reading }
+                bytes.append(byte)
+            }
+        }
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw refused("has an empty first line", hint: "Write the passphrase on its first line") }
+        guard let passphrase = String(validating: bytes, as: UTF8.self) else {
+            throw refused("is not UTF-8 text", hint: "Write the passphrase as UTF-8 text on its first line")
+        }
+        return passphrase
+    }
+
+    /// Asks on the terminal, without echo. Only when standard input is a terminal: elsewhere a
+    /// script would hang or feed the wrong line.
+    static func prompt(for cachePath: String) throws(TokenCacheError) -> String {
+        guard Terminal.stdinIsTerminal else {
+            throw TokenCacheError(.invalidArgument, "\(cachePath) was created with a passphrase, and none was given.",
+                                  hint: "Not on a terminal, so it cannot be asked for: \(howToGive). The file was not changed", field: "passphrase")
+        }
+        var saved = termios()
+        let canHide = tcgetattr(STDIN_FILENO, &saved) == 0
+        if canHide {
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            silent.c_lflag |= tcflag_t(ECHONL)
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        }
+        defer { if canHide { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) } }
+        // Asked only once echo is off: TCSAFLUSH discards what was typed before it (as getpass does).
+        StandardIO.write(Data("Passphrase for \(Terminal.escape(cachePath)): ".utf8), to: STDERR_FILENO)
+        var bytes: [UInt8] = []
+        defer { wipe(&bytes) }
+        var byte: UInt8 = 0
+        var sawEnd = false
+        while bytes.count < 4096 {
+            let count = Glibc.read(STDIN_FILENO, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") { sawEnd = count > 0; break }
+            bytes.append(byte)
+        }
+        if !sawEnd, !canHide { StandardIO.write(Data("\n".utf8), to: STDERR_FILENO) }
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard !bytes.isEmpty, let passphrase = String(validating: bytes, as: UTF8.self) else {
+            throw TokenCacheError(.invalidArgument, "No passphrase was entered for \(cachePath).",
+                                  hint: "Run the command again and type the passphrase, or \(howToGive). The file was not changed", field: "passphrase")
+        }
+        return passphrase
+    }
+
+    /// Zeroes a buffer that held passphrase bytes.
+    private static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { explicit_bzero(base, buffer.count) }
+        }
+    }
+
+    /// The first answer of a passphrase source, kept: the library may ask again, a person
+    /// should be asked once.
+    private final class Once: Sendable {
+        private let answer = Mutex<String?>(nil)
+
+        func value(_ produce: () throws(TokenCacheError) -> String) throws(TokenCacheError) -> String {
+            try answer.withLock { (answer) throws(TokenCacheError) -> String in
+                if let answer { return answer }
+                let value = try produce()
+                answer = value
+                return value
+            }
+        }
+    }
+}

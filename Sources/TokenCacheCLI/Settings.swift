@@ -1,0 +1,220 @@
+internal import CLinux
+import FoundationEssentials
+import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where an effective setting came from, as `doctor` shows it.
+enum SettingSource: Sendable, Equatable, CustomStringConvertible {
+    /// A command-line option, such as `--backend`.
+    case flag(String)
+    /// An environment variable, such as `TOKENCACHE_BACKEND`.
+    case environment(String)
+    /// The config file at this path.
+    case configFile(String)
+    /// Nothing set it.
+    case defaultValue
+
+    var description: String {
+        switch self {
+        case .flag(let name): name
+        case .environment(let name): name
+        case .configFile(let path): "config file \(path)"
+        case .defaultValue: "default"
+        }
+    }
+
+    /// For `doctor --json`: the option, the variable, the file's path or "default".
+    var jsonValue: String {
+        switch self {
+        case .flag(let name), .environment(let name), .configFile(let name): name
+        case .defaultValue: "default"
+        }
+    }
+}
+
+/// One effective setting and where it came from.
+struct Setting<Value: Sendable>: Sendable {
+    var value: Value
+    var source: SettingSource
+}
+
+/// Backend, group and collection as every subcommand uses them, resolved with precedence
+/// option > `TOKENCACHE_*` variable > config file > default.
+struct StoreSettings: Sendable {
+    var backend: Setting<BackendPolicy>
+    var group: Setting<CacheGroup>
+    var collection: Setting<String>
+    /// `--passphrase-file` or `TOKENCACHE_PASSPHRASE_FILE`, when either is set.
+    var passphraseFile: Setting<String>?
+    /// The config file consulted (it may not exist).
+    var configPath: String
+
+    static let backendVariable = "TOKENCACHE_BACKEND"
+    static let groupVariable = "TOKENCACHE_GROUP"
+    static let collectionVariable = "TOKENCACHE_COLLECTION"
+    static let passphraseFileVariable = "TOKENCACHE_PASSPHRASE_FILE"
+
+    static let allowedBackends = BackendPolicy.allCases.map(\.rawValue).joined(separator: ", ")
+
+    /// Resolves the settings from the options given (nil when absent), the environment and the config file.
+    /// - Throws: ``CLIError`` usage (exit 64) for a bad value in a variable or the file, naming where it is.
+    static func resolve(backend: BackendPolicy?, group: String?, collection: String?,
+                        passphraseFile: String?) throws(CLIError) -> StoreSettings {
+        let config = try ConfigFile.load()
+        let configSource = SettingSource.configFile(config.path)
+
+        let backendSetting: Setting<BackendPolicy>
+        if let backend {
+            backendSetting = Setting(value: backend, source: .flag("--backend"))
+        } else if let text = environment(backendVariable) {
+            guard let value = BackendPolicy(rawValue: text) else {
+                throw CLIError.usage("\(backendVariable) is '\(text)', which is not a backend.",
+                                     hint: "Set it to one of \(allowedBackends), or unset it")
+            }
+            backendSetting = Setting(value: value, source: .environment(backendVariable))
+        } else if let value = config.backend {
+            backendSetting = Setting(value: value, source: configSource)
+        } else {
+            backendSetting = Setting(value: .automatic, source: .defaultValue)
+        }
+
+        let groupSetting: Setting<CacheGroup>
+        if let group {
+            // Checked by StoreOptions.validate() already.
+            groupSetting = Setting(value: (try? CacheGroup(group)) ?? .universalStorage, source: .flag("--group"))
+        } else if let text = environment(groupVariable) {
+            do { groupSetting = Setting(value: try CacheGroup(text), source: .environment(groupVariable)) } catch {
+                throw CLIError.usage("\(groupVariable) is '\(text)', which is not a reverse-DNS group name.",
+                                     hint: "Use letters, digits, '-' and '_' in dot-separated labels, for example com.example.myapp; or unset it")
+            }
+        } else if let value = config.group {
+            groupSetting = Setting(value: value, source: configSource)
+        } else {
+            groupSetting = Setting(value: .universalStorage, source: .defaultValue)
+        }
+
+        let collectionSetting: Setting<String>
+        if let collection {
+            collectionSetting = Setting(value: collection, source: .flag("--collection"))
+        } else if let text = environment(collectionVariable) {
+            collectionSetting = Setting(value: text, source: .environment(collectionVariable))
+        } else if let value = config.collection {
+            collectionSetting = Setting(value: value, source: configSource)
+        } else {
+            collectionSetting = Setting(value: "default", source: .defaultValue)
+        }
+
+        let passphraseSetting: Setting<String>? = if let passphraseFile {
+            Setting(value: passphraseFile, source: .flag("--passphrase-file"))
+        } else if let path = environment(passphraseFileVariable) {
+            Setting(value: path, source: .environment(passphraseFileVariable))
+        } else {
+            nil
+        }
+        return StoreSettings(backend: backendSetting, group: groupSetting, collection: collectionSetting,
+                             passphraseFile: passphraseSetting, configPath: config.path)
+    }
+
+    /// A variable, read with `secure_getenv` (ignored when tokencache runs setuid, setgid or with
+    /// file capabilities); empty counts as unset.
+    static func environment(_ name: String) -> String? {
+        tc_secure_getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
+
+/// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
+/// of "backend", "group" and "collection". JSON rather than TOML: the project already parses
+/// JSON, and a TOML library would add a dependency and build time for three keys.
+struct ConfigFile: Sendable {
+    static let keys = ["backend", "group", "collection"]
+
+    var path: String
+    var backend: BackendPolicy?
+    var group: CacheGroup?
+    var collection: String?
+
+    /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
+    static var path: String {
+        let configHome = StoreSettings.environment("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? homeDirectory + "/.config"
+        return configHome + "/tokencache/config.json"
+    }
+
+    /// Reads the file; nothing set when it does not exist.
+    /// - Throws: ``CLIError`` usage (exit 64) naming the file and key for anything it does not
+    ///   understand; failed (exit 1) when it exists but cannot be read.
+    static func load() throws(CLIError) -> ConfigFile {
+        let path = Self.path
+        var config = ConfigFile(path: path)
+        let data: Data
+        do {
+            guard let read = try readSmallFile(path) else { return config }
+            data = read
+        } catch {
+            throw CLIError.failed("Cannot read the config file \(path): \(error.message).",
+                                  hint: "Fix its permissions, or move it away to use the defaults")
+        }
+        let allowed = "allowed keys: \(keys.joined(separator: ", "))"
+        guard let object = try? JSON.decodeObject(data) else {
+            throw CLIError.usage("The config file \(path) is not a JSON object.",
+                                 hint: #"Write it as {"backend": "file", "group": "com.example.app", "collection": "default"} ("# + allowed + ")")
+        }
+        func text(_ key: String, _ allowedValues: String) throws(CLIError) -> String? {
+            guard let value = object[key] else { return nil }
+            guard case .string(let text) = value, !text.isEmpty else {
+                throw CLIError.usage("The config file \(path) sets \"\(key)\" to something other than a non-empty string.",
+                                     hint: "Allowed values for \"\(key)\": \(allowedValues)")
+            }
+            return text
+        }
+        for key in object.keys.sorted() where !keys.contains(key) {
+            throw CLIError.usage("The config file \(path) has an unknown key \"\(key)\".",
+                                 hint: "Remove it; \(allowed)")
+        }
+        if let text = try text("backend", StoreSettings.allowedBackends) {
+            guard let value = BackendPolicy(rawValue: text) else {
+                throw CLIError.usage("The config file \(path) sets \"backend\" to '\(text)', which is not a backend.",
+                                     hint: "Allowed values for \"backend\": \(StoreSettings.allowedBackends)")
+            }
+            config.backend = value
+        }
+        let groupValues = "a reverse-DNS name such as com.example.myapp (letters, digits, '-' and '_' in dot-separated labels)"
+        if let text = try text("group", groupValues) {
+            do { config.group = try CacheGroup(text) } catch {
+                throw CLIError.usage("The config file \(path) sets \"group\" to '\(text)', which is not a reverse-DNS name.",
+                                     hint: "Allowed values for \"group\": \(groupValues)")
+            }
+        }
+        config.collection = try text("collection", "default, session or a collection's label")
+        return config
+    }
+
+    /// Up to 64 KiB of a file, or nil when it does not exist.
+    private static func readSmallFile(_ path: String) throws(TokenCacheError) -> Data? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw TokenCacheError(.fileSystem, String(cString: strerror(errno)))
+        }
+        defer { close(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while data.count <= 64 << 10 {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 { throw TokenCacheError(.fileSystem, String(cString: strerror(errno))) }
+            if count == 0 { return data }
+            data.append(contentsOf: buffer[..<count])
+        }
+        throw TokenCacheError(.fileSystem, "larger than 64 KiB, so not a tokencache config file")
+    }
+
+    /// `$HOME`, else the password database's entry.
+    private static var homeDirectory: String {
+        if let home = StoreSettings.environment("HOME") { return home }
+        guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
+        return String(cString: directory)
+    }
+}
