@@ -30,8 +30,8 @@ public final class PublicClientApplication: Sendable {
     public let authority: Authority
     /// The shared cache.
     public let store: AccountStore
-    private let client: TokenEndpointClient
-    private let options: Options
+    let client: TokenEndpointClient
+    let options: Options
 
     /// Creates the app.
     public init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
