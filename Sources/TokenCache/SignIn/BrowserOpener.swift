@@ -38,11 +38,11 @@ enum SystemBrowser {
     /// URL to a browser (some desktops keep it running until the browser exits).
     static let xdgOpenGrace: Duration = .seconds(5)
 
-    static func open(_ url: URL) async throws(TokenCacheError) {
+    /// `environment` is the process's; tests pass one without a display.
+    static func open(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) async throws(TokenCacheError) {
         try await BlockingWork.run { () throws(TokenCacheError) in
             let portal = DesktopPortal.openURI(url.absoluteString, timeoutMilliseconds: portalTimeoutMilliseconds)
             guard let portal else { return }
-            let environment = ProcessInfo.processInfo.environment
             // With no display, xdg-open would fall back to a console browser on this terminal.
             guard environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil else {
                 throw TokenCacheError(.browserUnavailable, "No browser can be opened: \(portal), and no display (DISPLAY, WAYLAND_DISPLAY).",

@@ -229,6 +229,18 @@ struct SignInFlowTests {
         #expect(error?.code == .browserUnavailable)
     }
 
+    @Test("The system opener asks the desktop portal first and, with no portal and no display, refuses (never a console browser)",
+          .enabled(if: TestEnvironment.runsSecretServiceTests))
+    func systemOpenerWithoutDisplay() async throws {
+        // The test session bus has no org.freedesktop.portal.Desktop: the portal call fails with ServiceUnknown.
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await SystemBrowser.open(URL(string: "http://127.0.0.1:9/never-opened")!, environment: [:])
+        }
+        #expect(error?.code == .browserUnavailable)
+        #expect(error?.message.contains("no desktop portal on the session bus") == true, "\(String(describing: error))")
+        #expect(error?.hint?.contains("device code") == true)
+    }
+
     @Test("The listener binds 127.0.0.1 only, refuses other methods, paths and oversized requests, and serves the page to the redirect")
     func listenerRequests() async throws {
         let listener = try LoopbackListener(port: 0)
