@@ -81,8 +81,8 @@ struct DeviceCodeSignInTests {
         var flow = DeviceCodeFlow(client: app.client, clientID: Fixtures.appOne, scopes: ["User.Read"], isMicrosoft: true)
         flow.slowDownIncrement = .seconds(2)
         let authorization = try await flow.start(at: try #require(endpoints.deviceAuthorization), claims: nil)
-        let approve = Task {
-            while try await idp.signInStats().device_polls.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
+        let approve = Task {  // after the slow_down answer, so the next poll (at the longer interval) succeeds
+            while try await idp.signInStats().device_polls.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
             try await idp.control(["approve_device": authorization.message.userCode])
         }
         _ = try await flow.poll(authorization, tokenEndpoint: endpoints.token)

@@ -44,8 +44,18 @@ final class HeadlessChromium: Sendable {
     /// Ends the browser (it keeps running after the flow) and removes its profile.
     func close() {
         guard let (process, profile) = running.withLock({ value in defer { value = nil }; return value }) else { return }
-        process.terminate()
+        // Process starts Chromium as the leader of its own process group, which its helpers join:
+        // end them all, and wait for them, since they write to the profile (history with the
+        // redirect URL) after the main process is gone.
+        let pid = process.processIdentifier
+        let ownGroup = getpgid(pid) == pid
+        if ownGroup { kill(-pid, SIGTERM) } else { process.terminate() }
         process.waitUntilExit()
+        if ownGroup {
+            let giveUp = Date().addingTimeInterval(10)
+            while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
+            if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
+        }
         try? FileManager.default.removeItem(at: profile)
     }
 
