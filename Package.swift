@@ -64,6 +64,7 @@ let package = Package(
                 "SecretServiceStore",
                 "EncryptedFileStore",
                 "CCurl",
+                "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

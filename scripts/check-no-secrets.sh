@@ -14,6 +14,7 @@ PATTERNS=(
     'secret-(at|rt)-'                                      # test helper tokens
     '(at|rt)-[0-9a-f]{8}-0000-0000-0000-0{12}'            # fixture access/refresh tokens
     'at-issued-|rt-rotated-|rt-initial-|at-list|at-dotnet' # SSO / import tokens
+    'authcode-[0-9]|devicecode-[0-9]'                      # sign-in authorization and device codes (fake_idp.py)
     'eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0|eyJhbGciOiJub25lIn0'  # ID token headers
     'c2lnbmF0dXJl'                                         # fixture ID token signature
     'correct horse battery staple'                         # passphrase

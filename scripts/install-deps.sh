@@ -4,7 +4,8 @@
 # they are loaded with dlopen; libcurl4 depends on libssl3, which holds libcrypto), gnome-keyring and
 # D-Bus for the isolated test keyring, KeePassXC and kwalletd5 (with QCA's OpenSSL plugin, which its
 # Secret Service sessions need) for the other Secret Service providers (scripts/with-test-keepassxc.sh,
-# scripts/with-test-kwallet.sh), and a Python venv with MSAL Python for the interop tests.
+# scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, and a Python venv with
+# MSAL Python for the interop tests.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,16 @@ if ((${#missing[@]})); then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Headless Chromium for the interactive sign-in tests (a real browser completes the flow).
+# Without recommends: its one recommendation, chromium-sandbox, is not needed (the tests run it with
+# --no-sandbox); headless sign-in was checked on a machine without it.
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+    echo "Installing: chromium (--no-install-recommends)" >&2
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 # MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings.

@@ -57,6 +57,12 @@ enum CLIHints {
             return installPart(of: hint) + "; \(context.action) needs it"
         case .libcurlMissing:
             return installPart(of: hint) + ", or leave out --refresh: cached tokens need no libcurl"
+        case .browserUnavailable:
+            return "Run `tokencache login` again with --device-code (for SSH sessions and machines without a browser), or set a default browser (xdg-settings set default-web-browser)"
+        case .portUnavailable where hint.contains("redirectPort"):
+            return "Another program uses that port: free it, or leave out --port (any free port)"
+        case .timedOut where hint.contains("InteractiveTokenParameters.timeout"):
+            return "Finish signing in in the browser sooner, or raise --timeout"
         case .invalidArgument where hint.contains("configure the token endpoint"):
             return "Check --authority: the token endpoint is found through the authority's OpenID configuration"
         default:
@@ -68,8 +74,9 @@ enum CLIHints {
     private static let phrases: [(library: String, cli: String)] = [
         (" (apps: EncryptedFileBackend.acceptRolledBackFile(for:))", ""),
         ("Use an authority on", "Pass --authority on"),
-        ("Sign the user in interactively", "Sign in again with the app (tokencache cannot sign in interactively; `tokencache save` stores a fresh response)"),
-        ("sign the user in interactively at", "sign in again with the app at"),
+        ("Sign the user in interactively", "Sign in again: `tokencache login --client ID --authority URL --scopes …` (--device-code without a browser)"),
+        ("sign the user in interactively at", "sign in again (`tokencache login`) at"),
+        ("use acquireToken (browser) instead", "run `tokencache login` without --device-code (browser) instead"),
         ("Check the app registration (client ID, authority)", "Check --client and --authority against the app registration"),
     ]
 

@@ -47,6 +47,7 @@ public struct TokenCacheCommand: ParsableCommand {
         subcommands: [
             ListCommand.self, RemoveCommand.self, TokenCommand.self, SaveCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
+            LoginCommand.self, LogoutCommand.self,
             GroupsCommand.self, UnlockCommand.self,
         ]
     )

@@ -6,12 +6,13 @@ import TokenCachePlatform
 import FoundationEssentials
 import Logging
 
-/// Talks to an authority's token endpoint: OpenID discovery and the refresh-token grant.
+/// Talks to an authority's token endpoint: OpenID discovery and the refresh-token,
+/// authorization-code and device-code grants.
 final class TokenEndpointClient: Sendable {
     let transport: any HTTPTransport
     let timeout: TimeInterval
     let logger: Logger
-    private let endpoints = Locked<[String: URL]>([:])
+    private let endpoints = Locked<[String: Endpoints]>([:])
 
     init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger) {
         self.transport = transport
@@ -19,8 +20,25 @@ final class TokenEndpointClient: Sendable {
         self.logger = logger
     }
 
+    /// The endpoints OpenID discovery gives for an authority.
+    struct Endpoints: Sendable {
+        /// `token_endpoint`.
+        var token: URL
+        /// `authorization_endpoint`, when discovery gave a usable one.
+        var authorization: URL?
+        /// `device_authorization_endpoint`, when discovery gave a usable one.
+        var deviceAuthorization: URL?
+    }
+
     /// The token endpoint of an authority, from OpenID discovery (cached per process).
     func tokenEndpoint(for authority: Authority) async throws(TokenCacheError) -> URL {
+        try await endpoints(for: authority).token
+    }
+
+    /// The endpoints of an authority, from OpenID discovery (cached per process). Each must be
+    /// https (http only on loopback) and, for Microsoft authorities (Entra, B2C, AD FS), on the
+    /// authority's host or an alias of it: codes and tokens go only where they were issued.
+    func endpoints(for authority: Authority) async throws(TokenCacheError) -> Endpoints {
         let cacheKey = authority.url.absoluteString
         if let known = endpoints.withLock({ $0[cacheKey] }) { return known }
         let base = authority.url.absoluteString
@@ -33,17 +51,21 @@ final class TokenEndpointClient: Sendable {
         }
         let request = HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: timeout)
         let response = try await send(request, what: "OpenID discovery")
-        guard response.status == 200,
-              let document = try? JSON.decodeObject(response.body),
-              let endpoint = document["token_endpoint"]?.stringValue,
-              let endpointURL = URL(string: endpoint),
-              endpointURL.scheme == "https" || Authority.isLoopback(endpointURL.host ?? "") else {
+        let document = response.status == 200 ? try? JSON.decodeObject(response.body) : nil
+        func usable(_ field: String) -> URL? {
+            guard let text = document?[field]?.stringValue, let endpoint = URL(string: text), let host = endpoint.host,
+                  endpoint.scheme == "https" || Authority.isLoopback(host) else { return nil }
+            return authority.kind == .oidc || Environment.authority(authority, accepts: host) ? endpoint : nil
+        }
+        guard let tokenURL = usable("token_endpoint") else {
             throw TokenCacheError(response.status >= 500 ? .serverError : .invalidArgument,
                                   "OpenID discovery at \(url.absoluteString) gave no usable token_endpoint (HTTP \(response.status)).",
                                   hint: "Check the authority URL, or configure the token endpoint explicitly", field: "authority")
         }
-        endpoints.withLock { $0[cacheKey] = endpointURL }
-        return endpointURL
+        let found = Endpoints(token: tokenURL, authorization: usable("authorization_endpoint"),
+                              deviceAuthorization: usable("device_authorization_endpoint"))
+        endpoints.withLock { $0[cacheKey] = found }
+        return found
     }
 
     /// The outcome of a token request: tokens, or the server's error.
@@ -55,27 +77,48 @@ final class TokenEndpointClient: Sendable {
     /// Redeems a refresh token.
     func redeem(refreshToken: String, clientID: String, scopes: [String], claims: String? = nil, at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
-        var form = [
-            "grant_type": "refresh_token",
-            "client_id": clientID,
-            "refresh_token": refreshToken,
-            "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " "),
-        ]
+        var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
+        if let claims { grant["claims"] = claims }
+        return try await redeem(grant: grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft)
+    }
+
+    /// Redeems a grant (`grant` holds `grant_type` and the grant's own fields: a refresh token,
+    /// an authorization code with its verifier, a device code); every grant shares the client
+    /// fields, the scopes and the response handling.
+    func redeem(grant: [String: String], clientID: String, scopes: [String], at endpoint: URL,
+                isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
+        var form = grant
+        form["client_id"] = clientID
+        form["scope"] = (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")
         if isMicrosoft { form["client_info"] = "1" }
-        if let claims { form["claims"] = claims }
-        let request = HTTPRequest(method: "POST", url: endpoint,
-                                  headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
-                                  body: Data(Self.formEncode(form).utf8), timeout: timeout)
-        logger.debug("Redeeming refresh token", metadata: ["endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
-        let response = try await send(request, what: "The token endpoint")
+        let grantType = grant["grant_type"] ?? "-"
+        logger.debug(grantType == "refresh_token" ? "Redeeming refresh token" : "Redeeming grant", metadata: [
+            "grant_type": .string(grantType), "endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
+        let response = try await post(form, to: endpoint, what: "The token endpoint")
         if response.status == 200 {
             return .tokens(try TokenResponse(json: response.body))
         }
+        let details = Self.errorDetails(response)
+        logger.debug("Token endpoint refused the request", metadata: [
+            "error": .string(details.error), "suberror": .string(details.suberror ?? "-"), "status": .stringConvertible(response.status)])
+        return .rejected(details)
+    }
+
+    /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its status.
+    func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
+        let request = HTTPRequest(method: "POST", url: endpoint,
+                                  headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                                  body: Data(Self.formEncode(form).utf8), timeout: timeout)
+        return try await send(request, what: what)
+    }
+
+    /// An OAuth error response's fields (RFC 6749 5.2, with Microsoft's additions).
+    static func errorDetails(_ response: HTTPResponse) -> ServerErrorDetails {
         let object = (try? JSON.decodeObject(response.body)) ?? [:]
         let codes: [Int] = if case .array(let values)? = object["error_codes"] {
             values.compactMap { if case .integer(let code) = $0 { Int(code) } else { nil } }
         } else { [] }
-        let details = ServerErrorDetails(
+        return ServerErrorDetails(
             error: object["error"]?.stringValue ?? "http_\(response.status)",
             suberror: object["suberror"]?.stringValue,
             errorDescription: object["error_description"]?.stringValue,
@@ -83,9 +126,6 @@ final class TokenEndpointClient: Sendable {
             claims: object["claims"]?.stringValue,
             httpStatus: response.status,
             retryAfter: response.headers["retry-after"].flatMap { Int($0) })
-        logger.debug("Token endpoint refused the request", metadata: [
-            "error": .string(details.error), "suberror": .string(details.suberror ?? "-"), "status": .stringConvertible(response.status)])
-        return .rejected(details)
     }
 
     private func send(_ request: HTTPRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {

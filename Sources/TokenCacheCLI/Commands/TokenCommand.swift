@@ -83,7 +83,7 @@ struct TokenCommand: ParsableCommand {
             }
             guard let target = chosen.first else {
                 throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in group \(store.group).",
-                                        hint: "Sign in with the app, or save a response with `tokencache save`")
+                                        hint: "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app")
             }
             var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
             if found == nil, authority == nil {
@@ -109,7 +109,7 @@ struct TokenCommand: ParsableCommand {
             }
             guard let result = found else {
                 throw CLIError.notFound("No usable cached access token for client \(client) and scopes \"\(scopes)\".",
-                                        hint: "Sign in with the app, or save a response with `tokencache save`")
+                                        hint: "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app")
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,

@@ -71,6 +71,25 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
 
         /// The requested backend cannot be used here (for example `secret-service` with no bus).
         public static let backendUnavailable = Code("backendUnavailable")
+
+        /// The sign-in was cancelled: by the user (the Cancel button of the sign-in page) or by
+        /// cancelling the task that waited for it. Nothing was saved.
+        public static let cancelled = Code("cancelled")
+        /// The user or the authority declined the sign-in (`access_denied`, `authorization_declined`).
+        public static let accessDenied = Code("accessDenied")
+        /// The authority refused the sign-in: an error redirect, or a code or device code the
+        /// token endpoint would not redeem; ``TokenCacheError/server`` has the server's error.
+        public static let authorizationFailed = Code("authorizationFailed")
+        /// The redirect carried a `state` other than the one sent: a forged or crossed redirect;
+        /// nothing was redeemed.
+        public static let stateMismatch = Code("stateMismatch")
+        /// The loopback redirect port could not be bound (in use, or not permitted).
+        public static let portUnavailable = Code("portUnavailable")
+        /// No browser could be opened (no desktop portal, no `xdg-open`, no display).
+        public static let browserUnavailable = Code("browserUnavailable")
+        /// The authority does not offer this sign-in flow (for example AD FS without a device
+        /// authorization endpoint).
+        public static let unsupportedFlow = Code("unsupportedFlow")
     }
 
     /// What kind of failure this is.

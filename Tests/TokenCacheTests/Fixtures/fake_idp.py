@@ -11,11 +11,32 @@ on the second line (MSAL Python accepts only https authorities).
                  with another user's identity) | {"mode": "normal|slow|fail", "delay": s} |
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
-  GET  /stats    {"token_requests": n, "grants": [...]}
+  GET  /stats    {"token_requests": n, "grants": [...], "authorize_requests": [...], "device_polls": [...]}
+Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
+tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
+(/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
+/oidc/device_authorization); discovery at <prefix>[/v2.0]/.well-known/openid-configuration.
+  GET  <prefix>/.../authorize     login page: a form with the username (login_hint), Sign in and
+                                  Cancel; with browser_action "submit"/"cancel" a script presses it
+  POST <prefix>/.../authorize     302 to redirect_uri with code and state, or error=access_denied
+                                  &error_subcode=cancel
+  POST <prefix>/.../devicecode    device authorization (RFC 8628): device_code, user_code, interval
+  POST .../token                  also grant_type authorization_code (code_verifier checked against
+                                  the S256 challenge, redirect_uri and client_id matched, each code
+                                  redeemable once) and urn:ietf:params:oauth:grant-type:device_code
+  POST /control  also {"browser_action": "submit|cancel|none"} | {"sign_in_user": {"uid", "utid",
+                 "username"}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
+                 (the redirect carries another state) | {"pkce_challenge_override": str|null} (the
+                 code is bound to another challenge, as an injected code would be) |
+                 {"approve_device"|"deny_device"|"expire_device": user_code} | {"device_slow_down": n}
+                 (the next n polls answer slow_down) | {"device_interval": s, "device_expires_in": s}
+                 | {"omit_device_endpoint": bool} | {"device_message": str}
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
 """
 import base64
+import hashlib
+import html
 import json
 import ssl
 import sys
@@ -26,21 +47,83 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
 state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
-         "counter": 0, "token_requests": 0, "grants": []}
+         "counter": 0, "token_requests": 0, "grants": [],
+         # sign-in flows
+         "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
+         "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
+         "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
+         "omit_device_endpoint": False, "device_message": None}
+CONTROL_SETTINGS = ("browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
+                    "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message")
+RESERVED = ("openid", "profile", "offline_access")
 
 
 def b64(obj):
     return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
 
 
+def token_response(n, refresh_token, scopes, who, tid, family, client_info=True):
+    """The token response every grant gives: the refresh grant's shape."""
+    response = {
+        "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+        "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": refresh_token,
+        "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid,
+                                                    "preferred_username": who.get("username", "user@example.com")}) + ".sig",
+    }
+    if client_info:
+        response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
+    if family:
+        response["foci"] = family
+    return response
+
+
+def prefix_of(path):
+    """The authority part of an endpoint path: what comes before /oauth2/, /v2.0/.well-known, ..."""
+    path = path.split("?")[0]
+    for marker in ("/v2.0/.well-known/", "/.well-known/", "/oauth2/"):
+        if marker in path:
+            return path[:path.index(marker)]
+    if path.startswith("/oidc/"):
+        return "/oidc"
+    return path.rsplit("/", 1)[0]
+
+
+def endpoints(host, prefix):
+    if prefix.startswith("/oidc"):
+        return {"issuer": host + prefix, "authorization_endpoint": host + prefix + "/authorize",
+                "token_endpoint": host + prefix + "/token", "device_authorization_endpoint": host + prefix + "/device_authorization"}
+    if prefix == "/adfs":  # AD FS 2016: no device code flow
+        return {"issuer": host + prefix, "authorization_endpoint": host + prefix + "/oauth2/authorize",
+                "token_endpoint": host + prefix + "/oauth2/token"}
+    found = {"issuer": host + prefix + "/v2.0", "authorization_endpoint": host + prefix + "/oauth2/v2.0/authorize",
+             "token_endpoint": host + prefix + "/oauth2/v2.0/token"}
+    if not state["omit_device_endpoint"]:
+        found["device_authorization_endpoint"] = host + prefix + "/oauth2/v2.0/devicecode"
+    return found
+
+
+def s256(verifier):
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Sign in</title></head><body>
+<form id="login" method="post" action="%(action)s">
+<input type="hidden" name="fields" value="%(fields)s">
+<label>Username <input name="username" value="%(username)s"></label>
+<input type="hidden" id="choice" name="choice" value="">
+<button type="submit" name="choice" value="signin">Sign in</button>
+<button type="submit" name="choice" value="cancel">Cancel</button>
+</form>%(script)s</body></html>"""
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def reply(self, status, body, headers=None):
-        data = json.dumps(body).encode()
+    def reply(self, status, body, headers=None, content_type="application/json"):
+        data = json.dumps(body).encode() if content_type == "application/json" else body.encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -49,14 +132,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.endswith("/.well-known/openid-configuration"):
-            tenant = self.path.split("/")[1]
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
-            return self.reply(200, {"issuer": "%s/%s/v2.0" % (host, tenant),
-                                    "authorization_endpoint": "%s/%s/oauth2/v2.0/authorize" % (host, tenant),
-                                    "token_endpoint": "%s/%s/oauth2/v2.0/token" % (host, tenant)})
+            with lock:
+                return self.reply(200, endpoints(host, prefix_of(self.path)))
         if self.path == "/stats":
             with lock:
-                return self.reply(200, {"token_requests": state["token_requests"], "grants": state["grants"]})
+                return self.reply(200, {"token_requests": state["token_requests"], "grants": state["grants"],
+                                        "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
+        if self.path.split("?")[0].endswith("/authorize"):
+            return self.login_page()
         self.reply(404, {"error": "not_found"})
 
     def do_POST(self):
@@ -74,8 +158,19 @@ class Handler(BaseHTTPRequestHandler):
                     state["non_family_clients"] = set(command["non_family_clients"])
                 if "error_body" in command:
                     state["error_body"] = command["error_body"]
+                for key in CONTROL_SETTINGS:
+                    if key in command:
+                        state[key] = command[key]
+                for key, status in (("approve_device", "approved"), ("deny_device", "denied"), ("expire_device", "expired")):
+                    for record in state["device_codes"].values():
+                        if key in command and record["user_code"] == command[key]:
+                            record["status"] = status
             return self.reply(200, {})
-        if not self.path.endswith("/oauth2/v2.0/token"):
+        if self.path.split("?")[0].endswith("/authorize"):
+            return self.login_submitted(dict(urllib.parse.parse_qsl(body.decode())))
+        if self.path.endswith("/devicecode") or self.path.endswith("/device_authorization"):
+            return self.device_authorization(dict(urllib.parse.parse_qsl(body.decode())))
+        if not (self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
             return self.reply(404, {"error": "not_found"})
         form = dict(urllib.parse.parse_qsl(body.decode()))
         tenant = self.path.split("/")[1]
@@ -89,6 +184,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, error_body)
         if mode == "fail":
             return self.reply(503, {"error": "temporarily_unavailable"}, {"Retry-After": "7"})
+        if form.get("grant_type") == "authorization_code":
+            return self.redeem_code(form, tenant)
+        if form.get("grant_type") == "urn:ietf:params:oauth:grant-type:device_code":
+            return self.redeem_device_code(form, tenant)
         if form.get("grant_type") != "refresh_token":
             return self.reply(400, {"error": "unsupported_grant_type"})
         client_id = form.get("client_id")
@@ -117,17 +216,120 @@ class Handler(BaseHTTPRequestHandler):
             state["refresh_tokens"][new_rt] = dict(record, refresh_token=new_rt, client_id=client_id)
             grant.update(outcome="ok", issued=new_rt, answered=time.time())
             state["grants"].append(grant)
-        scopes = [s for s in form.get("scope", "").split() if s not in ("openid", "profile", "offline_access")]
+        scopes = [s for s in form.get("scope", "").split() if s not in RESERVED]
         who = dict(record, **record.get("respond_as", {}))
-        response = {
-            "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
-            "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": new_rt,
-            "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": who["utid"] if "respond_as" in record else tenant,
-                                                        "preferred_username": who.get("username", "user@example.com")}) + ".sig",
-            "client_info": b64({"uid": who["uid"], "utid": who["utid"]}),
-        }
-        if record.get("family"):
-            response["foci"] = record["family"]
+        self.reply(200, token_response(n, new_rt, scopes, who, who["utid"] if "respond_as" in record else tenant, record.get("family")))
+
+    # --- Sign-in flows ---
+
+    def page(self, status, text, headers=None):
+        self.reply(status, text, headers, content_type="text/html; charset=utf-8")
+
+    def login_page(self):
+        """The authorization endpoint's login page; the request's parameters ride in a hidden field."""
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        with lock:
+            state["authorize_requests"].append(dict(query, path=self.path.split("?")[0]))
+            action, user = state["browser_action"], state["sign_in_user"] or {}
+        username = query.get("login_hint") or user.get("username", "user@example.com")
+        script = ""
+        if action in ("submit", "cancel"):  # the IdP plays the user: press the button from JavaScript
+            script = "<script>document.getElementById('choice').value='%s';document.getElementById('login').submit();</script>" % (
+                "signin" if action == "submit" else "cancel")
+        self.page(200, LOGIN_PAGE % {"action": html.escape(self.path.split("?")[0]), "fields": html.escape(json.dumps(query)),
+                                     "username": html.escape(username), "script": script})
+
+    def login_submitted(self, form):
+        query = json.loads(form.get("fields", "{}"))
+        redirect_uri, request_state = query.get("redirect_uri", ""), query.get("state", "")
+        if not redirect_uri.startswith("http://localhost:") and not redirect_uri.startswith("http://127.0.0.1:"):
+            return self.page(400, "redirect_uri not registered")
+        with lock:
+            if state["tamper_state"]:
+                request_state = "tampered-" + request_state
+            if form.get("choice") != "signin":
+                params = {"error": "access_denied", "error_subcode": "cancel",
+                          "error_description": "AADSTS50058: the user cancelled", "state": request_state}
+            else:
+                state["counter"] += 1
+                code = "authcode-%d" % state["counter"]
+                state["auth_codes"][code] = {
+                    "client_id": query.get("client_id"), "redirect_uri": redirect_uri, "scope": query.get("scope", ""),
+                    "challenge": state["pkce_challenge_override"] or query.get("code_challenge"),
+                    "method": query.get("code_challenge_method"), "username": form.get("username", "user@example.com")}
+                params = {"code": code, "state": request_state}
+        self.page(302, "", {"Location": redirect_uri + ("&" if "?" in redirect_uri else "?") + urllib.parse.urlencode(params)})
+
+    def issue(self, client_id, scope, username, tenant, client_info):
+        """Tokens for the signed-in user (sign_in_user, else one made from the username); the new
+        refresh token is redeemable like a seeded one. Call with the lock held."""
+        user = dict(state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
+        user["username"] = username
+        family = state["family_clients"].get(client_id)
+        state["counter"] += 1
+        n = state["counter"]
+        new_rt = "rt-rotated-%d" % n
+        state["refresh_tokens"][new_rt] = dict(user, refresh_token=new_rt, client_id=client_id, family=family)
+        scopes = [s for s in scope.split() if s not in RESERVED]
+        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info)
+
+    def redeem_code(self, form, tenant):
+        grant = {"client_id": form.get("client_id"), "redeemed": None, "issued": None, "sdk": self.headers.get("x-client-sku", "-"),
+                 "arrived": time.time(), "grant_type": "authorization_code", "client_info": form.get("client_info") == "1"}
+        with lock:
+            record = state["auth_codes"].pop(form.get("code"), None)  # single use
+            problem = None
+            if record is None:
+                problem = "AADSTS54005: the code was already redeemed or is unknown"
+            elif record["client_id"] != form.get("client_id") or record["redirect_uri"] != form.get("redirect_uri"):
+                problem = "AADSTS50011: client_id or redirect_uri does not match the authorization request"
+            elif record["method"] != "S256" or s256(form.get("code_verifier", "")) != record["challenge"]:
+                problem = "AADSTS501481: the code_verifier does not match the code_challenge"
+            if problem:
+                grant.update(outcome="invalid_grant", answered=time.time())
+                state["grants"].append(grant)
+                return self.reply(400, {"error": "invalid_grant", "error_description": problem, "error_codes": [int(problem[6:problem.index(":")])]})
+            response = self.issue(form["client_id"], form.get("scope", ""), record["username"], tenant, form.get("client_info") == "1")
+            grant.update(outcome="ok", issued=response["refresh_token"], answered=time.time())
+            state["grants"].append(grant)
+        self.reply(200, response)
+
+    def device_authorization(self, form):
+        host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
+        with lock:
+            state["counter"] += 1
+            n = state["counter"]
+            user_code = "UC%04d" % n
+            state["device_codes"]["devicecode-%d" % n] = {
+                "user_code": user_code, "client_id": form.get("client_id"), "scope": form.get("scope", ""), "status": "pending",
+                "expires_at": time.time() + state["device_expires_in"], "claims": form.get("claims")}
+            message = state["device_message"] or "To sign in, use a web browser to open the page %s/device and enter the code %s to authenticate." % (host, user_code)
+            self.reply(200, {"device_code": "devicecode-%d" % n, "user_code": user_code, "verification_uri": host + "/device",
+                             "expires_in": state["device_expires_in"], "interval": state["device_interval"], "message": message})
+
+    def redeem_device_code(self, form, tenant):
+        with lock:
+            record = state["device_codes"].get(form.get("device_code"))
+            if record is None:
+                outcome = "invalid_grant"
+            elif record["status"] == "expired" or time.time() > record["expires_at"]:
+                outcome = "expired_token"
+            elif record["status"] == "denied":
+                outcome = "access_denied"
+            elif state["device_slow_down"] > 0:
+                state["device_slow_down"] -= 1
+                outcome = "slow_down"
+            elif record["status"] == "pending":
+                outcome = "authorization_pending"
+            else:
+                outcome = "ok"
+            state["device_polls"].append({"outcome": outcome, "at": time.time(), "client_id": form.get("client_id")})
+            if outcome != "ok":
+                return self.reply(400, {"error": outcome, "error_description": "device code: " + outcome})
+            del state["device_codes"][form["device_code"]]  # single use
+            user = state["sign_in_user"] or {}
+            response = self.issue(form["client_id"], form.get("scope", ""), user.get("username", "user@example.com"), tenant,
+                                  form.get("client_info") == "1")
         self.reply(200, response)
 
 

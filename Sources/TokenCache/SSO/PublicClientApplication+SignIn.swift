@@ -1,0 +1,199 @@
+import FoundationEssentials
+import TokenCacheCore
+import Logging
+
+extension PublicClientApplication {
+    /// Signs the user in with the system browser: the authorization code flow with PKCE (S256)
+    /// and a loopback redirect (RFC 8252), as MSAL Python and MSAL.NET do on desktops.
+    ///
+    /// A one-shot listener on 127.0.0.1 (an ephemeral port unless
+    /// ``InteractiveTokenParameters/redirectPort`` says otherwise) receives the redirect to
+    /// `http://localhost:<port>`, checks `state`, serves a small page telling the user to go
+    /// back to the app, and closes. The code is redeemed at the token endpoint with the PKCE
+    /// verifier and the result is saved to the shared cache, so every app of the group sees the
+    /// account. The redirect URI `http://localhost` must be registered for the app (Entra ID
+    /// accepts any port on it).
+    ///
+    /// - Throws: ``TokenCacheError`` with code `cancelled` (the user cancelled, or the task was
+    ///   cancelled), `accessDenied`, `authorizationFailed` (the authority's error; `server` has
+    ///   it), `interactionRequired` (`prompt` `none` and the user would have to act),
+    ///   `stateMismatch`, `timedOut` (no answer within ``InteractiveTokenParameters/timeout``),
+    ///   `portUnavailable`, `browserUnavailable`, `unsupportedFlow`, `network`, `serverError`.
+    ///   Nothing is saved on an error.
+    public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        let authority = parameters.authority ?? self.authority
+        let endpoints = try await client.endpoints(for: authority)
+        guard let authorizationEndpoint = endpoints.authorization else {
+            throw TokenCacheError(.unsupportedFlow, "OpenID discovery for \(authority) gave no usable authorization_endpoint.",
+                                  hint: "Check the authority URL; the endpoint must be https on the authority's host")
+        }
+        let pkce = try PKCE.make()
+        let state = PKCE.randomState()
+        let listener = try LoopbackListener(port: parameters.redirectPort)
+        // localhost, as MSAL Python sends: Entra matches it against the registered http://localhost
+        // with any port; browsers resolve it to the loopback address the listener is bound to.
+        let redirectURI = "http://localhost:\(listener.port)"
+        let url = try AuthorizationRequest.url(endpoint: authorizationEndpoint, clientID: clientID, redirectURI: redirectURI,
+                                               state: state, challenge: pkce.challenge, parameters: parameters)
+        let logger = store.options.logger
+        logger.debug("Interactive sign-in: waiting for the redirect", metadata: [
+            "port": .stringConvertible(listener.port), "authority": .string(authority.description)])
+
+        let deadline = ContinuousClock.now + .seconds(max(parameters.timeout, 0))
+        let waiting = Task {
+            await listener.waitForRedirect(path: "/", deadline: deadline) { query in
+                query["state"] == state && query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
+            }
+        }
+        do {
+            try await parameters.browser.open(url)
+        } catch {
+            listener.cancel()
+            _ = await waiting.value
+            if Task.isCancelled { throw AuthorizationRequest.cancelled }
+            if let error = error as? TokenCacheError { throw error }
+            throw TokenCacheError(.browserUnavailable, "The browser could not be opened: \(ServerText.printable(String(describing: error), limit: 200)).",
+                                  hint: "Check the BrowserOpener, or sign in with the device code flow")
+        }
+        let outcome = await withTaskCancellationHandler { await waiting.value } onCancel: { listener.cancel() }
+        let query: [String: String]
+        switch outcome {
+        case .redirect(let received): query = received
+        case .cancelled: throw AuthorizationRequest.cancelled
+        case .timedOut:
+            throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s; nothing was saved.",
+                                  hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout")
+        case .failed(let reason):
+            throw TokenCacheError(.portUnavailable, "The loopback listener failed: \(reason).", hint: "Retry the sign-in")
+        }
+        guard query["state"] == state else {
+            throw TokenCacheError(.stateMismatch, "The sign-in redirect carried a state other than the one sent; nothing was redeemed.",
+                                  hint: "Start the sign-in again; if it repeats, another program may be answering on the loopback port")
+        }
+        if let error = query["error"] {
+            throw AuthorizationRequest.redirectError(error, subcode: query["error_subcode"], description: query["error_description"])
+        }
+        guard let code = query["code"], !code.isEmpty else {
+            throw TokenCacheError(.authorizationFailed, "The sign-in redirect carried no code.", hint: "Start the sign-in again")
+        }
+        var grant = ["grant_type": "authorization_code", "code": code, "redirect_uri": redirectURI, "code_verifier": pkce.verifier]
+        if let claims = parameters.claims { grant["claims"] = claims }
+        let redeemed = try await client.redeem(grant: grant, clientID: clientID, scopes: parameters.scopes, at: endpoints.token,
+                                               isMicrosoft: authority.kind != .oidc)
+        switch redeemed {
+        case .tokens(let response):
+            return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
+        case .rejected(let details):
+            throw SignInErrors.rejected(details, what: "authorization code")
+        }
+    }
+
+    /// Signs the user in with a code entered on another device (RFC 8628): for SSH sessions,
+    /// containers and machines with no browser.
+    ///
+    /// `onCode` receives what to show the user (``DeviceCodeMessage/message``); the call then
+    /// polls the token endpoint at the authority's interval (longer after `slow_down`) until the
+    /// user finishes, and saves the result to the shared cache. Entra ID's device endpoint is
+    /// `<authority>/oauth2/v2.0/devicecode` when discovery does not name one; other
+    /// authorities must name it in discovery.
+    ///
+    /// - Throws: ``TokenCacheError`` with code `accessDenied` (the user declined), `timedOut`
+    ///   (the code expired), `cancelled` (the task was cancelled), `unsupportedFlow` (no device
+    ///   authorization endpoint, as on some AD FS versions), `authorizationFailed`, `network`,
+    ///   `serverError`. Nothing is saved on an error.
+    public func acquireTokenWithDeviceCode(_ parameters: DeviceCodeParameters,
+                                           onCode: @escaping @Sendable (DeviceCodeMessage) -> Void) async throws(TokenCacheError) -> TokenResult {
+        let authority = parameters.authority ?? self.authority
+        let endpoints = try await client.endpoints(for: authority)
+        let fallback = authority.kind == .aad ? URL(string: authority.url.absoluteString + "/oauth2/v2.0/devicecode") : nil
+        guard let deviceEndpoint = endpoints.deviceAuthorization ?? fallback else {
+            throw TokenCacheError(.unsupportedFlow, "\(authority) offers no device code sign-in (its discovery names no device_authorization_endpoint).",
+                                  hint: authority.kind == .adfs ? "AD FS before 2019 has no device code flow: use acquireToken (browser) instead"
+                                      : "Use acquireToken (browser sign-in) with this authority")
+        }
+        let flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc)
+        let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
+        onCode(authorization.message)
+        let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token)
+        return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
+    }
+
+    /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group
+    /// then sees the account, and its refresh token is redeemable only at the authority's host.
+    private func saveSignIn(_ response: TokenResponse, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
+        if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
+            throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
+        }
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            try store.save(response, clientID: clientID, authority: authority, scopes: scopes)
+        }
+    }
+}
+
+/// The authorization request of the browser flow and the pages served back.
+enum AuthorizationRequest {
+    /// Parameters the flow sets itself; extra query parameters cannot replace them.
+    static let reserved: Set<String> = ["client_id", "response_type", "redirect_uri", "scope", "state", "code_challenge",
+                                        "code_challenge_method", "prompt", "login_hint", "domain_hint", "claims"]
+
+    static func url(endpoint: URL, clientID: String, redirectURI: String, state: String, challenge: String,
+                    parameters: InteractiveTokenParameters) throws(TokenCacheError) -> URL {
+        if let clash = parameters.extraQueryParameters.keys.sorted().first(where: { reserved.contains($0.lowercased()) }) {
+            throw TokenCacheError.invalidArgument("extraQueryParameters", "'\(clash)' is set by the sign-in itself",
+                                                  hint: "Use the matching InteractiveTokenParameters property instead")
+        }
+        let scopes = parameters.scopes + parameters.extraScopesToConsent + ["openid", "profile", "offline_access"]
+        var fields: [(String, String)] = [
+            ("client_id", clientID), ("response_type", "code"), ("redirect_uri", redirectURI),
+            ("scope", scopes.joined(separator: " ")), ("state", state),
+            ("code_challenge", challenge), ("code_challenge_method", "S256"),
+        ]
+        if let prompt = parameters.prompt { fields.append(("prompt", prompt.rawValue)) }
+        if let hint = parameters.loginHint { fields.append(("login_hint", hint)) }
+        if let hint = parameters.domainHint { fields.append(("domain_hint", hint)) }
+        if let claims = parameters.claims { fields.append(("claims", claims)) }
+        fields += parameters.extraQueryParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        // Appended to any query the endpoint has (B2C's `p=<policy>`).
+        let query = fields.map { "\(ASCII.percentEncoded($0.0))=\(ASCII.percentEncoded($0.1))" }.joined(separator: "&")
+        let base = endpoint.absoluteString
+        guard let url = URL(string: base + (base.contains("?") ? "&" : "?") + query) else {
+            throw TokenCacheError.invalidArgument("authority", "its authorization endpoint gives no URL")
+        }
+        return url
+    }
+
+    static let cancelled = TokenCacheError(.cancelled, "The sign-in was cancelled; nothing was saved.",
+                                           hint: "Start the sign-in again when the user is ready")
+
+    /// The authority's error redirect as an error. Its text is the server's: kept to its own
+    /// characters in the message, and in `server` with control characters removed.
+    static func redirectError(_ error: String, subcode: String?, description: String?) -> TokenCacheError {
+        let details = ServerErrorDetails(error: ServerText.errorCode(error), suberror: subcode.map(ServerText.errorCode),
+                                         errorDescription: description.map { ServerText.printable($0) }, httpStatus: 302)
+        switch (details.error, details.suberror) {
+        case ("access_denied", "cancel"):
+            return TokenCacheError(.cancelled, "The user cancelled the sign-in; nothing was saved.",
+                                   hint: "Start the sign-in again when the user is ready", server: details)
+        case ("access_denied", _):
+            return TokenCacheError(.accessDenied, "The sign-in was denied (access_denied); nothing was saved.",
+                                   hint: "The user or an administrator declined: check consent and the user's access to the app", server: details)
+        case ("interaction_required", _), ("login_required", _), ("consent_required", _):
+            return TokenCacheError(.interactionRequired, "The authority needs the user to act (\(details.error)), which prompt none forbids.",
+                                   hint: "Sign in again without prompt none", server: details)
+        default:
+            return TokenCacheError(.authorizationFailed, "The authority refused the sign-in (\(details.error)); nothing was saved.",
+                                   hint: "Check the app registration (client ID, redirect URI http://localhost, scopes)", server: details)
+        }
+    }
+
+    static let successPage = LoopbackListener.Page(status: 200, html: page(
+        title: "Signed in", text: "You are signed in. You can close this window and go back to the application."))
+    static let failurePage = LoopbackListener.Page(status: 200, html: page(
+        title: "Sign-in failed", text: "The sign-in did not complete. Go back to the application for details."))
+
+    /// A fixed page: nothing from the request is echoed into it.
+    private static func page(title: String, text: String) -> String {
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>\(title)</title></head>"
+            + "<body style=\"font-family:sans-serif;margin:3em\"><h1>\(title)</h1><p>\(text)</p></body></html>"
+    }
+}
