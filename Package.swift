@@ -89,7 +89,7 @@ let package = Package(
         .target(name: "CTokenCache"),
         .target(
             name: "TokenCacheC",
-            dependencies: ["TokenCache", "CTokenCache"],
+            dependencies: ["TokenCache", "CTokenCache", .product(name: "Logging", package: "swift-log")],
             exclude: ["tokencache.map", "tokencache.symbols", "tokencache.pc.in"]
         ),
 

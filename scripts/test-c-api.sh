@@ -7,7 +7,9 @@
 #     interposed), and 10,000 iterations of three calls with the heap in use not growing;
 #   - the same program under AddressSanitizer, whose LeakSanitizer fails it on any leak;
 #   - interop with the Swift library through the tokencache CLI: saved through C, found by
-#     `tokencache token`; saved by `tokencache save`, found through C.
+#     `tokencache token`; saved by `tokencache save`, found through C;
+#   - Examples/c/example.c with no session bus: the fallback to the encrypted file works and the
+#     library writes nothing to the app's standard output or error.
 #   scripts/test-c-api.sh               against the library scripts/build-c-library.sh builds
 #                                       (TOKENCACHE_C_LIBRARY=DIR: one it built already in DIR)
 #   scripts/test-c-api.sh --installed   against the installed one (pkg-config, /usr/bin/tokencache)
@@ -31,6 +33,7 @@ else
 fi
 warnings=(-std=c11 -Wall -Wextra -Werror -O1 -g)
 "$CC" "${warnings[@]}" -DTOKENCACHE_TEST_WIPE -o "$WORK/test_capi" Tests/CTests/test_capi.c "${cflags[@]}"
+"$CC" "${warnings[@]}" -o "$WORK/example" Examples/c/example.c "${cflags[@]}"
 "$CC" "${warnings[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$WORK/test_capi_asan" Tests/CTests/test_capi.c "${cflags[@]}"
 
 cat > "$WORK/run.sh" <<'SH'
@@ -56,6 +59,13 @@ JSON
 "$CLI" save --backend secret-service --group "$GROUP" --client "$CLIENT" --authority "$AUTHORITY" --scopes User.Read --response "$WORK/response.json" >/dev/null
 token="$("$WORK/test_capi" find "$GROUP" "$CLIENT" carol@contoso.com "User.Read Mail.Read")"
 [ "$token" = "at-cli-swift2c" ] || { echo "FAIL: C found '$token' after tokencache save" >&2; exit 1; }
+# No session bus: the automatic policy falls back to the encrypted file, and the library says
+# nothing on the app's standard output or error (the example prints only its own lines).
+mkdir -p "$WORK/nobus"
+env -u DBUS_SESSION_BUS_ADDRESS HOME="$WORK/nobus" XDG_DATA_HOME="$WORK/nobus/data" \
+    "$WORK/example" > "$WORK/nobus.out" 2> "$WORK/nobus.err"
+grep -qx "0 account(s)" "$WORK/nobus.out" || { echo "FAIL: example without a bus:" >&2; cat "$WORK/nobus.out" "$WORK/nobus.err" >&2; exit 1; }
+[ ! -s "$WORK/nobus.err" ] && [ "$(wc -l < "$WORK/nobus.out")" = 2 ] || { echo "FAIL: the library wrote to the app's output:" >&2; cat "$WORK/nobus.out" "$WORK/nobus.err" >&2; exit 1; }
 echo "interop: saved through C, found by tokencache token; saved by tokencache save, found through C" >&2
 SH
 WORK="$WORK" CLI="$CLI" RUNTIME_PATH="$runtime_path" scripts/with-test-keyring.sh bash "$WORK/run.sh"

@@ -1,6 +1,7 @@
 // tokencache_store_* : opening a group's cache, accounts, tokens, saving and signing out.
 internal import CTokenCache
 import FoundationEssentials
+import Logging
 import TokenCache
 
 /// What a `tokencache_store *` points at.
@@ -69,6 +70,10 @@ func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) ->
     return clientID
 }
 
+/// The library's logger behind the C interface: a C app has no swift-log to configure, and a
+/// library must not write to its standard output or error (the fallback notice is in the diagnosis).
+let silent = Logger(label: "tokencache", factory: { _ in SwiftLogNoOpLogHandler() })
+
 func backendPolicy(_ value: Int32) throws(TokenCacheError) -> BackendPolicy {
     switch value {
     case Int32(TOKENCACHE_BACKEND_AUTO.rawValue): .automatic
@@ -103,8 +108,10 @@ public func tokencache_store_open(_ group: UnsafePointer<CChar>?, _ backend: Int
     return boundary(error) { () throws(TokenCacheError) in
         let out = try requiredOut(store, "store")
         let group = try cacheGroup(group)
-        let selection = try BackendSelection.open(policy: try backendPolicy(backend))
-        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group)))
+        let selection = try BackendSelection.open(policy: try backendPolicy(backend), logger: silent)
+        var options = AccountStore.Options()
+        options.logger = silent
+        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group, options: options)))
     }
 }
 

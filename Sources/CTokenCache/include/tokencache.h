@@ -33,7 +33,8 @@
  *    Exceptions are stated per function.
  *  - Secrets. Access tokens are returned in malloc'd buffers that the caller frees with
  *    tokencache_secret_free, which overwrites them with zeros first. Token responses passed in
- *    remain the caller's to wipe. No secret is ever put in an error message or a log.
+ *    remain the caller's to wipe. No secret is ever put in an error message. The library writes
+ *    nothing to standard output or standard error and does not log.
  *  - Versioning. The soname is libtokencache.so.0 and every symbol carries the version
  *    TOKENCACHE_0.1. Functions are only ever added (under a new symbol version node); an
  *    incompatible change would raise the soname. Error codes and enum values never change
