@@ -93,6 +93,35 @@ class BindingTests(unittest.TestCase):
         self.assertTrue(caught.exception.hint)
         self.assertNotIn("at-py", str(caught.exception))
 
+    def test_acquire_silent_redeems_the_family_refresh_token_at_the_authority(self):
+        idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTests/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+        self.addCleanup(idp.wait)
+        self.addCleanup(idp.stdin.close)
+        port = int(idp.stdout.readline())
+        authority = f"http://127.0.0.1:{port}/{TENANT}"  # plain http is allowed on loopback only
+
+        def control(path, body=None):
+            import urllib.request
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode() if body else None)
+            return json.load(urllib.request.urlopen(request))
+
+        body = json.loads(response("idp"))
+        body["refresh_token"] = "rt-py-family"
+        self.store.save_response(CLIENT_A, authority, "User.Read", json.dumps(body))
+        control("/control", {"seed": {"refresh_token": "rt-py-family", "uid": UID, "utid": TENANT, "client_id": CLIENT_A,
+                                      "username": USERNAME, "family": "1"}})
+        # App B never signed in: its token comes from redeeming A's family refresh token, and is saved.
+        token = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertFalse(token.is_from_cache)
+        self.assertTrue(token.access_token.startswith("at-issued-"), token)
+        again = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertTrue(again.is_from_cache)
+        self.assertEqual(again.access_token, token.access_token)
+        stats = control("/stats")
+        self.assertEqual(stats["token_requests"], 1)
+        self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-family"))
+
     def test_closed_store_is_refused(self):
         store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
         store.close()
