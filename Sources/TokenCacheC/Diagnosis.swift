@@ -3,6 +3,7 @@ internal import CTokenCache
 import FoundationEssentials
 import TokenCache
 
+/// The `tokencache doctor` report as text.
 @_cdecl("tokencache_diagnose")
 public func tokencache_diagnose(_ group: UnsafePointer<CChar>?, _ backend: Int32,
                                 _ report: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,

@@ -25,6 +25,7 @@ func waitFor<T: Sendable>(_ work: @escaping @Sendable () async throws(TokenCache
     return try outcome.value!.get()
 }
 
+/// A token without user interaction: cached, or refreshed and saved; blocks until done.
 @_cdecl("tokencache_acquire_token_silent")
 public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                             _ authority: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,

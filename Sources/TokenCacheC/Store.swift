@@ -101,6 +101,7 @@ func tokenBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CCha
     }
 }
 
+/// Opens a group's cache on the backend a policy selects (tokencache.h documents every C function).
 @_cdecl("tokencache_store_open")
 public func tokencache_store_open(_ group: UnsafePointer<CChar>?, _ backend: Int32,
                                   _ store: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
@@ -115,11 +116,13 @@ public func tokencache_store_open(_ group: UnsafePointer<CChar>?, _ backend: Int
     }
 }
 
+/// Releases a store handle.
 @_cdecl("tokencache_store_close")
 public func tokencache_store_close(_ store: OpaquePointer?) {
     Handle.release(store)
 }
 
+/// The accounts of an app (or of the group) as a list handle.
 @_cdecl("tokencache_store_accounts")
 public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                       _ accounts: UnsafeMutablePointer<OpaquePointer?>?,
@@ -137,6 +140,7 @@ public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: Unsaf
     }
 }
 
+/// How many accounts a list holds.
 @_cdecl("tokencache_accounts_count")
 public func tokencache_accounts_count(_ accounts: OpaquePointer?) -> Int {
     Handle.get(accounts, as: AccountsHandle.self)?.fields.count ?? 0
@@ -146,36 +150,43 @@ private func accountField(_ accounts: OpaquePointer?, _ index: Int, _ column: In
     Handle.get(accounts, as: AccountsHandle.self)?.field(index, column)
 }
 
+/// An account's home account ID, borrowed from the list.
 @_cdecl("tokencache_accounts_home_account_id")
 public func tokencache_accounts_home_account_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
     accountField(accounts, index, 0)
 }
 
+/// An account's authority host, borrowed from the list.
 @_cdecl("tokencache_accounts_environment")
 public func tokencache_accounts_environment(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
     accountField(accounts, index, 1)
 }
 
+/// An account's username, borrowed from the list.
 @_cdecl("tokencache_accounts_username")
 public func tokencache_accounts_username(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
     accountField(accounts, index, 2)
 }
 
+/// An account's local (object) ID, borrowed from the list.
 @_cdecl("tokencache_accounts_local_account_id")
 public func tokencache_accounts_local_account_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
     accountField(accounts, index, 3)
 }
 
+/// An account's home tenant, borrowed from the list.
 @_cdecl("tokencache_accounts_tenant_id")
 public func tokencache_accounts_tenant_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
     accountField(accounts, index, 4)
 }
 
+/// Releases an account list.
 @_cdecl("tokencache_accounts_free")
 public func tokencache_accounts_free(_ accounts: OpaquePointer?) {
     Handle.release(accounts)
 }
 
+/// A cached access token, without any request.
 @_cdecl("tokencache_store_find_access_token")
 public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                                _ account: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
@@ -197,6 +208,7 @@ public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ client
     }
 }
 
+/// Stores a token endpoint response.
 @_cdecl("tokencache_store_save_response")
 public func tokencache_store_save_response(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                            _ authority: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
@@ -218,46 +230,55 @@ public func tokencache_store_save_response(_ store: OpaquePointer?, _ clientID: 
     }
 }
 
+/// A token's expiry in Unix seconds.
 @_cdecl("tokencache_token_info_expires_on")
 public func tokencache_token_info_expires_on(_ info: OpaquePointer?) -> Int64 {
     Handle.get(info, as: TokenInfoHandle.self)?.expiresOn ?? 0
 }
 
+/// A token's authentication scheme.
 @_cdecl("tokencache_token_info_scheme")
 public func tokencache_token_info_scheme(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
     Handle.get(info, as: TokenInfoHandle.self)?.scheme
 }
 
+/// A token's scopes, space-separated.
 @_cdecl("tokencache_token_info_scopes")
 public func tokencache_token_info_scopes(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
     Handle.get(info, as: TokenInfoHandle.self)?.scopes
 }
 
+/// The tenant that issued a token.
 @_cdecl("tokencache_token_info_tenant_id")
 public func tokencache_token_info_tenant_id(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
     Handle.get(info, as: TokenInfoHandle.self)?.tenantID
 }
 
+/// The home account ID of a token's account.
 @_cdecl("tokencache_token_info_home_account_id")
 public func tokencache_token_info_home_account_id(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
     Handle.get(info, as: TokenInfoHandle.self)?.homeAccountID
 }
 
+/// The username of a token's account.
 @_cdecl("tokencache_token_info_username")
 public func tokencache_token_info_username(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
     Handle.get(info, as: TokenInfoHandle.self)?.username
 }
 
+/// Whether a token came from the cache (1) or the token endpoint (0).
 @_cdecl("tokencache_token_info_is_from_cache")
 public func tokencache_token_info_is_from_cache(_ info: OpaquePointer?) -> Int32 {
     Handle.get(info, as: TokenInfoHandle.self)?.isFromCache == true ? 1 : 0
 }
 
+/// Releases token info.
 @_cdecl("tokencache_token_info_free")
 public func tokencache_token_info_free(_ info: OpaquePointer?) {
     Handle.release(info)
 }
 
+/// Signs one app out of an account.
 @_cdecl("tokencache_store_sign_out")
 public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                       _ account: UnsafePointer<CChar>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
@@ -268,6 +289,7 @@ public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: Unsaf
     }
 }
 
+/// Removes an account for every app of the group.
 @_cdecl("tokencache_store_remove_account")
 public func tokencache_store_remove_account(_ store: OpaquePointer?, _ account: UnsafePointer<CChar>?,
                                             _ removed: UnsafeMutablePointer<Int>?, _ error: UnsafeMutableRawPointer?) -> Int32 {

@@ -71,6 +71,7 @@ final class WatchHandle: @unchecked Sendable {
     }
 }
 
+/// Starts calling back with an app's accounts as they change.
 @_cdecl("tokencache_store_watch_accounts")
 public func tokencache_store_watch_accounts(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                             _ intervalMilliseconds: UInt32, _ callback: AccountsChangedCallback?,
@@ -91,6 +92,7 @@ public func tokencache_store_watch_accounts(_ store: OpaquePointer?, _ clientID:
     }
 }
 
+/// Stops a watch and waits until its callback no longer runs.
 @_cdecl("tokencache_watch_stop")
 public func tokencache_watch_stop(_ watch: OpaquePointer?) {
     guard let running = Handle.get(watch, as: WatchHandle.self) else { return }
