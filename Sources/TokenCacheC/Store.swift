@@ -41,7 +41,8 @@ final class AccountsHandle {
     }
 
     func field(_ index: Int, _ column: Int) -> UnsafePointer<CChar>? {
-        index < fields.count ? fields[index][column] : nil
+        // A size_t past Int.max arrives negative: refused like any index out of range.
+        fields.indices.contains(index) ? fields[index][column] : nil
     }
 }
 

@@ -165,6 +165,7 @@ static void test_round_trip(tokencache_store *store) {
     CHECK(strcmp(tokencache_accounts_tenant_id(accounts, 0), "11111111-1111-1111-1111-111111111111") == 0, "tenant");
     CHECK(strcmp(tokencache_accounts_local_account_id(accounts, 0), "c0ffee00-0000-0000-0000-000000000001") == 0, "local id");
     CHECK(tokencache_accounts_username(accounts, 1) == NULL, "index past the end");
+    CHECK(tokencache_accounts_username(accounts, (size_t)-1) == NULL, "index past INT64_MAX");
     tokencache_accounts_free(accounts);
 
     /* Client B (same family) sees the account through the family refresh token. */
