@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "TokenCache", targets: ["TokenCache"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
+        // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
+        .library(name: "TokenCacheC", type: .dynamic, targets: ["TokenCacheC"]),
         .plugin(name: "TokenCacheConfigPlugin", targets: ["TokenCacheConfigPlugin"]),
         .plugin(name: "TokenCacheCommandPlugin", targets: ["TokenCacheCommandPlugin"]),
     ],
@@ -82,6 +84,14 @@ let package = Package(
         .executableTarget(
             name: "tokencache",
             dependencies: ["TokenCache", "TokenCacheCLI", "CLinux"]
+        ),
+
+        // The C interface (#30): tokencache.h and its plain-C parts, and the Swift functions behind it.
+        .target(name: "CTokenCache"),
+        .target(
+            name: "TokenCacheC",
+            dependencies: ["TokenCache", "CTokenCache", .product(name: "Logging", package: "swift-log")],
+            exclude: ["tokencache.map", "tokencache.symbols", "tokencache.pc.in"]
         ),
 
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.

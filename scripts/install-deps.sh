@@ -4,13 +4,14 @@
 # they are loaded with dlopen; libcurl4 depends on libssl3, which holds libcrypto), gnome-keyring and
 # D-Bus for the isolated test keyring, KeePassXC and kwalletd5 (with QCA's OpenSSL plugin, which its
 # Secret Service sessions need) for the other Secret Service providers (scripts/with-test-keepassxc.sh,
-# scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, and a Python venv with
-# MSAL Python for the interop tests.
+# scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, a C compiler with
+# AddressSanitizer (gcc) for the C interface's tests, and a Python venv with MSAL Python for the
+# interop tests.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools
+APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc
               python3 python3-venv python3-gi gir1.2-secret-1
               keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
 missing=()

@@ -1,0 +1,296 @@
+/*
+ * tokencache.h: the C interface of swift-tokencache, a shared MSAL token cache for Linux
+ * (Secret Service keyring, or an encrypted file where there is none).
+ *
+ * Link with `pkg-config --cflags --libs tokencache` (libtokencache.so.0).
+ *
+ * Conventions, for every function below:
+ *
+ *  - Status codes. Functions that can fail return an int: TOKENCACHE_OK (0) on success, else one
+ *    of the TOKENCACHE_E_* codes, and fill *error when `error` is not NULL. Nothing else reports
+ *    failure: no Swift error, C++ exception or signal crosses this interface. Out parameters are
+ *    set to NULL (or 0) on failure.
+ *  - Strings are NUL-terminated UTF-8, in and out. An argument that is not valid UTF-8 is
+ *    refused with TOKENCACHE_E_INVALID_ARGUMENT; so is a NULL pointer where one is required.
+ *  - Ownership. `const char *` results of accessors are borrowed: valid until the object they
+ *    came from is freed, never freed by the caller. Every object or buffer the library hands
+ *    over is freed with the function named next to it:
+ *        tokencache_store *          tokencache_store_close
+ *        tokencache_accounts *       tokencache_accounts_free
+ *        tokencache_token_info *     tokencache_token_info_free
+ *        tokencache_watch *          tokencache_watch_stop
+ *        char * secret (tokens)      tokencache_secret_free  (wipes, then frees)
+ *        char * text (reports)       tokencache_string_free
+ *    Every free function accepts NULL. Inputs remain the caller's: the library copies what it
+ *    keeps and never frees or keeps a pointer it was given.
+ *  - Blocking. Functions block until done (D-Bus calls to the keyring, file I/O, and for
+ *    tokencache_acquire_token_silent HTTP requests of up to about 30 s). Call them from a worker
+ *    thread in a GUI app. Do not call them from inside Swift async code (they wait on a
+ *    semaphore while the library's own tasks run).
+ *  - Threads. A tokencache_store may be used from several threads at once (the cache is
+ *    locked inside; other processes are kept consistent through the backend). Objects returned
+ *    from it (accounts, token info) are immutable: read them from any thread, free them once.
+ *    Exceptions are stated per function.
+ *  - Secrets. Access tokens are returned in malloc'd buffers that the caller frees with
+ *    tokencache_secret_free, which overwrites them with zeros first. Token responses passed in
+ *    remain the caller's to wipe. No secret is ever put in an error message. The library writes
+ *    nothing to standard output or standard error and does not log.
+ *  - Versioning. The soname is libtokencache.so.0 and every symbol carries the version
+ *    TOKENCACHE_0.1. Functions are only ever added (under a new symbol version node); an
+ *    incompatible change would raise the soname. Error codes and enum values never change
+ *    meaning; new ones may be added, so treat unknown codes as failures.
+ */
+#ifndef TOKENCACHE_H
+#define TOKENCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this header; compare with tokencache_version() at run time. */
+#define TOKENCACHE_VERSION_MAJOR 0
+#define TOKENCACHE_VERSION_MINOR 1
+#define TOKENCACHE_VERSION_PATCH 0
+
+/* Status codes: returned by every function that can fail, and in tokencache_error.code. */
+enum {
+    TOKENCACHE_OK = 0,
+    /* An argument was NULL, not UTF-8, or malformed (client ID, group, authority, scopes). */
+    TOKENCACHE_E_INVALID_ARGUMENT = 1,
+    /* No account or usable token matched the request. */
+    TOKENCACHE_E_NOT_FOUND = 2,
+    /* A token endpoint response was malformed; nothing was saved. */
+    TOKENCACHE_E_INVALID_TOKEN_RESPONSE = 3,
+    /* Cache data could not be read; nothing was changed. */
+    TOKENCACHE_E_INVALID_CACHE_DATA = 4,
+
+    /* Secret Service (keyring) */
+    TOKENCACHE_E_NO_SESSION_BUS = 10,
+    TOKENCACHE_E_NO_SECRET_SERVICE = 11,
+    TOKENCACHE_E_LIBSECRET_MISSING = 12,
+    TOKENCACHE_E_LIBGCRYPT_MISSING = 13,
+    TOKENCACHE_E_COLLECTION_MISSING = 14,
+    /* The keyring is locked and was not unlocked; nothing was read as empty. */
+    TOKENCACHE_E_KEYRING_LOCKED = 15,
+    TOKENCACHE_E_PROMPT_DISMISSED = 16,
+    TOKENCACHE_E_TIMED_OUT = 17,
+    TOKENCACHE_E_SECRET_SERVICE_FAILURE = 18,
+
+    /* Encrypted file */
+    TOKENCACHE_E_FILE_AUTHENTICATION_FAILED = 20,
+    TOKENCACHE_E_FILE_ROLLED_BACK = 21,
+    TOKENCACHE_E_FILE_MISMATCH = 22,
+    TOKENCACHE_E_UNSAFE_FILE = 23,
+    TOKENCACHE_E_FILE_SYSTEM = 24,
+    TOKENCACHE_E_CRYPTO = 25,
+    TOKENCACHE_E_LIBCRYPTO_MISSING = 26,
+
+    /* Sign-in */
+    TOKENCACHE_E_MIGRATION_NOT_VERIFIED = 30,
+    /* Silent sign-in is impossible (no refresh token, invalid_grant, consent, claims
+       challenge): sign the user in interactively. */
+    TOKENCACHE_E_INTERACTION_REQUIRED = 31,
+    TOKENCACHE_E_USER_MISMATCH = 32,
+    /* The token endpoint could not be reached; retry later. */
+    TOKENCACHE_E_NETWORK = 33,
+    TOKENCACHE_E_LIBCURL_MISSING = 34,
+    TOKENCACHE_E_SERVER_ERROR = 35,
+
+    /* The requested backend cannot be used here. */
+    TOKENCACHE_E_BACKEND_UNAVAILABLE = 40,
+
+    /* A failure this version of the header has no code for. */
+    TOKENCACHE_E_INTERNAL = 99
+};
+
+/* Which storage a store uses. */
+typedef enum tokencache_backend {
+    /* The Secret Service when a session bus and a provider answer, else the encrypted file.
+       A locked keyring is reported (TOKENCACHE_E_KEYRING_LOCKED), not a reason to fall back. */
+    TOKENCACHE_BACKEND_AUTO = 0,
+    /* The Secret Service only. */
+    TOKENCACHE_BACKEND_SECRET_SERVICE = 1,
+    /* The encrypted file only ($XDG_DATA_HOME/tokencache). */
+    TOKENCACHE_BACKEND_FILE = 2
+} tokencache_backend;
+
+/* What went wrong: filled by any failing function given a non-NULL pointer. A plain struct the
+   caller allocates (on the stack is fine); the library never allocates for it. `message` says
+   what happened, `hint` what to do (empty when there is nothing to do); both are UTF-8,
+   NUL-terminated, cut at a character boundary if longer, and never contain secrets. On success
+   the struct is left untouched. */
+typedef struct tokencache_error {
+    int code;
+    char message[512];
+    char hint[512];
+} tokencache_error;
+
+/* Opaque handles. */
+typedef struct tokencache_store tokencache_store;
+typedef struct tokencache_accounts tokencache_accounts;
+typedef struct tokencache_token_info tokencache_token_info;
+typedef struct tokencache_watch tokencache_watch;
+
+/* Flags for tokencache_acquire_token_silent. */
+#define TOKENCACHE_FORCE_REFRESH 0x1u
+
+/* ---- Library ---- */
+
+/* The library's version, "MAJOR.MINOR.PATCH". Static storage: do not free. Thread-safe. */
+const char *tokencache_version(void);
+
+/* The name of a status code ("TOKENCACHE_E_NOT_FOUND"), or "TOKENCACHE_E_UNKNOWN".
+   Static storage: do not free. Thread-safe. */
+const char *tokencache_status_name(int code);
+
+/* ---- Stores ---- */
+
+/* Opens the cache of a sharing group on the backend the policy selects.
+   group: reverse-DNS group name, NULL for "com.microsoft.identity.universalstorage" (the group
+   MSAL shares accounts in). Apps opening the same group share accounts and sign-in.
+   On success *store is a handle to close with tokencache_store_close.
+   Errors: INVALID_ARGUMENT (bad group or backend value), BACKEND_UNAVAILABLE, NO_SESSION_BUS,
+   NO_SECRET_SERVICE, KEYRING_LOCKED, ... Thread-safe. */
+int tokencache_store_open(const char *group, tokencache_backend backend,
+                          tokencache_store **store, tokencache_error *error);
+
+/* Closes a store. No other thread may be using it, and its watches must be stopped first.
+   Objects obtained from the store remain valid. Accepts NULL. */
+void tokencache_store_close(tokencache_store *store);
+
+/* ---- Accounts ---- */
+
+/* The accounts an app can use silently (client_id non-NULL: those with a refresh token of the
+   app or its family that the app has not signed out of), or every account of the group
+   (client_id NULL). *accounts, possibly empty, is freed with tokencache_accounts_free. */
+int tokencache_store_accounts(tokencache_store *store, const char *client_id,
+                              tokencache_accounts **accounts, tokencache_error *error);
+
+/* The number of accounts in a list; 0 for NULL. */
+size_t tokencache_accounts_count(const tokencache_accounts *accounts);
+/* Fields of account `index` (borrowed; NULL when index is out of range or accounts is NULL):
+   home account ID ("<uid>.<utid>"), authority host ("login.microsoftonline.com"), username
+   (may be ""), local account ID (object ID), home tenant ID (may be ""). */
+const char *tokencache_accounts_home_account_id(const tokencache_accounts *accounts, size_t index);
+const char *tokencache_accounts_environment(const tokencache_accounts *accounts, size_t index);
+const char *tokencache_accounts_username(const tokencache_accounts *accounts, size_t index);
+const char *tokencache_accounts_local_account_id(const tokencache_accounts *accounts, size_t index);
+const char *tokencache_accounts_tenant_id(const tokencache_accounts *accounts, size_t index);
+/* Frees a list and its strings. Accepts NULL. */
+void tokencache_accounts_free(tokencache_accounts *accounts);
+
+/* ---- Tokens ---- */
+
+/* Looks up a cached access token, without any network request.
+   account: username or home account ID. scopes: space-separated ("User.Read Mail.Read").
+   authority: an authority URL to pick the tenant, or NULL for the account's home tenant.
+   On success *access_token is the token (free with tokencache_secret_free) and, when info is
+   not NULL, *info describes it (free with tokencache_token_info_free).
+   Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes. */
+int tokencache_store_find_access_token(tokencache_store *store, const char *client_id,
+                                       const char *account, const char *scopes,
+                                       const char *authority, char **access_token,
+                                       tokencache_token_info **info, tokencache_error *error);
+
+/* Returns a token without user interaction: a cached access token when usable, otherwise one
+   obtained by redeeming a refresh token of the app or its family at `authority` (required,
+   e.g. "https://login.microsoftonline.com/common"), which is saved to the cache. Refreshes of
+   one account are serialised across processes. A refresh token is only sent to the host that
+   issued it. flags: 0 or TOKENCACHE_FORCE_REFRESH. Blocks for up to about 30 s per request.
+   Errors: INTERACTION_REQUIRED (sign in interactively), NETWORK or SERVER_ERROR (retry later),
+   NOT_FOUND (unknown account). Outputs as for tokencache_store_find_access_token. */
+int tokencache_acquire_token_silent(tokencache_store *store, const char *client_id,
+                                    const char *authority, const char *account,
+                                    const char *scopes, unsigned flags, char **access_token,
+                                    tokencache_token_info **info, tokencache_error *error);
+
+/* Parses and stores a token endpoint response (the JSON body of a successful response to an
+   authorization-code, device-code or refresh-token request): access, refresh and ID tokens,
+   account and app metadata, as MSAL does, so every app of the group can use the sign-in.
+   response_json: `length` bytes of UTF-8 JSON (a secret: the library does not keep it; wipe
+   it yourself). scopes: space-separated, used when the response lists none.
+   *info (optional, may be NULL) describes the saved access token.
+   Errors: INVALID_TOKEN_RESPONSE (nothing saved), INVALID_ARGUMENT. */
+int tokencache_store_save_response(tokencache_store *store, const char *client_id,
+                                   const char *authority, const char *scopes,
+                                   const char *response_json, size_t length,
+                                   tokencache_token_info **info, tokencache_error *error);
+
+/* Wipes a secret returned by this library (every byte up to its terminating NUL set to zero,
+   in a way the compiler cannot optimise away), then frees it. Accepts NULL. Thread-safe. */
+void tokencache_secret_free(char *secret);
+
+/* Token info: what a caller needs besides the token itself. Borrowed strings. */
+/* Expiry, in seconds since the Unix epoch. */
+int64_t tokencache_token_info_expires_on(const tokencache_token_info *info);
+/* The authentication scheme ("Bearer"). */
+const char *tokencache_token_info_scheme(const tokencache_token_info *info);
+/* The scopes the token grants, space-separated. */
+const char *tokencache_token_info_scopes(const tokencache_token_info *info);
+/* The tenant that issued the token; "" when unknown. */
+const char *tokencache_token_info_tenant_id(const tokencache_token_info *info);
+/* The account's home account ID and username; "" when the cache has no account record. */
+const char *tokencache_token_info_home_account_id(const tokencache_token_info *info);
+const char *tokencache_token_info_username(const tokencache_token_info *info);
+/* 1 when the token came from the cache, 0 when from the token endpoint just now. */
+int tokencache_token_info_is_from_cache(const tokencache_token_info *info);
+/* Frees token info. Accepts NULL. */
+void tokencache_token_info_free(tokencache_token_info *info);
+
+/* ---- Signing out ---- */
+
+/* Signs one app out of an account, as MSAL's remove(account): the app's own tokens go and it no
+   longer lists the account; other apps of the group keep it and their single sign-on.
+   Errors: NOT_FOUND (unknown account). */
+int tokencache_store_sign_out(tokencache_store *store, const char *client_id,
+                              const char *account, tokencache_error *error);
+
+/* Removes an account and every token of it, for every app of the group. *removed (optional)
+   is the number of cache entries removed. Errors: NOT_FOUND (unknown account). */
+int tokencache_store_remove_account(tokencache_store *store, const char *account,
+                                    size_t *removed, tokencache_error *error);
+
+/* ---- Watching ---- */
+
+/* Called with the accounts an app can use, first as they are and then each time they change
+   (another app or process signed in or out). `accounts` is borrowed for the call only; on a read
+   failure (locked keyring) accounts is NULL and `error` says why (the watch goes on). Runs on a
+   thread of the library's, one call at a time; it may call this library, but not stop its own
+   watch. */
+typedef void (*tokencache_accounts_changed_callback)(const tokencache_accounts *accounts,
+                                                     const tokencache_error *error,
+                                                     void *user_data);
+
+/* Starts watching the accounts an app (client_id) can use, checking the group's revision every
+   interval_ms milliseconds (0: 1000). *watch is stopped and freed with tokencache_watch_stop. */
+int tokencache_store_watch_accounts(tokencache_store *store, const char *client_id,
+                                    unsigned interval_ms,
+                                    tokencache_accounts_changed_callback callback,
+                                    void *user_data, tokencache_watch **watch,
+                                    tokencache_error *error);
+
+/* Stops a watch: returns once the callback is not running and will not run again. Not from
+   inside the watch's own callback. Accepts NULL. */
+void tokencache_watch_stop(tokencache_watch *watch);
+
+/* ---- Diagnosis ---- */
+
+/* What `tokencache doctor` reports, as text: the backend the policy selects for the group and
+   why, and every check (session bus, Secret Service provider, libsecret, the encrypted file,
+   OpenSSL, libcurl). Changes nothing. *report is freed with tokencache_string_free. Returns OK
+   even when the backend cannot work (the report says so and gives the fix); *usable (optional)
+   is 1 when it can. */
+int tokencache_diagnose(const char *group, tokencache_backend backend, char **report,
+                        int *usable, tokencache_error *error);
+
+/* Frees a non-secret string returned by this library. Accepts NULL. */
+void tokencache_string_free(char *text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TOKENCACHE_H */

@@ -1,0 +1,62 @@
+// The parts of the C interface that are plain C: the version, status names, and freeing with
+// a wipe the compiler cannot drop (explicit_bzero), which Swift cannot promise.
+#define _DEFAULT_SOURCE
+#include "tokencache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TOKENCACHE_STRINGIFY2(x) #x
+#define TOKENCACHE_STRINGIFY(x) TOKENCACHE_STRINGIFY2(x)
+
+const char *tokencache_version(void) {
+    return TOKENCACHE_STRINGIFY(TOKENCACHE_VERSION_MAJOR) "." TOKENCACHE_STRINGIFY(TOKENCACHE_VERSION_MINOR)
+        "." TOKENCACHE_STRINGIFY(TOKENCACHE_VERSION_PATCH);
+}
+
+const char *tokencache_status_name(int code) {
+    switch (code) {
+#define NAME(c) case c: return #c;
+    NAME(TOKENCACHE_OK)
+    NAME(TOKENCACHE_E_INVALID_ARGUMENT)
+    NAME(TOKENCACHE_E_NOT_FOUND)
+    NAME(TOKENCACHE_E_INVALID_TOKEN_RESPONSE)
+    NAME(TOKENCACHE_E_INVALID_CACHE_DATA)
+    NAME(TOKENCACHE_E_NO_SESSION_BUS)
+    NAME(TOKENCACHE_E_NO_SECRET_SERVICE)
+    NAME(TOKENCACHE_E_LIBSECRET_MISSING)
+    NAME(TOKENCACHE_E_LIBGCRYPT_MISSING)
+    NAME(TOKENCACHE_E_COLLECTION_MISSING)
+    NAME(TOKENCACHE_E_KEYRING_LOCKED)
+    NAME(TOKENCACHE_E_PROMPT_DISMISSED)
+    NAME(TOKENCACHE_E_TIMED_OUT)
+    NAME(TOKENCACHE_E_SECRET_SERVICE_FAILURE)
+    NAME(TOKENCACHE_E_FILE_AUTHENTICATION_FAILED)
+    NAME(TOKENCACHE_E_FILE_ROLLED_BACK)
+    NAME(TOKENCACHE_E_FILE_MISMATCH)
+    NAME(TOKENCACHE_E_UNSAFE_FILE)
+    NAME(TOKENCACHE_E_FILE_SYSTEM)
+    NAME(TOKENCACHE_E_CRYPTO)
+    NAME(TOKENCACHE_E_LIBCRYPTO_MISSING)
+    NAME(TOKENCACHE_E_MIGRATION_NOT_VERIFIED)
+    NAME(TOKENCACHE_E_INTERACTION_REQUIRED)
+    NAME(TOKENCACHE_E_USER_MISMATCH)
+    NAME(TOKENCACHE_E_NETWORK)
+    NAME(TOKENCACHE_E_LIBCURL_MISSING)
+    NAME(TOKENCACHE_E_SERVER_ERROR)
+    NAME(TOKENCACHE_E_BACKEND_UNAVAILABLE)
+    NAME(TOKENCACHE_E_INTERNAL)
+#undef NAME
+    default: return "TOKENCACHE_E_UNKNOWN";
+    }
+}
+
+void tokencache_secret_free(char *secret) {
+    if (secret == NULL) return;
+    explicit_bzero(secret, strlen(secret));
+    free(secret);
+}
+
+void tokencache_string_free(char *text) {
+    free(text);
+}

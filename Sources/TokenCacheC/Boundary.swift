@@ -1,0 +1,149 @@
+// The C boundary: every exported function converts its C arguments here, runs Swift code that
+// throws typed errors, and turns the outcome into a status code and a filled tokencache_error.
+// Nothing Swift (errors, objects, traps on bad input) crosses to the caller.
+internal import CTokenCache
+import FoundationEssentials
+import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Status codes of tokencache.h for the library's error codes: the header's numbers are the ABI.
+private let statusCodes: [TokenCacheError.Code: Int32] = [
+    .invalidArgument: status(TOKENCACHE_E_INVALID_ARGUMENT),
+    .notFound: status(TOKENCACHE_E_NOT_FOUND),
+    .invalidTokenResponse: status(TOKENCACHE_E_INVALID_TOKEN_RESPONSE),
+    .invalidCacheData: status(TOKENCACHE_E_INVALID_CACHE_DATA),
+    .noSessionBus: status(TOKENCACHE_E_NO_SESSION_BUS),
+    .noSecretService: status(TOKENCACHE_E_NO_SECRET_SERVICE),
+    .libsecretMissing: status(TOKENCACHE_E_LIBSECRET_MISSING),
+    .libgcryptMissing: status(TOKENCACHE_E_LIBGCRYPT_MISSING),
+    .collectionMissing: status(TOKENCACHE_E_COLLECTION_MISSING),
+    .keyringLocked: status(TOKENCACHE_E_KEYRING_LOCKED),
+    .promptDismissed: status(TOKENCACHE_E_PROMPT_DISMISSED),
+    .timedOut: status(TOKENCACHE_E_TIMED_OUT),
+    .secretServiceFailure: status(TOKENCACHE_E_SECRET_SERVICE_FAILURE),
+    .fileAuthenticationFailed: status(TOKENCACHE_E_FILE_AUTHENTICATION_FAILED),
+    .fileRolledBack: status(TOKENCACHE_E_FILE_ROLLED_BACK),
+    .fileMismatch: status(TOKENCACHE_E_FILE_MISMATCH),
+    .unsafeFile: status(TOKENCACHE_E_UNSAFE_FILE),
+    .fileSystem: status(TOKENCACHE_E_FILE_SYSTEM),
+    .crypto: status(TOKENCACHE_E_CRYPTO),
+    .libcryptoMissing: status(TOKENCACHE_E_LIBCRYPTO_MISSING),
+    .migrationNotVerified: status(TOKENCACHE_E_MIGRATION_NOT_VERIFIED),
+    .interactionRequired: status(TOKENCACHE_E_INTERACTION_REQUIRED),
+    .userMismatch: status(TOKENCACHE_E_USER_MISMATCH),
+    .network: status(TOKENCACHE_E_NETWORK),
+    .libcurlMissing: status(TOKENCACHE_E_LIBCURL_MISSING),
+    .serverError: status(TOKENCACHE_E_SERVER_ERROR),
+    .backendUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
+]
+
+private func status(_ constant: some BinaryInteger) -> Int32 { Int32(constant) }
+
+/// The status code of an error; codes the header does not know yet are `TOKENCACHE_E_INTERNAL`.
+func statusCode(of error: TokenCacheError) -> Int32 {
+    statusCodes[error.code] ?? status(TOKENCACHE_E_INTERNAL)
+}
+
+/// Writes an error into the caller's `tokencache_error` (any of its pointers may be NULL).
+func fill(_ error: UnsafeMutableRawPointer?, with failure: TokenCacheError) {
+    guard let error else { return }
+    let target = error.assumingMemoryBound(to: tokencache_error.self)
+    target.pointee.code = statusCode(of: failure)
+    withUnsafeMutableBytes(of: &target.pointee.message) { copyTruncating(failure.message, into: $0) }
+    withUnsafeMutableBytes(of: &target.pointee.hint) { copyTruncating(failure.hint ?? "", into: $0) }
+}
+
+/// Copies UTF-8 into a fixed buffer with a NUL, cut before a character that does not fit.
+private func copyTruncating(_ text: String, into buffer: UnsafeMutableRawBufferPointer) {
+    var bytes = Array(text.utf8.prefix(buffer.count - 1))
+    if bytes.count < text.utf8.count {
+        // Drop continuation bytes, then the lead byte of the character they belong to.
+        while let last = bytes.last, last & 0xC0 == 0x80 { bytes.removeLast() }
+        if let last = bytes.last, last & 0x80 != 0 { bytes.removeLast() }
+    }
+    buffer.copyBytes(from: bytes)
+    buffer[bytes.count] = 0
+}
+
+/// Runs one exported function's body: OK, or the error's status with `error` filled.
+func boundary(_ error: UnsafeMutableRawPointer?, _ body: () throws(TokenCacheError) -> Void) -> Int32 {
+    do throws(TokenCacheError) {
+        try body()
+        return status(TOKENCACHE_OK)
+    } catch let failure {
+        fill(error, with: failure)
+        return statusCode(of: failure)
+    }
+}
+
+/// A required string argument, refused when NULL or not UTF-8.
+func requiredString(_ pointer: UnsafePointer<CChar>?, _ name: String) throws(TokenCacheError) -> String {
+    guard let pointer else { throw .invalidArgument(name, "is NULL") }
+    guard let value = String(validatingCString: pointer) else { throw .invalidArgument(name, "is not valid UTF-8") }
+    return value
+}
+
+/// An optional string argument: nil for NULL, refused when not UTF-8.
+func optionalString(_ pointer: UnsafePointer<CChar>?, _ name: String) throws(TokenCacheError) -> String? {
+    guard let pointer else { return nil }
+    return try requiredString(pointer, name)
+}
+
+/// A required out parameter.
+func requiredOut<T>(_ pointer: UnsafeMutablePointer<T>?, _ name: String) throws(TokenCacheError) -> UnsafeMutablePointer<T> {
+    guard let pointer else { throw .invalidArgument(name, "is NULL") }
+    return pointer
+}
+
+/// Space-separated scopes.
+func scopeList(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> [String] {
+    try requiredString(pointer, "scopes").split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init)
+}
+
+/// A malloc'd NUL-terminated copy, for the caller to free with the header's function
+/// (`tokencache_secret_free` for secrets, `tokencache_string_free` otherwise).
+func mallocCopy(_ text: String) throws(TokenCacheError) -> UnsafeMutablePointer<CChar> {
+    var text = text
+    let count = text.utf8.count
+    guard let buffer = malloc(count + 1)?.assumingMemoryBound(to: CChar.self) else {
+        throw TokenCacheError(.fileSystem, "Out of memory.")
+    }
+    // Straight from the string's own storage into the C buffer: no intermediate copy of a secret.
+    text.withUTF8 { bytes in
+        if let base = bytes.baseAddress { memcpy(buffer, base, count) }
+    }
+    buffer[count] = 0
+    return buffer
+}
+
+/// C strings owned by a handle and freed with it; accessors hand out borrowed pointers.
+final class CStrings {
+    private var pointers: [UnsafeMutablePointer<CChar>] = []
+
+    /// Keeps a copy of the text and returns it, valid until the owner is freed.
+    func keep(_ text: String) -> UnsafePointer<CChar> {
+        let copy = strdup(text) ?? strdup("")!
+        pointers.append(copy)
+        return UnsafePointer(copy)
+    }
+
+    deinit { pointers.forEach { free($0) } }
+}
+
+/// Opaque handles: a retained Swift object behind a pointer the caller holds.
+enum Handle {
+    static func make(_ object: AnyObject) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passRetained(object).toOpaque())
+    }
+
+    static func get<T: AnyObject>(_ pointer: OpaquePointer?, as type: T.Type) -> T? {
+        // A handle of another kind is refused rather than misused (`as?` checks the dynamic type).
+        pointer.flatMap { Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() as? T }
+    }
+
+    static func release(_ pointer: OpaquePointer?) {
+        pointer.map { Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer($0)).release() }
+    }
+}

@@ -1,0 +1,304 @@
+// tokencache_store_* : opening a group's cache, accounts, tokens, saving and signing out.
+internal import CTokenCache
+import FoundationEssentials
+import Logging
+import TokenCache
+
+/// What a `tokencache_store *` points at.
+final class StoreHandle {
+    let store: AccountStore
+    init(store: AccountStore) { self.store = store }
+
+    /// The handle behind a C pointer, refused when NULL or of another kind.
+    static func from(_ pointer: OpaquePointer?) throws(TokenCacheError) -> StoreHandle {
+        guard let handle = Handle.get(pointer, as: StoreHandle.self) else { throw .invalidArgument("store", "is NULL or not a store") }
+        return handle
+    }
+
+    /// An account by username or home account ID.
+    func account(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> CachedAccount {
+        let name = try requiredString(pointer, "account")
+        guard let account = try store.account(name, clientID: nil) else {
+            throw TokenCacheError(.notFound, "No account '\(name)' in group \(store.group).",
+                                  hint: "List the group's accounts with tokencache_store_accounts")
+        }
+        return account
+    }
+}
+
+/// A list of accounts, with its strings, for `tokencache_accounts *`.
+final class AccountsHandle {
+    /// Per account: home account ID, environment, username, local account ID, home tenant.
+    let fields: [[UnsafePointer<CChar>]]
+    private let strings = CStrings()
+
+    init(_ accounts: [CachedAccount]) {
+        let strings = self.strings
+        fields = accounts.map { account in
+            [account.homeAccountID, account.environment, account.username, account.localAccountID,
+             account.homeTenantID ?? ""].map { strings.keep($0) }
+        }
+    }
+
+    func field(_ index: Int, _ column: Int) -> UnsafePointer<CChar>? {
+        // A size_t past Int.max arrives negative: refused like any index out of range.
+        fields.indices.contains(index) ? fields[index][column] : nil
+    }
+}
+
+/// What a `tokencache_token_info *` points at: a token's description, without the token.
+final class TokenInfoHandle {
+    let expiresOn: Int64
+    let isFromCache: Bool
+    let scheme, scopes, tenantID, homeAccountID, username: UnsafePointer<CChar>
+    private let strings = CStrings()
+
+    init(_ result: TokenResult) {
+        expiresOn = Int64(result.expiresOn.timeIntervalSince1970.rounded(.down))
+        isFromCache = result.isFromCache
+        scheme = strings.keep(result.authenticationScheme)
+        scopes = strings.keep(result.scopes.joined(separator: " "))
+        tenantID = strings.keep(result.tenantID ?? "")
+        homeAccountID = strings.keep(result.account?.homeAccountID ?? "")
+        username = strings.keep(result.account?.username ?? "")
+    }
+}
+
+/// A client (application) ID argument: required, one word.
+func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> String {
+    let clientID = try requiredString(pointer, "client_id")
+    try AccountStore.validate(clientID: clientID)
+    return clientID
+}
+
+/// The library's logger behind the C interface: a C app has no swift-log to configure, and a
+/// library must not write to its standard output or error (the fallback notice is in the diagnosis).
+let silent = Logger(label: "tokencache", factory: { _ in SwiftLogNoOpLogHandler() })
+
+func backendPolicy(_ value: Int32) throws(TokenCacheError) -> BackendPolicy {
+    switch value {
+    case Int32(TOKENCACHE_BACKEND_AUTO.rawValue): .automatic
+    case Int32(TOKENCACHE_BACKEND_SECRET_SERVICE.rawValue): .secretService
+    case Int32(TOKENCACHE_BACKEND_FILE.rawValue): .file
+    default: throw .invalidArgument("backend", "\(value) is not a tokencache_backend value")
+    }
+}
+
+func cacheGroup(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> CacheGroup {
+    try optionalString(pointer, "group").map { name throws(TokenCacheError) in try CacheGroup(name) } ?? .universalStorage
+}
+
+/// Runs a call that yields a token: out parameters cleared first, then the secret handed over in
+/// a wiped-on-free buffer and the rest as token info.
+func tokenBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ info: UnsafeMutablePointer<OpaquePointer?>?,
+                   _ error: UnsafeMutableRawPointer?, _ body: () throws(TokenCacheError) -> TokenResult) -> Int32 {
+    accessToken?.pointee = nil
+    info?.pointee = nil
+    return boundary(error) { () throws(TokenCacheError) in
+        let out = try requiredOut(accessToken, "access_token")
+        let result = try body()
+        out.pointee = try mallocCopy(result.accessToken)
+        info?.pointee = Handle.make(TokenInfoHandle(result))
+    }
+}
+
+/// Opens a group's cache on the backend a policy selects (tokencache.h documents every C function).
+@_cdecl("tokencache_store_open")
+public func tokencache_store_open(_ group: UnsafePointer<CChar>?, _ backend: Int32,
+                                  _ store: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
+    store?.pointee = nil
+    return boundary(error) { () throws(TokenCacheError) in
+        let out = try requiredOut(store, "store")
+        let group = try cacheGroup(group)
+        let selection = try BackendSelection.open(policy: try backendPolicy(backend), logger: silent)
+        var options = AccountStore.Options()
+        options.logger = silent
+        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group, options: options)))
+    }
+}
+
+/// Releases a store handle.
+@_cdecl("tokencache_store_close")
+public func tokencache_store_close(_ store: OpaquePointer?) {
+    Handle.release(store)
+}
+
+/// The accounts of an app (or of the group) as a list handle.
+@_cdecl("tokencache_store_accounts")
+public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                      _ accounts: UnsafeMutablePointer<OpaquePointer?>?,
+                                      _ error: UnsafeMutableRawPointer?) -> Int32 {
+    accounts?.pointee = nil
+    return boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        let out = try requiredOut(accounts, "accounts")
+        let list = if clientID != nil {
+            try handle.store.accounts(clientID: try clientIDString(clientID))
+        } else {
+            try handle.store.allAccounts()
+        }
+        out.pointee = Handle.make(AccountsHandle(list))
+    }
+}
+
+/// How many accounts a list holds.
+@_cdecl("tokencache_accounts_count")
+public func tokencache_accounts_count(_ accounts: OpaquePointer?) -> Int {
+    Handle.get(accounts, as: AccountsHandle.self)?.fields.count ?? 0
+}
+
+private func accountField(_ accounts: OpaquePointer?, _ index: Int, _ column: Int) -> UnsafePointer<CChar>? {
+    Handle.get(accounts, as: AccountsHandle.self)?.field(index, column)
+}
+
+/// An account's home account ID, borrowed from the list.
+@_cdecl("tokencache_accounts_home_account_id")
+public func tokencache_accounts_home_account_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
+    accountField(accounts, index, 0)
+}
+
+/// An account's authority host, borrowed from the list.
+@_cdecl("tokencache_accounts_environment")
+public func tokencache_accounts_environment(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
+    accountField(accounts, index, 1)
+}
+
+/// An account's username, borrowed from the list.
+@_cdecl("tokencache_accounts_username")
+public func tokencache_accounts_username(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
+    accountField(accounts, index, 2)
+}
+
+/// An account's local (object) ID, borrowed from the list.
+@_cdecl("tokencache_accounts_local_account_id")
+public func tokencache_accounts_local_account_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
+    accountField(accounts, index, 3)
+}
+
+/// An account's home tenant, borrowed from the list.
+@_cdecl("tokencache_accounts_tenant_id")
+public func tokencache_accounts_tenant_id(_ accounts: OpaquePointer?, _ index: Int) -> UnsafePointer<CChar>? {
+    accountField(accounts, index, 4)
+}
+
+/// Releases an account list.
+@_cdecl("tokencache_accounts_free")
+public func tokencache_accounts_free(_ accounts: OpaquePointer?) {
+    Handle.release(accounts)
+}
+
+/// A cached access token, without any request.
+@_cdecl("tokencache_store_find_access_token")
+public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                               _ account: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
+                                               _ authority: UnsafePointer<CChar>?,
+                                               _ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+                                               _ info: UnsafeMutablePointer<OpaquePointer?>?,
+                                               _ error: UnsafeMutableRawPointer?) -> Int32 {
+    tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
+        let handle = try StoreHandle.from(store)
+        let clientID = try clientIDString(clientID)
+        let scopes = try scopeList(scopes)
+        let authority = try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) }
+        guard let result = try handle.store.accessToken(clientID: clientID, account: try handle.account(account),
+                                                        scopes: scopes, authority: authority) else {
+            throw TokenCacheError(.notFound, "No unexpired access token for these scopes is cached for the account and app.",
+                                  hint: "Call tokencache_acquire_token_silent to refresh it")
+        }
+        return result
+    }
+}
+
+/// Stores a token endpoint response.
+@_cdecl("tokencache_store_save_response")
+public func tokencache_store_save_response(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                           _ authority: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
+                                           _ responseJSON: UnsafePointer<CChar>?, _ length: Int,
+                                           _ info: UnsafeMutablePointer<OpaquePointer?>?,
+                                           _ error: UnsafeMutableRawPointer?) -> Int32 {
+    info?.pointee = nil
+    return boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        let clientID = try clientIDString(clientID)
+        let authority = try Authority(try requiredString(authority, "authority"))
+        let scopes = try scopeList(scopes)
+        guard let responseJSON else { throw .invalidArgument("response_json", "is NULL") }
+        guard length > 0, length <= 1 << 20 else { throw .invalidArgument("length", "must be 1 byte to 1 MiB") }
+        // No copy of the secret-bearing body: parsed in place, the caller keeps and wipes it.
+        let body = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: responseJSON), count: length, deallocator: .none)
+        let result = try handle.store.save(responseJSON: body, clientID: clientID, authority: authority, scopes: scopes)
+        info?.pointee = Handle.make(TokenInfoHandle(result))
+    }
+}
+
+/// A token's expiry in Unix seconds.
+@_cdecl("tokencache_token_info_expires_on")
+public func tokencache_token_info_expires_on(_ info: OpaquePointer?) -> Int64 {
+    Handle.get(info, as: TokenInfoHandle.self)?.expiresOn ?? 0
+}
+
+/// A token's authentication scheme.
+@_cdecl("tokencache_token_info_scheme")
+public func tokencache_token_info_scheme(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.get(info, as: TokenInfoHandle.self)?.scheme
+}
+
+/// A token's scopes, space-separated.
+@_cdecl("tokencache_token_info_scopes")
+public func tokencache_token_info_scopes(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.get(info, as: TokenInfoHandle.self)?.scopes
+}
+
+/// The tenant that issued a token.
+@_cdecl("tokencache_token_info_tenant_id")
+public func tokencache_token_info_tenant_id(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.get(info, as: TokenInfoHandle.self)?.tenantID
+}
+
+/// The home account ID of a token's account.
+@_cdecl("tokencache_token_info_home_account_id")
+public func tokencache_token_info_home_account_id(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.get(info, as: TokenInfoHandle.self)?.homeAccountID
+}
+
+/// The username of a token's account.
+@_cdecl("tokencache_token_info_username")
+public func tokencache_token_info_username(_ info: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.get(info, as: TokenInfoHandle.self)?.username
+}
+
+/// Whether a token came from the cache (1) or the token endpoint (0).
+@_cdecl("tokencache_token_info_is_from_cache")
+public func tokencache_token_info_is_from_cache(_ info: OpaquePointer?) -> Int32 {
+    Handle.get(info, as: TokenInfoHandle.self)?.isFromCache == true ? 1 : 0
+}
+
+/// Releases token info.
+@_cdecl("tokencache_token_info_free")
+public func tokencache_token_info_free(_ info: OpaquePointer?) {
+    Handle.release(info)
+}
+
+/// Signs one app out of an account.
+@_cdecl("tokencache_store_sign_out")
+public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                      _ account: UnsafePointer<CChar>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
+    boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        let clientID = try clientIDString(clientID)
+        try handle.store.signOut(try handle.account(account), clientID: clientID)
+    }
+}
+
+/// Removes an account for every app of the group.
+@_cdecl("tokencache_store_remove_account")
+public func tokencache_store_remove_account(_ store: OpaquePointer?, _ account: UnsafePointer<CChar>?,
+                                            _ removed: UnsafeMutablePointer<Int>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
+    removed?.pointee = 0
+    return boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        // Computed first: `removed?.pointee = f()` would skip f() when removed is NULL.
+        let count = try handle.store.remove(try handle.account(account))
+        removed?.pointee = count
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import SecretServiceStore
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// The C interface against the Swift library in one keyring: Tests/CTests/test_capi.c, compiled
+/// with the system C compiler against the built libTokenCacheC.so, saves and finds tokens that
+/// this process finds and saves through AccountStore. (The full C suite, under LeakSanitizer
+/// too, runs against the release libtokencache.so.0 in scripts/test-c-api.sh.)
+@Suite("C interface interop", .enabled(if: TestEnvironment.runsSecretServiceTests), .capturesLogs)
+struct CAPIInteropTests {
+    /// The client, account and scopes test_capi's `save` mode uses.
+    static let cClient = "aaaaaaaa-0000-0000-0000-00000000c0a1"
+    static let cUsername = "carol@contoso.com"
+
+    let group = "org.swift-tokencache.capi-\(UUID().uuidString.prefix(8).lowercased())"
+
+    /// test_capi built against the library SwiftPM built next to the tests.
+    static func program(in directory: URL) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let compiler = try #require(["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                    "a C compiler is needed to build Tests/CTests/test_capi.c")
+        let output = directory.appendingPathComponent("test_capi").path
+        let bin = TestEnvironment.binDirectory.path
+        let build = try runProcess(compiler, ["-std=c11", "-Wall", "-Werror", "-o", output,
+                                              root.appendingPathComponent("Tests/CTests/test_capi.c").path,
+                                              "-I", root.appendingPathComponent("Sources/CTokenCache/include").path,
+                                              "-L", bin, "-lTokenCacheC", "-Wl,-rpath,\(bin)"])
+        try #require(build.status == 0, "compiling test_capi failed: \(build.stderr)")
+        return output
+    }
+
+    @Test("a token saved through C is found by the Swift library")
+    func savedThroughCFoundFromSwift() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = try Self.program(in: directory)
+        let saved = try await offThePool { [group] in try runProcess(program, ["save", group, "fromc"]) }
+        #expect(saved.status == 0, "test_capi save: \(saved.stderr)")
+
+        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        defer { _ = try? store.backend.removeAll(in: store.group) }
+        let account = try #require(try store.account(Self.cUsername, clientID: Self.cClient))
+        let token = try store.accessToken(clientID: Self.cClient, account: account, scopes: ["User.Read"])
+        #expect(token?.accessToken == "at-capi-fromc")
+        #expect(try store.accounts(clientID: Fixtures.appTwo).map(\.username) == [Self.cUsername], "family SSO for another app")
+    }
+
+    @Test("a token saved by the Swift library is found through C")
+    func savedFromSwiftFoundThroughC() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = try Self.program(in: directory)
+        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        defer { _ = try? store.backend.removeAll(in: store.group) }
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: "swift")),
+                       clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+
+        let found = try await offThePool { [group] in
+            try runProcess(program, ["find", group, Fixtures.appOne, Fixtures.alice.username, "User.Read Mail.Read"])
+        }
+        #expect(found.status == 0, "test_capi find: \(found.stderr)")
+        #expect(found.stdout == "at-\(Fixtures.alice.uid)-\(Fixtures.alice.tenant)-swift\n")
+        let missing = try await offThePool { [group] in
+            try runProcess(program, ["find", group, Fixtures.appOne, Fixtures.alice.username, "Files.Read"])
+        }
+        #expect(missing.status == 3, "no token for other scopes: exit \(missing.status)")
+    }
+}

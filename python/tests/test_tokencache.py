@@ -1,0 +1,167 @@
+"""Tests of the Python binding against libtokencache and a real, isolated keyring: run by
+scripts/test-python.sh inside scripts/with-test-keyring.sh (TOKENCACHE_TEST_KEYRING=1)."""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import tokencache
+
+GROUP = "org.example.pytest"
+CLIENT_A = "aaaaaaaa-0000-0000-0000-00000000p0a1"
+CLIENT_B = "aaaaaaaa-0000-0000-0000-00000000p0b2"
+TENANT = "11111111-1111-1111-1111-111111111111"
+AUTHORITY = f"https://login.microsoftonline.com/{TENANT}"
+UID = "da7e0000-0000-0000-0000-000000000001"
+HOME = f"{UID}.{TENANT}"
+USERNAME = "dave@contoso.com"
+
+
+def b64(obj):
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def response(tag, refresh=True):
+    body = {"token_type": "Bearer", "expires_in": 3600, "scope": "User.Read Mail.Read",
+            "access_token": f"at-py-{tag}", "foci": "1",
+            "client_info": b64({"uid": UID, "utid": TENANT}),
+            "id_token": f"{b64({'alg': 'none'})}.{b64({'aud': 'x', 'iss': f'https://login.microsoftonline.com/{TENANT}/v2.0', 'sub': 's', 'oid': UID, 'tid': TENANT, 'preferred_username': USERNAME, 'name': 'Dave'})}.c2ln"}
+    if refresh:
+        body["refresh_token"] = f"rt-py-{tag}"
+    return json.dumps(body)
+
+
+class BindingTests(unittest.TestCase):
+    def setUp(self):
+        self.assertEqual(os.environ.get("TOKENCACHE_TEST_KEYRING"), "1", "run inside scripts/with-test-keyring.sh")
+        self.store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+        self.addCleanup(self.store.close)
+        for account in self.store.accounts():
+            self.store.remove_account(account.home_account_id)
+
+    def test_version_matches_package(self):
+        self.assertEqual(tokencache.library_version(), "0.1.0")
+
+    def test_round_trip_list_find_sign_out_remove(self):
+        saved = self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("1"))
+        self.assertEqual(saved.home_account_id, HOME)
+        self.assertEqual(saved.access_token, "")  # save hands back no secret
+        self.assertEqual([a.username for a in self.store.accounts(CLIENT_A)], [USERNAME])
+        self.assertEqual([a.home_account_id for a in self.store.accounts(CLIENT_B)], [HOME])  # family SSO
+        token = self.store.find_access_token(CLIENT_A, USERNAME, ["User.Read"])
+        self.assertEqual(token.access_token, "at-py-1")
+        self.assertEqual(token.authorization_header, "Bearer at-py-1")
+        self.assertIn("Mail.Read", token.scopes)
+        self.assertTrue(token.is_from_cache)
+        self.assertNotIn("at-py-1", repr(token))
+        self.assertIsNone(self.store.find_access_token(CLIENT_A, USERNAME, "Files.Read"))
+        silent = self.store.acquire_token_silent(CLIENT_A, AUTHORITY, HOME, "User.Read")
+        self.assertEqual(silent.access_token, "at-py-1")
+        self.store.sign_out(CLIENT_A, USERNAME)
+        self.assertEqual(self.store.accounts(CLIENT_A), [])
+        self.assertIsNone(self.store.find_access_token(CLIENT_A, USERNAME, "User.Read"))
+        self.assertEqual(len(self.store.accounts(CLIENT_B)), 1)
+        self.assertGreater(self.store.remove_account(USERNAME), 0)
+        self.assertEqual(self.store.accounts(), [])
+
+    def test_errors_carry_code_name_message_and_hint(self):
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            tokencache.Store.open("not a group")
+        self.assertEqual(caught.exception.code, tokencache.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.name, "TOKENCACHE_E_INVALID_ARGUMENT")
+        self.assertIn("group", caught.exception.message)
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.accounts("\udcff")
+        self.assertEqual(caught.exception.code, tokencache.INVALID_ARGUMENT)
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", '{"access_token":')
+        self.assertEqual(caught.exception.name, "TOKENCACHE_E_INVALID_TOKEN_RESPONSE")
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.remove_account("nobody@example.com")
+        self.assertEqual(caught.exception.code, tokencache.NOT_FOUND)
+
+    def test_silent_without_refresh_token_requires_interaction(self):
+        self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("nort", refresh=False))
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.acquire_token_silent(CLIENT_A, AUTHORITY, USERNAME, "Files.Read", force_refresh=True)
+        self.assertEqual(caught.exception.code, tokencache.INTERACTION_REQUIRED)
+        self.assertTrue(caught.exception.hint)
+        self.assertNotIn("at-py", str(caught.exception))
+
+    def test_acquire_silent_redeems_the_family_refresh_token_at_the_authority(self):
+        idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTests/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+        self.addCleanup(idp.wait)
+        self.addCleanup(idp.stdin.close)
+        port = int(idp.stdout.readline())
+        authority = f"http://127.0.0.1:{port}/{TENANT}"  # plain http is allowed on loopback only
+
+        def control(path, body=None):
+            import urllib.request
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode() if body else None)
+            return json.load(urllib.request.urlopen(request))
+
+        body = json.loads(response("idp"))
+        body["refresh_token"] = "rt-py-family"
+        self.store.save_response(CLIENT_A, authority, "User.Read", json.dumps(body))
+        control("/control", {"seed": {"refresh_token": "rt-py-family", "uid": UID, "utid": TENANT, "client_id": CLIENT_A,
+                                      "username": USERNAME, "family": "1"}})
+        # App B never signed in: its token comes from redeeming A's family refresh token, and is saved.
+        token = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertFalse(token.is_from_cache)
+        self.assertTrue(token.access_token.startswith("at-issued-"), token)
+        again = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertTrue(again.is_from_cache)
+        self.assertEqual(again.access_token, token.access_token)
+        stats = control("/stats")
+        self.assertEqual(stats["token_requests"], 1)
+        self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-family"))
+
+    def test_closed_store_is_refused(self):
+        store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+        store.close()
+        with self.assertRaises(tokencache.TokenCacheError):
+            store.accounts()
+
+    def test_watch_reports_changes_until_stopped(self):
+        seen = []
+        changed = threading.Event()
+
+        def on_change(accounts, error):
+            self.assertIsNone(error)
+            seen.append([a.username for a in accounts])
+            changed.set()
+
+        with self.store.watch_accounts(CLIENT_A, on_change, interval_ms=20):
+            self.assertTrue(changed.wait(5))
+            changed.clear()
+            with tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE) as other:
+                other.save_response(CLIENT_A, AUTHORITY, "User.Read", response("w"))
+            self.assertTrue(changed.wait(5))
+        self.assertEqual(seen, [[], [USERNAME]])
+
+    def test_diagnose(self):
+        report, usable = tokencache.diagnose(GROUP, tokencache.Backend.SECRET_SERVICE)
+        self.assertTrue(usable)
+        self.assertIn("Policy: secret-service", report)
+
+    def test_saved_from_python_found_by_the_cli_and_back(self):
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("py2cli"))
+        found = subprocess.run([cli, "token", "--backend", "secret-service", "--group", GROUP, "--client", CLIENT_A,
+                                "--scopes", "User.Read", "--account", USERNAME], capture_output=True, text=True, check=True)
+        self.assertEqual(found.stdout.strip(), "at-py-py2cli")
+        subprocess.run([cli, "save", "--backend", "secret-service", "--group", GROUP, "--client", CLIENT_B,
+                        "--authority", AUTHORITY, "--scopes", "User.Read"], input=response("cli2py"), text=True,
+                       capture_output=True, check=True)
+        self.assertEqual(self.store.find_access_token(CLIENT_B, USERNAME, "User.Read").access_token, "at-py-cli2py")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,331 @@
+"""The shared MSAL token cache for Linux, over libtokencache's C interface (tokencache.h).
+
+Every function blocks (D-Bus, file I/O, and HTTP for acquire_token_silent): in a GUI app call
+them from a worker thread. A Store may be shared by threads. Failures raise TokenCacheError.
+
+Secrets: the C library hands access tokens over in buffers it wipes on free; this module copies a
+token into a Python str (which Python cannot wipe) and frees the buffer at once. Keep tokens out
+of logs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, List, Optional, Tuple, Union
+
+__all__ = ["Account", "Backend", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
+           "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED"]
+
+# Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
+INVALID_ARGUMENT = 1
+NOT_FOUND = 2
+INTERACTION_REQUIRED = 31
+
+
+class Backend(enum.IntEnum):
+    """Which storage a store uses (tokencache_backend)."""
+    AUTO = 0
+    SECRET_SERVICE = 1
+    FILE = 2
+
+
+class TokenCacheError(Exception):
+    """A failed call: the C status code, its name, what happened and what to do."""
+
+    def __init__(self, code: int, name: str, message: str, hint: str = ""):
+        super().__init__(f"{message} ({hint})" if hint else message)
+        self.code = code
+        self.name = name
+        self.message = message
+        self.hint = hint
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 512), ("hint", ctypes.c_char * 512)]
+
+
+_ACCOUNTS_CHANGED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Error), ctypes.c_void_p)
+_P = ctypes.c_void_p
+_S = ctypes.c_char_p
+_PROTOTYPES = {
+    "tokencache_version": (_S, []),
+    "tokencache_status_name": (_S, [ctypes.c_int]),
+    "tokencache_store_open": (ctypes.c_int, [_S, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_store_close": (None, [_P]),
+    "tokencache_store_accounts": (ctypes.c_int, [_P, _S, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_accounts_count": (ctypes.c_size_t, [_P]),
+    "tokencache_accounts_home_account_id": (_S, [_P, ctypes.c_size_t]),
+    "tokencache_accounts_environment": (_S, [_P, ctypes.c_size_t]),
+    "tokencache_accounts_username": (_S, [_P, ctypes.c_size_t]),
+    "tokencache_accounts_local_account_id": (_S, [_P, ctypes.c_size_t]),
+    "tokencache_accounts_tenant_id": (_S, [_P, ctypes.c_size_t]),
+    "tokencache_accounts_free": (None, [_P]),
+    # Secrets come back as void* (not c_char_p, which would copy and lose the pointer to free).
+    "tokencache_store_find_access_token": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.POINTER(_P), ctypes.POINTER(_P),
+                                                          ctypes.POINTER(_Error)]),
+    "tokencache_acquire_token_silent": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P),
+                                                       ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_store_save_response": (ctypes.c_int, [_P, _S, _S, _S, ctypes.c_char_p, ctypes.c_size_t,
+                                                      ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_secret_free": (None, [_P]),
+    "tokencache_token_info_expires_on": (ctypes.c_int64, [_P]),
+    "tokencache_token_info_scheme": (_S, [_P]),
+    "tokencache_token_info_scopes": (_S, [_P]),
+    "tokencache_token_info_tenant_id": (_S, [_P]),
+    "tokencache_token_info_home_account_id": (_S, [_P]),
+    "tokencache_token_info_username": (_S, [_P]),
+    "tokencache_token_info_is_from_cache": (ctypes.c_int, [_P]),
+    "tokencache_token_info_free": (None, [_P]),
+    "tokencache_store_sign_out": (ctypes.c_int, [_P, _S, _S, ctypes.POINTER(_Error)]),
+    "tokencache_store_remove_account": (ctypes.c_int, [_P, _S, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_Error)]),
+    "tokencache_store_watch_accounts": (ctypes.c_int, [_P, _S, ctypes.c_uint, _ACCOUNTS_CHANGED, _P, ctypes.POINTER(_P),
+                                                       ctypes.POINTER(_Error)]),
+    "tokencache_watch_stop": (None, [_P]),
+    "tokencache_diagnose": (ctypes.c_int, [_S, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_int),
+                                           ctypes.POINTER(_Error)]),
+    "tokencache_string_free": (None, [_P]),
+}
+
+
+def _load() -> ctypes.CDLL:
+    library = ctypes.CDLL(os.environ.get("TOKENCACHE_LIBRARY") or "libtokencache.so.0")
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        function = getattr(library, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return library
+
+
+_lib = _load()
+
+
+def _text(value: Optional[bytes]) -> str:
+    return value.decode("utf-8") if value is not None else ""
+
+
+def _arg(value: Optional[str], name: str) -> Optional[bytes]:
+    """A str argument as UTF-8; None stays NULL. Lone surrogates cannot be UTF-8: refused here."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TokenCacheError(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT", f"Invalid {name}: is not valid UTF-8.")
+
+
+def _scopes(scopes: Union[str, List[str]]) -> bytes:
+    return _arg(scopes if isinstance(scopes, str) else " ".join(scopes), "scopes")
+
+
+def _check(status: int, error: _Error) -> None:
+    if status != 0:
+        raise TokenCacheError(status, _text(_lib.tokencache_status_name(status)), _text(error.message), _text(error.hint))
+
+
+def library_version() -> str:
+    """The loaded libtokencache's version, "MAJOR.MINOR.PATCH"."""
+    return _text(_lib.tokencache_version())
+
+
+@dataclass(frozen=True)
+class Account:
+    """An account as an app sees it."""
+    home_account_id: str
+    environment: str
+    username: str
+    local_account_id: str
+    tenant_id: str
+
+
+@dataclass(frozen=True)
+class Token:
+    """A usable access token and what a caller needs to send it. access_token is a secret."""
+    access_token: str = ""
+    expires_on: datetime = datetime.fromtimestamp(0, timezone.utc)
+    scheme: str = "Bearer"
+    scopes: Tuple[str, ...] = ()
+    tenant_id: str = ""
+    home_account_id: str = ""
+    username: str = ""
+    is_from_cache: bool = True
+
+    def __repr__(self) -> str:  # never print the token itself
+        return f"Token(scheme={self.scheme!r}, expires_on={self.expires_on.isoformat()}, scopes={self.scopes!r}, username={self.username!r})"
+
+    @property
+    def authorization_header(self) -> str:
+        return f"{self.scheme} {self.access_token}"
+
+
+def _accounts(handle: int) -> List[Account]:
+    return [Account(*(_text(getattr(_lib, f"tokencache_accounts_{field}")(handle, index))
+                      for field in ("home_account_id", "environment", "username", "local_account_id", "tenant_id")))
+            for index in range(_lib.tokencache_accounts_count(handle))]
+
+
+def _token(secret: ctypes.c_void_p, info: ctypes.c_void_p) -> Token:
+    try:
+        access_token = _text(ctypes.string_at(secret.value)) if secret.value else ""
+        return Token(access_token=access_token,
+                     expires_on=datetime.fromtimestamp(_lib.tokencache_token_info_expires_on(info), timezone.utc),
+                     scheme=_text(_lib.tokencache_token_info_scheme(info)),
+                     scopes=tuple(_text(_lib.tokencache_token_info_scopes(info)).split()),
+                     tenant_id=_text(_lib.tokencache_token_info_tenant_id(info)),
+                     home_account_id=_text(_lib.tokencache_token_info_home_account_id(info)),
+                     username=_text(_lib.tokencache_token_info_username(info)),
+                     is_from_cache=bool(_lib.tokencache_token_info_is_from_cache(info)))
+    finally:
+        _lib.tokencache_secret_free(secret)
+        _lib.tokencache_token_info_free(info)
+
+
+class Watch:
+    """A running accounts watch; stop() it (or leave the with block)."""
+
+    def __init__(self, handle: int, callback):
+        self._handle = handle
+        self._callback = callback  # kept alive while the C library may call it
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Returns once the callback is not running and will not run again. Not from the callback."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle:
+            _lib.tokencache_watch_stop(handle)
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Store:
+    """A sharing group's cache on the backend a policy selects (tokencache_store)."""
+
+    def __init__(self, handle: int):
+        self._handle = handle
+
+    @classmethod
+    def open(cls, group: Optional[str] = None, backend: Backend = Backend.AUTO) -> "Store":
+        """Opens a group (None: MSAL's com.microsoft.identity.universalstorage)."""
+        handle, error = ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_store_open(_arg(group, "group"), int(backend), ctypes.byref(handle), ctypes.byref(error)), error)
+        return cls(handle.value)
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle:
+            _lib.tokencache_store_close(handle)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _live(self) -> int:
+        if not self._handle:
+            raise TokenCacheError(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT", "Invalid store: is closed.")
+        return self._handle
+
+    def accounts(self, client_id: Optional[str] = None) -> List[Account]:
+        """The accounts an app can use silently, or every account of the group (client_id None)."""
+        handle, error = ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_store_accounts(self._live(), _arg(client_id, "client_id"), ctypes.byref(handle),
+                                              ctypes.byref(error)), error)
+        try:
+            return _accounts(handle.value)
+        finally:
+            _lib.tokencache_accounts_free(handle.value)
+
+    def find_access_token(self, client_id: str, account: str, scopes: Union[str, List[str]],
+                          authority: Optional[str] = None) -> Optional[Token]:
+        """A cached, unexpired access token (no network), or None when there is none (or no such account)."""
+        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+        status = _lib.tokencache_store_find_access_token(self._live(), _arg(client_id, "client_id"), _arg(account, "account"),
+                                                         _scopes(scopes), _arg(authority, "authority"), ctypes.byref(secret),
+                                                         ctypes.byref(info), ctypes.byref(error))
+        if status == NOT_FOUND:  # no such account, or no usable token for it
+            return None
+        _check(status, error)
+        return _token(secret, info)
+
+    def acquire_token_silent(self, client_id: str, authority: str, account: str, scopes: Union[str, List[str]],
+                             force_refresh: bool = False) -> Token:
+        """A cached token, or one refreshed at the authority and saved. Raises INTERACTION_REQUIRED when the
+        user must sign in."""
+        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_acquire_token_silent(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                    _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
+                                                    ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
+        return _token(secret, info)
+
+    def save_response(self, client_id: str, authority: str, scopes: Union[str, List[str]],
+                      response_json: Union[str, bytes]) -> Token:
+        """Stores a token endpoint response body; returns the saved token's description (access_token empty)."""
+        body = response_json.encode("utf-8") if isinstance(response_json, str) else bytes(response_json)
+        info, error = ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_store_save_response(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                   _scopes(scopes), body, len(body), ctypes.byref(info), ctypes.byref(error)),
+               error)
+        return _token(ctypes.c_void_p(), info)
+
+    def sign_out(self, client_id: str, account: str) -> None:
+        """Signs one app out of an account; other apps of the group keep it."""
+        error = _Error()
+        _check(_lib.tokencache_store_sign_out(self._live(), _arg(client_id, "client_id"), _arg(account, "account"),
+                                              ctypes.byref(error)), error)
+
+    def remove_account(self, account: str) -> int:
+        """Removes an account for every app of the group; returns the number of entries removed."""
+        removed, error = ctypes.c_size_t(), _Error()
+        _check(_lib.tokencache_store_remove_account(self._live(), _arg(account, "account"), ctypes.byref(removed),
+                                                    ctypes.byref(error)), error)
+        return removed.value
+
+    def watch_accounts(self, client_id: str, callback: Callable[[Optional[List[Account]], Optional[TokenCacheError]], None],
+                       interval_ms: int = 1000) -> Watch:
+        """Calls callback(accounts, None) with the app's accounts now and on every change, or (None, error) when a
+        read fails; on a library thread, one call at a time."""
+        def trampoline(handle, error, _user_data):
+            try:
+                if handle:
+                    callback(_accounts(handle), None)
+                else:
+                    failure = error.contents
+                    callback(None, TokenCacheError(failure.code, _text(_lib.tokencache_status_name(failure.code)),
+                                                   _text(failure.message), _text(failure.hint)))
+            except Exception:  # an exception must not unwind into C
+                import traceback
+                traceback.print_exc()
+        c_callback = _ACCOUNTS_CHANGED(trampoline)
+        handle, error = ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_store_watch_accounts(self._live(), _arg(client_id, "client_id"), interval_ms, c_callback,
+                                                    None, ctypes.byref(handle), ctypes.byref(error)), error)
+        return Watch(handle.value, c_callback)
+
+
+def diagnose(group: Optional[str] = None, backend: Backend = Backend.AUTO) -> Tuple[str, bool]:
+    """What `tokencache doctor` reports, and whether the backend can work here."""
+    report, usable, error = ctypes.c_void_p(), ctypes.c_int(), _Error()
+    _check(_lib.tokencache_diagnose(_arg(group, "group"), int(backend), ctypes.byref(report), ctypes.byref(usable),
+                                    ctypes.byref(error)), error)
+    try:
+        return _text(ctypes.string_at(report.value)), bool(usable.value)
+    finally:
+        _lib.tokencache_string_free(report.value)
