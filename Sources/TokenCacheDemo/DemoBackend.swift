@@ -8,7 +8,8 @@ enum DemoBackend {
         let policy = arguments.firstIndex(of: "--backend").flatMap { index in
             arguments.indices.contains(index + 1) ? BackendPolicy(rawValue: arguments[index + 1]) : nil
         } ?? .automatic
-        let selection = try BackendSelection.open(policy: policy)
+        // The demo prints the reason itself, so the library need not announce the fallback.
+        let selection = try BackendSelection.open(policy: policy, announcesFallback: false)
         return (selection.backend, selection.reason)
     }
 }
