@@ -328,7 +328,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(400, {"error": outcome, "error_description": "device code: " + outcome})
             del state["device_codes"][form["device_code"]]  # single use
             user = state["sign_in_user"] or {}
-            response = self.issue(form["client_id"], form.get("scope", ""), user.get("username", "user@example.com"), tenant,
+            # The scopes of the device authorization request (RFC 8628's token request carries none).
+            response = self.issue(form["client_id"], form.get("scope") or record["scope"], user.get("username", "user@example.com"), tenant,
                                   form.get("client_info") == "1")
         self.reply(200, response)
 

@@ -11,6 +11,9 @@ Against a live authority (the loopback fake IdP's TLS port; "ca_bundle" is its c
          {"accounts": [username, ...], "result": {...}, "cache": <serialized cache object>}
   {"op": "redeem", "authority", "ca_bundle", "client_id", "refresh_token", "scopes"}
       -> acquire_token_by_refresh_token on an empty cache: {"result": {...}, "cache": ...}
+  {"op": "device", "authority", "ca_bundle", "client_id", "scopes", "control"}
+      -> MSAL Python's device code sign-in on an empty cache; the user code is approved through
+         the fake IdP's control URL, as the user would enter it: {"result": {...}, "cache": ...}
 """
 import json
 import sys
@@ -59,6 +62,12 @@ elif request["op"] == "silent":
 elif request["op"] == "redeem":
     client = app(request, cache)
     result = client.acquire_token_by_refresh_token(request["refresh_token"], request["scopes"])
+    print(json.dumps({"result": outcome(result), "cache": json.loads(cache.serialize())}))
+elif request["op"] == "device":
+    client = app(request, cache)
+    flow = client.initiate_device_flow(request["scopes"])
+    requests.post(request["control"], json={"approve_device": flow["user_code"]}).raise_for_status()
+    result = client.acquire_token_by_device_flow(flow)
     print(json.dumps({"result": outcome(result), "cache": json.loads(cache.serialize())}))
 else:
     sys.exit("unknown op")

@@ -172,3 +172,36 @@ struct DeviceCodeSignInTests {
         #expect(!text.unicodeScalars.contains { $0.value < 0x20 || $0 == "\u{202E}" || $0 == "\u{7F}" })
     }
 }
+
+/// The other direction of the sign-in interop: MSAL Python signs the user in.
+@Suite("MSAL Python's device code sign-in, read here", .capturesLogs)
+struct MSALPythonDeviceCodeInteropTests {
+    @Test("MSAL Python signs in with a device code; this project finds the account and its token, and a family app gets SSO")
+    func msalPythonSignsIn() async throws {
+        let tls = try FakeIdentityProvider(https: true)
+        try await tls.actAsUser("none", family: [Fixtures.appOne: "1"])
+        let request: [String: Any] = [
+            "op": "device", "authority": tls.httpsAuthority(), "ca_bundle": try #require(tls.certificate).path,
+            "client_id": Fixtures.appOne, "scopes": ["User.Read"], "control": "http://127.0.0.1:\(tls.port)/control"]
+        let python = try MSALPythonInteropTests.interpreter(), script = MSALPythonInteropTests.script
+        let input = try JSONSerialization.data(withJSONObject: request)
+        let answer = try MSALPythonInteropTests.answer(try await offThePool { try runProcess(python, [script], input: input) })
+        let result = try #require(answer["result"] as? [String: Any])
+        #expect((result["access_token"] as? String)?.hasPrefix("at-issued-") == true, "\(result)")
+        let cache = try JSONSerialization.data(withJSONObject: try #require(answer["cache"] as? [String: Any]))
+
+        let store = AccountStore(backend: InMemoryBackend())
+        _ = try store.importMSALJSON(cache)
+        let account = try #require(try store.account(Fixtures.alice.username), "MSAL Python's account is not found here")
+        let cached = try #require(try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"]),
+                                  "\(account) \(String(decoding: cache, as: UTF8.self))")
+        #expect(cached.accessToken == result["access_token"] as? String)
+        // Another app of the family, on the same host's plain port: silent, with MSAL Python's family token.
+        var options = PublicClientApplication.Options()
+        options.requestTimeout = 60
+        let family = PublicClientApplication(clientID: Fixtures.appTwo, authority: tls.authority(), store: store, options: options)
+        let token = try await family.acquireTokenSilent(scopes: ["Notes.Read"], account: try #require(try await family.accounts().first))
+        #expect(!token.isFromCache)
+        #expect(try await tls.stats().grants.last?.client_id == Fixtures.appTwo)
+    }
+}
