@@ -41,8 +41,8 @@ struct CLILoginTests {
 
     func text(_ file: URL) -> String { (try? String(contentsOf: file, encoding: .utf8)) ?? "" }
 
-    /// Waits for a line the user is shown, up to `seconds`.
-    func waitFor(_ pattern: String, in file: URL, seconds: Double = 60) throws -> String {
+    /// Waits for a line the user is shown, up to `seconds` (sleeping, so other suites' tasks run meanwhile).
+    func waitFor(_ pattern: String, in file: URL, seconds: Double = 60) async throws -> String {
         let giveUp = Date().addingTimeInterval(seconds)
         let regex = try NSRegularExpression(pattern: pattern)
         while Date() < giveUp {
@@ -51,14 +51,14 @@ struct CLILoginTests {
                let range = Range(match.range(at: 1), in: shown) {
                 return String(shown[range])
             }
-            usleep(50_000)
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw TokenCacheError(.timedOut, "never shown: \(pattern) in \(text(file))")
     }
 
-    func finish(_ process: Process, seconds: Double = 60) -> Int32 {
+    func finish(_ process: Process, seconds: Double = 60) async throws -> Int32 {
         let giveUp = Date().addingTimeInterval(seconds)
-        while process.isRunning && Date() < giveUp { usleep(50_000) }
+        while process.isRunning && Date() < giveUp { try await Task.sleep(for: .milliseconds(50)) }
         if process.isRunning { process.terminate(); process.waitUntilExit() }
         return process.terminationStatus
     }
@@ -69,18 +69,19 @@ struct CLILoginTests {
         try await idp.actAsUser("none", family: [Fixtures.appOne: "1", Fixtures.appTwo: "1"])
         let (process, stdout, stderr) = try start(["login", "--device-code", "--client", Fixtures.appOne,
                                                    "--authority", authority, "--scopes", "User.Read"])
-        let code = try waitFor(#"enter the code (\w+)"#, in: stderr)
+        let code = try await waitFor(#"enter the code (\w+)"#, in: stderr)
         #expect(process.isRunning, "login must wait for the user")
         try await idp.control(["approve_device": code])
-        #expect(finish(process) == 0, "\(text(stderr))")
+        #expect(try await finish(process) == 0, "\(text(stderr))")
         #expect(text(stdout).contains("Signed in as \(Fixtures.alice.username)"), "\(text(stdout))")
 
-        let token = try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "Notes.Read", "--refresh", "--authority", authority])
+        let (cli, authority) = (cli, authority)
+        let token = try await offThePool { try cli.run(["token", "--client", Fixtures.appTwo, "--scopes", "Notes.Read", "--refresh", "--authority", authority]) }
         #expect(token.status == 0, "\(token.stderr)")
         #expect(token.stdout.hasPrefix("at-issued-"), "\(token.stdout)")
         let grants = try await idp.stats().grants
         #expect(grants.last?.client_id == Fixtures.appTwo && grants.last?.outcome == "ok", "\(grants)")
-        let list = try cli.run(["list", "--json"])
+        let list = try await offThePool { try cli.run(["list", "--json"]) }
         #expect(list.stdout.contains(Fixtures.appOne) && list.stdout.contains(Fixtures.appTwo), "\(list.stdout)")
     }
 
@@ -90,9 +91,9 @@ struct CLILoginTests {
         try await idp.actAsUser("none")
         let (process, _, stderr) = try start(["login", "--device-code", "--client", Fixtures.appOne,
                                               "--authority", authority, "--scopes", "User.Read"])
-        let code = try waitFor(#"enter the code (\w+)"#, in: stderr)
+        let code = try await waitFor(#"enter the code (\w+)"#, in: stderr)
         try await idp.control(["deny_device": code])
-        #expect(finish(process) == 1)
+        #expect(try await finish(process) == 1)
         #expect(text(stderr).contains("error: "), "\(text(stderr))")
         #expect(text(stderr).lowercased().contains("denied") || text(stderr).lowercased().contains("declined"), "\(text(stderr))")
         #expect(try cli.run(["list", "--json"], withGroup: true).stdout.contains(Fixtures.alice.username) == false)
@@ -136,7 +137,7 @@ struct CLILoginTests {
             ["login", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read", "--login-hint", Fixtures.alice.username],
             environment: ["DISPLAY": ":99", "XDG_CONFIG_HOME": config.path, "XDG_DATA_DIRS": desktop.appendingPathComponent("data").path,
                           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"])
-        #expect(finish(process, seconds: 120) == 0, "\(text(stderr))")
+        #expect(try await finish(process, seconds: 120) == 0, "\(text(stderr))")
         #expect(text(stderr).contains("Opening the sign-in page in your browser"), "\(text(stderr))")
         #expect(text(stdout).contains("Signed in as \(Fixtures.alice.username)"), "\(text(stdout))")
         let requests = try await idp.signInStats().authorize_requests

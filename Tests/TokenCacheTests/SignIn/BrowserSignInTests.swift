@@ -188,7 +188,7 @@ struct SignInFlowTests {
         let started = Date()
         let error = await #expect(throws: TokenCacheError.self) { try await app().acquireToken(parameters) }
         #expect(error?.code == .timedOut)
-        #expect(Date().timeIntervalSince(started) < 30)
+        #expect(Date().timeIntervalSince(started) < 120)  // the 1 s bound, not the 300 s default; loaded CI cores are slow
         let redirectPort = try #require(port.withLock { $0 })
         #expect(throws: (any Error).self) { _ = try rawRequest(port: redirectPort, "GET / HTTP/1.1\r\n\r\n") }
     }
@@ -301,7 +301,8 @@ func rawRequest(host: String = "127.0.0.1", port: Int, _ text: String) throws ->
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw POSIXError(.EIO) }
     defer { close(fd) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    // Generous: on two loaded cores the listener's task can wait a while for a cooperative thread.
+    var timeout = timeval(tv_sec: 90, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
