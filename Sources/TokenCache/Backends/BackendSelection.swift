@@ -112,13 +112,13 @@ public struct BackendSelection: Sendable {
             return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
                                     reason: secretServiceProblem.map { "the Secret Service cannot be used: \($0.message)" }
                                         ?? "the Secret Service backend was requested",
-                                    checks: checks, fix: secretServiceProblem?.hint)
+                                    checks: checks, fix: secretServiceProblem?.hint, problem: secretServiceProblem)
         case .automatic where secretServiceProblem == nil:
             return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
                                     reason: "a Secret Service provider answers on the session bus", checks: checks, fix: nil)
         case .automatic where secretServiceProblem?.code == .keyringLocked:
             return BackendDiagnosis(policy: policy, selected: nil, reason: "the keyring is locked; automatic selection does not fall back silently",
-                                    checks: checks, fix: secretServiceProblem?.hint)
+                                    checks: checks, fix: secretServiceProblem?.hint, problem: secretServiceProblem)
         case .file, .automatic:
             let reason = policy == .file ? "the file backend was requested"
                 : "no usable Secret Service (\(secretServiceProblem?.message ?? "")); using the encrypted file"

@@ -80,7 +80,7 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         if !diagnosis.isUsable {
-            if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.fix) }
+            if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.problem.flatMap { CLIHints.hint(for: $0) } ?? diagnosis.fix) }
             throw ExitCode(1)
         }
     }

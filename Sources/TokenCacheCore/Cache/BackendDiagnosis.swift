@@ -28,11 +28,18 @@ package struct BackendDiagnosis: Sendable, Hashable, Codable {
     package var checks: [Check]
     /// The fix, in one line, when the policy cannot work.
     package var fix: String?
+    /// The error the fix answers, when it is one (a CLI says its hint in its own words).
+    package var problem: TokenCacheError?
+
+    // `problem` stays out of the JSON: its message and hint are already in `reason` and `fix`.
+    private enum CodingKeys: String, CodingKey { case policy, selected, reason, checks, fix }
 
     /// Whether the policy's backend can work here.
     package var isUsable: Bool { selected != nil }
 
-    package init(policy: BackendPolicy, selected: String?, reason: String, checks: [Check], fix: String?) {
+    package init(policy: BackendPolicy, selected: String?, reason: String, checks: [Check], fix: String?,
+                 problem: TokenCacheError? = nil) {
+        self.problem = problem
         self.policy = policy
         self.selected = selected
         self.reason = reason

@@ -193,6 +193,7 @@ struct CLIDiscoverabilityTests {
                 org.freedesktop.Secret.Service.Lock array:objpath:$collection > /dev/null
             err=$("$T" list --backend secret-service --group org.example.cli-locked 2>&1 >/dev/null); \(report) list $? "$err"
             err=$("$T" unlock --group org.example.cli-locked 2>&1 >/dev/null); \(report) unlock $? "$err"
+            err=$("$T" doctor --backend secret-service --group org.example.cli-locked 2>&1 >/dev/null); \(report) doctor $? "$err"
             """)
         let list = try #require(results.first { $0["step"] as? String == "list" }, "\(results)")
         let listError = list["stderr"] as? String ?? ""
@@ -202,6 +203,11 @@ struct CLIDiscoverabilityTests {
         let unlockError = unlock["stderr"] as? String ?? ""
         #expect(unlock["status"] as? Int == 1, "\(unlock)")
         #expect(unlockError.contains("hint: Run `tokencache unlock` in your desktop session"), "\(unlockError)")
+        // doctor's fix line says the same CLI action, not the library's wording.
+        let doctor = try #require(results.first { $0["step"] as? String == "doctor" }, "\(results)")
+        let doctorError = doctor["stderr"] as? String ?? ""
+        #expect(doctor["status"] as? Int == 1, "\(doctor)")
+        #expect(doctorError.contains("hint: Run `tokencache unlock` (or add --allow-prompt)"), "\(doctorError)")
     }
 
     @Test("Library hints are said as CLI actions: no API names, no 'allow creation', no 'default mapping', no HTTPTransport")
