@@ -13,8 +13,9 @@
 # Foundation inside, so no Swift toolchain is needed where it runs; it still needs the system's
 # libstdc++6 and GLib), -soname libtokencache.so.0, and the version script that exports only
 # tokencache_* at TOKENCACHE_0.1 (the sign-ins at TOKENCACHE_0.2). The objects were compiled
-# against the shared Foundation, whose modules do not name the two archives the static FoundationEssentials needs: they are added, and
-# -z defs makes any symbol left undefined a link error rather than a load-time one.
+# against the shared Foundation, whose modules do not name the two archives the static
+# FoundationEssentials needs: they are added, and -z defs makes any symbol left undefined a link
+# error rather than a load-time one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="$(realpath -m "${1:-.build/c-library}")"
