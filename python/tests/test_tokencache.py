@@ -232,19 +232,27 @@ class SignInTests(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "from on_code"):
             self.store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=on_code)
 
-    def test_browser_without_display_or_portal_is_unavailable_at_once(self):
-        # In a child process: no display, a session bus address that leads nowhere (so no portal),
-        # and the encrypted file backend in a scratch home.
+    def sign_in_browser_in_child(self, display, path_prefix=""):
+        """sign_in_browser in a child process with DISPLAY set or not, a session bus address that leads
+        nowhere (so no desktop portal), the encrypted file backend in a scratch home, and path_prefix
+        before PATH. Prints the username of the token and the accounts, or the error's name and hint."""
         import tempfile
         home = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", home])
         env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
-        env.update(DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/bus", HOME=home, XDG_DATA_HOME=f"{home}/data")
+        env.update(DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/bus", HOME=home, XDG_DATA_HOME=f"{home}/data",
+                   PATH=path_prefix + os.environ["PATH"])
+        if display:
+            env["DISPLAY"] = display
         script = """if True:
             import sys, tokencache
             store = tokencache.Store.open(sys.argv[1], tokencache.Backend.FILE)
             try:
-                store.sign_in_browser(sys.argv[2], sys.argv[3], "User.Read", login_hint="dave@contoso.com", timeout_seconds=120)
-                print("signed in")
+                token = store.sign_in_browser(sys.argv[2], sys.argv[3], "User.Read", login_hint="dave@contoso.com",
+                                              timeout_seconds=120)
+                found = store.find_access_token(sys.argv[2], token.username, "User.Read")
+                print(token.username, token.is_from_cache, found.access_token == token.access_token)
+                print(" ".join(account.username for account in store.accounts(sys.argv[2])))
             except tokencache.TokenCacheError as error:
                 print(error.name)
                 print(error.hint)
@@ -252,13 +260,38 @@ class SignInTests(unittest.TestCase):
         start = time.monotonic()
         child = subprocess.run([sys.executable, "-c", script, GROUP, CLIENT_A, self.authority], env=env, capture_output=True,
                                text=True, timeout=90)
-        elapsed = time.monotonic() - start
         self.assertEqual(child.returncode, 0, child.stderr)
-        name, hint = child.stdout.splitlines()[:2]
-        self.assertEqual(name, "TOKENCACHE_E_BROWSER_UNAVAILABLE", child.stdout)
-        self.assertIn("device code", hint)
+        return child.stdout.splitlines()[:2], time.monotonic() - start
+
+    def test_browser_without_display_or_portal_is_unavailable_at_once(self):
+        (name, hint), elapsed = self.sign_in_browser_in_child(display=None)
+        self.assertEqual(name, "TOKENCACHE_E_BROWSER_UNAVAILABLE")
+        self.assertIn("tokencache_sign_in_device_code", hint)  # the C name, not the Swift one
         self.assertLess(elapsed, 60)  # not the 120 s timeout
         print(f"browser unavailable after {elapsed:.1f} s", file=sys.stderr)
+
+    def test_browser_sign_in_through_xdg_open(self):
+        # No portal, but a display and an xdg-open on PATH that plays browser and user: it opens the
+        # authorization URL, submits the identity provider's login form and follows the redirect to
+        # the loopback listener.
+        import tempfile
+        bin_dir = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", bin_dir])
+        with open(f"{bin_dir}/xdg-open", "w") as opener:
+            opener.write(f"""#!{sys.executable}
+import html, re, sys, urllib.parse, urllib.request
+url = sys.argv[1]
+page = urllib.request.urlopen(url).read().decode()
+action = html.unescape(re.search(r'action="([^"]*)"', page).group(1))
+fields = html.unescape(re.search(r'name="fields" value="([^"]*)"', page).group(1))
+form = urllib.parse.urlencode({{"fields": fields, "username": "{USERNAME}", "choice": "signin"}}).encode()
+urllib.request.urlopen(urllib.parse.urljoin(url, action), data=form).read()
+""")
+        os.chmod(f"{bin_dir}/xdg-open", 0o755)
+        (signed_in, accounts), elapsed = self.sign_in_browser_in_child(display=":99", path_prefix=bin_dir + ":")
+        self.assertEqual(signed_in, f"{USERNAME} False True")
+        self.assertEqual(accounts, USERNAME)
+        print(f"browser sign-in through xdg-open: {elapsed:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

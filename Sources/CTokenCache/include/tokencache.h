@@ -263,11 +263,13 @@ void tokencache_token_info_free(tokencache_token_info *info);
 
 /* ---- Signing in (since 0.2) ---- */
 
-/* Called once by tokencache_sign_in_device_code with what to show the user: the code to enter
-   at verification_uri ("https://microsoft.com/devicelogin"), and the authority's own instructions
+/* Called by tokencache_sign_in_device_code once the authority has issued a code (not at all
+   when the sign-in fails before that), with what to show the user: the code to enter at
+   verification_uri ("https://microsoft.com/devicelogin"), and the authority's own instructions
    saying both (control characters removed). All three are borrowed for the call only. It runs
    on the thread that called tokencache_sign_in_device_code, before that call returns, while the
-   library polls the authority in the background; it may call this library. */
+   library polls the authority in the background; it may call this library. It cannot stop the
+   sign-in: pass a timeout_seconds for that. */
 typedef void (*tokencache_device_code_callback)(const char *user_code, const char *verification_uri,
                                                 const char *message, void *user_data);
 
