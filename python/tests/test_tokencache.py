@@ -225,6 +225,10 @@ class SignInTests(unittest.TestCase):
         self.assertLess(time.monotonic() - start, 30)
         self.assertEqual(self.store.accounts(), [])
 
+    def test_device_code_needs_a_callback(self):
+        with self.assertRaises(TypeError):
+            self.store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=None)
+
     def test_device_code_callback_exception_is_raised_after_the_sign_in(self):
         def on_code(code):
             self.control("/control", {"deny_device": code.user_code})

@@ -315,6 +315,8 @@ class Store:
         on_code(DeviceCode) is called once, on this thread, with what to show the user; the call then blocks until
         the user has finished (timeout_seconds 0: until the code expires). Raises ACCESS_DENIED, TIMED_OUT,
         UNSUPPORTED_FLOW, ... An exception raised by on_code is raised again once the sign-in has ended."""
+        if not callable(on_code):
+            raise TypeError("on_code must be callable")
         raised = []
 
         def trampoline(user_code, verification_uri, message, _user_data):

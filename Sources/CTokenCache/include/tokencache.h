@@ -280,7 +280,8 @@ typedef void (*tokencache_device_code_callback)(const char *user_code, const cha
    finished, and saves the result to the group's cache as tokencache_store_save_response does:
    every app of the group then lists the account. scopes: space-separated; openid, profile and
    offline_access are added. timeout_seconds: 0 waits until the code expires (the authority
-   says when, typically 15 minutes); otherwise the sign-in is abandoned after that many seconds.
+   says when, typically 15 minutes); otherwise the sign-in is cancelled after that many seconds
+   and TIMED_OUT returned (once a token request in flight has ended: up to about 30 s more).
    Blocks until then. Thread-safe (one sign-in per call).
    On success *access_token is the new token (free with tokencache_secret_free) and, when info
    is not NULL, *info describes it (is_from_cache 0; free with tokencache_token_info_free).
