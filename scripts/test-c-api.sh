@@ -8,6 +8,8 @@
 #   - the same program under AddressSanitizer, whose LeakSanitizer fails it on any leak;
 #   - interop with the Swift library through the tokencache CLI: saved through C, found by
 #     `tokencache token`; saved by `tokencache save`, found through C;
+#   - tokencache_sign_in_device_code at the local identity provider (fake_idp.py): approved
+#     (found by the CLI; also under AddressSanitizer), denied (TOKENCACHE_E_ACCESS_DENIED);
 #   - Examples/c/example.c with no session bus: the fallback to the encrypted file works and the
 #     library writes nothing to the app's standard output or error.
 #   scripts/test-c-api.sh               against the library scripts/build-c-library.sh builds
@@ -59,6 +61,21 @@ JSON
 "$CLI" save --backend secret-service --group "$GROUP" --client "$CLIENT" --authority "$AUTHORITY" --scopes User.Read --response "$WORK/response.json" >/dev/null
 token="$("$WORK/test_capi" find "$GROUP" "$CLIENT" carol@contoso.com "User.Read Mail.Read")"
 [ "$token" = "at-cli-swift2c" ] || { echo "FAIL: C found '$token' after tokencache save" >&2; exit 1; }
+# Device code sign-in at the local identity provider (Tests/TokenCacheTests/Fixtures/fake_idp.py,
+# alive while its standard input is open): approved, the token is found by the CLI (and again
+# under AddressSanitizer/LeakSanitizer); denied, TOKENCACHE_E_ACCESS_DENIED.
+start=$SECONDS
+coproc IDP { exec python3 Tests/TokenCacheTests/Fixtures/fake_idp.py; }
+read -r port <&"${IDP[0]}"
+token="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" approve_device)"
+found="$("$CLI" token --backend secret-service --group "$GROUP" --client "$CLIENT" --scopes User.Read --account carol@contoso.com)"
+[ -n "$token" ] && [ "$found" = "$token" ] || { echo "FAIL: device code sign-in through C gave '$token', tokencache token '$found'" >&2; exit 1; }
+ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 "$WORK/test_capi_asan" device-code "$GROUP" "$CLIENT" "$port" approve_device >/dev/null
+denied="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" deny_device || true)"
+[ "$denied" = "TOKENCACHE_E_ACCESS_DENIED" ] || { echo "FAIL: denied device code gave '$denied'" >&2; exit 1; }
+eval "exec ${IDP[1]}>&-"
+wait "$IDP_PID"
+echo "device code sign-in through C (approved, found by the CLI, under ASan; denied): $((SECONDS - start)) s" >&2
 # No session bus: the automatic policy falls back to the encrypted file, and the library says
 # nothing on the app's standard output or error (the example prints only its own lines).
 mkdir -p "$WORK/nobus"

@@ -37,6 +37,13 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .libcurlMissing: status(TOKENCACHE_E_LIBCURL_MISSING),
     .serverError: status(TOKENCACHE_E_SERVER_ERROR),
     .backendUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
+    .cancelled: status(TOKENCACHE_E_CANCELLED),
+    .accessDenied: status(TOKENCACHE_E_ACCESS_DENIED),
+    .authorizationFailed: status(TOKENCACHE_E_AUTHORIZATION_FAILED),
+    .stateMismatch: status(TOKENCACHE_E_STATE_MISMATCH),
+    .portUnavailable: status(TOKENCACHE_E_PORT_UNAVAILABLE),
+    .browserUnavailable: status(TOKENCACHE_E_BROWSER_UNAVAILABLE),
+    .unsupportedFlow: status(TOKENCACHE_E_UNSUPPORTED_FLOW),
 ]
 
 private func status(_ constant: some BinaryInteger) -> Int32 { Int32(constant) }

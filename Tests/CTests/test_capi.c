@@ -4,16 +4,24 @@
  *   test_capi                       every test below
  *   test_capi save GROUP TAG        saves a response for carol (access token "at-capi-TAG")
  *   test_capi find GROUP CLIENT ACCOUNT SCOPES   prints the cached access token; exit 3 if none
+ *   test_capi device-code GROUP CLIENT PORT ANSWER   signs carol in with a device code at the local
+ *                                   identity provider on 127.0.0.1:PORT (fake_idp.py), whose
+ *                                   on_code callback answers with ANSWER (approve_device or
+ *                                   deny_device); prints the token, else the status name (exit 1)
  * Built with -DTOKENCACHE_TEST_WIPE it also interposes free() to see tokencache_secret_free's
  * buffer at the moment it is freed (not with AddressSanitizer, which owns free()).
  */
 #define _GNU_SOURCE
 #include <tokencache.h>
 
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,6 +139,11 @@ static void test_bad_arguments(tokencache_store *store) {
     RESET(); expect_invalid(tokencache_acquire_token_silent(store, CLIENT_A, AUTHORITY, USERNAME, "User.Read", 0x80, &token, NULL, &error), &error, "flags", "flags");
     RESET(); expect_invalid(tokencache_diagnose(NULL, TOKENCACHE_BACKEND_AUTO, NULL, NULL, &error), &error, "NULL report", "report");
     RESET(); expect_invalid(tokencache_store_watch_accounts(store, CLIENT_A, 10, NULL, NULL, NULL, &error), &error, "NULL callback", "callback");
+    RESET(); expect_invalid(tokencache_sign_in_device_code(store, CLIENT_A, AUTHORITY, "User.Read", NULL, NULL, 0, &token, NULL, &error), &error, "NULL on_code", "on_code");
+    RESET(); expect_invalid(tokencache_sign_in_browser(store, CLIENT_A, "not a url", "User.Read", NULL, 0, &token, NULL, &error), &error, "browser authority", "uthority");
+    RESET(); expect_invalid(tokencache_sign_in_browser(store, CLIENT_A, AUTHORITY, "User.Read", "\xc3\x28", 0, &token, NULL, &error), &error, "login hint not UTF-8", "UTF-8");
+    RESET(); expect_invalid(tokencache_sign_in_browser(store, CLIENT_A, AUTHORITY, "User.Read", NULL, 0, NULL, NULL, &error), &error, "browser NULL token out", "access_token");
+    CHECK(strcmp(tokencache_status_name(TOKENCACHE_E_BROWSER_UNAVAILABLE), "TOKENCACHE_E_BROWSER_UNAVAILABLE") == 0, "new status name");
     /* Free functions and accessors accept NULL. */
     tokencache_store_close(NULL); tokencache_accounts_free(NULL); tokencache_token_info_free(NULL);
     tokencache_secret_free(NULL); tokencache_string_free(NULL); tokencache_watch_stop(NULL);
@@ -319,7 +332,72 @@ static void test_no_leaks(tokencache_store *store) {
     tokencache_store_remove_account(store, USERNAME, NULL, NULL);
 }
 
+/* POSTs a JSON body to the local identity provider's /control; 0 when it answered 200. */
+static int idp_control(int port, const char *json) {
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address) != 0) { if (fd >= 0) close(fd); return -1; }
+    char request[1024];
+    int length = snprintf(request, sizeof request, "POST /control HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\n\r\n%s", strlen(json), json);
+    char reply[64] = {0}, rest[256];
+    int ok = write(fd, request, (size_t)length) == length && read(fd, reply, sizeof reply - 1) > 0 && strstr(reply, " 200 ") != NULL;
+    while (read(fd, rest, sizeof rest) > 0) {}  /* to the end (HTTP/1.0 closes), so the server is not reset */
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+struct device_code_answer {
+    int port;
+    const char *answer;
+    pthread_t caller;
+    int calls;
+};
+
+/* The device code callback: checks what it is given and answers at the identity provider. */
+static void on_device_code(const char *user_code, const char *verification_uri, const char *message, void *user_data) {
+    struct device_code_answer *answer = user_data;
+    answer->calls++;
+    CHECK(pthread_equal(pthread_self(), answer->caller), "on_code runs on the calling thread");
+    CHECK(user_code[0] != '\0' && strstr(message, user_code) != NULL, "message '%s' names the code", message);
+    CHECK(strncmp(verification_uri, "http://127.0.0.1:", 17) == 0, "verification URI %s", verification_uri);
+    char json[256];
+    snprintf(json, sizeof json, "{\"%s\": \"%s\"}", answer->answer, user_code);
+    CHECK(idp_control(answer->port, json) == 0, "POST /control %s", json);
+}
+
+static int device_code_sign_in(const char *group, const char *client, int port, const char *answer_name) {
+    char authority[128], setup[512];
+    snprintf(authority, sizeof authority, "http://127.0.0.1:%d/11111111-1111-1111-1111-111111111111", port);
+    snprintf(setup, sizeof setup, "{\"sign_in_user\": {\"uid\": \"c0ffee00-0000-0000-0000-000000000001\", "
+             "\"utid\": \"11111111-1111-1111-1111-111111111111\", \"username\": \"" USERNAME "\"}, "
+             "\"family_clients\": {\"%s\": \"1\"}}", client);
+    if (idp_control(port, setup) != 0) { fprintf(stderr, "device-code: the identity provider did not answer\n"); return 2; }
+    tokencache_store *store = open_store(group);
+    struct device_code_answer answer = {.port = port, .answer = answer_name, .caller = pthread_self()};
+    char *token = NULL;
+    tokencache_token_info *info = NULL;
+    tokencache_error error = {0};
+    int status = tokencache_sign_in_device_code(store, client, authority, "User.Read", on_device_code, &answer, 60, &token,
+                                                &info, &error);
+    CHECK(answer.calls == 1, "on_code called %d times", answer.calls);
+    if (status == TOKENCACHE_OK) {
+        CHECK(strcmp(tokencache_token_info_username(info), USERNAME) == 0, "username %s", tokencache_token_info_username(info));
+        CHECK(tokencache_token_info_is_from_cache(info) == 0, "a new token");
+        printf("%s\n", token);
+    } else {
+        CHECK(token == NULL && info == NULL && error.code == status, "outputs cleared on failure");
+        printf("%s\n", tokencache_status_name(status));
+    }
+    tokencache_secret_free(token);
+    tokencache_token_info_free(info);
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK && !failures ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "save") == 0) {
         tokencache_store *store = open_store(argv[2]);
         int status = save(store, CLIENT_A, argv[3]);
@@ -337,7 +415,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES | device-code GROUP CLIENT PORT ANSWER]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_bad_arguments(store);

@@ -36,16 +36,39 @@ def response(tag, refresh=True):
     return json.dumps(body)
 
 
+def open_empty_store(test):
+    """The test group's store on the test keyring, emptied, closed after the test."""
+    test.assertEqual(os.environ.get("TOKENCACHE_TEST_KEYRING"), "1", "run inside scripts/with-test-keyring.sh")
+    store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+    test.addCleanup(store.close)
+    for account in store.accounts():
+        store.remove_account(account.home_account_id)
+    return store
+
+
+def start_idp(test):
+    """Starts the local identity provider for a test: its authority, and a function calling its endpoints."""
+    idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTests/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    test.addCleanup(idp.stdout.close)
+    test.addCleanup(idp.wait)
+    test.addCleanup(idp.stdin.close)
+    port = int(idp.stdout.readline())
+
+    def control(path, body=None):
+        import urllib.request
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode() if body else None)
+        return json.load(urllib.request.urlopen(request))
+
+    return f"http://127.0.0.1:{port}/{TENANT}", control  # plain http is allowed on loopback only
+
+
 class BindingTests(unittest.TestCase):
     def setUp(self):
-        self.assertEqual(os.environ.get("TOKENCACHE_TEST_KEYRING"), "1", "run inside scripts/with-test-keyring.sh")
-        self.store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
-        self.addCleanup(self.store.close)
-        for account in self.store.accounts():
-            self.store.remove_account(account.home_account_id)
+        self.store = open_empty_store(self)
 
     def test_version_matches_package(self):
-        self.assertEqual(tokencache.library_version(), "0.1.0")
+        self.assertEqual(tokencache.library_version(), "0.2.0")
 
     def test_round_trip_list_find_sign_out_remove(self):
         saved = self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("1"))
@@ -94,18 +117,7 @@ class BindingTests(unittest.TestCase):
         self.assertNotIn("at-py", str(caught.exception))
 
     def test_acquire_silent_redeems_the_family_refresh_token_at_the_authority(self):
-        idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTests/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
-        self.addCleanup(idp.wait)
-        self.addCleanup(idp.stdin.close)
-        port = int(idp.stdout.readline())
-        authority = f"http://127.0.0.1:{port}/{TENANT}"  # plain http is allowed on loopback only
-
-        def control(path, body=None):
-            import urllib.request
-            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode() if body else None)
-            return json.load(urllib.request.urlopen(request))
-
+        authority, control = start_idp(self)
         body = json.loads(response("idp"))
         body["refresh_token"] = "rt-py-family"
         self.store.save_response(CLIENT_A, authority, "User.Read", json.dumps(body))
@@ -161,6 +173,129 @@ class BindingTests(unittest.TestCase):
                         "--authority", AUTHORITY, "--scopes", "User.Read"], input=response("cli2py"), text=True,
                        capture_output=True, check=True)
         self.assertEqual(self.store.find_access_token(CLIENT_B, USERNAME, "User.Read").access_token, "at-py-cli2py")
+
+
+class SignInTests(unittest.TestCase):
+    """tokencache_sign_in_device_code and tokencache_sign_in_browser at the local identity provider."""
+
+    def setUp(self):
+        self.store = open_empty_store(self)
+        self.authority, self.control = start_idp(self)
+        self.control("/control", {"sign_in_user": {"uid": UID, "utid": TENANT, "username": USERNAME},
+                                  "family_clients": {CLIENT_A: "1"}})
+
+    def sign_in(self, answer, **options):
+        codes, caller = [], threading.get_ident()
+
+        def on_code(code):
+            codes.append(code)
+            self.assertEqual(threading.get_ident(), caller)  # delivered on the calling thread
+            if answer:
+                self.control("/control", {answer: code.user_code})
+        try:
+            return self.store.sign_in_device_code(CLIENT_A, self.authority, ["User.Read"], on_code=on_code, **options)
+        finally:
+            self.assertEqual(len(codes), 1)
+            self.assertTrue(codes[0].user_code)
+            self.assertIn(codes[0].user_code, codes[0].message)
+            self.assertTrue(codes[0].verification_uri.endswith("/device"), codes[0])
+
+    def test_device_code_sign_in_is_saved_for_the_group(self):
+        token = self.sign_in("approve_device")
+        self.assertFalse(token.is_from_cache)
+        self.assertEqual((token.home_account_id, token.username), (HOME, USERNAME))
+        self.assertTrue(token.access_token.startswith("at-issued-"), token)
+        self.assertEqual([a.username for a in self.store.accounts(CLIENT_A)], [USERNAME])
+        self.assertEqual([a.home_account_id for a in self.store.accounts(CLIENT_B)], [HOME])  # family: B sees it too
+        found = self.store.find_access_token(CLIENT_A, USERNAME, "User.Read")
+        self.assertEqual(found.access_token, token.access_token)
+
+    def test_device_code_denied(self):
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.sign_in("deny_device")
+        self.assertEqual(caught.exception.code, tokencache.ACCESS_DENIED)
+        self.assertEqual(caught.exception.name, "TOKENCACHE_E_ACCESS_DENIED")
+        self.assertEqual(self.store.accounts(), [])
+
+    def test_device_code_timeout(self):
+        start = time.monotonic()
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.sign_in(None, timeout_seconds=2)
+        self.assertEqual(caught.exception.code, tokencache.TIMED_OUT)
+        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(self.store.accounts(), [])
+
+    def test_device_code_needs_a_callback(self):
+        with self.assertRaises(TypeError):
+            self.store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=None)
+
+    def test_device_code_callback_exception_is_raised_after_the_sign_in(self):
+        def on_code(code):
+            self.control("/control", {"deny_device": code.user_code})
+            raise RuntimeError("from on_code")
+        with self.assertRaisesRegex(RuntimeError, "from on_code"):
+            self.store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=on_code)
+
+    def sign_in_browser_in_child(self, display, path_prefix=""):
+        """sign_in_browser in a child process with DISPLAY set or not, a session bus address that leads
+        nowhere (so no desktop portal), the encrypted file backend in a scratch home, and path_prefix
+        before PATH. Prints the username of the token and the accounts, or the error's name and hint."""
+        import tempfile
+        home = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", home])
+        env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+        env.update(DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/bus", HOME=home, XDG_DATA_HOME=f"{home}/data",
+                   PATH=path_prefix + os.environ["PATH"])
+        if display:
+            env["DISPLAY"] = display
+        script = """if True:
+            import sys, tokencache
+            store = tokencache.Store.open(sys.argv[1], tokencache.Backend.FILE)
+            try:
+                token = store.sign_in_browser(sys.argv[2], sys.argv[3], "User.Read", login_hint="dave@contoso.com",
+                                              timeout_seconds=120)
+                found = store.find_access_token(sys.argv[2], token.username, "User.Read")
+                print(token.username, token.is_from_cache, found.access_token == token.access_token)
+                print(" ".join(account.username for account in store.accounts(sys.argv[2])))
+            except tokencache.TokenCacheError as error:
+                print(error.name)
+                print(error.hint)
+        """
+        start = time.monotonic()
+        child = subprocess.run([sys.executable, "-c", script, GROUP, CLIENT_A, self.authority], env=env, capture_output=True,
+                               text=True, timeout=90)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        return child.stdout.splitlines()[:2], time.monotonic() - start
+
+    def test_browser_without_display_or_portal_is_unavailable_at_once(self):
+        (name, hint), elapsed = self.sign_in_browser_in_child(display=None)
+        self.assertEqual(name, "TOKENCACHE_E_BROWSER_UNAVAILABLE")
+        self.assertIn("tokencache_sign_in_device_code", hint)  # the C name, not the Swift one
+        self.assertLess(elapsed, 60)  # not the 120 s timeout
+        print(f"browser unavailable after {elapsed:.1f} s", file=sys.stderr)
+
+    def test_browser_sign_in_through_xdg_open(self):
+        # No portal, but a display and an xdg-open on PATH that plays browser and user: it opens the
+        # authorization URL, submits the identity provider's login form and follows the redirect to
+        # the loopback listener.
+        import tempfile
+        bin_dir = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", bin_dir])
+        with open(f"{bin_dir}/xdg-open", "w") as opener:
+            opener.write(f"""#!{sys.executable}
+import html, re, sys, urllib.parse, urllib.request
+url = sys.argv[1]
+page = urllib.request.urlopen(url).read().decode()
+action = html.unescape(re.search(r'action="([^"]*)"', page).group(1))
+fields = html.unescape(re.search(r'name="fields" value="([^"]*)"', page).group(1))
+form = urllib.parse.urlencode({{"fields": fields, "username": "{USERNAME}", "choice": "signin"}}).encode()
+urllib.request.urlopen(urllib.parse.urljoin(url, action), data=form).read()
+""")
+        os.chmod(f"{bin_dir}/xdg-open", 0o755)
+        (signed_in, accounts), elapsed = self.sign_in_browser_in_child(display=":99", path_prefix=bin_dir + ":")
+        self.assertEqual(signed_in, f"{USERNAME} False True")
+        self.assertEqual(accounts, USERNAME)
+        print(f"browser sign-in through xdg-open: {elapsed:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The shared MSAL token cache for Linux, over libtokencache's C interface (tokencache.h).
 
-Every function blocks (D-Bus, file I/O, and HTTP for acquire_token_silent): in a GUI app call
-them from a worker thread. A Store may be shared by threads. Failures raise TokenCacheError.
+Every function blocks (D-Bus, file I/O, HTTP for acquire_token_silent, and the sign_in_* methods
+until the user has signed in): in a GUI app call them from a worker thread. A Store may be shared by threads. Failures raise TokenCacheError.
 
 Secrets: the C library hands access tokens over in buffers it wipes on free; this module copies a
 token into a Python str (which Python cannot wipe) and frees the buffer at once. Keep tokens out
@@ -18,13 +18,23 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
-__all__ = ["Account", "Backend", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
-           "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED"]
+__all__ = ["Account", "Backend", "DeviceCode", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
+           "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
+           "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW"]
 
 # Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
 INVALID_ARGUMENT = 1
 NOT_FOUND = 2
+TIMED_OUT = 17
 INTERACTION_REQUIRED = 31
+# Sign-in (libtokencache 0.2).
+CANCELLED = 50
+ACCESS_DENIED = 51
+AUTHORIZATION_FAILED = 52
+STATE_MISMATCH = 53
+PORT_UNAVAILABLE = 54
+BROWSER_UNAVAILABLE = 55
+UNSUPPORTED_FLOW = 56
 
 
 class Backend(enum.IntEnum):
@@ -50,6 +60,7 @@ class _Error(ctypes.Structure):
 
 
 _ACCOUNTS_CHANGED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Error), ctypes.c_void_p)
+_DEVICE_CODE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 _P = ctypes.c_void_p
 _S = ctypes.c_char_p
 _PROTOTYPES = {
@@ -70,6 +81,10 @@ _PROTOTYPES = {
                                                           ctypes.POINTER(_Error)]),
     "tokencache_acquire_token_silent": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P),
                                                        ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_sign_in_device_code": (ctypes.c_int, [_P, _S, _S, _S, _DEVICE_CODE, _P, ctypes.c_uint, ctypes.POINTER(_P),
+                                                      ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_sign_in_browser": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P), ctypes.POINTER(_P),
+                                                  ctypes.POINTER(_Error)]),
     "tokencache_store_save_response": (ctypes.c_int, [_P, _S, _S, _S, ctypes.c_char_p, ctypes.c_size_t,
                                                       ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_secret_free": (None, [_P]),
@@ -142,6 +157,15 @@ class Account:
     username: str
     local_account_id: str
     tenant_id: str
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """What to show the user of a device code sign-in: the code to enter at verification_uri, and the
+    authority's instructions saying both."""
+    user_code: str
+    verification_uri: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -284,6 +308,45 @@ class Store:
                                                    _scopes(scopes), body, len(body), ctypes.byref(info), ctypes.byref(error)),
                error)
         return _token(ctypes.c_void_p(), info)
+
+    def sign_in_device_code(self, client_id: str, authority: str, scopes: Union[str, List[str]],
+                            on_code: Callable[[DeviceCode], None], timeout_seconds: int = 0) -> Token:
+        """Signs a user in with a code entered on another device (RFC 8628) and saves the sign-in for the group.
+        on_code(DeviceCode) is called once, on this thread, with what to show the user; the call then blocks until
+        the user has finished (timeout_seconds 0: until the code expires). Raises ACCESS_DENIED, TIMED_OUT,
+        UNSUPPORTED_FLOW, ... An exception raised by on_code is raised again once the sign-in has ended."""
+        if not callable(on_code):
+            raise TypeError("on_code must be callable")
+        raised = []
+
+        def trampoline(user_code, verification_uri, message, _user_data):
+            try:
+                on_code(DeviceCode(_text(user_code), _text(verification_uri), _text(message)))
+            except BaseException as exception:  # an exception must not unwind into C
+                raised.append(exception)
+        c_callback = _DEVICE_CODE(trampoline)
+        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+        status = _lib.tokencache_sign_in_device_code(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                     _scopes(scopes), c_callback, None, timeout_seconds, ctypes.byref(secret),
+                                                     ctypes.byref(info), ctypes.byref(error))
+        if status == 0:
+            token = _token(secret, info)
+        if raised:
+            raise raised[0]
+        _check(status, error)
+        return token
+
+    def sign_in_browser(self, client_id: str, authority: str, scopes: Union[str, List[str]],
+                        login_hint: Optional[str] = None, timeout_seconds: int = 0) -> Token:
+        """Signs a user in with the system browser (authorization code with PKCE, redirect to http://localhost:<port>,
+        which must be registered for the app) and saves the sign-in for the group. Blocks until the user has finished
+        (timeout_seconds 0: 300). Raises BROWSER_UNAVAILABLE at once where no browser can be opened (use
+        sign_in_device_code), CANCELLED, ACCESS_DENIED, TIMED_OUT, ..."""
+        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+        _check(_lib.tokencache_sign_in_browser(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                               _scopes(scopes), _arg(login_hint, "login_hint"), timeout_seconds,
+                                               ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
+        return _token(secret, info)
 
     def sign_out(self, client_id: str, account: str) -> None:
         """Signs one app out of an account; other apps of the group keep it."""

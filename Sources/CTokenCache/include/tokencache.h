@@ -24,7 +24,8 @@
  *    Every free function accepts NULL. Inputs remain the caller's: the library copies what it
  *    keeps and never frees or keeps a pointer it was given.
  *  - Blocking. Functions block until done (D-Bus calls to the keyring, file I/O, and for
- *    tokencache_acquire_token_silent HTTP requests of up to about 30 s). Call them from a worker
+ *    tokencache_acquire_token_silent HTTP requests of up to about 30 s; the tokencache_sign_in_*
+ *    functions until the user has signed in, or their timeout). Call them from a worker
  *    thread in a GUI app. Do not call them from inside Swift async code (they wait on a
  *    semaphore while the library's own tasks run).
  *  - Threads. A tokencache_store may be used from several threads at once (the cache is
@@ -35,9 +36,10 @@
  *    tokencache_secret_free, which overwrites them with zeros first. Token responses passed in
  *    remain the caller's to wipe. No secret is ever put in an error message. The library writes
  *    nothing to standard output or standard error and does not log.
- *  - Versioning. The soname is libtokencache.so.0 and every symbol carries the version
- *    TOKENCACHE_0.1. Functions are only ever added (under a new symbol version node); an
- *    incompatible change would raise the soname. Error codes and enum values never change
+ *  - Versioning. The soname is libtokencache.so.0. Symbols carry the version of the release
+ *    that added them: TOKENCACHE_0.1, and TOKENCACHE_0.2 for tokencache_sign_in_*. Functions
+ *    are only ever added (under a new symbol version node); an incompatible change would raise
+ *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
  */
 #ifndef TOKENCACHE_H
@@ -52,7 +54,7 @@ extern "C" {
 
 /* The version of this header; compare with tokencache_version() at run time. */
 #define TOKENCACHE_VERSION_MAJOR 0
-#define TOKENCACHE_VERSION_MINOR 1
+#define TOKENCACHE_VERSION_MINOR 2
 #define TOKENCACHE_VERSION_PATCH 0
 
 /* Status codes: returned by every function that can fail, and in tokencache_error.code. */
@@ -101,6 +103,25 @@ enum {
 
     /* The requested backend cannot be used here. */
     TOKENCACHE_E_BACKEND_UNAVAILABLE = 40,
+
+    /* Interactive and device code sign-in (tokencache_sign_in_*; since 0.2). Nothing is saved
+       when a sign-in fails. */
+    /* The user cancelled the sign-in (the sign-in page's Cancel). */
+    TOKENCACHE_E_CANCELLED = 50,
+    /* The user or an administrator declined (access_denied). */
+    TOKENCACHE_E_ACCESS_DENIED = 51,
+    /* The authority refused the sign-in (another OAuth error; the message names it). */
+    TOKENCACHE_E_AUTHORIZATION_FAILED = 52,
+    /* The browser's redirect carried another state than the one sent; nothing was redeemed. */
+    TOKENCACHE_E_STATE_MISMATCH = 53,
+    /* The loopback redirect listener could not be opened or failed. */
+    TOKENCACHE_E_PORT_UNAVAILABLE = 54,
+    /* No browser could be opened (no desktop portal, no display, no xdg-open): use the device
+       code sign-in instead. */
+    TOKENCACHE_E_BROWSER_UNAVAILABLE = 55,
+    /* The authority does not offer this flow (no device authorization or authorization
+       endpoint in its discovery, as on AD FS before 2019 for device codes). */
+    TOKENCACHE_E_UNSUPPORTED_FLOW = 56,
 
     /* A failure this version of the header has no code for. */
     TOKENCACHE_E_INTERNAL = 99
@@ -239,6 +260,57 @@ const char *tokencache_token_info_username(const tokencache_token_info *info);
 int tokencache_token_info_is_from_cache(const tokencache_token_info *info);
 /* Frees token info. Accepts NULL. */
 void tokencache_token_info_free(tokencache_token_info *info);
+
+/* ---- Signing in (since 0.2) ---- */
+
+/* Called by tokencache_sign_in_device_code once the authority has issued a code (not at all
+   when the sign-in fails before that), with what to show the user: the code to enter at
+   verification_uri ("https://microsoft.com/devicelogin"), and the authority's own instructions
+   saying both (control characters removed). All three are borrowed for the call only. It runs
+   on the thread that called tokencache_sign_in_device_code, before that call returns, while the
+   library polls the authority in the background; it may call this library. It cannot stop the
+   sign-in: pass a timeout_seconds for that. */
+typedef void (*tokencache_device_code_callback)(const char *user_code, const char *verification_uri,
+                                                const char *message, void *user_data);
+
+/* Signs a user in with a code entered on another device (OAuth 2.0 device authorization grant,
+   RFC 8628): for SSH sessions, containers and machines without a browser. Asks the authority
+   (e.g. "https://login.microsoftonline.com/organizations") for a code, hands it to on_code
+   (required), then polls the token endpoint at the authority's interval until the user has
+   finished, and saves the result to the group's cache as tokencache_store_save_response does:
+   every app of the group then lists the account. scopes: space-separated; openid, profile and
+   offline_access are added. timeout_seconds: 0 waits until the code expires (the authority
+   says when, typically 15 minutes); otherwise the sign-in is cancelled after that many seconds
+   and TIMED_OUT returned (once a token request in flight has ended: up to about 30 s more).
+   Blocks until then. Thread-safe (one sign-in per call).
+   On success *access_token is the new token (free with tokencache_secret_free) and, when info
+   is not NULL, *info describes it (is_from_cache 0; free with tokencache_token_info_free).
+   Errors: ACCESS_DENIED (the user declined), TIMED_OUT (the code expired, or timeout_seconds
+   passed), UNSUPPORTED_FLOW (no device code endpoint), AUTHORIZATION_FAILED, NETWORK,
+   SERVER_ERROR, INVALID_ARGUMENT, and the store's errors when saving. */
+int tokencache_sign_in_device_code(tokencache_store *store, const char *client_id,
+                                   const char *authority, const char *scopes,
+                                   tokencache_device_code_callback on_code, void *user_data,
+                                   unsigned timeout_seconds, char **access_token,
+                                   tokencache_token_info **info, tokencache_error *error);
+
+/* Signs a user in with the system browser: the authorization code flow with PKCE (S256) and a
+   loopback redirect to http://localhost:<free port> (RFC 8252), which must be registered for
+   the app. The browser is opened through the desktop portal (org.freedesktop.portal.OpenURI),
+   else xdg-open when there is a display; the result is saved as for
+   tokencache_sign_in_device_code. login_hint (optional, NULL for none): the username to
+   prefill. timeout_seconds: how long the user has to finish signing in (0: 300).
+   Blocks until the redirect arrives or the timeout passes. Thread-safe.
+   Outputs as for tokencache_sign_in_device_code.
+   Errors: BROWSER_UNAVAILABLE (no portal and no display or xdg-open: use the device code
+   sign-in; returned at once, without waiting for the timeout), CANCELLED, ACCESS_DENIED,
+   AUTHORIZATION_FAILED, STATE_MISMATCH, PORT_UNAVAILABLE, TIMED_OUT, UNSUPPORTED_FLOW, NETWORK,
+   SERVER_ERROR, INVALID_ARGUMENT, and the store's errors when saving. */
+int tokencache_sign_in_browser(tokencache_store *store, const char *client_id,
+                               const char *authority, const char *scopes,
+                               const char *login_hint, unsigned timeout_seconds,
+                               char **access_token, tokencache_token_info **info,
+                               tokencache_error *error);
 
 /* ---- Signing out ---- */
 

@@ -1,0 +1,156 @@
+// tokencache_sign_in_device_code and tokencache_sign_in_browser: the interactive sign-ins of
+// PublicClientApplication behind blocking C calls.
+internal import CTokenCache
+import Dispatch
+import FoundationEssentials
+import Synchronization
+import TokenCache
+
+/// The C callback: `void (*)(const char *user_code, const char *verification_uri, const char *message, void *user_data)`.
+public typealias DeviceCodeCallback = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?,
+                                                      UnsafeMutableRawPointer?) -> Void
+
+/// What a running sign-in task hands the C thread waiting for it: the device code message (once),
+/// then the outcome; each is followed by one signal.
+private final class SignInMailbox: Sendable {
+    private struct Contents: Sendable {
+        var message: DeviceCodeMessage?
+        var outcome: Result<TokenResult, TokenCacheError>?
+    }
+
+    private let contents = Mutex(Contents())
+    private let arrived = DispatchSemaphore(value: 0)
+
+    func post(_ message: DeviceCodeMessage) {
+        contents.withLock { $0.message = message }
+        arrived.signal()
+    }
+
+    func finish(_ outcome: Result<TokenResult, TokenCacheError>) {
+        contents.withLock { $0.outcome = outcome }
+        arrived.signal()
+    }
+
+    /// Waits for the next signal (until `deadline`, when given): false when the deadline passed.
+    func wait(until deadline: DispatchTime?) -> Bool {
+        guard let deadline else { arrived.wait(); return true }
+        return arrived.wait(timeout: deadline) == .success
+    }
+
+    /// What arrived: the message (handed out once) and the outcome, if any.
+    func take() -> (DeviceCodeMessage?, Result<TokenResult, TokenCacheError>?) {
+        contents.withLock { contents in
+            defer { contents.message = nil }
+            return (contents.message, contents.outcome)
+        }
+    }
+}
+
+/// Runs a device code sign-in on the Swift concurrency pool while the calling (C) thread waits;
+/// the code message is delivered to `show` on the calling thread, so the C callback runs outside
+/// the pool and may call this library. After `timeoutSeconds` (0: none) the sign-in task is
+/// cancelled and its end reported as `timedOut`.
+private func waitForSignIn(timeoutSeconds: UInt32, show: (DeviceCodeMessage) -> Void,
+                           _ work: @escaping @Sendable (_ post: @escaping @Sendable (DeviceCodeMessage) -> Void) async throws(TokenCacheError) -> TokenResult)
+    throws(TokenCacheError) -> TokenResult {
+    let mailbox = SignInMailbox()
+    let task = Task.detached {
+        do throws(TokenCacheError) {
+            mailbox.finish(.success(try await work { mailbox.post($0) }))
+        } catch {
+            mailbox.finish(.failure(error))
+        }
+    }
+    var deadline = timeoutSeconds == 0 ? nil : DispatchTime.now() + .seconds(Int(timeoutSeconds))
+    var timedOut = false
+    while true {
+        if !mailbox.wait(until: deadline) {
+            timedOut = true
+            deadline = nil
+            task.cancel()
+            continue
+        }
+        let (message, outcome) = mailbox.take()
+        if let message { show(message) }
+        guard let outcome else { continue }
+        if timedOut, case .failure(let failure) = outcome, failure.code == .cancelled {
+            throw TokenCacheError(.timedOut, "The device code sign-in did not finish within the timeout; nothing was saved.",
+                                  hint: "Give the user more time (timeout_seconds, 0 waits until the code expires)")
+        }
+        return try outcome.get()
+    }
+}
+
+/// The sign-in's hints name the Swift API; a C caller is told the C names instead.
+private let cNames = [("acquireTokenWithDeviceCode", "tokencache_sign_in_device_code"),
+                      (", pass a BrowserOpener.custom,", ","),
+                      ("InteractiveTokenParameters.timeout", "timeout_seconds"),
+                      ("acquireToken (browser sign-in)", "tokencache_sign_in_browser"),
+                      ("acquireToken (browser)", "tokencache_sign_in_browser")]
+
+private func withCHints(_ body: () throws(TokenCacheError) -> TokenResult) throws(TokenCacheError) -> TokenResult {
+    do throws(TokenCacheError) {
+        return try body()
+    } catch var failure {
+        failure.hint = failure.hint.map { hint in cNames.reduce(hint) { $0.replacing($1.0, with: $1.1) } }
+        throw failure
+    }
+}
+
+/// The application a sign-in runs as, on the store behind the handle.
+private func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                         _ authority: UnsafePointer<CChar>?) throws(TokenCacheError) -> PublicClientApplication {
+    let handle = try StoreHandle.from(store)
+    let clientID = try clientIDString(clientID)
+    let authority = try Authority(try requiredString(authority, "authority"))
+    return PublicClientApplication(clientID: clientID, authority: authority, store: handle.store)
+}
+
+/// Signs a user in with a device code (RFC 8628); blocks until done. The C callback gets the code
+/// on the calling thread.
+@_cdecl("tokencache_sign_in_device_code")
+public func tokencache_sign_in_device_code(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                           _ authority: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
+                                           _ onCode: DeviceCodeCallback?, _ userData: UnsafeMutableRawPointer?,
+                                           _ timeoutSeconds: UInt32,
+                                           _ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+                                           _ info: UnsafeMutablePointer<OpaquePointer?>?,
+                                           _ error: UnsafeMutableRawPointer?) -> Int32 {
+    tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
+        guard let onCode else { throw .invalidArgument("on_code", "is NULL") }
+        let app = try application(store, clientID, authority)
+        let parameters = DeviceCodeParameters(scopes: try scopeList(scopes))
+        return try withCHints { () throws(TokenCacheError) in
+            try waitForSignIn(timeoutSeconds: timeoutSeconds, show: { message in
+                message.userCode.withCString { code in
+                    message.verificationURI.absoluteString.withCString { uri in
+                        message.message.withCString { text in onCode(code, uri, text, userData) }
+                    }
+                }
+            }, { post async throws(TokenCacheError) in
+                try await app.acquireTokenWithDeviceCode(parameters, onCode: post)
+            })
+        }
+    }
+}
+
+/// Signs a user in with the system browser (authorization code with PKCE, loopback redirect);
+/// blocks until done.
+@_cdecl("tokencache_sign_in_browser")
+public func tokencache_sign_in_browser(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+                                       _ authority: UnsafePointer<CChar>?, _ scopes: UnsafePointer<CChar>?,
+                                       _ loginHint: UnsafePointer<CChar>?, _ timeoutSeconds: UInt32,
+                                       _ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+                                       _ info: UnsafeMutablePointer<OpaquePointer?>?,
+                                       _ error: UnsafeMutableRawPointer?) -> Int32 {
+    tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
+        let app = try application(store, clientID, authority)
+        var parameters = InteractiveTokenParameters(scopes: try scopeList(scopes))
+        parameters.loginHint = try optionalString(loginHint, "login_hint")
+        if timeoutSeconds != 0 { parameters.timeout = TimeInterval(timeoutSeconds) }
+        let request = parameters
+        return try withCHints { () throws(TokenCacheError) in
+            try waitFor { () async throws(TokenCacheError) in try await app.acquireToken(request) }
+        }
+    }
+}
