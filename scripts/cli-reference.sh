@@ -15,7 +15,7 @@ OUTPUT="${2:-docs/CLI.md}"
     echo '```'
     COLUMNS=100 "$BIN" --help
     echo '```'
-    for command in list remove token save import export doctor migrate groups unlock; do
+    for command in list remove token save import export doctor migrate groups unlock stores; do
         echo
         echo "## tokencache $command"
         echo

@@ -14,6 +14,10 @@ struct ListCommand: ParsableCommand {
           tokencache list
           tokencache list --account alice@contoso.com
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
+          tokencache list --store azure-cli
+
+        --store NAME lists another tool's MSAL cache instead (see `tokencache stores`); a store \
+        that does not exist here is not found (exit 2).
 
         --json prints {"group", "location", "accounts": [{"username", "home_account_id", \
         "environment", "tenants", "authority_type", "name", "clients": [{"client_id", \
@@ -29,14 +33,22 @@ struct ListCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
 
+    @Option(name: .customLong("store"), help: ArgumentHelp("List another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    var externalStore: String?
+
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
     func run() throws {
         try reportingErrors {
-            let store = try store.openStore()
-            var inventory = try store.inventory()
-            if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+            var inventory: GroupInventory
+            if let externalStore {
+                inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
+            } else {
+                let store = try store.openStore()
+                inventory = try store.inventory()
+                if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+            }
             if let account {
                 let wanted = account.lowercased()
                 inventory.accounts = inventory.accounts.filter {

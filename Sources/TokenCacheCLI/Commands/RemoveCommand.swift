@@ -16,6 +16,10 @@ struct RemoveCommand: ParsableCommand {
           tokencache remove --account alice@contoso.com
           tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --yes
           tokencache remove --all --dry-run
+          tokencache remove --account alice@contoso.com --store azure-cli
+
+        --store NAME removes the account from another tool's MSAL cache (see `tokencache stores`) \
+        under that tool's lock, keeping everything else in it; --client and --all do not go with it.
         """)
 
     @OptionGroup var store: StoreOptions
@@ -25,6 +29,9 @@ struct RemoveCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"))
     var client: String?
+
+    @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    var externalStore: String?
 
     @Flag(help: "Remove every entry of the group.")
     var all = false
@@ -38,12 +45,14 @@ struct RemoveCommand: ParsableCommand {
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
         if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
+        if externalStore != nil && (all || client != nil) { throw ValidationError("--store goes with --account only (not --all or --client).") }
         if let client {
             do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
         }
     }
 
     func run() throws {
+        if let externalStore { return try removeFromExternalStore(externalStore) }
         try reportingErrors {
             let store = try store.openStore()
             let plan: String
@@ -72,21 +81,54 @@ struct RemoveCommand: ParsableCommand {
                     action = { try store.remove(target) }
                 }
             }
-            if dryRun {
-                Terminal.print("Would \(plan).")
-                return
-            }
-            if !yes {
-                guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
-                    throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
-                                         hint: "Pass --yes to \(plan)")
-                }
-                if !Terminal.confirm("About to \(plan). Continue?") {
-                    throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
-                }
-            }
-            try action()
-            Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
+            try confirmAndRun(plan, action)
         }
+    }
+
+    /// The account removed from another tool's store, under its lock; the plan is made from an
+    /// unlocked read, the removal reads again under the lock.
+    private func removeFromExternalStore(_ name: String) throws {
+        try reportingErrors {
+            let access = ExternalStores.access(try ExternalStores.named(name), verbose: store.verbose)
+            let (accounts, _) = try ExternalStores.inventory(of: access)
+            let target = try Self.find(account!, in: accounts, store: name)
+            let plan = "remove \(target.username) (\(target.homeAccountID)) from store \(name) for every app"
+            try confirmAndRun(plan) {
+                let removed: Bool = try access.modify { (locked) throws(TokenCacheError) in
+                    guard let current = try locked.account(target.homeAccountID) else { return (false, false) }
+                    _ = try locked.remove(current)
+                    return (true, true)
+                }
+                if !removed {
+                    throw CLIError.notFound("Account \(target.username) was removed from store \(name) meanwhile; nothing was changed.")
+                }
+            }
+        }
+    }
+
+    private static func find(_ identifier: String, in accounts: AccountStore, store: String) throws -> CachedAccount {
+        guard let account = try accounts.account(identifier) else {
+            throw CLIError.notFound("No account '\(identifier)' in store \(store).",
+                                    hint: "Run `tokencache list --store \(store)` to see its accounts")
+        }
+        return account
+    }
+
+    private func confirmAndRun(_ plan: String, _ action: () throws -> Void) throws {
+        if dryRun {
+            Terminal.print("Would \(plan).")
+            return
+        }
+        if !yes {
+            guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
+                throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
+                                     hint: "Pass --yes to \(plan)")
+            }
+            if !Terminal.confirm("About to \(plan). Continue?") {
+                throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
+            }
+        }
+        try action()
+        Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
     }
 }

@@ -1,0 +1,53 @@
+import ArgumentParser
+import FoundationEssentials
+import TokenCache
+
+struct StoresCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stores",
+        abstract: "Show which other tools' MSAL caches exist here (Azure CLI, azure-identity, Azure PowerShell, azureauth), with their account counts (never secrets).",
+        discussion: """
+        The built-in stores: azure-cli (~/.azure/msal_token_cache.json, plaintext), \
+        azure-cli-encrypted (Secret Service), azure-identity-python and azure-identity-python-cae \
+        (Secret Service), dotnet-identity-service (Azure.Identity .NET and Azure PowerShell, \
+        Secret Service, base64) and azureauth (Secret Service, base64); more under "stores" in \
+        the config file. `list --store NAME` lists a store's accounts and `remove --store NAME` \
+        removes one under the owner's lock. Backend, group and collection options are not used.
+
+        Examples:
+          tokencache stores
+          tokencache stores --json
+
+        --json prints {"stores": [{"name", "kind" (file|secret-service), "encrypted", "present", \
+        "readable", "accounts", "problem", "location", "source"}]}.
+        """)
+
+    @Flag(help: "Print JSON with sorted keys, for scripts.")
+    var json = false
+
+    @Flag(help: "Log what the library does (to stderr; never secrets).")
+    var verbose = false
+
+    struct Output: Encodable {
+        var stores: [ExternalStoreAccess.Status]
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let stores = try ExternalStores.all()
+            let keyring = stores.contains(where: \.isEncrypted) ? try? SecretServiceBackend() : nil
+            if let keyring { keepUntilExit(keyring) }
+            let logger = StoreOptions.logger(verbose: verbose)
+            let statuses = stores.map { ExternalStoreAccess($0, secretService: keyring, logger: logger).status() }
+            if json {
+                try JSONOutput.print(Output(stores: statuses))
+                return
+            }
+            Terminal.print(Terminal.table(["STORE", "KIND", "PRESENT", "READABLE", "ACCOUNTS", "WHERE"], statuses.map { status in
+                let readable: TerminalText = status.present ? (status.readable ? "yes" : TerminalText("no: \(status.problem ?? "")")) : "-"
+                return [TerminalText(status.name), status.encrypted ? "keyring" : "plaintext file", status.present ? "yes" : "no",
+                        readable, status.accounts.map { "\($0)" } ?? "-", TerminalText(status.location)]
+            }))
+        }
+    }
+}
