@@ -63,7 +63,7 @@ struct ListCommand: ParsableCommand {
                 }
             }
             keepUntilExit(inventory)
-            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory)) }
+            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")) }
         }
     }
 
@@ -77,8 +77,8 @@ struct ListCommand: ParsableCommand {
                                     : "Pass one of them with --group; `tokencache groups` shows what each holds")
     }
 
-    static func render(_ inventory: GroupInventory, now: Date = Date()) -> TerminalText {
-        var lines: [TerminalText] = ["\(Terminal.bold("Group")) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+    static func render(_ inventory: GroupInventory, heading: String = "Group", now: Date = Date()) -> TerminalText {
+        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
         if inventory.accounts.isEmpty {
             lines.append("\nNo accounts.")
             return join(lines)

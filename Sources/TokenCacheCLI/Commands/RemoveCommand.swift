@@ -17,9 +17,12 @@ struct RemoveCommand: ParsableCommand {
           tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --yes
           tokencache remove --all --dry-run
           tokencache remove --account alice@contoso.com --store azure-cli
+          tokencache remove --account alice@contoso.com --all-stores --dry-run
 
         --store NAME removes the account from another tool's MSAL cache (see `tokencache stores`) \
-        under that tool's lock, keeping everything else in it; --client and --all do not go with it.
+        under that tool's lock, keeping everything else in it; --all-stores does so in every store \
+        `tokencache stores` shows that holds the account (not in tokencache's own group). --client \
+        and --all go with neither.
         """)
 
     @OptionGroup var store: StoreOptions
@@ -32,6 +35,9 @@ struct RemoveCommand: ParsableCommand {
 
     @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
     var externalStore: String?
+
+    @Flag(help: "Remove the account from every other tool's MSAL cache that holds it (see `tokencache stores`).")
+    var allStores = false
 
     @Flag(help: "Remove every entry of the group.")
     var all = false
@@ -46,13 +52,17 @@ struct RemoveCommand: ParsableCommand {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
         if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
         if externalStore != nil && (all || client != nil) { throw ValidationError("--store goes with --account only (not --all or --client).") }
+        if allStores && (all || client != nil || externalStore != nil) {
+            throw ValidationError("--all-stores goes with --account only (not --all, --client or --store).")
+        }
         if let client {
             do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
         }
     }
 
     func run() throws {
-        if let externalStore { return try removeFromExternalStore(externalStore) }
+        if let externalStore { return try removeFromExternalStores([externalStore], every: false) }
+        if allStores { return try removeFromExternalStores(try ExternalStores.all().map(\.name), every: true) }
         try reportingErrors {
             let store = try store.openStore()
             let plan: String
@@ -85,22 +95,44 @@ struct RemoveCommand: ParsableCommand {
         }
     }
 
-    /// The account removed from another tool's store, under its lock; the plan is made from an
-    /// unlocked read, the removal reads again under the lock.
-    private func removeFromExternalStore(_ name: String) throws {
+    /// The account removed from other tools' stores, each under its lock; the plan is made from
+    /// unlocked reads, each removal reads again under the lock. With `every`, stores that are
+    /// absent, unreadable or without the account are passed over (and said so).
+    private func removeFromExternalStores(_ names: [String], every: Bool) throws {
         try reportingErrors {
-            let access = ExternalStores.access(try ExternalStores.named(name), verbose: store.verbose)
-            let (accounts, _) = try ExternalStores.inventory(of: access)
-            let target = try Self.find(account!, in: accounts, store: name)
-            let plan = "remove \(target.username) (\(target.homeAccountID)) from store \(name) for every app"
-            try confirmAndRun(plan) {
-                let removed: Bool = try access.modify { (locked) throws(TokenCacheError) in
-                    guard let current = try locked.account(target.homeAccountID) else { return (false, false) }
-                    _ = try locked.remove(current)
-                    return (true, true)
+            var targets: [(access: ExternalStoreAccess, account: CachedAccount)] = []
+            var unreachable: [String] = []
+            defer {
+                if !unreachable.isEmpty { Terminal.note("Keyring stores not read (no Secret Service here): \(unreachable.joined(separator: ", ")).") }
+            }
+            for name in names {
+                let access = ExternalStores.access(try ExternalStores.named(name), verbose: store.verbose)
+                do {
+                    let (accounts, _) = try ExternalStores.inventory(of: access)
+                    targets.append((access, try Self.find(account!, in: accounts, store: name)))
+                } catch let error as CLIError where every && error.exitCode == 2 {
+                    continue
+                } catch let error as TokenCacheError where every && error.code == .noSecretService {
+                    unreachable.append(name)
+                } catch let error as TokenCacheError where every {
+                    Terminal.note("Store \(name) was not read: \(error.message)")
                 }
-                if !removed {
-                    throw CLIError.notFound("Account \(target.username) was removed from store \(name) meanwhile; nothing was changed.")
+            }
+            guard !targets.isEmpty else {
+                throw CLIError.notFound("No store holds account '\(account!)'.", hint: "Run `tokencache stores` to see the stores and their accounts")
+            }
+            let plan = "remove " + targets.map { "\($0.account.username) (\($0.account.homeAccountID)) from store \($0.access.store.name)" }
+                .joined(separator: ", ") + " for every app"
+            try confirmAndRun(plan) {
+                for (access, target) in targets {
+                    let removed: Bool = try access.modify { (locked) throws(TokenCacheError) in
+                        guard let current = try locked.account(target.homeAccountID) else { return (false, false) }
+                        _ = try locked.remove(current)
+                        return (true, true)
+                    }
+                    if !removed && !every {
+                        throw CLIError.notFound("Account \(target.username) was removed from store \(access.store.name) meanwhile; nothing was changed.")
+                    }
                 }
             }
         }

@@ -35,7 +35,11 @@ struct StoresCommand: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let stores = try ExternalStores.all()
-            let keyring = stores.contains(where: \.isEncrypted) ? try? SecretServiceBackend() : nil
+            var keyring: SecretServiceBackend?
+            var keyringProblem: String?
+            if stores.contains(where: \.isEncrypted) {
+                do { keyring = try SecretServiceBackend() } catch { keyringProblem = (error as? TokenCacheError)?.message ?? "\(error)" }
+            }
             if let keyring { keepUntilExit(keyring) }
             let logger = StoreOptions.logger(verbose: verbose)
             let statuses = stores.map { ExternalStoreAccess($0, secretService: keyring, logger: logger).status() }
@@ -44,10 +48,17 @@ struct StoresCommand: ParsableCommand {
                 return
             }
             Terminal.print(Terminal.table(["STORE", "KIND", "PRESENT", "READABLE", "ACCOUNTS", "WHERE"], statuses.map { status in
-                let readable: TerminalText = status.present ? (status.readable ? "yes" : TerminalText("no: \(status.problem ?? "")")) : "-"
-                return [TerminalText(status.name), status.encrypted ? "keyring" : "plaintext file", status.present ? "yes" : "no",
+                // Absent and unreachable differ: an unreachable keyring may well hold the store.
+                let present: TerminalText = status.present ? "yes" : status.problem == nil ? "no" : "unknown"
+                let readable: TerminalText = status.present ? (status.readable ? "yes" : "no") : "-"
+                return [TerminalText(status.name), status.encrypted ? "keyring" : "plaintext file", present,
                         readable, status.accounts.map { "\($0)" } ?? "-", TerminalText(status.location)]
             }))
+            if let keyringProblem {
+                Terminal.note("Keyring stores were not checked: \(keyringProblem)")
+            } else {
+                for status in statuses { if let problem = status.problem { Terminal.note("\(status.name): \(problem)") } }
+            }
         }
     }
 }

@@ -150,7 +150,7 @@ struct ExternalStoreTests {
         #expect(try machine.tokencache(["list", "--store", "azure-cli"]).status == 2)
     }
 
-    @Test("A store declared in the config file is listed and changed like a built-in one")
+    @Test("A store declared in the config file is listed and changed like a built-in one; --all-stores removes from every store holding the account")
     func configuredStore() throws {
         let machine = try Machine()
         defer { machine.cleanUp() }
@@ -160,9 +160,20 @@ struct ExternalStoreTests {
         try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
         try Data(#"{"stores": {"my-tool": {"file": "~/tool/cache.json"}}}"#.utf8).write(to: config.appendingPathComponent("config.json"))
         _ = try machine.peer(["--file", path], ["write"])
+        _ = try machine.peer(["--file", machine.azureCLIFile], ["write"])
         #expect(try Self.status("my-tool", in: machine)["accounts"] as? Int == 1)
         #expect(try machine.tokencache(["remove", "--account", Self.username, "--store", "my-tool", "--yes"]).status == 0)
         #expect((try machine.peer(["--file", path], ["list"])["accounts"] as? [Any])?.isEmpty == true)
+
+        // --all-stores: every store holding the account, and only those.
+        _ = try machine.peer(["--file", path], ["write"])
+        let everywhere = try machine.tokencache(["remove", "--account", Self.username, "--all-stores", "--yes"])
+        #expect(everywhere.status == 0, "\(everywhere.stderr)")
+        #expect(everywhere.stdout.contains("my-tool") && everywhere.stdout.contains("azure-cli"))
+        for file in [path, machine.azureCLIFile] {
+            #expect((try machine.peer(["--file", file], ["list"])["accounts"] as? [Any])?.isEmpty == true)
+        }
+        #expect(try machine.tokencache(["remove", "--account", Self.username, "--all-stores", "--yes"]).status == 2)
 
         try Data(#"{"stores": {"bad": {"file": "relative.json"}}}"#.utf8).write(to: config.appendingPathComponent("config.json"))
         #expect(try machine.tokencache(["stores"]).status == 64)
@@ -206,43 +217,40 @@ struct ExternalStoreTests {
         #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
     }
 
-    @Test("A lock file left by a peer killed with SIGKILL is removed once stale, and the write goes through")
-    func staleLock() throws {
+    /// The peer holds the lock for `seconds` (killed with SIGKILL at once when `kill`); meanwhile
+    /// our removal runs. Returns how long it took and whether the removal was seen by the peer.
+    static func removeWhileLocked(seconds: Int, kill killHolder: Bool) throws -> (elapsed: Double, holderStatus: Int32) {
         let machine = try Machine()
         defer { machine.cleanUp() }
         let store = ["--file", machine.azureCLIFile]
         _ = try machine.peer(store, ["write"])
-        let (holder, output) = try machine.startPeer(store, ["hold-lock", "60"])
-        #expect(Self.firstLine(output).contains("locked"))
-        kill(holder.processIdentifier, SIGKILL)
-        holder.waitUntilExit()
+        let (holder, output) = try machine.startPeer(store, ["hold-lock", "\(seconds)"])
+        #expect(firstLine(output).contains("locked"))
+        if killHolder { kill(holder.processIdentifier, SIGKILL) }
+        if killHolder { holder.waitUntilExit() }
         #expect(FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
-
         let start = Date()
-        let removed = try machine.tokencache(["remove", "--account", Self.username, "--store", "azure-cli", "--yes"])
+        let removed = try machine.tokencache(["remove", "--account", username, "--store", "azure-cli", "--yes"])
         let elapsed = Date().timeIntervalSince(start)
+        holder.waitUntilExit()
         #expect(removed.status == 0, "\(removed.stderr)")
-        #expect(elapsed < 15, "took \(elapsed) s")
         #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
         #expect((try machine.peer(store, ["list"])["accounts"] as? [Any])?.isEmpty == true)
+        return (elapsed, holder.terminationStatus)
+    }
+
+    @Test("A lock file left by a peer killed with SIGKILL is removed once stale (5 s old), and the write goes through")
+    func staleLock() throws {
+        let (elapsed, _) = try Self.removeWhileLocked(seconds: 60, kill: true)
+        #expect(elapsed > 3, "a fresh lock file was taken as stale: \(elapsed) s")
+        #expect(elapsed < 15, "took \(elapsed) s")
     }
 
     @Test("A live lock the peer holds makes us wait for it, not skip it")
     func liveLock() throws {
-        let machine = try Machine()
-        defer { machine.cleanUp() }
-        let store = ["--file", machine.azureCLIFile]
-        _ = try machine.peer(store, ["write"])
-        let (holder, output) = try machine.startPeer(store, ["hold-lock", "2"])
-        #expect(Self.firstLine(output).contains("locked"))
-        let start = Date()
-        let removed = try machine.tokencache(["remove", "--account", Self.username, "--store", "azure-cli", "--yes"])
-        let elapsed = Date().timeIntervalSince(start)
-        holder.waitUntilExit()
-        #expect(holder.terminationStatus == 0)
-        #expect(removed.status == 0, "\(removed.stderr)")
+        let (elapsed, holderStatus) = try Self.removeWhileLocked(seconds: 2, kill: false)
+        #expect(holderStatus == 0)
         #expect(elapsed > 1.2, "did not wait for the holder: \(elapsed) s")
-        #expect((try machine.peer(store, ["list"])["accounts"] as? [Any])?.isEmpty == true)
     }
 
     // MARK: Keyring stores
