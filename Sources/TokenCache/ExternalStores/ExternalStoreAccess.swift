@@ -196,7 +196,13 @@ public struct ExternalStoreAccess: Sendable {
                                   hint: "Declare the link's target as the store's file in the config file")
         }
         let name = path.split(separator: "/").last.map(String.init) ?? "cache"
-        _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: ".\(name).tokencache-", mode: info.st_mode & 0o7777)
+        let prefix = ".\(name).tokencache-"
+        // Under the owner's lock no writer of ours is live: a temporary file left is a killed one's.
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        FileIO.removeStaleTemporaryFiles(in: URL(fileURLWithPath: directory), prefix: prefix)
+        _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix, mode: info.st_mode & 0o7777)
+        // Root changing a user's file leaves it the user's (only root can, and only root needs to).
+        if info.st_uid != geteuid() || info.st_gid != getegid() { _ = lchown(path, info.st_uid, info.st_gid) }
         // rename keeps the coarse kernel time; peers compare with their fine wall clock.
         try FileIO.touch(path)
     }

@@ -341,3 +341,66 @@ struct ExternalStoreTests {
         #expect(FileManager.default.fileExists(atPath: signal))
     }
 }
+
+/// The catalogue's parameters (docs/EXTERNAL-STORES.md §1) and the lock's rules, without peers.
+@Suite("External store catalogue and lock")
+struct ExternalStoreCatalogueTests {
+    @Test("The catalogue names each store with its owner's exact parameters and a source")
+    func catalogue() throws {
+        let stores = ExternalStore.catalogue(home: "/h", dataHome: "/d")
+        #expect(stores.map(\.name) == ["azure-cli", "azure-cli-encrypted", "azure-identity-python", "azure-identity-python-cae",
+                                       "dotnet-identity-service", "azureauth"])
+        for store in stores { #expect(!store.source.isEmpty) }
+        #expect(stores[0].persistence == .file(path: "/h/.azure/msal_token_cache.json", signal: nil))
+        #expect(stores[0].lockFiles == ["/h/.azure/msal_token_cache.json.lockfile"])
+        guard case .secretService(let cli) = stores[1].persistence, case .secretService(let python) = stores[2].persistence,
+              case .secretService(let dotnet) = stores[4].persistence, case .secretService(let azureauth) = stores[5].persistence else {
+            Issue.record("keyring stores are not keyring stores")
+            return
+        }
+        #expect(cli.schema == "Microsoft Azure CLI" && cli.matchesSchema && cli.attributes == ["type": "Token cache"] && cli.encoding == .raw)
+        #expect(cli.signalFiles == ["/h/.azure/msal_token_cache.sig"] && stores[1].lockFiles == ["/h/.azure/msal_token_cache.sig.lockfile"])
+        #expect(python.schema == "msal.cache.nocae" && python.matchesSchema && python.label == "MSALCache")
+        #expect(python.attributes == ["MsalClientID": "Microsoft.Developer.IdentityService"])
+        #expect(stores[2].lockFiles == ["/h/.IdentityService/msal.cache.nocae.lockfile"])
+        #expect(dotnet.schema == "msal.cache" && !dotnet.matchesSchema && dotnet.encoding == .base64)
+        #expect(dotnet.attributes == ["MsalClientID": "Microsoft.Developer.IdentityService", "Microsoft.Developer.IdentityService": "1.0.0.0"])
+        #expect(dotnet.alternativeAttributes == [["MsalClientID": "Microsoft.Developer.IdentityService", "MsalClientVersion": "1.0.0.0"]])
+        #expect(stores[4].lockFiles == ["/d/.IdentityService/msal.cache.lockfile", "/d/.IdentityService/msal.cache.cae.lockfile",
+                                        "/d/.IdentityService/msal.cache.nocae.lockfile"])
+        #expect(azureauth.attributes == ["Version": "1", "ProductGroup": "Microsoft Develoepr Tools"] && azureauth.encoding == .base64)
+    }
+
+    @Test("A lock file flocked by a live holder (.NET, portalocker) or naming a live pid (.NET's BOM content) is waited for, then reported with its holder")
+    func liveHolders() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("cache.lockfile").path
+
+        let held = open(path, O_RDWR | O_CREAT, 0o600)
+        defer { close(held) }
+        #expect(flock(held, LOCK_EX | LOCK_NB) == 0)
+        #expect(throws: TokenCacheError.self) { try MSALExtensionsLock.acquire(path, timeout: 0.3) }
+        flock(held, LOCK_UN)
+
+        // Not flocked, old, but its pid is alive (ours): never stale.
+        let content = Data([0xEF, 0xBB, 0xBF]) + Data("\(getpid()) dotnet\n".utf8)
+        try content.write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: path)
+        do {
+            _ = try MSALExtensionsLock.acquire(path, timeout: 0.3)
+            Issue.record("a live holder's lock was taken")
+        } catch {
+            #expect(error.code == .timedOut)
+            #expect(error.message.contains("pid \(getpid()) (dotnet)"))
+        }
+
+        // An old file naming a dead pid is stale: removed, and the lock taken afresh, then released.
+        try Data("999999999 python".utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: path)
+        let lock = try MSALExtensionsLock.acquire(path, timeout: 1)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("\(getpid()) "))
+        lock.release()
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+}
