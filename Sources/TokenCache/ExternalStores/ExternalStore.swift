@@ -120,6 +120,17 @@ extension ExternalStore {
                     label: "MSALCache", signalFiles: [pythonIdentity + "/" + name], encoding: .raw)),
                 lockFiles: [pythonIdentity + "/" + name + ".lockfile"], source: pythonSource))
         }
+        // Their plaintext fallbacks (allow_unencrypted_storage, UnsafeAllowUnencryptedStorage) keep
+        // the blob at the signal file's path; while the keyring is used that file is empty.
+        for suffix in ["nocae", "cae"] {
+            let python = pythonIdentity + "/msal.cache." + suffix, dotnet = dotnetIdentity + "/msal.cache." + suffix
+            let tail = suffix == "cae" ? "-cae-plaintext" : "-plaintext"
+            stores.append(ExternalStore(name: "azure-identity-python" + tail, persistence: .file(path: python, signal: nil),
+                                        lockFiles: [python + ".lockfile"], source: pythonSource))
+            stores.append(ExternalStore(name: "dotnet-identity-service" + tail, persistence: .file(path: dotnet, signal: nil),
+                                        lockFiles: [dotnet + ".lockfile"],
+                                        source: "Azure/azure-sdk-for-net sdk/identity/Azure.Identity/src/TokenCache.cs @ 0015c819c29e18291c4da1c92086619fdeebb92e"))
+        }
         // Azure.Identity .NET (.cae, .nocae) and Az.Accounts (msal.cache) share one item behind
         // three lock files: all three are taken, in this fixed order.
         stores.append(ExternalStore(

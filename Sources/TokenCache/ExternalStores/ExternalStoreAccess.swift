@@ -120,7 +120,8 @@ public struct ExternalStoreAccess: Sendable {
     private func loadBlob() throws(TokenCacheError) -> Blob? {
         switch store.persistence {
         case .file(let path, _):
-            guard let data = try Self.readFile(path) else { return nil }
+            // An empty file is no cache: it is a keyring store's signal file at the same path.
+            guard let data = try Self.readFile(path), !data.isEmpty else { return nil }
             return Blob(json: data, encoding: .raw)
         case .secretService(let item):
             let keyring = try keyring()

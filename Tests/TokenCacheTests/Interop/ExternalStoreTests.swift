@@ -288,6 +288,11 @@ struct ExternalStoreTests {
         #expect(status["encrypted"] as? Bool == true)
         #expect(status["accounts"] as? Int == 1)
         #expect(try Self.usernames(name, in: machine) == [Self.username])
+        if name == "azure-cli-encrypted" {
+            // Azure CLI's silent plaintext fallback beside its keyring item is pointed out.
+            _ = try machine.peer(["--file", machine.azureCLIFile], ["write"])
+            #expect(try machine.tokencache(["stores"]).stderr.contains("Both Azure CLI's plaintext file and its keyring item exist"))
+        }
 
         let signal = item.signalFiles.last!
         let before = Self.modificationTime(signal) ?? 0
@@ -347,9 +352,13 @@ struct ExternalStoreTests {
 struct ExternalStoreCatalogueTests {
     @Test("The catalogue names each store with its owner's exact parameters and a source")
     func catalogue() throws {
-        let stores = ExternalStore.catalogue(home: "/h", dataHome: "/d")
-        #expect(stores.map(\.name) == ["azure-cli", "azure-cli-encrypted", "azure-identity-python", "azure-identity-python-cae",
+        let all = ExternalStore.catalogue(home: "/h", dataHome: "/d")
+        #expect(all.map(\.name) == ["azure-cli", "azure-cli-encrypted", "azure-identity-python", "azure-identity-python-cae",
+                                       "azure-identity-python-plaintext", "dotnet-identity-service-plaintext",
+                                       "azure-identity-python-cae-plaintext", "dotnet-identity-service-cae-plaintext",
                                        "dotnet-identity-service", "azureauth"])
+        let stores = all.filter { !$0.name.hasSuffix("-plaintext") }
+        #expect(all[5].persistence == .file(path: "/d/.IdentityService/msal.cache.nocae", signal: nil))
         for store in stores { #expect(!store.source.isEmpty) }
         #expect(stores[0].persistence == .file(path: "/h/.azure/msal_token_cache.json", signal: nil))
         #expect(stores[0].lockFiles == ["/h/.azure/msal_token_cache.json.lockfile"])
