@@ -50,8 +50,22 @@ public struct ExternalStoreAccess: Sendable {
     /// the owners' readers do); nil when the file or item does not exist.
     /// - Throws: `invalidCacheData` when the blob is not MSAL JSON; keyring or file errors.
     public func read() throws(TokenCacheError) -> AccountStore? {
-        guard let blob = try loadBlob() else { return nil }
-        return try Self.accountStore(blob.json).store
+        try unlockedRead()
+    }
+
+    /// Owners write files in place (truncate, then write), so a read without the lock can see
+    /// half a blob: parsed up to three times 0.25 s apart, as msal-extensions' readers retry.
+    private func unlockedRead() throws(TokenCacheError) -> AccountStore? {
+        var attempt = 1
+        while true {
+            do {
+                guard let blob = try loadBlob() else { return nil }
+                return try Self.accountStore(blob.json).store
+            } catch where error.code == .invalidCacheData && attempt < 3 {
+                attempt += 1
+                usleep(250_000)
+            }
+        }
     }
 
     /// Locks, reads, lets `change` modify the accounts, and writes the result back when it
@@ -88,9 +102,9 @@ public struct ExternalStoreAccess: Sendable {
         var status = Status(name: store.name, location: store.location, kind: store.isEncrypted ? "secret-service" : "file",
                             encrypted: store.isEncrypted, present: false, readable: false, source: store.source)
         do {
-            guard let blob = try loadBlob() else { return status }
+            guard let accounts = try unlockedRead() else { return status }
             status.present = true
-            status.accounts = try Self.accountStore(blob.json).store.allAccounts().count
+            status.accounts = try accounts.allAccounts().count
             status.readable = true
         } catch {
             if error.code == .invalidCacheData || error.code == .keyringLocked || error.code == .fileSystem || error.code == .unsafeFile {

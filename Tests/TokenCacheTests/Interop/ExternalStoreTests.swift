@@ -140,7 +140,7 @@ struct ExternalStoreTests {
         #expect(try machine.tokencache(["remove", "--account", Self.username, "--store", "azure-cli", "--yes"]).status == 2)
     }
 
-    @Test("An unknown store name is a usage error naming the known stores; an absent store is not found")
+    @Test("An unknown store name is a usage error naming the known stores; an absent store is not found; an unparsable one is reported and left as it was")
     func unknownAndAbsentStores() throws {
         let machine = try Machine()
         defer { machine.cleanUp() }
@@ -148,6 +148,17 @@ struct ExternalStoreTests {
         #expect(unknown.status == 64)
         #expect(unknown.stderr.contains("azure-cli"))
         #expect(try machine.tokencache(["list", "--store", "azure-cli"]).status == 2)
+
+        // A blob that is not MSAL JSON is reported unreadable and left exactly as it was.
+        let garbage = Data("{\"Account\": {".utf8)
+        try garbage.write(to: URL(fileURLWithPath: machine.azureCLIFile))
+        let status = try Self.status("azure-cli", in: machine)
+        #expect(status["present"] as? Bool == true)
+        #expect(status["readable"] as? Bool == false)
+        #expect((status["problem"] as? String)?.contains("not valid JSON") == true)
+        #expect(try machine.tokencache(["remove", "--account", Self.username, "--store", "azure-cli", "--yes"]).status == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: machine.azureCLIFile)) == garbage)
+        #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
     }
 
     @Test("A store declared in the config file is listed and changed like a built-in one; --all-stores removes from every store holding the account")
