@@ -16,8 +16,9 @@ struct ListCommand: ParsableCommand {
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
           tokencache list --store azure-cli
 
-        --store NAME lists another tool's MSAL cache instead (see `tokencache stores`); a store \
-        that does not exist here is not found (exit 2).
+        --store NAME lists another tool's MSAL cache instead (see `tokencache stores`), read \
+        without its lock as its owner reads it; a store that does not exist here is not found \
+        (exit 2). Its --json "group" is then the store's name and "location" where its blob lives.
 
         --json prints {"group", "location", "accounts": [{"username", "home_account_id", \
         "environment", "tenants", "authority_type", "name", "clients": [{"client_id", \
