@@ -46,7 +46,8 @@ let package = Package(
         ),
         .target(
             name: "TokenCachePlatform",
-            dependencies: ["TokenCacheCore", "CLinux", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["TokenCacheCore", "CLinux", .product(name: "SystemPackage", package: "swift-system"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "SecretServiceStore",

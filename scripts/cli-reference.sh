@@ -15,7 +15,9 @@ OUTPUT="${2:-docs/CLI.md}"
     echo '```'
     COLUMNS=100 "$BIN" --help
     echo '```'
-    for command in list remove token save import export doctor migrate groups unlock; do
+    # Every subcommand --help lists, so a new one is never left out of the reference.
+    commands=$(COLUMNS=100 "$BIN" --help | awk '/^SUBCOMMANDS:/ {on=1; next} on && /^  [a-z]/ {print $1} on && /^[^ ]/ {on=0}')
+    for command in $commands; do
         echo
         echo "## tokencache $command"
         echo

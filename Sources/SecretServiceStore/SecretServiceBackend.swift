@@ -295,7 +295,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// the collection's `Locked` is true, it is unlocked the usual way and the write made once
     /// more (else `keyringLocked`); an unlocked collection's unanswered prompt is
     /// `promptDismissed`. A failed write into a locked collection is `keyringLocked`.
-    private func write(in collection: String, _ attempt: () throws(TokenCacheError) -> ObjectPath?) throws(TokenCacheError) {
+    func write(in collection: String, _ attempt: () throws(TokenCacheError) -> ObjectPath?) throws(TokenCacheError) {
         for afterUnlocking in [false, true] {
             let prompt: ObjectPath?
             do { prompt = try attempt() } catch { throw writeFailure(error, in: collection) }

@@ -125,15 +125,17 @@ struct StoreSettings: Sendable {
 }
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
-/// of "backend", "group" and "collection". JSON rather than TOML: the project already parses
+/// of "backend", "group", "collection" and "stores" (other tools' MSAL caches, ``ExternalStoreConfig``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
-    static let keys = ["backend", "group", "collection"]
+    static let keys = ["backend", "group", "collection", "stores"]
 
     var path: String
     var backend: BackendPolicy?
     var group: CacheGroup?
     var collection: String?
+    /// Stores declared under "stores".
+    var stores: [ExternalStore] = []
 
     /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
     static var path: String {
@@ -188,6 +190,9 @@ struct ConfigFile: Sendable {
             }
         }
         config.collection = try text("collection", "default, session or a collection's label")
+        if let stores = object["stores"] {
+            config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
+        }
         return config
     }
 
@@ -212,7 +217,7 @@ struct ConfigFile: Sendable {
     }
 
     /// `$HOME`, else the password database's entry.
-    private static var homeDirectory: String {
+    static var homeDirectory: String {
         if let home = StoreSettings.environment("HOME") { return home }
         guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
         return String(cString: directory)

@@ -9,12 +9,12 @@ public struct TokenCacheCommand: ParsableCommand {
         commandName: "tokencache",
         abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
-        Every subcommand but migrate takes --backend auto|secret-service|file, --group NAME, \
+        Every subcommand but migrate and stores takes --backend auto|secret-service|file, --group NAME, \
         --collection default|session|LABEL, --create, --allow-prompt, --passphrase-file PATH and --verbose. Backend, group \
         and collection come from the first of: the option; TOKENCACHE_BACKEND, TOKENCACHE_GROUP, \
         TOKENCACHE_COLLECTION; the config file $XDG_CONFIG_HOME/tokencache/config.json \
-        (~/.config/tokencache/config.json), a JSON object with any of "backend", "group" and \
-        "collection"; the default. `doctor` shows each and where it came from. When auto falls \
+        (~/.config/tokencache/config.json), a JSON object with any of "backend", "group", \
+        "collection" and "stores"; the default. `doctor` shows each and where it came from. When auto falls \
         back to the encrypted file (no usable Secret Service), --verbose says so in one line and \
         `doctor` explains why; other output stays quiet about it.
 
@@ -34,6 +34,13 @@ public struct TokenCacheCommand: ParsableCommand {
         control characters (C0, DEL, C1, bidirectional overrides) made visible, as \\u{1B}; \
         --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
 
+        Other tools' MSAL caches (Azure CLI, azure-identity, Azure PowerShell, azureauth, and \
+        those declared under "stores" in the config file, as name: {"file": PATH} or name: \
+        {"libsecret": {"schema", "attributes", "label", "collection", "signal", "encoding": \
+        raw|base64|detect, "match_schema"}}, each with an optional "lock" PATH): `stores` shows \
+        which exist, `list --store NAME` and `remove --account X --store NAME` work on one under \
+        its owner's lock.
+
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
         2 nothing found (token, remove; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
 
@@ -48,7 +55,7 @@ public struct TokenCacheCommand: ParsableCommand {
             ListCommand.self, RemoveCommand.self, TokenCommand.self, SaveCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
             LoginCommand.self, LogoutCommand.self,
-            GroupsCommand.self, UnlockCommand.self,
+            GroupsCommand.self, UnlockCommand.self, StoresCommand.self,
         ]
     )
 

@@ -154,12 +154,16 @@ package enum FileIO {
     /// Writes `data` to a new O_EXCL temporary file beside `path`, syncs it, renames it over
     /// `path` and syncs the directory. On failure the old file is untouched and the temporary
     /// file removed. Without `sync`, still atomic but not made durable (for files whose loss is harmless).
-    package static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String, sync: Bool = true) throws(TokenCacheError) -> stat {
+    /// `mode` is the new file's permission bits (another tool's file keeps its owner's mode).
+    package static func atomicReplace(_ path: String, with data: Data, temporaryPrefix: String, sync: Bool = true,
+                                      mode: mode_t = 0o600) throws(TokenCacheError) -> stat {
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         let random = (0..<6).map { _ in UInt8.random(in: .min ... .max) }  // a unique name, not a secret
         let temporary = directory + "/" + temporaryPrefix + "\(getpid())." + ASCII.hex(random)
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw error("create", temporary) }
+        // fchmod, not open's mode: the umask would otherwise narrow the owner's mode.
+        if mode != 0o600 { fchmod(descriptor, mode & 0o7777) }
         var committed = false
         defer {
             close(descriptor)
@@ -187,6 +191,21 @@ package enum FileIO {
         for name in names where name.hasPrefix(prefix) {
             unlink(directory.appendingPathComponent(name).path)
         }
+    }
+}
+
+extension FileIO {
+    /// Sets a file's modification (and access) time to the fine-grained wall clock now, creating
+    /// it empty with `mode` when missing. Peers that compare mtime with their own last sync
+    /// (msal-extensions Python) see the change; `UTIME_NOW` would use the coarse kernel clock.
+    package static func touch(_ path: String, mode: mode_t = 0o600) throws(TokenCacheError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw error("touch", path) }
+        defer { close(descriptor) }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let times = [now, now]
+        guard futimens(descriptor, times) == 0 else { throw error("set the modification time of", path) }
     }
 }
 

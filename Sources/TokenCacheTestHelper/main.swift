@@ -12,6 +12,7 @@ let commands: [String: HelperCommand] = secretServiceCommands
     .merging(encryptedFileCommands) { first, _ in first }
     .merging(storeCommands) { first, _ in first }
     .merging(ssoCommands) { first, _ in first }
+    .merging(externalStoreCommands) { first, _ in first }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, let command = commands[name] else {

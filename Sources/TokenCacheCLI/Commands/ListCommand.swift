@@ -14,6 +14,11 @@ struct ListCommand: ParsableCommand {
           tokencache list
           tokencache list --account alice@contoso.com
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
+          tokencache list --store azure-cli
+
+        --store NAME lists another tool's MSAL cache instead (see `tokencache stores`), read \
+        without its lock as its owner reads it; a store that does not exist here is not found \
+        (exit 2). Its --json "group" is then the store's name and "location" where its blob lives.
 
         --json prints {"group", "location", "accounts": [{"username", "home_account_id", \
         "environment", "tenants", "authority_type", "name", "clients": [{"client_id", \
@@ -29,14 +34,22 @@ struct ListCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
 
+    @Option(name: .customLong("store"), help: ArgumentHelp("List another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    var externalStore: String?
+
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
     func run() throws {
         try reportingErrors {
-            let store = try store.openStore()
-            var inventory = try store.inventory()
-            if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+            var inventory: GroupInventory
+            if let externalStore {
+                inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
+            } else {
+                let store = try store.openStore()
+                inventory = try store.inventory()
+                if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+            }
             if let account {
                 let wanted = account.lowercased()
                 inventory.accounts = inventory.accounts.filter {
@@ -51,7 +64,7 @@ struct ListCommand: ParsableCommand {
                 }
             }
             keepUntilExit(inventory)
-            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory)) }
+            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")) }
         }
     }
 
@@ -65,8 +78,8 @@ struct ListCommand: ParsableCommand {
                                     : "Pass one of them with --group; `tokencache groups` shows what each holds")
     }
 
-    static func render(_ inventory: GroupInventory, now: Date = Date()) -> TerminalText {
-        var lines: [TerminalText] = ["\(Terminal.bold("Group")) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+    static func render(_ inventory: GroupInventory, heading: String = "Group", now: Date = Date()) -> TerminalText {
+        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
         if inventory.accounts.isEmpty {
             lines.append("\nNo accounts.")
             return join(lines)

@@ -16,6 +16,13 @@ struct RemoveCommand: ParsableCommand {
           tokencache remove --account alice@contoso.com
           tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --yes
           tokencache remove --all --dry-run
+          tokencache remove --account alice@contoso.com --store azure-cli
+          tokencache remove --account alice@contoso.com --all-stores --dry-run
+
+        --store NAME removes the account from another tool's MSAL cache (see `tokencache stores`) \
+        under that tool's lock, keeping everything else in it; --all-stores does so in every store \
+        `tokencache stores` shows that holds the account (not in tokencache's own group). --client \
+        and --all go with neither.
         """)
 
     @OptionGroup var store: StoreOptions
@@ -25,6 +32,12 @@ struct RemoveCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"))
     var client: String?
+
+    @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    var externalStore: String?
+
+    @Flag(help: "Remove the account from every other tool's MSAL cache that holds it (see `tokencache stores`).")
+    var allStores = false
 
     @Flag(help: "Remove every entry of the group.")
     var all = false
@@ -38,12 +51,18 @@ struct RemoveCommand: ParsableCommand {
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
         if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
+        if externalStore != nil && (all || client != nil) { throw ValidationError("--store goes with --account only (not --all or --client).") }
+        if allStores && (all || client != nil || externalStore != nil) {
+            throw ValidationError("--all-stores goes with --account only (not --all, --client or --store).")
+        }
         if let client {
             do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
         }
     }
 
     func run() throws {
+        if let externalStore { return try removeFromExternalStores([externalStore], every: false) }
+        if allStores { return try removeFromExternalStores(try ExternalStores.all().map(\.name), every: true) }
         try reportingErrors {
             let store = try store.openStore()
             let plan: String
@@ -72,21 +91,76 @@ struct RemoveCommand: ParsableCommand {
                     action = { try store.remove(target) }
                 }
             }
-            if dryRun {
-                Terminal.print("Would \(plan).")
-                return
-            }
-            if !yes {
-                guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
-                    throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
-                                         hint: "Pass --yes to \(plan)")
-                }
-                if !Terminal.confirm("About to \(plan). Continue?") {
-                    throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
-                }
-            }
-            try action()
-            Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
+            try confirmAndRun(plan, action)
         }
+    }
+
+    /// The account removed from other tools' stores, each under its lock; the plan is made from
+    /// unlocked reads, each removal reads again under the lock. With `every`, stores that are
+    /// absent, unreadable or without the account are passed over (and said so).
+    private func removeFromExternalStores(_ names: [String], every: Bool) throws {
+        try reportingErrors {
+            var targets: [(access: ExternalStoreAccess, account: CachedAccount)] = []
+            var unreachable: [String] = []
+            defer {
+                if !unreachable.isEmpty { Terminal.note("Keyring stores not read (no Secret Service here): \(unreachable.joined(separator: ", ")).") }
+            }
+            for name in names {
+                let access = ExternalStores.access(try ExternalStores.named(name), verbose: store.verbose)
+                do {
+                    let (accounts, _) = try ExternalStores.inventory(of: access)
+                    targets.append((access, try Self.find(account!, in: accounts, store: name)))
+                } catch let error as CLIError where every && error.exitCode == 2 {
+                    continue
+                } catch let error as TokenCacheError where every && error.code == .noSecretService {
+                    unreachable.append(name)
+                } catch let error as TokenCacheError where every {
+                    Terminal.note("Store \(name) was not read: \(error.message)")
+                }
+            }
+            guard !targets.isEmpty else {
+                throw CLIError.notFound("No store holds account '\(account!)'.", hint: "Run `tokencache stores` to see the stores and their accounts")
+            }
+            let plan = "remove " + targets.map { "\($0.account.username) (\($0.account.homeAccountID)) from store \($0.access.store.name)" }
+                .joined(separator: ", ") + " for every app"
+            try confirmAndRun(plan) {
+                for (access, target) in targets {
+                    let removed: Bool = try access.modify { (locked) throws(TokenCacheError) in
+                        guard let current = try locked.account(target.homeAccountID) else { return (false, false) }
+                        _ = try locked.remove(current)
+                        return (true, true)
+                    }
+                    if !removed && !every {
+                        throw CLIError.notFound("Account \(target.username) was removed from store \(access.store.name) meanwhile; nothing was changed.")
+                    }
+                }
+            }
+        }
+    }
+
+    private static func find(_ identifier: String, in accounts: AccountStore, store: String) throws -> CachedAccount {
+        guard let account = try accounts.account(identifier) else {
+            throw CLIError.notFound("No account '\(identifier)' in store \(store).",
+                                    hint: "Run `tokencache list --store \(store)` to see its accounts")
+        }
+        return account
+    }
+
+    private func confirmAndRun(_ plan: String, _ action: () throws -> Void) throws {
+        if dryRun {
+            Terminal.print("Would \(plan).")
+            return
+        }
+        if !yes {
+            guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
+                throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
+                                     hint: "Pass --yes to \(plan)")
+            }
+            if !Terminal.confirm("About to \(plan). Continue?") {
+                throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
+            }
+        }
+        try action()
+        Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
     }
 }

@@ -1,0 +1,224 @@
+import FoundationEssentials
+import Logging
+import TokenCachePlatform
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads and changes an ``ExternalStore`` the way its owner does: the blob is MSAL JSON kept
+/// through the lossless codec (unknown fields and sections are written back as they were), a
+/// change is a read-modify-write under every lock file the owner takes (``MSALExtensionsLock``),
+/// the file is replaced atomically keeping its mode, a keyring item is replaced in place in the
+/// owner's encoding, and the mtimes peers compare are moved forward.
+public struct ExternalStoreAccess: Sendable {
+    /// What `tokencache stores` reports about a store.
+    public struct Status: Sendable, Hashable, Codable {
+        /// The store's name.
+        public var name: String
+        /// Where its blob lives.
+        public var location: String
+        /// `file` or `secret-service`.
+        public var kind: String
+        /// Whether the blob is kept encrypted (in the keyring).
+        public var encrypted: Bool
+        /// Whether the file or item exists.
+        public var present: Bool
+        /// Whether it was read and parsed as MSAL JSON.
+        public var readable: Bool
+        /// Its accounts, when readable.
+        public var accounts: Int?
+        /// Why it is not readable (never holds cache contents).
+        public var problem: String?
+        /// Where the parameters come from.
+        public var source: String
+    }
+
+    /// The store.
+    public let store: ExternalStore
+    private let secretService: SecretServiceBackend?
+    private let logger: Logger
+
+    /// Access to `store`; `secretService` is needed for keyring stores (nil: they report
+    /// `noSecretService`).
+    public init(_ store: ExternalStore, secretService: SecretServiceBackend?, logger: Logger = Logger(label: "tokencache")) {
+        self.store = store
+        self.secretService = secretService
+        self.logger = logger
+    }
+
+    /// The store's accounts and tokens in an in-memory account store, read without the lock (as
+    /// the owners' readers do); nil when the file or item does not exist.
+    /// - Throws: `invalidCacheData` when the blob is not MSAL JSON; keyring or file errors.
+    public func read() throws(TokenCacheError) -> AccountStore? {
+        try unlockedRead()
+    }
+
+    /// Owners write files in place (truncate, then write), so a read without the lock can see
+    /// half a blob: parsed up to three times 0.25 s apart, as msal-extensions' readers retry.
+    private func unlockedRead() throws(TokenCacheError) -> AccountStore? {
+        var attempt = 1
+        while true {
+            do {
+                guard let blob = try loadBlob() else { return nil }
+                return try Self.accountStore(blob.json).store
+            } catch where error.code == .invalidCacheData && attempt < 3 {
+                attempt += 1
+                usleep(250_000)
+            }
+        }
+    }
+
+    /// Locks, reads, lets `change` modify the accounts, and writes the result back when it
+    /// returns true; the locks are released in every case. Nothing is written when the blob
+    /// holds anything the codec could not keep.
+    /// - Throws: `notFound` when the store does not exist; `timedOut` when a lock is held too
+    ///   long; `invalidCacheData`; keyring and file errors; whatever `change` throws.
+    public func modify<Result>(_ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
+        guard !store.lockFiles.isEmpty else {
+            throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
+                                  hint: "Let its owner sign in first (azureauth creates a lock file per tenant), then retry")
+        }
+        var locks: [MSALExtensionsLock] = []
+        defer { for lock in locks.reversed() { lock.release() } }
+        for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+        guard let blob = try loadBlob() else {
+            throw TokenCacheError(.notFound, "Store \(store.name) does not exist (\(store.location)).",
+                                  hint: "Run `tokencache stores` to see which stores exist here")
+        }
+        let (accounts, report) = try Self.accountStore(blob.json)
+        let outcome = try change(accounts)
+        guard outcome.write else { return outcome.result }
+        guard report.skipped.isEmpty else {
+            throw TokenCacheError(.invalidCacheData, "Store \(store.name) holds \(report.skipped.count) entries that are not JSON objects; it was left unchanged so that nothing of them is lost.",
+                                  hint: "Let its owner rewrite the cache (sign in again there)")
+        }
+        let json = try accounts.exportMSALJSON()
+        try saveBlob(json, encoding: blob.encoding)
+        return outcome.result
+    }
+
+    /// Whether the store exists here, whether it can be read, and its account count.
+    public func status() -> Status {
+        var status = Status(name: store.name, location: store.location, kind: store.isEncrypted ? "secret-service" : "file",
+                            encrypted: store.isEncrypted, present: false, readable: false, source: store.source)
+        do {
+            guard let accounts = try unlockedRead() else { return status }
+            status.present = true
+            status.accounts = try accounts.allAccounts().count
+            status.readable = true
+        } catch {
+            if error.code == .invalidCacheData || error.code == .keyringLocked || error.code == .fileSystem || error.code == .unsafeFile {
+                status.present = true
+            }
+            status.problem = error.message
+        }
+        return status
+    }
+
+    // MARK: Blob
+
+    private struct Blob {
+        var json: Data
+        /// `.raw` or `.base64`: as read.
+        var encoding: ExternalStore.BlobEncoding
+    }
+
+    private static func accountStore(_ json: Data) throws(TokenCacheError) -> (store: AccountStore, report: ImportReport) {
+        let store = AccountStore(backend: InMemoryBackend())
+        // An empty blob is an empty cache, as msal-extensions reads it.
+        let isEmpty = json.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        let report = try store.importMSALJSON(isEmpty ? Data("{}".utf8) : json)
+        return (store, report)
+    }
+
+    private func loadBlob() throws(TokenCacheError) -> Blob? {
+        switch store.persistence {
+        case .file(let path, _):
+            // An empty file is no cache: it is a keyring store's signal file at the same path.
+            guard let data = try Self.readFile(path), !data.isEmpty else { return nil }
+            return Blob(json: data, encoding: .raw)
+        case .secretService(let item):
+            let keyring = try keyring()
+            guard let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
+                                                           schema: item.matchesSchema ? item.schema : nil) else { return nil }
+            var secret = try keyring.readExternalSecret(found)
+            defer { for index in secret.indices { secret[index] = 0 } }
+            return try Self.decode(secret, declared: item.encoding, store: store.name)
+        }
+    }
+
+    private func saveBlob(_ json: Data, encoding: ExternalStore.BlobEncoding) throws(TokenCacheError) {
+        switch store.persistence {
+        case .file(let path, let signal):
+            try Self.replaceFile(path, with: json)
+            if let signal { try FileIO.touch(signal) }
+        case .secretService(let item):
+            let keyring = try keyring()
+            guard let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
+                                                           schema: item.matchesSchema ? item.schema : nil) else {
+                throw TokenCacheError(.notFound, "The keyring item of store \(store.name) was deleted meanwhile; nothing was written.",
+                                      hint: "Retry; `tokencache stores` shows whether the store still exists")
+            }
+            let secret = encoding == .base64 ? Data(json.base64EncodedString().utf8) : json
+            try keyring.replaceExternalSecret(found, with: secret)
+            // Only after the keyring write succeeded (Python's order): a touch says "changed".
+            for signal in item.signalFiles { try FileIO.touch(signal) }
+        }
+    }
+
+    private func keyring() throws(TokenCacheError) -> SecretServiceBackend {
+        guard let secretService else {
+            throw TokenCacheError(.noSecretService, "Store \(store.name) is kept in the Secret Service, which cannot be reached here.",
+                                  hint: "Run inside the desktop session where the keyring is")
+        }
+        return secretService
+    }
+
+    /// Raw JSON (starts with `{` after white space or a BOM) or base64 of it.
+    private static func decode(_ secret: [UInt8], declared: ExternalStore.BlobEncoding, store: String) throws(TokenCacheError) -> Blob {
+        let first = secret.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+        if declared != .base64 && (first == nil || first == UInt8(ascii: "{") || first == 0xEF) {
+            return Blob(json: Data(secret), encoding: .raw)
+        }
+        let text = String(decoding: secret.filter { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
+        guard let decoded = Data(base64Encoded: text) else {
+            if declared == .base64, first == UInt8(ascii: "{") { return Blob(json: Data(secret), encoding: .raw) }
+            throw TokenCacheError(.invalidCacheData, "The keyring item of store \(store) is neither MSAL JSON nor base64 of it.",
+                                  hint: "Check the store's encoding in the config file; nothing was changed")
+        }
+        return Blob(json: decoded, encoding: .base64)
+    }
+
+    // MARK: Files
+
+    private static func readFile(_ path: String) throws(TokenCacheError) -> Data? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw FileIO.error("open", path)
+        }
+        defer { close(descriptor) }
+        return try FileIO.readAll(descriptor, path: path)
+    }
+
+    /// Atomically (temporary file, fsync, rename), keeping the owner's mode; a symbolic link is
+    /// refused rather than replaced by a file.
+    private static func replaceFile(_ path: String, with data: Data) throws(TokenCacheError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw FileIO.error("inspect", path) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw TokenCacheError(.unsafeFile, "\(path) is not a regular file (a symbolic link?); it was left unchanged.",
+                                  hint: "Declare the link's target as the store's file in the config file")
+        }
+        let name = path.split(separator: "/").last.map(String.init) ?? "cache"
+        let prefix = ".\(name).tokencache-"
+        // Under the owner's lock no writer of ours is live: a temporary file left is a killed one's.
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        FileIO.removeStaleTemporaryFiles(in: URL(fileURLWithPath: directory), prefix: prefix)
+        _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix, mode: info.st_mode & 0o7777)
+        // Root changing a user's file leaves it the user's (only root can, and only root needs to).
+        if info.st_uid != geteuid() || info.st_gid != getegid() { _ = lchown(path, info.st_uid, info.st_gid) }
+        // rename keeps the coarse kernel time; peers compare with their fine wall clock.
+        try FileIO.touch(path)
+    }
+}
