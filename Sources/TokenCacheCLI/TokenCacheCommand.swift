@@ -7,7 +7,7 @@ import TokenCache
 public struct TokenCacheCommand: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "tokencache",
-        abstract: "Inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
+        abstract: "Sign in, inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
         discussion: """
         Every subcommand but migrate and stores takes --backend auto|secret-service|file, --group NAME, \
         --collection default|session|LABEL, --create, --allow-prompt, --passphrase-file PATH and --verbose. Backend, group \
@@ -41,10 +41,11 @@ public struct TokenCacheCommand: ParsableCommand {
         which exist, `list --store NAME` and `remove --account X --store NAME` work on one under \
         its owner's lock.
 
-        Exit codes: 0 success; 1 error (one line saying what happened, then a hint); \
-        2 nothing found (token, remove; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
+        Exit codes: 0 success; 1 error (one line saying what happened, then a hint), including a \
+        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
 
         Examples:
+          tokencache login --device-code --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"
           tokencache list
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
           tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
