@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// Moves a group from one backend to another without losing anything if interrupted:
 /// copy every entry, read the destination back and verify it, and only then remove from the
 /// source exactly the entries that were copied. Running it again after an interruption
@@ -29,5 +31,34 @@ public enum CacheMigration {
         }
         _ = try source.apply(entries.map { .remove($0.kind, key: $0.key) }, to: group, expected: nil)
         return Report(copied: entries.count, removedFromSource: entries.count)
+    }
+}
+
+extension CacheMigration {
+    /// Copies an MSAL JSON cache another tool keeps into `store`'s group through the import
+    /// path (unknown fields and sections are kept), then reads the group back from its backend
+    /// and verifies that every entry of the cache is there with equal fields. Nothing is removed
+    /// from the group, so its other entries stay. Returns how many entries were copied.
+    /// - Throws: `invalidCacheData` when the cache holds entries that could not be copied (then
+    ///   nothing is written); `migrationNotVerified`; backend errors.
+    public static func copy(msalJSON json: Data, into store: AccountStore) throws(TokenCacheError) -> Int {
+        let (entries, report) = try AccountStore.parseMSALJSON(json)
+        guard report.skipped.isEmpty else {
+            throw TokenCacheError(.invalidCacheData, "The cache holds \(report.skipped.count) entries that are not JSON objects; nothing was copied, so that nothing of them is lost.",
+                                  hint: "Let its owner rewrite the cache (sign in again there)")
+        }
+        try store.importMSALJSON(json)
+        // Read back from the backend itself, not through the store's view of it.
+        let stored = try store.backend.load(store.group).entries
+        let byKey = Dictionary(stored.map { ("\($0.kind.rawValue)/\($0.key)", $0) }, uniquingKeysWith: { first, _ in first })
+        for entry in entries where byKey["\(entry.kind.rawValue)/\(entry.key)"]?.fields != entry.fields {
+            // The import keeps an equal entry already there under its own key.
+            guard stored.contains(where: { $0.kind == entry.kind && $0.fields == entry.fields }) else {
+                throw TokenCacheError(.migrationNotVerified,
+                                      "The copy into group \(store.group) could not be verified: an entry read back from \(store.backend.location(of: store.group)) differs.",
+                                      hint: "The source was not changed; run the migration again")
+            }
+        }
+        return entries.count
     }
 }

@@ -59,6 +59,12 @@ struct ExternalStoreTests {
         }
 
         func cleanUp() { try? FileManager.default.removeItem(at: cli.dataHome) }
+
+        /// Azure CLI's file as msal-extensions writes it, with an unknown top-level field added.
+        func writeAzureCLICache() throws {
+            _ = try peer(["--file", azureCLIFile], ["write"])
+            _ = try peer(["--file", azureCLIFile], ["add-field", "FutureSection", #"{"kept": [1, 2]}"#])
+        }
     }
 
     static var peerScript: String {
@@ -104,8 +110,7 @@ struct ExternalStoreTests {
         let machine = try Machine()
         defer { machine.cleanUp() }
         let store = ["--file", machine.azureCLIFile]
-        _ = try machine.peer(store, ["write"])
-        _ = try machine.peer(store, ["add-field", "FutureSection", #"{"kept": [1, 2]}"#])
+        try machine.writeAzureCLICache()
 
         let status = try Self.status("azure-cli", in: machine)
         #expect(status["present"] as? Bool == true)
@@ -188,6 +193,57 @@ struct ExternalStoreTests {
 
         try Data(#"{"stores": {"bad": {"file": "relative.json"}}}"#.utf8).write(to: config.appendingPathComponent("config.json"))
         #expect(try machine.tokencache(["stores"]).status == 64)
+    }
+
+    // MARK: Migration
+
+    @Test("migrate --from-store copies a cache msal-extensions wrote into a group on the encrypted file, unknown field included, verified; the source stays byte for byte")
+    func migrateFromStore() throws {
+        let machine = try Machine()
+        defer { machine.cleanUp() }
+        try machine.writeAzureCLICache()
+        let source = try Data(contentsOf: URL(fileURLWithPath: machine.azureCLIFile))
+        let group = machine.cli.group
+
+        let migrated = try machine.tokencache(["migrate", "--from-store", "azure-cli", "--to", "file", "--group", group])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(migrated.stdout.contains("of azure-cli (\(machine.azureCLIFile)) into \(group) on "))
+        #expect(migrated.stdout.contains("verified. The source was not changed."))
+        #expect(migrated.stdout.contains("az config set core.encrypt_token_cache=true"))
+        #expect(!migrated.stdout.contains("peer-at-") && !migrated.stdout.contains("peer-rt-"), "migrate shows no secrets")
+
+        let listed = try Self.json(machine.cli.run(["list", "--json"]))
+        let accounts = try #require(listed["accounts"] as? [[String: Any]])
+        #expect(accounts.compactMap { $0["username"] as? String } == [Self.username])
+        let exported = try machine.cli.exported()
+        #expect((exported["FutureSection"] as? [String: Any])?["kept"] as? [Int] == [1, 2])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: machine.azureCLIFile)) == source)
+        #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
+
+        // Again: the same entries, nothing added twice, the source still as it was.
+        let again = try machine.tokencache(["migrate", "--from-store", "azure-cli", "--to", "file", "--group", group])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try machine.cli.exported() == exported)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: machine.azureCLIFile)) == source)
+    }
+
+    @Test("migrate --from-store: an unknown store is a usage error, an absent one not found, and neither creates anything; --from with --from-store is a usage error")
+    func migrateFromMissingStore() throws {
+        let machine = try Machine()
+        defer { machine.cleanUp() }
+        let group = machine.cli.group
+        let unknown = try machine.tokencache(["migrate", "--from-store", "no-such-store", "--to", "file", "--group", group])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("azure-cli"))
+        let absent = try machine.tokencache(["migrate", "--from-store", "azure-cli", "--to", "file", "--group", group])
+        #expect(absent.status == 2, "\(absent.stderr)")
+        #expect(try machine.tokencache(["migrate", "--from-store", "azure-cli", "--from", "file", "--to", "secret-service"]).status == 64)
+        #expect(try machine.tokencache(["migrate", "--to", "file"]).status == 64)
+        #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile))
+        #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
+        let file = EncryptedFileBackend().fileURL(for: try CacheGroup(group)).lastPathComponent
+        let created = FileManager.default.enumerator(atPath: machine.cli.dataHome.path)?.compactMap { $0 as? String } ?? []
+        #expect(!created.contains { $0.hasSuffix(file) }, "a cache file was created: \(created)")
     }
 
     // MARK: Locking
