@@ -97,8 +97,8 @@ private func withCHints(_ body: () throws(TokenCacheError) -> TokenResult) throw
     }
 }
 
-/// The application a sign-in runs as, on the store behind the handle.
-private func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
+/// The application a sign-in or silent request runs as, on the store behind the handle.
+func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                          _ authority: UnsafePointer<CChar>?) throws(TokenCacheError) -> PublicClientApplication {
     let handle = try StoreHandle.from(store)
     let clientID = try clientIDString(clientID)

@@ -34,13 +34,10 @@ public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID:
                                             _ info: UnsafeMutablePointer<OpaquePointer?>?,
                                             _ error: UnsafeMutableRawPointer?) -> Int32 {
     tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
-        let handle = try StoreHandle.from(store)
-        let clientID = try clientIDString(clientID)
-        let authority = try Authority(try requiredString(authority, "authority"))
+        let app = try application(store, clientID, authority)
         let scopes = try scopeList(scopes)
         guard flags & ~UInt32(TOKENCACHE_FORCE_REFRESH) == 0 else { throw .invalidArgument("flags", "has unknown bits set") }
-        let account = try handle.account(account)
-        let app = PublicClientApplication(clientID: clientID, authority: authority, store: handle.store)
+        let account = try StoreHandle.from(store).account(account)
         var parameters = SilentTokenParameters(scopes: scopes, account: account)
         parameters.forceRefresh = flags & UInt32(TOKENCACHE_FORCE_REFRESH) != 0
         let request = parameters
