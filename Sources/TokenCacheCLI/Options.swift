@@ -179,6 +179,12 @@ struct StandardErrorAndFileLogHandler: LogHandler {
 
 /// `--account NAME|HOME_ID`.
 struct AccountSelector {
+    /// Whether `identifier` names the account: its username or its home account ID, in any case.
+    static func names(_ identifier: String, username: String, homeAccountID: String) -> Bool {
+        let wanted = identifier.lowercased()
+        return username.lowercased() == wanted || homeAccountID.lowercased() == wanted
+    }
+
     static func find(_ identifier: String, in store: AccountStore, clientID: String? = nil) throws -> CachedAccount {
         guard let account = try store.account(identifier) else {
             throw CLIError.notFound("No account '\(identifier)' in group \(store.group).",

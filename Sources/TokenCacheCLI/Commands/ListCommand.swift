@@ -51,9 +51,8 @@ struct ListCommand: ParsableCommand {
                 if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
             }
             if let account {
-                let wanted = account.lowercased()
                 inventory.accounts = inventory.accounts.filter {
-                    $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted
+                    AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID)
                 }
             }
             if let client {

@@ -147,8 +147,7 @@ struct LogoutCommand: ParsableCommand {
             let signedIn = try store.accounts(clientID: client)
             let target: CachedAccount
             if let account {
-                let wanted = account.lowercased()
-                guard let match = signedIn.first(where: { $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted }) else {
+                guard let match = signedIn.first(where: { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }) else {
                     throw CLIError.notFound("Client \(client) is not signed in to '\(account)' in group \(store.group); nothing was changed.",
                                             hint: signedIn.isEmpty ? "Run `tokencache list --client \(client)` to see its accounts"
                                                 : "Its accounts: \(signedIn.map(\.username).joined(separator: ", "))")

@@ -66,8 +66,7 @@ struct TokenCommand: ParsableCommand {
             let candidates = try store.accounts(clientID: client)
             var chosen: [CachedAccount]
             if let account {
-                let wanted = account.lowercased()
-                chosen = candidates.filter { $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted }
+                chosen = candidates.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
                 // A named account whose cached access token the client may use, though no refresh
                 // token makes it one of the client's accounts (as MSAL Python finds it).
                 if chosen.isEmpty, let named = try store.account(account),
