@@ -102,16 +102,54 @@ enum ExternalStores {
         return ExternalStoreAccess(store, secretService: keyring, logger: logger)
     }
 
-    /// The store's accounts, in an inventory named after the store; not found (exit 2) when absent.
-    static func inventory(of access: ExternalStoreAccess) throws -> (AccountStore, GroupInventory) {
+    /// The store's accounts and tokens; not found (exit 2) when absent.
+    static func read(_ access: ExternalStoreAccess) throws -> AccountStore {
         guard let accounts = try access.read() else {
             throw CLIError.notFound("Store \(access.store.name) does not exist here (\(access.store.location)).",
                                     hint: "Run `tokencache stores` to see which stores exist")
         }
         keepUntilExit(accounts)
+        return accounts
+    }
+
+    /// The store's accounts, in an inventory named after the store; not found (exit 2) when absent.
+    static func inventory(of access: ExternalStoreAccess) throws -> (AccountStore, GroupInventory) {
+        let accounts = try read(access)
         var inventory = try accounts.inventory()
         inventory.group = access.store.name
         inventory.location = access.store.location
         return (accounts, inventory)
+    }
+}
+
+/// The stores whose refresh tokens `token --refresh` may redeem for single sign-on: `--sso-store`
+/// > `TOKENCACHE_SSO_STORES` (comma-separated) > the config file's "single_sign_on" > none. Off
+/// by default: opting a store in lets the CLI use that tool's sign-ins.
+enum SingleSignOnSetting {
+    static let variable = "TOKENCACHE_SSO_STORES"
+
+    /// The opted-in stores and where the choice came from.
+    /// - Throws: ``CLIError`` usage (exit 64) naming the unknown store and where it was named.
+    static func resolve(flag: [String]) throws(CLIError) -> Setting<[ExternalStore]> {
+        let config = try ConfigFile.load()
+        let (names, source): ([String], SettingSource) = if !flag.isEmpty {
+            (flag, .flag("--sso-store"))
+        } else if let text = StoreSettings.environment(variable) {
+            (text.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }, .environment(variable))
+        } else if let list = config.singleSignOn {
+            (list, .configFile(config.path))
+        } else {
+            ([], .defaultValue)
+        }
+        let known = try ExternalStores.all()
+        var stores: [ExternalStore] = []
+        for name in names where !stores.contains(where: { $0.name == name }) {
+            guard let store = known.first(where: { $0.name == name }) else {
+                throw CLIError.usage("\(source) names '\(name)' for single sign-on, which is not a store.",
+                                     hint: "Known stores: \(known.map(\.name).joined(separator: ", ")); declare others under \"stores\" in the config file")
+            }
+            stores.append(store)
+        }
+        return Setting(value: stores, source: source)
     }
 }

@@ -125,10 +125,11 @@ struct StoreSettings: Sendable {
 }
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
-/// of "backend", "group", "collection" and "stores" (other tools' MSAL caches, ``ExternalStoreConfig``). JSON rather than TOML: the project already parses
+/// of "backend", "group", "collection", "stores" (other tools' MSAL caches, ``ExternalStoreConfig``)
+/// and "single_sign_on" (``SingleSignOnSetting``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
-    static let keys = ["backend", "group", "collection", "stores"]
+    static let keys = ["backend", "group", "collection", "stores", "single_sign_on"]
 
     var path: String
     var backend: BackendPolicy?
@@ -136,6 +137,8 @@ struct ConfigFile: Sendable {
     var collection: String?
     /// Stores declared under "stores".
     var stores: [ExternalStore] = []
+    /// The store names listed under "single_sign_on" (``SingleSignOnSetting``).
+    var singleSignOn: [String]?
 
     /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
     static var path: String {
@@ -192,6 +195,21 @@ struct ConfigFile: Sendable {
         config.collection = try text("collection", "default, session or a collection's label")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
+        }
+        if let names = object["single_sign_on"] {
+            guard case .array(let values) = names else {
+                throw CLIError.usage("The config file \(path) sets \"single_sign_on\" to something other than a list of store names.",
+                                     hint: #"Write it as "single_sign_on": ["azure-cli"] (names from `tokencache stores`)"#)
+            }
+            var list: [String] = []
+            for value in values {
+                guard case .string(let name) = value, !name.isEmpty else {
+                    throw CLIError.usage("The config file \(path) lists something other than a store name under \"single_sign_on\".",
+                                         hint: #"Write it as "single_sign_on": ["azure-cli"] (names from `tokencache stores`)"#)
+                }
+                list.append(name)
+            }
+            config.singleSignOn = list
         }
         return config
     }

@@ -95,9 +95,11 @@ public struct ExternalStore: Sendable, Hashable {
 
 extension ExternalStore {
     /// The stores the tools named in docs/EXTERNAL-STORES.md keep, with their parameters resolved
-    /// for this user (`home`, and `dataHome` = .NET's LocalApplicationData).
-    public static func catalogue(home: String = defaultHome, dataHome: String = defaultDataHome) -> [ExternalStore] {
-        let azure = home + "/.azure"
+    /// for this user (`home`, `dataHome` = .NET's LocalApplicationData, and Azure CLI's
+    /// configuration directory: `AZURE_CONFIG_DIR` when set, as Azure CLI reads it, else `~/.azure`).
+    public static func catalogue(home: String = defaultHome, dataHome: String = defaultDataHome,
+                                 azureConfigDirectory: String? = nil) -> [ExternalStore] {
+        let azure = azureConfigDirectory ?? Self.azureConfigDirectory(home: home)
         let pythonIdentity = home + "/.IdentityService"
         let dotnetIdentity = dataHome + "/.IdentityService"
         let azureCLISource = "Azure/azure-cli src/azure-cli-core/azure/cli/core/auth/persistence.py @ 011b9d53dba5fa85fe60eb087ed2182ccc6055a2"
@@ -156,6 +158,15 @@ extension ExternalStore {
             lockFiles: tenants.map { dotnetIdentity + "/" + $0 + ".lockfile" },
             source: "AzureAD/microsoft-authentication-cli src/MSALWrapper/PCACache.cs @ de20930c34b3b86c8a0ed7bbdeeca3f662dae918"))
         return stores
+    }
+
+    /// Azure CLI's `GLOBAL_CONFIG_DIR`: `os.path.expanduser(os.environ.get('AZURE_CONFIG_DIR', '~/.azure'))`.
+    public static func azureConfigDirectory(home: String) -> String {
+        guard let configured = ProcessInfo.processInfo.environment["AZURE_CONFIG_DIR"], !configured.isEmpty else {
+            return home + "/.azure"
+        }
+        if configured == "~" { return home }
+        return configured.hasPrefix("~/") ? home + configured.dropFirst(1) : configured
     }
 
     /// `$HOME`.

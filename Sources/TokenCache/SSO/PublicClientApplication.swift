@@ -28,6 +28,13 @@ public final class PublicClientApplication: Sendable {
         /// The encrypted file's directory, when the app opens its own store and the policy picks
         /// the file; nil for the default (`$XDG_DATA_HOME/tokencache`).
         public var fileDirectory: URL?
+        /// Other tools' MSAL caches (``ExternalStore/catalogue(home:dataHome:)``, e.g. Azure
+        /// CLI's) whose accounts this app lists and whose refresh tokens it may redeem when its
+        /// group holds none for an account: single sign-on with those tools. None by default,
+        /// since opting a store in lets this app use that tool's sign-ins. A refresh token
+        /// redeemed from a store and rotated by the server is written back to the store, under
+        /// its owner's lock.
+        public var singleSignOnStores: [ExternalStore] = []
 
         public init() {}
     }
@@ -84,8 +91,12 @@ public final class PublicClientApplication: Sendable {
 
     /// The accounts this app can use silently: those with a refresh token of the app or of its
     /// family that the app has not signed out of (MSAL's `allAccounts`).
+    /// With ``Options/singleSignOnStores``, the accounts of those stores follow the group's.
     public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
-        try await BlockingWork.run { [store, clientID] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
+        try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            let own = try store.accounts(clientID: clientID)
+            return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
+        }
     }
 
     /// The account with this username (case-insensitive), among those this app can use; nil when
@@ -208,6 +219,9 @@ public final class PublicClientApplication: Sendable {
                          claims: String?) async throws(TokenCacheError) -> TokenResult {
         // Checked before any request: a refresh token goes only to the host that issued it.
         if try await BlockingWork.run({ [self] () throws(TokenCacheError) in try redeemableRefreshTokens(for: account, at: authority).isEmpty }) {
+            if let result = try await refreshFromSingleSignOnStores(scopes: scopes, account: account, authority: authority, claims: claims) {
+                return result
+            }
             let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
                 try store.refreshTokens(clientID: clientID, account: account)
             }
@@ -226,21 +240,11 @@ public final class PublicClientApplication: Sendable {
                                                   claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
             switch outcome {
             case .tokens(let response):
-                if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
-                    throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
-                }
-                // The response must be the account's own (else userMismatch, nothing saved).
-                return try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                    try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
-                                   homeAccountID: account.homeAccountID, redeemedRefreshToken: refreshToken.secret)
-                }
+                return try await saveRefreshed(response, account: account, authority: authority, scopes: scopes,
+                                               redeemed: refreshToken.secret)
             case .rejected(let details):
                 lastRejection = details
-                if details.httpStatus == 429 || details.httpStatus >= 500 {
-                    throw TokenCacheError(.serverError, "The token endpoint answered \(details.httpStatus) (\(details.error)).",
-                                          hint: details.retryAfter.map { "Retry after \($0) s; the cache was not changed" }
-                                              ?? "Retry later; the cache was not changed", server: details)
-                }
+                if let failure = Self.transientFailure(details) { throw failure }
                 if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
                     // This app is not in the family after all, as MSAL concludes: stop using family tokens.
                     try await BlockingWork.run { [self] () throws(TokenCacheError) in
@@ -252,6 +256,10 @@ public final class PublicClientApplication: Sendable {
         let details = lastRejection
         let isInteraction = details == nil || ["invalid_grant", "interaction_required", "consent_required", "login_required"]
             .contains(details!.error)
+        // The group's tokens are stale; a tool the user signed in to since may hold a good one.
+        if isInteraction, let result = try await refreshFromSingleSignOnStores(scopes: scopes, account: account, authority: authority, claims: claims) {
+            return result
+        }
         throw TokenCacheError(
             isInteraction ? .interactionRequired : .serverError,
             details.map { "The token endpoint refused every refresh token (\($0.error)\($0.suberror.map { ", \($0)" } ?? ""))." }
@@ -259,6 +267,27 @@ public final class PublicClientApplication: Sendable {
             hint: isInteraction ? "Sign the user in interactively" + (details?.claims != nil ? " with the claims challenge" : "")
                 : "Check the app registration (client ID, authority)",
             server: details)
+    }
+
+    /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
+    /// (`invalidResponse`, `userMismatch`). `redeemed` is the group's token it was obtained with.
+    func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
+                       redeemed: String?) async throws(TokenCacheError) -> TokenResult {
+        if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
+            throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
+        }
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
+                           homeAccountID: account.homeAccountID, redeemedRefreshToken: redeemed)
+        }
+    }
+
+    /// The error for an answer worth retrying later (429, 5xx), which ends a refresh; nil otherwise.
+    static func transientFailure(_ details: ServerErrorDetails) -> TokenCacheError? {
+        guard details.httpStatus == 429 || details.httpStatus >= 500 else { return nil }
+        return TokenCacheError(.serverError, "The token endpoint answered \(details.httpStatus) (\(details.error)).",
+                               hint: details.retryAfter.map { "Retry after \($0) s; the cache was not changed" }
+                                   ?? "Retry later; the cache was not changed", server: details)
     }
 
     /// The error when the account has no refresh token this authority may see: sending one

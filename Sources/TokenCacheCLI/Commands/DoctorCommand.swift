@@ -19,6 +19,11 @@ struct DoctorCommand: ParsableCommand {
         "passphrase_file": {"value", "source"}}, the source being the option, the variable, the \
         config file's path or "default", and the config file consulted as "config_file".
 
+        "single sign-on stores" are the other tools' caches (`tokencache stores`) whose refresh \
+        tokens `token --refresh` may redeem: none unless TOKENCACHE_SSO_STORES or the config \
+        file's "single_sign_on" names some (--json: "single_sign_on_stores", names joined by \
+        commas, "none" when off).
+
         --accept-rollback first accepts the group's encrypted file although it is older than one \
         this machine has already seen (error "older than one this machine has already seen", \
         after restoring a backup on purpose): the remembered generation is reset to the file's. \
@@ -40,7 +45,11 @@ struct DoctorCommand: ParsableCommand {
 
     func run() throws {
         var settings: StoreSettings!
-        try reportingErrors { settings = try store.settings() }
+        var singleSignOn: Setting<[ExternalStore]>!
+        try reportingErrors {
+            settings = try store.settings()
+            singleSignOn = try SingleSignOnSetting.resolve(flag: [])
+        }
         let group = settings.group.value
         if acceptRollback {
             try reportingErrors {
@@ -55,10 +64,15 @@ struct DoctorCommand: ParsableCommand {
         diagnosis.checks.append(CoreDumps.areDisabled
             ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")
             : .init(name: "core dumps", status: .warning, detail: "this process is dumpable: a core file could hold tokens"))
-        let shown = Self.settingRows(settings)
+        for store in singleSignOn.value {
+            diagnosis.checks.append(.init(name: "single sign-on with \(store.name)", status: .info,
+                                          detail: "token --refresh may redeem its refresh tokens (\(store.location))"))
+        }
+        let shown = Self.settingRows(settings) + [("single sign-on stores", singleSignOn.value.isEmpty ? "none"
+            : singleSignOn.value.map(\.name).joined(separator: ","), singleSignOn.source)]
         if json {
             try JSONOutput.print(Report(diagnosis: diagnosis, settings: shown.reduce(into: [:]) {
-                $0[$1.name.replacing(" ", with: "_")] = Report.Setting(value: $1.value, source: $1.source.jsonValue)
+                $0[$1.name.replacing(" ", with: "_").replacing("-", with: "_")] = Report.Setting(value: $1.value, source: $1.source.jsonValue)
             }, configFile: settings.configPath))
         } else {
             Terminal.print("\(Terminal.bold("Policy")) \(diagnosis.policy.rawValue)")

@@ -16,10 +16,21 @@ struct TokenCommand: ParsableCommand {
         own, or its family's for single sign-on - and saved. Exit code 2 when there is none \
         (or the user must sign in interactively), 1 on error.
 
+        With --sso-store NAME (or TOKENCACHE_SSO_STORES, or "single_sign_on" in the config \
+        file), --refresh may also redeem a refresh token that tool keeps (see `tokencache \
+        stores`) when the group has none for the account: single sign-on with Azure CLI and \
+        other msal-extensions tools. Off by default. The token is saved in the group; the tool \
+        gets back only the rotated refresh token, under its own lock. `tokencache doctor` shows \
+        which stores are opted in. With --store NAME the token is read from that tool's cache \
+        instead of the group (nothing is redeemed or written).
+
         Examples:
           TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
           tokencache token --client 04b07795-... --scopes "User.Read" --account alice@contoso.com --json
           tokencache token --client 04b07795-... --scopes "User.Read" --refresh --authority https://login.microsoftonline.com/organizations
+          tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 --scopes "https://management.azure.com//.default" \\
+            --refresh --authority https://login.microsoftonline.com/organizations --sso-store azure-cli
+          tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "https://management.core.windows.net//.default"
         """)
 
     @OptionGroup var store: StoreOptions
@@ -39,11 +50,22 @@ struct TokenCommand: ParsableCommand {
     @Flag(help: "Redeem a refresh token at the token endpoint when no cached access token is usable (needs --authority).")
     var refresh = false
 
+    @Option(name: .customLong("sso-store"), help: ArgumentHelp(
+        "With --refresh, also redeem this tool's refresh token (a name `tokencache stores` shows) when the group has none: single sign-on. Repeatable; off by default.",
+        valueName: "name"))
+    var singleSignOnStores: [String] = []
+
+    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    var externalStore: String?
+
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
 
     func validate() throws {
         if refresh && authority == nil { throw ValidationError("--refresh needs --authority URL (where to redeem the refresh token).") }
+        if refresh && externalStore != nil {
+            throw ValidationError("--store only reads another tool's cache; to redeem its refresh token into the group, use --refresh --sso-store NAME instead.")
+        }
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
     }
 
@@ -61,9 +83,29 @@ struct TokenCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let store = try store.openStore(account: account)
+            let singleSignOn = try SingleSignOnSetting.resolve(flag: singleSignOnStores)
+            let (store, place): (AccountStore, String)
+            if let externalStore {
+                let access = ExternalStores.access(try ExternalStores.named(externalStore), verbose: self.store.verbose)
+                store = try ExternalStores.read(access)
+                place = "store \(externalStore)"
+            } else {
+                store = try self.store.openStore(account: account)
+                place = "group \(store.group)"
+            }
             let authority = try self.authority.map { try Authority($0) }
-            let candidates = try store.accounts(clientID: client)
+            var app: PublicClientApplication?
+            if refresh, let authority {
+                var options = PublicClientApplication.Options()
+                options.logger = store.options.logger
+                options.singleSignOnStores = singleSignOn.value
+                app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
+            }
+            let candidates = if let app, !singleSignOn.value.isEmpty {
+                try waitFor { try await app.accounts() }
+            } else {
+                try store.accounts(clientID: client)
+            }
             var chosen: [CachedAccount]
             if let account {
                 chosen = candidates.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
@@ -81,7 +123,7 @@ struct TokenCommand: ParsableCommand {
                                       hint: "Pick one with --account: \(chosen.map(\.username).joined(separator: ", "))")
             }
             guard let target = chosen.first else {
-                throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in group \(store.group).",
+                throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in \(place).",
                                         hint: "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app")
             }
             var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
@@ -97,8 +139,7 @@ struct TokenCommand: ParsableCommand {
                     found = only
                 }
             }
-            if refresh, let authority, found == nil || found?.needsRefresh() == true {
-                let app = PublicClientApplication(clientID: client, authority: authority, store: store)
+            if let app, found == nil || found?.needsRefresh() == true {
                 do {
                     let scopes = scopeList(scopes)
                     found = try waitFor { try await app.acquireTokenSilent(scopes: scopes, account: target) }

@@ -304,9 +304,18 @@ public final class AccountStore: Sendable {
     /// tokens are Microsoft's: an app with a B2C, AD FS or generic OIDC authority redeems only
     /// its own.
     package func refreshTokens(clientID: String, account: CachedAccount, redeemableAt authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
+        try refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID, redeemableAt: authority, appMetadata: nil)
+    }
+
+    /// ``refreshTokens(clientID:account:redeemableAt:)`` with the client's family membership
+    /// read from `appMetadata` (its own group's) instead of this store's: for another tool's
+    /// cache, which knows nothing of the client.
+    package func refreshTokens(clientID: String, homeAccountID: String, redeemableAt authority: Authority,
+                               appMetadata: [CacheEntry]?) throws(TokenCacheError) -> [RefreshToken] {
         try read { index in
-            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
-            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID, environment: authority.environment, in: index)
+            guard Self.signInState(home: homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
+            return Self.refreshTokens(home: homeAccountID, clientID: clientID, environment: authority.environment,
+                                      appMetadata: appMetadata ?? Array(index.all(.appMetadata)), in: index)
                 .filter { entry in
                     !(entry["secret"] ?? "").isEmpty
                         && Environment.authority(authority, accepts: entry["environment"] ?? "")
@@ -314,6 +323,30 @@ public final class AccountStore: Sendable {
                 }
                 .map(RefreshToken.init(entry:))
         }
+    }
+
+    /// Gives every refresh token of the account in `environment`'s cloud whose secret is
+    /// `redeemed` the secret `rotated`: another tool's cache keeps working after this project
+    /// redeemed its token at a server that rotates them. Returns how many entries changed.
+    package func replaceRefreshTokenSecret(homeAccountID: String, environment: String, redeemed: String, rotated: String,
+                                           now: Date = Date()) throws(TokenCacheError) -> Int {
+        let environment = Environment.canonical(environment)
+        var changed = 0
+        try mutate { index in
+            let changes: [CacheChange] = index.entries(.refreshToken, homeAccountID: homeAccountID)
+                .filter { $0["secret"] == redeemed && Environment.canonical($0["environment"] ?? "") == environment }
+                .map { stale in
+                    var updated = stale
+                    updated.fields["secret"] = .string(rotated)
+                    if stale.fields["last_modification_time"] != nil {
+                        updated.fields["last_modification_time"] = .string(String(Int(now.timeIntervalSince1970)))
+                    }
+                    return .upsert(updated)
+                }
+            changed = changes.count
+            return changes
+        } result: { _ in () }
+        return changed
     }
 
     /// The app metadata recorded for a client, if any.

@@ -25,6 +25,10 @@ COMMAND:
   hammer N [--tag T]   N read-modify-write updates, each adding one distinct AccessToken
                        (target "api://peer-hammer/T-i") through PersistedTokenCache.add under the lock
   hold-lock SECONDS    take the CrossPlatLock, print {"locked": ...} and sleep, then release
+  silent --client ID --authority URL --ca-bundle PEM --username U --scopes "S ..."
+                       what the owning tool does next time: msal.PublicClientApplication on the
+                       PersistedTokenCache, acquire_token_silent_with_error(force_refresh=True)
+                       for the account at the (loopback TLS) authority; prints the outcome
 
 Every command prints one JSON object on stdout. Exit 0 on success, 1 on an error (message on
 stderr and as {"error": ...} on stdout), 2 on bad arguments.
@@ -98,6 +102,9 @@ def parse_args(argv):
     h.add_argument("--seed")
     hl = sub.add_parser("hold-lock")
     hl.add_argument("seconds", type=float)
+    sl = sub.add_parser("silent")
+    for name in ("--client", "--authority", "--ca-bundle", "--username", "--scopes"):
+        sl.add_argument(name, required=True)
     args = p.parse_args(argv)
     if args.libsecret and not args.signal:
         p.error("--libsecret needs --signal PATH (the signal file LibsecretPersistence touches)")
@@ -234,8 +241,25 @@ def cmd_hold_lock(args, persistence, lock):
     return {"released": lock}
 
 
+def cmd_silent(args, persistence, lock):
+    import requests
+    cache = msal_extensions.PersistedTokenCache(persistence, lock_location=lock)
+    session = requests.Session()
+    session.trust_env = False  # only the throw-away certificate, no proxies for loopback
+    session.verify = args.ca_bundle
+    app = msal.PublicClientApplication(args.client, authority=args.authority, token_cache=cache,
+                                       http_client=session, instance_discovery=False)
+    accounts = app.get_accounts(username=args.username)
+    if not accounts:
+        return {"accounts": 0, "result": None}
+    result = app.acquire_token_silent_with_error(args.scopes.split(), accounts[0], force_refresh=True) or {}
+    keys = ("access_token", "error", "error_description", "token_source")
+    return {"accounts": len(accounts), "result": {k: result[k] for k in keys if k in result}}
+
+
 COMMANDS = {"info": cmd_info, "write": cmd_write, "read": cmd_read, "list": cmd_list,
-            "add-field": cmd_add_field, "hammer": cmd_hammer, "hold-lock": cmd_hold_lock}
+            "add-field": cmd_add_field, "hammer": cmd_hammer, "hold-lock": cmd_hold_lock,
+            "silent": cmd_silent}
 
 
 def main(argv):

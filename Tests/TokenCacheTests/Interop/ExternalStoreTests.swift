@@ -30,6 +30,9 @@ struct ExternalStoreTests {
             self.cli = cli
         }
 
+        /// The same machine seen through `cli` (other variables).
+        init(cli: CLI) { self.cli = cli }
+
         var environment: [String: String] { cli.environment }
 
         /// The peer on `store` (its --file or --libsecret arguments) running `command`.
