@@ -222,6 +222,28 @@ def scenario_cold(work, accounts):
     return {"accounts": accounts, "clients": 3, "times": times, "peak_rss": rss, "dbus": calls}
 
 
+def scenario_store(work, accounts):
+    """`tokencache token --store azure-cli` against MSAL Python + msal-extensions reading the same
+    Azure CLI cache file (AZURE_CONFIG_DIR points both at it), as whole processes."""
+    config = os.path.join(work, "azure-%d" % accounts)
+    os.makedirs(config, exist_ok=True)
+    path = os.path.join(config, "msal_token_cache.json")
+    shutil.copyfile(gen_cache(work, accounts), path)
+    os.chmod(path, 0o600)
+    os.environ["AZURE_CONFIG_DIR"] = config
+    client, username = CLIENTS[1], "user%d@contoso.com" % (accounts // 2)
+    ours = [tool("tokencache"), "token", "--store", "azure-cli", "--client", client, "--scopes", "User.Read", "--account", username]
+    msal = [PY, os.path.join(SCRIPTS, "msal_bench.py"), "lookup-file", path, client, username, "User.Read"]
+    tokens = {sh(argv).stdout.strip() for argv in (ours, msal)}
+    if len(tokens) != 1:
+        raise SystemExit("tokencache and MSAL Python disagree on the token in the Azure CLI cache")
+    quote = lambda argv: " ".join("'%s'" % a for a in argv)
+    times = hyperfine([("tokencache", quote(ours)), ("msal-python", quote(msal))], runs("cold_msal"), 2 if not SMOKE else 1, work,
+                      rounds=3 if not SMOKE else 1)
+    rss = {name: peak_rss_kb(argv, runs("rss")) for name, argv in (("tokencache", ours), ("msal-python", msal))}
+    return {"accounts": accounts, "clients": 3, "file_bytes": os.path.getsize(path), "times": times, "peak_rss": rss}
+
+
 def scenario_warm(work):
     """The ordo-one WarmLookup benchmark, in-memory and Secret Service variants (the latter reads the seeded groups)."""
     make_default()
@@ -383,6 +405,8 @@ def inner(scenario, work, out):
         result = scenario_cold(work, int(arg))
     elif name == "warm":
         result = scenario_warm(work)
+    elif name == "store":
+        result = scenario_store(work, int(arg))
     elif name == "saves":
         result = scenario_saves(work, int(arg))
     elif name == "file":
@@ -489,6 +513,7 @@ def main():
         results["saves"] = {str(n): in_keyring("saves:%d" % n, work, seed(work, "saves-%d" % n, [(n, GROUP)])) for n in (10, 100, 1000)}
         results["warm"] = in_keyring("warm", work, seed(work, "warm", [(n, "org.swift-tokencache.bench-ss-%d" % n) for n in (10, 100, 1000)]))
         results["file"] = in_keyring("file", work)
+        results["store"] = {str(n): in_keyring("store:%d" % n, work) for n in (1, 100)}
         results["concurrent"] = {b: in_keyring("concurrent:" + b, work) for b in ("ss", "file")}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -8,6 +8,9 @@ is how Azure CLI-style apps share a cache on Linux.
     msal_bench.py lookup CLIENT USERNAME SCOPE  the cold lookup, run as a whole process:
         PublicClientApplication(token_cache=PersistedTokenCache(LibsecretPersistence(...))),
         get_accounts(username) + acquire_token_silent(scopes, account); prints the token
+    msal_bench.py lookup-file PATH CLIENT USERNAME SCOPE
+        the same lookup on a plaintext cache file (FilePersistence), as Azure CLI reads its
+        ~/.azure/msal_token_cache.json
     msal_bench.py save RESPONSES.json CLIENT AUTHORITY
         PersistedTokenCache.add of each response in turn (what acquire_token_* does after a token
         request); prints JSON with per-save times in ns
@@ -23,7 +26,7 @@ import sys
 import time
 
 import msal
-from msal_extensions import LibsecretPersistence, PersistedTokenCache
+from msal_extensions import FilePersistence, LibsecretPersistence, PersistedTokenCache
 
 SCHEMA = "org.swift-tokencache.bench.msal"
 SIGNAL = os.path.join(os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "msal-bench.signal")
@@ -75,9 +78,13 @@ def main():
         with open(sys.argv[2]) as handle:
             persistence().save(handle.read())
         print(json.dumps({"stored": True}))
-    elif command == "lookup":
+    elif command in ("lookup", "lookup-file"):
+        if command == "lookup-file":
+            cache = PersistedTokenCache(FilePersistence(sys.argv[2]))
+            del sys.argv[2]
+        else:
+            cache = PersistedTokenCache(persistence())
         client, username, scope = sys.argv[2:5]
-        cache = PersistedTokenCache(persistence())
         app = msal.PublicClientApplication(client, authority="https://login.microsoftonline.com/11111111-1111-1111-1111-111111111111",
                                            token_cache=cache, http_client=OfflineHTTP())
         accounts = app.get_accounts(username=username)
@@ -101,7 +108,7 @@ def main():
             times.append(time.perf_counter_ns() - start)
         print(json.dumps({"command": "save", "accounts_before": accounts, "first_load_ns": first_load, "save_ns": times}))
     else:
-        sys.exit("commands: store, lookup, save")
+        sys.exit("commands: store, lookup, lookup-file, save")
 
 
 if __name__ == "__main__":

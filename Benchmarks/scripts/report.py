@@ -82,6 +82,12 @@ def targets(r):
                               c["saves"], c["saves_per_s"], c["lost_updates"],
                               ", %d worker failures" % len(c["worker_failures"]) if c["worker_failures"] else ""),
                           c["lost_updates"] == 0 and not c["worker_failures"], "0 lost updates", 6))
+    for accounts, c in sorted(r.get("store", {}).items(), key=lambda kv: int(kv[0])):
+        t = c["times"]
+        ours, msal = t["tokencache"]["median_ms"], t["msal-python"]["median_ms"]
+        out.append(target("tokencache token --store azure-cli vs MSAL Python + msal-extensions on the same file, %s accounts x 3" % accounts,
+                          "%s vs %s = %.1fx faster" % (fmt_ms(ours), fmt_ms(msal), msal / ours), msal / ours >= 5,
+                          ">= 5x faster", 7))
     return out
 
 
@@ -226,6 +232,17 @@ def markdown(r):
     rows = [["Secret Service" if b == "ss" else "encrypted file", c["saves"], "%.1f s" % c["wall_s"], "%.1f" % c["saves_per_s"],
              span(c["per_save_ms"]), c["lost_updates"]] for b, c in r["concurrent"].items()]
     parts.append(table(["Backend", "Saves", "Wall time", "Saves/s (all 8)", "One save, per process", "Lost updates"], rows))
+    if r.get("store"):
+        parts.append("\n## 7. Another tool's cache: Azure CLI's file\n\n"
+                     "`tokencache token --store azure-cli --client C --scopes User.Read --account U` vs MSAL Python + "
+                     "msal-extensions (`PersistedTokenCache(FilePersistence(path))`, `get_accounts` + `acquire_token_silent`, "
+                     "as Azure CLI reads `~/.azure/msal_token_cache.json`) on the same plaintext file (AZURE_CONFIG_DIR "
+                     "points both at it); both print the same token. Whole processes, hyperfine `-N`, 3 rounds in "
+                     "alternating order; MSAL Python's authority metadata request answered in-process.\n\n")
+        rows = [[a, "%.0f KB" % (c["file_bytes"] / 1024), span(c["times"]["tokencache"]), span(c["times"]["msal-python"]),
+                 "%.1f MB / %.1f MB" % (c["peak_rss"]["tokencache"]["median_kb"] / 1024, c["peak_rss"]["msal-python"]["median_kb"] / 1024)]
+                for a, c in sorted(r["store"].items(), key=lambda kv: int(kv[0]))]
+        parts.append(table(["Accounts (x 3)", "File", "tokencache", "MSAL Python", "Peak RSS (ours / MSAL)"], rows))
     history = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "HISTORY.md")
     if os.path.exists(history):
         with open(history) as handle:

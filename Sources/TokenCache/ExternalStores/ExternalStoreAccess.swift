@@ -124,11 +124,12 @@ public struct ExternalStoreAccess: Sendable {
     }
 
     private static func accountStore(_ json: Data) throws(TokenCacheError) -> (store: AccountStore, report: ImportReport) {
-        let store = AccountStore(backend: InMemoryBackend())
         // An empty blob is an empty cache, as msal-extensions reads it.
         let isEmpty = json.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
-        let report = try store.importMSALJSON(isEmpty ? Data("{}".utf8) : json)
-        return (store, report)
+        let (entries, report) = try AccountStore.parseMSALJSON(isEmpty ? Data("{}".utf8) : json)
+        // The entries under the owner's keys, as they are: written back, only what changed differs.
+        let group = CacheGroup.universalStorage
+        return (AccountStore(backend: InMemoryBackend(group: group, entries: entries), group: group), report)
     }
 
     private func loadBlob() throws(TokenCacheError) -> Blob? {

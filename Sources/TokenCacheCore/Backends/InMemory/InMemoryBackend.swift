@@ -13,6 +13,14 @@ public final class InMemoryBackend: CacheBackend {
     /// Creates an empty in-memory store.
     public init() {}
 
+    /// A store whose `group` holds `entries` as they are, keys included (another tool's blob
+    /// loaded for reading and writing back, without the work of an import).
+    package init(group: CacheGroup, entries: [CacheEntry]) {
+        var stored = Group()
+        for entry in entries { stored.entries[entry.kind, default: [:]][entry.key] = entry }
+        groups.withLock { $0[group] = stored }
+    }
+
     public func location(of group: CacheGroup) -> String { "in-memory group '\(group)'" }
 
     public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
