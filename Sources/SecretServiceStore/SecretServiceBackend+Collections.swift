@@ -99,7 +99,7 @@ extension SecretServiceBackend {
     }
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.
-    private func findCollection(labelled label: String) throws(TokenCacheError) -> String? {
+    func findCollection(labelled label: String) throws(TokenCacheError) -> String? {
         for path in try client.collections() {
             // A collection deleted meanwhile is simply not the one.
             do {

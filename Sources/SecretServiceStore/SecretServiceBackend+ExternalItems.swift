@@ -63,4 +63,31 @@ extension SecretServiceBackend {
             try client.createItem(in: item.collection, label: item.label, attributes: item.attributes, secret: sealed, replace: true).prompt
         }
     }
+
+    /// Creates the item another tool would create with libsecret's `password_store`: in the
+    /// collection with this alias or label (nil: `default`), attributes plus `xdg:schema`,
+    /// content type text/plain.
+    /// - Throws: `collectionMissing` when there is no such collection; keyring errors.
+    package func createExternalItem(collection: String?, schema: String, attributes: [String: String], label: String,
+                                    secret: Data) throws(TokenCacheError) {
+        let name = collection ?? "default"
+        let path: String
+        if let alias = try client.readAlias(name) {
+            path = alias
+        } else if let labelled = try findCollection(labelled: name) {
+            path = labelled
+        } else {
+            throw Self.missingAlias(name)
+        }
+        let sealed = GVariantRef(sinking: try session.session().secretStruct(secret, contentType: "text/plain"))
+        let stored = attributes.merging(["xdg:schema": schema]) { current, _ in current }
+        try write(in: path) { () throws(TokenCacheError) in
+            try client.createItem(in: path, label: label, attributes: stored, secret: sealed, replace: true).prompt
+        }
+    }
+
+    /// Deletes the item (another tool's whole cache).
+    package func deleteExternalItem(_ item: ExternalKeyringItem) throws(TokenCacheError) {
+        try write(in: item.collection) { () throws(TokenCacheError) in try client.delete(item.path) }
+    }
 }

@@ -105,6 +105,20 @@ enum Terminal {
         return ["y", "yes"].contains(answer.filter { $0 != " " && $0 != "\t" }.lowercased())
     }
 
+    /// Asks before a destructive step (`plan`: "remove …") unless `yes`. Where no question can
+    /// be asked (standard input or output is not a terminal) it refuses with exit 64 naming
+    /// --yes, as does a "no" with exit 1; `unchanged` says what was left as it was.
+    static func confirmOrRefuse(_ plan: String, yes: Bool, unchanged: String) throws(CLIError) {
+        guard !yes else { return }
+        guard stdinIsTerminal && stdoutIsTerminal else {
+            throw CLIError.usage("\(unchanged): no question can be asked here (standard input or output is not a terminal).",
+                                 hint: "Pass --yes to \(plan)")
+        }
+        guard confirm(TerminalText("About to \(plan). Continue?")) else {
+            throw CLIError.failed("\(unchanged).", hint: "Pass --yes to skip the question")
+        }
+    }
+
     /// Rows as a table with aligned columns (widths counted without colour codes).
     static func table(_ header: [String], _ rows: [[TerminalText]], indent: String = "  ") -> TerminalText {
         let cells = [header.map { TerminalText($0) }] + rows

@@ -71,17 +71,27 @@ public struct ExternalStoreAccess: Sendable {
     /// Locks, reads, lets `change` modify the accounts, and writes the result back when it
     /// returns true; the locks are released in every case. Nothing is written when the blob
     /// holds anything the codec could not keep.
-    /// - Throws: `notFound` when the store does not exist; `timedOut` when a lock is held too
-    ///   long; `invalidCacheData`; keyring and file errors; whatever `change` throws.
-    public func modify<Result>(_ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
+    ///
+    /// With `creatingIfMissing`, a store that does not exist yet starts empty and is created as
+    /// its owner creates it: the file with mode 0600 (its folder 0700 when missing), the keyring
+    /// item in its collection with the owner's schema, attributes and label.
+    /// - Throws: `notFound` when the store does not exist (and is not to be created); `timedOut`
+    ///   when a lock is held too long; `invalidCacheData`; keyring and file errors; whatever
+    ///   `change` throws.
+    public func modify<Result>(creatingIfMissing: Bool = false,
+                               _ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
         guard !store.lockFiles.isEmpty else {
             throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
                                   hint: "Let its owner sign in first (azureauth creates a lock file per tenant), then retry")
         }
+        if creatingIfMissing {
+            for path in store.lockFiles { try Self.createFolder(of: path) }
+        }
         var locks: [MSALExtensionsLock] = []
         defer { for lock in locks.reversed() { lock.release() } }
         for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
-        guard let blob = try loadBlob() else {
+        let loaded = try loadBlob()
+        guard let blob = loaded ?? (creatingIfMissing ? Blob(json: Data("{}".utf8), encoding: newEncoding) : nil) else {
             throw TokenCacheError(.notFound, "Store \(store.name) does not exist (\(store.location)).",
                                   hint: "Run `tokencache stores` to see which stores exist here")
         }
@@ -93,8 +103,44 @@ public struct ExternalStoreAccess: Sendable {
                                   hint: "Let its owner rewrite the cache (sign in again there)")
         }
         let json = try accounts.exportMSALJSON()
-        try saveBlob(json, encoding: blob.encoding)
+        try saveBlob(json, encoding: blob.encoding, creating: loaded == nil)
         return outcome.result
+    }
+
+    /// Deletes the store under its owner's lock: the file, or the keyring item (its signal
+    /// files are touched so that readers notice). Nothing happens when it does not exist.
+    public func delete() throws(TokenCacheError) {
+        var locks: [MSALExtensionsLock] = []
+        defer { for lock in locks.reversed() { lock.release() } }
+        for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+        switch store.persistence {
+        case .file(let path, let signal):
+            guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("delete", path) }
+            if let signal { try FileIO.touch(signal) }
+        case .secretService(let item):
+            let keyring = try keyring()
+            while let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
+                                                           schema: item.matchesSchema ? item.schema : nil) {
+                try keyring.deleteExternalItem(found)
+            }
+            for signal in item.signalFiles { try FileIO.touch(signal) }
+        }
+    }
+
+    /// How a store created here is encoded: as its owner writes it.
+    private var newEncoding: ExternalStore.BlobEncoding {
+        if case .secretService(let item) = store.persistence, item.encoding == .base64 { return .base64 }
+        return .raw
+    }
+
+    /// The folder `path` is in, created (0700, parents included) when missing.
+    private static func createFolder(of path: String) throws(TokenCacheError) {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+        let folder = String(path[..<slash])
+        var info = stat()
+        if stat(folder, &info) == 0 { return }
+        try createFolder(of: folder)
+        guard mkdir(folder, 0o700) == 0 || errno == EEXIST else { throw FileIO.error("create the folder", folder) }
     }
 
     /// Whether the store exists here, whether it can be read, and its account count.
@@ -148,19 +194,35 @@ public struct ExternalStoreAccess: Sendable {
         }
     }
 
-    private func saveBlob(_ json: Data, encoding: ExternalStore.BlobEncoding) throws(TokenCacheError) {
+    private func saveBlob(_ json: Data, encoding: ExternalStore.BlobEncoding, creating: Bool) throws(TokenCacheError) {
         switch store.persistence {
         case .file(let path, let signal):
+            if creating {
+                try Self.createFolder(of: path)
+                var info = stat()
+                if lstat(path, &info) != 0 {
+                    // msal-extensions' FilePersistence creates the file with mode 0600.
+                    _ = try FileIO.atomicReplace(path, with: json, temporaryPrefix: ".\(store.name).tokencache-", mode: 0o600)
+                    if let signal { try FileIO.touch(signal) }
+                    return
+                }
+            }
             try Self.replaceFile(path, with: json)
             if let signal { try FileIO.touch(signal) }
         case .secretService(let item):
             let keyring = try keyring()
+            let secret = encoding == .base64 ? Data(json.base64EncodedString().utf8) : json
             guard let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
                                                            schema: item.matchesSchema ? item.schema : nil) else {
-                throw TokenCacheError(.notFound, "The keyring item of store \(store.name) was deleted meanwhile; nothing was written.",
-                                      hint: "Retry; `tokencache stores` shows whether the store still exists")
+                guard creating else {
+                    throw TokenCacheError(.notFound, "The keyring item of store \(store.name) was deleted meanwhile; nothing was written.",
+                                          hint: "Retry; `tokencache stores` shows whether the store still exists")
+                }
+                try keyring.createExternalItem(collection: item.collection, schema: item.schema, attributes: item.attributes,
+                                               label: item.label, secret: secret)
+                for signal in item.signalFiles { try Self.createFolder(of: signal); try FileIO.touch(signal) }
+                return
             }
-            let secret = encoding == .base64 ? Data(json.base64EncodedString().utf8) : json
             try keyring.replaceExternalSecret(found, with: secret)
             // Only after the keyring write succeeded (Python's order): a touch says "changed".
             for signal in item.signalFiles { try FileIO.touch(signal) }

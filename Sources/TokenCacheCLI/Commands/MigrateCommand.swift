@@ -20,10 +20,19 @@ struct MigrateCommand: ParsableCommand {
         or deleted: remove it yourself once you have checked the copy. Entries already in the \
         group stay.
 
+        --to-store NAME (instead of --to) copies the store into another tool's store, under that \
+        store's lock, creating it when it does not exist yet (the file with mode 0600, the \
+        keyring item with its owner's schema, attributes and label), and verifies the copy by \
+        reading it back. --configure-azure-cli (with --to-store azure-cli-encrypted) then sets \
+        `[core] encrypt_token_cache = true` in Azure CLI's config file, so Azure CLI reads the \
+        keyring item from now on. --remove-source deletes the source only after the copy was \
+        verified (asked first on a terminal; --yes elsewhere).
+
         Examples:
           tokencache migrate --from file --to secret-service
           tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
+          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted --configure-azure-cli --remove-source
         """)
 
     @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"))
@@ -34,7 +43,20 @@ struct MigrateCommand: ParsableCommand {
     var fromStore: String?
 
     @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"))
-    var to: BackendPolicy
+    var to: BackendPolicy?
+
+    @Option(name: .customLong("to-store"),
+            help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"))
+    var toStore: String?
+
+    @Flag(help: "With --to-store azure-cli-encrypted, set encrypt_token_cache = true in Azure CLI's config once the copy is verified.")
+    var configureAzureCli = false
+
+    @Flag(help: "With --from-store, delete the source store once the copy is verified.")
+    var removeSource = false
+
+    @Flag(help: "Do not ask before deleting the source (needed where no question can be asked).")
+    var yes = false
 
     @Option(help: ArgumentHelp("The sharing group. Default: $TOKENCACHE_GROUP, else the config file's \"group\", else \(CacheGroup.universalStorage.name).",
                                valueName: "name"))
@@ -59,6 +81,13 @@ struct MigrateCommand: ParsableCommand {
             do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
         }
         guard to != .automatic else { throw ValidationError("--to must be secret-service or file.") }
+        guard (to == nil) != (toStore == nil) else { throw ValidationError("Give --to (a backend) or --to-store (another tool's store), one of them.") }
+        if toStore != nil && fromStore == nil { throw ValidationError("--to-store copies a store: give --from-store NAME too.") }
+        if configureAzureCli && toStore != "azure-cli-encrypted" {
+            throw ValidationError("--configure-azure-cli goes with --to-store azure-cli-encrypted (Azure CLI's keyring item).")
+        }
+        if removeSource && fromStore == nil { throw ValidationError("--remove-source goes with --from-store; --from removes what it moved already.") }
+        if let fromStore, fromStore == toStore { throw ValidationError("--from-store and --to-store must differ.") }
         if fromStore != nil {
             guard from == nil else { throw ValidationError("Give --from or --from-store, not both.") }
             if toCollection.isEmpty { throw ValidationError("--to-collection needs default, session or a collection's label.") }
@@ -74,8 +103,9 @@ struct MigrateCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let fromStore, let toStore { return try copy(fromStore, toStore: toStore) }
         if let fromStore { return try copy(fromStore) }
-        guard let from else { return }
+        guard let from, let to else { return }
         try reportingErrors(.migrate(collectionOption: "--from-collection or --to-collection")) {
             let logger = StoreOptions.logger(verbose: verbose)
             // The group and passphrase file as every other command resolves them.
@@ -95,6 +125,7 @@ struct MigrateCommand: ParsableCommand {
     /// Read without the owner's lock, as its readers do: the blob is one whole write (a torn read
     /// is retried) and what is verified is that snapshot, so no lock file is made beside it.
     private func copy(_ storeName: String) throws {
+        guard let to else { return }
         try reportingErrors(.migrate(collectionOption: "--to-collection")) {
             let logger = StoreOptions.logger(verbose: verbose)
             let external = ExternalStores.access(try ExternalStores.named(storeName), verbose: verbose)
@@ -110,15 +141,61 @@ struct MigrateCommand: ParsableCommand {
             keepUntilExit(destination)
             let copied = try CacheMigration.copy(msalJSON: json, into: destination)
             let name = external.store.name, location = external.store.location
-            Terminal.print("Copied \(copied) entr\(copied == 1 ? "y" : "ies") of \(name) (\(location)) into \(group) on \(backend.location(of: group)); verified. The source was not changed.")
+            Terminal.print("Copied \(copied) entr\(copied == 1 ? "y" : "ies") of \(name) (\(location)) into \(group) on \(backend.location(of: group)); verified.")
+            if removeSource {
+                try removeVerifiedSource(external)
+                return
+            }
+            Terminal.print("The source was not changed.")
             let collection = to == .secretService && toCollection != "default" ? " --collection \(toCollection)" : ""
             var removal = "Once you have checked the copy (tokencache list --backend \(to.rawValue)\(collection) --group \(group)), remove the source yourself: `tokencache remove --store \(name) --account NAME --yes` removes an account under its owner's lock"
             removal += external.store.isEncrypted ? "." : ", or delete \(location)."
             if name == "azure-cli" {
-                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `az config set core.encrypt_token_cache=true` (it falls back to the plaintext file whenever libsecret fails)."
+                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted --configure-azure-cli` moves it there and sets `az config set core.encrypt_token_cache=true` for you (Azure CLI falls back to the plaintext file whenever libsecret fails)."
             }
             Terminal.print(TerminalText(removal))
         }
+    }
+
+    /// Copies one store into another under the destination's lock (creating it when missing),
+    /// verifies the copy read back, then optionally points Azure CLI at it and deletes the source.
+    private func copy(_ sourceName: String, toStore targetName: String) throws {
+        try reportingErrors {
+            let source = ExternalStores.access(try ExternalStores.named(sourceName), verbose: verbose)
+            let target = ExternalStores.access(try ExternalStores.named(targetName), verbose: verbose)
+            let json = try ExternalStores.read(source).exportMSALJSON()
+            let entries = try CacheMigration.copyableEntries(json)
+            let changed = try target.modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) -> (write: Bool, result: Int) in
+                let report = try theirs.importMSALJSON(json)
+                return (report.changedCount > 0, report.changedCount)
+            }
+            // Read back from the store itself, as its owner will read it.
+            guard let written = try target.read() else {
+                throw TokenCacheError(.migrationNotVerified, "Store \(targetName) could not be read back after the copy.",
+                                      hint: "The source was not changed; run the migration again")
+            }
+            try CacheMigration.verify(entries, in: try written.entries(), destination: "store \(targetName) (\(target.store.location))")
+            Terminal.print("Copied \(entries.count) entr\(entries.count == 1 ? "y" : "ies") of \(sourceName) into \(targetName) (\(target.store.location)), \(changed) changed; verified.")
+            if configureAzureCli {
+                let directory = ExternalStore.azureConfigDirectory(home: ConfigFile.homeDirectory)
+                let changedConfig = try AzureCLIConfiguration.enableEncryptedTokenCache(configDirectory: directory)
+                let state = changedConfig ? "set" : "was already set"
+                Terminal.print(TerminalText("Azure CLI now keeps its token cache in the keyring: encrypt_token_cache = true \(state) in \(AzureCLIConfiguration.path(configDirectory: directory))."))
+            }
+            if removeSource {
+                try removeVerifiedSource(source)
+            } else {
+                Terminal.print("The source was not changed; --remove-source deletes it once you have checked the copy.")
+            }
+        }
+    }
+
+    /// Deletes a store whose copy was verified, after asking (or with --yes).
+    private func removeVerifiedSource(_ source: ExternalStoreAccess) throws {
+        let plan = "delete \(source.store.name) (\(source.store.location)), whose copy was verified"
+        try Terminal.confirmOrRefuse(plan, yes: yes, unchanged: "The copy was verified; the source was not deleted")
+        try source.delete()
+        Terminal.print(TerminalText("Deleted \(source.store.name) (\(source.store.location))."))
     }
 
     /// One side, its Secret Service collection checked up front so that an error names that

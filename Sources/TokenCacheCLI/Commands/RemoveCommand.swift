@@ -151,15 +151,7 @@ struct RemoveCommand: ParsableCommand {
             Terminal.print("Would \(plan).")
             return
         }
-        if !yes {
-            guard Terminal.stdinIsTerminal && Terminal.stdoutIsTerminal else {
-                throw CLIError.usage("Not removing without confirmation: no question can be asked here (standard input or output is not a terminal).",
-                                     hint: "Pass --yes to \(plan)")
-            }
-            if !Terminal.confirm("About to \(plan). Continue?") {
-                throw CLIError.failed("Nothing removed.", hint: "Pass --yes to skip the question")
-            }
-        }
+        try Terminal.confirmOrRefuse(plan, yes: yes, unchanged: "Nothing removed")
         try action()
         Terminal.print("Done: \(plan.prefix(1).uppercased() + plan.dropFirst()).")
     }

@@ -42,23 +42,36 @@ extension CacheMigration {
     /// - Throws: `invalidCacheData` when the cache holds entries that could not be copied (then
     ///   nothing is written); `migrationNotVerified`; backend errors.
     public static func copy(msalJSON json: Data, into store: AccountStore) throws(TokenCacheError) -> Int {
+        let entries = try copyableEntries(json)
+        try store.importMSALJSON(json)
+        // Read back from the backend itself, not through the store's view of it.
+        try verify(entries, in: try store.backend.load(store.group).entries,
+                   destination: "group \(store.group) on \(store.backend.location(of: store.group))")
+        return entries.count
+    }
+
+    /// The entries of an MSAL JSON cache, when every one can be copied.
+    /// - Throws: `invalidCacheData` when some are not JSON objects (nothing is to be written).
+    package static func copyableEntries(_ json: Data) throws(TokenCacheError) -> [CacheEntry] {
         let (entries, report) = try AccountStore.parseMSALJSON(json)
         guard report.skipped.isEmpty else {
             throw TokenCacheError(.invalidCacheData, "The cache holds \(report.skipped.count) entries that are not JSON objects; nothing was copied, so that nothing of them is lost.",
                                   hint: "Let its owner rewrite the cache (sign in again there)")
         }
-        try store.importMSALJSON(json)
-        // Read back from the backend itself, not through the store's view of it.
-        let stored = try store.backend.load(store.group).entries
+        return entries
+    }
+
+    /// Checks that every copied entry was read back from the destination with equal fields.
+    /// - Throws: `migrationNotVerified` naming the destination.
+    package static func verify(_ entries: [CacheEntry], in stored: [CacheEntry], destination: String) throws(TokenCacheError) {
         let byKey = Dictionary(stored.map { ("\($0.kind.rawValue)/\($0.key)", $0) }, uniquingKeysWith: { first, _ in first })
         for entry in entries where byKey["\(entry.kind.rawValue)/\(entry.key)"]?.fields != entry.fields {
             // The import keeps an equal entry already there under its own key.
             guard stored.contains(where: { $0.kind == entry.kind && $0.fields == entry.fields }) else {
                 throw TokenCacheError(.migrationNotVerified,
-                                      "The copy into group \(store.group) could not be verified: an entry read back from \(store.backend.location(of: store.group)) differs.",
+                                      "The copy into \(destination) could not be verified: an entry read back differs.",
                                       hint: "The source was not changed; run the migration again")
             }
         }
-        return entries.count
     }
 }

@@ -211,7 +211,8 @@ struct ExternalStoreTests {
         let migrated = try machine.tokencache(["migrate", "--from-store", "azure-cli", "--to", "file", "--group", group])
         #expect(migrated.status == 0, "\(migrated.stderr)")
         #expect(migrated.stdout.contains("of azure-cli (\(machine.azureCLIFile)) into \(group) on "))
-        #expect(migrated.stdout.contains("verified. The source was not changed."))
+        #expect(migrated.stdout.contains("verified.\nThe source was not changed."))
+        #expect(migrated.stdout.contains("--to-store azure-cli-encrypted --configure-azure-cli"))
         #expect(migrated.stdout.contains("az config set core.encrypt_token_cache=true"))
         #expect(!migrated.stdout.contains("peer-at-") && !migrated.stdout.contains("peer-rt-"), "migrate shows no secrets")
 
