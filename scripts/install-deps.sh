@@ -42,3 +42,13 @@ if ! "$VENV/bin/python" -c 'import msal, msal_extensions' 2>/dev/null; then
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check "msal==1.39.0" "msal-extensions==1.3.1"
 fi
+
+# The real Azure CLI (from PyPI, about 40 s and 700 MB) for the tests that check what it reads from
+# a cache this project changed; in its own venv, so the interop venv keeps its exact versions.
+# --system-site-packages: Debian's gi bindings, for its encrypted (libsecret) token cache.
+AZ_VENV=.venv-azure-cli
+if ! "$AZ_VENV/bin/az" version >/dev/null 2>&1; then
+    echo "Creating $AZ_VENV with azure-cli 2.91.0" >&2
+    /usr/bin/python3 -m venv --system-site-packages "$AZ_VENV"
+    "$AZ_VENV/bin/pip" install -q --disable-pip-version-check "azure-cli==2.91.0"
+fi

@@ -6,7 +6,8 @@ import Glibc
 
 /// Azure CLI's configuration file, `$AZURE_CONFIG_DIR/config` (an INI file read by Python's
 /// configparser through knack), where `[core] encrypt_token_cache = true` makes Azure CLI keep its
-/// MSAL cache in the keyring item of the `azure-cli-encrypted` store instead of the plaintext file.
+/// MSAL cache in its keyring item (the `azure-cli-encrypted-2.91` store for released Azure CLI,
+/// `azure-cli-encrypted` for its main branch) instead of the plaintext file.
 /// Edited by hand: no INI library is available here, and one key in one section is all it takes.
 public enum AzureCLIConfiguration {
     /// The file's path for a configuration directory (``ExternalStore/azureConfigDirectory(home:)``).

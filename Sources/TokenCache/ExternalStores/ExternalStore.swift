@@ -103,6 +103,7 @@ extension ExternalStore {
         let pythonIdentity = home + "/.IdentityService"
         let dotnetIdentity = dataHome + "/.IdentityService"
         let azureCLISource = "Azure/azure-cli src/azure-cli-core/azure/cli/core/auth/persistence.py @ 011b9d53dba5fa85fe60eb087ed2182ccc6055a2"
+        let azureCLIReleasedSource = "azure-cli-core 2.91.0 from PyPI, azure/cli/core/auth/persistence.py (build_persistence); checked with az 2.91.0"
         let pythonSource = "Azure/azure-sdk-for-python sdk/identity/azure-identity/azure/identity/_persistent_cache.py @ 0794b0621b5edc4776349ef869a68f242558b621"
         var stores = [
             ExternalStore(name: "azure-cli", persistence: .file(path: azure + "/msal_token_cache.json", signal: nil),
@@ -112,6 +113,14 @@ extension ExternalStore {
                             schema: "Microsoft Azure CLI", matchesSchema: true, attributes: ["type": "Token cache"], label: "",
                             signalFiles: [azure + "/msal_token_cache.sig"], encoding: .raw)),
                           lockFiles: [azure + "/msal_token_cache.sig.lockfile"], source: azureCLISource),
+            // Released Azure CLI (2.91.0 and before) keeps the item under msal-extensions' sample
+            // parameters, with msal_token_cache.bin as its signal file; its service-principal
+            // secrets use the very same item (a JSON list then, which is reported as not MSAL).
+            ExternalStore(name: "azure-cli-encrypted-2.91",
+                          persistence: .secretService(SecretServiceItem(
+                            schema: "my_schema_name", matchesSchema: true, attributes: ["my_attr1": "foo", "my_attr2": "bar"], label: "",
+                            signalFiles: [azure + "/msal_token_cache.bin"], encoding: .raw)),
+                          lockFiles: [azure + "/msal_token_cache.bin.lockfile"], source: azureCLIReleasedSource),
         ]
         for suffix in ["nocae", "cae"] {
             let name = "msal.cache." + suffix

@@ -23,16 +23,17 @@ struct MigrateCommand: ParsableCommand {
         --to-store NAME (instead of --to) copies the store into another tool's store, under that \
         store's lock, creating it when it does not exist yet (the file with mode 0600, the \
         keyring item with its owner's schema, attributes and label), and verifies the copy by \
-        reading it back. --configure-azure-cli (with --to-store azure-cli-encrypted) then sets \
-        `[core] encrypt_token_cache = true` in Azure CLI's config file, so Azure CLI reads the \
-        keyring item from now on. --remove-source deletes the source only after the copy was \
+        reading it back. --configure-azure-cli (with --to-store azure-cli-encrypted-2.91, the \
+        item released Azure CLI up to 2.91 reads, or azure-cli-encrypted, the item of Azure \
+        CLI's main branch; `az version` tells) then sets `[core] encrypt_token_cache = true` in \
+        Azure CLI's config file, so Azure CLI reads the keyring item from now on. --remove-source deletes the source only after the copy was \
         verified (asked first on a terminal; --yes elsewhere).
 
         Examples:
           tokencache migrate --from file --to secret-service
           tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
-          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted --configure-azure-cli --remove-source
+          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
         """)
 
     @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"))
@@ -49,7 +50,7 @@ struct MigrateCommand: ParsableCommand {
             help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"))
     var toStore: String?
 
-    @Flag(help: "With --to-store azure-cli-encrypted, set encrypt_token_cache = true in Azure CLI's config once the copy is verified.")
+    @Flag(help: "With --to-store azure-cli-encrypted-2.91 or azure-cli-encrypted, set encrypt_token_cache = true in Azure CLI's config once the copy is verified.")
     var configureAzureCli = false
 
     @Flag(help: "With --from-store, delete the source store once the copy is verified.")
@@ -83,8 +84,8 @@ struct MigrateCommand: ParsableCommand {
         guard to != .automatic else { throw ValidationError("--to must be secret-service or file.") }
         guard (to == nil) != (toStore == nil) else { throw ValidationError("Give --to (a backend) or --to-store (another tool's store), one of them.") }
         if toStore != nil && fromStore == nil { throw ValidationError("--to-store copies a store: give --from-store NAME too.") }
-        if configureAzureCli && toStore != "azure-cli-encrypted" {
-            throw ValidationError("--configure-azure-cli goes with --to-store azure-cli-encrypted (Azure CLI's keyring item).")
+        if configureAzureCli && !["azure-cli-encrypted-2.91", "azure-cli-encrypted"].contains(toStore ?? "") {
+            throw ValidationError("--configure-azure-cli goes with --to-store azure-cli-encrypted-2.91 (Azure CLI up to 2.91) or azure-cli-encrypted (Azure CLI's main branch).")
         }
         if removeSource && fromStore == nil { throw ValidationError("--remove-source goes with --from-store; --from removes what it moved already.") }
         if let fromStore, fromStore == toStore { throw ValidationError("--from-store and --to-store must differ.") }
@@ -151,7 +152,7 @@ struct MigrateCommand: ParsableCommand {
             var removal = "Once you have checked the copy (tokencache list --backend \(to.rawValue)\(collection) --group \(group)), remove the source yourself: `tokencache remove --store \(name) --account NAME --yes` removes an account under its owner's lock"
             removal += external.store.isEncrypted ? "." : ", or delete \(location)."
             if name == "azure-cli" {
-                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted --configure-azure-cli` moves it there and sets `az config set core.encrypt_token_cache=true` for you (Azure CLI falls back to the plaintext file whenever libsecret fails)."
+                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli` (Azure CLI up to 2.91; azure-cli-encrypted for later layouts) moves it there and sets `az config set core.encrypt_token_cache=true` for you (Azure CLI falls back to the plaintext file whenever libsecret fails)."
             }
             Terminal.print(TerminalText(removal))
         }

@@ -7,8 +7,10 @@ struct StoresCommand: ParsableCommand {
         commandName: "stores",
         abstract: "Show which other tools' MSAL caches exist here (Azure CLI, azure-identity, Azure PowerShell, azureauth), with their account counts (never secrets).",
         discussion: """
-        The built-in stores: azure-cli (~/.azure/msal_token_cache.json, plaintext), \
-        azure-cli-encrypted (Secret Service), azure-identity-python and azure-identity-python-cae \
+        The built-in stores: azure-cli (~/.azure/msal_token_cache.json, or under \
+        $AZURE_CONFIG_DIR; plaintext), azure-cli-encrypted-2.91 (the Secret Service item released \
+        Azure CLI, up to 2.91, keeps with core.encrypt_token_cache), azure-cli-encrypted (the \
+        item of Azure CLI's main branch: schema "Microsoft Azure CLI"), azure-identity-python and azure-identity-python-cae \
         (Secret Service), dotnet-identity-service (Azure.Identity .NET and Azure PowerShell, \
         Secret Service, base64), azureauth (Secret Service, base64), and the plaintext fallbacks \
         azure-identity-python[-cae]-plaintext and dotnet-identity-service[-cae]-plaintext; more \
@@ -39,9 +41,10 @@ struct StoresCommand: ParsableCommand {
     /// file's mtime against the keyring's signal file.
     static func splitBrain(_ stores: [ExternalStore], _ statuses: [ExternalStoreAccess.Status]) -> String? {
         let present = Set(statuses.filter(\.present).map(\.name))
-        guard present.contains("azure-cli"), present.contains("azure-cli-encrypted"),
+        guard present.contains("azure-cli"),
+              let encrypted = ["azure-cli-encrypted-2.91", "azure-cli-encrypted"].first(where: present.contains),
               case .file(let file, _)? = stores.first(where: { $0.name == "azure-cli" })?.persistence,
-              case .secretService(let item)? = stores.first(where: { $0.name == "azure-cli-encrypted" })?.persistence,
+              case .secretService(let item)? = stores.first(where: { $0.name == encrypted })?.persistence,
               let signal = item.signalFiles.first else { return nil }
         func modified(_ path: String) -> Date? {
             (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date

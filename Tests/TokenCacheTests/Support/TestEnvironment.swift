@@ -38,6 +38,14 @@ enum TestEnvironment {
 
     static var runsInteropTests: Bool { python != nil || isCI }
 
+    /// The real Azure CLI from PyPI (made by scripts/install-deps.sh in .venv-azure-cli).
+    static var azureCLI: String? {
+        let local = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".venv-azure-cli/bin/az").path
+        return FileManager.default.isExecutableFile(atPath: local) ? local : nil
+    }
+
     /// The directory holding built products (tokencache, helpers).
     static var binDirectory: URL {
         if let path = environment["TOKENCACHE_BUILD_DIR"] { return URL(fileURLWithPath: path) }
