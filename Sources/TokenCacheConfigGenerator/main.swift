@@ -39,7 +39,8 @@ extension AppConfiguration {
         redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
         scopes: [\(configuration.scopes.map(literal).joined(separator: ", "))],
         group: \(literal(configuration.group)),
-        backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file")
+        backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
+        singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
     )
 }
 

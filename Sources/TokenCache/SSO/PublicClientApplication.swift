@@ -61,7 +61,24 @@ public final class PublicClientApplication: Sendable {
     /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
     public convenience init(configuration: AppConfiguration, store: AccountStore, options: Options = Options()) throws(TokenCacheError) {
         try configuration.validate()
-        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store, options: options)
+        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
+                  options: try Self.options(options, with: configuration))
+    }
+
+    /// `options` with the configuration's single sign-on stores added from the catalogue.
+    /// - Throws: `invalidArgument` (field `singleSignOnStores`) for a name the catalogue does not have.
+    static func options(_ options: Options, with configuration: AppConfiguration) throws(TokenCacheError) -> Options {
+        var options = options
+        let catalogue = ExternalStore.catalogue()
+        for name in configuration.singleSignOnStores where !options.singleSignOnStores.contains(where: { $0.name == name }) {
+            guard let store = catalogue.first(where: { $0.name == name }) else {
+                throw TokenCacheError(.invalidArgument, "singleSignOnStores names '\(name)', which is not a built-in store.",
+                                      hint: "Use one of \(catalogue.map(\.name).joined(separator: ", ")), or pass the ExternalStore in Options.singleSignOnStores",
+                                      field: "singleSignOnStores")
+            }
+            options.singleSignOnStores.append(store)
+        }
+        return options
     }
 
     /// Creates the app from its configuration and opens the configuration's group on the
@@ -79,7 +96,8 @@ public final class PublicClientApplication: Sendable {
         var storeOptions = AccountStore.Options()
         storeOptions.logger = options.logger
         let store = AccountStore(backend: selection.backend, group: try configuration.cacheGroup, options: storeOptions)
-        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store, options: options)
+        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
+                  options: try Self.options(options, with: configuration))
     }
 
     /// ``init(configuration:options:)`` without holding a cooperative thread while the backend opens.

@@ -16,20 +16,25 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     public var group: String
     /// The backend policy; `auto` when absent.
     public var backend: BackendPolicy
+    /// Other tools' caches this app may use for single sign-on, by the names `tokencache stores`
+    /// shows (such as `azure-cli`); none when absent. See `PublicClientApplication.Options.singleSignOnStores`.
+    public var singleSignOnStores: [String]
 
     package enum CodingKeys: String, CodingKey {
-        case clientID = "clientId", authority, redirectURI = "redirectUri", scopes, group, backend
+        case clientID = "clientId", authority, redirectURI = "redirectUri", scopes, group, backend, singleSignOnStores
     }
 
     /// Creates a configuration; see ``validate()``.
     public init(clientID: String, authority: String, redirectURI: String? = nil, scopes: [String] = [],
-                group: String = CacheGroup.universalStorage.name, backend: BackendPolicy = .automatic) {
+                group: String = CacheGroup.universalStorage.name, backend: BackendPolicy = .automatic,
+                singleSignOnStores: [String] = []) {
         self.clientID = clientID
         self.authority = authority
         self.redirectURI = redirectURI
         self.scopes = scopes
         self.group = group
         self.backend = backend
+        self.singleSignOnStores = singleSignOnStores
     }
 
     public init(from decoder: any Decoder) throws {
@@ -40,6 +45,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         scopes = try container.decodeIfPresent([String].self, forKey: .scopes) ?? []
         group = try container.decodeIfPresent(String.self, forKey: .group) ?? CacheGroup.universalStorage.name
         backend = try container.decodeIfPresent(BackendPolicy.self, forKey: .backend) ?? .automatic
+        singleSignOnStores = try container.decodeIfPresent([String].self, forKey: .singleSignOnStores) ?? []
     }
 
     /// Reads and validates a `tokencache.json`.
@@ -85,6 +91,9 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         }
         if scopes.contains(where: { $0.isEmpty || $0.contains(" ") }) {
             throw .invalidArgument("scopes", "each scope must be one non-empty word")
+        }
+        if singleSignOnStores.contains(where: { $0.isEmpty || !$0.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) } }) {
+            throw .invalidArgument("singleSignOnStores", "each entry must be a store name such as azure-cli (see `tokencache stores`)")
         }
     }
 

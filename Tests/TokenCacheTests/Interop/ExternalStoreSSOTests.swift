@@ -135,6 +135,25 @@ extension OtherToolsStores {
             #expect(try await idp.stats().token_requests == requests, "a signed-out app redeemed a store's token")
         }
 
+        @Test("A configuration's singleSignOnStores (tokencache.json) opts the app into those built-in stores; an unknown name is refused naming the field")
+        func configuration() throws {
+            let json = Data(#"{"clientId": "aaaaaaaa-0000-0000-0000-000000000002", "authority": "https://login.microsoftonline.com/common", "singleSignOnStores": ["azure-cli"]}"#.utf8)
+            let configuration = try AppConfiguration.load(json: json)
+            #expect(configuration.singleSignOnStores == ["azure-cli"])
+            let app = try PublicClientApplication(configuration: configuration, store: AccountStore(backend: InMemoryBackend()))
+            #expect(app.options.singleSignOnStores.map(\.name) == ["azure-cli"])
+            #expect(app.options.singleSignOnStores.first?.location == ExternalStore.azureConfigDirectory(home: ExternalStore.defaultHome) + "/msal_token_cache.json")
+            let plain = AppConfiguration(clientID: Fixtures.appTwo, authority: "https://login.microsoftonline.com/common")
+            #expect(try PublicClientApplication(configuration: plain, store: AccountStore(backend: InMemoryBackend())).options.singleSignOnStores.isEmpty)
+            var unknown = configuration
+            unknown.singleSignOnStores = ["no-such-tool"]
+            #expect { try PublicClientApplication(configuration: unknown, store: AccountStore(backend: InMemoryBackend())) } throws: { error in
+                (error as? TokenCacheError)?.field == "singleSignOnStores" && (error as? TokenCacheError)?.message.contains("no-such-tool") == true
+            }
+            unknown.singleSignOnStores = ["not a name"]
+            #expect(throws: TokenCacheError.self) { try unknown.validate() }
+        }
+
         @Test("A store's refresh token never goes to another host: an app at a foreign authority sends nothing")
         func hostRule() async throws {
             let idp = try FakeIdentityProvider()
