@@ -141,6 +141,7 @@ enum SingleSignOnSetting {
         } else {
             ([], .defaultValue)
         }
+        guard !names.isEmpty else { return Setting(value: [], source: source) }
         let known = try ExternalStores.all()
         var stores: [ExternalStore] = []
         for name in names where !stores.contains(where: { $0.name == name }) {

@@ -63,6 +63,7 @@ struct TokenCommand: ParsableCommand {
 
     func validate() throws {
         if refresh && authority == nil { throw ValidationError("--refresh needs --authority URL (where to redeem the refresh token).") }
+        if !singleSignOnStores.isEmpty && !refresh { throw ValidationError("--sso-store is used by --refresh (and --authority): give them too.") }
         if refresh && externalStore != nil {
             throw ValidationError("--store only reads another tool's cache; to redeem its refresh token into the group, use --refresh --sso-store NAME instead.")
         }
@@ -83,7 +84,8 @@ struct TokenCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let singleSignOn = try SingleSignOnSetting.resolve(flag: singleSignOnStores)
+            // Only --refresh redeems anything: the stores are not looked up otherwise.
+            let singleSignOn = refresh ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
             let (store, place): (AccountStore, String)
             if let externalStore {
                 let access = ExternalStores.access(try ExternalStores.named(externalStore), verbose: self.store.verbose)
@@ -98,10 +100,10 @@ struct TokenCommand: ParsableCommand {
             if refresh, let authority {
                 var options = PublicClientApplication.Options()
                 options.logger = store.options.logger
-                options.singleSignOnStores = singleSignOn.value
+                options.singleSignOnStores = singleSignOn
                 app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
             }
-            let candidates = if let app, !singleSignOn.value.isEmpty {
+            let candidates = if let app, !singleSignOn.isEmpty {
                 try waitFor { try await app.accounts() }
             } else {
                 try store.accounts(clientID: client)

@@ -207,8 +207,13 @@ extension OtherToolsStores {
             let unknown = try machine.tokencache(["doctor"])
             #expect(unknown.status == 64)
             #expect(unknown.stderr.contains("no-such-tool") && unknown.stderr.contains("azure-cli"))
-            let flag = try machine.tokencache(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--sso-store", "nope"])
+            let flag = try machine.tokencache(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--sso-store", "nope",
+                                               "--refresh", "--authority", "https://login.microsoftonline.com/organizations"])
             #expect(flag.status == 64)
+            #expect(flag.stderr.contains("nope"))
+            let alone = try machine.tokencache(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--sso-store", "azure-cli"])
+            #expect(alone.status == 64)
+            #expect(alone.stderr.contains("--refresh"))
         }
 
         @Test("token --store reads another tool's cached access token; --store with --refresh is a usage error naming --sso-store")
