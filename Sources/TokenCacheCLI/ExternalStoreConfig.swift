@@ -103,8 +103,8 @@ enum ExternalStores {
     }
 
     /// The store's accounts and tokens; not found (exit 2) when absent.
-    static func read(_ access: ExternalStoreAccess) throws -> AccountStore {
-        guard let accounts = try access.read() else {
+    static func read(_ access: ExternalStoreAccess, everything: Bool = false) throws -> AccountStore {
+        guard let accounts = try access.read(everything: everything) else {
             throw CLIError.notFound("Store \(access.store.name) does not exist here (\(access.store.location)).",
                                     hint: "Run `tokencache stores` to see which stores exist")
         }

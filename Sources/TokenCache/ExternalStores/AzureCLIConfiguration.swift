@@ -17,24 +17,51 @@ public enum AzureCLIConfiguration {
     /// section as it was; the file is replaced atomically with its mode kept (0600 when new).
     /// Returns false when it was already set so.
     /// - Throws: file errors, naming the file.
+    /// - Throws: `unsafeFile` for a file that is not a regular file (a symbolic link is not
+    ///   replaced); `invalidArgument` for content this edit cannot interpret as configparser does
+    ///   (then nothing is written, and `az config set` is the way); file errors.
     @discardableResult
     public static func enableEncryptedTokenCache(configDirectory: String) throws(TokenCacheError) -> Bool {
-        let path = path(configDirectory: configDirectory)
-        var info = stat()
-        let exists = lstat(path, &info) == 0
-        var text = ""
-        if exists {
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { throw FileIO.error("open", path) }
-            defer { close(descriptor) }
-            text = String(decoding: try FileIO.readAll(descriptor, path: path), as: UTF8.self)
-        } else if mkdir(configDirectory, 0o700) != 0 && errno != EEXIST {
+        let (text, mode) = try contents(configDirectory: configDirectory)
+        guard let updated = try settingEncryption(in: text) else { return false }
+        if mode == nil && mkdir(configDirectory, 0o700) != 0 && errno != EEXIST {
             throw FileIO.error("create the folder", configDirectory)
         }
-        guard let updated = settingEncryption(in: text) else { return false }
-        _ = try FileIO.atomicReplace(path, with: Data(updated.utf8), temporaryPrefix: ".config.tokencache-",
-                                     mode: exists ? info.st_mode & 0o7777 : 0o600)
+        _ = try FileIO.atomicReplace(path(configDirectory: configDirectory), with: Data(updated.utf8),
+                                     temporaryPrefix: ".config.tokencache-", mode: mode ?? 0o600)
         return true
+    }
+
+    /// Checks, without writing, that ``enableEncryptedTokenCache(configDirectory:)`` can edit the
+    /// file: for callers that must not start what they could not finish.
+    public static func checkEditable(configDirectory: String) throws(TokenCacheError) {
+        _ = try settingEncryption(in: try contents(configDirectory: configDirectory).text)
+    }
+
+    /// The file's text and mode (nil mode: no file yet).
+    private static func contents(configDirectory: String) throws(TokenCacheError) -> (text: String, mode: mode_t?) {
+        let path = path(configDirectory: configDirectory)
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return ("", nil) }
+            throw FileIO.error("inspect", path)
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw TokenCacheError(.unsafeFile, "\(path) is not a regular file (a symbolic link?); it was left unchanged.",
+                                  hint: "Run `az config set core.encrypt_token_cache=true` instead")
+        }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { throw FileIO.error("open", path) }
+        defer { close(descriptor) }
+        guard let text = String(validating: try FileIO.readAll(descriptor, path: path), as: UTF8.self) else {
+            throw unsupported(path: path, "is not UTF-8 text")
+        }
+        return (text, info.st_mode & 0o7777)
+    }
+
+    private static func unsupported(path: String = "Azure CLI's config file", _ problem: String) -> TokenCacheError {
+        TokenCacheError(.invalidArgument, "\(path) \(problem), so it is not edited here; nothing was changed.",
+                        hint: "Run `az config set core.encrypt_token_cache=true` instead")
     }
 
     /// Whether `[core] encrypt_token_cache` is true, as configparser's getboolean reads it.
@@ -55,9 +82,18 @@ public enum AzureCLIConfiguration {
     }
 
     /// The text with the option set, or nil when it already was.
-    static func settingEncryption(in text: String) -> String? {
+    /// - Throws: `invalidArgument` for lines whose meaning to configparser this edit does not
+    ///   follow (indented lines, which continue a value or start a section's first option; a
+    ///   section header followed by more text), which the change could otherwise corrupt.
+    static func settingEncryption(in text: String) throws(TokenCacheError) -> String? {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if lines.last == "" { lines.removeLast() }
+        for line in lines {
+            let trimmed = Substring(line).trimmingWhitespace
+            if trimmed.isEmpty { continue }
+            if line.first == " " || line.first == "\t" { throw unsupported("has indented lines") }
+            if trimmed.first == "[" && !trimmed.hasSuffix("]") { throw unsupported("has a section header followed by more text") }
+        }
         let setting = "encrypt_token_cache = true"
         var coreHeader: Int?
         var inCore = false

@@ -49,18 +49,29 @@ public struct ExternalStoreAccess: Sendable {
     /// The store's accounts and tokens in an in-memory account store, read without the lock (as
     /// the owners' readers do); nil when the file or item does not exist.
     /// - Throws: `invalidCacheData` when the blob is not MSAL JSON; keyring or file errors.
-    public func read() throws(TokenCacheError) -> AccountStore? {
-        try unlockedRead()
+    ///
+    /// With `everything`, a blob holding entries that are not JSON objects (which the account
+    /// store cannot hold) is refused with `invalidCacheData`, for callers that copy the store
+    /// and may delete it afterwards.
+    public func read(everything: Bool = false) throws(TokenCacheError) -> AccountStore? {
+        guard let (accounts, report) = try unlockedRead() else { return nil }
+        if everything, !report.skipped.isEmpty { throw Self.unkeptEntries(report, in: store) }
+        return accounts
+    }
+
+    private static func unkeptEntries(_ report: ImportReport, in store: ExternalStore) -> TokenCacheError {
+        TokenCacheError(.invalidCacheData, "Store \(store.name) holds \(report.skipped.count) entries that are not JSON objects, which a copy would lose; nothing was changed.",
+                        hint: "Let its owner rewrite the cache (sign in again there)")
     }
 
     /// Owners write files in place (truncate, then write), so a read without the lock can see
     /// half a blob: parsed up to three times 0.25 s apart, as msal-extensions' readers retry.
-    private func unlockedRead() throws(TokenCacheError) -> AccountStore? {
+    private func unlockedRead() throws(TokenCacheError) -> (AccountStore, ImportReport)? {
         var attempt = 1
         while true {
             do {
                 guard let blob = try loadBlob() else { return nil }
-                return try Self.accountStore(blob.json).store
+                return try Self.accountStore(blob.json)
             } catch where error.code == .invalidCacheData && attempt < 3 {
                 attempt += 1
                 usleep(250_000)
@@ -98,29 +109,44 @@ public struct ExternalStoreAccess: Sendable {
         let (accounts, report) = try Self.accountStore(blob.json)
         let outcome = try change(accounts)
         guard outcome.write else { return outcome.result }
-        guard report.skipped.isEmpty else {
-            throw TokenCacheError(.invalidCacheData, "Store \(store.name) holds \(report.skipped.count) entries that are not JSON objects; it was left unchanged so that nothing of them is lost.",
-                                  hint: "Let its owner rewrite the cache (sign in again there)")
-        }
+        guard report.skipped.isEmpty else { throw Self.unkeptEntries(report, in: store) }
         let json = try accounts.exportMSALJSON()
         try saveBlob(json, encoding: blob.encoding, creating: loaded == nil)
         return outcome.result
     }
 
-    /// Deletes the store under its owner's lock: the file, or the keyring item (its signal
-    /// files are touched so that readers notice). Nothing happens when it does not exist.
-    public func delete() throws(TokenCacheError) {
+    /// Deletes the store under its owner's lock, only if it still holds exactly `expected` (the
+    /// entries a caller copied): the file, or the keyring item its readers find (its signal
+    /// files are touched so that they notice). Nothing happens when it does not exist.
+    /// - Throws: `migrationNotVerified` when the store changed since (its owner wrote to it:
+    ///   nothing is deleted); `invalidArgument` when no lock file is known; keyring and file errors.
+    public func delete(ifStillHolding expected: [CacheEntry]) throws(TokenCacheError) {
+        guard !store.lockFiles.isEmpty else {
+            throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
+                                  hint: "Delete it with its owner's own command")
+        }
         var locks: [MSALExtensionsLock] = []
         defer { for lock in locks.reversed() { lock.release() } }
         for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+        guard let blob = try loadBlob() else { return }
+        let (current, report) = try Self.accountStore(blob.json)
+        let held = try current.entries()
+        let copied = Dictionary(expected.map { ("\($0.kind.rawValue)/\($0.key)", $0.fields) }, uniquingKeysWith: { first, _ in first })
+        guard report.skipped.isEmpty, held.count == copied.count,
+              held.allSatisfy({ copied["\($0.kind.rawValue)/\($0.key)"] == $0.fields })
+        else {
+            throw TokenCacheError(.migrationNotVerified, "Store \(store.name) changed since it was copied (its owner wrote to it); it was not deleted.",
+                                  hint: "Run the migration again: it copies the new content, then deletes")
+        }
         switch store.persistence {
         case .file(let path, let signal):
             guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("delete", path) }
             if let signal { try FileIO.touch(signal) }
         case .secretService(let item):
             let keyring = try keyring()
-            while let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
-                                                           schema: item.matchesSchema ? item.schema : nil) {
+            // The item read above, the one its owner finds; any other is not this copy's to delete.
+            if let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
+                                                        schema: item.matchesSchema ? item.schema : nil) {
                 try keyring.deleteExternalItem(found)
             }
             for signal in item.signalFiles { try FileIO.touch(signal) }
@@ -148,7 +174,7 @@ public struct ExternalStoreAccess: Sendable {
         var status = Status(name: store.name, location: store.location, kind: store.isEncrypted ? "secret-service" : "file",
                             encrypted: store.isEncrypted, present: false, readable: false, source: store.source)
         do {
-            guard let accounts = try unlockedRead() else { return status }
+            guard let (accounts, _) = try unlockedRead() else { return status }
             status.present = true
             status.accounts = try accounts.allAccounts().count
             status.readable = true

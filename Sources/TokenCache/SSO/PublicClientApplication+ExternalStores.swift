@@ -10,22 +10,30 @@ import Logging
 /// of the one redeemed, so the tool that owns it keeps working.
 extension PublicClientApplication {
     /// Access to each opted-in store; keyring stores share the group's Secret Service connection
-    /// when the group is kept there, else open one (nil when none can be made: they are skipped).
+    /// when the group is kept there, else one the app opens once (none when it cannot be made:
+    /// their reads then say why).
     func singleSignOnAccesses() -> [ExternalStoreAccess] {
         let stores = options.singleSignOnStores
         guard !stores.isEmpty else { return [] }
         var keyring = store.backend as? SecretServiceBackend
         if keyring == nil, stores.contains(where: \.isEncrypted) {
-            keyring = try? SecretServiceBackend(options: options.secretService)
+            keyring = storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
+                if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
+                return opened
+            }
         }
         return stores.map { ExternalStoreAccess($0, secretService: keyring, logger: store.options.logger) }
     }
 
-    /// A store's contents, or nil (logged, never thrown) when it is absent or cannot be read:
-    /// another tool's broken or locked cache must not break this app's own accounts.
-    private func snapshot(_ access: ExternalStoreAccess) -> AccountStore? {
+    /// A store's contents; nil when it is absent or cannot be reached or read here (logged):
+    /// another tool's missing or broken cache must not break this app. A locked keyring is
+    /// thrown, never read as "no accounts there".
+    private func snapshot(_ access: ExternalStoreAccess) throws(TokenCacheError) -> AccountStore? {
         do {
             return try access.read()
+        } catch where error.code == .keyringLocked {
+            throw TokenCacheError(.keyringLocked, "The keyring holding \(access.store.name)'s cache, which this app may use for single sign-on, is locked.",
+                                  hint: error.hint ?? "Unlock the keyring, then retry")
         } catch {
             store.options.logger.debug("Single sign-on store skipped", metadata: [
                 "store": .string(access.store.name), "code": "\(error.code)"])
@@ -33,15 +41,18 @@ extension PublicClientApplication {
         }
     }
 
-    /// The accounts of the opted-in stores this app can use that its group does not list
-    /// (`known`), unless the app signed out of them.
+    /// The accounts of the opted-in stores that this app could redeem a token of at its
+    /// authority and that its group does not list (`known`), unless the app signed out of them.
     func singleSignOnAccounts(excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
         var seen = Set(known.map(\.homeAccountID))
         var found: [CachedAccount] = []
+        let appMetadata = try store.appMetadata(clientID: clientID).map(\.entry)
         for access in singleSignOnAccesses() {
-            guard let theirs = snapshot(access) else { continue }
-            for account in try theirs.accounts(clientID: clientID) where !seen.contains(account.homeAccountID) {
-                guard try store.signInState(of: account, clientID: clientID) != .signedOut else { continue }
+            guard let theirs = try snapshot(access) else { continue }
+            for account in try theirs.allAccounts() where !seen.contains(account.homeAccountID) {
+                guard try store.signInState(of: account, clientID: clientID) != .signedOut,
+                      try !theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID, redeemableAt: authority,
+                                                appMetadata: appMetadata).isEmpty else { continue }
                 seen.insert(account.homeAccountID)
                 found.append(account)
             }
@@ -63,7 +74,7 @@ extension PublicClientApplication {
         }
         for access in accesses {
             let candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) -> [RefreshToken] in
-                guard let theirs = snapshot(access) else { return [] }
+                guard let theirs = try snapshot(access) else { return [] }
                 // The host rule applies as to the group's own tokens (redeemableAt).
                 return try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,
                                                 redeemableAt: authority, appMetadata: appMetadata)
@@ -77,12 +88,21 @@ extension PublicClientApplication {
                                                       claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
                 switch outcome {
                 case .tokens(let response):
-                    // Saved (the account's own, or nothing) before the store is touched.
-                    let result = try await saveRefreshed(response, account: account, authority: authority, scopes: scopes, redeemed: nil)
-                    if let rotated = response.refreshToken, !rotated.isEmpty, rotated != refreshToken.secret {
-                        await writeBack(rotated, replacing: refreshToken, of: account, to: access)
+                    let rotated = response.refreshToken.flatMap { $0.isEmpty || $0 == refreshToken.secret ? nil : $0 }
+                    do {
+                        let result = try await saveRefreshed(response, account: account, authority: authority, scopes: scopes, redeemed: nil)
+                        if let rotated { await writeBack(rotated, replacing: refreshToken, of: account, to: access) }
+                        return result
+                    } catch {
+                        // The rotated token replaces the redeemed one wherever the group could
+                        // not take it (locked, full disk): at a server that revokes on rotation
+                        // the store's would be dead otherwise. Not when the response is not
+                        // this account's or not a Bearer response: then it is nobody's to keep.
+                        if let rotated, error.code != .userMismatch, error.code != .invalidTokenResponse {
+                            await writeBack(rotated, replacing: refreshToken, of: account, to: access)
+                        }
+                        throw error
                     }
-                    return result
                 case .rejected(let details):
                     if let failure = Self.transientFailure(details) { throw failure }
                     if refreshToken.familyID != nil && details.suberror == "client_mismatch" {

@@ -47,6 +47,9 @@ public final class PublicClientApplication: Sendable {
     public let store: AccountStore
     let client: TokenEndpointClient
     let options: Options
+    /// The Secret Service connection for opted-in keyring stores when the group is not kept
+    /// there: opened on first use, then kept.
+    let storesKeyring = Locked<SecretServiceBackend?>(nil)
 
     /// Creates the app on a store the caller opened.
     public init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
@@ -131,7 +134,10 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Removes an account and every token of it from the group, for every app that shares the
-    /// group: a sign-out everywhere. Returns how many cache entries were removed.
+    /// group: a sign-out everywhere. Returns how many cache entries were removed. A store opted
+    /// in for single sign-on (``Options/singleSignOnStores``) still holds the account: remove it
+    /// there too (`tokencache remove --account NAME --all-stores`), or sign this app out with
+    /// ``remove(_:)``, which no store's tokens then override.
     @discardableResult
     public func removeFromEveryApp(_ account: CachedAccount) async throws(TokenCacheError) -> Int {
         try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.remove(account) }

@@ -130,7 +130,7 @@ struct MigrateCommand: ParsableCommand {
         try reportingErrors(.migrate(collectionOption: "--to-collection")) {
             let logger = StoreOptions.logger(verbose: verbose)
             let external = ExternalStores.access(try ExternalStores.named(storeName), verbose: verbose)
-            let (source, _) = try ExternalStores.inventory(of: external)
+            let source = try ExternalStores.read(external, everything: true)
             let json = try source.exportMSALJSON()
             let settings = try StoreSettings.resolve(backend: to, group: group, collection: nil, passphraseFile: nil)
             let group = settings.group.value
@@ -144,7 +144,7 @@ struct MigrateCommand: ParsableCommand {
             let name = external.store.name, location = external.store.location
             Terminal.print("Copied \(copied) entr\(copied == 1 ? "y" : "ies") of \(name) (\(location)) into \(group) on \(backend.location(of: group)); verified.")
             if removeSource {
-                try removeVerifiedSource(external)
+                try removeVerifiedSource(external, copied: try source.entries())
                 return
             }
             Terminal.print("The source was not changed.")
@@ -164,38 +164,60 @@ struct MigrateCommand: ParsableCommand {
         try reportingErrors {
             let source = ExternalStores.access(try ExternalStores.named(sourceName), verbose: verbose)
             let target = ExternalStores.access(try ExternalStores.named(targetName), verbose: verbose)
-            let json = try ExternalStores.read(source).exportMSALJSON()
-            let entries = try CacheMigration.copyableEntries(json)
-            let changed = try target.modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) -> (write: Bool, result: Int) in
-                let report = try theirs.importMSALJSON(json)
-                return (report.changedCount > 0, report.changedCount)
+            let azureDirectory = ExternalStore.azureConfigDirectory(home: ConfigFile.homeDirectory)
+            if configureAzureCli { try checkAzureCLICanSwitch(to: targetName, configDirectory: azureDirectory) }
+            let entries = try ExternalStores.read(source, everything: true).entries()
+            let (changed, keptNewer) = try target.modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) -> (write: Bool, result: (Int, [CacheEntry])) in
+                let outcome = try CacheMigration.merge(entries, into: theirs)
+                return (outcome.changed > 0, outcome)
             }
             // Read back from the store itself, as its owner will read it.
             guard let written = try target.read() else {
                 throw TokenCacheError(.migrationNotVerified, "Store \(targetName) could not be read back after the copy.",
                                       hint: "The source was not changed; run the migration again")
             }
-            try CacheMigration.verify(entries, in: try written.entries(), destination: "store \(targetName) (\(target.store.location))")
-            Terminal.print("Copied \(entries.count) entr\(entries.count == 1 ? "y" : "ies") of \(sourceName) into \(targetName) (\(target.store.location)), \(changed) changed; verified.")
+            let keptKeys = Set(keptNewer.map { "\($0.kind.rawValue)/\($0.key)" })
+            try CacheMigration.verify(entries.filter { !keptKeys.contains("\($0.kind.rawValue)/\($0.key)") }, in: try written.entries(),
+                                      destination: "store \(targetName) (\(target.store.location))")
+            let newer = keptNewer.isEmpty ? "" : "; \(keptNewer.count) newer entr\(keptNewer.count == 1 ? "y" : "ies") already there kept"
+            Terminal.print("Copied \(entries.count) entr\(entries.count == 1 ? "y" : "ies") of \(sourceName) into \(targetName) (\(target.store.location)), \(changed) changed\(newer); verified.")
             if configureAzureCli {
-                let directory = ExternalStore.azureConfigDirectory(home: ConfigFile.homeDirectory)
-                let changedConfig = try AzureCLIConfiguration.enableEncryptedTokenCache(configDirectory: directory)
+                let changedConfig = try AzureCLIConfiguration.enableEncryptedTokenCache(configDirectory: azureDirectory)
                 let state = changedConfig ? "set" : "was already set"
-                Terminal.print(TerminalText("Azure CLI now keeps its token cache in the keyring: encrypt_token_cache = true \(state) in \(AzureCLIConfiguration.path(configDirectory: directory))."))
+                Terminal.print(TerminalText("Azure CLI now keeps its token cache in the keyring: encrypt_token_cache = true \(state) in \(AzureCLIConfiguration.path(configDirectory: azureDirectory))."))
+                if let override = StoreSettings.environment("AZURE_CORE_ENCRYPT_TOKEN_CACHE") {
+                    Terminal.note("AZURE_CORE_ENCRYPT_TOKEN_CACHE=\(Terminal.escape(override)) in this environment overrides the config file for Azure CLI.")
+                }
+                if targetName == "azure-cli-encrypted-2.91" {
+                    Terminal.note("Azure CLI up to 2.91 keeps service-principal secrets in this same keyring item: a later `az login --service-principal` replaces this token cache.")
+                }
             }
             if removeSource {
-                try removeVerifiedSource(source)
+                try removeVerifiedSource(source, copied: entries)
             } else {
                 Terminal.print("The source was not changed; --remove-source deletes it once you have checked the copy.")
             }
         }
     }
 
-    /// Deletes a store whose copy was verified, after asking (or with --yes).
-    private func removeVerifiedSource(_ source: ExternalStoreAccess) throws {
+    /// Refuses, before anything is copied, a switch Azure CLI would lose by: its config file
+    /// cannot be edited safely here, or (up to 2.91, where they share the item) it keeps
+    /// service-principal secrets in plaintext that the switch would hide.
+    private func checkAzureCLICanSwitch(to targetName: String, configDirectory: String) throws {
+        try AzureCLIConfiguration.checkEditable(configDirectory: configDirectory)
+        let secrets = configDirectory + "/service_principal_entries.json"
+        if targetName == "azure-cli-encrypted-2.91", FileManager.default.fileExists(atPath: secrets) {
+            throw CLIError.usage("Azure CLI up to 2.91 keeps service-principal secrets in the same keyring item as its token cache: with encryption on, those in \(secrets) would no longer be found. Nothing was copied.",
+                                 hint: "Sign the service principals out first (az logout --username APP_ID), or copy without --configure-azure-cli")
+        }
+    }
+
+    /// Deletes a store whose copy was verified, after asking (or with --yes), only if it still
+    /// holds what was copied.
+    private func removeVerifiedSource(_ source: ExternalStoreAccess, copied: [CacheEntry]) throws {
         let plan = "delete \(source.store.name) (\(source.store.location)), whose copy was verified"
         try Terminal.confirmOrRefuse(plan, yes: yes, unchanged: "The copy was verified; the source was not deleted")
-        try source.delete()
+        try source.delete(ifStillHolding: copied)
         Terminal.print(TerminalText("Deleted \(source.store.name) (\(source.store.location))."))
     }
 

@@ -50,6 +50,32 @@ extension CacheMigration {
         return entries.count
     }
 
+    /// Writes `entries` into `store`, except where the store already holds the same entity
+    /// written later (a newer refresh or access token of the same slot: `last_modification_time`,
+    /// else `cached_at`), which is kept. Returns how many entries changed and the entries not
+    /// written because the store's were newer.
+    package static func merge(_ entries: [CacheEntry], into store: AccountStore) throws(TokenCacheError) -> (changed: Int, keptNewer: [CacheEntry]) {
+        var changed = 0
+        var keptNewer: [CacheEntry] = []
+        try store.mutate { index in
+            var changes: [CacheChange] = []
+            for entry in entries {
+                if let there = index.existing(matching: entry), writtenAt(there) > writtenAt(entry) {
+                    keptNewer.append(entry)
+                    continue
+                }
+                changes += AccountStore.upsert(entry, in: index)
+            }
+            changed = changes.count
+            return changes
+        } result: { _ in () }
+        return (changed, keptNewer)
+    }
+
+    private static func writtenAt(_ entry: CacheEntry) -> Double {
+        entry.fields["last_modification_time"]?.secondsValue ?? entry.fields["cached_at"]?.secondsValue ?? 0
+    }
+
     /// The entries of an MSAL JSON cache, when every one can be copied.
     /// - Throws: `invalidCacheData` when some are not JSON objects (nothing is to be written).
     package static func copyableEntries(_ json: Data) throws(TokenCacheError) -> [CacheEntry] {

@@ -112,6 +112,23 @@ extension OtherToolsStores {
             #expect(usernames == [ExternalStoreTests.username, Fixtures.bob.username])
         }
 
+        @Test("--configure-azure-cli to the 2.91 item is refused before anything is copied while Azure CLI keeps service-principal secrets in plaintext")
+        func servicePrincipalSecrets() throws {
+            let setup = try Setup()
+            defer { setup.cleanUp() }
+            let machine = setup.machine
+            try machine.writeAzureCLICache()
+            let secrets = machine.home.path + "/.azure/service_principal_entries.json"
+            try Data("[]".utf8).write(to: URL(fileURLWithPath: secrets))
+            let refused = try machine.tokencache(["migrate", "--from-store", "azure-cli", "--to-store", "azure-cli-encrypted-2.91",
+                                                  "--configure-azure-cli", "--remove-source", "--yes"])
+            #expect(refused.status == 64)
+            #expect(refused.stderr.contains("service_principal_entries.json") && refused.stderr.contains("Nothing was copied"))
+            #expect(FileManager.default.fileExists(atPath: machine.azureCLIFile))
+            #expect(try ExternalStoreTests.status("azure-cli-encrypted-2.91", in: machine)["present"] as? Bool == false)
+            #expect(!FileManager.default.fileExists(atPath: setup.configFile))
+        }
+
         @Test("--to-store azure-cli creates Azure CLI's missing file with mode 0600 from its keyring item, and msal-extensions reads it; bad combinations are usage errors")
         func keyringToNewFile() throws {
             let setup = try Setup()
@@ -144,18 +161,81 @@ extension OtherToolsStores {
 @Suite("Azure CLI's config file")
 struct AzureCLIConfigurationTests {
     @Test("encrypt_token_cache = true is set in [core], replacing another value, keeping every other line; nothing changes when it is set")
-    func setting() {
-        #expect(AzureCLIConfiguration.settingEncryption(in: "") == "[core]\nencrypt_token_cache = true\n")
-        #expect(AzureCLIConfiguration.settingEncryption(in: "[cloud]\nname = AzureCloud\n")
+    func setting() throws {
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "") == "[core]\nencrypt_token_cache = true\n")
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "[cloud]\nname = AzureCloud\n")
                 == "[cloud]\nname = AzureCloud\n\n[core]\nencrypt_token_cache = true\n")
-        #expect(AzureCLIConfiguration.settingEncryption(in: "# mine\n[core]\noutput = table\n[logging]\nx = 1\n")
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "# mine\n[core]\noutput = table\n[logging]\nx = 1\n")
                 == "# mine\n[core]\nencrypt_token_cache = true\noutput = table\n[logging]\nx = 1\n")
-        #expect(AzureCLIConfiguration.settingEncryption(in: "[core]\n; off for now\nEncrypt_Token_Cache: false\n")
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "[core]\n; off for now\nEncrypt_Token_Cache: false\n")
                 == "[core]\n; off for now\nencrypt_token_cache = true\n")
         // The same key in another section is not Azure CLI's setting.
-        #expect(AzureCLIConfiguration.settingEncryption(in: "[other]\nencrypt_token_cache = true\n")
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "[other]\nencrypt_token_cache = true\n")
                 == "[other]\nencrypt_token_cache = true\n\n[core]\nencrypt_token_cache = true\n")
-        #expect(AzureCLIConfiguration.settingEncryption(in: "[core]\nencrypt_token_cache = true\n") == nil)
+        #expect(try AzureCLIConfiguration.settingEncryption(in: "[core]\nencrypt_token_cache = true\n") == nil)
+        // What configparser reads differently from a line-by-line edit is refused, not guessed.
+        for text in ["[core] # mine\noutput = table\n", "[core]\n  output = table\n", "[core]\noutput = a\n  b\n"] {
+            #expect(throws: TokenCacheError.self, "\(text)") { try AzureCLIConfiguration.settingEncryption(in: text) }
+        }
+    }
+
+    @Test("A source that changed after it was copied is not deleted; one that still holds what was copied is")
+    func deleteOnlyWhatWasCopied() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("cache.json").path
+        let store = ExternalStore(name: "tool", persistence: .file(path: path, signal: nil), lockFiles: [path + ".lockfile"], source: "test")
+        let access = ExternalStoreAccess(store, secretService: nil)
+        try access.modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) -> (write: Bool, result: Void) in
+            try theirs.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice)), clientID: Fixtures.appOne,
+                            authority: Fixtures.authority(), scopes: [])
+            return (true, ())
+        }
+        let copied = try #require(try access.read()).entries()
+        // The owner signs another user in after the copy was made.
+        try access.modify { (theirs) throws(TokenCacheError) -> (write: Bool, result: Void) in
+            try theirs.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.bob)), clientID: Fixtures.appOne,
+                            authority: Fixtures.authority(), scopes: [])
+            return (true, ())
+        }
+        #expect { try access.delete(ifStillHolding: copied) } throws: { ($0 as? TokenCacheError)?.code == .migrationNotVerified }
+        #expect(FileManager.default.fileExists(atPath: path))
+        try access.delete(ifStillHolding: try #require(try access.read()).entries())
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test("Merging into a store keeps its entries written later than the copied ones of the same slot")
+    func mergeKeepsNewer() throws {
+        let target = AccountStore(backend: InMemoryBackend())
+        var newer = Fixtures.response(for: Fixtures.alice, tag: "newer")
+        newer["refresh_token"] = "rt-newer"
+        try target.save(Fixtures.tokenResponse(newer), clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        let source = AccountStore(backend: InMemoryBackend())
+        var older = Fixtures.response(for: Fixtures.alice, tag: "older")
+        older["refresh_token"] = "rt-older"
+        try source.save(Fixtures.tokenResponse(older), clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [],
+                        now: Date().addingTimeInterval(-3600))
+        let (_, kept) = try CacheMigration.merge(try source.entries(), into: target)
+        #expect(kept.contains { $0.kind == .refreshToken } && kept.contains { $0.kind == .accessToken })
+        #expect(try target.entries().filter { $0.kind == .refreshToken }.compactMap { $0["secret"] } == ["rt-newer"])
+    }
+
+    @Test("A symbolic link or a file that is not UTF-8 is left as it was, with `az config set` as the way")
+    func unsafeFiles() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let target = directory.appendingPathComponent("dotfiles-config")
+        try Data("[core]\n".utf8).write(to: target)
+        try FileManager.default.createSymbolicLink(atPath: directory.appendingPathComponent("config").path, withDestinationPath: target.path)
+        #expect { try AzureCLIConfiguration.enableEncryptedTokenCache(configDirectory: directory.path) } throws: { error in
+            (error as? TokenCacheError)?.code == .unsafeFile && (error as? TokenCacheError)?.hint?.contains("az config set") == true
+        }
+        #expect(try String(contentsOf: target, encoding: .utf8) == "[core]\n")
+        #expect((try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("config").path))[.type] as? FileAttributeType == .typeSymbolicLink)
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("config"))
+        try Data([0x5B, 0xFF, 0x5D, 0x0A]).write(to: directory.appendingPathComponent("config"))
+        #expect(throws: TokenCacheError.self) { try AzureCLIConfiguration.enableEncryptedTokenCache(configDirectory: directory.path) }
+        #expect(try Data(contentsOf: directory.appendingPathComponent("config")) == Data([0x5B, 0xFF, 0x5D, 0x0A]))
     }
 
     @Test("The file is created in a missing folder with mode 0600, an existing one keeps its mode, and the setting reads back")
