@@ -103,7 +103,9 @@ func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
     let handle = try StoreHandle.from(store)
     let clientID = try clientIDString(clientID)
     let authority = try Authority(try requiredString(authority, "authority"))
-    return PublicClientApplication(clientID: clientID, authority: authority, store: handle.store)
+    var options = PublicClientApplication.Options()
+    options.singleSignOnStores = handle.singleSignOnStores.withLock { $0 }
+    return PublicClientApplication(clientID: clientID, authority: authority, store: handle.store, options: options)
 }
 
 /// Signs a user in with a device code (RFC 8628); blocks until done. The C callback gets the code

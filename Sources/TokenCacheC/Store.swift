@@ -7,6 +7,8 @@ import TokenCache
 /// What a `tokencache_store *` points at.
 final class StoreHandle {
     let store: AccountStore
+    /// The stores set by tokencache_store_set_sso_stores.
+    let singleSignOnStores = Locked<[ExternalStore]>([])
     init(store: AccountStore) { self.store = store }
 
     /// The handle behind a C pointer, refused when NULL or of another kind.
@@ -300,5 +302,25 @@ public func tokencache_store_remove_account(_ store: OpaquePointer?, _ account: 
         // Computed first: `removed?.pointee = f()` would skip f() when removed is NULL.
         let count = try handle.store.remove(try handle.account(account))
         removed?.pointee = count
+    }
+}
+
+/// Sets the other tools' caches the store's apps may use for single sign-on (none: off).
+@_cdecl("tokencache_store_set_sso_stores")
+public func tokencache_store_set_sso_stores(_ store: OpaquePointer?, _ names: UnsafePointer<CChar>?,
+                                            _ error: UnsafeMutableRawPointer?) -> Int32 {
+    boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        let text = try optionalString(names, "names") ?? ""
+        let catalogue = ExternalStore.catalogue()
+        var chosen: [ExternalStore] = []
+        for name in text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init) where !chosen.contains(where: { $0.name == name }) {
+            guard let found = catalogue.first(where: { $0.name == name }) else {
+                throw TokenCacheError(.invalidArgument, "'\(name)' is not a store.",
+                                      hint: "Use names `tokencache stores` shows: \(catalogue.map(\.name).joined(separator: ", "))", field: "names")
+            }
+            chosen.append(found)
+        }
+        handle.singleSignOnStores.withLock { $0 = chosen }
     }
 }

@@ -87,5 +87,6 @@ public struct TokenCacheCommand: ParsableCommand {
 }
 
 enum TokenCacheVersion {
-    static let string = "0.1.0"
+    /// The release: the same as the C library's (tokencache.h's TOKENCACHE_VERSION_*) and the package's.
+    static let string = "0.3.0"
 }

@@ -68,7 +68,7 @@ class BindingTests(unittest.TestCase):
         self.store = open_empty_store(self)
 
     def test_version_matches_package(self):
-        self.assertEqual(tokencache.library_version(), "0.2.0")
+        self.assertEqual(tokencache.library_version(), "0.3.0")
 
     def test_round_trip_list_find_sign_out_remove(self):
         saved = self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("1"))
@@ -133,6 +133,46 @@ class BindingTests(unittest.TestCase):
         stats = control("/stats")
         self.assertEqual(stats["token_requests"], 1)
         self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-family"))
+
+    def test_single_sign_on_with_azure_cli_cache(self):
+        import msal
+        import tempfile
+        authority, control = start_idp(self)
+        config = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", config])
+        previous = os.environ.get("AZURE_CONFIG_DIR")
+        os.environ["AZURE_CONFIG_DIR"] = config
+        self.addCleanup(lambda: os.environ.pop("AZURE_CONFIG_DIR") if previous is None else os.environ.update(AZURE_CONFIG_DIR=previous))
+        # Azure CLI signed Dave in: its cache as MSAL Python writes it, with a family refresh token.
+        azure_cli = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+        body = json.loads(response("az"))
+        body["refresh_token"] = "rt-py-azure-cli"
+        cache = msal.SerializableTokenCache()
+        cache.add({"client_id": azure_cli, "scope": ["User.Read"], "response": body,
+                   "token_endpoint": f"https://127.0.0.1/{TENANT}/oauth2/v2.0/token"})
+        path = os.path.join(config, "msal_token_cache.json")
+        with open(path, "w") as handle:
+            handle.write(cache.serialize())
+        control("/control", {"seed": {"refresh_token": "rt-py-azure-cli", "uid": UID, "utid": TENANT, "client_id": azure_cli,
+                                      "username": USERNAME, "family": "1"}})
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.set_sso_stores("no-such-tool")
+        self.assertEqual(caught.exception.code, tokencache.INVALID_ARGUMENT)
+        # Off by default: the account is not the group's.
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertEqual(caught.exception.code, tokencache.NOT_FOUND)
+        self.assertEqual(control("/stats")["token_requests"], 0)
+        self.store.set_sso_stores(["azure-cli"])
+        token = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
+        self.assertTrue(token.access_token.startswith("at-issued-"), token)
+        grant = control("/stats")["grants"][0]
+        self.assertEqual((grant["client_id"], grant["redeemed"]), (CLIENT_B, "rt-py-azure-cli"))
+        with open(path) as handle:
+            secrets = [entry["secret"] for entry in json.load(handle)["RefreshToken"].values()]
+        self.assertEqual(secrets, [grant["issued"]])  # the rotated token went back to Azure CLI's cache
+        self.store.set_sso_stores(None)
+        self.assertTrue(self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read").is_from_cache)
 
     def test_closed_store_is_refused(self):
         store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)

@@ -85,6 +85,7 @@ _PROTOTYPES = {
                                                       ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_sign_in_browser": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                                   ctypes.POINTER(_Error)]),
+    "tokencache_store_set_sso_stores": (ctypes.c_int, [_P, _S, ctypes.POINTER(_Error)]),
     "tokencache_store_save_response": (ctypes.c_int, [_P, _S, _S, _S, ctypes.c_char_p, ctypes.c_size_t,
                                                       ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_secret_free": (None, [_P]),
@@ -298,6 +299,14 @@ class Store:
                                                     _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
                                                     ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
         return _token(secret, info)
+
+    def set_sso_stores(self, names: Union[None, str, List[str]]) -> None:
+        """Single sign-on with other tools' MSAL caches (off by default): acquire_token_silent may then use the
+        accounts and refresh tokens of these stores, named as `tokencache stores` shows them ("azure-cli").
+        None or [] turns it off. Raises INVALID_ARGUMENT for an unknown name."""
+        text = " ".join(names) if isinstance(names, (list, tuple)) else (names or "")
+        error = _Error()
+        _check(_lib.tokencache_store_set_sso_stores(self._live(), text.encode("utf-8"), ctypes.byref(error)), error)
 
     def save_response(self, client_id: str, authority: str, scopes: Union[str, List[str]],
                       response_json: Union[str, bytes]) -> Token:

@@ -37,7 +37,8 @@
  *    remain the caller's to wipe. No secret is ever put in an error message. The library writes
  *    nothing to standard output or standard error and does not log.
  *  - Versioning. The soname is libtokencache.so.0. Symbols carry the version of the release
- *    that added them: TOKENCACHE_0.1, and TOKENCACHE_0.2 for tokencache_sign_in_*. Functions
+ *    that added them: TOKENCACHE_0.1, TOKENCACHE_0.2 for tokencache_sign_in_*, and
+ *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores. Functions
  *    are only ever added (under a new symbol version node); an incompatible change would raise
  *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
@@ -54,7 +55,7 @@ extern "C" {
 
 /* The version of this header; compare with tokencache_version() at run time. */
 #define TOKENCACHE_VERSION_MAJOR 0
-#define TOKENCACHE_VERSION_MINOR 2
+#define TOKENCACHE_VERSION_MINOR 3
 #define TOKENCACHE_VERSION_PATCH 0
 
 /* Status codes: returned by every function that can fail, and in tokencache_error.code. */
@@ -227,6 +228,18 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
                                     const char *authority, const char *account,
                                     const char *scopes, unsigned flags, char **access_token,
                                     tokencache_token_info **info, tokencache_error *error);
+
+/* Single sign-on with other tools' MSAL caches (Azure CLI's and others), off by default.
+   names: the stores tokencache_acquire_token_silent may also use, as `tokencache stores` names
+   them (for example "azure-cli"), separated by commas or spaces; NULL or "" turns it off. Their
+   paths are resolved now, from HOME, XDG_DATA_HOME and AZURE_CONFIG_DIR. With stores set, an
+   account named to tokencache_acquire_token_silent that the group does not hold is looked up in
+   them, and when the group has no refresh token for it that the authority may see, one from a
+   store is redeemed (only at the host that issued it); the token is saved in the group and the
+   store gets back the rotated refresh token, under its owner's lock.
+   Errors: INVALID_ARGUMENT naming an unknown store (nothing changes). Not to be called while
+   another thread uses the same store. Since TOKENCACHE_0.3. */
+int tokencache_store_set_sso_stores(tokencache_store *store, const char *names, tokencache_error *error);
 
 /* Parses and stores a token endpoint response (the JSON body of a successful response to an
    authorization-code, device-code or refresh-token request): access, refresh and ID tokens,
