@@ -135,7 +135,6 @@ class BindingTests(unittest.TestCase):
         self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-family"))
 
     def test_single_sign_on_with_azure_cli_cache(self):
-        import msal
         import tempfile
         authority, control = start_idp(self)
         config = tempfile.mkdtemp()
@@ -143,16 +142,22 @@ class BindingTests(unittest.TestCase):
         previous = os.environ.get("AZURE_CONFIG_DIR")
         os.environ["AZURE_CONFIG_DIR"] = config
         self.addCleanup(lambda: os.environ.pop("AZURE_CONFIG_DIR") if previous is None else os.environ.update(AZURE_CONFIG_DIR=previous))
-        # Azure CLI signed Dave in: its cache as MSAL Python writes it, with a family refresh token.
+        # Azure CLI signed Dave in: its cache with the entries and keys MSAL Python writes (this test
+        # also runs with the system Python, which has no msal), holding a family refresh token.
         azure_cli = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
-        body = json.loads(response("az"))
-        body["refresh_token"] = "rt-py-azure-cli"
-        cache = msal.SerializableTokenCache()
-        cache.add({"client_id": azure_cli, "scope": ["User.Read"], "response": body,
-                   "token_endpoint": f"https://127.0.0.1/{TENANT}/oauth2/v2.0/token"})
+        env = "127.0.0.1"
+        cache = {
+            "Account": {f"{HOME}-{env}-{TENANT}": {"home_account_id": HOME, "environment": env, "realm": TENANT,
+                                                   "local_account_id": UID, "username": USERNAME, "authority_type": "MSSTS"}},
+            "RefreshToken": {f"{HOME}-{env}-refreshtoken-{azure_cli}--": {
+                "credential_type": "RefreshToken", "secret": "rt-py-azure-cli", "home_account_id": HOME, "environment": env,
+                "client_id": azure_cli, "target": "User.Read", "last_modification_time": str(int(time.time())), "family_id": "1"}},
+            "AppMetadata": {f"appmetadata-{env}-{azure_cli}": {"client_id": azure_cli, "environment": env, "family_id": "1"}},
+            "AccessToken": {}, "IdToken": {},
+        }
         path = os.path.join(config, "msal_token_cache.json")
         with open(path, "w") as handle:
-            handle.write(cache.serialize())
+            json.dump(cache, handle, indent=4)
         control("/control", {"seed": {"refresh_token": "rt-py-azure-cli", "uid": UID, "utid": TENANT, "client_id": azure_cli,
                                       "username": USERNAME, "family": "1"}})
         with self.assertRaises(tokencache.TokenCacheError) as caught:
