@@ -35,7 +35,11 @@ for elf in /usr/bin/tokencache "$lib"; do
 done
 [ "$(objdump -p "$lib" | awk '/SONAME/ { print $2 }')" = libtokencache.so.0 ] || { echo "FAIL: soname" >&2; exit 1; }
 scripts/check-c-abi.sh "$lib"
-/usr/bin/tokencache --help | grep -q "USAGE: tokencache" || { echo "FAIL: tokencache --help" >&2; exit 1; }
+# Captured, not piped into grep -q: grep leaving at the first match would make the CLI's second
+# write die of SIGPIPE, which pipefail reports as a failure (CI saw it once).
+help_status=0; help="$(/usr/bin/tokencache --help 2>&1)" || help_status=$?
+[ "$help_status" = 0 ] && grep -q "USAGE: tokencache" <<< "$help" \
+    || { echo "FAIL: tokencache --help exited $help_status and printed:" >&2; echo "$help" >&2; exit 1; }
 man -w tokencache >/dev/null 2>&1 || [ -f /usr/share/man/man1/tokencache.1.gz ]
 
 # The C example, built as its header comment says.
