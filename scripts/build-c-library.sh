@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds libtokencache.so.0, the C interface (#30), with its header and pkg-config file:
 #   scripts/build-c-library.sh [OUTPUT_DIRECTORY]       default .build/c-library
-# Output: lib/libtokencache.so.<header version, e.g. 0.2.0> with the links libtokencache.so.0 and libtokencache.so,
+# Output: lib/libtokencache.so.<header version, e.g. 0.3.0> with the links libtokencache.so.0 and libtokencache.so,
 # include/tokencache.h, lib/pkgconfig/tokencache.pc (PREFIX, default /usr, says where it will be
 # installed; LIBDIR defaults to $PREFIX/lib/x86_64-linux-gnu as on Debian).
 #
@@ -12,7 +12,8 @@
 # SwiftPM's own command (read from its build manifest) plus: -static-stdlib (the Swift runtime and
 # Foundation inside, so no Swift toolchain is needed where it runs; it still needs the system's
 # libstdc++6 and GLib), -soname libtokencache.so.0, and the version script that exports only
-# tokencache_* at TOKENCACHE_0.1 (the sign-ins at TOKENCACHE_0.2). The objects were compiled
+# tokencache_* at TOKENCACHE_0.1 (the sign-ins at TOKENCACHE_0.2, the single sign-on stores at
+# TOKENCACHE_0.3). The objects were compiled
 # against the shared Foundation, whose modules do not name the two archives the static
 # FoundationEssentials needs: they are added, and -z defs makes any symbol left undefined a link
 # error rather than a load-time one.
