@@ -134,12 +134,19 @@ public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: Unsaf
     return boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let out = try requiredOut(accounts, "accounts")
-        let list = if clientID != nil {
-            try handle.store.accounts(clientID: try clientIDString(clientID))
-        } else {
-            try handle.store.allAccounts()
+        guard clientID != nil else {
+            out.pointee = Handle.make(AccountsHandle(try handle.store.allAccounts()))
+            return
         }
-        out.pointee = Handle.make(AccountsHandle(list))
+        let client = try clientIDString(clientID)
+        let own = try handle.store.accounts(clientID: client)
+        let stores = handle.singleSignOnStores.withLock { $0 }
+        // An app's listing has no authority yet: the stores' accounts whose token the app could
+        // redeem where it was issued (tokencache_acquire_token_silent then applies the host rule).
+        let offered = stores.isEmpty ? [] : try SingleSignOnStores(stores, group: handle.store, clientID: client) {
+            try? SecretServiceBackend()
+        }.accounts(excluding: own, redeemableAt: nil)
+        out.pointee = Handle.make(AccountsHandle(own + offered))
     }
 }
 

@@ -168,7 +168,12 @@ class BindingTests(unittest.TestCase):
             self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
         self.assertEqual(caught.exception.code, tokencache.NOT_FOUND)
         self.assertEqual(control("/stats")["token_requests"], 0)
+        self.assertNotIn(USERNAME, [a.username for a in self.store.accounts(CLIENT_B)])
         self.store.set_sso_stores(["azure-cli"])
+        # The app's list offers Azure CLI's account (its family token), without a request.
+        self.assertIn(HOME, [a.home_account_id for a in self.store.accounts(CLIENT_B)])
+        self.assertNotIn(HOME, [a.home_account_id for a in self.store.accounts()])  # the group's own: unchanged
+        self.assertEqual(control("/stats")["token_requests"], 0)
         token = self.store.acquire_token_silent(CLIENT_B, authority, USERNAME, "User.Read")
         self.assertTrue(token.access_token.startswith("at-issued-"), token)
         grant = control("/stats")["grants"][0]

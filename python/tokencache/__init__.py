@@ -269,7 +269,8 @@ class Store:
         return self._handle
 
     def accounts(self, client_id: Optional[str] = None) -> List[Account]:
-        """The accounts an app can use silently, or every account of the group (client_id None)."""
+        """The accounts an app can use silently, or every account of the group (client_id None). With
+        set_sso_stores, an app's list goes on with the stores' accounts it could get a token for."""
         handle, error = ctypes.c_void_p(), _Error()
         _check(_lib.tokencache_store_accounts(self._live(), _arg(client_id, "client_id"), ctypes.byref(handle),
                                               ctypes.byref(error)), error)
@@ -301,8 +302,8 @@ class Store:
         return _token(secret, info)
 
     def set_sso_stores(self, names: Union[None, str, List[str]]) -> None:
-        """Single sign-on with other tools' MSAL caches (off by default): acquire_token_silent may then use the
-        accounts and refresh tokens of these stores, named as `tokencache stores` shows them ("azure-cli").
+        """Single sign-on with other tools' MSAL caches (off by default): accounts(client_id) then lists, and
+        acquire_token_silent may use, the accounts and refresh tokens of these stores, named as `tokencache stores` shows them ("azure-cli").
         None or [] turns it off. Raises INVALID_ARGUMENT for an unknown name."""
         text = " ".join(names) if isinstance(names, (list, tuple)) else (names or "")
         error = _Error()

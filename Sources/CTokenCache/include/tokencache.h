@@ -187,7 +187,11 @@ void tokencache_store_close(tokencache_store *store);
 
 /* The accounts an app can use silently (client_id non-NULL: those with a refresh token of the
    app or its family that the app has not signed out of), or every account of the group
-   (client_id NULL). *accounts, possibly empty, is freed with tokencache_accounts_free. */
+   (client_id NULL). With single sign-on stores set (tokencache_store_set_sso_stores), an app's
+   list goes on with the accounts of those stores it could get a token for (a refresh token of
+   the app or its family, at the host that issued it); a store in a locked keyring is
+   KEYRING_LOCKED, never left out. *accounts, possibly empty, is freed with
+   tokencache_accounts_free. */
 int tokencache_store_accounts(tokencache_store *store, const char *client_id,
                               tokencache_accounts **accounts, tokencache_error *error);
 
@@ -232,9 +236,9 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
 /* Single sign-on with other tools' MSAL caches (Azure CLI's and others), off by default.
    names: the stores tokencache_acquire_token_silent may also use, as `tokencache stores` names
    them (for example "azure-cli"), separated by commas or spaces; NULL or "" turns it off. Their
-   paths are resolved now, from HOME, XDG_DATA_HOME and AZURE_CONFIG_DIR. With stores set, an
-   account named to tokencache_acquire_token_silent that the group does not hold is looked up in
-   them, and when the group has no refresh token for it that the authority may see, one from a
+   paths are resolved now, from HOME, XDG_DATA_HOME and AZURE_CONFIG_DIR. With stores set, an app's
+   tokencache_store_accounts lists their accounts too, an account named to
+   tokencache_acquire_token_silent that the group does not hold is looked up in them, and when the group has no refresh token for it that the authority may see, one from a
    store is redeemed (only at the host that issued it); the token is saved in the group and the
    store gets back the rotated refresh token, under its owner's lock.
    Errors: INVALID_ARGUMENT naming an unknown store (nothing changes). Not to be called while

@@ -21,8 +21,9 @@ public struct ExternalStoreAccess: Sendable {
         public var kind: String
         /// Whether the blob is kept encrypted (in the keyring).
         public var encrypted: Bool
-        /// Whether the file or item exists.
-        public var present: Bool
+        /// Whether the file or item exists; nil when that could not be told (the keyring it
+        /// would be in could not be reached).
+        public var present: Bool?
         /// Whether it was read and parsed as MSAL JSON.
         public var readable: Bool
         /// Its accounts, when readable.
@@ -31,6 +32,21 @@ public struct ExternalStoreAccess: Sendable {
         public var problem: String?
         /// Where the parameters come from.
         public var source: String
+
+        /// `present` is always written (null when unknown): scripts must not read a missing
+        /// key as "absent".
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(location, forKey: .location)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(encrypted, forKey: .encrypted)
+            try container.encode(present, forKey: .present)
+            try container.encode(readable, forKey: .readable)
+            try container.encodeIfPresent(accounts, forKey: .accounts)
+            try container.encodeIfPresent(problem, forKey: .problem)
+            try container.encode(source, forKey: .source)
+        }
     }
 
     /// The store.
@@ -71,7 +87,7 @@ public struct ExternalStoreAccess: Sendable {
         while true {
             do {
                 guard let blob = try loadBlob() else { return nil }
-                return try Self.accountStore(blob.json)
+                return try accountStore(blob.json)
             } catch where error.code == .invalidCacheData && attempt < 3 {
                 attempt += 1
                 usleep(250_000)
@@ -91,22 +107,20 @@ public struct ExternalStoreAccess: Sendable {
     ///   `change` throws.
     public func modify<Result>(creatingIfMissing: Bool = false,
                                _ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
-        guard !store.lockFiles.isEmpty else {
-            throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
-                                  hint: "Let its owner sign in first (azureauth creates a lock file per tenant), then retry")
+        try withOwnerLocks(creatingFolders: creatingIfMissing,
+                           otherwise: "Let its owner sign in first (azureauth creates a lock file per tenant), then retry") { () throws(TokenCacheError) -> Result in
+            try modifyLocked(creatingIfMissing: creatingIfMissing, change)
         }
-        if creatingIfMissing {
-            for path in store.lockFiles { try Self.createFolder(of: path) }
-        }
-        var locks: [MSALExtensionsLock] = []
-        defer { for lock in locks.reversed() { lock.release() } }
-        for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+    }
+
+    private func modifyLocked<Result>(creatingIfMissing: Bool,
+                                      _ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
         let loaded = try loadBlob()
         guard let blob = loaded ?? (creatingIfMissing ? Blob(json: Data("{}".utf8), encoding: newEncoding) : nil) else {
             throw TokenCacheError(.notFound, "Store \(store.name) does not exist (\(store.location)).",
                                   hint: "Run `tokencache stores` to see which stores exist here")
         }
-        let (accounts, report) = try Self.accountStore(blob.json)
+        let (accounts, report) = try accountStore(blob.json)
         let outcome = try change(accounts)
         guard outcome.write else { return outcome.result }
         guard report.skipped.isEmpty else { throw Self.unkeptEntries(report, in: store) }
@@ -121,15 +135,14 @@ public struct ExternalStoreAccess: Sendable {
     /// - Throws: `migrationNotVerified` when the store changed since (its owner wrote to it:
     ///   nothing is deleted); `invalidArgument` when no lock file is known; keyring and file errors.
     public func delete(ifStillHolding expected: [CacheEntry]) throws(TokenCacheError) {
-        guard !store.lockFiles.isEmpty else {
-            throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
-                                  hint: "Delete it with its owner's own command")
+        try withOwnerLocks(otherwise: "Delete it with its owner's own command") { () throws(TokenCacheError) in
+            try deleteLocked(ifStillHolding: expected)
         }
-        var locks: [MSALExtensionsLock] = []
-        defer { for lock in locks.reversed() { lock.release() } }
-        for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+    }
+
+    private func deleteLocked(ifStillHolding expected: [CacheEntry]) throws(TokenCacheError) {
         guard let blob = try loadBlob() else { return }
-        let (current, report) = try Self.accountStore(blob.json)
+        let (current, report) = try accountStore(blob.json)
         let held = try current.entries()
         let copied = Dictionary(expected.map { ("\($0.kind.rawValue)/\($0.key)", $0.fields) }, uniquingKeysWith: { first, _ in first })
         guard report.skipped.isEmpty, held.count == copied.count,
@@ -151,6 +164,24 @@ public struct ExternalStoreAccess: Sendable {
             }
             for signal in item.signalFiles { try FileIO.touch(signal) }
         }
+    }
+
+    /// Runs `body` holding every lock file of the store, as its owner's writers take them,
+    /// released in reverse order whatever happens. A store with no known lock file is never
+    /// changed here: `invalidArgument` with `otherwise` as the hint.
+    private func withOwnerLocks<Result>(creatingFolders: Bool = false, otherwise hint: String,
+                                        _ body: () throws(TokenCacheError) -> Result) throws(TokenCacheError) -> Result {
+        guard !store.lockFiles.isEmpty else {
+            throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
+                                  hint: hint)
+        }
+        if creatingFolders {
+            for path in store.lockFiles { try Self.createFolder(of: path) }
+        }
+        var locks: [MSALExtensionsLock] = []
+        defer { for lock in locks.reversed() { lock.release() } }
+        for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
+        return try body()
     }
 
     /// How a store created here is encoded: as its owner writes it.
@@ -179,8 +210,9 @@ public struct ExternalStoreAccess: Sendable {
             status.accounts = try accounts.allAccounts().count
             status.readable = true
         } catch {
-            if error.code == .invalidCacheData || error.code == .keyringLocked || error.code == .fileSystem || error.code == .unsafeFile {
-                status.present = true
+            switch error.code {
+            case .invalidCacheData, .keyringLocked, .fileSystem, .unsafeFile: status.present = true
+            default: status.present = nil
             }
             status.problem = error.message
         }
@@ -195,10 +227,17 @@ public struct ExternalStoreAccess: Sendable {
         var encoding: ExternalStore.BlobEncoding
     }
 
-    private static func accountStore(_ json: Data) throws(TokenCacheError) -> (store: AccountStore, report: ImportReport) {
+    private func accountStore(_ json: Data) throws(TokenCacheError) -> (store: AccountStore, report: ImportReport) {
         // An empty blob is an empty cache, as msal-extensions reads it.
         let isEmpty = json.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
-        let (entries, report) = try AccountStore.parseMSALJSON(isEmpty ? Data("{}".utf8) : json)
+        let entries: [CacheEntry], report: ImportReport
+        do {
+            (entries, report) = try AccountStore.parseMSALJSON(isEmpty ? Data("{}".utf8) : json)
+        } catch where error.code == .invalidCacheData {
+            // The parser speaks of an import; here it is the owner's cache, read where it lives.
+            throw TokenCacheError(.invalidCacheData, "Store \(store.name) (\(store.location)) is not a readable MSAL cache: \(error.message)",
+                                  hint: "Its owner rewrites it at its next sign-in; nothing was read or changed here")
+        }
         // The entries under the owner's keys, as they are: written back, only what changed differs.
         let group = CacheGroup.universalStorage
         return (AccountStore(backend: InMemoryBackend(group: group, entries: entries), group: group), report)

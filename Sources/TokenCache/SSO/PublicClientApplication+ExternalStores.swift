@@ -9,55 +9,21 @@ import Logging
 /// app's group; the store gets only the rotated refresh token, under its owner's lock, in place
 /// of the one redeemed, so the tool that owns it keeps working.
 extension PublicClientApplication {
-    /// Access to each opted-in store; keyring stores share the group's Secret Service connection
-    /// when the group is kept there, else one the app opens once (none when it cannot be made:
-    /// their reads then say why).
-    func singleSignOnAccesses() -> [ExternalStoreAccess] {
-        let stores = options.singleSignOnStores
-        guard !stores.isEmpty else { return [] }
-        var keyring = store.backend as? SecretServiceBackend
-        if keyring == nil, stores.contains(where: \.isEncrypted) {
-            keyring = storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
+    /// The opted-in stores, read for this app; a keyring store outside the group's Secret Service
+    /// uses one connection the app opens once.
+    func singleSignOnStores() -> SingleSignOnStores {
+        SingleSignOnStores(options.singleSignOnStores, group: store, clientID: clientID) {
+            storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
                 if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
                 return opened
             }
         }
-        return stores.map { ExternalStoreAccess($0, secretService: keyring, logger: store.options.logger) }
     }
 
-    /// A store's contents; nil when it is absent or cannot be reached or read here (logged):
-    /// another tool's missing or broken cache must not break this app. A locked keyring is
-    /// thrown, never read as "no accounts there".
-    private func snapshot(_ access: ExternalStoreAccess) throws(TokenCacheError) -> AccountStore? {
-        do {
-            return try access.read()
-        } catch where error.code == .keyringLocked {
-            throw TokenCacheError(.keyringLocked, "The keyring holding \(access.store.name)'s cache, which this app may use for single sign-on, is locked.",
-                                  hint: error.hint ?? "Unlock the keyring, then retry")
-        } catch {
-            store.options.logger.debug("Single sign-on store skipped", metadata: [
-                "store": .string(access.store.name), "code": "\(error.code)"])
-            return nil
-        }
-    }
-
-    /// The accounts of the opted-in stores that this app could redeem a token of at its
-    /// authority and that its group does not list (`known`), unless the app signed out of them.
+    /// The opted-in stores' accounts this app could redeem a token of at its authority and that
+    /// its group does not list (`known`), unless the app signed out of them.
     func singleSignOnAccounts(excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
-        var seen = Set(known.map(\.homeAccountID))
-        var found: [CachedAccount] = []
-        let appMetadata = try store.appMetadata(clientID: clientID).map(\.entry)
-        for access in singleSignOnAccesses() {
-            guard let theirs = try snapshot(access) else { continue }
-            for account in try theirs.allAccounts() where !seen.contains(account.homeAccountID) {
-                guard try store.signInState(of: account, clientID: clientID) != .signedOut,
-                      try !theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID, redeemableAt: authority,
-                                                appMetadata: appMetadata).isEmpty else { continue }
-                seen.insert(account.homeAccountID)
-                found.append(account)
-            }
-        }
-        return found
+        try singleSignOnStores().accounts(excluding: known, redeemableAt: authority)
     }
 
     /// Redeems a refresh token of the account from an opted-in store, trying the stores in
@@ -65,16 +31,17 @@ extension PublicClientApplication {
     /// - Throws: `serverError` (429, 5xx), `userMismatch`, and the errors of saving to the group.
     func refreshFromSingleSignOnStores(scopes: [String], account: CachedAccount, authority: Authority,
                                        claims: String?) async throws(TokenCacheError) -> TokenResult? {
-        let accesses = options.singleSignOnStores.isEmpty ? [] : try await BlockingWork.run { [self] () throws(TokenCacheError) in
+        let stores: SingleSignOnStores? = options.singleSignOnStores.isEmpty ? nil : try await BlockingWork.run { [self] () throws(TokenCacheError) in
             // Signed out here means signed out for this app, wherever the tokens are.
-            try store.signInState(of: account, clientID: clientID) == .signedOut ? [] : singleSignOnAccesses()
+            try store.signInState(of: account, clientID: clientID) == .signedOut ? nil : singleSignOnStores()
         }
-        let appMetadata = accesses.isEmpty ? [] : try await BlockingWork.run { [self] () throws(TokenCacheError) in
+        guard let stores else { return nil }
+        let appMetadata = try await BlockingWork.run { [self] () throws(TokenCacheError) in
             try store.appMetadata(clientID: clientID).map(\.entry)
         }
-        for access in accesses {
+        for access in stores.accesses {
             let candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) -> [RefreshToken] in
-                guard let theirs = try snapshot(access) else { return [] }
+                guard let theirs = try stores.snapshot(access) else { return [] }
                 // The host rule applies as to the group's own tokens (redeemableAt).
                 return try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,
                                                 redeemableAt: authority, appMetadata: appMetadata)
@@ -89,20 +56,21 @@ extension PublicClientApplication {
                 switch outcome {
                 case .tokens(let response):
                     let rotated = response.refreshToken.flatMap { $0.isEmpty || $0 == refreshToken.secret ? nil : $0 }
+                    let saved: Result<TokenResult, TokenCacheError>
                     do {
-                        let result = try await saveRefreshed(response, account: account, authority: authority, scopes: scopes, redeemed: nil)
-                        if let rotated { await writeBack(rotated, replacing: refreshToken, of: account, to: access) }
-                        return result
+                        saved = .success(try await saveRefreshed(response, account: account, authority: authority,
+                                                                 scopes: scopes, redeemed: nil))
                     } catch {
-                        // The rotated token replaces the redeemed one wherever the group could
-                        // not take it (locked, full disk): at a server that revokes on rotation
-                        // the store's would be dead otherwise. Not when the response is not
-                        // this account's or not a Bearer response: then it is nobody's to keep.
-                        if let rotated, error.code != .userMismatch, error.code != .invalidTokenResponse {
-                            await writeBack(rotated, replacing: refreshToken, of: account, to: access)
-                        }
-                        throw error
+                        saved = .failure(error)
                     }
+                    // Written back even when the group could not take the response (locked, full
+                    // disk): at a server that revokes on rotation the store's token would be dead
+                    // otherwise. Not for another account's or a non-Bearer response: nobody's to keep.
+                    let nobodys = if case .failure(let error) = saved {
+                        error.code == .userMismatch || error.code == .invalidTokenResponse
+                    } else { false }
+                    if let rotated, !nobodys { await writeBack(rotated, replacing: refreshToken, of: account, to: access) }
+                    return try saved.get()
                 case .rejected(let details):
                     if let failure = Self.transientFailure(details) { throw failure }
                     if refreshToken.familyID != nil && details.suberror == "client_mismatch" {

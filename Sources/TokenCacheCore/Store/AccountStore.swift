@@ -110,18 +110,9 @@ public final class AccountStore: Sendable {
             }
             if let redeemed = redeemedRefreshToken, let home = entities.homeAccountID,
                let newRT = entities.refreshToken, let newSecret = newRT["secret"], newSecret != redeemed {
-                let newKey = index.existing(matching: newRT)?.key ?? newRT.key
-                // Only the same account's tokens from the same cloud: a secret equal to the
-                // redeemed one elsewhere is not this server's to replace.
-                let environment = Environment.canonical(newRT["environment"] ?? "")
-                for stale in index.entries(.refreshToken, homeAccountID: home)
-                where stale.key != newKey && stale["secret"] == redeemed
-                    && Environment.canonical(stale["environment"] ?? "") == environment {
-                    var updated = stale
-                    updated.fields["secret"] = .string(newSecret)
-                    updated.fields["last_modification_time"] = newRT.fields["last_modification_time"]
-                    changes.append(.upsert(updated))
-                }
+                changes += Self.rotation(in: index, homeAccountID: home, environment: newRT["environment"] ?? "",
+                                         redeemed: redeemed, rotated: newSecret, modified: newRT.fields["last_modification_time"],
+                                         except: index.existing(matching: newRT)?.key ?? newRT.key)
             }
             logger.debug("Saving token response", metadata: [
                 "client_id": .string(clientID), "account": options.privacy.pii(entities.homeAccountID ?? "-"),
@@ -309,16 +300,18 @@ public final class AccountStore: Sendable {
 
     /// ``refreshTokens(clientID:account:redeemableAt:)`` with the client's family membership
     /// read from `appMetadata` (its own group's) instead of this store's: for another tool's
-    /// cache, which knows nothing of the client.
-    package func refreshTokens(clientID: String, homeAccountID: String, redeemableAt authority: Authority,
+    /// cache, which knows nothing of the client. With no `authority`, the tokens the client
+    /// could redeem at the hosts that issued them, in any environment.
+    package func refreshTokens(clientID: String, homeAccountID: String, redeemableAt authority: Authority?,
                                appMetadata: [CacheEntry]?) throws(TokenCacheError) -> [RefreshToken] {
         try read { index in
             guard Self.signInState(home: homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
-            return Self.refreshTokens(home: homeAccountID, clientID: clientID, environment: authority.environment,
+            return Self.refreshTokens(home: homeAccountID, clientID: clientID, environment: authority?.environment,
                                       appMetadata: appMetadata ?? Array(index.all(.appMetadata)), in: index)
                 .filter { entry in
-                    !(entry["secret"] ?? "").isEmpty
-                        && Environment.authority(authority, accepts: entry["environment"] ?? "")
+                    guard !(entry["secret"] ?? "").isEmpty else { return false }
+                    guard let authority else { return true }
+                    return Environment.authority(authority, accepts: entry["environment"] ?? "")
                         && (authority.kind == .aad || ASCII.equalLowercased(entry["client_id"], clientID))
                 }
                 .map(RefreshToken.init(entry:))
@@ -330,23 +323,31 @@ public final class AccountStore: Sendable {
     /// redeemed its token at a server that rotates them. Returns how many entries changed.
     package func replaceRefreshTokenSecret(homeAccountID: String, environment: String, redeemed: String, rotated: String,
                                            now: Date = Date()) throws(TokenCacheError) -> Int {
-        let environment = Environment.canonical(environment)
         var changed = 0
         try mutate { index in
-            let changes: [CacheChange] = index.entries(.refreshToken, homeAccountID: homeAccountID)
-                .filter { $0["secret"] == redeemed && Environment.canonical($0["environment"] ?? "") == environment }
-                .map { stale in
-                    var updated = stale
-                    updated.fields["secret"] = .string(rotated)
-                    if stale.fields["last_modification_time"] != nil {
-                        updated.fields["last_modification_time"] = .string(String(Int(now.timeIntervalSince1970)))
-                    }
-                    return .upsert(updated)
-                }
+            let changes = Self.rotation(in: index, homeAccountID: homeAccountID, environment: environment, redeemed: redeemed,
+                                        rotated: rotated, modified: .string(String(Int(now.timeIntervalSince1970))))
             changed = changes.count
             return changes
         } result: { _ in () }
         return changed
+    }
+
+    /// The changes giving the account's refresh tokens in `environment`'s cloud that hold
+    /// `redeemed` the secret `rotated`, stamped `modified`; the entry keyed `except` (the one a
+    /// response just wrote) is left alone. Only the same account and cloud: a secret equal to
+    /// the redeemed one elsewhere is not this server's to replace.
+    private static func rotation(in index: CacheIndex, homeAccountID: String, environment: String, redeemed: String,
+                                 rotated: String, modified: JSONValue?, except key: String? = nil) -> [CacheChange] {
+        let environment = Environment.canonical(environment)
+        return index.entries(.refreshToken, homeAccountID: homeAccountID)
+            .filter { $0.key != key && $0["secret"] == redeemed && Environment.canonical($0["environment"] ?? "") == environment }
+            .map { stale in
+                var updated = stale
+                updated.fields["secret"] = .string(rotated)
+                updated.fields["last_modification_time"] = modified
+                return .upsert(updated)
+            }
     }
 
     /// The app metadata recorded for a client, if any.

@@ -357,6 +357,31 @@ struct SecretServiceTests {
         #expect(result["stillThereLocked"] as? Int == 6)
     }
 
+    @Test("A single sign-on store in a locked collection is keyringLocked for accounts(), account lookup, acquireTokenSilent and token --refresh --sso-store, never 'no account'; its item stays")
+    func lockedSingleSignOnStore() throws {
+        let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let results = try Self.inFreshKeyring("""
+            $H sso-locked-store azure-cli-encrypted-2.91 \(Fixtures.appTwo)
+            status=0
+            message="$('\(tokencache)' token --client \(Fixtures.appTwo) --scopes User.Read --refresh --account locked@contoso.com \
+                --authority https://login.microsoftonline.com/common --sso-store azure-cli-encrypted-2.91 \\
+                --backend file --group org.example.sso 2>&1)" || status=$?
+            python3 -c 'import json, sys; print(json.dumps({"cliStatus": int(sys.argv[1]), "cliMessage": sys.argv[2]}))' "$status" "$message"
+            """)
+        let app = try #require(results.first)
+        // Unlocked, the app finds the account through the store: the locked answers below are the lock's.
+        #expect(app["unlockedAccounts"] as? String == #"ok: ["locked@contoso.com"]"#, "\(app)")
+        #expect(app["accounts"] as? String == "keyringLocked", "\(app)")
+        #expect(app["account"] as? String == "keyringLocked", "\(app)")
+        #expect(app["silent"] as? String == "keyringLocked", "\(app)")
+        #expect(app["item"] as? String == "keyringLocked", "the item is gone: \(app)")
+        let cli = try #require(results.dropFirst().first)
+        let message = cli["cliMessage"] as? String ?? ""
+        #expect(cli["cliStatus"] as? Int == 1, "\(cli)")
+        #expect(message.contains("locked") && message.contains("tokencache unlock"), "\(message)")
+        #expect(!message.localizedCaseInsensitiveContains("no account"), "\(message)")
+    }
+
     @Test("An unlock prompt a headless daemon cannot show is promptDismissed at once; without prompts the collection is keyringLocked")
     func headlessUnlockPrompt() throws {
         let results = try Self.inFreshKeyring("$H ss-unlock-headless org.example.unlock")
