@@ -65,13 +65,17 @@ struct StoreOptions: ParsableArguments {
 
     /// How the encrypted file is keyed: by the passphrase when one is given or the group's
     /// existing file was created with one (its header says), else by the key file.
-    static func fileKeySource(_ settings: StoreSettings) -> EncryptedFileBackend.KeySource {
+    /// - Throws: `invalidArgument` (exit 64) for a passphrase file that is missing, empty or
+    ///   readable by others: checked now, whether or not the cache file exists yet.
+    static func fileKeySource(_ settings: StoreSettings) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
+        if let file = settings.passphraseFile {
+            let passphrase = try Passphrase.read(file.value, from: file.source)
+            return .passphraseProvider { passphrase }
+        }
         let file = EncryptedFileBackend()
-        let path = file.fileURL(for: settings.group.value).path
         // A file whose header cannot be read is reported by the read itself.
-        let stored = try? file.storedKeyKind(of: settings.group.value)
-        if settings.passphraseFile != nil || stored == .passphrase {
-            return Passphrase.keySource(file: settings.passphraseFile, cachePath: path)
+        if (try? file.storedKeyKind(of: settings.group.value)) == .passphrase {
+            return Passphrase.keySource(cachePath: file.fileURL(for: settings.group.value).path)
         }
         return .keyFile()
     }
@@ -90,7 +94,7 @@ struct StoreOptions: ParsableArguments {
         var options = AccountStore.Options()
         options.logger = Self.logger(verbose: verbose)
         let selection = try BackendSelection.open(policy: settings.backend.value, logger: options.logger,
-                                                  keySource: Self.fileKeySource(settings),
+                                                  keySource: try Self.fileKeySource(settings),
                                                   secretService: secretServiceOptions(settings), announcesFallback: false)
         // Expected on headless machines, so not a warning on every command: doctor explains it,
         // --verbose says it in one plain sentence, and list shows where it read from.
@@ -177,6 +181,15 @@ struct StandardErrorAndFileLogHandler: LogHandler {
     }
 }
 
+/// `--client ID`, refused while the command line is parsed (exit 64) as the cache would refuse it,
+/// so every command takes the same client IDs.
+enum ClientIDArgument {
+    static func parse(_ value: String) throws -> String {
+        do { try AccountStore.validate(clientID: value) } catch { throw ValidationError(error.message) }
+        return value
+    }
+}
+
 /// `--account NAME|HOME_ID`.
 struct AccountSelector {
     /// Whether `identifier` names the account: its username or its home account ID, in any case.
@@ -191,6 +204,54 @@ struct AccountSelector {
                                     hint: "Run `tokencache list` to see the cached accounts")
         }
         return account
+    }
+}
+
+extension AccountSelector {
+    /// The account `client` is to be signed out of (`logout`, `remove --client`): the one named,
+    /// or without a name its only account. Only a client signed in to the account qualifies —
+    /// a recorded signed-in state or tokens of its own; a family app that merely could use it,
+    /// or one signed out already, would otherwise leave a phantom signed-out row and report
+    /// success on a typo. Exit 2 when there is none (naming the clients that are signed in),
+    /// 64 when a name is needed.
+    static func signOutTarget(client: String, account identifier: String?, in store: AccountStore) throws -> CachedAccount {
+        let inventory = try store.inventory()
+        func isClient(_ id: String) -> Bool { id.lowercased() == client.lowercased() }
+        func signedIn(_ account: GroupInventory.Account) -> [String] {
+            account.clients.filter { entry in
+                entry.signInState != .signedOut
+                    && (entry.signInState == .signedIn || entry.hasIDToken || entry.refreshToken == .own || !entry.accessTokens.isEmpty)
+            }.map(\.clientID)
+        }
+        let accounts = inventory.accounts.filter { signedIn($0).contains(where: isClient) }
+        let listing = accounts.map { "\($0.username) (\($0.homeAccountID))" }.joined(separator: ", ")
+        let signedInHere = inventory.accounts.flatMap { account in signedIn(account).map { "\($0) to \(account.username)" } }
+        if let identifier {
+            guard let target = try store.account(identifier) else {
+                throw CLIError.notFound("No account '\(identifier)' in group \(store.group); nothing was changed.",
+                                        hint: accounts.isEmpty ? "Run `tokencache list` to see the cached accounts"
+                                            : "Client \(client) is signed in to: \(listing)")
+            }
+            let described = inventory.accounts.first { $0.homeAccountID == target.homeAccountID }
+            let clients = described.map(signedIn) ?? []
+            guard clients.contains(where: isClient) else {
+                let already = described?.clients.contains { isClient($0.clientID) && $0.signInState == .signedOut } ?? false
+                throw CLIError.notFound(already ? "Client \(client) is signed out of \(target.username) already; nothing was changed."
+                                                : "Client \(client) never signed in to \(target.username); nothing was changed.",
+                                        hint: clients.isEmpty ? "No client is signed in to this account"
+                                            : "Clients signed in to it: \(clients.joined(separator: ", "))")
+            }
+            return target
+        }
+        guard accounts.count == 1, let only = accounts.first else {
+            throw accounts.isEmpty
+                ? CLIError.notFound("Client \(client) is not signed in to any account in group \(store.group); nothing was changed.",
+                                    hint: signedInHere.isEmpty ? "No client is signed in here (tokencache list shows the group)"
+                                        : "Signed in here: \(signedInHere.joined(separator: ", "))")
+                : CLIError.usage("Client \(client) is signed in to \(accounts.count) accounts.",
+                                 hint: "Pick one with --account NAME or its home account ID: \(listing)")
+        }
+        return try find(only.homeAccountID, in: store)
     }
 }
 

@@ -12,15 +12,12 @@ enum Passphrase {
     /// How to give a passphrase, for hints.
     static let howToGive = "give it with --passphrase-file PATH or TOKENCACHE_PASSPHRASE_FILE=PATH (a file of mode 0600 whose first line is the passphrase)"
 
-    /// A key source that reads the passphrase once, when the backend first needs it (never when
-    /// the Secret Service is used instead).
-    static func keySource(file: Setting<String>?, cachePath: String) -> EncryptedFileBackend.KeySource {
+    /// A key source that asks for the passphrase once, when the backend first needs it (never
+    /// when the Secret Service is used instead).
+    static func keySource(cachePath: String) -> EncryptedFileBackend.KeySource {
         let once = Once()
         return .passphraseProvider {
-            try once.value { () throws(TokenCacheError) -> String in
-                if let file { return try read(file.value, from: file.source) }
-                return try prompt(for: cachePath)
-            }
+            try once.value { () throws(TokenCacheError) -> String in try prompt(for: cachePath) }
         }
     }
 

@@ -115,7 +115,8 @@ enum Terminal {
                                  hint: "Pass --yes to \(plan)")
         }
         guard confirm(TerminalText("About to \(plan). Continue?")) else {
-            throw CLIError.failed("\(unchanged).", hint: "Pass --yes to skip the question")
+            // The user's own answer: exit 1 (not done), with no advice to override it.
+            throw CLIError(message: "\(unchanged): you answered no.", hint: nil, exitCode: 1)
         }
     }
 

@@ -53,13 +53,21 @@ struct DoctorCommand: ParsableCommand {
         let group = settings.group.value
         if acceptRollback {
             try reportingErrors {
-                try EncryptedFileBackend(keySource: StoreOptions.fileKeySource(settings)).acceptRolledBackFile(for: group)
+                try EncryptedFileBackend(keySource: try StoreOptions.fileKeySource(settings)).acceptRolledBackFile(for: group)
             }
             Terminal.note("Accepted \(EncryptedFileBackend().fileURL(for: group).path) as it is; older copies are refused again from now on.")
         }
-        var diagnosis = BackendSelection.diagnose(policy: settings.backend.value, group: group,
-                                                  keySource: StoreOptions.fileKeySource(settings),
+        var keySource: EncryptedFileBackend.KeySource!
+        try reportingErrors { keySource = try StoreOptions.fileKeySource(settings) }
+        var diagnosis = BackendSelection.diagnose(policy: settings.backend.value, group: group, keySource: keySource,
                                                   secretService: store.secretServiceOptions(settings))
+        if let file = settings.passphraseFile {
+            // The library knows only that the app supplies a passphrase: say where it comes from.
+            for index in diagnosis.checks.indices where diagnosis.checks[index].name == "key source"
+                && diagnosis.checks[index].detail == keySource.description {
+                diagnosis.checks[index].detail = "passphrase from \(file.value) (\(file.source))"
+            }
+        }
         // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
         diagnosis.checks.append(CoreDumps.areDisabled
             ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")

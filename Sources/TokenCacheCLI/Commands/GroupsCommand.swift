@@ -8,7 +8,7 @@ struct GroupsCommand: ParsableCommand {
         abstract: "List the groups present on the backend, with their accounts and tokens (never secrets).",
         discussion: """
         On the Secret Service, the groups tagged in the --collection; for the encrypted file, the \
-        group files in its directory. A group shows once it holds an entry. --group is not used.
+        group files in its directory. A group shows once it holds an entry. --group is not used (a name given must still be a valid group name).
 
         Examples:
           tokencache groups

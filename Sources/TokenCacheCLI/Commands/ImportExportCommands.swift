@@ -34,8 +34,14 @@ struct ImportCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw CLIError.failed("Cannot read \(file).", hint: "Check the path and permissions")
+            let data: Data
+            do {
+                data = try Data(contentsOf: URL(fileURLWithPath: file))
+            } catch {
+                var info = stat()
+                let why = stat(file, &info) != 0 ? String(cString: strerror(errno)).lowercased()
+                    : info.st_mode & S_IFMT == S_IFDIR ? "it is a directory" : "it cannot be read (check its permissions)"
+                throw CLIError.failed("Cannot read \(file): \(why); nothing was imported.", hint: "Name the MSAL JSON cache file to import")
             }
             let store = try store.openStore()
             let report = try store.importMSALJSON(data)

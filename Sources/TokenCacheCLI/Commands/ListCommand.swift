@@ -8,7 +8,7 @@ struct ListCommand: ParsableCommand {
         abstract: "List cached accounts and, per client app, sign-in state and tokens (never secrets).",
         discussion: """
         A group other than the default that holds nothing is not found (exit 2), and the \
-        groups present are named.
+        groups present are named; so is an --account or --client that matches nothing.
 
         Examples:
           tokencache list
@@ -28,7 +28,7 @@ struct ListCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("Only this client app (application ID).", valueName: "id"))
+    @Option(help: ArgumentHelp("Only this client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String?
 
     @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
@@ -61,6 +61,12 @@ struct ListCommand: ParsableCommand {
                     account.clients = account.clients.filter { $0.clientID.lowercased() == client.lowercased() }
                     return account.clients.isEmpty ? nil : account
                 }
+            }
+            if inventory.accounts.isEmpty && (account != nil || client != nil) {
+                // A filter that matches nothing is not an empty cache: say which filter.
+                let filter = [account.map { "account '\($0)'" }, client.map { "client \($0)" }].compactMap { $0 }.joined(separator: " and ")
+                throw CLIError.notFound("Nothing in \(inventory.group) matches \(filter).",
+                                        hint: "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there")
             }
             keepUntilExit(inventory)
             if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")) }

@@ -24,7 +24,7 @@ struct LoginCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"))
+    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
 
     @Option(help: ArgumentHelp("The authority to sign in at.", valueName: "url"))
@@ -45,8 +45,8 @@ struct LoginCommand: ParsableCommand {
     @Option(help: ArgumentHelp("What the sign-in page asks: select_account, login, consent, create or none.", valueName: "prompt"))
     var prompt: InteractiveTokenParameters.Prompt?
 
-    @Option(help: ArgumentHelp("Give up after this many seconds.", valueName: "seconds"))
-    var timeout: Int = 300
+    @Option(help: ArgumentHelp("Give up after this many seconds (default: 300 for the browser; for --device-code, when the code expires).", valueName: "seconds"))
+    var timeout: Int?
 
     @Option(help: ArgumentHelp("The loopback port for the browser's redirect; 0 picks a free one.", valueName: "port"))
     var port: Int = 0
@@ -56,10 +56,26 @@ struct LoginCommand: ParsableCommand {
 
     func validate() throws {
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
-        if timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
+        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0 (any free port) or 1-65535.") }
         if deviceCode && (loginHint != nil || domainHint != nil || prompt != nil || port != 0) {
             throw ValidationError("--login-hint, --domain-hint, --prompt and --port apply to the browser sign-in, not to --device-code.")
+        }
+    }
+
+    /// `operation`, cancelled after `seconds` (nil: never), which is then `timedOut`: the device
+    /// code flow itself waits as long as the server's code lives.
+    private static func cancelled<T: Sendable>(after seconds: Int?, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let seconds else { return try await operation() }
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw TokenCacheError(.timedOut, "The device code sign-in did not finish within \(seconds) s (--timeout); nothing was saved.",
+                                      hint: "Run tokencache login again, with a larger --timeout if the user needs more time")
+            }
+            return value
         }
     }
 
@@ -82,10 +98,13 @@ struct LoginCommand: ParsableCommand {
             let result: TokenResult
             if deviceCode {
                 let parameters = DeviceCodeParameters(scopes: scopes)
+                let timeout = timeout
                 result = try waitFor {
-                    try await app.acquireTokenWithDeviceCode(parameters) { code in
-                        // The server's own instructions, escaped: they name the URL and the code.
-                        Terminal.note(Terminal.escape(code.message))
+                    try await Self.cancelled(after: timeout) {
+                        try await app.acquireTokenWithDeviceCode(parameters) { code in
+                            // The server's own instructions, escaped: they name the URL and the code.
+                            Terminal.note(Terminal.escape(code.message))
+                        }
                     }
                 }
             } else {
@@ -93,11 +112,12 @@ struct LoginCommand: ParsableCommand {
                 parameters.loginHint = loginHint
                 parameters.domainHint = domainHint
                 parameters.prompt = prompt
-                parameters.timeout = TimeInterval(timeout)
+                parameters.timeout = TimeInterval(timeout ?? 300)
                 parameters.redirectPort = port
                 parameters.browser = .custom { url in
-                    Terminal.note("Opening the sign-in page in your browser. If none opens, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
+                    // Said once a browser was asked for: the link dies with this process on failure.
                     try await BrowserOpener.system.open(url)
+                    Terminal.note("Opened the sign-in page in your browser. If none appeared, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
                 }
                 result = try waitFor { [parameters] in try await app.acquireToken(parameters) }
             }
@@ -131,38 +151,16 @@ struct LogoutCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app to sign out (application ID).", valueName: "id"))
+    @Option(help: ArgumentHelp("The client app to sign out (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
 
     @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
     var account: String?
 
-    func validate() throws {
-        do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
-    }
-
     func run() throws {
         try reportingErrors {
             let store = try store.openStore()
-            let signedIn = try store.accounts(clientID: client)
-            let target: CachedAccount
-            if let account {
-                guard let match = signedIn.first(where: { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }) else {
-                    throw CLIError.notFound("Client \(client) is not signed in to '\(account)' in group \(store.group); nothing was changed.",
-                                            hint: signedIn.isEmpty ? "Run `tokencache list --client \(client)` to see its accounts"
-                                                : "Its accounts: \(signedIn.map(\.username).joined(separator: ", "))")
-                }
-                target = match
-            } else {
-                guard signedIn.count == 1 else {
-                    throw signedIn.isEmpty
-                        ? CLIError.notFound("Client \(client) is not signed in to any account in group \(store.group); nothing was changed.",
-                                            hint: "Run `tokencache list` to see which clients are signed in")
-                        : CLIError.usage("Client \(client) is signed in to \(signedIn.count) accounts.",
-                                         hint: "Pick one with --account: \(signedIn.map(\.username).joined(separator: ", "))")
-                }
-                target = signedIn[0]
-            }
+            let target = try AccountSelector.signOutTarget(client: client, account: account, in: store)
             try store.signOut(target, clientID: client)
             Terminal.print("Signed client \(client) out of \(Terminal.escape(target.username)); other apps stay signed in.")
         }

@@ -16,9 +16,8 @@ struct MigrateCommand: ParsableCommand {
 
         --from-store NAME (instead of --from) copies another tool's MSAL cache (a name \
         `tokencache stores` shows, such as azure-cli) into the group on --to, unknown fields \
-        included, and verifies the copy by reading the group back. The source is never changed \
-        or deleted: remove it yourself once you have checked the copy. Entries already in the \
-        group stay.
+        included, and verifies the copy by reading the group back. The source is not changed \
+        unless --remove-source is given (below). Entries already in the group stay.
 
         --to-store NAME (instead of --to) copies the store into another tool's store, under that \
         store's lock, creating it when it does not exist yet (the file with mode 0600, the \
@@ -26,8 +25,11 @@ struct MigrateCommand: ParsableCommand {
         reading it back. --configure-azure-cli (with --to-store azure-cli-encrypted-2.91, the \
         item released Azure CLI up to 2.91 reads, or azure-cli-encrypted, the item of Azure \
         CLI's main branch; `az version` tells) then sets `[core] encrypt_token_cache = true` in \
-        Azure CLI's config file, so Azure CLI reads the keyring item from now on. --remove-source deletes the source only after the copy was \
-        verified (asked first on a terminal; --yes elsewhere).
+        Azure CLI's config file, so Azure CLI reads the keyring item from now on.
+
+        --remove-source (with --from-store, into a group or a store) deletes the source only \
+        after the copy was verified, only if it still holds exactly what was copied (re-read \
+        under its owner's lock), and asks first on a terminal (--yes elsewhere).
 
         Examples:
           tokencache migrate --from file --to secret-service
@@ -36,15 +38,23 @@ struct MigrateCommand: ParsableCommand {
           tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
         """)
 
-    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"))
+    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"), transform: Self.concreteBackend)
     var from: BackendPolicy?
 
     @Option(name: .customLong("from-store"),
-            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was.", valueName: "name"))
+            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"))
     var fromStore: String?
 
-    @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"))
+    @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"), transform: Self.concreteBackend)
     var to: BackendPolicy?
+
+    /// A migration names both sides: `auto` would move a group onto whichever backend answers.
+    private static func concreteBackend(_ value: String) throws -> BackendPolicy {
+        guard let policy = BackendPolicy(argument: value), policy != .automatic else {
+            throw ValidationError("'\(value)' is not secret-service or file (a migration names both sides).")
+        }
+        return policy
+    }
 
     @Option(name: .customLong("to-store"),
             help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"))
@@ -112,7 +122,7 @@ struct MigrateCommand: ParsableCommand {
             // The group and passphrase file as every other command resolves them.
             let settings = try StoreSettings.resolve(backend: from, group: group, collection: nil, passphraseFile: nil)
             let group = settings.group.value
-            let keySource = StoreOptions.fileKeySource(settings)
+            let keySource = try StoreOptions.fileKeySource(settings)
             let source = try open(from, collection: fromCollection, group: group, keySource: keySource, logger: logger,
                                   hints: .migrate(collectionOption: "--from-collection"))
             let destination = try open(to, collection: toCollection, group: group, keySource: keySource, logger: logger,
@@ -134,7 +144,7 @@ struct MigrateCommand: ParsableCommand {
             let json = try source.exportMSALJSON()
             let settings = try StoreSettings.resolve(backend: to, group: group, collection: nil, passphraseFile: nil)
             let group = settings.group.value
-            let backend = try open(to, collection: toCollection, group: group, keySource: StoreOptions.fileKeySource(settings),
+            let backend = try open(to, collection: toCollection, group: group, keySource: try StoreOptions.fileKeySource(settings),
                                    logger: logger, hints: .migrate(collectionOption: "--to-collection"))
             var options = AccountStore.Options()
             options.logger = logger
@@ -152,7 +162,7 @@ struct MigrateCommand: ParsableCommand {
             var removal = "Once you have checked the copy (tokencache list --backend \(to.rawValue)\(collection) --group \(group)), remove the source yourself: `tokencache remove --store \(name) --account NAME --yes` removes an account under its owner's lock"
             removal += external.store.isEncrypted ? "." : ", or delete \(location)."
             if name == "azure-cli" {
-                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli` (Azure CLI up to 2.91; azure-cli-encrypted for later layouts) moves it there and sets `az config set core.encrypt_token_cache=true` for you (Azure CLI falls back to the plaintext file whenever libsecret fails)."
+                removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli` (Azure CLI up to 2.91; azure-cli-encrypted for later layouts; needs a desktop keyring) moves it there and turns on Azure CLI's core.encrypt_token_cache for you, as `az config set core.encrypt_token_cache=true` would (Azure CLI falls back to the plaintext file whenever libsecret fails)."
             }
             Terminal.print(TerminalText(removal))
         }

@@ -30,7 +30,7 @@ struct RemoveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
 
-    @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"))
+    @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String?
 
     @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
@@ -55,9 +55,6 @@ struct RemoveCommand: ParsableCommand {
         if allStores && (all || client != nil || externalStore != nil) {
             throw ValidationError("--all-stores goes with --account only (not --all, --client or --store).")
         }
-        if let client {
-            do { try AccountStore.validate(clientID: client) } catch { throw ValidationError("--client: \(error.message)") }
-        }
     }
 
     func run() throws {
@@ -72,21 +69,12 @@ struct RemoveCommand: ParsableCommand {
                 plan = "wipe group \(store.group) (\(count) account\(count == 1 ? "" : "s"))"
                 action = { try store.removeAll() }
             } else {
-                let target = try AccountSelector.find(account!, in: store)
                 if let client {
-                    // Only a client that signed in to the account can be signed out: a typo would
-                    // otherwise leave a phantom signed-out client and report success.
-                    let signedIn = try store.inventory().accounts.first { $0.homeAccountID == target.homeAccountID }?
-                        .clients.filter { $0.signInState != nil || $0.hasIDToken || $0.refreshToken == .own || !$0.accessTokens.isEmpty }
-                        .map(\.clientID) ?? []
-                    guard signedIn.contains(where: { $0.lowercased() == client.lowercased() }) else {
-                        throw CLIError.notFound("Client \(client) never signed in to \(target.username); nothing was changed.",
-                                                hint: signedIn.isEmpty ? "No client has signed in to this account"
-                                                    : "Clients signed in to it: \(signedIn.joined(separator: ", "))")
-                    }
+                    let target = try AccountSelector.signOutTarget(client: client, account: account, in: store)
                     plan = "sign client \(client) out of \(target.username) (\(target.homeAccountID)); other apps stay signed in"
                     action = { try store.signOut(target, clientID: client) }
                 } else {
+                    let target = try AccountSelector.find(account!, in: store)
                     plan = "remove \(target.username) (\(target.homeAccountID)) for every app"
                     action = { try store.remove(target) }
                 }

@@ -22,7 +22,7 @@ struct SaveCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID) the tokens were issued to.", valueName: "id"))
+    @Option(help: ArgumentHelp("The client app (application ID) the tokens were issued to.", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
 
     @Option(help: ArgumentHelp("The authority the tokens came from.", valueName: "url"))
@@ -90,6 +90,11 @@ struct SaveCommand: ParsableCommand {
         guard let body = StandardIO.readAll(from: descriptor, limit: limit) else {
             throw CLIError.failed("The response \(source) is larger than \(limit) bytes (\(limit >> 20) MiB), the most a token response may be; it was read no further and nothing was saved.",
                                   hint: "Pass only the JSON body of one token endpoint response (curl -s, without -i or -v)")
+        }
+        guard !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) else {
+            throw CLIError.usage("The response \(source) is empty; nothing was saved.",
+                                 hint: response == nil ? "Pipe the token endpoint's JSON response in, or name a file with --response FILE"
+                                     : "Name the file holding the token endpoint's JSON response")
         }
         return body
     }

@@ -23,8 +23,9 @@ struct StoresCommand: ParsableCommand {
           tokencache stores
           tokencache stores --json
 
-        --json prints {"stores": [{"name", "kind" (file|secret-service), "encrypted", "present", \
-        "readable", "accounts", "problem", "location", "source"}]}.
+        --json prints {"stores": [{"name", "kind" (file|secret-service), "encrypted", "present" \
+        (null when it could not be told: the keyring was not reached), "readable", "accounts", \
+        "problem", "location", "source"}]}.
         """)
 
     @Flag(help: "Print JSON with sorted keys, for scripts.")
@@ -40,7 +41,7 @@ struct StoresCommand: ParsableCommand {
     /// Azure CLI's plaintext file beside its keyring item: which one it wrote last, by the
     /// file's mtime against the keyring's signal file.
     static func splitBrain(_ stores: [ExternalStore], _ statuses: [ExternalStoreAccess.Status]) -> String? {
-        let present = Set(statuses.filter(\.present).map(\.name))
+        let present = Set(statuses.filter { $0.present == true }.map(\.name))
         guard present.contains("azure-cli"),
               let encrypted = ["azure-cli-encrypted-2.91", "azure-cli-encrypted"].first(where: present.contains),
               case .file(let file, _)? = stores.first(where: { $0.name == "azure-cli" })?.persistence,
@@ -74,16 +75,15 @@ struct StoresCommand: ParsableCommand {
             }
             Terminal.print(Terminal.table(["STORE", "KIND", "PRESENT", "READABLE", "ACCOUNTS", "WHERE"], statuses.map { status in
                 // Absent and unreachable differ: an unreachable keyring may well hold the store.
-                let present: TerminalText = status.present ? "yes" : status.problem == nil ? "no" : "unknown"
-                let readable: TerminalText = status.present ? (status.readable ? "yes" : "no") : "-"
+                let present: TerminalText = switch status.present { case true?: "yes"; case false?: "no"; case nil: "unknown" }
+                let readable: TerminalText = status.present == true ? (status.readable ? "yes" : "no") : "-"
                 return [TerminalText(status.name), status.encrypted ? "keyring" : "plaintext file", present,
                         readable, status.accounts.map { "\($0)" } ?? "-", TerminalText(status.location)]
             }))
             if let note = Self.splitBrain(stores, statuses) { Terminal.note(note) }
-            if let keyringProblem {
-                Terminal.note("Keyring stores were not checked: \(keyringProblem)")
-            } else {
-                for status in statuses { if let problem = status.problem { Terminal.note("\(status.name): \(problem)") } }
+            if let keyringProblem { Terminal.note("Keyring stores were not checked: \(keyringProblem)") }
+            for (store, status) in zip(stores, statuses) where !(keyringProblem != nil && store.isEncrypted) {
+                if let problem = status.problem { Terminal.note("\(status.name): \(problem)") }
             }
         }
     }

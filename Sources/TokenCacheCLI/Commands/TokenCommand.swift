@@ -35,7 +35,7 @@ struct TokenCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"))
+    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
 
     @Option(help: ArgumentHelp("Space-separated scopes the token must carry.", valueName: "scopes"))
@@ -82,6 +82,15 @@ struct TokenCommand: ParsableCommand {
         var homeAccountId: String?
     }
 
+    /// How to get a token where none is cached: in another tool's store, from that tool.
+    private var signInHint: String {
+        guard let externalStore else {
+            return "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app"
+        }
+        let owner = externalStore.hasPrefix("azure-cli") ? "Azure CLI (`az login`, `az account get-access-token`)" : "the tool that owns it"
+        return "Store \(externalStore) is only read here: sign in or refresh with \(owner), or drop --store to use tokencache's own group"
+    }
+
     func run() throws {
         try reportingErrors {
             // Only --refresh redeems anything: the stores are not looked up otherwise.
@@ -121,12 +130,12 @@ struct TokenCommand: ParsableCommand {
                 chosen = candidates
             }
             if chosen.count > 1 {
-                throw CLIError.failed("Client \(client) has \(chosen.count) accounts.",
-                                      hint: "Pick one with --account: \(chosen.map(\.username).joined(separator: ", "))")
+                throw CLIError.usage("Client \(client) has \(chosen.count) accounts.",
+                                     hint: "Pick one with --account NAME or its home account ID: \(chosen.map { "\($0.username) (\($0.homeAccountID))" }.joined(separator: ", "))")
             }
             guard let target = chosen.first else {
                 throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in \(place).",
-                                        hint: "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app")
+                                        hint: signInHint)
             }
             var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
             if found == nil, authority == nil {
@@ -150,8 +159,12 @@ struct TokenCommand: ParsableCommand {
                 }
             }
             guard let result = found else {
+                // A refresh token the client could redeem makes --refresh the way, not a new sign-in.
+                let redeemable = try app == nil && externalStore == nil
+                    && !store.refreshTokens(clientID: client, account: target).isEmpty
                 throw CLIError.notFound("No usable cached access token for client \(client) and scopes \"\(scopes)\".",
-                                        hint: "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app")
+                                        hint: redeemable ? "Add --refresh --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
+                                            : signInHint)
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,

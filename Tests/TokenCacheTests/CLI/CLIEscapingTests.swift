@@ -60,7 +60,7 @@ struct CLIEscapingTests {
 
         // Errors quote cache contents: two accounts, so token asks to pick one, naming both.
         let ambiguous = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
-        #expect(ambiguous.status == 1)
+        #expect(ambiguous.status == 64)
         #expect(ambiguous.stderr.contains(#"eve\u{1B}[2J"#), "\(ambiguous.stderr)")
         #expect(Self.raw(ambiguous.stdout + ambiguous.stderr).isEmpty, "token: \(Self.raw(ambiguous.stderr))")
 

@@ -99,6 +99,21 @@ struct CLILoginTests {
         #expect(try cli.run(["list", "--json"], withGroup: true).stdout.contains(Fixtures.alice.username) == false)
     }
 
+    @Test("login --device-code --timeout gives up after that many seconds, though the code lives longer: exit 1 naming --timeout, nothing saved")
+    func deviceCodeTimeout() async throws {
+        defer { cli.cleanUp() }
+        try await idp.actAsUser("none")
+        let started = Date()
+        let (process, _, stderr) = try start(["login", "--device-code", "--client", Fixtures.appOne,
+                                              "--authority", authority, "--scopes", "User.Read", "--timeout", "2"])
+        _ = try await waitFor(#"enter the code (\w+)"#, in: stderr)
+        #expect(try await finish(process, seconds: 30) == 1, "\(text(stderr))")
+        // The provider's codes live 600 s and the user never approves: only --timeout ends it.
+        #expect(Date().timeIntervalSince(started) < 20, "took \(Date().timeIntervalSince(started)) s")
+        #expect(text(stderr).contains("--timeout"), "\(text(stderr))")
+        #expect(try cli.run(["list", "--json"], withGroup: true).stdout.contains(Fixtures.alice.username) == false)
+    }
+
     @Test("login opens the user's default browser through xdg-open; the browser signs in and the CLI prints the account",
           .enabled(if: HeadlessChromium.runsBrowserTests))
     func browserThroughXdgOpen() async throws {
@@ -138,7 +153,7 @@ struct CLILoginTests {
             environment: ["DISPLAY": ":99", "XDG_CONFIG_HOME": config.path, "XDG_DATA_DIRS": desktop.appendingPathComponent("data").path,
                           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"])
         #expect(try await finish(process, seconds: 120) == 0, "\(text(stderr))")
-        #expect(text(stderr).contains("Opening the sign-in page in your browser"), "\(text(stderr))")
+        #expect(text(stderr).contains("Opened the sign-in page in your browser"), "\(text(stderr))")
         #expect(text(stdout).contains("Signed in as \(Fixtures.alice.username)"), "\(text(stdout))")
         let requests = try await idp.signInStats().authorize_requests
         #expect(requests.count == 1 && requests.first?["login_hint"] == Fixtures.alice.username, "\(requests)")
@@ -153,6 +168,9 @@ struct CLILoginTests {
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("--device-code"), "\(output.stderr)")
         #expect(!output.stdout.contains("Signed in"))
+        // No link is offered: the redirect listener ends with the process.
+        #expect(!output.stderr.contains("authorize"), "\(output.stderr)")
+        #expect(!output.stderr.contains("xdg-settings"), "\(output.stderr)")
     }
 
     @Test("Bad login arguments exit 64 naming the option")

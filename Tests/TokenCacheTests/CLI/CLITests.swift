@@ -186,7 +186,7 @@ struct CLITests {
         let alice = try cli.save(Fixtures.alice, client: Fixtures.appOne)
         let bob = try cli.save(Fixtures.bob, client: Fixtures.appOne)
         let ambiguous = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
-        #expect(ambiguous.status == 1 && ambiguous.stderr.contains("--account"))
+        #expect(ambiguous.status == 64 && ambiguous.stderr.contains("--account"))
         for (selector, response) in [("ALICE@contoso.com", alice), (Fixtures.bob.homeAccountID, bob)] {
             let found = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", selector])
             #expect(found.status == 0, "\(found.stderr)")

@@ -238,6 +238,10 @@ extension OtherToolsStores {
                                                  "--account", "nobody@contoso.example"])
             #expect(nobody.status == 2)
             #expect(nobody.stderr.contains("in store azure-cli"))
+            // The way to a token there is Azure CLI's own sign-in: tokencache login would not put it there.
+            for output in [missing, nobody] {
+                #expect(output.stderr.contains("az login") && !output.stderr.contains("tokencache login"), "\(output.stderr)")
+            }
             let refused = try machine.tokencache(["token", "--store", "azure-cli", "--client", Self.azureCLIClient, "--scopes", "x",
                                                   "--refresh", "--authority", "https://login.microsoftonline.com/organizations"])
             #expect(refused.status == 64)

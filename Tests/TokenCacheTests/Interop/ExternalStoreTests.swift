@@ -169,9 +169,23 @@ extension OtherToolsStores {
             #expect(status["present"] as? Bool == true)
             #expect(status["readable"] as? Bool == false)
             #expect((status["problem"] as? String)?.contains("not valid JSON") == true)
+            // Said as the owner's cache, where it lives: not as an import.
+            let listed = try machine.tokencache(["list", "--store", "azure-cli"])
+            #expect(listed.status == 1 && listed.stderr.contains(machine.azureCLIFile) && !listed.stderr.contains("imported"), "\(listed.stderr)")
+            let stores = try machine.tokencache(["stores"])
+            #expect(stores.stderr.contains("azure-cli: Store azure-cli"), "the text form names the problem: \(stores.stderr)")
             #expect(try machine.tokencache(["remove", "--account", Self.username, "--store", "azure-cli", "--yes"]).status == 1)
             #expect(try Data(contentsOf: URL(fileURLWithPath: machine.azureCLIFile)) == garbage)
             #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
+
+            // With no keyring to ask, a keyring store's presence is unknown: null in JSON, never false.
+            var offline = machine.cli
+            offline.environmentOverrides["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent"
+            let report = try offline.run(["stores", "--json"], withGroup: false)
+            let rows = try #require(try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any])["stores"] as? [[String: Any]]
+            let keyringRow = try #require(rows?.first { $0["name"] as? String == "azure-cli-encrypted" })
+            #expect(keyringRow["present"] is NSNull, "\(keyringRow)")
+            #expect(try offline.run(["stores"], withGroup: false).stdout.contains("unknown"))
         }
 
         @Test("A store declared in the config file is listed and changed like a built-in one; --all-stores removes from every store holding the account")
@@ -200,7 +214,8 @@ extension OtherToolsStores {
             #expect(try machine.tokencache(["remove", "--account", Self.username, "--all-stores", "--yes"]).status == 2)
 
             try Data(#"{"stores": {"bad": {"file": "relative.json"}}}"#.utf8).write(to: config.appendingPathComponent("config.json"))
-            #expect(try machine.tokencache(["stores"]).status == 64)
+            let refused = try machine.tokencache(["stores"])
+            #expect(refused.status == 64, "\(refused.status): \(refused.stdout) \(refused.stderr)")
         }
 
         // MARK: Migration

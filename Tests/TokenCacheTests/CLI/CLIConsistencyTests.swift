@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// What a new user found trying the CLI (#27): the same argument gets the same answer in every
+/// command, and each hint is the action that works where the user is.
+@Suite("tokencache CLI: one answer per mistake", .capturesLogs)
+struct CLIConsistencyTests {
+    static let authority = Fixtures.authority().url.absoluteString
+
+    @Test("A client ID the cache refuses is exit 64 in every command that takes --client")
+    func clientIDEverywhere() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let commands: [[String]] = [
+            ["token", "--client", "bad client", "--scopes", "User.Read"],
+            ["list", "--client", "bad client"],
+            ["remove", "--account", Fixtures.alice.username, "--client", "bad client", "--yes"],
+            ["logout", "--client", "bad client"],
+            ["save", "--client", "bad client", "--authority", Self.authority, "--scopes", "User.Read", "--response", "/dev/null"],
+        ]
+        for command in commands {
+            let output = try cli.run(command)
+            #expect(output.status == 64, "\(command): \(output.status) \(output.stderr)")
+            #expect(output.stderr.contains("--client"), "\(command): \(output.stderr)")
+        }
+    }
+
+    @Test("logout and remove --client agree: a family app that never signed in, or one signed out already, is exit 2 and nothing is written")
+    func signOutOnlyWhatSignedIn() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)  // a family refresh token app two could use
+        let before = try cli.run(["list", "--json"]).stdout
+        for command in [["logout", "--client", Fixtures.appTwo],
+                        ["logout", "--client", Fixtures.appTwo, "--account", Fixtures.alice.username],
+                        ["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appTwo, "--yes"]] {
+            let output = try cli.run(command)
+            #expect(output.status == 2, "\(command): \(output.stderr)")
+            #expect(output.stderr.contains(Fixtures.appOne), "names the client signed in: \(output.stderr)")
+        }
+        #expect(try cli.run(["list", "--json"]).stdout == before, "a phantom signed-out row was written")
+
+        #expect(try cli.run(["logout", "--client", Fixtures.appOne]).status == 0)
+        for command in [["logout", "--client", Fixtures.appOne, "--account", Fixtures.alice.username],
+                        ["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appOne, "--yes"]] {
+            let output = try cli.run(command)
+            #expect(output.status == 2 && output.stderr.contains("already"), "\(command): \(output.status) \(output.stderr)")
+        }
+    }
+
+    @Test("token with two accounts and no --account is exit 64, as logout is, offering home account IDs")
+    func ambiguousAccount() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        _ = try cli.save(Fixtures.bob, client: Fixtures.appOne)
+        for command in [["token", "--client", Fixtures.appOne, "--scopes", "User.Read"], ["logout", "--client", Fixtures.appOne]] {
+            let output = try cli.run(command)
+            #expect(output.status == 64, "\(command): \(output.stderr)")
+            #expect(output.stderr.contains(Fixtures.bob.homeAccountID), "\(command): \(output.stderr)")
+        }
+    }
+
+    @Test("token with no usable access token but a refresh token points to --refresh, not to a new sign-in")
+    func tokenHintsRefresh() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "expired", expiresIn: 0)
+        #expect(try cli.run(["save", "--client", Fixtures.appOne, "--authority", Self.authority, "--scopes", "User.Read"],
+                            input: Fixtures.json(response)).status == 0)
+        let output = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(output.status == 2)
+        #expect(output.stderr.contains("--refresh --authority"), "\(output.stderr)")
+    }
+
+    @Test("A filter of list that matches nothing is exit 2 naming the filter, not 'No accounts.'")
+    func listFilterMatchesNothing() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let output = try cli.run(["list", "--account", "nobody@example.com"])
+        #expect(output.status == 2 && output.stderr.contains("nobody@example.com"), "\(output.stderr)")
+        #expect(!output.stdout.contains("No accounts."))
+        #expect(try cli.run(["list", "--account", Fixtures.alice.username]).status == 0)
+    }
+
+    @Test("save of empty input is exit 64 naming --response, and saves nothing")
+    func saveEmptyInput() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let output = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Self.authority, "--scopes", "User.Read"], input: Data(" \n".utf8))
+        #expect(output.status == 64, "\(output.stderr)")
+        #expect(output.stderr.contains("empty") && output.stderr.contains("--response"), "\(output.stderr)")
+    }
+
+    @Test("A bad passphrase file is exit 64 before the cache file exists; doctor names the file as the key source")
+    func passphraseFileCheckedAtOnce() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let missing = cli.dataHome.appendingPathComponent("no-such-passphrase").path
+        for command in [["list"], ["doctor"]] {
+            let output = try cli.run(command + ["--passphrase-file", missing])
+            #expect(output.status == 64, "\(command): \(output.status) \(output.stderr)")
+            #expect(output.stderr.contains(missing), "\(command): \(output.stderr)")
+        }
+        let open = cli.dataHome.appendingPathComponent("open-passphrase")
+        try Data("correct horse\n".utf8).write(to: open)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: open.path)
+        cli.environmentOverrides["TOKENCACHE_PASSPHRASE_FILE"] = open.path
+        let readable = try cli.run(["list"])
+        #expect(readable.status == 64 && readable.stderr.contains("chmod 600"), "\(readable.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: open.path)
+        let doctor = try cli.run(["doctor", "--json"])
+        #expect(doctor.stdout.contains("passphrase from \(open.path)"), "\(doctor.stdout)")
+    }
+
+    @Test("migrate refuses --to auto at parse time, and its help offers only secret-service and file")
+    func migrateConcreteBackends() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let output = try cli.run(["migrate", "--from", "file", "--to", "auto"], withGroup: false)
+        #expect(output.status == 64 && output.stderr.contains("secret-service or file"), "\(output.stderr)")
+        let help = try cli.run(["migrate", "--help"], withGroup: false)
+        #expect(!help.stdout.contains("values: auto"), "\(help.stdout)")
+        #expect(!help.stdout.contains("never changed or deleted"), "\(help.stdout)")
+    }
+}
