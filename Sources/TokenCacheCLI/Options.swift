@@ -246,8 +246,8 @@ extension AccountSelector {
         guard accounts.count == 1, let only = accounts.first else {
             throw accounts.isEmpty
                 ? CLIError.notFound("Client \(client) is not signed in to any account in group \(store.group); nothing was changed.",
-                                    hint: signedInHere.isEmpty ? "No client is signed in here (tokencache list shows the group)"
-                                        : "Signed in here: \(signedInHere.joined(separator: ", "))")
+                                    hint: signedInHere.isEmpty ? "No client is signed in here; `tokencache list` shows the group"
+                                        : "Signed in here: \(signedInHere.joined(separator: ", ")); `tokencache list` shows the group")
                 : CLIError.usage("Client \(client) is signed in to \(accounts.count) accounts.",
                                  hint: "Pick one with --account NAME or its home account ID: \(listing)")
         }
