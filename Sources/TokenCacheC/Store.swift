@@ -9,6 +9,8 @@ final class StoreHandle {
     let store: AccountStore
     /// The stores set by tokencache_store_set_sso_stores.
     let singleSignOnStores = Locked<[ExternalStore]>([])
+    /// The Secret Service connection their keyring items are read through, opened once.
+    let storesKeyring = Locked<SecretServiceBackend?>(nil)
     init(store: AccountStore) { self.store = store }
 
     /// The handle behind a C pointer, refused when NULL or of another kind.
@@ -144,7 +146,10 @@ public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: Unsaf
         // An app's listing has no authority yet: the stores' accounts whose token the app could
         // redeem where it was issued (tokencache_acquire_token_silent then applies the host rule).
         let offered = stores.isEmpty ? [] : try SingleSignOnStores(stores, group: handle.store, clientID: client) {
-            try? SecretServiceBackend()
+            handle.storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
+                if opened == nil { opened = try? SecretServiceBackend() }
+                return opened
+            }
         }.accounts(excluding: own, redeemableAt: nil)
         out.pointee = Handle.make(AccountsHandle(own + offered))
     }

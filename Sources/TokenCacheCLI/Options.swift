@@ -66,9 +66,10 @@ struct StoreOptions: ParsableArguments {
     /// How the encrypted file is keyed: by the passphrase when one is given or the group's
     /// existing file was created with one (its header says), else by the key file.
     /// - Throws: `invalidArgument` (exit 64) for a passphrase file that is missing, empty or
-    ///   readable by others: checked now, whether or not the cache file exists yet.
+    ///   readable by others: checked now, whether or not the cache file exists yet, unless the
+    ///   Secret Service was chosen (the file is for the encrypted file only).
     static func fileKeySource(_ settings: StoreSettings) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
-        if let file = settings.passphraseFile {
+        if let file = settings.passphraseFile, settings.backend.value != .secretService {
             let passphrase = try Passphrase.read(file.value, from: file.source)
             return .passphraseProvider { passphrase }
         }
@@ -227,6 +228,14 @@ extension AccountSelector {
         let listing = accounts.map { "\($0.username) (\($0.homeAccountID))" }.joined(separator: ", ")
         let signedInHere = inventory.accounts.flatMap { account in signedIn(account).map { "\($0) to \(account.username)" } }
         if let identifier {
+            // Among the client's own accounts first: two accounts may share a username (a
+            // personal and a work account, two clouds), and the client's is the one meant.
+            let named = accounts.filter { names(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
+            if named.count > 1 {
+                throw CLIError.usage("Client \(client) is signed in to \(named.count) accounts named '\(identifier)'.",
+                                     hint: "Pick one by its home account ID: \(named.map(\.homeAccountID).joined(separator: ", "))")
+            }
+            if let only = named.first { return try find(only.homeAccountID, in: store) }
             guard let target = try store.account(identifier) else {
                 throw CLIError.notFound("No account '\(identifier)' in group \(store.group); nothing was changed.",
                                         hint: accounts.isEmpty ? "Run `tokencache list` to see the cached accounts"

@@ -42,7 +42,7 @@ public struct TokenCacheCommand: ParsableCommand {
         its owner's lock.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint), including a \
-        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
+        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
 
         Examples:
           tokencache login --device-code --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"

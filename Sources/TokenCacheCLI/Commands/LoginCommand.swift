@@ -56,7 +56,7 @@ struct LoginCommand: ParsableCommand {
 
     func validate() throws {
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
-        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds.") }
+        if let timeout, !(1...86_400).contains(timeout) { throw ValidationError("--timeout must be a number of seconds from 1 to 86400 (a day).") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0 (any free port) or 1-65535.") }
         if deviceCode && (loginHint != nil || domainHint != nil || prompt != nil || port != 0) {
             throw ValidationError("--login-hint, --domain-hint, --prompt and --port apply to the browser sign-in, not to --device-code.")
@@ -71,11 +71,12 @@ struct LoginCommand: ParsableCommand {
             group.addTask { try await operation() }
             group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
             defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw TokenCacheError(.timedOut, "The device code sign-in did not finish within \(seconds) s (--timeout); nothing was saved.",
-                                      hint: "Run tokencache login again, with a larger --timeout if the user needs more time")
-            }
-            return value
+            if let first = try await group.next(), let value = first { return value }
+            // Time is up: stop the sign-in, but a result it was saving meanwhile still counts.
+            group.cancelAll()
+            if let late = try? await group.next(), let value = late { return value }
+            throw TokenCacheError(.timedOut, "The device code sign-in did not finish within \(seconds) s (--timeout); nothing was saved.",
+                                  hint: "Run tokencache login again, with a larger --timeout if the user needs more time")
         }
     }
 

@@ -325,8 +325,9 @@ public final class AccountStore: Sendable {
                                            now: Date = Date()) throws(TokenCacheError) -> Int {
         var changed = 0
         try mutate { index in
+            // Another tool's entries keep their shape: stamped only where they carry the field.
             let changes = Self.rotation(in: index, homeAccountID: homeAccountID, environment: environment, redeemed: redeemed,
-                                        rotated: rotated, modified: .string(String(Int(now.timeIntervalSince1970))))
+                                        rotated: rotated, modified: .string(String(Int(now.timeIntervalSince1970))), stampingUnstamped: false)
             changed = changes.count
             return changes
         } result: { _ in () }
@@ -334,18 +335,22 @@ public final class AccountStore: Sendable {
     }
 
     /// The changes giving the account's refresh tokens in `environment`'s cloud that hold
-    /// `redeemed` the secret `rotated`, stamped `modified`; the entry keyed `except` (the one a
-    /// response just wrote) is left alone. Only the same account and cloud: a secret equal to
-    /// the redeemed one elsewhere is not this server's to replace.
+    /// `redeemed` the secret `rotated`, stamped `modified` (with `stampingUnstamped` false, only
+    /// entries that carry a modification time); the entry keyed `except` (the one a response
+    /// just wrote) is left alone. Only the same account and cloud: a secret equal to the
+    /// redeemed one elsewhere is not this server's to replace.
     private static func rotation(in index: CacheIndex, homeAccountID: String, environment: String, redeemed: String,
-                                 rotated: String, modified: JSONValue?, except key: String? = nil) -> [CacheChange] {
+                                 rotated: String, modified: JSONValue?, stampingUnstamped: Bool = true,
+                                 except key: String? = nil) -> [CacheChange] {
         let environment = Environment.canonical(environment)
         return index.entries(.refreshToken, homeAccountID: homeAccountID)
             .filter { $0.key != key && $0["secret"] == redeemed && Environment.canonical($0["environment"] ?? "") == environment }
             .map { stale in
                 var updated = stale
                 updated.fields["secret"] = .string(rotated)
-                updated.fields["last_modification_time"] = modified
+                if stampingUnstamped || stale.fields["last_modification_time"] != nil {
+                    updated.fields["last_modification_time"] = modified
+                }
                 return .upsert(updated)
             }
     }

@@ -51,6 +51,22 @@ struct CLIConsistencyTests {
         }
     }
 
+    @Test("logout --account picks the client's own account when two accounts share the username")
+    func signOutSharedUsername() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        // Alice's second account: same username, another home account (a work and a personal one).
+        let twin = Fixtures.User(uid: "00000000-0000-0000-0000-00000000a11c", tenant: Fixtures.alice.tenant,
+                                 username: Fixtures.alice.username, name: "Alice at work")
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne, foci: nil)
+        _ = try cli.save(twin, client: Fixtures.appTwo, foci: nil)
+        let output = try cli.run(["logout", "--client", Fixtures.appTwo, "--account", Fixtures.alice.username])
+        #expect(output.status == 0, "\(output.stderr)")
+        let list = try cli.run(["list", "--client", Fixtures.appTwo, "--json"]).stdout
+        #expect(list.contains("signed_out") && list.contains(twin.homeAccountID), "\(list)")
+        #expect(try cli.run(["logout", "--client", Fixtures.appOne, "--account", Fixtures.alice.username]).status == 0)
+    }
+
     @Test("token with two accounts and no --account is exit 64, as logout is, offering home account IDs")
     func ambiguousAccount() throws {
         let cli = try CLI(backend: "file")
@@ -125,6 +141,7 @@ struct CLIConsistencyTests {
         #expect(output.status == 64 && output.stderr.contains("secret-service or file"), "\(output.stderr)")
         let help = try cli.run(["migrate", "--help"], withGroup: false)
         #expect(!help.stdout.contains("values: auto"), "\(help.stdout)")
+        #expect(help.stdout.contains("The backend to move to: secret-service or file."), "\(help.stdout)")
         #expect(!help.stdout.contains("never changed or deleted"), "\(help.stdout)")
     }
 }
