@@ -58,7 +58,8 @@ final class TokenInfoHandle {
     private let strings = CStrings()
 
     init(_ result: TokenResult) {
-        expiresOn = Int64(result.expiresOn.timeIntervalSince1970.rounded(.down))
+        // Saturated: a date past Int64's range would trap the host app.
+        expiresOn = Int64(min(max(result.expiresOn.timeIntervalSince1970.rounded(.down), -9e18), 9e18))
         isFromCache = result.isFromCache
         scheme = strings.keep(result.authenticationScheme)
         scopes = strings.keep(result.scopes.joined(separator: " "))

@@ -63,6 +63,9 @@ enum CLIHints {
             return "Run `tokencache login` again with --device-code (for SSH sessions and machines without a browser), or set a default browser (xdg-settings set default-web-browser)"
         case .portUnavailable where hint.contains("redirectPort"):
             return "Another program uses that port: free it, or leave out --port (any free port)"
+        case .interactionRequired where error.server?.claims != nil:
+            let claims = error.server?.claims ?? ""
+            return "Sign in again with the claims challenge the server sent: `tokencache login --client ID --authority URL --scopes … --claims '\(claims)'` (--device-code without a browser)"
         case .timedOut where hint.contains("InteractiveTokenParameters.timeout"):
             return "Finish signing in in the browser sooner, or raise --timeout"
         case .invalidArgument where hint.contains("configure the token endpoint"):

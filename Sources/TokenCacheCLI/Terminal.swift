@@ -145,7 +145,8 @@ enum Terminal {
 
     /// "in 42 min", "in 3 h", "expired 5 min ago".
     static func relative(_ date: Date, now: Date = Date()) -> String {
-        let seconds = Int(date.timeIntervalSince(now))
+        // Held within a million years either way: converting a larger interval to Int would trap.
+        let seconds = Int(min(max(date.timeIntervalSince(now), -3e13), 3e13))
         func span(_ s: Int) -> String {
             s < 120 ? "\(s) s" : s < 7200 ? "\(s / 60) min" : s < 172_800 ? "\(s / 3600) h" : "\(s / 86400) days"
         }
@@ -154,7 +155,7 @@ enum Terminal {
 
     /// "2026-11-24 09:30" in the local time zone (TZ, else /etc/localtime).
     static func localTime(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var seconds = time_t(min(max(date.timeIntervalSince1970.rounded(.down), -3e13), 3e13))
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return date.formatted(.iso8601) }
         func twoDigits(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }

@@ -15,7 +15,9 @@ struct ImportCommand: ParsableCommand {
         abstract: "Import an MSAL unified JSON cache (MSAL Python, msal-extensions, Azure CLI).",
         discussion: """
         Entries are matched on their fields, so importing twice changes nothing (and says so). \
-        Nothing another SDK wrote is dropped: unknown fields and sections, app-only tokens and \
+        Where the group holds the same token written later (a refresh token rotated since the \
+        file was saved), the group's is kept and the count said: an older copy never brings \
+        back a refresh token the server no longer accepts. Nothing another SDK wrote is dropped: unknown fields and sections, app-only tokens and \
         entries with empty secrets are kept and exported as they are. Only entries that are not \
         JSON objects are skipped, each listed with the reason. A UTF-8 byte-order mark and MSAL \
         .NET's trailing commas are accepted.
@@ -47,10 +49,14 @@ struct ImportCommand: ParsableCommand {
             let report = try store.importMSALJSON(data)
             let count = report.importedCount - (report.imported[.unknownSection] ?? 0)
             let entries = "\(count) entr\(count == 1 ? "y" : "ies")"
-            if report.changedCount == 0 {
+            if report.changedCount == 0 && report.keptNewerCount == 0 {
                 Terminal.print("Nothing changed: the \(entries) of the file were already in \(store.group).")
             } else {
                 Terminal.print("Imported \(entries) into \(store.group) (\(report.changedCount) new or changed).")
+            }
+            if report.keptNewerCount > 0 {
+                let kept = report.keptNewerCount
+                Terminal.print("Kept \(kept) newer entr\(kept == 1 ? "y" : "ies") of \(store.group) in place of the file's older ones (a refresh token rotated since, a later access token).")
             }
             if let kept = report.imported[.unknownSection], kept > 0 {
                 Terminal.print("Kept \(kept) top-level member\(kept == 1 ? "" : "s") this tool does not use (other SDKs' data) as \(kept == 1 ? "it is" : "they are").")

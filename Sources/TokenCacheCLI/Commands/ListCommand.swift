@@ -75,7 +75,7 @@ struct ListCommand: ParsableCommand {
 
     /// A group other than the default that holds nothing was most likely mistyped: not found
     /// (exit 2), naming the groups that are there.
-    private static func checkPresent(_ store: AccountStore) throws {
+    static func checkPresent(_ store: AccountStore) throws {
         let (location, groups) = try GroupsCommand.groups(on: store)
         guard !groups.contains(where: { $0.name == store.group.name }) else { return }
         throw CLIError.notFound("No group \(store.group) on \(location); groups present: \(groups.isEmpty ? "none" : groups.map(\.name).joined(separator: ", ")).",

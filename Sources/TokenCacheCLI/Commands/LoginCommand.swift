@@ -45,6 +45,9 @@ struct LoginCommand: ParsableCommand {
     @Option(help: ArgumentHelp("What the sign-in page asks: select_account, login, consent, create or none.", valueName: "prompt"))
     var prompt: InteractiveTokenParameters.Prompt?
 
+    @Option(help: ArgumentHelp("A claims challenge (JSON) to satisfy, as a resource or a refused refresh sent it.", valueName: "json"))
+    var claims: String?
+
     @Option(help: ArgumentHelp("Give up after this many seconds (default: 300 for the browser; for --device-code, when the code expires).", valueName: "seconds"))
     var timeout: Int?
 
@@ -98,9 +101,10 @@ struct LoginCommand: ParsableCommand {
             let scopes = scopeList(scopes)
             let result: TokenResult
             if deviceCode {
-                let parameters = DeviceCodeParameters(scopes: scopes)
+                var parameters = DeviceCodeParameters(scopes: scopes)
+                parameters.claims = claims
                 let timeout = timeout
-                result = try waitFor {
+                result = try waitFor { [parameters] in
                     try await Self.cancelled(after: timeout) {
                         try await app.acquireTokenWithDeviceCode(parameters) { code in
                             // The server's own instructions, escaped: they name the URL and the code.
@@ -113,6 +117,7 @@ struct LoginCommand: ParsableCommand {
                 parameters.loginHint = loginHint
                 parameters.domainHint = domainHint
                 parameters.prompt = prompt
+                parameters.claims = claims
                 parameters.timeout = TimeInterval(timeout ?? 300)
                 parameters.redirectPort = port
                 parameters.browser = .custom { url in
@@ -142,7 +147,8 @@ struct LogoutCommand: ParsableCommand {
         discussion: """
         The same as `tokencache remove --account NAME --client ID --yes`: the app's own tokens \
         are removed and it no longer lists the account; other apps of the group keep the account \
-        and their single sign-on. Without --account, the app's only account. To remove an \
+        and their single sign-on (a family refresh token the app saved stays, as MSAL keeps it: \
+        it is the family's). Without --account, the app's only account. To remove an \
         account for every app, use `tokencache remove --account NAME`.
 
         Examples:

@@ -66,6 +66,8 @@ struct RemoveCommand: ParsableCommand {
             let action: () throws -> Void
             if all {
                 let count = try store.allAccounts().count
+                // A mistyped group holds nothing to wipe: not found (exit 2), naming those present.
+                if count == 0, store.group != .universalStorage, try store.entries().isEmpty { try ListCommand.checkPresent(store) }
                 plan = "wipe group \(store.group) (\(count) account\(count == 1 ? "" : "s"))"
                 action = { try store.removeAll() }
             } else {

@@ -37,43 +37,25 @@ public enum CacheMigration {
 extension CacheMigration {
     /// Copies an MSAL JSON cache another tool keeps into `store`'s group through the import
     /// path (unknown fields and sections are kept), then reads the group back from its backend
-    /// and verifies that every entry of the cache is there with equal fields. Nothing is removed
-    /// from the group, so its other entries stay. Returns how many entries were copied.
+    /// and verifies that every entry of the cache is there with equal fields, but those the
+    /// group held written later (kept, as an import keeps them). Nothing is removed from the
+    /// group, so its other entries stay. Returns how many entries were copied.
     /// - Throws: `invalidCacheData` when the cache holds entries that could not be copied (then
     ///   nothing is written); `migrationNotVerified`; backend errors.
     public static func copy(msalJSON json: Data, into store: AccountStore) throws(TokenCacheError) -> Int {
         let entries = try copyableEntries(json)
-        try store.importMSALJSON(json)
+        let kept = Set(try store.merge(entries).keptNewer.map { "\($0.kind.rawValue)/\($0.key)" })
         // Read back from the backend itself, not through the store's view of it.
-        try verify(entries, in: try store.backend.load(store.group).entries,
+        try verify(entries.filter { !kept.contains("\($0.kind.rawValue)/\($0.key)") }, in: try store.backend.load(store.group).entries,
                    destination: "group \(store.group) on \(store.backend.location(of: store.group))")
         return entries.count
     }
 
     /// Writes `entries` into `store`, except where the store already holds the same entity
-    /// written later (a newer refresh or access token of the same slot: `last_modification_time`,
-    /// else `cached_at`), which is kept. Returns how many entries changed and the entries not
-    /// written because the store's were newer.
+    /// written later (``AccountStore/merge(_:)``), which is kept. Returns how many entries
+    /// changed and the entries not written because the store's were newer.
     package static func merge(_ entries: [CacheEntry], into store: AccountStore) throws(TokenCacheError) -> (changed: Int, keptNewer: [CacheEntry]) {
-        var changed = 0
-        var keptNewer: [CacheEntry] = []
-        try store.mutate { index in
-            var changes: [CacheChange] = []
-            for entry in entries {
-                if let there = index.existing(matching: entry), writtenAt(there) > writtenAt(entry) {
-                    keptNewer.append(entry)
-                    continue
-                }
-                changes += AccountStore.upsert(entry, in: index)
-            }
-            changed = changes.count
-            return changes
-        } result: { _ in () }
-        return (changed, keptNewer)
-    }
-
-    private static func writtenAt(_ entry: CacheEntry) -> Double {
-        entry.fields["last_modification_time"]?.secondsValue ?? entry.fields["cached_at"]?.secondsValue ?? 0
+        try store.merge(entries)
     }
 
     /// The entries of an MSAL JSON cache, when every one can be copied.

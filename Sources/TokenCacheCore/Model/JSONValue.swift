@@ -20,16 +20,23 @@ public enum JSONValue: Sendable, Hashable {
     /// The value as a number of seconds, accepting MSAL's string-typed numbers ("1700000000"),
     /// plain JSON numbers and the float timestamps older MSAL Python files contain.
     public var secondsValue: Double? {
+        let seconds: Double?
         switch self {
         case .string(let text):
             // Plain digits, the common case, skip Foundation's trimming.
-            if let seconds = ASCII.digitsValue(text) { return Double(seconds) }
-            return Double(ASCII.trimmed(text))
-        case .integer(let value): return Double(value)
-        case .double(let value): return value.isFinite ? value : nil
-        default: return nil
+            if let digits = ASCII.digitsValue(text) { seconds = Double(digits) } else { seconds = Double(ASCII.trimmed(text)) }
+        case .integer(let value): seconds = Double(value)
+        case .double(let value): seconds = value
+        default: seconds = nil
         }
+        guard let seconds, seconds.isFinite else { return nil }
+        // Any number can arrive in an imported cache; past about 300,000 years from 1970 it is
+        // held there, so that no date made from it overflows an integer conversion downstream.
+        return min(max(seconds, -Self.secondsBound), Self.secondsBound)
     }
+
+    /// ``secondsValue``'s bound: 10^13 s, about year 318,857.
+    static let secondsBound = 1e13
 }
 
 /// A JSON object: the storage of every cache entity.

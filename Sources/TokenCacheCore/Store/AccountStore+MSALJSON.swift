@@ -6,7 +6,11 @@ extension AccountStore {
 
     /// Imports an MSAL unified JSON cache (as MSAL Python, msal-extensions, Azure CLI or another
     /// SDK wrote it) into this group. Entries are matched on their fields, so importing the same
-    /// cache twice changes nothing (``ImportReport/changedCount`` is then 0). Nothing is dropped
+    /// cache twice changes nothing (``ImportReport/changedCount`` is then 0). Where the group
+    /// holds the same entity written later (a refresh or access token of the same slot, by
+    /// `last_modification_time`, else `cached_at`), the group's is kept
+    /// (``ImportReport/keptNewerCount``): an older copy must not bring back a refresh token the
+    /// server has rotated away. Nothing is dropped
     /// for being unfamiliar: unknown fields, entries without an account (app-only and managed
     /// identity tokens), empty secrets and unknown top-level members (other SDKs' sections such
     /// as `AccessToken_With_AuthScheme`, arrays, scalars) are kept and exported as they were; they
@@ -18,18 +22,39 @@ extension AccountStore {
     @discardableResult
     public func importMSALJSON(_ data: Data) throws(TokenCacheError) -> ImportReport {
         var (entries, report) = try Self.parseMSALJSON(data)
-        var changed = 0
-        try mutate { index in
-            let changes = entries.flatMap { Self.upsert($0, in: index) }
-            changed = changes.count
-            return changes
-        } result: { _ in () }
+        let (changed, keptNewer) = try merge(entries)
         report.changedCount = changed
+        report.keptNewerCount = keptNewer.count
         entries.removeAll()
         options.logger.debug("Imported MSAL JSON cache", metadata: [
             "imported": .stringConvertible(report.importedCount), "changed": .stringConvertible(changed),
             "skipped": .stringConvertible(report.skipped.count)])
         return report
+    }
+
+    /// Writes `entries` into the group, except where it holds the same entity written later,
+    /// which is kept. Returns how many entries changed and the entries not written.
+    package func merge(_ entries: [CacheEntry]) throws(TokenCacheError) -> (changed: Int, keptNewer: [CacheEntry]) {
+        var changed = 0
+        var keptNewer: [CacheEntry] = []
+        try mutate { index in
+            var changes: [CacheChange] = []
+            for entry in entries {
+                if let there = index.existing(matching: entry), Self.writtenAt(there) > Self.writtenAt(entry) {
+                    keptNewer.append(entry)
+                    continue
+                }
+                changes += Self.upsert(entry, in: index)
+            }
+            changed = changes.count
+            return changes
+        } result: { _ in () }
+        return (changed, keptNewer)
+    }
+
+    /// When an entry was written, as MSAL records it (0 when it does not say).
+    package static func writtenAt(_ entry: CacheEntry) -> Double {
+        entry.fields["last_modification_time"]?.secondsValue ?? entry.fields["cached_at"]?.secondsValue ?? 0
     }
 
     /// The group as MSAL unified JSON, loadable by every MSAL SDK (members this library does not

@@ -588,8 +588,14 @@ public final class AccountStore: Sendable {
             .filter { $0.fields["secret"] != .string("") }
             .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment }
             .map { (entry: $0, modified: $0.fields["last_modification_time"]?.secondsValue ?? 0) }
-            .sorted { $0.modified > $1.modified }
+            .sorted(by: Self.newerFirst)
             .map(\.entry)
+    }
+
+    /// Most recently modified first; ties in key order, so every run (and every process) picks
+    /// the same token.
+    private static func newerFirst(_ a: (entry: CacheEntry, modified: Double), _ b: (entry: CacheEntry, modified: Double)) -> Bool {
+        a.modified != b.modified ? a.modified > b.modified : a.entry.key < b.entry.key
     }
 
     /// MSAL's order for a client among an account's `candidates` (``refreshTokenCandidates(home:environment:in:)``):
@@ -598,9 +604,12 @@ public final class AccountStore: Sendable {
     package static func refreshTokens(from candidates: [CacheEntry], clientID: String, environment: String?,
                               appMetadata: some Sequence<CacheEntry>) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
-        let metadata = appMetadata.first {
-            ASCII.equalLowercased($0["client_id"], clientID)
-                && (environment == nil || Environment.canonical($0["environment"] ?? "") == environment)
+        // The lowest key among the client's entries: the index's order is hash order, and a client
+        // with app metadata in two environments must be read the same way by every process.
+        var metadata: CacheEntry?
+        for entry in appMetadata where ASCII.equalLowercased(entry["client_id"], clientID)
+            && (environment == nil || Environment.canonical(entry["environment"] ?? "") == environment) {
+            if metadata.map({ entry.key < $0.key }) ?? true { metadata = entry }
         }
         let family: String? = metadata == nil ? "1" : AppMetadata(entry: metadata!).familyID
         let familyTokens = family.map { family in candidates.filter { $0["family_id"] == family } } ?? []

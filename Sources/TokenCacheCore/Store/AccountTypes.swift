@@ -110,6 +110,9 @@ public struct ImportReport: Sendable, Hashable {
     /// Entries that were new or different from what the group held (0 when importing the same
     /// cache again).
     public internal(set) var changedCount = 0
+    /// Entries not written because the group held the same entity written later (a newer
+    /// refresh or access token of the same slot).
+    public internal(set) var keptNewerCount = 0
 
     /// Total entries imported.
     public var importedCount: Int { imported.values.reduce(0, +) }

@@ -58,7 +58,9 @@ extension AccountStore {
         let location = backend.location(of: group)
         let groupName = group.name
         let index = try listingIndex()
-        let appMetadata = Array(index.all(.appMetadata))  // once, not for every client of every account
+        // Once, not for every client of every account; in key order, so that a client with app
+        // metadata in two environments is described the same way in every run.
+        let appMetadata = index.all(.appMetadata).sorted { $0.key < $1.key }
         let accounts = Self.homeAccountIDs(in: index)
             .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, appMetadata: appMetadata, now: now) }
             .compactMap { $0 }
@@ -79,7 +81,9 @@ extension AccountStore {
         let refreshTokens = Self.refreshTokenCandidates(home: home, environment: nil, in: index)  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
-            let metadata = appMetadata.first(where: isClient).map(AppMetadata.init(entry:))
+            // The account's own environment first, as a lookup at its authority reads it.
+            let metadata = (appMetadata.first { isClient($0) && Environment.canonical($0["environment"] ?? "") == Environment.canonical(account.environment) }
+                ?? appMetadata.first(where: isClient)).map(AppMetadata.init(entry:))
             let ats = accessTokens.filter(isClient)
                 .map(AccessToken.init(entry:))
                 .map { at in

@@ -163,7 +163,8 @@ struct EncryptedFileRollbackTests {
         let refused = try cli.run(["list"])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("older than one this machine has already seen"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("tokencache doctor --backend file --accept-rollback"))
+        // The command in the hint names the group: run as it is, it accepts this file and no other.
+        #expect(refused.stderr.contains("tokencache doctor --backend file --group \(cli.group) --accept-rollback"), "\(refused.stderr)")
         #expect(try Data(contentsOf: file) == old)
         let help = try cli.run(["doctor", "--help"], withGroup: false)
         #expect(help.stdout.contains("--accept-rollback"))

@@ -144,4 +144,80 @@ struct CLIConsistencyTests {
         #expect(help.stdout.contains("The backend to move to: secret-service or file."), "\(help.stdout)")
         #expect(!help.stdout.contains("never changed or deleted"), "\(help.stdout)")
     }
+
+    /// The group exported as MSAL JSON, parsed.
+    static func exported(_ cli: CLI) throws -> [String: Any] {
+        try #require(try cli.exported() as? [String: Any])
+    }
+
+    static func importing(_ document: [String: Any], into cli: CLI) throws -> ProcessOutput {
+        let file = cli.dataHome.appendingPathComponent("import-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: document).write(to: file)
+        return try cli.run(["import", file.path])
+    }
+
+    @Test("An access token whose expires_on is past any integer (an imported cache) is listed, never a crash")
+    func hugeExpiry() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        var document = try Self.exported(cli)
+        var tokens = try #require(document["AccessToken"] as? [String: [String: Any]])
+        for key in tokens.keys {
+            tokens[key]?["expires_on"] = "9223372036854775807"
+            tokens[key]?["extended_expires_on"] = "1e400"
+        }
+        document["AccessToken"] = tokens
+        #expect(try cli.run(["remove", "--all", "--yes"]).status == 0)
+        #expect(try Self.importing(document, into: cli).status == 0)
+        for command in [["list"], ["list", "--json"], ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"]] {
+            let output = try cli.run(command)
+            #expect(output.status == 0, "\(command): \(output.status) \(output.stderr)")
+        }
+    }
+
+    @Test("import of an older copy keeps the group's newer refresh token and says so")
+    func importKeepsNewer() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        var old = try Self.exported(cli)
+        // The copy as it was a minute before the token rotated.
+        var refreshTokens = try #require(old["RefreshToken"] as? [String: [String: Any]])
+        for key in refreshTokens.keys {
+            let written = Int(refreshTokens[key]?["last_modification_time"] as? String ?? "0") ?? 0
+            refreshTokens[key]?["last_modification_time"] = String(written - 60)
+            refreshTokens[key]?["secret"] = "rt-redeemed-long-ago"
+        }
+        old["RefreshToken"] = refreshTokens
+        let current = try #require((try Self.exported(cli))["RefreshToken"] as? [String: [String: Any]]).values.compactMap { $0["secret"] as? String }
+        let imported = try Self.importing(old, into: cli)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("Kept 1 newer entry"), "\(imported.stdout)")
+        let after = try #require((try Self.exported(cli))["RefreshToken"] as? [String: [String: Any]]).values.compactMap { $0["secret"] as? String }
+        #expect(after == current, "the rotated-away refresh token came back: \(after)")
+    }
+
+    @Test("remove --all of a group that does not exist is exit 2 naming the groups present; nothing is created")
+    func missingGroup() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let typo = cli.group + "-typo"
+        let result = try cli.run(["remove", "--all", "--yes", "--backend", "file", "--group", typo], withGroup: false)
+        #expect(result.status == 2 && result.stderr.contains(cli.group), "\(result.status) \(result.stderr)")
+        let lock = cli.dataHome.appendingPathComponent("tokencache/\(typo).lock").path
+        #expect(!FileManager.default.fileExists(atPath: lock), "a lock file was created for the mistyped group")
+    }
+
+    @Test("list describes a client with app metadata in two environments the same way in every run")
+    func listIsDeterministic() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let cache = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Fixtures/SDKCaches/dotnet-CacheFromTheFuture.json").standardizedFileURL
+        #expect(try cli.run(["import", cache.path]).status == 0)
+        let outputs = try (0..<6).map { _ in try cli.run(["list", "--json"]).stdout }
+        #expect(Set(outputs).count == 1, "\(Set(outputs).count) different listings")
+    }
 }
