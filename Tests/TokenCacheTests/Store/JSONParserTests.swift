@@ -222,10 +222,10 @@ struct JSONParserTests {
         for bad in ["-_-_A", "-_=-_AGE", "-_ -_AGE", "-_-_AGé", "-_-_AG!"] { #expect(Base64URL.decode(bad) == nil, "\(bad)") }
     }
 
-    @Test("Timestamps read as seconds from digit strings (the fast path), padded or fractional strings, and numbers",
+    @Test("Timestamps read as seconds from digit strings (the fast path), padded or fractional strings, and numbers; past 10^13 s held there",
           arguments: [
               (JSONValue.string("1700000000"), 1_700_000_000.0 as Double?), (.string("0"), 0), (.string(" 1700000000 "), 1_700_000_000),
-              (.string("1700000000.5"), 1_700_000_000.5), (.string("123456789012345678901"), 123456789012345678901.0),
+              (.string("1700000000.5"), 1_700_000_000.5), (.string("123456789012345678901"), 1e13), (.string("-9223372036854775809"), -1e13), (.string("1e400"), nil),
               (.integer(42), 42), (.double(1.5), 1.5), (.string(""), nil), (.string("soon"), nil), (.string("-"), nil), (.null, nil),
           ])
     func secondsValue(value: JSONValue, expected: Double?) {
