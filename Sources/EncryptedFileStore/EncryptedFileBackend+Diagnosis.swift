@@ -13,8 +13,17 @@ extension EncryptedFileBackend {
         func describe(_ path: String, expectFile: Bool) -> (BackendDiagnosis.Check.Status, String) {
             var info = stat()
             guard lstat(path, &info) == 0 else { return (.info, "\(path) does not exist yet (created on first save)") }
-            if info.st_mode & S_IFMT == S_IFLNK { return (.failed, "\(path) is a symbolic link") }
-            if let problem = FileIO.unsafeReason(info, expectFile: expectFile) { return (.failed, "\(path): \(problem)") }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                return (.failed, "\(path) is a symbolic link: put what it points to in its place (mv, keeping the data)")
+            }
+            if let problem = FileIO.unsafeReason(info, expectFile: expectFile) {
+                // The detail ends with what to run: doctor's fix line is this detail.
+                let remedy = info.st_uid != geteuid() ? "make it yours (chown \(geteuid()) \(path))"
+                    : info.st_mode & S_IFMT != (expectFile ? S_IFREG : S_IFDIR) ? "move it away; it is not the \(expectFile ? "file" : "directory") expected"
+                    : expectFile && info.st_nlink > 1 ? "give it a file of its own (cp \(path) \(path).new && mv \(path).new \(path))"
+                    : "run chmod \(expectFile ? "600" : "700") \(path)"
+                return (.failed, "\(path): \(problem); \(remedy)")
+            }
             return (.ok, "\(path) mode \(String(info.st_mode & 0o777, radix: 8))")
         }
         let directoryCheck = describe(directory.path, expectFile: false)

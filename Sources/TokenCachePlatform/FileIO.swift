@@ -34,7 +34,7 @@ package enum FileIO {
             if errno == ENOENT { return nil }
             if errno == ELOOP {
                 throw TokenCacheError(.unsafeFile, "\(path) is a symbolic link; cache files must be regular files.",
-                                      hint: "Remove the link; swift-tokencache will create the file")
+                                      hint: "Put the file the link points to in its place (mv, keeping its data), then retry; removing the link would start an empty cache")
             }
             throw error("open", path)
         }
@@ -47,7 +47,7 @@ package enum FileIO {
         if let problem = unsafeReason(info, expectFile: true) {
             close(descriptor)
             throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(problem).",
-                                  hint: "Fix it (chmod 600, owned by you, no hard links) or move it away")
+                                  hint: "Fix it: `chmod 600 \(path)`, owned by you, a file of its own (no hard links); it was not used")
         }
         return OpenFile(descriptor: descriptor, info: info)
     }
@@ -128,7 +128,7 @@ package enum FileIO {
         }
         if info.st_mode & S_IFMT == S_IFLNK {
             throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the \(purpose) must be a real directory.",
-                                  hint: "Remove the link; swift-tokencache will create the directory")
+                                  hint: "Put the directory the link points to in its place (mv, keeping its files), then retry; removing the link would start an empty cache")
         }
         if let problem = unsafeReason(info, expectFile: false) {
             let fix = info.st_uid == geteuid() ? "chmod 700 \(url.path)"

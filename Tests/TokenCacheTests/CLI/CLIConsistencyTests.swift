@@ -220,4 +220,26 @@ struct CLIConsistencyTests {
         let outputs = try (0..<6).map { _ in try cli.run(["list", "--json"]).stdout }
         #expect(Set(outputs).count == 1, "\(Set(outputs).count) different listings")
     }
+
+    @Test("doctor's fix for an unsafe cache directory is the command to run, and the symlink hint keeps the data")
+    func doctorFixesAreActions() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let directory = cli.dataHome.appendingPathComponent("tokencache").path
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory) }
+        let doctor = try cli.run(["doctor"])
+        #expect(doctor.status == 1)
+        #expect(doctor.stderr.contains("chmod 700 \(directory)"), "\(doctor.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory)
+
+        // A cache file that is a link to the real one: the advice must not be to delete the link.
+        let file = cli.dataHome.appendingPathComponent("tokencache/\(cli.group).tkc").path
+        let moved = cli.dataHome.appendingPathComponent("moved.tkc").path
+        try FileManager.default.moveItem(atPath: file, toPath: moved)
+        try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: moved)
+        let list = try cli.run(["list"])
+        #expect(list.status == 1 && list.stderr.contains("in its place") && !list.stderr.contains("Remove the link"), "\(list.stderr)")
+    }
 }
