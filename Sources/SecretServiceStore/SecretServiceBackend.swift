@@ -375,9 +375,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// locked items out of GetSecrets' answer without an error; KWallet, once locked, answers
     /// every item with an empty secret. So any item not read leads to one Locked check (then an
     /// unlock, under the prompt rule of `Options.allowsUnlockPrompt`, and a second read). When
-    /// every secret of an answer fails to decrypt in an unlocked collection, the session's key is
-    /// wrong (kwalletd5 derives a different one in about 1 session of 200): the session is
-    /// replaced by a fresh one and the read made once more.
+    /// no secret of an answer decrypts and parses in an unlocked collection, the session's key
+    /// may be wrong (kwalletd5 derived a different one in about 1 session of 200): the session
+    /// is replaced by a fresh one and the read made once more.
     /// - Throws: `keyringLocked` when the collection is locked (never an empty read);
     ///   `secretServiceFailure` when a fresh session still decrypts none of an answer's secrets.
     private func items(at paths: [String], in collection: String, afterUnlocking: Bool = false,
@@ -386,7 +386,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         let session = try session.session()
         var entries: [CacheEntry] = []
         entries.reserveCapacity(paths.count)
-        var unread = 0, undecryptableAnswers = 0
+        var unread = 0, undecryptableAnswers = 0, unreadableAnswers = 0
         for start in stride(from: 0, to: paths.count, by: options.secretsPerCall) {
             let batch = paths[start..<min(start + options.secretsPerCall, paths.count)]
             var decrypted = 0, read = 0
@@ -398,14 +398,20 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             // this backend cannot interpret.
             unread += batch.count - read
             if answered > 0, decrypted == 0 { undecryptableAnswers += 1 }
+            // With a wrong key a secret still "decrypts" when its garbage happens to end in valid
+            // padding (1 in 256 each): an answer of which nothing parses is a wrong key too.
+            if answered > 0, read == 0 { unreadableAnswers += 1 }
         }
         guard unread > 0 else { return entries }
         // Unlocked just now: read every item again (once).
         if !afterUnlocking, try checkUnlocked(collection) {
             return try items(at: paths, in: collection, afterUnlocking: true, afterNewSession: afterNewSession)
         }
-        guard undecryptableAnswers > 0 else { return entries }
+        guard unreadableAnswers > 0 else { return entries }
         if afterUnlocking, try client.isLocked(collection) { throw Self.locked(collection) }
+        // In a fresh session, secrets that decrypt but do not parse are items this backend cannot
+        // interpret (skipped, as always); only secrets that decrypt to nothing mean a bad session.
+        if afterNewSession, undecryptableAnswers == 0 { return entries }
         guard !afterNewSession else {
             throw TokenCacheError(.secretServiceFailure,
                                   "The Secret Service answered with secrets that do not decrypt, even in a fresh encrypted session.",
