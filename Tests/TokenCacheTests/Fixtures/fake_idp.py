@@ -31,6 +31,7 @@ tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/
                  {"approve_device"|"deny_device"|"expire_device": user_code} | {"device_slow_down": n}
                  (the next n polls answer slow_down) | {"device_interval": s, "device_expires_in": s}
                  | {"omit_device_endpoint": bool} | {"device_message": str}
+Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
 """
@@ -44,6 +45,8 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import native_auth
 
 lock = threading.Lock()
 state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
@@ -135,6 +138,9 @@ class Handler(BaseHTTPRequestHandler):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
             with lock:
                 return self.reply(200, endpoints(host, prefix_of(self.path)))
+        if self.path == "/native/stats":
+            with lock:
+                return self.reply(200, native_auth.stats())
         if self.path == "/stats":
             with lock:
                 return self.reply(200, {"token_requests": state["token_requests"], "grants": state["grants"],
@@ -158,6 +164,7 @@ class Handler(BaseHTTPRequestHandler):
                     state["non_family_clients"] = set(command["non_family_clients"])
                 if "error_body" in command:
                     state["error_body"] = command["error_body"]
+                native_auth.control(command)
                 for key in CONTROL_SETTINGS:
                     if key in command:
                         state[key] = command[key]
@@ -170,10 +177,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.login_submitted(dict(urllib.parse.parse_qsl(body.decode())))
         if self.path.endswith("/devicecode") or self.path.endswith("/device_authorization"):
             return self.device_authorization(dict(urllib.parse.parse_qsl(body.decode())))
-        if not (self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
+        if not (native_auth.handles(self.path, {}) or self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
             return self.reply(404, {"error": "not_found"})
         form = dict(urllib.parse.parse_qsl(body.decode()))
         tenant = self.path.split("/")[1]
+        if native_auth.handles(self.path, form):
+            with lock:
+                return self.reply(*native_auth.handle(self.path, form, self.issue, tenant))
         arrived = time.time()
         with lock:
             state["token_requests"] += 1
@@ -260,10 +270,10 @@ class Handler(BaseHTTPRequestHandler):
                 params = {"code": code, "state": request_state}
         self.page(302, "", {"Location": redirect_uri + ("&" if "?" in redirect_uri else "?") + urllib.parse.urlencode(params)})
 
-    def issue(self, client_id, scope, username, tenant, client_info):
-        """Tokens for the signed-in user (sign_in_user, else one made from the username); the new
-        refresh token is redeemable like a seeded one. Call with the lock held."""
-        user = dict(state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
+    def issue(self, client_id, scope, username, tenant, client_info, user=None):
+        """Tokens for the signed-in user (`user`, else sign_in_user, else one made from the username);
+        the new refresh token is redeemable like a seeded one. Call with the lock held."""
+        user = dict(user or state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
         user["username"] = username
         family = state["family_clients"].get(client_id)
         state["counter"] += 1
