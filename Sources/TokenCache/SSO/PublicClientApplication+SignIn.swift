@@ -120,7 +120,7 @@ extension PublicClientApplication {
 
     /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group
     /// then sees the account, and its refresh token is redeemable only at the authority's host.
-    private func saveSignIn(_ response: TokenResponse, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
+    func saveSignIn(_ response: TokenResponse, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }

@@ -1,0 +1,270 @@
+import FoundationEssentials
+import TokenCacheCore
+import Logging
+
+/// An app that hosts its own sign-in UI with Microsoft Entra External ID's native
+/// authentication (API V1): email + one-time code, email + password, sign-up and self-service
+/// password reset. The Linux counterpart of MSAL's `MSALNativeAuthPublicClientApplication`, in
+/// Swift's async style: each step returns the next state, whose methods take the next step.
+///
+/// Tokens are saved to the shared cache as MSAL saves them (home account `uid.utid` from
+/// `client_info`, environment the authority's host), so every app of the group, `tokencache
+/// list` and MSAL Python see the account. As MSAL does, the app keeps one native-auth account:
+/// a new sign-in signs the app out of the previous one.
+public final class NativeAuthPublicClientApplication: Sendable {
+    /// The ways the app lets users prove who they are; the server answers `redirect`
+    /// (``NativeAuthError/Reason/browserRequired``) for a user whose method is not among them.
+    public enum ChallengeType: String, Sendable, Hashable, CaseIterable {
+        /// A one-time code sent by email.
+        case oob
+        /// A password.
+        case password
+    }
+
+    /// The application (client) ID.
+    public let clientID: String
+    /// The CIAM authority, for example `https://contoso.ciamlogin.com/contoso.onmicrosoft.com`.
+    public let authority: Authority
+    /// The ways the app lets users sign in.
+    public let challengeTypes: Set<ChallengeType>
+    /// The same app for the browser fallback and silent tokens, on the same store.
+    public let application: PublicClientApplication
+    let api: NativeAuthAPI
+
+    /// Creates the app on a store the caller opened.
+    ///
+    /// - Parameters:
+    ///   - authority: `https://{tenant}.ciamlogin.com` (which becomes
+    ///     `https://{tenant}.ciamlogin.com/{tenant}.onmicrosoft.com`, as MSAL rewrites it),
+    ///     `https://{tenant}.ciamlogin.com/{tenant ID or domain}`, or a custom domain with the tenant in the path.
+    ///   - challengeTypes: the methods the app's UI offers; `redirect` is always sent besides.
+    /// - Throws: `invalidArgument` (``NativeAuthError/Reason/tokenCache(_:)``) for an authority
+    ///   that is not https (http only on loopback, for tests).
+    public init(clientID: String, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
+                store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
+        guard !challengeTypes.isEmpty else {
+            throw NativeAuthError(TokenCacheError.invalidArgument("challengeTypes", "is empty", hint: "Offer oob, password or both"))
+        }
+        do {
+            self.authority = try Self.authority(authority)
+        } catch {
+            throw NativeAuthError(error)
+        }
+        self.clientID = clientID
+        self.challengeTypes = challengeTypes
+        self.application = PublicClientApplication(clientID: clientID, authority: self.authority, store: store, options: options)
+        let sent = ChallengeType.allCases.filter(challengeTypes.contains).map(\.rawValue) + ["redirect"]
+        self.api = NativeAuthAPI(client: application.client, authority: self.authority, clientID: clientID,
+                                 challengeTypes: sent.joined(separator: " "))
+    }
+
+    /// The authority URL, with a bare `https://{tenant}.ciamlogin.com` completed as MSAL completes it.
+    static func authority(_ text: String) throws(TokenCacheError) -> Authority {
+        let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
+        if let components = URLComponents(string: trimmed), let host = components.host?.lowercased(),
+           host.hasSuffix(".ciamlogin.com"), components.path.isEmpty || components.path == "/" {
+            let tenant = host.dropLast(".ciamlogin.com".count)
+            return try Authority("\(trimmed)/\(tenant).onmicrosoft.com", kind: .aad)
+        }
+        return try Authority(trimmed, kind: .aad)
+    }
+
+    // MARK: Sign-in
+
+    /// The result of a sign-in step.
+    public enum SignInResult: Sendable {
+        /// Signed in: the tokens are saved.
+        case completed(NativeAuthAccount)
+        /// A code was emailed: ask the user for it.
+        case codeRequired(SignInCodeRequiredState)
+        /// This user signs in with a password: ask for it.
+        case passwordRequired(SignInPasswordRequiredState)
+    }
+
+    /// Starts signing a user in. With a password, a password user is signed in at once; an
+    /// email-code user gets a code (``SignInResult/codeRequired(_:)``) whatever the password.
+    ///
+    /// - Throws: ``NativeAuthError`` with reason `browserRequired` (call ``signInWithBrowser(_:)``),
+    ///   `userNotFound`, `invalidCredentials`, `invalidUsername`, `passwordResetRequired`,
+    ///   `notEnabled`, or `tokenCache` (network, cache).
+    public func signIn(username: String, password: String? = nil, scopes: [String]) async throws(NativeAuthError) -> SignInResult {
+        let username = try Self.checked(username: username)
+        let start = try await api.step("/oauth2/v2.0/initiate", ["username": username, "challenge_type": api.challengeTypes])
+        return try await signInChallenge(try start.continuationToken("initiate"), username: username, password: password, scopes: scopes)
+    }
+
+    /// Asks for the user's challenge (a code is emailed, or a password is due).
+    func signInChallenge(_ token: String, username: String, password: String?, scopes: [String]) async throws(NativeAuthError) -> SignInResult {
+        let answer = try await api.step("/oauth2/v2.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes])
+        let next = try answer.continuationToken("challenge")
+        switch answer["challenge_type"]?.stringValue {
+        case "oob"?:
+            return .codeRequired(SignInCodeRequiredState(application: self, username: username, scopes: scopes,
+                                                         continuationToken: next, challenge: answer))
+        case "password"?:
+            let state = SignInPasswordRequiredState(application: self, username: username, scopes: scopes, continuationToken: next)
+            guard let password else { return .passwordRequired(state) }
+            return .completed(try await state.submitPassword(password))
+        default:
+            throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "is not oob, password or redirect"))
+        }
+    }
+
+    /// Signs in in the system browser, when a native step threw ``NativeAuthError/Reason/browserRequired``:
+    /// the authorization code flow of ``PublicClientApplication/acquireToken(_:)``, saved the same way.
+    public func signInWithBrowser(_ parameters: InteractiveTokenParameters) async throws(NativeAuthError) -> NativeAuthAccount {
+        let result: TokenResult
+        do {
+            result = try await application.acquireToken(parameters)
+        } catch {
+            throw NativeAuthError(error)
+        }
+        guard let account = result.account else {
+            throw NativeAuthError(TokenCacheError.invalidResponse("client_info", "is missing: the sign-in gave no account"))
+        }
+        try await keepOnly(account)
+        return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
+    }
+
+    // MARK: Sign-up
+
+    /// The result of a sign-up step.
+    public enum SignUpResult: Sendable {
+        /// A code was emailed to verify the address: ask the user for it.
+        case codeRequired(SignUpCodeRequiredState)
+        /// The user flow needs a password (`credential_required`).
+        case passwordRequired(SignUpPasswordRequiredState)
+        /// The user flow needs these attributes (`attributes_required`).
+        case attributesRequired(SignUpAttributesRequiredState)
+        /// The account exists: sign the user in with the state, without asking again.
+        case completed(SignInAfterFlowState)
+    }
+
+    /// Starts signing a user up: with a password for an email + password account, without one
+    /// for an email-code account; `attributes` are the user flow's (`displayName`, `extension_…`).
+    ///
+    /// - Throws: ``NativeAuthError`` with reason `userAlreadyExists`, `passwordPolicy`,
+    ///   `attributeValidation`, `invalidUsername`, `browserRequired`, `notEnabled`, `tokenCache`.
+    public func signUp(username: String, password: String? = nil, attributes: [String: String] = [:]) async throws(NativeAuthError) -> SignUpResult {
+        let username = try Self.checked(username: username)
+        var fields = ["username": username, "challenge_type": api.challengeTypes]
+        if let password { fields["password"] = password }
+        if !attributes.isEmpty { fields["attributes"] = Self.json(attributes) }
+        let start = try await api.step("/signup/v1.0/start", fields)
+        return try await signUpChallenge(try start.continuationToken("sign-up start"), username: username)
+    }
+
+    func signUpChallenge(_ token: String, username: String) async throws(NativeAuthError) -> SignUpResult {
+        let answer = try await api.step("/signup/v1.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes])
+        let next = try answer.continuationToken("sign-up challenge")
+        switch answer["challenge_type"]?.stringValue {
+        case "oob"?:
+            return .codeRequired(SignUpCodeRequiredState(application: self, username: username, continuationToken: next, challenge: answer))
+        case "password"?:
+            return .passwordRequired(SignUpPasswordRequiredState(application: self, username: username, continuationToken: next))
+        default:
+            throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "is not oob, password or redirect"))
+        }
+    }
+
+    /// `/signup/v1.0/continue`, and what its answer asks for next.
+    func signUpContinue(_ fields: [String: String], username: String) async throws(NativeAuthError) -> SignUpResult {
+        switch try await api.call("/signup/v1.0/continue", fields) {
+        case .success(let answer):
+            return .completed(SignInAfterFlowState(application: self, username: username,
+                                                   continuationToken: try answer.continuationToken("sign-up continue")))
+        case .redirect:
+            throw .browserRequired
+        case .failure(let envelope):
+            switch (envelope.details.error, envelope.continuationToken) {
+            case ("credential_required", let token?):
+                return try await signUpChallenge(token, username: username)
+            case ("attributes_required", let token?):
+                return .attributesRequired(SignUpAttributesRequiredState(application: self, username: username, continuationToken: token,
+                                                                         requiredAttributes: envelope.requiredAttributes))
+            default:
+                throw envelope.error
+            }
+        }
+    }
+
+    // MARK: Password reset
+
+    /// Starts a self-service password reset: a code is emailed to the user.
+    ///
+    /// - Throws: ``NativeAuthError`` with reason `userNotFound`, `userHasNoPassword`,
+    ///   `browserRequired`, `invalidUsername`, `notEnabled`, `tokenCache`.
+    public func resetPassword(username: String) async throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
+        let username = try Self.checked(username: username)
+        // A reset proves the user by email code whatever the app's sign-in methods.
+        let start = try await api.step("/resetpassword/v1.0/start", ["username": username, "challenge_type": "oob redirect"])
+        return try await resetChallenge(try start.continuationToken("reset start"), username: username)
+    }
+
+    func resetChallenge(_ token: String, username: String) async throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
+        let answer = try await api.step("/resetpassword/v1.0/challenge", ["continuation_token": token, "challenge_type": "oob redirect"])
+        guard answer["challenge_type"]?.stringValue == "oob" else {
+            throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "is not oob in a password reset"))
+        }
+        return ResetPasswordCodeRequiredState(application: self, username: username,
+                                              continuationToken: try answer.continuationToken("reset challenge"), challenge: answer)
+    }
+
+    // MARK: Accounts
+
+    /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`).
+    public func currentAccount() async throws(TokenCacheError) -> NativeAuthAccount? {
+        let accounts = try await application.accounts()
+        guard let account = accounts.first(where: { $0.environment == authority.environment }) else { return nil }
+        return NativeAuthAccount(application: application, account: account, idToken: nil)
+    }
+
+    /// Saves a native sign-in's tokens, as MSAL does: `client_info` is required, the realm is
+    /// the tenant ID on `ciamlogin.com`, and the app keeps only this account.
+    func complete(_ response: TokenResponse, scopes: [String]) async throws(NativeAuthError) -> NativeAuthAccount {
+        do {
+            guard let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) else {
+                throw TokenCacheError.invalidResponse("client_info", "is missing; native sign-in requires it")
+            }
+            let saving = authority.environment.hasSuffix(".ciamlogin.com") ? try authority.withTenant(info.utid) : authority
+            let result = try await application.saveSignIn(response, authority: saving, scopes: scopes)
+            guard let account = result.account else {
+                throw TokenCacheError.invalidResponse("id_token", "gave no account record")
+            }
+            try await keepOnly(account)
+            return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
+        } catch let error as NativeAuthError {
+            throw error
+        } catch let error as TokenCacheError {
+            throw NativeAuthError(error)
+        } catch {
+            throw NativeAuthError(TokenCacheError(.invalidTokenResponse, "The sign-in could not be saved."))
+        }
+    }
+
+    /// Signs the app out of every other account at this authority's host: one native-auth
+    /// account per client. Done after saving the new one, so an error loses nothing.
+    private func keepOnly(_ account: CachedAccount) async throws(NativeAuthError) {
+        do {
+            for other in try await application.accounts()
+            where other.homeAccountID != account.homeAccountID && other.environment == account.environment {
+                try await application.remove(other)
+            }
+        } catch {
+            throw NativeAuthError(error)
+        }
+    }
+
+    static func checked(username: String) throws(NativeAuthError) -> String {
+        let trimmed = ASCII.trimmed(username)
+        guard trimmed.contains("@"), !trimmed.contains(where: \.isWhitespace), trimmed.utf8.count <= 256 else {
+            throw NativeAuthError(.invalidUsername, "The username is not an email address.", hint: "Enter the user's email address")
+        }
+        return trimmed
+    }
+
+    static func json(_ attributes: [String: String]) -> String {
+        let object = JSONObject(uniqueKeysWithValues: attributes.map { ($0.key, JSONValue.string($0.value)) })
+        return (try? JSON.encode(object)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// The native-auth API of Fixtures/fake_idp.py (native_auth.py) for one test: users, the
+/// mailbox the codes are "mailed" to, and the app on it.
+final class NativeAuthStandIn: @unchecked Sendable {
+    // @unchecked: every property is set once in init.
+    let idp: FakeIdentityProvider
+    let mailbox: URL
+    let store: AccountStore
+
+    init(https: Bool = false, store: AccountStore = AccountStore(backend: InMemoryBackend())) async throws {
+        idp = try FakeIdentityProvider(https: https)
+        mailbox = try TestEnvironment.temporaryDirectory()
+        self.store = store
+        try await idp.control(["native_mailbox": mailbox.path])
+    }
+
+    deinit { try? FileManager.default.removeItem(at: mailbox) }
+
+    static let otpUser = "olivia@contoso.com"
+    static let passwordUser = "paul@contoso.com"
+    static let password = "Correct-horse-42"
+
+    /// An email-code user and a password user.
+    func addUsers() async throws {
+        try await idp.control(["native_users": [Self.otpUser: ["uid": "0714a000-0000-0000-0000-000000000001"],
+                                                Self.passwordUser: ["uid": "9a55a000-0000-0000-0000-000000000002", "password": Self.password]]])
+    }
+
+    /// The app on the stand-in (loopback http, as tests only may use).
+    func app(_ types: Set<NativeAuthPublicClientApplication.ChallengeType> = [.oob, .password],
+             clientID: String = Fixtures.appOne) throws -> NativeAuthPublicClientApplication {
+        try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority().description, challengeTypes: types, store: store)
+    }
+
+    /// The last code mailed to the user.
+    func latestCode(for email: String) throws -> String {
+        let text = try String(contentsOf: mailbox.appendingPathComponent(email.lowercased()), encoding: .utf8)
+        return text.split(separator: "\n").last.map(String.init) ?? ""
+    }
+
+    /// How many codes the user was mailed.
+    func codeCount(for email: String) -> Int {
+        ((try? String(contentsOf: mailbox.appendingPathComponent(email.lowercased()), encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
+    struct Stats: Decodable {
+        struct Request: Decodable {
+            var path: String
+            var challenge_type: String?
+            var grant_type: String?
+        }
+        var requests: [Request]
+        var users: [String]
+    }
+
+    func stats() async throws -> Stats {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(idp.host):\(idp.port)/native/stats")!)
+        return try JSONDecoder().decode(Stats.self, from: data)
+    }
+}
+
+extension NativeAuthError.Reason {
+    /// The reason's case, without associated values, for comparisons in tests.
+    var name: String { String(describing: self).split(separator: "(").first.map(String.init) ?? "" }
+}
