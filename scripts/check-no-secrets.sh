@@ -21,6 +21,9 @@ PATTERNS=(
     'test-password'                                        # test keyring password
     '0707070707070707|BwcHBwcHBwcH'                        # raw key bytes, hex and base64
     'A{256}'                                               # the 2 MiB token of the bad-input table
+    'ct-[A-Za-z0-9_-]{32}'                                 # native-auth continuation tokens (native_auth.py)
+    '(^|[^0-9])73[0-9]{6}([^0-9]|$)'  # native-auth codes, mailed and wrong (73000001-73000003) (NativeAuth tests)
+    'Correct-horse-42|Strong-pass-77|Brand-new-pass-9|Good-enough-123|Wrong-password-1|lettersonlyhere'  # native-auth passwords
 )
 REGEX="$(IFS='|'; echo "${PATTERNS[*]}")"
 status=0

@@ -24,9 +24,10 @@ enum Passphrase {
     /// The first line of the file at `path`, without its line ending.
     /// - Throws: when the file is missing, not a regular file, readable or writable by group or
     ///   others (as ssh refuses a private key), owned by someone else, or its first line is empty.
-    static func read(_ path: String, from source: SettingSource) throws(TokenCacheError) -> String {
+    ///   `what` names the secret in errors (a password file is read the same way).
+    static func read(_ path: String, from source: SettingSource, what: String = "passphrase") throws(TokenCacheError) -> String {
         func refused(_ problem: String, hint: String) -> TokenCacheError {
-            TokenCacheError(.invalidArgument, "The passphrase file \(path) (from \(source)) \(problem).", hint: hint, field: "passphrase-file")
+            TokenCacheError(.invalidArgument, "The \(what) file \(path) (from \(source)) \(problem).", hint: hint, field: "\(what)-file")
         }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
@@ -35,10 +36,10 @@ enum Passphrase {
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            throw refused("is not a regular file", hint: "Name a file whose first line is the passphrase")
+            throw refused("is not a regular file", hint: "Name a file whose first line is the \(what)")
         }
         guard info.st_uid == geteuid() else {
-            throw refused("is owned by another user (uid \(info.st_uid))", hint: "Use a passphrase file you own, mode 0600")
+            throw refused("is owned by another user (uid \(info.st_uid))", hint: "Use a \(what) file you own, mode 0600")
         }
         guard info.st_mode & 0o077 == 0 else {
             throw refused("is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))",
@@ -59,9 +60,9 @@ enum Passphrase {
             }
         }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.isEmpty else { throw refused("has an empty first line", hint: "Write the passphrase on its first line") }
+        guard !bytes.isEmpty else { throw refused("has an empty first line", hint: "Write the \(what) on its first line") }
         guard let passphrase = String(validating: bytes, as: UTF8.self) else {
-            throw refused("is not UTF-8 text", hint: "Write the passphrase as UTF-8 text on its first line")
+            throw refused("is not UTF-8 text", hint: "Write the \(what) as UTF-8 text on its first line")
         }
         return passphrase
     }
@@ -73,6 +74,15 @@ enum Passphrase {
             throw TokenCacheError(.invalidArgument, "\(cachePath) was created with a passphrase, and none was given.",
                                   hint: "Not on a terminal, so it cannot be asked for: \(howToGive). The file was not changed", field: "passphrase")
         }
+        guard let passphrase = hiddenLine(prompt: "Passphrase for \(Terminal.escape(cachePath)): ") else {
+            throw TokenCacheError(.invalidArgument, "No passphrase was entered for \(cachePath).",
+                                  hint: "Run the command again and type the passphrase, or \(howToGive). The file was not changed", field: "passphrase")
+        }
+        return passphrase
+    }
+
+    /// One line typed on the terminal without echo (nil when empty or not UTF-8).
+    static func hiddenLine(prompt: String) -> String? {
         var saved = termios()
         let canHide = tcgetattr(STDIN_FILENO, &saved) == 0
         if canHide {
@@ -83,7 +93,7 @@ enum Passphrase {
         }
         defer { if canHide { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) } }
         // Asked only once echo is off: TCSAFLUSH discards what was typed before it (as getpass does).
-        StandardIO.write(Data("Passphrase for \(Terminal.escape(cachePath)): ".utf8), to: STDERR_FILENO)
+        StandardIO.write(Data(prompt.utf8), to: STDERR_FILENO)
         var bytes: [UInt8] = []
         defer { wipe(&bytes) }
         var byte: UInt8 = 0
@@ -96,11 +106,7 @@ enum Passphrase {
         }
         if !sawEnd, !canHide { StandardIO.write(Data("\n".utf8), to: STDERR_FILENO) }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.isEmpty, let passphrase = String(validating: bytes, as: UTF8.self) else {
-            throw TokenCacheError(.invalidArgument, "No passphrase was entered for \(cachePath).",
-                                  hint: "Run the command again and type the passphrase, or \(howToGive). The file was not changed", field: "passphrase")
-        }
-        return passphrase
+        return bytes.isEmpty ? nil : String(validating: bytes, as: UTF8.self)
     }
 
     /// Zeroes a buffer that held passphrase bytes.

@@ -56,6 +56,7 @@ public struct TokenCacheCommand: ParsableCommand {
             ListCommand.self, RemoveCommand.self, TokenCommand.self, SaveCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
             LoginCommand.self, LogoutCommand.self,
+            SignUpCommand.self, ResetPasswordCommand.self,
             GroupsCommand.self, UnlockCommand.self, StoresCommand.self,
         ]
     )

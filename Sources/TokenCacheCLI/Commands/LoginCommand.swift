@@ -57,6 +57,8 @@ struct LoginCommand: ParsableCommand {
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
 
+    @OptionGroup var native: NativeLoginOptions
+
     func validate() throws {
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
         if let timeout, !(1...86_400).contains(timeout) { throw ValidationError("--timeout must be a number of seconds from 1 to 86400 (a day).") }
@@ -94,6 +96,7 @@ struct LoginCommand: ParsableCommand {
     }
 
     func run() throws {
+        if native.native { return try NativeSession.reporting { try native.run(self) } }
         try reportingErrors {
             let store = try store.openStore()
             let app = PublicClientApplication(clientID: client, authority: try Authority(authority), store: store)

@@ -54,7 +54,7 @@ struct NativeAuthFlowTests {
         guard case .codeRequired(let state) = try await stand.app().signIn(username: NativeAuthStandIn.otpUser, scopes: scopes) else {
             Issue.record("expected codeRequired"); return
         }
-        await expectReason("invalidCode") { _ = try await state.submitCode("00000000") }
+        await expectReason("invalidCode") { _ = try await state.submitCode("73000001") }
         #expect(try stand.store.allAccounts().isEmpty)
         let account = try await state.submitCode(try stand.latestCode(for: NativeAuthStandIn.otpUser))
         #expect(account.username == NativeAuthStandIn.otpUser)
@@ -139,7 +139,7 @@ struct NativeAuthFlowTests {
                                                                    attributes: ["displayName": "New User"]) else {
             Issue.record("expected codeRequired"); return
         }
-        await expectReason("invalidCode") { _ = try await code.submitCode("12345678") }
+        await expectReason("invalidCode") { _ = try await code.submitCode("73000002") }
         guard case .attributesRequired(let attributes) = try await code.submitCode(try stand.latestCode(for: email)) else {
             Issue.record("expected attributesRequired"); return
         }
@@ -226,7 +226,7 @@ struct NativeAuthFlowTests {
         let app = try stand.app()
         let code = try await app.resetPassword(username: NativeAuthStandIn.passwordUser)
         #expect(code.sentTo == "p****@contoso.com")
-        await expectReason("invalidCode") { _ = try await code.submitCode("99999999") }
+        await expectReason("invalidCode") { _ = try await code.submitCode("73000003") }
         let newPassword = try await code.submitCode(try stand.latestCode(for: NativeAuthStandIn.passwordUser))
         do {
             _ = try await newPassword.submitNewPassword(NativeAuthStandIn.password)

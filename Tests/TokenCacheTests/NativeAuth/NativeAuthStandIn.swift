@@ -11,16 +11,22 @@ final class NativeAuthStandIn: @unchecked Sendable {
     // @unchecked: every property is set once in init.
     let idp: FakeIdentityProvider
     let mailbox: URL
+    /// For the tests' password files; removed with the mailbox.
+    let scratch: URL
     let store: AccountStore
 
     init(https: Bool = false, store: AccountStore = AccountStore(backend: InMemoryBackend())) async throws {
         idp = try FakeIdentityProvider(https: https)
         mailbox = try TestEnvironment.temporaryDirectory()
+        scratch = try TestEnvironment.temporaryDirectory()
         self.store = store
         try await idp.control(["native_mailbox": mailbox.path])
     }
 
-    deinit { try? FileManager.default.removeItem(at: mailbox) }
+    deinit {
+        try? FileManager.default.removeItem(at: mailbox)
+        try? FileManager.default.removeItem(at: scratch)
+    }
 
     static let otpUser = "olivia@contoso.com"
     static let passwordUser = "paul@contoso.com"
