@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// What a native sign-in leaves in the cache, read by real MSAL Python 1.39, and the browser
+/// fallback a `redirect` answer calls for, completed in headless Chromium.
+@Suite("NativeAuth interop", .serialized, .capturesLogs)
+struct NativeAuthInteropTests {
+    let scopes = ["User.Read"]
+
+    @Test("MSAL Python lists the natively signed-in account and refreshes its token at the same authority", .enabled(if: TestEnvironment.runsInteropTests))
+    func msalPythonReadsTheAccount() async throws {
+        let stand = try await NativeAuthStandIn(https: true)
+        try await stand.addUsers()
+        guard case .completed(let account) = try await stand.app().signIn(username: NativeAuthStandIn.passwordUser,
+                                                                          password: NativeAuthStandIn.password, scopes: scopes) else {
+            Issue.record("expected completed"); return
+        }
+        let cache = try #require(try JSONSerialization.jsonObject(with: try stand.store.exportMSALJSON()) as? [String: Any])
+        let accounts = try #require(cache["Account"] as? [String: [String: Any]])
+        #expect(accounts.keys.sorted() == ["\(account.account.homeAccountID)-127.0.0.1-\(Fixtures.tenantA)".lowercased()])
+        let answer = try await MSALPythonAuthorityTests.python([
+            "op": "silent", "cache": cache, "authority": stand.idp.httpsAuthority(), "ca_bundle": try #require(stand.idp.certificate).path,
+            "client_id": Fixtures.appOne, "username": NativeAuthStandIn.passwordUser, "scopes": scopes])
+        #expect(answer["accounts"] as? [String] == [NativeAuthStandIn.passwordUser])
+        let result = try #require(answer["result"] as? [String: Any])
+        #expect((result["access_token"] as? String)?.hasPrefix("at-issued-") == true, "\(result["error"] ?? "")")
+        #expect(try await stand.idp.stats().grants.last?.sdk == "MSAL.Python")
+    }
+
+    @Test("redirect -> browserRequired, then signInWithBrowser completes in headless Chromium and keeps one account", .enabled(if: HeadlessChromium.runsBrowserTests))
+    func browserFallback() async throws {
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        let app = try stand.app([.oob])
+        guard case .codeRequired(let state) = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes) else {
+            Issue.record("expected codeRequired"); return
+        }
+        _ = try await state.submitCode(try stand.latestCode(for: NativeAuthStandIn.otpUser))
+        do {
+            _ = try await app.signIn(username: NativeAuthStandIn.passwordUser, scopes: scopes)
+            Issue.record("expected browserRequired")
+        } catch {
+            #expect(error.reason == .browserRequired)
+        }
+        try await stand.idp.actAsUser("submit")
+        let browser = HeadlessChromium()
+        defer { browser.close() }
+        var parameters = InteractiveTokenParameters(scopes: scopes)
+        parameters.browser = browser.opener
+        parameters.timeout = 60
+        let account = try await app.signInWithBrowser(parameters)
+        #expect(account.username == Fixtures.alice.username)
+        #expect(try stand.store.accounts(clientID: Fixtures.appOne).map(\.username) == [Fixtures.alice.username])
+    }
+}
