@@ -55,11 +55,16 @@ func statusCode(of error: TokenCacheError) -> Int32 {
 
 /// Writes an error into the caller's `tokencache_error` (any of its pointers may be NULL).
 func fill(_ error: UnsafeMutableRawPointer?, with failure: TokenCacheError) {
+    fill(error, code: statusCode(of: failure), message: failure.message, hint: failure.hint ?? "")
+}
+
+/// Writes a status code, message and hint into the caller's `tokencache_error`.
+func fill(_ error: UnsafeMutableRawPointer?, code: Int32, message: String, hint: String) {
     guard let error else { return }
     let target = error.assumingMemoryBound(to: tokencache_error.self)
-    target.pointee.code = statusCode(of: failure)
-    withUnsafeMutableBytes(of: &target.pointee.message) { copyTruncating(failure.message, into: $0) }
-    withUnsafeMutableBytes(of: &target.pointee.hint) { copyTruncating(failure.hint ?? "", into: $0) }
+    target.pointee.code = code
+    withUnsafeMutableBytes(of: &target.pointee.message) { copyTruncating(message, into: $0) }
+    withUnsafeMutableBytes(of: &target.pointee.hint) { copyTruncating(hint, into: $0) }
 }
 
 /// Copies UTF-8 into a fixed buffer with a NUL, cut before a character that does not fit.

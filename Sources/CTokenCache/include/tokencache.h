@@ -38,7 +38,7 @@
  *    nothing to standard output or standard error and does not log.
  *  - Versioning. The soname is libtokencache.so.0. Symbols carry the version of the release
  *    that added them: TOKENCACHE_0.1, TOKENCACHE_0.2 for tokencache_sign_in_*, and
- *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores. Functions
+ *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores, TOKENCACHE_0.4 for tokencache_native_*. Functions
  *    are only ever added (under a new symbol version node); an incompatible change would raise
  *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
@@ -55,7 +55,7 @@ extern "C" {
 
 /* The version of this header; compare with tokencache_version() at run time. */
 #define TOKENCACHE_VERSION_MAJOR 0
-#define TOKENCACHE_VERSION_MINOR 3
+#define TOKENCACHE_VERSION_MINOR 4
 #define TOKENCACHE_VERSION_PATCH 0
 
 /* Status codes: returned by every function that can fail, and in tokencache_error.code. */
@@ -123,6 +123,27 @@ enum {
     /* The authority does not offer this flow (no device authorization or authorization
        endpoint in its discovery, as on AD FS before 2019 for device codes). */
     TOKENCACHE_E_UNSUPPORTED_FLOW = 56,
+
+    /* Native authentication (tokencache_native_*; since 0.4). Nothing is saved on these. */
+    /* The server answered redirect: sign in with tokencache_sign_in_browser instead. */
+    TOKENCACHE_E_BROWSER_REQUIRED = 60,
+    /* No account has this username. */
+    TOKENCACHE_E_USER_NOT_FOUND = 61,
+    /* The password is wrong. */
+    TOKENCACHE_E_INVALID_CREDENTIALS = 62,
+    /* The code was wrong three times (the prompt is asked again after each wrong one). */
+    TOKENCACHE_E_INVALID_CODE = 63,
+    /* Sign-up: the user exists; sign in instead. */
+    TOKENCACHE_E_USER_ALREADY_EXISTS = 64,
+    /* The (new) password breaks the tenant's policy; the message names how. */
+    TOKENCACHE_E_PASSWORD_POLICY = 65,
+    /* Sign-up: attributes fail the user flow's validation; the message names them. */
+    TOKENCACHE_E_ATTRIBUTE_VALIDATION = 66,
+    /* The flow's continuation token expired: start again. */
+    TOKENCACHE_E_EXPIRED = 67,
+    /* Any other refusal of the native-auth API (bad username, native auth not enabled for the
+       app, password reset required or impossible); the message and hint say which. */
+    TOKENCACHE_E_NATIVE_AUTH_FAILED = 68,
 
     /* A failure this version of the header has no code for. */
     TOKENCACHE_E_INTERNAL = 99
@@ -328,6 +349,63 @@ int tokencache_sign_in_browser(tokencache_store *store, const char *client_id,
                                const char *login_hint, unsigned timeout_seconds,
                                char **access_token, tokencache_token_info **info,
                                tokencache_error *error);
+
+/* Native authentication with Microsoft Entra External ID (since 0.4): the app asks for the
+   email code and passwords itself. authority: the CIAM authority (https://{tenant}.ciamlogin.com,
+   with or without a tenant path, or a custom domain). Each function runs the whole flow and
+   blocks until it ends; every network step is bounded (about 30 s). Thread-safe (one flow per
+   call). What the flow needs from the user is asked through `prompt`, always on the calling
+   thread (it may call this library): it writes a NUL-terminated answer of at most answer_size
+   bytes (including the NUL) into `answer` and returns 0, or returns non-zero to cancel
+   (TOKENCACHE_E_CANCELLED). The library wipes `answer` after use; nothing typed is logged.
+   On success the user is signed in and the tokens saved in the store's group as MSAL saves
+   them (the app keeps one native account: a new sign-in signs it out of the previous one);
+   *access_token and *info as for tokencache_sign_in_device_code. */
+typedef enum tokencache_native_prompt {
+    /* The code emailed to `detail` (a masked address). After a wrong code it is asked again,
+       at most three times in all. */
+    TOKENCACHE_NATIVE_CODE = 1,
+    /* The password of the user `detail`. */
+    TOKENCACHE_NATIVE_PASSWORD = 2,
+    /* Sign-up: a password for the new account `detail` (the user flow requires one). */
+    TOKENCACHE_NATIVE_NEW_PASSWORD = 3,
+    /* Sign-up: the value of the attribute named `detail`, which the user flow requires. */
+    TOKENCACHE_NATIVE_ATTRIBUTE = 4
+} tokencache_native_prompt;
+
+typedef int (*tokencache_native_prompt_callback)(tokencache_native_prompt what, const char *detail,
+                                                 char *answer, size_t answer_size, void *user_data);
+
+/* Signs a user in: an email code or a password (password NULL: asked through the prompt if the
+   user has one). Errors: BROWSER_REQUIRED, USER_NOT_FOUND, INVALID_CREDENTIALS, INVALID_CODE,
+   EXPIRED, CANCELLED, NATIVE_AUTH_FAILED, NETWORK, SERVER_ERROR, INVALID_ARGUMENT, and the
+   store's errors when saving. */
+int tokencache_native_sign_in(tokencache_store *store, const char *client_id, const char *authority,
+                              const char *scopes, const char *username, const char *password,
+                              tokencache_native_prompt_callback prompt, void *user_data,
+                              char **access_token, tokencache_token_info **info,
+                              tokencache_error *error);
+
+/* Signs a new user up, then in. password NULL: an email-code account (challenge types oob and
+   redirect only). attributes_json: NULL or a JSON object of string values ({"displayName":
+   "Ada"}); attributes the user flow requires beyond these are asked through the prompt.
+   Errors: those of tokencache_native_sign_in, USER_ALREADY_EXISTS, PASSWORD_POLICY,
+   ATTRIBUTE_VALIDATION. */
+int tokencache_native_sign_up(tokencache_store *store, const char *client_id, const char *authority,
+                              const char *scopes, const char *username, const char *password,
+                              const char *attributes_json, tokencache_native_prompt_callback prompt,
+                              void *user_data, char **access_token, tokencache_token_info **info,
+                              tokencache_error *error);
+
+/* Resets a user's password (the code is asked through the prompt), waits until the reset
+   completes, then signs the user in. Errors: those of tokencache_native_sign_in,
+   PASSWORD_POLICY. */
+int tokencache_native_reset_password(tokencache_store *store, const char *client_id,
+                                     const char *authority, const char *scopes,
+                                     const char *username, const char *new_password,
+                                     tokencache_native_prompt_callback prompt, void *user_data,
+                                     char **access_token, tokencache_token_info **info,
+                                     tokencache_error *error);
 
 /* ---- Signing out ---- */
 
