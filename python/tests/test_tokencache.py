@@ -348,5 +348,66 @@ urllib.request.urlopen(urllib.parse.urljoin(url, action), data=form).read()
         print(f"browser sign-in through xdg-open: {elapsed:.1f} s", file=sys.stderr)
 
 
+class NativeAuthTests(unittest.TestCase):
+    """tokencache_native_* at the local stand-in of the native-auth API (Fixtures/native_auth.py)."""
+
+    OTP_USER, PASSWORD_USER, PASSWORD = "olivia@contoso.com", "paul@contoso.com", "Correct-horse-42"
+
+    def setUp(self):
+        import tempfile
+        self.store = open_empty_store(self)
+        self.authority, self.control = start_idp(self)
+        self.mailbox = tempfile.TemporaryDirectory()
+        self.addCleanup(self.mailbox.cleanup)
+        self.control("/control", {"native_mailbox": self.mailbox.name, "native_users": {
+            self.OTP_USER: {"uid": UID}, self.PASSWORD_USER: {"uid": "9a55a000-0000-0000-0000-000000000002", "password": self.PASSWORD}}})
+
+    def code(self, email):
+        with open(os.path.join(self.mailbox.name, email)) as mailbox:
+            return mailbox.read().split()[-1]
+
+    def test_email_code_sign_in_wrong_then_right_on_the_calling_thread(self):
+        asked, caller = [], threading.get_ident()
+
+        def prompt(what, detail):
+            self.assertEqual(threading.get_ident(), caller)
+            asked.append((what, detail))
+            return "73000001" if len(asked) == 1 else self.code(self.OTP_USER)
+        token = self.store.native_sign_in(CLIENT_A, self.authority, "User.Read", self.OTP_USER, prompt)
+        self.assertEqual(asked, [(tokencache.NativePrompt.CODE, "o****@contoso.com")] * 2)
+        self.assertEqual((token.home_account_id, token.username), (HOME, self.OTP_USER))
+        self.assertEqual([a.username for a in self.store.accounts(CLIENT_A)], [self.OTP_USER])
+
+    def test_password_sign_in_and_errors(self):
+        token = self.store.native_sign_in(CLIENT_A, self.authority, "User.Read", self.PASSWORD_USER,
+                                          lambda what, detail: self.PASSWORD if what == tokencache.NativePrompt.PASSWORD else None)
+        self.assertEqual(token.username, self.PASSWORD_USER)
+        with self.assertRaises(tokencache.TokenCacheError) as raised:
+            self.store.native_sign_in(CLIENT_A, self.authority, "User.Read", self.PASSWORD_USER, lambda w, d: None,
+                                      password="Wrong-password-1")
+        self.assertEqual(raised.exception.code, tokencache.INVALID_CREDENTIALS)
+        with self.assertRaises(tokencache.TokenCacheError) as raised:
+            self.store.native_sign_in(CLIENT_A, self.authority, "User.Read", self.OTP_USER, lambda w, d: None)
+        self.assertEqual(raised.exception.code, tokencache.CANCELLED)
+
+    def test_sign_up_then_reset_password(self):
+        self.control("/control", {"native_signup_attributes": [{"name": "extension_age", "type": "string", "required": True,
+                                                                 "options": {"regex": "^[0-9]+$"}}]})
+        email = "py.user@contoso.com"
+
+        def prompt(what, detail):
+            if what == tokencache.NativePrompt.CODE:
+                return self.code(email)
+            return "42" if (what, detail) == (tokencache.NativePrompt.ATTRIBUTE, "extension_age") else None
+        token = self.store.native_sign_up(CLIENT_A, self.authority, "User.Read", email, prompt, password="Strong-pass-77",
+                                          attributes={"displayName": "Py User"})
+        self.assertEqual(token.username, email)
+        with self.assertRaises(tokencache.TokenCacheError) as raised:
+            self.store.native_sign_up(CLIENT_A, self.authority, "User.Read", email, prompt, password="Strong-pass-77")
+        self.assertEqual(raised.exception.code, tokencache.USER_ALREADY_EXISTS)
+        token = self.store.native_reset_password(CLIENT_A, self.authority, "User.Read", email, "Brand-new-pass-9", prompt)
+        self.assertEqual(token.username, email)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import json
 import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
-__all__ = ["Account", "Backend", "DeviceCode", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
+__all__ = ["Account", "Backend", "DeviceCode", "NativePrompt", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
            "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
-           "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW"]
+           "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
+           "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
+           "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED"]
 
 # Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
 INVALID_ARGUMENT = 1
@@ -35,6 +38,16 @@ STATE_MISMATCH = 53
 PORT_UNAVAILABLE = 54
 BROWSER_UNAVAILABLE = 55
 UNSUPPORTED_FLOW = 56
+# Native authentication (libtokencache 0.4).
+BROWSER_REQUIRED = 60
+USER_NOT_FOUND = 61
+INVALID_CREDENTIALS = 62
+INVALID_CODE = 63
+USER_ALREADY_EXISTS = 64
+PASSWORD_POLICY = 65
+ATTRIBUTE_VALIDATION = 66
+EXPIRED = 67
+NATIVE_AUTH_FAILED = 68
 
 
 class Backend(enum.IntEnum):
@@ -42,6 +55,14 @@ class Backend(enum.IntEnum):
     AUTO = 0
     SECRET_SERVICE = 1
     FILE = 2
+
+
+class NativePrompt(enum.IntEnum):
+    """What a native-auth prompt asks the user for (tokencache_native_prompt)."""
+    CODE = 1          # the code emailed to `detail` (a masked address); asked again after a wrong code
+    PASSWORD = 2      # the password of the user `detail`
+    NEW_PASSWORD = 3  # sign-up: a password for the new account `detail`
+    ATTRIBUTE = 4     # sign-up: the value of the attribute named `detail`
 
 
 class TokenCacheError(Exception):
@@ -61,6 +82,8 @@ class _Error(ctypes.Structure):
 
 _ACCOUNTS_CHANGED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Error), ctypes.c_void_p)
 _DEVICE_CODE = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+# int (*)(tokencache_native_prompt what, const char *detail, char *answer, size_t answer_size, void *user_data)
+_NATIVE_PROMPT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 _P = ctypes.c_void_p
 _S = ctypes.c_char_p
 _PROTOTYPES = {
@@ -105,6 +128,12 @@ _PROTOTYPES = {
     "tokencache_diagnose": (ctypes.c_int, [_S, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_int),
                                            ctypes.POINTER(_Error)]),
     "tokencache_string_free": (None, [_P]),
+    "tokencache_native_sign_in": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, _NATIVE_PROMPT, _P, ctypes.POINTER(_P),
+                                                 ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_native_sign_up": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, _S, _NATIVE_PROMPT, _P, ctypes.POINTER(_P),
+                                                 ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_native_reset_password": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, _NATIVE_PROMPT, _P, ctypes.POINTER(_P),
+                                                        ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
 }
 
 
@@ -357,6 +386,60 @@ class Store:
                                                _scopes(scopes), _arg(login_hint, "login_hint"), timeout_seconds,
                                                ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
         return _token(secret, info)
+
+    def _native(self, function, arguments, prompt: Callable[[NativePrompt, str], Optional[str]]) -> Token:
+        """Runs a tokencache_native_* flow, asking `prompt` (on this thread) for codes, passwords and attributes."""
+        if not callable(prompt):
+            raise TypeError("prompt must be callable")
+        raised = []
+
+        def trampoline(what, detail, answer, size, _user_data):
+            try:
+                value = prompt(NativePrompt(what), _text(detail))
+                if value is None:
+                    return 1  # cancelled
+                data = value.encode("utf-8")
+                if len(data) >= size:
+                    return 1
+                ctypes.memmove(answer, data + b"\0", len(data) + 1)
+                return 0
+            except BaseException as exception:  # an exception must not unwind into C
+                raised.append(exception)
+                return 1
+        c_prompt = _NATIVE_PROMPT(trampoline)
+        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+        status = function(self._live(), *arguments, c_prompt, None, ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error))
+        if raised:
+            raise raised[0]
+        _check(status, error)
+        return _token(secret, info)
+
+    def native_sign_in(self, client_id: str, authority: str, scopes: Union[str, List[str]], username: str,
+                       prompt: Callable[[NativePrompt, str], Optional[str]], password: Optional[str] = None) -> Token:
+        """Signs a user in with Entra External ID's native authentication (an email code or a password) and saves the
+        sign-in for the group. prompt(what, detail) returns the code (NativePrompt.CODE, detail the masked address) or
+        the password (PASSWORD), or None to cancel. Raises BROWSER_REQUIRED (use sign_in_browser), USER_NOT_FOUND,
+        INVALID_CREDENTIALS, INVALID_CODE (three wrong codes), EXPIRED, CANCELLED, ..."""
+        return self._native(_lib.tokencache_native_sign_in, [_arg(client_id, "client_id"), _arg(authority, "authority"),
+                            _scopes(scopes), _arg(username, "username"), _arg(password, "password")], prompt)
+
+    def native_sign_up(self, client_id: str, authority: str, scopes: Union[str, List[str]], username: str,
+                       prompt: Callable[[NativePrompt, str], Optional[str]], password: Optional[str] = None,
+                       attributes: Optional[dict] = None) -> Token:
+        """Signs a new user up (password None: an email-code account), then in. Attributes the user flow requires
+        beyond `attributes` are asked with NativePrompt.ATTRIBUTE. Raises USER_ALREADY_EXISTS, PASSWORD_POLICY,
+        ATTRIBUTE_VALIDATION, BROWSER_REQUIRED, ..."""
+        encoded = json.dumps(attributes) if attributes else None
+        return self._native(_lib.tokencache_native_sign_up, [_arg(client_id, "client_id"), _arg(authority, "authority"),
+                            _scopes(scopes), _arg(username, "username"), _arg(password, "password"),
+                            _arg(encoded, "attributes")], prompt)
+
+    def native_reset_password(self, client_id: str, authority: str, scopes: Union[str, List[str]], username: str,
+                              new_password: str, prompt: Callable[[NativePrompt, str], Optional[str]]) -> Token:
+        """Resets a user's password (the emailed code through prompt), waits for the reset to complete, then signs
+        the user in. Raises USER_NOT_FOUND, INVALID_CODE, PASSWORD_POLICY, ..."""
+        return self._native(_lib.tokencache_native_reset_password, [_arg(client_id, "client_id"), _arg(authority, "authority"),
+                            _scopes(scopes), _arg(username, "username"), _arg(new_password, "new_password")], prompt)
 
     def sign_out(self, client_id: str, account: str) -> None:
         """Signs one app out of an account; other apps of the group keep it."""
