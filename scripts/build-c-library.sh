@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds libtokencache.so.0, the C interface (#30), with its header and pkg-config file:
 #   scripts/build-c-library.sh [OUTPUT_DIRECTORY]       default .build/c-library
-# Output: lib/libtokencache.so.<header version, e.g. 0.3.0> with the links libtokencache.so.0 and libtokencache.so,
+# Output: lib/libtokencache.so.<header version, e.g. 0.4.0> with the links libtokencache.so.0 and libtokencache.so,
 # include/tokencache.h, lib/pkgconfig/tokencache.pc (PREFIX, default /usr, says where it will be
 # installed; LIBDIR defaults to $PREFIX/lib/x86_64-linux-gnu as on Debian).
 #
