@@ -6,7 +6,8 @@ import Glibc
 /// A stand-in for login.microsoftonline.com on 127.0.0.1, so the demo can show a real sign-in
 /// and refresh over HTTP without a network: it answers OpenID discovery, the device
 /// authorization endpoint (the demo's user approves the code at the second poll), and the
-/// device-code and refresh-token grants, issuing new (fake) tokens.
+/// device-code and refresh-token grants, issuing new (fake) tokens; and native authentication's
+/// email-code sign-in (initiate, challenge, `oob` grant) for one customer, as Entra External ID would.
 final class LoopbackIdentityProvider: @unchecked Sendable {
     // @unchecked: the dictionaries are only touched under `lock`; the socket is set once.
     private let socket: Int32
@@ -16,6 +17,9 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
     private var deviceCodes: [String: (user: [String: String], polls: Int)] = [:]
     private var deviceUser: [String: String] = [:]
     private var issued = 0
+    private var nativeUser: [String: String] = [:]
+    /// The code last "emailed" to the native user, and the continuation token it belongs to.
+    private var mailed: (code: String, continuationToken: String)?
 
     init() throws {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -46,6 +50,14 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
     func approveDeviceCodes(as uid: String, utid: String, username: String, name: String) {
         lock.withLock { deviceUser = ["uid": uid, "utid": utid, "username": username, "name": name] }
     }
+
+    /// The customer who signs in natively with an email code.
+    func acceptNativeSignIn(as uid: String, utid: String, username: String, name: String) {
+        lock.withLock { nativeUser = ["uid": uid, "utid": utid, "username": username, "name": name] }
+    }
+
+    /// The code in the native user's mailbox (the demo reads it as the user would).
+    var mailedCode: String? { lock.withLock { mailed?.code } }
 
     var authority: String { "http://127.0.0.1:\(port)/organizations" }
 
@@ -105,6 +117,23 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
                               "message": "To sign in, open \(verification) and enter the code \(userCode) to authenticate."])
             }
         }
+        if requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/initiate") {
+            return lock.withLock {
+                guard form["username"]?.lowercased() == nativeUser["username"] else { return (400, ["error": "user_not_found", "error_codes": [50034]]) }
+                return (200, ["continuation_token": "demo-ct-initiate"])
+            }
+        }
+        if requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/challenge") {
+            return lock.withLock {
+                issued += 1
+                let token = "demo-ct-challenge-\(issued)"
+                mailed = (String(format: "%06d", Int.random(in: 0..<1_000_000)), token)
+                let email = nativeUser["username"] ?? ""
+                return (200, ["continuation_token": token, "challenge_type": "oob", "binding_method": "prompt", "challenge_channel": "email",
+                              "challenge_target_label": String(email.prefix(1)) + "****@" + (email.split(separator: "@").last.map(String.init) ?? ""),
+                              "code_length": 6])
+            }
+        }
         guard requestLine.hasPrefix("POST ") && requestLine.contains("/oauth2/v2.0/token") else { return (404, ["error": "not_found"]) }
         return lock.withLock {
             let user: [String: String]
@@ -120,6 +149,12 @@ final class LoopbackIdentityProvider: @unchecked Sendable {
                 }
                 deviceCodes[code] = nil
                 user = pending.user
+            case "oob":
+                guard let mailed, form["continuation_token"] == mailed.continuationToken, form["oob"] == mailed.code else {
+                    return (400, ["error": "invalid_grant", "suberror": "invalid_oob_value", "error_codes": [50181]])
+                }
+                self.mailed = nil
+                user = nativeUser
             case "refresh_token":
                 guard let token = form["refresh_token"], let known = refreshTokens.removeValue(forKey: token) else {
                     return (400, ["error": "invalid_grant", "error_codes": [70000]])

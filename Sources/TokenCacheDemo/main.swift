@@ -4,7 +4,8 @@
 // login.microsoftonline.com on 127.0.0.1, whose demo user enters the code; app "Notes" finds her
 // account and gets its own access token silently by redeeming the family refresh token at the
 // token endpoint, every account in the group is listed, then Mail signs out while Notes stays
-// signed in. The demo removes its account at the end unless --keep is given.
+// signed in. Then app "Shop" signs a customer in natively with an email code (Entra External ID:
+// its own UI, no browser). The demo removes its accounts at the end unless --keep is given.
 import Foundation
 import TokenCache
 
@@ -91,11 +92,32 @@ do {
     let stillSignedIn = try await notesApp.acquireTokenSilent(scopes: ["Notes.Read"], account: alice)
     print("Notes still gets its token: \(stillSignedIn.accessToken == token.accessToken)")
 
+    section("Shop signs a customer in natively: email + one-time code, in its own UI")
+    identityProvider.acceptNativeSignIn(as: "0714a000-0000-4000-8000-00000000c0de", utid: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+                                        username: "olivia.demo@contoso.com", name: "Olivia Demo")
+    let shop = try NativeAuthPublicClientApplication(clientID: "5a0b0000-0000-4000-8000-000000000001",
+                                                     authority: identityProvider.authority, challengeTypes: [.oob], store: notesStore)
+    try notesStore.setAppDisplayName("Shop", clientID: shop.clientID, authority: shop.authority)
+    guard case .codeRequired(let codeState) = try await shop.signIn(username: "olivia.demo@contoso.com", scopes: ["Orders.Read"]) else {
+        fatalError("the demo's customer signs in with an email code")
+    }
+    print("A \(codeState.codeLength)-digit code was emailed to \(codeState.sentTo); Olivia types it into Shop's own form")
+    let customer = try await codeState.submitCode(identityProvider.mailedCode ?? "")
+    print("Signed in as \(customer.username) (\(customer.claims?.name ?? "")), home account \(customer.account.homeAccountID)")
+    let orders = try await customer.getAccessToken(scopes: ["Orders.Read"])
+    print("Shop's access token for \(orders.scopes.joined(separator: " ")) comes from the cache: \(orders.isFromCache)")
+    print("(Shop keeps one native account, as MSAL does: it is signed out of Alice, whom it saw through the family token)")
+    try listWithCLI(backend: backend, group: group)
+
     if !keep {
         try await notesApp.removeFromEveryApp(alice)
-        print("\nRemoved the demo account (run with --keep to keep it).")
+        try notesStore.remove(customer.account)
+        print("\nRemoved the demo accounts (run with --keep to keep them).")
     }
 } catch let error as TokenCacheError {
+    FileHandle.standardError.write(Data("demo failed: \(error)\n".utf8))
+    exit(1)
+} catch let error as NativeAuthError {
     FileHandle.standardError.write(Data("demo failed: \(error)\n".utf8))
     exit(1)
 }
