@@ -13,6 +13,7 @@ Control (POST /control, merged into fake_idp's):
   {"native_signup_attributes": [{"name", "type", "required", "options": {"regex"}}]}   the user flow's attributes
   {"native_signup_password": bool}   the sign-up user flow makes email + password accounts (default: true)
   {"native_sspr_polls": n}           poll_completion answers in_progress n times, then succeeded (default 1)
+  {"native_fail_next": n}            the next n requests are answered 503 (a server error, never an auth answer)
 GET /native/stats: {"requests": [{"path", "challenge_type", "grant_type"}]} (never codes or passwords).
 Continuation tokens are bound to client, flow, user and step, and may be sent again within a step.
 """
@@ -25,7 +26,8 @@ import uuid
 
 users = {}
 tokens = {}
-settings = {"mailbox": None, "lifetime": 300.0, "signup_attributes": [], "signup_password": True, "sspr_polls": 1}
+settings = {"mailbox": None, "lifetime": 300.0, "signup_attributes": [], "signup_password": True, "sspr_polls": 1,
+            "fail_next": 0}
 requests = []
 PASSWORD_SUBERRORS = ("password_too_weak", "password_too_short", "password_too_long", "password_recently_used",
                       "password_banned", "password_is_invalid")
@@ -56,6 +58,8 @@ def control(command):
         settings["signup_attributes"] = command["native_signup_attributes"]
     if "native_signup_password" in command:
         settings["signup_password"] = bool(command["native_signup_password"])
+    if "native_fail_next" in command:
+        settings["fail_next"] = int(command["native_fail_next"])
     if "native_sspr_polls" in command:
         settings["sspr_polls"] = int(command["native_sspr_polls"])
 
@@ -163,6 +167,9 @@ def handle(path, form, issue, tenant):
     gives the token response of fake_idp.py."""
     requests.append({"path": path.split("?")[0], "challenge_type": form.get("challenge_type"), "grant_type": form.get("grant_type"),
                      "capabilities": form.get("capabilities")})
+    if settings["fail_next"] > 0:
+        settings["fail_next"] -= 1
+        return 503, {"error": "temporarily_unavailable", "error_codes": [50034]}  # an auth-looking body MSAL must not act on
     client_id = form.get("client_id")
     types = (form.get("challenge_type") or "").split()
     if "challenge_type" in form and "redirect" not in types:

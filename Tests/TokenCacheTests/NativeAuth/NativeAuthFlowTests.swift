@@ -286,6 +286,25 @@ struct NativeAuthFlowTests {
         #expect(try await stand.idp.stats().grants.count == before + 1)
     }
 
+    @Test("A 503 is retried once and never read as an auth answer; two in a row are a serverError")
+    func serverErrors() async throws {
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        let app = try stand.app()
+        try await stand.idp.control(["native_fail_next": 1])
+        guard case .codeRequired = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes) else {
+            Issue.record("expected codeRequired after one retry"); return
+        }
+        try await stand.idp.control(["native_fail_next": 2])
+        do {
+            _ = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes)
+            Issue.record("expected a server error")
+        } catch {
+            guard case .tokenCache(let underlying) = error.reason else { Issue.record("expected tokenCache, got \(error)"); return }
+            #expect(underlying.code == .serverError)
+        }
+    }
+
     @Test("Authorities: a bare ciamlogin.com host gets its onmicrosoft.com tenant; http is refused off loopback")
     func authorities() throws {
         let store = AccountStore(backend: InMemoryBackend())
