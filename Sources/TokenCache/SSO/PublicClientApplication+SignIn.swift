@@ -8,7 +8,7 @@ extension PublicClientApplication {
     ///
     /// A one-shot listener on 127.0.0.1 and ::1 (the same port on both; an ephemeral one unless
     /// ``InteractiveTokenParameters/redirectPort`` says otherwise) receives the redirect to
-    /// `http://localhost:<port>`. The browser is given only a one-time start page on that listener,
+    /// `http://localhost:<port>`. The browser is given only a start page at a random path on that listener,
     /// which redirects to the authorization URL; the listener answers only connections of this
     /// process's user, answers a redirect whose `state` is missing or wrong with 400 and keeps
     /// waiting, and ends at the redirect with this sign-in's `state`. The code is redeemed at the

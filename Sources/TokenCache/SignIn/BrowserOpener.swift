@@ -11,7 +11,7 @@ import TokenCacheCore
 
 /// How the interactive sign-in opens the sign-in page in a browser.
 ///
-/// Every opener is given the sign-in's one-time start page, `http://localhost:<port>/start/<random>`,
+/// Every opener is given the sign-in's start page (a random path, valid while it waits), `http://localhost:<port>/start/<random>`,
 /// never the authorization URL itself: the loopback listener answers it with a redirect to the
 /// authorization page, and only to a connection of this process's user. So the `state`, PKCE
 /// challenge and `nonce` never appear in a browser's arguments, which every local user can read

@@ -15,7 +15,7 @@ import TokenCacheCore
 /// Every address `localhost` resolves to is ours: it binds 127.0.0.1 and ::1 (IPV6_V6ONLY) on the
 /// same port, so another local user cannot bind the one a browser tries first. It answers only
 /// connections whose peer socket belongs to this process's user (looked up in /proc/net/tcp and
-/// tcp6), refusing every other with 403. It serves the one-time start page (a redirect to the
+/// tcp6), refusing every other with 403. It serves the start page (a random path, a redirect to the
 /// authorization URL, so that URL never has to be in a browser's arguments), answers a redirect
 /// whose `state` is missing or wrong with 400 and keeps waiting, and ends at the first redirect
 /// that carries the expected `state`.
@@ -454,7 +454,8 @@ enum PeerCredentials {
             for line in text.split(separator: "\n").dropFirst() {
                 // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard fields.count > 7, let local = SocketAddress(proc: fields[1]), local == peer,
+                // TIME_WAIT entries (06) belong to no process and show uid 0: never a live peer.
+                guard fields.count > 7, fields[3] != "06", let local = SocketAddress(proc: fields[1]), local == peer,
                       let remote = SocketAddress(proc: fields[2]), remote == us else { continue }
                 return uid_t(fields[7])
             }

@@ -15,7 +15,7 @@ struct LoginCommand: ParsableCommand {
         turn; %s in a command is replaced by the URL, else the URL is appended; in VS Code \
         devcontainers and Codespaces it opens the host's browser and the forwarded port brings \
         the redirect back), else the desktop portal's OpenURI, else xdg-open when DISPLAY or \
-        WAYLAND_DISPLAY is set. It is given only a one-time http://localhost:PORT/start/... page \
+        WAYLAND_DISPLAY is set. It is given only a random http://localhost:PORT/start/... page \
         that answers your user alone and redirects to the sign-in page, so other local users \
         cannot read the request from its arguments. With --device-code it prints a code to enter \
         on another device instead (RFC 8628): for SSH sessions and machines without a browser. \
