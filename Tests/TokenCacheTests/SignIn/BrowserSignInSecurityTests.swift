@@ -131,6 +131,37 @@ struct BrowserSignInSecurityTests {
         }
     }
 
+    @Test("tokencache login with BROWSER set and no display runs that command (the host's browser in a devcontainer) with only the start page, and signs in")
+    func cliLoginThroughBrowserVariable() async throws {
+        try await idp.actAsUser("submit")
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let given = directory.appendingPathComponent("given"), browserPID = directory.appendingPathComponent("browser.pid")
+        let standIn = directory.appendingPathComponent("open-on-host")
+        // As VS Code's helper: take the URL, hand it to a browser elsewhere, exit 0 at once.
+        try """
+            #!/bin/sh
+            printf '%s\n' "$*" > '\(given.path)'
+            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(directory.path)/profile' "$1" </dev/null >/dev/null 2>&1 &
+            echo $! > '\(browserPID.path)'
+            """.write(to: standIn, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
+        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { Self.endGroup(group) } }
+        cli.environmentOverrides = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": standIn.path, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
+        let authority = idp.authority().url.absoluteString
+        let output = try await offThePool { [cli] in
+            try cli.run(["login", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read", "--timeout", "120"])
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("Signed in as \(Fixtures.alice.username)"), "\(output.stdout)")
+        let argument = try String(contentsOf: given, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(argument.hasPrefix("http://localhost:") && argument.contains("/start/") && !argument.contains("state="), "\(argument)")
+        // The terminal's fallback link is the same start page, not the authorization URL.
+        #expect(output.stderr.contains(argument) && !output.stderr.contains("code_challenge"), "\(output.stderr)")
+    }
+
     @Test("A redirect from this user with no state, a wrong state or ?error=x is answered 400 and the sign-in keeps waiting; the real redirect then completes it")
     func forgedRedirectsDoNotEndTheSignIn() async throws {
         try await idp.actAsUser("submit")
