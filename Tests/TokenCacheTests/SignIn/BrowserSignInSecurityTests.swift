@@ -160,6 +160,15 @@ struct BrowserSignInSecurityTests {
         #expect(argument.hasPrefix("http://localhost:") && argument.contains("/start/") && !argument.contains("state="), "\(argument)")
         // The terminal's fallback link is the same start page, not the authorization URL.
         #expect(output.stderr.contains(argument) && !output.stderr.contains("code_challenge"), "\(output.stderr)")
+
+        // A BROWSER whose commands all fail: exit 1, naming them, with a hint to fix BROWSER or use --device-code.
+        cli.environmentOverrides["BROWSER"] = "/nonexistent/open-on-host:/bin/false"
+        let failed = try await offThePool { [cli] in
+            try cli.run(["login", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read", "--timeout", "30"])
+        }
+        #expect(failed.status == 1, "\(failed.stderr)")
+        #expect(failed.stderr.contains("/nonexistent/open-on-host") && failed.stderr.contains("Fix BROWSER") && failed.stderr.contains("--device-code"),
+                "\(failed.stderr)")
     }
 
     @Test("A redirect from this user with no state, a wrong state or ?error=x is answered 400 and the sign-in keeps waiting; the real redirect then completes it")
