@@ -69,7 +69,7 @@ enum SystemBrowser {
             // With no display, xdg-open would fall back to a console browser on this terminal.
             guard !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty else {
                 throw TokenCacheError(.browserUnavailable, "No browser can be opened: BROWSER is not set, \(portal), and no display (DISPLAY, WAYLAND_DISPLAY).",
-                                      hint: "Sign in with the device code flow (acquireTokenWithDeviceCode; tokencache login --device-code) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL")
+                                      hint: "Sign in with the device code flow (acquireTokenWithDeviceCode) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL")
             }
             switch run(["xdg-open", url.absoluteString]) {
             case .opened: return
@@ -95,7 +95,7 @@ enum SystemBrowser {
             }
         }
         throw TokenCacheError(.browserUnavailable, "No command in BROWSER could open the sign-in page (\(failures.isEmpty ? "it names no command" : failures.joined(separator: "; "))).",
-                              hint: "Fix or unset BROWSER, or sign in with the device code flow (acquireTokenWithDeviceCode; tokencache login --device-code)")
+                              hint: "Fix or unset BROWSER, or sign in with the device code flow (acquireTokenWithDeviceCode)")
     }
 
     /// The argument vectors `$BROWSER` names for `url` (words split as a shell would, quotes kept together).

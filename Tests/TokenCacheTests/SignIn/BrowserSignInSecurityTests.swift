@@ -268,7 +268,7 @@ struct BrowserSignInSecurityTests {
         }
         #expect(none?.code == .browserUnavailable)
         #expect(none?.message.contains("BROWSER is not set") == true && none?.message.contains("no display") == true, "\(String(describing: none))")
-        #expect(none?.hint?.contains("--device-code") == true)
+        #expect(none?.hint?.contains("device code flow") == true && none?.hint?.contains("BROWSER") == true)
         let failing = await #expect(throws: TokenCacheError.self) {
             try await SystemBrowser.open(URL(string: "http://localhost:9/start/x")!, environment: ["BROWSER": "/nonexistent/browser:/bin/false"])
         }
