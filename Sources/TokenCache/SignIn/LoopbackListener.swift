@@ -113,7 +113,7 @@ final class LoopbackListener: @unchecked Sendable {
         for end in pipeFDs { _ = fcntl(end, F_SETFD, FD_CLOEXEC); _ = fcntl(end, F_SETFL, O_NONBLOCK) }
         self.sockets = bound.sockets
         self.port = bound.port
-        self.addresses = ["127.0.0.1", "[::1]"].prefix(bound.sockets.count).map { $0 }
+        self.addresses = Array(["127.0.0.1", "[::1]"].prefix(bound.sockets.count))
         self.wakeRead = pipeFDs[0]
         self.wakeWrite = pipeFDs[1]
     }
