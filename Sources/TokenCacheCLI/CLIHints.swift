@@ -59,6 +59,8 @@ enum CLIHints {
             return installPart(of: hint) + ", or leave out --refresh: cached tokens need no libcurl"
         case .browserUnavailable where error.message.contains("no display"):
             return "Run `tokencache login` again with --device-code: it signs in from a browser on any device (for SSH sessions and machines without a display)"
+        case .browserUnavailable where error.message.contains("in BROWSER"):
+            return "Fix BROWSER (commands separated by ':'; %s in one is replaced by the URL, else it is appended) or unset it, or run `tokencache login` again with --device-code"
         case .browserUnavailable:
             return "Run `tokencache login` again with --device-code (for SSH sessions and machines without a browser), or set a default browser (xdg-settings set default-web-browser)"
         case .portUnavailable where hint.contains("redirectPort"):

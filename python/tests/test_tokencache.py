@@ -293,7 +293,7 @@ class SignInTests(unittest.TestCase):
         import tempfile
         home = tempfile.mkdtemp()
         self.addCleanup(subprocess.run, ["rm", "-rf", home])
-        env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
+        env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
         env.update(DBUS_SESSION_BUS_ADDRESS="unix:path=/nonexistent/bus", HOME=home, XDG_DATA_HOME=f"{home}/data",
                    PATH=path_prefix + os.environ["PATH"])
         if display:
@@ -326,7 +326,7 @@ class SignInTests(unittest.TestCase):
 
     def test_browser_sign_in_through_xdg_open(self):
         # No portal, but a display and an xdg-open on PATH that plays browser and user: it opens the
-        # authorization URL, submits the identity provider's login form and follows the redirect to
+        # start page (redirected to the authorization URL), submits the identity provider's login form and follows the redirect to
         # the loopback listener.
         import tempfile
         bin_dir = tempfile.mkdtemp()
@@ -334,8 +334,8 @@ class SignInTests(unittest.TestCase):
         with open(f"{bin_dir}/xdg-open", "w") as opener:
             opener.write(f"""#!{sys.executable}
 import html, re, sys, urllib.parse, urllib.request
-url = sys.argv[1]
-page = urllib.request.urlopen(url).read().decode()
+response = urllib.request.urlopen(sys.argv[1])  # the start page redirects to the authorization URL
+url, page = response.geturl(), response.read().decode()
 action = html.unescape(re.search(r'action="([^"]*)"', page).group(1))
 fields = html.unescape(re.search(r'name="fields" value="([^"]*)"', page).group(1))
 form = urllib.parse.urlencode({{"fields": fields, "username": "{USERNAME}", "choice": "signin"}}).encode()

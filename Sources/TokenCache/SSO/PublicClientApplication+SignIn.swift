@@ -6,20 +6,23 @@ extension PublicClientApplication {
     /// Signs the user in with the system browser: the authorization code flow with PKCE (S256)
     /// and a loopback redirect (RFC 8252), as MSAL Python and MSAL.NET do on desktops.
     ///
-    /// A one-shot listener on 127.0.0.1 (an ephemeral port unless
+    /// A one-shot listener on 127.0.0.1 and ::1 (the same port on both; an ephemeral one unless
     /// ``InteractiveTokenParameters/redirectPort`` says otherwise) receives the redirect to
-    /// `http://localhost:<port>`, checks `state`, serves a small page telling the user to go
-    /// back to the app, and closes. The code is redeemed at the token endpoint with the PKCE
-    /// verifier and the result is saved to the shared cache, so every app of the group sees the
-    /// account. The redirect URI `http://localhost` must be registered for the app (Entra ID
-    /// accepts any port on it).
+    /// `http://localhost:<port>`. The browser is given only a start page at a random path on that listener,
+    /// which redirects to the authorization URL; the listener answers only connections of this
+    /// process's user, answers a redirect whose `state` is missing or wrong with 400 and keeps
+    /// waiting, and ends at the redirect with this sign-in's `state`. The code is redeemed at the
+    /// token endpoint with the PKCE verifier, the ID token's `nonce` is checked, and the result is
+    /// saved to the shared cache, so every app of the group sees the account. The redirect URI
+    /// `http://localhost` must be registered for the app (Entra ID accepts any port on it).
     ///
     /// - Throws: ``TokenCacheError`` with code `cancelled` (the user cancelled, or the task was
     ///   cancelled), `accessDenied`, `authorizationFailed` (the authority's error; `server` has
     ///   it), `interactionRequired` (`prompt` `none` and the user would have to act),
-    ///   `stateMismatch`, `timedOut` (no answer within ``InteractiveTokenParameters/timeout``),
-    ///   `portUnavailable`, `browserUnavailable`, `unsupportedFlow`, `network`, `serverError`.
-    ///   Nothing is saved on an error.
+    ///   `stateMismatch` (field `nonce`: the ID token's nonce is not this sign-in's), `timedOut`
+    ///   (no answer within ``InteractiveTokenParameters/timeout``; the message counts forged
+    ///   answers refused), `portUnavailable`, `browserUnavailable`, `unsupportedFlow`, `network`,
+    ///   `serverError`. Nothing is saved on an error.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(TokenCacheError) -> TokenResult {
         let authority = parameters.authority ?? self.authority
         let endpoints = try await client.endpoints(for: authority)
@@ -28,25 +31,31 @@ extension PublicClientApplication {
                                   hint: "Check the authority URL; the endpoint must be https on the authority's host")
         }
         let pkce = try PKCE.make()
-        let state = PKCE.randomState()
+        let state = PKCE.randomState(), nonce = PKCE.randomState()
         let listener = try LoopbackListener(port: parameters.redirectPort)
         // localhost, as MSAL Python sends: Entra matches it against the registered http://localhost
-        // with any port; browsers resolve it to the loopback address the listener is bound to.
+        // with any port; the listener holds both addresses it resolves to (127.0.0.1 and ::1).
         let redirectURI = "http://localhost:\(listener.port)"
         let url = try AuthorizationRequest.url(endpoint: authorizationEndpoint, clientID: clientID, redirectURI: redirectURI,
-                                               state: state, challenge: pkce.challenge, parameters: parameters)
+                                               state: state, challenge: pkce.challenge, nonce: nonce, parameters: parameters)
+        // The browser gets only this page, which redirects this user's browser to `url`: the
+        // state, challenge and nonce stay out of every process's arguments.
+        let startPath = "/start/" + PKCE.randomState()
+        guard let startURL = URL(string: redirectURI + startPath) else { throw AuthorizationRequest.cancelled }
         let logger = store.options.logger
         logger.debug("Interactive sign-in: waiting for the redirect", metadata: [
-            "port": .stringConvertible(listener.port), "authority": .string(authority.description)])
+            "port": .stringConvertible(listener.port), "addresses": .string(listener.addresses.joined(separator: " ")),
+            "authority": .string(authority.description)])
 
         let deadline = ContinuousClock.now + .seconds(max(parameters.timeout, 0))
+        let expectation = LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))
         let waiting = Task {
-            await listener.waitForRedirect(path: "/", deadline: deadline) { query in
-                query["state"] == state && query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
+            await listener.waitForRedirect(expectation, deadline: deadline) { query in
+                query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
             }
         }
         do {
-            try await parameters.browser.open(url)
+            try await parameters.browser.open(startURL)
         } catch {
             listener.cancel()
             _ = await waiting.value
@@ -61,14 +70,10 @@ extension PublicClientApplication {
         case .redirect(let received): query = received
         case .cancelled: throw AuthorizationRequest.cancelled
         case .timedOut:
-            throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s; nothing was saved.",
+            throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s\(AuthorizationRequest.describe(listener.refusals.withLock { $0 })); nothing was saved.",
                                   hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout")
         case .failed(let reason):
             throw TokenCacheError(.portUnavailable, "The loopback listener failed: \(reason).", hint: "Retry the sign-in")
-        }
-        guard query["state"] == state else {
-            throw TokenCacheError(.stateMismatch, "The sign-in redirect carried a state other than the one sent; nothing was redeemed.",
-                                  hint: "Start the sign-in again; if it repeats, another program may be answering on the loopback port")
         }
         if let error = query["error"] {
             throw AuthorizationRequest.redirectError(error, subcode: query["error_subcode"], description: query["error_description"])
@@ -82,6 +87,7 @@ extension PublicClientApplication {
                                                isMicrosoft: authority.kind != .oidc)
         switch redeemed {
         case .tokens(let response):
+            try AuthorizationRequest.checkNonce(response, nonce)
             return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
@@ -134,9 +140,9 @@ extension PublicClientApplication {
 enum AuthorizationRequest {
     /// Parameters the flow sets itself; extra query parameters cannot replace them.
     static let reserved: Set<String> = ["client_id", "response_type", "redirect_uri", "scope", "state", "code_challenge",
-                                        "code_challenge_method", "prompt", "login_hint", "domain_hint", "claims"]
+                                        "code_challenge_method", "nonce", "prompt", "login_hint", "domain_hint", "claims"]
 
-    static func url(endpoint: URL, clientID: String, redirectURI: String, state: String, challenge: String,
+    static func url(endpoint: URL, clientID: String, redirectURI: String, state: String, challenge: String, nonce: String,
                     parameters: InteractiveTokenParameters) throws(TokenCacheError) -> URL {
         if let clash = parameters.extraQueryParameters.keys.sorted().first(where: { reserved.contains($0.lowercased()) }) {
             throw TokenCacheError.invalidArgument("extraQueryParameters", "'\(clash)' is set by the sign-in itself",
@@ -147,6 +153,8 @@ enum AuthorizationRequest {
             ("client_id", clientID), ("response_type", "code"), ("redirect_uri", redirectURI),
             ("scope", scopes.joined(separator: " ")), ("state", state),
             ("code_challenge", challenge), ("code_challenge_method", "S256"),
+            // OIDC Core 3.1.2.1: the scope has openid, so the ID token must carry this nonce back.
+            ("nonce", nonce),
         ]
         if let prompt = parameters.prompt { fields.append(("prompt", prompt.rawValue)) }
         if let hint = parameters.loginHint { fields.append(("login_hint", hint)) }
@@ -160,6 +168,24 @@ enum AuthorizationRequest {
             throw TokenCacheError.invalidArgument("authority", "its authorization endpoint gives no URL")
         }
         return url
+    }
+
+    /// The ID token's `nonce` must be the one sent (OIDC Core 3.1.3.7): else the code was not
+    /// issued for this sign-in. A response without an ID token has nothing to check.
+    static func checkNonce(_ response: TokenResponse, _ nonce: String) throws(TokenCacheError) {
+        guard let idToken = response.idToken else { return }
+        guard try IDTokenClaims(jwt: idToken).all["nonce"]?.stringValue == nonce else {
+            throw TokenCacheError(.stateMismatch, "The ID token's nonce is not the one this sign-in sent: the code was issued for another sign-in; nothing was saved.",
+                                  hint: "Start the sign-in again; if it repeats, another program may be answering on the loopback port", field: "nonce")
+        }
+    }
+
+    /// What the listener refused, for a timeout's message (empty when nothing was).
+    static func describe(_ refusals: LoopbackListener.Refusals) -> String {
+        var parts: [String] = []
+        if refusals.wrongState > 0 { parts.append("\(refusals.wrongState) redirect(s) with a state other than this sign-in's were refused") }
+        if refusals.otherUser > 0 { parts.append("\(refusals.otherUser) connection(s) from another user were refused") }
+        return parts.isEmpty ? "" : " (" + parts.joined(separator: "; ") + ")"
     }
 
     static let cancelled = TokenCacheError(.cancelled, "The sign-in was cancelled; nothing was saved.",

@@ -8,38 +8,59 @@ import FoundationEssentials
 import Synchronization
 import TokenCacheCore
 
-/// The one-shot HTTP listener on 127.0.0.1 that receives the authorization redirect (RFC 8252
-/// section 7.3). Hand-written on POSIX sockets: it answers one GET and closes, which does not
+/// The one-shot HTTP listener on loopback that receives the authorization redirect (RFC 8252
+/// section 7.3). Hand-written on POSIX sockets: it answers a few GETs and closes, which does not
 /// justify an HTTP server in the dependency set.
 ///
+/// Every address `localhost` resolves to is ours: it binds 127.0.0.1 and ::1 (IPV6_V6ONLY) on the
+/// same port, so another local user cannot bind the one a browser tries first. It answers only
+/// connections whose peer socket belongs to this process's user (looked up in /proc/net/tcp and
+/// tcp6), refusing every other with 403. It serves the start page (a random path, a redirect to the
+/// authorization URL, so that URL never has to be in a browser's arguments), answers a redirect
+/// whose `state` is missing or wrong with 400 and keeps waiting, and ends at the first redirect
+/// that carries the expected `state`.
+///
 /// It accepts several connections at once (browsers open speculative ones that never send a
-/// request), reads at most ``maximumRequestBytes`` from each, answers anything that is not a
-/// GET of the redirect path with an error status and keeps waiting, and ends at the first GET
-/// of the redirect path that carries `code` or `error`.
+/// request) and reads at most ``maximumRequestBytes`` from each.
 final class LoopbackListener: @unchecked Sendable {
-    // @unchecked: the descriptors are set in init; only the waiting thread uses the socket, and
+    // @unchecked: the descriptors are set in init; only the waiting thread uses the sockets, and
     // `cancel` only writes one byte to the wake pipe (a thread-safe system call).
-    /// The port bound on 127.0.0.1.
+    /// The port bound on every loopback address.
     let port: Int
-    private let socket: Int32
+    /// The addresses bound: 127.0.0.1, and [::1] unless the kernel has no IPv6.
+    let addresses: [String]
+    private let sockets: [Int32]
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    /// Whether the listening socket is closed: when the wait ends, not when the object goes, so
+    /// Whether the listening sockets are closed: when the wait ends, not when the object goes, so
     /// the port is free as soon as the sign-in returns.
-    private let socketClosed = Mutex(false)
+    private let socketsClosed = Mutex(false)
+    /// What was refused during the wait, for the message of a sign-in that then times out.
+    let refusals = Mutex(Refusals())
 
     /// The largest request read: a redirect with a code is about 2 KiB.
     static let maximumRequestBytes = 16 * 1024
-    /// At most this many connections are held open; the oldest goes first.
+    /// At most this many connections of each kind (ours, another user's) are held open; the
+    /// oldest goes first, so another user's connections never push out the browser's.
     static let maximumConnections = 16
+    /// How many ephemeral ports are tried when another program holds the ::1 side of one.
+    static let ephemeralAttempts = 32
 
     /// What the wait ended with.
     enum Outcome: Sendable {
-        /// The redirect's query parameters (first value of each name).
+        /// The redirect's query parameters (first value of each name), with the expected state.
         case redirect([String: String])
         case cancelled
         case timedOut
         case failed(String)
+    }
+
+    /// Requests refused while waiting.
+    struct Refusals: Sendable, Equatable {
+        /// Redirects from this user whose `state` was missing or not this sign-in's.
+        var wrongState = 0
+        /// Connections from another user's socket (or one whose owner could not be found).
+        var otherUser = 0
     }
 
     /// The page served back for a redirect.
@@ -48,63 +69,138 @@ final class LoopbackListener: @unchecked Sendable {
         var html: String
     }
 
-    /// Binds 127.0.0.1 (never all interfaces) on `port`, 0 for an ephemeral one.
-    /// - Throws: ``TokenCacheError`` `portUnavailable`.
+    /// What the wait answers: the redirect path and its `state`, and the start page.
+    struct Expectation: Sendable {
+        /// The redirect URI's path.
+        var path: String
+        /// The `state` sent in the authorization request.
+        var state: String
+        /// The start page's path (`/start/<random>`), if any, and where it redirects.
+        var start: (path: String, location: String)?
+    }
+
+    /// Binds 127.0.0.1 and ::1 (never all interfaces) on `port`, 0 for an ephemeral one free on both.
+    /// - Throws: ``TokenCacheError`` `portUnavailable` naming the address, `invalidArgument`.
     init(port: Int) throws(TokenCacheError) {
         guard (0...65535).contains(port) else {
             throw TokenCacheError.invalidArgument("redirectPort", "\(port) is not a TCP port", hint: "Use 0 for an ephemeral port")
         }
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw Self.bindError(port, errno) }
-        // SO_REUSEADDR only lets a fixed port be reused while an earlier sign-in's connections sit
-        // in TIME_WAIT; Linux still refuses a port another socket listens on.
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port)).bigEndian
-        address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian  // 127.0.0.1
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        var bound: (sockets: [Int32], port: Int)?
+        for _ in 0..<(port == 0 ? Self.ephemeralAttempts : 1) {
+            let v4 = try Self.listen(ipv6: false, port: port)
+            do throws(BindFailure) {
+                bound = ([v4.fd, try Self.bindIPv6(port: v4.port)], v4.port)
+            } catch {
+                guard case .error(let code) = error else {
+                    // No ::1 on this kernel: nobody can bind it, so IPv4 alone is every address of localhost.
+                    bound = ([v4.fd], v4.port)
+                    break
+                }
+                Glibc.close(v4.fd)
+                // Another program holds [::1] on this ephemeral port: take another one.
+                if port == 0 && code == EADDRINUSE { continue }
+                throw Self.bindError("[::1]", v4.port, code)
+            }
+            break
         }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw Self.bindError(port, code)
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
+        guard let bound else { throw Self.bindError("[::1]", port, EADDRINUSE) }
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else {
             let code = errno
-            Glibc.close(fd)
-            throw Self.bindError(port, code)
+            bound.sockets.forEach { _ = Glibc.close($0) }
+            throw Self.bindError("127.0.0.1", bound.port, code)
         }
         for end in pipeFDs { _ = fcntl(end, F_SETFD, FD_CLOEXEC); _ = fcntl(end, F_SETFL, O_NONBLOCK) }
-        self.socket = fd
-        self.port = Int(UInt16(bigEndian: actual.sin_port))
+        self.sockets = bound.sockets
+        self.port = bound.port
+        self.addresses = Array(["127.0.0.1", "[::1]"].prefix(bound.sockets.count))
         self.wakeRead = pipeFDs[0]
         self.wakeWrite = pipeFDs[1]
     }
 
     deinit {
-        closeSocket()
+        closeSockets()
         Glibc.close(wakeRead)
         Glibc.close(wakeWrite)
     }
 
-    private static func bindError(_ port: Int, _ code: Int32) -> TokenCacheError {
+    private enum BindFailure: Error {
+        case noIPv6
+        case error(Int32)
+    }
+
+    private static func bindIPv6(port: Int) throws(BindFailure) -> Int32 {
+        do {
+            return try listenSocket(ipv6: true, port: port).fd
+        } catch let code {
+            // No IPv6 in the kernel (EAFNOSUPPORT) or no ::1 on lo (disable_ipv6): nobody can bind it.
+            if code.value == EAFNOSUPPORT || code.value == EADDRNOTAVAIL { throw .noIPv6 }
+            throw .error(code.value)
+        }
+    }
+
+    private static func listen(ipv6: Bool, port: Int) throws(TokenCacheError) -> (fd: Int32, port: Int) {
+        do {
+            return try listenSocket(ipv6: ipv6, port: port)
+        } catch let code {
+            throw bindError(ipv6 ? "[::1]" : "127.0.0.1", port, code.value)
+        }
+    }
+
+    private struct Errno: Error { let value: Int32 }
+
+    /// A listening socket on 127.0.0.1 or ::1 (IPv6 only: it never takes IPv4 connections).
+    private static func listenSocket(ipv6: Bool, port: Int) throws(Errno) -> (fd: Int32, port: Int) {
+        let fd = Glibc.socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw Errno(value: errno) }
+        // SO_REUSEADDR only lets a fixed port be reused while an earlier sign-in's connections sit
+        // in TIME_WAIT; Linux still refuses a port another socket listens on.
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var storage = sockaddr_storage()
+        let length: socklen_t
+        if ipv6 {
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
+            length = withUnsafeMutableBytes(of: &storage) { raw in
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                address.pointee.sin6_family = sa_family_t(AF_INET6)
+                address.pointee.sin6_port = in_port_t(UInt16(port)).bigEndian
+                address.pointee.sin6_addr = in6addr_loopback
+                return socklen_t(MemoryLayout<sockaddr_in6>.size)
+            }
+        } else {
+            length = withUnsafeMutableBytes(of: &storage) { raw in
+                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                address.pointee.sin_family = sa_family_t(AF_INET)
+                address.pointee.sin_port = in_port_t(UInt16(port)).bigEndian
+                address.pointee.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian  // 127.0.0.1
+                return socklen_t(MemoryLayout<sockaddr_in>.size)
+            }
+        }
+        let bound = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
+        }
+        guard bound == 0, Glibc.listen(fd, 16) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw Errno(value: code)
+        }
+        guard let local = SocketAddress.local(fd) else {
+            Glibc.close(fd)
+            throw Errno(value: EINVAL)
+        }
+        return (fd, Int(local.port))
+    }
+
+    private static func bindError(_ address: String, _ port: Int, _ code: Int32) -> TokenCacheError {
         let reason = String(cString: strerror(code))
-        return TokenCacheError(.portUnavailable, "Could not listen on 127.0.0.1:\(port) for the sign-in redirect: \(reason).",
-                               hint: code == EADDRINUSE ? "Another program uses that port: free it, or use redirectPort 0 (an ephemeral port)"
+        return TokenCacheError(.portUnavailable, "Could not listen on \(address):\(port) for the sign-in redirect: \(reason).",
+                               hint: code == EADDRINUSE ? "Another program uses that port on \(address): free it, or use redirectPort 0 (an ephemeral port)"
                                    : "Use redirectPort 0 (an ephemeral port), or check the loopback interface")
     }
 
-    private func closeSocket() {
-        if socketClosed.withLock({ closed in defer { closed = true }; return !closed }) { Glibc.close(socket) }
+    private func closeSockets() {
+        if socketsClosed.withLock({ closed in defer { closed = true }; return !closed }) { sockets.forEach { _ = Glibc.close($0) } }
     }
 
     /// Ends a wait in progress (or the next one) with `.cancelled`.
@@ -115,12 +211,12 @@ final class LoopbackListener: @unchecked Sendable {
 
     /// Waits for the redirect on a Dispatch thread (never on the cooperative pool), until
     /// `deadline`, a ``cancel()``, or the calling task's cancellation; serves `page(query)` to it.
-    func waitForRedirect(path: String, deadline: ContinuousClock.Instant,
+    func waitForRedirect(_ expectation: Expectation, deadline: ContinuousClock.Instant,
                          page: @escaping @Sendable ([String: String]) -> Page) async -> Outcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 DispatchQueue.global().async { [self] in
-                    continuation.resume(returning: serve(path: path, deadline: deadline, page: page))
+                    continuation.resume(returning: serve(expectation, deadline: deadline, page: page))
                 }
             }
         } onCancel: {
@@ -130,30 +226,34 @@ final class LoopbackListener: @unchecked Sendable {
 
     private struct Connection {
         let fd: Int32
+        /// Whether its peer socket is another user's (or of no user found): answered 403.
+        let otherUser: Bool
         var bytes: [UInt8] = []
     }
 
-    /// The blocking loop: poll on the socket, the wake pipe and the open connections.
-    private func serve(path: String, deadline: ContinuousClock.Instant, page: ([String: String]) -> Page) -> Outcome {
+    /// The blocking loop: poll on the sockets, the wake pipe and the open connections.
+    private func serve(_ expectation: Expectation, deadline: ContinuousClock.Instant, page: ([String: String]) -> Page) -> Outcome {
         var connections: [Connection] = []
         defer {
             for connection in connections { Glibc.close(connection.fd) }
-            closeSocket()
+            closeSockets()
         }
+        let me = getuid()
+        let first = sockets.count + 1  // poll index of the first connection
         while true {
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { return .timedOut }
             let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
-            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            var fds = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) } + [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), milliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .failed(String(cString: strerror(errno)))
             }
-            if fds[1].revents != 0 { return .cancelled }
+            if fds[sockets.count].revents != 0 { return .cancelled }
             // Connections first (indices shift when one closes): walk them backwards.
-            for index in stride(from: connections.count - 1, through: 0, by: -1) where fds[index + 2].revents != 0 {
+            for index in stride(from: connections.count - 1, through: 0, by: -1) where fds[index + first].revents != 0 {
                 switch read(into: &connections[index]) {
                 case .more:
                     continue
@@ -161,29 +261,40 @@ final class LoopbackListener: @unchecked Sendable {
                     Glibc.close(connections[index].fd)
                     connections.remove(at: index)
                 case .request(let request):
-                    let fd = connections.remove(at: index).fd
-                    defer { Glibc.close(fd) }
-                    switch Self.route(request, path: path) {
+                    let connection = connections.remove(at: index)
+                    defer { Glibc.close(connection.fd) }
+                    if connection.otherUser {
+                        Self.respond(connection.fd, status: 403, html: Self.text("Forbidden: this sign-in belongs to another user"))
+                        continue
+                    }
+                    switch Self.route(request, expectation) {
                     case .redirect(let query):
                         let answer = page(query)
-                        Self.respond(fd, status: answer.status, html: answer.html)
+                        Self.respond(connection.fd, status: answer.status, html: answer.html)
                         return .redirect(query)
+                    case .start(let location):
+                        Self.respond(connection.fd, status: 302, html: Self.text("Continue to the sign-in page"), location: location)
+                    case .wrongState:
+                        refusals.withLock { $0.wrongState += 1 }
+                        Self.respond(connection.fd, status: 400, html: Self.text("This answer does not belong to the sign-in in progress"))
                     case .reject(let status, let text):
-                        Self.respond(fd, status: status, html: "<!doctype html><title>\(text)</title><p>\(text)</p>")
+                        Self.respond(connection.fd, status: status, html: Self.text(text))
                     }
                 }
             }
-            if fds[0].revents != 0 {
-                let fd = accept(socket, nil, nil)
-                if fd >= 0 {
-                    // accept4 and SOCK_CLOEXEC on accept need _GNU_SOURCE, which Glibc does not expose to Swift.
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-                    if connections.count >= Self.maximumConnections {
-                        Glibc.close(connections.removeFirst().fd)
-                    }
-                    connections.append(Connection(fd: fd))
+            for listening in sockets.indices where fds[listening].revents != 0 {
+                let fd = accept(sockets[listening], nil, nil)
+                guard fd >= 0 else { continue }
+                // accept4 and SOCK_CLOEXEC on accept need _GNU_SOURCE, which Glibc does not expose to Swift.
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+                let otherUser = PeerCredentials.loopbackPeerUID(fd) != me
+                if otherUser { refusals.withLock { $0.otherUser += 1 } }
+                if let oldest = connections.firstIndex(where: { $0.otherUser == otherUser }),
+                   connections.count(where: { $0.otherUser == otherUser }) >= Self.maximumConnections {
+                    Glibc.close(connections.remove(at: oldest).fd)
                 }
+                connections.append(Connection(fd: fd, otherUser: otherUser))
             }
         }
     }
@@ -205,7 +316,7 @@ final class LoopbackListener: @unchecked Sendable {
             return .request(String(decoding: connection.bytes[..<end.lowerBound], as: UTF8.self))
         }
         if connection.bytes.count > Self.maximumRequestBytes {
-            Self.respond(connection.fd, status: 431, html: "<!doctype html><title>Request too large</title>")
+            Self.respond(connection.fd, status: 431, html: Self.text("Request too large"))
             return .closed
         }
         return .more
@@ -213,33 +324,54 @@ final class LoopbackListener: @unchecked Sendable {
 
     private enum Route {
         case redirect([String: String])
+        case start(String)
+        case wrongState
         case reject(Int, String)
     }
 
-    /// GET of the redirect path with `code` or `error` in its query; anything else is refused.
-    private static func route(_ head: String, path: String) -> Route {
-        let requestLine = head.split(separator: "\r\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let parts = requestLine.split(separator: " ")
+    /// The start page, the redirect with the expected state, or a refusal.
+    private static func route(_ head: String, _ expectation: Expectation) -> Route {
+        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let parts = (lines.first ?? "").split(separator: " ")
         guard parts.count == 3, parts[2].hasPrefix("HTTP/1.") else { return .reject(400, "Bad request") }
         guard parts[0] == "GET" else { return .reject(405, "Method not allowed") }
+        // A page of another site resolving to 127.0.0.1 (DNS rebinding) names its own host.
+        let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { ASCII.lowercased(ASCII.trimmed($0.dropFirst(5))) }
+        guard let host, isLoopbackHost(host) else { return .reject(400, "Bad request") }
         let target = parts[1]
         let targetPath = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-        guard targetPath == path, let components = URLComponents(string: String(target)) else { return .reject(404, "Not found") }
+        if let start = expectation.start, targetPath == start.path { return .start(start.location) }
+        guard targetPath == expectation.path, let components = URLComponents(string: String(target)) else { return .reject(404, "Not found") }
         var query: [String: String] = [:]
         for item in components.queryItems ?? [] where query[item.name] == nil {
             query[item.name] = item.value ?? ""
         }
+        // Only this sign-in's state ends the wait: a forged or stale answer must not end or fail it.
+        guard let state = query["state"], state == expectation.state else { return .wrongState }
         guard query["code"] != nil || query["error"] != nil else { return .reject(400, "No authorization response") }
         return .redirect(query)
     }
 
+    /// `localhost`, `127.0.0.1` or `[::1]`, with or without a port.
+    private static func isLoopbackHost(_ host: String) -> Bool {
+        let name = host.hasPrefix("[") ? String(host.prefix { $0 != "]" }) + "]"
+            : String(host.prefix { $0 != ":" })
+        return ["localhost", "127.0.0.1", "[::1]"].contains(name)
+    }
+
+    private static func text(_ text: String) -> String {
+        "<!doctype html><title>\(text)</title><p>\(text)</p>"
+    }
+
     /// Writes a small page and gives up on a peer that does not read it (the socket is
     /// non-blocking; the page is far smaller than a socket buffer).
-    private static func respond(_ fd: Int32, status: Int, html: String) {
-        let reason = [200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"][status] ?? "Error"
+    private static func respond(_ fd: Int32, status: Int, html: String, location: String? = nil) {
+        let reason = [200: "OK", 302: "Found", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+                      431: "Request Header Fields Too Large"][status] ?? "Error"
         let body = Array(html.utf8)
-        // no-referrer: the page's URL holds the authorization code.
+        // no-referrer: the page's URL holds the authorization code; no-store: nor is the start page's redirect kept.
         let head = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(body.count)\r\n"
+            + (location.map { "Location: \($0)\r\n" } ?? "")
             + "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n"
         let bytes = Array(head.utf8) + body
         var written = 0
@@ -256,5 +388,94 @@ final class LoopbackListener: @unchecked Sendable {
                 return
             }
         }
+    }
+}
+
+/// A TCP endpoint as /proc/net/tcp6 shows it: 16 address bytes (IPv4 as ::ffff:a.b.c.d) and a port.
+struct SocketAddress: Hashable {
+    var address: [UInt8]
+    var port: UInt16
+
+    static func local(_ fd: Int32) -> SocketAddress? { read(fd, getsockname) }
+    static func peer(_ fd: Int32) -> SocketAddress? { read(fd, getpeername) }
+
+    private static func read(_ fd: Int32, _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> SocketAddress? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let done = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &length) } }
+        guard done == 0 else { return nil }
+        let family = Int32(storage.ss_family)
+        return withUnsafeBytes(of: &storage) { raw -> SocketAddress? in
+            switch family {
+            case AF_INET:
+                let address = raw.load(as: sockaddr_in.self)
+                let bytes = withUnsafeBytes(of: address.sin_addr) { Array($0) }
+                return SocketAddress(address: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] + bytes, port: UInt16(bigEndian: address.sin_port))
+            case AF_INET6:
+                let address = raw.load(as: sockaddr_in6.self)
+                return SocketAddress(address: withUnsafeBytes(of: address.sin6_addr) { Array($0) }, port: UInt16(bigEndian: address.sin6_port))
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// Parses `0100007F:1F90` (tcp) or 32 hex digits and a port (tcp6): each 32-bit word is printed
+    /// in the host's byte order, so its in-memory bytes are the address's.
+    init?(proc field: Substring) {
+        let parts = field.split(separator: ":")
+        guard parts.count == 2, let port = UInt16(parts[1], radix: 16), parts[0].count == 8 || parts[0].count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        var rest = parts[0]
+        while !rest.isEmpty {
+            guard let word = UInt32(rest.prefix(8), radix: 16) else { return nil }
+            bytes += withUnsafeBytes(of: word) { Array($0) }
+            rest = rest.dropFirst(8)
+        }
+        self.address = bytes.count == 4 ? [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] + bytes : bytes
+        self.port = port
+    }
+
+    init(address: [UInt8], port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+}
+
+/// Who is at the other end of a loopback TCP connection.
+enum PeerCredentials {
+    /// The uid owning the peer's socket of an accepted loopback connection: the socket in
+    /// /proc/net/tcp or tcp6 whose local end is our peer and whose remote end is us. Nil when
+    /// none is found (then the connection is treated as another user's).
+    static func loopbackPeerUID(_ fd: Int32) -> uid_t? {
+        guard let us = SocketAddress.local(fd), let peer = SocketAddress.peer(fd) else { return nil }
+        for table in ["/proc/net/tcp6", "/proc/net/tcp"] {
+            guard let text = readProcFile(table) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                // TIME_WAIT entries (06) belong to no process and show uid 0: never a live peer.
+                guard fields.count > 7, fields[3] != "06", let local = SocketAddress(proc: fields[1]), local == peer,
+                      let remote = SocketAddress(proc: fields[2]), remote == us else { continue }
+                return uid_t(fields[7])
+            }
+        }
+        return nil
+    }
+
+    /// A /proc file (which reports size 0, so it is read to its end).
+    private static func readProcFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = Glibc.read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            bytes += buffer[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

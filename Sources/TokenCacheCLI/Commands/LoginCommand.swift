@@ -9,9 +9,15 @@ struct LoginCommand: ParsableCommand {
         commandName: "login",
         abstract: "Sign a user in to an app: in the browser, or with a device code.",
         discussion: """
-        Opens the authority's sign-in page in the system browser (the desktop portal's OpenURI, \
-        else xdg-open, which honours $BROWSER) and waits for the redirect on a loopback port \
-        (authorization code with PKCE, RFC 8252). With --device-code it prints a code to enter \
+        Opens the authority's sign-in page in a browser and waits for the redirect on a loopback \
+        port, on 127.0.0.1 and ::1 (authorization code with PKCE, RFC 8252). The browser is: the \
+        command in $BROWSER when set, even with no display (a colon-separated list tried in \
+        turn; %s in a command is replaced by the URL, else the URL is appended; in VS Code \
+        devcontainers and Codespaces it opens the host's browser and the forwarded port brings \
+        the redirect back), else the desktop portal's OpenURI, else xdg-open when DISPLAY or \
+        WAYLAND_DISPLAY is set. It is given only a random http://localhost:PORT/start/... page \
+        that answers your user alone and redirects to the sign-in page, so other local users \
+        cannot read the request from its arguments. With --device-code it prints a code to enter \
         on another device instead (RFC 8628): for SSH sessions and machines without a browser. \
         The tokens are saved in the group, so every app of the group sees the account, and apps \
         of the same family get tokens silently (`tokencache token --refresh`). Prints the \
@@ -20,6 +26,7 @@ struct LoginCommand: ParsableCommand {
         Examples:
           tokencache login --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"
           tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read" --device-code
+          BROWSER=firefox tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read"
         """)
 
     @OptionGroup var store: StoreOptions

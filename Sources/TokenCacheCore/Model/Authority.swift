@@ -25,7 +25,8 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     public let kind: Kind
 
     /// Parses an authority URL.
-    /// - Throws: ``TokenCacheError`` `invalidArgument` when the URL is not https or has no tenant.
+    /// - Throws: ``TokenCacheError`` `invalidArgument` when the URL is not https (http on
+    ///   loopback) or has no tenant.
     public init(_ string: String, kind: Kind? = nil) throws(TokenCacheError) {
         let trimmed = string.hasSuffix("/") ? String(string.dropLast()) : string
         guard let components = URLComponents(string: trimmed), let url = components.url,
@@ -33,7 +34,9 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
             throw TokenCacheError.invalidArgument("authority", "'\(string)' is not a URL",
                 hint: "Use the form https://login.microsoftonline.com/<tenant>")
         }
-        guard components.scheme?.lowercased() == "https" || Authority.isLoopback(host) else {
+        // http only on loopback, and no other scheme anywhere (file://localhost would reach a browser).
+        let scheme = components.scheme?.lowercased()
+        guard scheme == "https" || (scheme == "http" && Authority.isLoopback(host)) else {
             throw TokenCacheError.invalidArgument("authority", "'\(string)' is not https",
                 hint: "Authorities must use https (plain http is allowed only on loopback for tests)")
         }

@@ -150,7 +150,7 @@ struct CLILoginTests {
         // and finds it through XDG_CONFIG_HOME; the cache stays in the CLI's own XDG_DATA_HOME.
         let (process, stdout, stderr) = try start(
             ["login", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read", "--login-hint", Fixtures.alice.username],
-            environment: ["DISPLAY": ":99", "XDG_CONFIG_HOME": config.path, "XDG_DATA_DIRS": desktop.appendingPathComponent("data").path,
+            environment: ["DISPLAY": ":99", "BROWSER": "", "XDG_CONFIG_HOME": config.path, "XDG_DATA_DIRS": desktop.appendingPathComponent("data").path,
                           "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"])
         #expect(try await finish(process, seconds: 120) == 0, "\(text(stderr))")
         #expect(text(stderr).contains("Opened the sign-in page in your browser"), "\(text(stderr))")
@@ -163,7 +163,7 @@ struct CLILoginTests {
     func browserWithoutDisplay() throws {
         defer { cli.cleanUp() }
         var cli = self.cli
-        cli.environmentOverrides = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
+        cli.environmentOverrides = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": "", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
         let output = try cli.run(["login", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read", "--timeout", "20"])
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("--device-code"), "\(output.stderr)")

@@ -28,6 +28,7 @@ tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/
                  "username"}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
                  (the redirect carries another state) | {"pkce_challenge_override": str|null} (the
                  code is bound to another challenge, as an injected code would be) |
+                 {"nonce_override": str|null} (the ID token of a code carries that nonce, not the request's) |
                  {"approve_device"|"deny_device"|"expire_device": user_code} | {"device_slow_down": n}
                  (the next n polls answer slow_down) | {"device_interval": s, "device_expires_in": s}
                  | {"omit_device_endpoint": bool} | {"device_message": str}
@@ -55,9 +56,10 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
          "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
-         "omit_device_endpoint": False, "device_message": None}
+         "omit_device_endpoint": False, "device_message": None, "nonce_override": None}
 CONTROL_SETTINGS = ("browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
-                    "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message")
+                    "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
+                    "nonce_override")
 RESERVED = ("openid", "profile", "offline_access")
 
 
@@ -65,13 +67,16 @@ def b64(obj):
     return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
 
 
-def token_response(n, refresh_token, scopes, who, tid, family, client_info=True):
-    """The token response every grant gives: the refresh grant's shape."""
+def token_response(n, refresh_token, scopes, who, tid, family, client_info=True, nonce=None):
+    """The token response every grant gives: the refresh grant's shape (an ID token of a code
+    whose request had a nonce carries it, as OIDC Core 3.1.3.6 requires)."""
+    claims = {"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid, "preferred_username": who.get("username", "user@example.com")}
+    if nonce is not None:
+        claims["nonce"] = nonce
     response = {
         "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
         "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": refresh_token,
-        "id_token": b64({"alg": "none"}) + "." + b64({"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid,
-                                                    "preferred_username": who.get("username", "user@example.com")}) + ".sig",
+        "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig",
     }
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
@@ -266,11 +271,12 @@ class Handler(BaseHTTPRequestHandler):
                 state["auth_codes"][code] = {
                     "client_id": query.get("client_id"), "redirect_uri": redirect_uri, "scope": query.get("scope", ""),
                     "challenge": state["pkce_challenge_override"] or query.get("code_challenge"),
-                    "method": query.get("code_challenge_method"), "username": form.get("username", "user@example.com")}
+                    "method": query.get("code_challenge_method"), "username": form.get("username", "user@example.com"),
+                    "nonce": state["nonce_override"] or query.get("nonce")}
                 params = {"code": code, "state": request_state}
         self.page(302, "", {"Location": redirect_uri + ("&" if "?" in redirect_uri else "?") + urllib.parse.urlencode(params)})
 
-    def issue(self, client_id, scope, username, tenant, client_info, user=None):
+    def issue(self, client_id, scope, username, tenant, client_info, user=None, nonce=None):
         """Tokens for the signed-in user (`user`, else sign_in_user, else one made from the username);
         the new refresh token is redeemable like a seeded one. Call with the lock held."""
         user = dict(user or state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
@@ -281,7 +287,7 @@ class Handler(BaseHTTPRequestHandler):
         new_rt = "rt-rotated-%d" % n
         state["refresh_tokens"][new_rt] = dict(user, refresh_token=new_rt, client_id=client_id, family=family)
         scopes = [s for s in scope.split() if s not in RESERVED]
-        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info)
+        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info, nonce)
 
     def redeem_code(self, form, tenant):
         grant = {"client_id": form.get("client_id"), "redeemed": None, "issued": None, "sdk": self.headers.get("x-client-sku", "-"),
@@ -299,7 +305,8 @@ class Handler(BaseHTTPRequestHandler):
                 grant.update(outcome="invalid_grant", answered=time.time())
                 state["grants"].append(grant)
                 return self.reply(400, {"error": "invalid_grant", "error_description": problem, "error_codes": [int(problem[6:problem.index(":")])]})
-            response = self.issue(form["client_id"], form.get("scope", ""), record["username"], tenant, form.get("client_info") == "1")
+            response = self.issue(form["client_id"], form.get("scope", ""), record["username"], tenant, form.get("client_info") == "1",
+                                   nonce=record.get("nonce"))
             grant.update(outcome="ok", issued=response["refresh_token"], answered=time.time())
             state["grants"].append(grant)
         self.reply(200, response)
