@@ -109,4 +109,17 @@ struct SecretServiceLibraryLoadingTests {
         let detail = libgcrypt["detail"] as? String ?? ""
         #expect(detail.hasPrefix("libgcrypt (loaded: /") && detail.contains("/libgcrypt.so.20)"), "\(detail)")
     }
+
+    @Test("tokencache-config-gen, on the core only, links neither GLib nor GIO (readelf NEEDED); tokencache, with the façade, does")
+    func configGeneratorLinksCoreOnly() throws {
+        func needed(_ name: String) throws -> [String] {
+            let output = try runProcess("/usr/bin/readelf", ["-d", TestEnvironment.binDirectory.appendingPathComponent(name).path])
+            try #require(output.status == 0, "readelf: \(output.stderr)")
+            return output.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }.map(String.init)
+        }
+        let generator = try needed("tokencache-config-gen")
+        #expect(!generator.isEmpty)
+        #expect(!generator.contains { $0.contains("libgio") || $0.contains("libglib") || $0.contains("libgobject") }, "\(generator)")
+        #expect(try needed("tokencache").contains { $0.contains("libgio-2.0") })
+    }
 }
