@@ -20,8 +20,8 @@ let package = Package(
     ],
     targets: [
         // C shims: the only places C types live.
-        // GLib/GIO headers and libraries, plus libsecret's declarations: libsecret itself is
-        // loaded at run time (apt: libsecret-1-0), so building never needs libsecret-1-dev.
+        // GLib/GIO headers and libraries (the Secret Service client's GDBus calls), plus
+        // libgcrypt's declarations: it is loaded at run time; libsecret is not used at all.
         .systemLibrary(
             name: "CLibSecret",
             pkgConfig: "gio-2.0",
@@ -98,7 +98,7 @@ let package = Package(
         // SwiftPM plugins: typed configuration from tokencache.json, and `swift package tokencache`.
         .executableTarget(
             name: "tokencache-config-gen",
-            dependencies: ["TokenCache"],
+            dependencies: ["TokenCacheCore"],  // the configuration's rules only: no keyring, OpenSSL or libcurl
             path: "Sources/TokenCacheConfigGenerator"
         ),
         .plugin(

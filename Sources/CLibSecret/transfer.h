@@ -1,10 +1,9 @@
 #ifndef TOKENCACHE_CLIBSECRET_TRANSFER_H
 #define TOKENCACHE_CLIBSECRET_TRANSFER_H
 // The libgcrypt functions the Secret Service's encrypted transfer uses
-// ("dh-ietf1024-sha256-aes128-cbc-pkcs7", composed in Swift: TransferCrypto.swift): the library
-// libsecret itself uses for it, already loaded as libsecret's dependency, so using it costs no
-// start-up. Opened with dlopen like libsecret (see Gcrypt.swift); the few declarations needed are
-// copied here from libgcrypt 1.10's gcrypt.h, and scripts/check-libsecret-abi.sh checks them
+// ("dh-ietf1024-sha256-aes128-cbc-pkcs7", composed in Swift: TransferCrypto.swift), the library
+// libsecret uses for it. Opened with dlopen (see Gcrypt.swift); the few declarations needed are
+// copied here from libgcrypt 1.10's gcrypt.h, and scripts/check-libgcrypt-abi.sh checks them
 // against the real header. Only declarations, the dlsym table fill and the initialization (a
 // variadic gcry_control call, which Swift cannot make) are C.
 #include <dlfcn.h>

@@ -3,14 +3,12 @@ import TokenCacheCore
 import TokenCachePlatform
 
 /// libgcrypt, loaded at run time (``LoadedLibrary``) for the Secret Service's encrypted transfer
-/// (``TransferSession``). It is libsecret's own crypto library, so by the time the backend needs
-/// it, loading libsecret has already mapped it: opening it again costs nothing.
+/// (``TransferSession``), libsecret's own crypto library; loaded when the backend connects.
 ///
 /// `TOKENCACHE_LIBGCRYPT_PATH` overrides the file loaded (default `libgcrypt.so.20`).
 typealias Gcrypt = LoadedLibrary<GcryptDescriptor>
 
-/// How libgcrypt is found, initialized and reported (``Gcrypt``); missing, it is
-/// `libgcryptMissing`, not libsecret's error, so the hint names the package that is missing.
+/// How libgcrypt is found, initialized and reported (``Gcrypt``); missing, it is `libgcryptMissing`.
 enum GcryptDescriptor: LibraryDescriptor {
     static let loaded = Gcrypt.load()
     static let facts = LibraryFacts(name: "libgcrypt", role: "which encrypts secrets on their way from the Secret Service",

@@ -131,11 +131,11 @@ extension SecretServiceBackend {
 }
 
 extension SecretServiceBackend {
-    /// The libsecret this process uses: the file it was loaded from (libsecret exports no
-    /// version), or why it could not be loaded. Loads it if that was not tried yet.
-    package static var libsecretVersion: String { LibSecret.description }
-    /// Whether libsecret loads here (for `tokencache doctor`).
-    package static var isLibsecretLoadable: Bool { (try? LibSecret.shared()) != nil }
+    /// The libgcrypt the encrypted transfer uses: its version and file, or why it could not be
+    /// loaded. Loads it if that was not tried yet.
+    package static var libgcryptDescription: String { Gcrypt.description }
+    /// Whether libgcrypt loads here (for `tokencache doctor`).
+    package static var isLibgcryptLoadable: Bool { (try? Gcrypt.shared()) != nil }
 }
 
 extension SecretServiceBackend {

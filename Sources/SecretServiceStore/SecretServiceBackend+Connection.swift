@@ -30,10 +30,9 @@ extension SecretServiceBackend {
         /// runs the exchange (`session.run()`) on its own background thread once it has handed the
         /// connection over.
         init(callTimeout: TimeInterval, exchangeOnThisThreadLater: Bool = false) throws(TokenCacheError) {
-            // Loaded although no call goes through it (the client makes its own, prompts included):
-            // a machine without libsecret gets the encrypted file from automatic selection, as
-            // documented, and loading it maps libgcrypt, which the session needs (about 0.25 ms).
-            _ = try LibSecret.shared()
+            // Loaded first, though only the session's key exchange uses it: a machine without it
+            // gets the encrypted file from automatic selection rather than a failing first read.
+            _ = try Gcrypt.shared()
             let environment = ProcessInfo.processInfo.environment
             let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
             // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.

@@ -84,9 +84,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     func cachedCollectionPath(_ mapping: CollectionMapping) -> String? { collectionPaths.withLock { $0[mapping] } }
     func rememberCollectionPath(_ mapping: CollectionMapping, _ path: String) { collectionPaths.withLock { $0[mapping] = path } }
 
-    /// Connects to the Secret Service on the session bus, loading libsecret on first use; takes
+    /// Connects to the Secret Service on the session bus, loading libgcrypt on first use; takes
     /// the connection ``connectInBackground(callTimeout:)`` made, when it is ready in time.
-    /// - Throws: ``TokenCacheError`` `libsecretMissing`, `noSessionBus` or `timedOut`. A bus with
+    /// - Throws: ``TokenCacheError`` `libgcryptMissing`, `noSessionBus` or `timedOut`. A bus with
     ///   no Secret Service provider (none running, none to start) is reported by the first call,
     ///   as `noSecretService` (``BackendSelection`` makes one before choosing this backend).
     public init(options: Options = Options()) throws(TokenCacheError) {

@@ -97,15 +97,14 @@ private func withCHints(_ body: () throws(TokenCacheError) -> TokenResult) throw
     }
 }
 
-/// The application a sign-in or silent request runs as, on the store behind the handle.
+/// The application a sign-in or silent request runs as, on the store behind the handle: the
+/// handle's own for this client and authority, so a warm handle reuses its discovered endpoints
+/// and keyring connection.
 func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
-                         _ authority: UnsafePointer<CChar>?) throws(TokenCacheError) -> PublicClientApplication {
+                 _ authority: UnsafePointer<CChar>?) throws(TokenCacheError) -> PublicClientApplication {
     let handle = try StoreHandle.from(store)
     let clientID = try clientIDString(clientID)
-    let authority = try Authority(try requiredString(authority, "authority"))
-    var options = PublicClientApplication.Options()
-    options.singleSignOnStores = handle.singleSignOnStores.withLock { $0 }
-    return PublicClientApplication(clientID: clientID, authority: authority, store: handle.store, options: options)
+    return handle.application(clientID: clientID, authority: try Authority(try requiredString(authority, "authority")))
 }
 
 /// Signs a user in with a device code (RFC 8628); blocks until done. The C callback gets the code

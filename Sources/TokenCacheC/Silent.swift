@@ -1,29 +1,7 @@
 // tokencache_acquire_token_silent: the async Swift API behind a blocking C call.
 internal import CTokenCache
-import Dispatch
 import FoundationEssentials
 import TokenCache
-
-/// The outcome of an async call, handed from the task to the waiting C caller.
-/// `@unchecked Sendable`: written once by the task before it signals the semaphore, and read by
-/// the caller only after waiting on it, so the semaphore orders the two accesses.
-private final class Outcome<T>: @unchecked Sendable {
-    var value: Result<T, TokenCacheError>?
-}
-
-/// Runs async work to completion on the Swift concurrency pool and blocks the calling (C) thread
-/// until it is done. Only the C boundary does this: its functions are blocking by contract, and
-/// the header forbids calling them from Swift async code, whose thread this would hold.
-func waitFor<T: Sendable>(_ work: @escaping @Sendable () async throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
-    let outcome = Outcome<T>()
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        do throws(TokenCacheError) { outcome.value = .success(try await work()) } catch { outcome.value = .failure(error) }
-        done.signal()
-    }
-    done.wait()
-    return try outcome.value!.get()
-}
 
 /// A token without user interaction: cached, or refreshed and saved; blocks until done.
 @_cdecl("tokencache_acquire_token_silent")

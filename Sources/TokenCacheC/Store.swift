@@ -11,7 +11,24 @@ final class StoreHandle {
     let singleSignOnStores = Locked<[ExternalStore]>([])
     /// The Secret Service connection their keyring items are read through, opened once.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
+    /// The apps of this handle per client and authority, each with the stores it was made with.
+    private let applications = Locked<[String: (stores: [String], app: PublicClientApplication)]>([:])
     init(store: AccountStore) { self.store = store }
+
+    /// The handle's app for a client and authority: made on first use and kept (its endpoints are
+    /// discovered once), made again when the single sign-on stores changed since.
+    func application(clientID: String, authority: Authority) -> PublicClientApplication {
+        let stores = singleSignOnStores.withLock { $0 }
+        let key = clientID + " " + authority.url.absoluteString
+        return applications.withLock { applications in
+            if let kept = applications[key], kept.stores == stores.map(\.name) { return kept.app }
+            var options = PublicClientApplication.Options()
+            options.singleSignOnStores = stores
+            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
+            applications[key] = (stores.map(\.name), app)
+            return app
+        }
+    }
 
     /// The handle behind a C pointer, refused when NULL or of another kind.
     static func from(_ pointer: OpaquePointer?) throws(TokenCacheError) -> StoreHandle {

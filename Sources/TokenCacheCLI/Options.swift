@@ -289,27 +289,6 @@ func reportingErrors(_ context: HintContext = HintContext(), _ body: () throws -
     try reportedError(context) { try body() }
 }
 
-/// Runs `operation` (a network refresh) to completion on the cooperative pool while the calling
-/// thread waits: the command line runs on the main thread, without an async main, whose
-/// `dispatch_main` ends the main thread with `pthread_exit` (loading libgcc_s and unwinding its
-/// stack at every start).
-func waitFor<Value: Sendable>(_ operation: @escaping @Sendable () async throws -> Value) throws -> Value {
-    let outcome = AwaitedOutcome<Value>()
-    Task.detached {
-        do { outcome.result = .success(try await operation()) } catch { outcome.result = .failure(error) }
-        outcome.done.signal()
-    }
-    outcome.done.wait()
-    return try outcome.result!.get()
-}
-
-/// What ``waitFor(_:)``'s task produced.
-private final class AwaitedOutcome<Value>: @unchecked Sendable {
-    // @unchecked: written once by the task before `done` signals, read after the wait.
-    var result: Result<Value, any Error>?
-    let done = DispatchSemaphore(value: 0)
-}
-
 private func reportedError(_ context: HintContext, _ body: () throws -> Void) throws {
     do {
         try body()

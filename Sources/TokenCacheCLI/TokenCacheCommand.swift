@@ -24,8 +24,8 @@ public struct TokenCacheCommand: ParsableCommand {
         input is a terminal.
 
         Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
-        (mode 0600; never secrets); TOKENCACHE_LIBSECRET_PATH, TOKENCACHE_LIBGCRYPT_PATH, \
-        TOKENCACHE_LIBCRYPTO_PATH and TOKENCACHE_LIBCURL_PATH override where libsecret, libgcrypt, \
+        (mode 0600; never secrets); TOKENCACHE_LIBGCRYPT_PATH, \
+        TOKENCACHE_LIBCRYPTO_PATH and TOKENCACHE_LIBCURL_PATH override where libgcrypt, \
         OpenSSL's libcrypto and libcurl are loaded from (ignored when tokencache runs setuid, \
         setgid or with file capabilities; without them each is opened by absolute path from the \
         system library directory, never from beside the executable).

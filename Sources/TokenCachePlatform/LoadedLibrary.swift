@@ -29,13 +29,13 @@ package protocol LibraryDescriptor: Sendable {
 
 /// The facts of a ``LibraryDescriptor``: names, sonames and the error when it is missing.
 package struct LibraryFacts: Sendable {
-    /// Its name in messages and in `tokencache doctor`: "libsecret", "OpenSSL's libcrypto 3".
+    /// Its name in messages and in `tokencache doctor`: "libgcrypt", "OpenSSL's libcrypto 3".
     package var name: String
     /// What needs it, for the message: "which the encrypted file needs".
     package var role: String
     /// Sonames tried in order when the override variable is not set.
     package var sonames: [String]
-    /// The environment variable naming the file to load instead (`TOKENCACHE_LIBSECRET_PATH`).
+    /// The environment variable naming the file to load instead (`TOKENCACHE_LIBGCRYPT_PATH`).
     package var overrideVariable: String
     /// The Debian/Ubuntu package that installs it, and other distributions' ("Fedora: openssl-libs").
     package var packages: (apt: String, others: String?)

@@ -47,10 +47,11 @@ let secretServiceCommands: [String: HelperCommand] = [
             } else {
                 _ = try backend.load(.universalStorage)
             }
-            // Whether reading from the Secret Service mapped OpenSSL (it should not: it is only
-            // loaded when the encrypted file is used).
+            // Whether using the Secret Service mapped OpenSSL (only the encrypted file loads it),
+            // libsecret (never loaded) and libgcrypt (the transfer session's).
             let maps = (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? ""
-            printJSON(["result": "ok", "libcrypto_mapped": maps.contains("libcrypto")])
+            printJSON(["result": "ok", "libcrypto_mapped": maps.contains("libcrypto"), "libsecret_mapped": maps.contains("libsecret"),
+                       "libgcrypt_mapped": maps.contains("libgcrypt")])
         } catch {
             printJSON(["result": code(error), "message": ((error as? TokenCacheError)?.message ?? "\(error)")])
         }

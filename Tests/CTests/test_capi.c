@@ -8,6 +8,9 @@
  *                                   identity provider on 127.0.0.1:PORT (fake_idp.py), whose
  *                                   on_code callback answers with ANSWER (approve_device or
  *                                   deny_device); prints the token, else the status name (exit 1)
+ *   test_capi refresh GROUP CLIENT PORT ACCOUNT COUNT   on one store handle, COUNT forced silent
+ *                                   refreshes at the identity provider on 127.0.0.1:PORT; prints
+ *                                   each token (the caller counts the provider's requests)
  * Built with -DTOKENCACHE_TEST_WIPE it also interposes free() to see tokencache_secret_free's
  * buffer at the moment it is freed (not with AddressSanitizer, which owns free()).
  */
@@ -396,7 +399,27 @@ static int device_code_sign_in(const char *group, const char *client, int port, 
     return status == TOKENCACHE_OK && !failures ? 0 : 1;
 }
 
+/* Forced silent refreshes on one (warm) store handle. */
+static int refresh(const char *group, const char *client, int port, const char *account, int count) {
+    char authority[128];
+    snprintf(authority, sizeof authority, "http://127.0.0.1:%d/11111111-1111-1111-1111-111111111111", port);
+    tokencache_store *store = open_store(group);
+    int status = TOKENCACHE_OK;
+    for (int i = 0; i < count && status == TOKENCACHE_OK; i++) {
+        char *token = NULL;
+        tokencache_error error = {0};
+        status = tokencache_acquire_token_silent(store, client, authority, account, "User.Read", TOKENCACHE_FORCE_REFRESH,
+                                                 &token, NULL, &error);
+        if (status == TOKENCACHE_OK) printf("%s\n", token);
+        else fprintf(stderr, "refresh %d: %s: %s\n", i + 1, tokencache_status_name(status), error.message);
+        tokencache_secret_free(token);
+    }
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "save") == 0) {
         tokencache_store *store = open_store(argv[2]);
@@ -415,7 +438,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES | device-code GROUP CLIENT PORT ANSWER]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_bad_arguments(store);

@@ -73,7 +73,7 @@ enum {
     /* Secret Service (keyring) */
     TOKENCACHE_E_NO_SESSION_BUS = 10,
     TOKENCACHE_E_NO_SECRET_SERVICE = 11,
-    TOKENCACHE_E_LIBSECRET_MISSING = 12,
+    TOKENCACHE_E_LIBSECRET_MISSING = 12,  /* no longer returned: libsecret is not loaded */
     TOKENCACHE_E_LIBGCRYPT_MISSING = 13,
     TOKENCACHE_E_COLLECTION_MISSING = 14,
     /* The keyring is locked and was not unlocked; nothing was read as empty. */

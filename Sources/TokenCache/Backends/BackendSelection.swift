@@ -92,9 +92,9 @@ public struct BackendSelection: Sendable {
             checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
                                 detail: "\(error.code): \(error.message)"))
         }
-        let hasLibsecret = SecretServiceBackend.isLibsecretLoadable
-        checks.append(.init(name: "libsecret", status: hasLibsecret ? .info : policy == .secretService ? .failed : .warning,
-                            detail: SecretServiceBackend.libsecretVersion))
+        let hasLibgcrypt = SecretServiceBackend.isLibgcryptLoadable
+        checks.append(.init(name: "libgcrypt", status: hasLibgcrypt ? .info : policy == .secretService ? .failed : .warning,
+                            detail: SecretServiceBackend.libgcryptDescription + " (Secret Service transfer)"))
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         // The encrypted file cannot work without libcrypto: a failure when the file would be used.

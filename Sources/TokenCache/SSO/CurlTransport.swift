@@ -3,14 +3,13 @@ import EncryptedFileStore
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
-import Dispatch
 import FoundationEssentials
 
 /// The default HTTP transport: libcurl, loaded at run time on the first request.
 ///
 /// TLS is verified against the system's trust store, or against `caBundle` when given (an
 /// enterprise or test CA). Only http and https are followed, redirects are not, and responses
-/// larger than `maxResponseBytes` are refused. The blocking transfer runs on a Dispatch thread,
+/// larger than `maxResponseBytes` are refused. The blocking transfer runs on the library's blocking pool,
 /// never on the cooperative pool; cancelling the task aborts it.
 public struct CurlTransport: HTTPTransport {
     /// A PEM file of the certificate authorities to trust instead of the system's.
@@ -32,7 +31,7 @@ public struct CurlTransport: HTTPTransport {
         let transfer = try CurlTransfer(curl, request, caBundle: caBundle, maxResponseBytes: maxResponseBytes)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(with: transfer.perform()) }
+                BlockingPool.shared.submit { continuation.resume(with: transfer.perform()) }
             }
         } onCancel: {
             transfer.cancel()

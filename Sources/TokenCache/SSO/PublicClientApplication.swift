@@ -241,8 +241,12 @@ public final class PublicClientApplication: Sendable {
 
     private func refresh(scopes: [String], account: CachedAccount, authority: Authority,
                          claims: String?) async throws(TokenCacheError) -> TokenResult {
-        // Checked before any request: a refresh token goes only to the host that issued it.
-        if try await BlockingWork.run({ [self] () throws(TokenCacheError) in try redeemableRefreshTokens(for: account, at: authority).isEmpty }) {
+        // Read once here, and again only after a refusal (another SDK may have rotated a token
+        // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
+        var candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            try redeemableRefreshTokens(for: account, at: authority)
+        }
+        if candidates.isEmpty {
             if let result = try await refreshFromSingleSignOnStores(scopes: scopes, account: account, authority: authority, claims: claims) {
                 return result
             }
@@ -256,9 +260,7 @@ public final class PublicClientApplication: Sendable {
         // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
         // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
-        while tried.count < Self.maximumRedemptions, let refreshToken = try await BlockingWork.run({ [self, tried] () throws(TokenCacheError) in
-            try redeemableRefreshTokens(for: account, at: authority).first { !tried.contains($0.secret) }
-        }) {
+        while tried.count < Self.maximumRedemptions, let refreshToken = candidates.first(where: { !tried.contains($0.secret) }) {
             tried.insert(refreshToken.secret)
             let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
                                                   claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
@@ -269,11 +271,11 @@ public final class PublicClientApplication: Sendable {
             case .rejected(let details):
                 lastRejection = details
                 if let failure = Self.transientFailure(details) { throw failure }
-                if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
+                let leavesFamily = refreshToken.familyID != nil && details.suberror == "client_mismatch"
+                candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
                     // This app is not in the family after all, as MSAL concludes: stop using family tokens.
-                    try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                        try store.leaveFamily(clientID: clientID, environment: account.environment)
-                    }
+                    if leavesFamily { try store.leaveFamily(clientID: clientID, environment: account.environment) }
+                    return try redeemableRefreshTokens(for: account, at: authority)
                 }
             }
         }

@@ -25,7 +25,8 @@ final class RefreshLock: Sendable {
         return URL(fileURLWithPath: cache).appendingPathComponent("tokencache/locks")
     }
 
-    /// Takes the lock for a name, waiting up to `timeout` seconds.
+    /// Takes the lock for a name, waiting up to `timeout` seconds, or until the task is cancelled
+    /// (`cancelled`).
     /// - Parameter directory: where the lock file lives (tests pass their own; default ``directory``).
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
@@ -63,7 +64,12 @@ final class RefreshLock: Sendable {
                 throw TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
                                       hint: "Retry; if it persists, look for a hung process using the token cache")
             }
-            try? await Task.sleep(for: .milliseconds(15))
+            // A cancelled task stops waiting at once (ignoring the cancellation spun to the timeout).
+            do { try await Task.sleep(for: .milliseconds(15)) } catch {
+                close(descriptor)
+                throw TokenCacheError(.cancelled, "The refresh was cancelled while another process was refreshing this account; nothing was changed.",
+                                      hint: "Retry when the token is needed again")
+            }
         }
         return RefreshLock(descriptor: descriptor)
     }

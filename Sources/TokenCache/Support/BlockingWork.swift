@@ -1,19 +1,32 @@
 import Dispatch
 
-/// Runs blocking cache work — D-Bus calls, file I/O, file locks — on a Dispatch thread, so an
-/// async caller never holds one of Swift's cooperative threads while it waits (the pool has one
-/// thread per core; a blocked one stalls every other task of the app).
+/// Runs blocking cache work — D-Bus calls, file I/O, file locks — on ``BlockingPool/shared``, so
+/// an async caller never holds one of Swift's cooperative threads while it waits (the pool has
+/// one thread per core; a blocked one stalls every other task of the app).
 enum BlockingWork {
-    private static let queue = DispatchQueue(label: "org.swift-tokencache.blocking", attributes: .concurrent)
-
     static func run<T: Sendable>(_ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
-            queue.async {
-                do throws(TokenCacheError) { continuation.resume(returning: .success(try work())) } catch {
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-        }
-        return try result.get()
+        try await BlockingPool.shared.run(work)
     }
+}
+
+/// Runs async work to completion on the cooperative pool and blocks the calling thread until it
+/// is done: the one bridge for callers that are blocking by contract, the C interface (whose
+/// header forbids calling it from Swift async code) and the command line (which runs on the main
+/// thread without an async main, whose `dispatch_main` ends that thread with `pthread_exit`).
+/// Never call it from async code: it would hold a cooperative thread the work may need.
+package func waitFor<T: Sendable, Failure: Error>(_ work: @escaping @Sendable () async throws(Failure) -> T) throws(Failure) -> T {
+    let outcome = AwaitedOutcome<T, Failure>()
+    Task.detached {
+        do throws(Failure) { outcome.result = .success(try await work()) } catch { outcome.result = .failure(error) }
+        outcome.done.signal()
+    }
+    outcome.done.wait()
+    return try outcome.result!.get()
+}
+
+/// What ``waitFor(_:)``'s task produced.
+private final class AwaitedOutcome<T, Failure: Error>: @unchecked Sendable {
+    // @unchecked: written once by the task before `done` signals, read only after the wait.
+    var result: Result<T, Failure>?
+    let done = DispatchSemaphore(value: 0)
 }

@@ -7,7 +7,7 @@ struct DoctorCommand: ParsableCommand {
         commandName: "doctor",
         abstract: "Show which backend is used and why, and check everything it depends on.",
         discussion: """
-        Checks the session bus, whether libsecret can be loaded, the Secret Service provider, \
+        Checks the session bus, whether libgcrypt can be loaded, the Secret Service provider, \
         the collection mapping and lock state, the fallback file's path, permissions and key \
         source, the OpenSSL version, and that tokencache itself cannot dump core. Exits 1, with the fix in one line, when the chosen \
         backend cannot work.

@@ -20,7 +20,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let noSessionBus = Code("noSessionBus")
         /// A session bus exists but no Secret Service provider answers on it.
         public static let noSecretService = Code("noSecretService")
-        /// libsecret could not be loaded at run time.
+        /// libsecret could not be loaded at run time. No longer raised: the library does not load
+        /// libsecret (its Secret Service client makes plain D-Bus calls); kept so code that names it builds.
         public static let libsecretMissing = Code("libsecretMissing")
         /// libgcrypt, which encrypts secrets on their way to and from the Secret Service, could
         /// not be loaded at run time.
@@ -73,7 +74,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let backendUnavailable = Code("backendUnavailable")
 
         /// The sign-in was cancelled: by the user (the Cancel button of the sign-in page) or by
-        /// cancelling the task that waited for it. Nothing was saved.
+        /// cancelling the task that waited for it; or a silent refresh's task was cancelled while
+        /// it waited for another process's refresh. Nothing was saved.
         public static let cancelled = Code("cancelled")
         /// The user or the authority declined the sign-in (`access_denied`, `authorization_declined`).
         public static let accessDenied = Code("accessDenied")

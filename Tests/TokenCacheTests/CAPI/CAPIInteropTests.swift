@@ -68,4 +68,28 @@ struct CAPIInteropTests {
         }
         #expect(missing.status == 3, "no token for other scopes: exit \(missing.status)")
     }
+
+    @Test("A warm store handle's second silent refresh makes no discovery request: the handle keeps its app per client and authority")
+    func warmHandleSkipsDiscovery() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = try Self.program(in: directory)
+        let idp = try FakeIdentityProvider()
+        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        defer { _ = try? store.backend.removeAll(in: store.group) }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "warm")
+        response["refresh_token"] = "rt-initial-warm"
+        try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: idp.authority(), scopes: [])
+        try await idp.seed(refreshToken: "rt-initial-warm", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+
+        let refreshed = try await offThePool { [group] in
+            try runProcess(program, ["refresh", group, Fixtures.appOne, String(idp.port), Fixtures.alice.username, "3"])
+        }
+        #expect(refreshed.status == 0, "test_capi refresh: \(refreshed.stderr)")
+        #expect(refreshed.stdout == "at-issued-1\nat-issued-2\nat-issued-3\n")
+        let stats = try await idp.stats()
+        #expect(stats.token_requests == 3)
+        #expect(stats.discovery_requests == 1, "one discovery for three refreshes on one handle")
+        #expect(stats.grants.map(\.redeemed) == ["rt-initial-warm", "rt-rotated-1", "rt-rotated-2"])
+    }
 }

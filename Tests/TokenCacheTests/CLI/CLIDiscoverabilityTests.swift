@@ -235,9 +235,9 @@ struct CLIDiscoverabilityTests {
             }
         }
         #expect(CLIHints.hint(for: library[4]) == "Install it (Debian/Ubuntu: apt-get install libcurl4), or leave out --refresh: cached tokens need no libcurl")
-        let migrate = CLIHints.hint(for: TokenCacheError(.libsecretMissing, "libsecret is not installed.",
-                                                         hint: "Install it (Debian/Ubuntu: apt-get install libsecret-1-0), or use the encrypted-file backend (--backend file), which works without it"),
+        let migrate = CLIHints.hint(for: TokenCacheError(.libgcryptMissing, "libgcrypt could not be loaded.",
+                                                         hint: "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend (--backend file)"),
                                     in: .migrate(collectionOption: "--to-collection"))
-        #expect(migrate == "Install it (Debian/Ubuntu: apt-get install libsecret-1-0); the migration needs it")
+        #expect(migrate == "Install it (Debian/Ubuntu: apt-get install libgcrypt20); the migration needs it")
     }
 }

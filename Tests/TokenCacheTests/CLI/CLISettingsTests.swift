@@ -121,8 +121,8 @@ struct CLISettingsTests {
     func fallbackNotice() throws {
         var cli = try CLI(backend: "auto")
         defer { cli.cleanUp() }
-        // No libsecret: auto falls back whatever the session offers.
-        cli.environmentOverrides = ["TOKENCACHE_LIBSECRET_PATH": "/nonexistent/libsecret-1.so.0"]
+        // No libgcrypt: auto falls back whatever the session offers.
+        cli.environmentOverrides = ["TOKENCACHE_LIBGCRYPT_PATH": "/nonexistent/libgcrypt.so.20"]
         // The default group: an empty one is "No accounts.", not an unknown group (exit 2).
         let quiet = try cli.run(["list"], withGroup: false)
         #expect(quiet.status == 0, "\(quiet.stderr)")
@@ -134,7 +134,7 @@ struct CLISettingsTests {
         let notices = verbose.stderr.split(separator: "\n").filter { $0.contains("falls back to the encrypted file") }
         #expect(notices.count == 1, "\(verbose.stderr)")
         #expect(notices.first?.hasPrefix("tokencache falls back to the encrypted file ") == true, "a log record, not a sentence: \(verbose.stderr)")
-        #expect(notices.first?.contains("libsecret is not installed") == true)
+        #expect(notices.first?.contains("libgcrypt, which encrypts secrets on their way from the Secret Service, could not be loaded") == true)
 
         let doctor = try cli.run(["doctor"])
         #expect(doctor.status == 0, "\(doctor.stderr)")

@@ -11,7 +11,8 @@ on the second line (MSAL Python accepts only https authorities).
                  with another user's identity) | {"mode": "normal|slow|fail", "delay": s} |
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
-  GET  /stats    {"token_requests": n, "grants": [...], "authorize_requests": [...], "device_polls": [...]}
+  GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
+                 "device_polls": [...]}
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
 (/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
@@ -51,7 +52,7 @@ import native_auth
 
 lock = threading.Lock()
 state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
-         "counter": 0, "token_requests": 0, "grants": [],
+         "counter": 0, "token_requests": 0, "discovery_requests": 0, "grants": [],
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
@@ -142,13 +143,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/.well-known/openid-configuration"):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
             with lock:
+                state["discovery_requests"] += 1
                 return self.reply(200, endpoints(host, prefix_of(self.path)))
         if self.path == "/native/stats":
             with lock:
                 return self.reply(200, native_auth.stats())
         if self.path == "/stats":
             with lock:
-                return self.reply(200, {"token_requests": state["token_requests"], "grants": state["grants"],
+                return self.reply(200, {"token_requests": state["token_requests"], "discovery_requests": state["discovery_requests"],
+                                        "grants": state["grants"],
                                         "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()

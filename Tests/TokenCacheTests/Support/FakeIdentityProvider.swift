@@ -128,6 +128,8 @@ final class FakeIdentityProvider: @unchecked Sendable {
             var answered: Double
         }
         var token_requests: Int
+        /// OpenID discovery requests (GET .../.well-known/openid-configuration).
+        var discovery_requests: Int
         var grants: [Grant]
     }
 
