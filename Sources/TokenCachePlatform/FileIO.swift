@@ -213,10 +213,29 @@ extension FileIO {
     /// Sets a file's modification (and access) time to the fine-grained wall clock now, creating
     /// it empty with `mode` when missing. Peers that compare mtime with their own last sync
     /// (msal-extensions Python) see the change; `UTIME_NOW` would use the coarse kernel clock.
+    /// Refuses (`unsafeFile`) anything but a regular file of this user's, of any mode: the check
+    /// for files that hold nothing (signal files), from `lstat` (a link is refused) or `fstat`.
+    package static func checkOwnRegularFile(_ info: stat, path: String) throws(TokenCacheError) {
+        guard info.st_mode & S_IFMT != S_IFREG || info.st_uid != geteuid() else { return }
+        throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(unsafeReason(info, expectFile: true) ?? "not a regular file"); nothing was changed.",
+                              hint: info.st_mode & S_IFMT == S_IFLNK ? "Put the file the link points to in its place (mv), then retry"
+                                  : "Make it a regular file of yours: `chown \(geteuid()) \(path)`")
+    }
+
+    /// A link, or anything that is not a regular file of this user's, is refused (`unsafeFile`).
     package static func touch(_ path: String, mode: mode_t = 0o600) throws(TokenCacheError) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { throw error("touch", path) }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+        guard descriptor >= 0 else {
+            guard errno == ELOOP else { throw error("touch", path) }
+            var link = stat()
+            lstat(path, &link)
+            try checkOwnRegularFile(link, path: path)
+            throw error("touch", path)
+        }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw error("inspect", path) }
+        try checkOwnRegularFile(info, path: path)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let times = [now, now]

@@ -155,12 +155,12 @@ public struct ExternalStoreAccess: Sendable {
         }
         switch store.persistence {
         case .file(let path, let signal):
-            if let signal { try Self.checkFolder(of: signal) }
+            if let signal { try Self.checkSignal(signal) }
             guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("delete", path) }
             if let signal { try FileIO.touch(signal) }
         case .secretService(let item):
             let keyring = try keyring()
-            for signal in item.signalFiles { try Self.checkFolder(of: signal) }
+            for signal in item.signalFiles { try Self.checkSignal(signal) }
             // The item read above, the one its owner finds; any other is not this copy's to delete.
             if let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
                                                         schema: item.matchesSchema ? item.schema : nil) {
@@ -195,6 +195,14 @@ public struct ExternalStoreAccess: Sendable {
     /// Refuses the folder `path` is in when it is a link, another user's or writable by others
     /// (the encrypted file's rule: anyone who can write there can swap the file); with
     /// `creating`, creates it first (0700) when missing. False when it does not exist.
+    /// The folder check of a signal file, and the file itself, when present, a regular file of
+    /// this user's: checked before the write it signals, so a refusal changes nothing.
+    private static func checkSignal(_ path: String, creating: Bool = false) throws(TokenCacheError) {
+        try checkFolder(of: path, creating: creating)
+        var info = stat()
+        if lstat(path, &info) == 0 { try FileIO.checkOwnRegularFile(info, path: path) }
+    }
+
     @discardableResult
     private static func checkFolder(of path: String, creating: Bool = false) throws(TokenCacheError) -> Bool {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return true }
@@ -275,7 +283,7 @@ public struct ExternalStoreAccess: Sendable {
         switch store.persistence {
         case .file(let path, let signal):
             try Self.checkFolder(of: path, creating: creating)
-            if let signal { try Self.checkFolder(of: signal) }
+            if let signal { try Self.checkSignal(signal) }
             if creating {
                 var info = stat()
                 if lstat(path, &info) != 0 {
@@ -290,6 +298,7 @@ public struct ExternalStoreAccess: Sendable {
         case .secretService(let item):
             let keyring = try keyring()
             let secret = encoding == .base64 ? Data(json.base64EncodedString().utf8) : json
+            for signal in item.signalFiles { try Self.checkSignal(signal, creating: creating) }
             guard let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
                                                            schema: item.matchesSchema ? item.schema : nil) else {
                 guard creating else {
@@ -298,10 +307,9 @@ public struct ExternalStoreAccess: Sendable {
                 }
                 try keyring.createExternalItem(collection: item.collection, schema: item.schema, attributes: item.attributes,
                                                label: item.label, secret: secret)
-                for signal in item.signalFiles { try Self.checkFolder(of: signal, creating: true); try FileIO.touch(signal) }
+                for signal in item.signalFiles { try FileIO.touch(signal) }
                 return
             }
-            for signal in item.signalFiles { try Self.checkFolder(of: signal) }
             try keyring.replaceExternalSecret(found, with: secret)
             // Only after the keyring write succeeded (Python's order): a touch says "changed".
             for signal in item.signalFiles { try FileIO.touch(signal) }

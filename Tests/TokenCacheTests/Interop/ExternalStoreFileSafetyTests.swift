@@ -106,6 +106,32 @@ struct ExternalStoreFileSafetyTests {
         try expectRefused(linkedFolder.appendingPathComponent("cache.json").path, problem: "symbolic link", hint: "in its place")
     }
 
+    @Test("A signal file of another user or a symlinked one refuses the write before anything is written")
+    func unsafeSignal() throws {
+        let (root, folder, path) = try storeFile()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let signal = folder.appendingPathComponent("cache.sig").path
+        let elsewhere = root.appendingPathComponent("elsewhere").path
+        #expect(FileManager.default.createFile(atPath: elsewhere, contents: nil))
+        for (plant, problem) in [({ #expect(FileManager.default.createFile(atPath: signal, contents: nil)); #expect(chown(signal, Self.otherUser, gid_t(Self.otherUser)) == 0) },
+                                  "owned by another user (uid 65534)"),
+                                 ({ #expect(symlink(elsewhere, signal) == 0) }, "not a regular file")] {
+            unlink(signal)
+            plant()
+            let store = ExternalStoreAccess(ExternalStore(name: "tool", persistence: .file(path: path, signal: signal),
+                                                          lockFiles: [path + ".lockfile"], source: "test"), secretService: nil)
+            do {
+                try store.modify { _ in (true, ()) }
+                Issue.record("a write signalled through \(problem) was not refused")
+            } catch {
+                #expect(error.code == .unsafeFile && error.message.contains(problem), "\(error)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Self.cache)
+        }
+        var info = stat()
+        #expect(stat(elsewhere, &info) == 0 && info.st_uid == geteuid())
+    }
+
     @Test("A safe store file is read and written, and stays 0600 and ours; an empty signal file of ours at 0644 holds nothing and is no cache")
     func safeFile() throws {
         let (root, folder, path) = try storeFile()
