@@ -210,9 +210,6 @@ package enum FileIO {
 }
 
 extension FileIO {
-    /// Sets a file's modification (and access) time to the fine-grained wall clock now, creating
-    /// it empty with `mode` when missing. Peers that compare mtime with their own last sync
-    /// (msal-extensions Python) see the change; `UTIME_NOW` would use the coarse kernel clock.
     /// Refuses (`unsafeFile`) anything but a regular file of this user's, of any mode: the check
     /// for files that hold nothing (signal files), from `lstat` (a link is refused) or `fstat`.
     package static func checkOwnRegularFile(_ info: stat, path: String) throws(TokenCacheError) {
@@ -222,6 +219,9 @@ extension FileIO {
                                   : "Make it a regular file of yours: `chown \(geteuid()) \(path)`")
     }
 
+    /// Sets a file's modification (and access) time to the fine-grained wall clock now, creating
+    /// it empty with `mode` when missing. Peers that compare mtime with their own last sync
+    /// (msal-extensions Python) see the change; `UTIME_NOW` would use the coarse kernel clock.
     /// A link, or anything that is not a regular file of this user's, is refused (`unsafeFile`).
     package static func touch(_ path: String, mode: mode_t = 0o600) throws(TokenCacheError) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)

@@ -11,7 +11,7 @@ import Glibc
 /// the file is replaced atomically with mode 0600, a keyring item is replaced in place in the
 /// owner's encoding, and the mtimes peers compare are moved forward. Store files and the folders
 /// of store, lock and signal files pass the encrypted file's checks (this user's, not reachable by
-/// others, no links) before anything is read or written; a file is written 0600.
+/// others, no links) before anything is read or written.
 public struct ExternalStoreAccess: Sendable {
     /// What `tokencache stores` reports about a store.
     public struct Status: Sendable, Hashable, Codable {
@@ -192,9 +192,6 @@ public struct ExternalStoreAccess: Sendable {
         return .raw
     }
 
-    /// Refuses the folder `path` is in when it is a link, another user's or writable by others
-    /// (the encrypted file's rule: anyone who can write there can swap the file); with
-    /// `creating`, creates it first (0700) when missing. False when it does not exist.
     /// The folder check of a signal file, and the file itself, when present, a regular file of
     /// this user's: checked before the write it signals, so a refusal changes nothing.
     private static func checkSignal(_ path: String, creating: Bool = false) throws(TokenCacheError) {
@@ -203,6 +200,9 @@ public struct ExternalStoreAccess: Sendable {
         if lstat(path, &info) == 0 { try FileIO.checkOwnRegularFile(info, path: path) }
     }
 
+    /// Refuses the folder `path` is in when it is a link, another user's or writable by others
+    /// (the encrypted file's rule: anyone who can write there can swap the file); with
+    /// `creating`, creates it first (0700) when missing. False when it does not exist.
     @discardableResult
     private static func checkFolder(of path: String, creating: Bool = false) throws(TokenCacheError) -> Bool {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return true }
