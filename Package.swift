@@ -84,7 +84,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokencache",
-            dependencies: ["TokenCache", "TokenCacheCLI", "CLinux"]
+            dependencies: ["TokenCache", "TokenCacheCLI", "CLinux"],
+            // Full RELRO as libtokencache (#34): every symbol bound at start, then the GOT read-only.
+            // Unsafe flags on this executable only: the products apps depend on (the library and the
+            // build plugin) do not contain it, so SwiftPM still accepts the package as a dependency.
+            linkerSettings: [.unsafeFlags(["-Xlinker", "-z", "-Xlinker", "now", "-Xlinker", "-z", "-Xlinker", "relro"], .when(platforms: [.linux]))]
         ),
 
         // The C interface (#30): tokencache.h and its plain-C parts, and the Swift functions behind it.

@@ -29,6 +29,7 @@ enum ExternalStoreConfig {
                 throw bad(path, "store \(name) has an unknown key \"\(key)\" (allowed: file, signal, lock, libsecret)")
             }
             let lock = try string(fields, "lock", required: false).map(expand)
+            if let lock, !lock.hasPrefix("/") { throw bad(path, "store \(name): \"lock\" is not an absolute path") }
             if let file = try string(fields, "file", required: false).map(expand) {
                 guard fields["libsecret"] == nil else { throw bad(path, "store \(name) has both \"file\" and \"libsecret\"") }
                 let signal = try string(fields, "signal", required: false).map(expand)
@@ -67,7 +68,31 @@ enum ExternalStoreConfig {
             result.append(ExternalStore(name: name, persistence: persistence, lockFiles: [lock ?? signal + ".lockfile"],
                                         source: "config file \(path)"))
         }
+        try refuseLocksOnData(result, path: path)
         return result
+    }
+
+    /// A lock file is removed when stale: one declared at a store's file or signal file (of any
+    /// store here) would be taken for a lock and deleted.
+    private static func refuseLocksOnData(_ stores: [ExternalStore], path: String) throws(CLIError) {
+        func normalized(_ file: String) -> String { URL(fileURLWithPath: file).standardizedFileURL.path }
+        var data: [String: String] = [:]  // path -> what it is
+        for store in stores {
+            switch store.persistence {
+            case .file(let file, let signal):
+                data[normalized(file)] = "the \"file\" of store \(store.name)"
+                if let signal { data[normalized(signal)] = "the \"signal\" of store \(store.name)" }
+            case .secretService(let item):
+                for signal in item.signalFiles { data[normalized(signal)] = "the \"signal\" of store \(store.name)" }
+            }
+        }
+        for store in stores {
+            for lock in store.lockFiles {
+                if let what = data[normalized(lock)] {
+                    throw bad(path, "store \(store.name): \"lock\" \(lock) is \(what), which a stale lock's removal would delete")
+                }
+            }
+        }
     }
 
     private static func bad(_ path: String, _ problem: String) -> CLIError {

@@ -28,7 +28,9 @@ package enum FileIO {
     }
 
     /// Opens a file for reading if it exists, refusing links and files others can reach.
-    package static func openExisting(_ path: String) throws(TokenCacheError) -> OpenFile? {
+    /// - Parameter emptyMayBeReadable: an empty file of this user's may have any mode (another
+    ///   tool's signal file, created 0644, holds nothing to protect).
+    package static func openExisting(_ path: String, emptyMayBeReadable: Bool = false) throws(TokenCacheError) -> OpenFile? {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
@@ -44,7 +46,9 @@ package enum FileIO {
             close(descriptor)
             throw failure
         }
-        if let problem = unsafeReason(info, expectFile: true) {
+        let emptySignal = emptyMayBeReadable && info.st_size == 0 && info.st_mode & S_IFMT == S_IFREG
+            && info.st_uid == geteuid() && info.st_nlink == 1
+        if !emptySignal, let problem = unsafeReason(info, expectFile: true) {
             close(descriptor)
             throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(problem).",
                                   hint: "Fix it: `chmod 600 \(path)`, owned by you, a file of its own (no hard links); it was not used")
@@ -119,22 +123,33 @@ package enum FileIO {
     /// link, not owned by this user or writable by others.
     /// - Parameter purpose: what the directory is for, in error messages ("cache directory").
     package static func ensureDirectory(_ url: URL, purpose: String = "cache directory") throws(TokenCacheError) {
+        guard try !checkDirectory(url.path, purpose: purpose) else { return }
+        try createMissingParents(of: url)
+        if mkdir(url.path, 0o700) != 0 && errno != EEXIST { throw error("create directory", url.path) }
+        guard try checkDirectory(url.path, purpose: purpose) else { throw error("inspect", url.path, code: ENOENT) }
+    }
+
+    /// Refuses a directory that is a link, not owned by this user or writable by others (the
+    /// rule of ``ensureDirectory(_:purpose:)``); false when it does not exist.
+    /// - Parameter recreatable: whether removing a directory of another user loses nothing
+    ///   (this library creates it again); otherwise the hint only says to make it yours.
+    package static func checkDirectory(_ path: String, purpose: String, recreatable: Bool = true) throws(TokenCacheError) -> Bool {
         var info = stat()
-        if lstat(url.path, &info) != 0 {
-            guard errno == ENOENT else { throw error("inspect", url.path) }
-            try createMissingParents(of: url)
-            if mkdir(url.path, 0o700) != 0 && errno != EEXIST { throw error("create directory", url.path) }
-            guard lstat(url.path, &info) == 0 else { throw error("inspect", url.path) }
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return false }
+            throw error("inspect", path)
         }
         if info.st_mode & S_IFMT == S_IFLNK {
-            throw TokenCacheError(.unsafeFile, "\(url.path) is a symbolic link; the \(purpose) must be a real directory.",
+            throw TokenCacheError(.unsafeFile, "\(path) is a symbolic link; the \(purpose) must be a real directory.",
                                   hint: "Put the directory the link points to in its place (mv, keeping its files), then retry; removing the link would start an empty cache")
         }
         if let problem = unsafeReason(info, expectFile: false) {
-            let fix = info.st_uid == geteuid() ? "chmod 700 \(url.path)"
-                : "Remove \(url.path) (or make it yours: chown \(geteuid()) \(url.path)); swift-tokencache will create it"
-            throw TokenCacheError(.unsafeFile, "The \(purpose) \(url.path) is unsafe: \(problem).", hint: fix)
+            let fix = info.st_uid == geteuid() ? "chmod 700 \(path)"
+                : recreatable ? "Remove \(path) (or make it yours: chown \(geteuid()) \(path)); swift-tokencache will create it"
+                : "Make it yours: `chown \(geteuid()) \(path)`, then `chmod 700 \(path)`; nothing in it was read or changed"
+            throw TokenCacheError(.unsafeFile, "The \(purpose) \(path) is unsafe: \(problem).", hint: fix)
         }
+        return true
     }
 
     /// mkdir 0700 for each missing ancestor of `url`, outermost first (XDG: create with 0700).
@@ -195,13 +210,32 @@ package enum FileIO {
 }
 
 extension FileIO {
+    /// Refuses (`unsafeFile`) anything but a regular file of this user's, of any mode: the check
+    /// for files that hold nothing (signal files), from `lstat` (a link is refused) or `fstat`.
+    package static func checkOwnRegularFile(_ info: stat, path: String) throws(TokenCacheError) {
+        guard info.st_mode & S_IFMT != S_IFREG || info.st_uid != geteuid() else { return }
+        throw TokenCacheError(.unsafeFile, "\(path) is unsafe: \(unsafeReason(info, expectFile: true) ?? "not a regular file"); nothing was changed.",
+                              hint: info.st_mode & S_IFMT == S_IFLNK ? "Put the file the link points to in its place (mv), then retry"
+                                  : "Make it a regular file of yours: `chown \(geteuid()) \(path)`")
+    }
+
     /// Sets a file's modification (and access) time to the fine-grained wall clock now, creating
     /// it empty with `mode` when missing. Peers that compare mtime with their own last sync
     /// (msal-extensions Python) see the change; `UTIME_NOW` would use the coarse kernel clock.
+    /// A link, or anything that is not a regular file of this user's, is refused (`unsafeFile`).
     package static func touch(_ path: String, mode: mode_t = 0o600) throws(TokenCacheError) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { throw error("touch", path) }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
+        guard descriptor >= 0 else {
+            guard errno == ELOOP else { throw error("touch", path) }
+            var link = stat()
+            lstat(path, &link)
+            try checkOwnRegularFile(link, path: path)
+            throw error("touch", path)
+        }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw error("inspect", path) }
+        try checkOwnRegularFile(info, path: path)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let times = [now, now]

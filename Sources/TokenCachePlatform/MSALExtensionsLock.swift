@@ -9,8 +9,9 @@ import Glibc
 /// excludes all of them at once (docs/EXTERNAL-STORES.md §3 and §6): the file is created with
 /// O_EXCL (Python's filelock, Java and Node wait on its existence) and flocked (.NET and
 /// Python's portalocker wait on the flock), and the flocked inode is checked to still be the
-/// one at the path. A leftover file whose writer is dead and which is older than
-/// ``staleAge`` is removed and the lock taken afresh. Release unlinks first, then unlocks
+/// one at the path. A leftover lock (its content a pid line) whose writer is dead and which is
+/// older than ``staleAge`` is removed and the lock taken afresh; a file of any other content is
+/// never removed (`unsafeFile`). Release unlinks first, then unlocks
 /// (the .NET order, so no waiter locks an inode that is about to vanish).
 package final class MSALExtensionsLock {
     /// A lock file this old whose pid is not alive is stale (Python peers wait 5 s themselves).
@@ -29,8 +30,8 @@ package final class MSALExtensionsLock {
     deinit { release() }
 
     /// Takes the lock at `path`, waiting for a live holder up to `timeout` seconds.
-    /// - Throws: `timedOut` naming the file and its holder; `fileSystem` when the file or its
-    ///   directory cannot be created.
+    /// - Throws: `timedOut` naming the file and its holder; `unsafeFile` when an old file there is
+    ///   not a lock (it is left as it is); `fileSystem` when the file or its directory cannot be created.
     package static func acquire(_ path: String, timeout: Double = defaultTimeout,
                                 logger: Logger? = nil) throws(TokenCacheError) -> MSALExtensionsLock {
         try ensureParent(of: path)
@@ -98,8 +99,14 @@ package final class MSALExtensionsLock {
         var info = stat()
         guard fstat(existing, &info) == 0 else { return .held(holder) }
         let age = realtimeNow() - (Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-        if let pid = holderPID(existing), isAlive(pid) { return .held(holder) }
+        let pid = holderPID(existing)
+        if let pid, isAlive(pid) { return .held(holder) }
         guard age >= staleAge else { return .held(holder) }
+        // Only a lock is ever removed: a config "lock" path may name a file of other content.
+        guard pid != nil else {
+            throw TokenCacheError(.unsafeFile, "\(path) is not a lock file (its content is not a \"pid program\" line); it was left as it is, and nothing was read or changed.",
+                                  hint: "Check the store's \"lock\" path in the config file; if it is a lock a crashed tool left, remove it: `rm \(path)`")
+        }
         guard isSameFile(existing, path) else { return .retryNow }
         logger?.warning("Removing a stale lock file left by a process that is gone", metadata: [
             "lock": .string(path), "holder": .string(holder), "age_seconds": .stringConvertible(Int(age))])
@@ -117,8 +124,21 @@ package final class MSALExtensionsLock {
         return "pid \(parts[0].prefix(12))\(name)"
     }
 
+    /// The pid of a file whose whole content is a lock's: one line "pid" or "pid argv0" (.NET:
+    /// after a UTF-8 BOM, then a newline); nil for anything else.
     private static func holderPID(_ descriptor: Int32) -> pid_t? {
-        content(descriptor).split(separator: " ").first.flatMap { pid_t($0) }.flatMap { $0 > 0 ? $0 : nil }
+        var buffer = [UInt8](repeating: 0, count: 4097)
+        let count = pread(descriptor, &buffer, buffer.count, 0)
+        guard count > 0, count < buffer.count else { return nil }
+        var bytes = buffer[..<count]
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+        if bytes.last == 0x0A { bytes = bytes.dropLast() }
+        if bytes.last == 0x0D { bytes = bytes.dropLast() }
+        guard !bytes.contains(where: { $0 < 0x20 }), let line = String(validating: bytes, as: UTF8.self) else { return nil }
+        let digits = line.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty, digits.count == line.count || line.dropFirst(digits.count).first == " ",
+              let pid = pid_t(digits), pid > 0 else { return nil }
+        return pid
     }
 
     private static func content(_ descriptor: Int32) -> String {

@@ -156,7 +156,7 @@ class BindingTests(unittest.TestCase):
             "AccessToken": {}, "IdToken": {},
         }
         path = os.path.join(config, "msal_token_cache.json")
-        with open(path, "w") as handle:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:  # as msal-extensions does
             json.dump(cache, handle, indent=4)
         control("/control", {"seed": {"refresh_token": "rt-py-azure-cli", "uid": UID, "utid": TENANT, "client_id": azure_cli,
                                       "username": USERNAME, "family": "1"}})
@@ -187,8 +187,11 @@ class BindingTests(unittest.TestCase):
     def test_closed_store_is_refused(self):
         store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
         store.close()
-        with self.assertRaises(tokencache.TokenCacheError):
+        with self.assertRaises(tokencache.ClosedError) as raised:
             store.accounts()
+        self.assertIsInstance(raised.exception, tokencache.TokenCacheError)
+        self.assertIn("closed", str(raised.exception))
+        store.close()  # again: nothing happens
 
     def test_watch_reports_changes_until_stopped(self):
         seen = []
@@ -223,6 +226,105 @@ class BindingTests(unittest.TestCase):
                         "--authority", AUTHORITY, "--scopes", "User.Read"], input=response("cli2py"), text=True,
                        capture_output=True, check=True)
         self.assertEqual(self.store.find_access_token(CLIENT_B, USERNAME, "User.Read").access_token, "at-py-cli2py")
+
+
+# The race of #34 item 4, run in a child process so that a crash (the use-after-free this guards
+# against was a SIGSEGV) is reported as the child's signal. Threads call the store until it is
+# closed under them; the only failure allowed is ClosedError, once closed.
+RACE_CHILD = r"""
+import random, sys, threading, time
+import tokencache
+GROUP, CLIENT, USERNAME, ROUNDS, THREADS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+unexpected, closed_calls, calls = [], [0], [0]
+count = threading.Lock()
+for round in range(ROUNDS):
+    store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+    started = threading.Barrier(THREADS + 1)
+    watches = []
+
+    def caller(index):
+        started.wait()
+        while True:
+            try:
+                if index % 3 == 0:
+                    store.accounts(CLIENT)
+                elif index % 3 == 1:
+                    store.find_access_token(CLIENT, USERNAME, "User.Read")
+                else:  # watches started and stopped while the store closes
+                    watch = store.watch_accounts(CLIENT, lambda accounts, error: None, interval_ms=1)
+                    watches.append(watch)
+                    if random.random() < 0.5:
+                        watch.stop()
+                with count:
+                    calls[0] += 1
+            except tokencache.ClosedError:
+                with count:
+                    closed_calls[0] += 1
+                return
+            except BaseException as error:
+                unexpected.append(repr(error))
+                return
+
+    threads = [threading.Thread(target=caller, args=(index,)) for index in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    time.sleep(random.uniform(0, 0.02))
+    closers = [threading.Thread(target=store.close) for _ in range(2)]  # two closes at once
+    for closer in closers:
+        closer.start()
+    for thread in threads + closers:
+        thread.join()
+    for watch in watches:  # stopped by the close: stopping again is a no-op
+        watch.stop()
+print(f"{calls[0]} calls, {closed_calls[0]} refused after close, {len(unexpected)} unexpected: {unexpected[:3]}")
+sys.exit(1 if unexpected or closed_calls[0] != ROUNDS * THREADS else 0)
+"""
+
+
+class ThreadSafetyTests(unittest.TestCase):
+    """A Store and its Watches shared by threads (#34 item 4)."""
+
+    def setUp(self):
+        self.store = open_empty_store(self)
+        self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("race"))
+
+    def test_close_while_threads_call_waits_for_them_and_later_calls_raise_closed_error(self):
+        rounds = int(os.environ.get("TOKENCACHE_PYTHON_RACE_ROUNDS", "100"))
+        started = time.monotonic()
+        child = subprocess.run([sys.executable, "-c", RACE_CHILD, GROUP, CLIENT_A, USERNAME, str(rounds), "12"],
+                               capture_output=True, text=True, timeout=600)
+        signal = f" (killed by signal {-child.returncode})" if child.returncode < 0 else ""
+        self.assertEqual(child.returncode, 0, f"race child failed{signal}: {child.stdout}{child.stderr[-2000:]}")
+        print(f"close-vs-call race: {rounds} rounds x 12 threads in {time.monotonic() - started:.1f} s: {child.stdout.strip()}",
+              file=sys.stderr)
+
+    def test_close_from_inside_a_watch_callback_is_refused_not_a_deadlock(self):
+        store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+        self.addCleanup(store.close)
+        outcome, done = [], threading.Event()
+
+        def on_change(accounts, error):
+            if done.is_set():
+                return
+            for close in (store.close, watch.stop):
+                try:
+                    close()
+                    outcome.append("returned")
+                except tokencache.TokenCacheError as error:
+                    outcome.append(error.message)
+            done.set()
+
+        watch = None
+        watch = store.watch_accounts(CLIENT_A, lambda accounts, error: (watch is not None) and on_change(accounts, error),
+                                     interval_ms=10)
+        self.assertTrue(done.wait(5))
+        self.assertEqual(len(outcome), 2)
+        self.assertIn("inside one of its watches' callbacks", outcome[0])
+        self.assertIn("inside one of its own calls or callbacks", outcome[1])
+        store.close()  # from here: stops the watch, then closes
+        with self.assertRaises(tokencache.ClosedError):
+            store.accounts()
 
 
 class SignInTests(unittest.TestCase):
@@ -278,6 +380,37 @@ class SignInTests(unittest.TestCase):
     def test_device_code_needs_a_callback(self):
         with self.assertRaises(TypeError):
             self.store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=None)
+
+    def test_close_waits_for_a_sign_in_in_flight(self):
+        # The device code sign-in is inside the C call while on_code runs (on the calling thread).
+        store = tokencache.Store.open(GROUP, tokencache.Backend.SECRET_SERVICE)
+        entered, release, outcome = threading.Event(), threading.Event(), []
+
+        def on_code(code):
+            entered.set()
+            release.wait(5)
+            self.control("/control", {"deny_device": code.user_code})
+
+        def sign_in():
+            try:
+                store.sign_in_device_code(CLIENT_A, self.authority, "User.Read", on_code=on_code)
+            except tokencache.TokenCacheError as error:
+                outcome.append(error.code)
+
+        signing_in = threading.Thread(target=sign_in)
+        signing_in.start()
+        self.assertTrue(entered.wait(10))
+        closer = threading.Thread(target=store.close)
+        closer.start()
+        closer.join(0.5)
+        self.assertTrue(closer.is_alive(), "close returned while a sign-in was in flight")
+        with self.assertRaises(tokencache.ClosedError):  # closing: no new call starts
+            store.accounts()
+        release.set()
+        signing_in.join(30)
+        closer.join(5)
+        self.assertFalse(closer.is_alive())
+        self.assertEqual(outcome, [tokencache.ACCESS_DENIED])  # the sign-in ended on its own terms
 
     def test_device_code_callback_exception_is_raised_after_the_sign_in(self):
         def on_code(code):

@@ -1,7 +1,9 @@
 """The shared MSAL token cache for Linux, over libtokencache's C interface (tokencache.h).
 
 Every function blocks (D-Bus, file I/O, HTTP for acquire_token_silent, and the sign_in_* methods
-until the user has signed in): in a GUI app call them from a worker thread. A Store may be shared by threads. Failures raise TokenCacheError.
+until the user has signed in): in a GUI app call them from a worker thread. A Store (and a Watch) may be
+shared by threads: close() (stop()) waits for the calls in flight, and a call after it raises
+ClosedError. Failures raise TokenCacheError.
 
 Secrets: the C library hands access tokens over in buffers it wipes on free; this module copies a
 token into a Python str (which Python cannot wipe) and frees the buffer at once. Keep tokens out
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
-__all__ = ["Account", "Backend", "DeviceCode", "NativePrompt", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
+__all__ = ["Account", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
            "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
            "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
@@ -74,6 +76,85 @@ class TokenCacheError(Exception):
         self.name = name
         self.message = message
         self.hint = hint
+
+
+class ClosedError(TokenCacheError):
+    """A call on a Store that is closed (or closing), or a Watch that is stopped."""
+
+    def __init__(self, what: str):
+        super().__init__(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT", f"Invalid {what}: is closed.",
+                         f"Open a new one; a closed {what} cannot be used again")
+
+
+class _Handle:
+    """A C handle shared by threads: each call holds it (use()), and release() waits until no call
+    does before freeing it once, so no call ever runs on a freed handle (C forbids closing a store
+    another thread uses)."""
+
+    def __init__(self, pointer: int, what: str):
+        self._pointer = pointer
+        self._what = what
+        self._users = {}  # thread id -> calls of that thread in flight
+        self._freed = False
+        self._changed = threading.Condition(threading.Lock())
+
+    def held_here(self) -> bool:
+        """Whether this thread is inside a call (or callback) holding the handle."""
+        return threading.get_ident() in self._users
+
+    def use(self) -> "_Use":
+        with self._changed:
+            if self._pointer is None:
+                raise ClosedError(self._what)
+            thread = threading.get_ident()
+            self._users[thread] = self._users.get(thread, 0) + 1
+            return _Use(self, self._pointer)
+
+    def _done(self) -> None:
+        with self._changed:
+            thread = threading.get_ident()
+            self._users[thread] -= 1
+            if not self._users[thread]:
+                del self._users[thread]
+            self._changed.notify_all()
+
+    def release(self, free: Callable[[int], None], before: Callable[[], None] = lambda: None) -> None:
+        """Refuses new calls, waits for those in flight, runs before(), then free(pointer); returns once freed,
+        in every thread that calls it. Raises TokenCacheError when called from inside a call on this handle
+        (that wait would never end)."""
+        with self._changed:
+            if self.held_here():
+                raise TokenCacheError(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT",
+                                      f"Invalid {self._what}: cannot be closed from inside one of its own calls or callbacks.",
+                                      "Close it after the call has returned, from any thread")
+            if self._pointer is None:  # closed, or closing in another thread
+                while not self._freed:
+                    self._changed.wait()
+                return
+            pointer, self._pointer = self._pointer, None
+            while self._users:
+                self._changed.wait()
+        try:
+            before()
+            free(pointer)
+        finally:
+            with self._changed:
+                self._freed = True
+                self._changed.notify_all()
+
+
+class _Use:
+    """One call's hold on a _Handle (a with block)."""
+
+    def __init__(self, handle: _Handle, pointer: int):
+        self._handle = handle
+        self.pointer = pointer
+
+    def __enter__(self) -> int:
+        return self.pointer
+
+    def __exit__(self, *exc) -> None:
+        self._handle._done()
 
 
 class _Error(ctypes.Structure):
@@ -241,19 +322,26 @@ def _token(secret: ctypes.c_void_p, info: ctypes.c_void_p) -> Token:
 
 
 class Watch:
-    """A running accounts watch; stop() it (or leave the with block)."""
+    """A running accounts watch; stop() it (or leave the with block). Closing its store stops it too."""
 
-    def __init__(self, handle: int, callback):
-        self._handle = handle
-        self._callback = callback  # kept alive while the C library may call it
-        self._lock = threading.Lock()
+    def __init__(self, callback):
+        self._handle = _Handle(0, "watch")  # its C pointer once started; callbacks hold it while they run
+        self._callback = callback
+        self._store: Optional["Store"] = None
+
+    def _started(self, pointer: int, store: "Store") -> None:
+        self._handle._pointer = pointer
+        self._store = store
+        with store._watches_lock:
+            store._watches.add(self)
 
     def stop(self) -> None:
-        """Returns once the callback is not running and will not run again. Not from the callback."""
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle:
-            _lib.tokencache_watch_stop(handle)
+        """Returns once the callback is not running and will not run again (in every thread that calls it).
+        Raises TokenCacheError from inside the callback."""
+        self._handle.release(_lib.tokencache_watch_stop)
+        if self._store is not None:
+            with self._store._watches_lock:
+                self._store._watches.discard(self)
 
     def __enter__(self) -> "Watch":
         return self
@@ -266,7 +354,9 @@ class Store:
     """A sharing group's cache on the backend a policy selects (tokencache_store)."""
 
     def __init__(self, handle: int):
-        self._handle = handle
+        self._handle = _Handle(handle, "store")
+        self._watches = set()  # C requires them stopped before the store is closed
+        self._watches_lock = threading.Lock()
 
     @classmethod
     def open(cls, group: Optional[str] = None, backend: Backend = Backend.AUTO) -> "Store":
@@ -276,9 +366,22 @@ class Store:
         return cls(handle.value)
 
     def close(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle:
-            _lib.tokencache_store_close(handle)
+        """Closes the store once the calls in flight on other threads have returned, after stopping its
+        watches; later calls raise ClosedError. Idempotent; raises TokenCacheError from inside a call
+        or callback of this store."""
+        with self._watches_lock:
+            watches = list(self._watches)
+        if any(watch._handle.held_here() for watch in watches):  # would wait for itself
+            raise TokenCacheError(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT",
+                                  "Invalid store: cannot be closed from inside one of its watches' callbacks.",
+                                  "Close it after the callback has returned, from another thread")
+        self._handle.release(_lib.tokencache_store_close, self._stop_watches)
+
+    def _stop_watches(self) -> None:
+        with self._watches_lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.stop()
 
     def __enter__(self) -> "Store":
         return self
@@ -292,61 +395,61 @@ class Store:
         except Exception:
             pass
 
-    def _live(self) -> int:
-        if not self._handle:
-            raise TokenCacheError(INVALID_ARGUMENT, "TOKENCACHE_E_INVALID_ARGUMENT", "Invalid store: is closed.")
-        return self._handle
-
     def accounts(self, client_id: Optional[str] = None) -> List[Account]:
         """The accounts an app can use silently, or every account of the group (client_id None). With
         set_sso_stores, an app's list goes on with the stores' accounts it could get a token for."""
-        handle, error = ctypes.c_void_p(), _Error()
-        _check(_lib.tokencache_store_accounts(self._live(), _arg(client_id, "client_id"), ctypes.byref(handle),
-                                              ctypes.byref(error)), error)
-        try:
-            return _accounts(handle.value)
-        finally:
-            _lib.tokencache_accounts_free(handle.value)
+        with self._handle.use() as store:
+            handle, error = ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_store_accounts(store, _arg(client_id, "client_id"), ctypes.byref(handle),
+                                                  ctypes.byref(error)), error)
+            try:
+                return _accounts(handle.value)
+            finally:
+                _lib.tokencache_accounts_free(handle.value)
 
     def find_access_token(self, client_id: str, account: str, scopes: Union[str, List[str]],
                           authority: Optional[str] = None) -> Optional[Token]:
         """A cached, unexpired access token (no network), or None when there is none (or no such account)."""
-        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
-        status = _lib.tokencache_store_find_access_token(self._live(), _arg(client_id, "client_id"), _arg(account, "account"),
-                                                         _scopes(scopes), _arg(authority, "authority"), ctypes.byref(secret),
-                                                         ctypes.byref(info), ctypes.byref(error))
-        if status == NOT_FOUND:  # no such account, or no usable token for it
-            return None
-        _check(status, error)
-        return _token(secret, info)
+        with self._handle.use() as store:
+            secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            status = _lib.tokencache_store_find_access_token(store, _arg(client_id, "client_id"), _arg(account, "account"),
+                                                             _scopes(scopes), _arg(authority, "authority"), ctypes.byref(secret),
+                                                             ctypes.byref(info), ctypes.byref(error))
+            if status == NOT_FOUND:  # no such account, or no usable token for it
+                return None
+            _check(status, error)
+            return _token(secret, info)
 
     def acquire_token_silent(self, client_id: str, authority: str, account: str, scopes: Union[str, List[str]],
                              force_refresh: bool = False) -> Token:
         """A cached token, or one refreshed at the authority and saved. Raises INTERACTION_REQUIRED when the
         user must sign in."""
-        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
-        _check(_lib.tokencache_acquire_token_silent(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
-                                                    _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
-                                                    ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
-        return _token(secret, info)
+        with self._handle.use() as store:
+            secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_acquire_token_silent(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                        _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
+                                                        ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
+            return _token(secret, info)
 
     def set_sso_stores(self, names: Union[None, str, List[str]]) -> None:
         """Single sign-on with other tools' MSAL caches (off by default): accounts(client_id) then lists, and
         acquire_token_silent may use, the accounts and refresh tokens of these stores, named as `tokencache stores` shows them ("azure-cli").
         None or [] turns it off. Raises INVALID_ARGUMENT for an unknown name."""
-        text = " ".join(names) if isinstance(names, (list, tuple)) else (names or "")
-        error = _Error()
-        _check(_lib.tokencache_store_set_sso_stores(self._live(), text.encode("utf-8"), ctypes.byref(error)), error)
+        with self._handle.use() as store:
+            text = " ".join(names) if isinstance(names, (list, tuple)) else (names or "")
+            error = _Error()
+            _check(_lib.tokencache_store_set_sso_stores(store, text.encode("utf-8"), ctypes.byref(error)), error)
 
     def save_response(self, client_id: str, authority: str, scopes: Union[str, List[str]],
                       response_json: Union[str, bytes]) -> Token:
         """Stores a token endpoint response body; returns the saved token's description (access_token empty)."""
-        body = response_json.encode("utf-8") if isinstance(response_json, str) else bytes(response_json)
-        info, error = ctypes.c_void_p(), _Error()
-        _check(_lib.tokencache_store_save_response(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
-                                                   _scopes(scopes), body, len(body), ctypes.byref(info), ctypes.byref(error)),
-               error)
-        return _token(ctypes.c_void_p(), info)
+        with self._handle.use() as store:
+            body = response_json.encode("utf-8") if isinstance(response_json, str) else bytes(response_json)
+            info, error = ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_store_save_response(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                       _scopes(scopes), body, len(body), ctypes.byref(info), ctypes.byref(error)),
+                   error)
+            return _token(ctypes.c_void_p(), info)
 
     def sign_in_device_code(self, client_id: str, authority: str, scopes: Union[str, List[str]],
                             on_code: Callable[[DeviceCode], None], timeout_seconds: int = 0) -> Token:
@@ -354,26 +457,27 @@ class Store:
         on_code(DeviceCode) is called once, on this thread, with what to show the user; the call then blocks until
         the user has finished (timeout_seconds 0: until the code expires). Raises ACCESS_DENIED, TIMED_OUT,
         UNSUPPORTED_FLOW, ... An exception raised by on_code is raised again once the sign-in has ended."""
-        if not callable(on_code):
-            raise TypeError("on_code must be callable")
-        raised = []
+        with self._handle.use() as store:
+            if not callable(on_code):
+                raise TypeError("on_code must be callable")
+            raised = []
 
-        def trampoline(user_code, verification_uri, message, _user_data):
-            try:
-                on_code(DeviceCode(_text(user_code), _text(verification_uri), _text(message)))
-            except BaseException as exception:  # an exception must not unwind into C
-                raised.append(exception)
-        c_callback = _DEVICE_CODE(trampoline)
-        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
-        status = _lib.tokencache_sign_in_device_code(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
-                                                     _scopes(scopes), c_callback, None, timeout_seconds, ctypes.byref(secret),
-                                                     ctypes.byref(info), ctypes.byref(error))
-        if status == 0:
-            token = _token(secret, info)
-        if raised:
-            raise raised[0]
-        _check(status, error)
-        return token
+            def trampoline(user_code, verification_uri, message, _user_data):
+                try:
+                    on_code(DeviceCode(_text(user_code), _text(verification_uri), _text(message)))
+                except BaseException as exception:  # an exception must not unwind into C
+                    raised.append(exception)
+            c_callback = _DEVICE_CODE(trampoline)
+            secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            status = _lib.tokencache_sign_in_device_code(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                         _scopes(scopes), c_callback, None, timeout_seconds, ctypes.byref(secret),
+                                                         ctypes.byref(info), ctypes.byref(error))
+            if status == 0:
+                token = _token(secret, info)
+            if raised:
+                raise raised[0]
+            _check(status, error)
+            return token
 
     def sign_in_browser(self, client_id: str, authority: str, scopes: Union[str, List[str]],
                         login_hint: Optional[str] = None, timeout_seconds: int = 0) -> Token:
@@ -381,11 +485,12 @@ class Store:
         which must be registered for the app) and saves the sign-in for the group. Blocks until the user has finished
         (timeout_seconds 0: 300). Raises BROWSER_UNAVAILABLE at once where no browser can be opened (use
         sign_in_device_code), CANCELLED, ACCESS_DENIED, TIMED_OUT, ..."""
-        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
-        _check(_lib.tokencache_sign_in_browser(self._live(), _arg(client_id, "client_id"), _arg(authority, "authority"),
-                                               _scopes(scopes), _arg(login_hint, "login_hint"), timeout_seconds,
-                                               ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
-        return _token(secret, info)
+        with self._handle.use() as store:
+            secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_sign_in_browser(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                   _scopes(scopes), _arg(login_hint, "login_hint"), timeout_seconds,
+                                                   ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
+            return _token(secret, info)
 
     def _native(self, function, arguments, prompt: Callable[[NativePrompt, str], Optional[str]]) -> Token:
         """Runs a tokencache_native_* flow, asking `prompt` (on this thread) for codes, passwords and attributes."""
@@ -407,12 +512,13 @@ class Store:
                 raised.append(exception)
                 return 1
         c_prompt = _NATIVE_PROMPT(trampoline)
-        secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
-        status = function(self._live(), *arguments, c_prompt, None, ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error))
-        if raised:
-            raise raised[0]
-        _check(status, error)
-        return _token(secret, info)
+        with self._handle.use() as store:  # close() waits for the flow, prompts included
+            secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            status = function(store, *arguments, c_prompt, None, ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error))
+            if raised:
+                raise raised[0]
+            _check(status, error)
+            return _token(secret, info)
 
     def native_sign_in(self, client_id: str, authority: str, scopes: Union[str, List[str]], username: str,
                        prompt: Callable[[NativePrompt, str], Optional[str]], password: Optional[str] = None) -> Token:
@@ -443,37 +549,46 @@ class Store:
 
     def sign_out(self, client_id: str, account: str) -> None:
         """Signs one app out of an account; other apps of the group keep it."""
-        error = _Error()
-        _check(_lib.tokencache_store_sign_out(self._live(), _arg(client_id, "client_id"), _arg(account, "account"),
-                                              ctypes.byref(error)), error)
+        with self._handle.use() as store:
+            error = _Error()
+            _check(_lib.tokencache_store_sign_out(store, _arg(client_id, "client_id"), _arg(account, "account"),
+                                                  ctypes.byref(error)), error)
 
     def remove_account(self, account: str) -> int:
         """Removes an account for every app of the group; returns the number of entries removed."""
-        removed, error = ctypes.c_size_t(), _Error()
-        _check(_lib.tokencache_store_remove_account(self._live(), _arg(account, "account"), ctypes.byref(removed),
-                                                    ctypes.byref(error)), error)
-        return removed.value
+        with self._handle.use() as store:
+            removed, error = ctypes.c_size_t(), _Error()
+            _check(_lib.tokencache_store_remove_account(store, _arg(account, "account"), ctypes.byref(removed),
+                                                        ctypes.byref(error)), error)
+            return removed.value
 
     def watch_accounts(self, client_id: str, callback: Callable[[Optional[List[Account]], Optional[TokenCacheError]], None],
                        interval_ms: int = 1000) -> Watch:
         """Calls callback(accounts, None) with the app's accounts now and on every change, or (None, error) when a
         read fails; on a library thread, one call at a time."""
+        watch = Watch(callback)
+
         def trampoline(handle, error, _user_data):
             try:
-                if handle:
-                    callback(_accounts(handle), None)
-                else:
-                    failure = error.contents
-                    callback(None, TokenCacheError(failure.code, _text(_lib.tokencache_status_name(failure.code)),
-                                                   _text(failure.message), _text(failure.hint)))
+                with watch._handle.use():  # ClosedError once stop() has begun: not delivered
+                    if handle:
+                        callback(_accounts(handle), None)
+                    else:
+                        failure = error.contents
+                        callback(None, TokenCacheError(failure.code, _text(_lib.tokencache_status_name(failure.code)),
+                                                       _text(failure.message), _text(failure.hint)))
+            except ClosedError:
+                pass
             except Exception:  # an exception must not unwind into C
                 import traceback
                 traceback.print_exc()
-        c_callback = _ACCOUNTS_CHANGED(trampoline)
-        handle, error = ctypes.c_void_p(), _Error()
-        _check(_lib.tokencache_store_watch_accounts(self._live(), _arg(client_id, "client_id"), interval_ms, c_callback,
-                                                    None, ctypes.byref(handle), ctypes.byref(error)), error)
-        return Watch(handle.value, c_callback)
+        watch._c_callback = _ACCOUNTS_CHANGED(trampoline)  # kept alive while the C library may call it
+        with self._handle.use() as store:
+            handle, error = ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_store_watch_accounts(store, _arg(client_id, "client_id"), interval_ms, watch._c_callback,
+                                                        None, ctypes.byref(handle), ctypes.byref(error)), error)
+            watch._started(handle.value, self)
+            return watch
 
 
 def diagnose(group: Optional[str] = None, backend: Backend = Backend.AUTO) -> Tuple[str, bool]:

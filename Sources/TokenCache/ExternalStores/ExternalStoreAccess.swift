@@ -8,8 +8,10 @@ import Glibc
 /// Reads and changes an ``ExternalStore`` the way its owner does: the blob is MSAL JSON kept
 /// through the lossless codec (unknown fields and sections are written back as they were), a
 /// change is a read-modify-write under every lock file the owner takes (``MSALExtensionsLock``),
-/// the file is replaced atomically keeping its mode, a keyring item is replaced in place in the
-/// owner's encoding, and the mtimes peers compare are moved forward.
+/// the file is replaced atomically with mode 0600, a keyring item is replaced in place in the
+/// owner's encoding, and the mtimes peers compare are moved forward. Store files and the folders
+/// of store, lock and signal files pass the encrypted file's checks (this user's, not reachable by
+/// others, no links) before anything is read or written.
 public struct ExternalStoreAccess: Sendable {
     /// What `tokencache stores` reports about a store.
     public struct Status: Sendable, Hashable, Codable {
@@ -153,10 +155,12 @@ public struct ExternalStoreAccess: Sendable {
         }
         switch store.persistence {
         case .file(let path, let signal):
+            if let signal { try Self.checkSignal(signal) }
             guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("delete", path) }
             if let signal { try FileIO.touch(signal) }
         case .secretService(let item):
             let keyring = try keyring()
+            for signal in item.signalFiles { try Self.checkSignal(signal) }
             // The item read above, the one its owner finds; any other is not this copy's to delete.
             if let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
                                                         schema: item.matchesSchema ? item.schema : nil) {
@@ -175,9 +179,7 @@ public struct ExternalStoreAccess: Sendable {
             throw TokenCacheError(.invalidArgument, "No lock file is known for store \(store.name), so it is never changed here.",
                                   hint: hint)
         }
-        if creatingFolders {
-            for path in store.lockFiles { try Self.createFolder(of: path) }
-        }
+        for path in store.lockFiles { try Self.checkFolder(of: path, creating: creatingFolders) }
         var locks: [MSALExtensionsLock] = []
         defer { for lock in locks.reversed() { lock.release() } }
         for path in store.lockFiles { locks.append(try MSALExtensionsLock.acquire(path, logger: logger)) }
@@ -188,6 +190,24 @@ public struct ExternalStoreAccess: Sendable {
     private var newEncoding: ExternalStore.BlobEncoding {
         if case .secretService(let item) = store.persistence, item.encoding == .base64 { return .base64 }
         return .raw
+    }
+
+    /// The folder check of a signal file, and the file itself, when present, a regular file of
+    /// this user's: checked before the write it signals, so a refusal changes nothing.
+    private static func checkSignal(_ path: String, creating: Bool = false) throws(TokenCacheError) {
+        try checkFolder(of: path, creating: creating)
+        var info = stat()
+        if lstat(path, &info) == 0 { try FileIO.checkOwnRegularFile(info, path: path) }
+    }
+
+    /// Refuses the folder `path` is in when it is a link, another user's or writable by others
+    /// (the encrypted file's rule: anyone who can write there can swap the file); with
+    /// `creating`, creates it first (0700) when missing. False when it does not exist.
+    @discardableResult
+    private static func checkFolder(of path: String, creating: Bool = false) throws(TokenCacheError) -> Bool {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return true }
+        if creating { try createFolder(of: path) }
+        return try FileIO.checkDirectory(String(path[..<slash]), purpose: "folder of \(path)", recreatable: false)
     }
 
     /// The folder `path` is in, created (0700, parents included) when missing.
@@ -262,8 +282,9 @@ public struct ExternalStoreAccess: Sendable {
     private func saveBlob(_ json: Data, encoding: ExternalStore.BlobEncoding, creating: Bool) throws(TokenCacheError) {
         switch store.persistence {
         case .file(let path, let signal):
+            try Self.checkFolder(of: path, creating: creating)
+            if let signal { try Self.checkSignal(signal) }
             if creating {
-                try Self.createFolder(of: path)
                 var info = stat()
                 if lstat(path, &info) != 0 {
                     // msal-extensions' FilePersistence creates the file with mode 0600.
@@ -277,6 +298,7 @@ public struct ExternalStoreAccess: Sendable {
         case .secretService(let item):
             let keyring = try keyring()
             let secret = encoding == .base64 ? Data(json.base64EncodedString().utf8) : json
+            for signal in item.signalFiles { try Self.checkSignal(signal, creating: creating) }
             guard let found = try keyring.findExternalItem(attributeSets: [item.attributes] + item.alternativeAttributes,
                                                            schema: item.matchesSchema ? item.schema : nil) else {
                 guard creating else {
@@ -285,7 +307,7 @@ public struct ExternalStoreAccess: Sendable {
                 }
                 try keyring.createExternalItem(collection: item.collection, schema: item.schema, attributes: item.attributes,
                                                label: item.label, secret: secret)
-                for signal in item.signalFiles { try Self.createFolder(of: signal); try FileIO.touch(signal) }
+                for signal in item.signalFiles { try FileIO.touch(signal) }
                 return
             }
             try keyring.replaceExternalSecret(found, with: secret)
@@ -319,33 +341,27 @@ public struct ExternalStoreAccess: Sendable {
 
     // MARK: Files
 
+    /// The file's content, nil when it or its folder does not exist. The encrypted file's checks
+    /// (``FileIO/openExisting(_:emptyMayBeReadable:)``): a link, another user's file or one others
+    /// can read or write is refused with `unsafeFile`, and so is such a folder.
     private static func readFile(_ path: String) throws(TokenCacheError) -> Data? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT || errno == ENOTDIR { return nil }
-            throw FileIO.error("open", path)
-        }
-        defer { close(descriptor) }
-        return try FileIO.readAll(descriptor, path: path)
+        guard try checkFolder(of: path), let file = try FileIO.openExisting(path, emptyMayBeReadable: true) else { return nil }
+        defer { close(file.descriptor) }
+        return try FileIO.readAll(file.descriptor, path: path)
     }
 
-    /// Atomically (temporary file, fsync, rename), keeping the owner's mode; a symbolic link is
-    /// refused rather than replaced by a file.
+    /// Atomically (temporary file, fsync, rename) with mode 0600 and this user as owner; the file
+    /// there must pass the checks of ``readFile(_:)`` (a link is refused, never replaced).
     private static func replaceFile(_ path: String, with data: Data) throws(TokenCacheError) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw FileIO.error("inspect", path) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw TokenCacheError(.unsafeFile, "\(path) is not a regular file (a symbolic link?); it was left unchanged.",
-                                  hint: "Declare the link's target as the store's file in the config file")
-        }
+        guard let file = try FileIO.openExisting(path, emptyMayBeReadable: true) else { throw FileIO.error("inspect", path, code: ENOENT) }
+        close(file.descriptor)
         let name = path.split(separator: "/").last.map(String.init) ?? "cache"
         let prefix = ".\(name).tokencache-"
         // Under the owner's lock no writer of ours is live: a temporary file left is a killed one's.
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         FileIO.removeStaleTemporaryFiles(in: URL(fileURLWithPath: directory), prefix: prefix)
-        _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix, mode: info.st_mode & 0o7777)
-        // Root changing a user's file leaves it the user's (only root can, and only root needs to).
-        if info.st_uid != geteuid() || info.st_gid != getegid() { _ = lchown(path, info.st_uid, info.st_gid) }
+        // 0600 whatever the mode was (msal-extensions creates it so); owned by us (checked above).
+        _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix, mode: 0o600)
         // rename keeps the coarse kernel time; peers compare with their fine wall clock.
         try FileIO.touch(path)
     }

@@ -165,6 +165,7 @@ extension OtherToolsStores {
             // A blob that is not MSAL JSON is reported unreadable and left exactly as it was.
             let garbage = Data("{\"Account\": {".utf8)
             try garbage.write(to: URL(fileURLWithPath: machine.azureCLIFile))
+            #expect(chmod(machine.azureCLIFile, 0o600) == 0)  // as msal-extensions creates it (0644 is refused as unsafe)
             let status = try Self.status("azure-cli", in: machine)
             #expect(status["present"] as? Bool == true)
             #expect(status["readable"] as? Bool == false)
