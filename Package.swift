@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+// Licensed under the MIT License (see LICENSE), as the MSAL libraries are.
 import Foundation
 import PackageDescription
 

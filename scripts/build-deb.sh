@@ -1,104 +1,35 @@
 #!/usr/bin/env bash
-# Builds the Debian package tokencache_<version>_<arch>.deb (dpkg-deb) with everything an app,
-# script or admin needs, as one package so `apt install ./tokencache_*.deb` is the whole install:
-#   /usr/bin/tokencache                         the CLI (scripts/build-release.sh: static Swift runtime)
-#   /usr/share/man/man1/tokencache.1.gz         its man page, and bash, zsh and fish completions
-#   /usr/share/{bash-completion/completions,zsh/vendor-completions,fish/vendor_completions.d}/
-#   /usr/lib/<triplet>/libtokencache.so.0*      the C library (scripts/build-c-library.sh), and for
-#   /usr/include/tokencache.h, .so, pkgconfig/  building against it the header, link and .pc file
-#   /usr/lib/python3/dist-packages/tokencache/  the Python binding (pure Python, ctypes)
-#   /usr/share/doc/tokencache/examples/         the C and Python examples
-# Nothing in it needs the Swift toolchain. Depends are computed from what the two ELF files link
-# (the package owning each library; libc6 at the highest GLIBC_ symbol version used); what the
-# library loads with dlopen when first used is recommended: libsecret-1-0 (the keyring), libssl3
-# (the encrypted file), libcurl4 (token refresh).
-#   scripts/build-deb.sh [OUTPUT_DIRECTORY]     default .build/deb; prints the .deb's path
-# TOKENCACHE_BINARY / TOKENCACHE_C_LIBRARY: use a CLI binary / library directory built already.
+# Builds the Debian packages from debian/ (debhelper) with `dpkg-buildpackage -us -uc -b` in this
+# checkout, and checks them with lintian (no error, no warning):
+#   libtokencache0       /usr/lib/<triplet>/libtokencache.so.0 (symbols file, static Swift runtime)
+#   libtokencache-dev    tokencache.h, the .so link, tokencache.pc, the C example
+#   tokencache           /usr/bin/tokencache, its man page, bash, zsh and fish completions
+#   python3-tokencache   the Python binding (pure Python, ctypes), the Python example
+# Installs what is missing to build them (apt-get build-dep on debian/control, and lintian; root
+# or sudo). The Swift builds stay in .build and .build-clib, so a rebuild only relinks.
+#   scripts/build-deb.sh [OUTPUT_DIRECTORY]    default .build/deb; prints the .changes file's path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="$(realpath -m "${1:-.build/deb}")"
-arch="$(dpkg --print-architecture)"
-triplet="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
-version="$(awk '/#define TOKENCACHE_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v == "" ? "" : ".") $3 } END { print v }' \
-    Sources/CTokenCache/include/tokencache.h)"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-ROOT="$WORK/root"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-# The CLI with its man page and completions, through the install script; then Debian's places.
-if [ -z "${TOKENCACHE_BINARY:-}" ]; then
-    scripts/build-release.sh tokencache >&2
-    TOKENCACHE_BINARY="$(scripts/build-release.sh --show-bin-path)/tokencache"
+if ! dpkg-checkbuilddeps 2>/dev/null || ! command -v lintian >/dev/null; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get build-dep -y -qq ./ >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends lintian >/dev/null
 fi
-TOKENCACHE_BINARY="$TOKENCACHE_BINARY" DESTDIR="$ROOT" PREFIX=/usr scripts/install.sh >&2
-strip --strip-unneeded "$ROOT/usr/bin/tokencache"
-gzip -9n "$ROOT/usr/share/man/man1/tokencache.1"
-mkdir -p "$ROOT/usr/share/zsh/vendor-completions"
-mv "$ROOT/usr/share/zsh/site-functions/_tokencache" "$ROOT/usr/share/zsh/vendor-completions/_tokencache"
-rmdir "$ROOT/usr/share/zsh/site-functions"
 
-# The C library, header and pkg-config file.
-lib="${TOKENCACHE_C_LIBRARY:-}"
-if [ -z "$lib" ]; then
-    lib="$WORK/c-library"
-    PREFIX=/usr LIBDIR="/usr/lib/$triplet" scripts/build-c-library.sh "$lib" >&2
-fi
-install -d "$ROOT/usr/lib/$triplet/pkgconfig" "$ROOT/usr/include"
-cp -P "$lib"/lib/libtokencache.so* "$ROOT/usr/lib/$triplet/"
-chmod 0644 "$ROOT/usr/lib/$triplet/libtokencache.so.$version"
-install -m 0644 "$lib/include/tokencache.h" "$ROOT/usr/include/tokencache.h"
-sed -e "s|^prefix=.*|prefix=/usr|" -e "s|^libdir=.*|libdir=/usr/lib/$triplet|" -e "s|^includedir=.*|includedir=/usr/include|" \
-    "$lib/lib/pkgconfig/tokencache.pc" > "$ROOT/usr/lib/$triplet/pkgconfig/tokencache.pc"
-
-# The Python binding and the examples.
-install -D -m 0644 python/tokencache/__init__.py "$ROOT/usr/lib/python3/dist-packages/tokencache/__init__.py"
-install -D -m 0644 Examples/c/example.c "$ROOT/usr/share/doc/tokencache/examples/example.c"
-install -D -m 0644 Examples/python/example.py "$ROOT/usr/share/doc/tokencache/examples/example.py"
-install -D -m 0644 python/README.md "$ROOT/usr/share/doc/tokencache/README.python.md"
-
-# Depends: the package of each library the ELF files need, libc6 at the newest symbol version used.
-elves=("$ROOT/usr/bin/tokencache" "$ROOT/usr/lib/$triplet/libtokencache.so.$version")
-depends=()
-for needed in $(for elf in "${elves[@]}"; do objdump -p "$elf" | awk '/NEEDED/ { print $2 }'; done | sort -u); do
-    path="$(ldconfig -p | awk -v lib="$needed" '$1 == lib && /x86-64|x86_64/ { print $NF; exit }')"
-    [ -n "$path" ] || { echo "build-deb.sh: no $needed on this machine" >&2; exit 1; }
-    # By the real file, else by the path ldconfig gave (usrmerge: /lib and /usr/lib are one).
-    package="$( (dpkg -S "$(realpath "$path")" 2>/dev/null || dpkg -S "$path" 2>/dev/null || true) | head -1 | cut -d: -f1)"
-    [ -n "$package" ] || { echo "build-deb.sh: no package owns $path ($needed)" >&2; exit 1; }
-    depends+=("$package")
-done
-glibc="$(for elf in "${elves[@]}"; do objdump -T "$elf"; done | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)"
-depends_line="$(printf '%s\n' "${depends[@]}" | sort -u | sed "s/^libc6\$/libc6 (>= $glibc)/" | paste -sd, | sed 's/,/, /g')"
-
-installed_size="$(du -sk "$ROOT" | cut -f1)"
-mkdir -p "$ROOT/DEBIAN"
-cat > "$ROOT/DEBIAN/control" <<CONTROL
-Package: tokencache
-Version: $version
-Architecture: $arch
-Maintainer: swift-tokencache contributors <tokencache@users.noreply.github.com>
-Installed-Size: $installed_size
-Depends: $depends_line
-Recommends: libsecret-1-0, libssl3, libcurl4
-Suggests: gnome-keyring | keepassxc, python3
-Section: utils
-Priority: optional
-Homepage: https://github.com/swift-tokencache/swift-tokencache
-Description: shared MSAL token cache for Linux desktop apps
- Apps and scripts share Microsoft identity (MSAL) sign-ins through the desktop
- keyring (Secret Service), or an encrypted file where there is none.
- .
- This package holds the tokencache command-line tool (with its man page and
- shell completions), the C library libtokencache.so.0 with its header and
- pkg-config file, and a pure-Python binding of it.
-CONTROL
-# The shared library is new to the linker cache on install and gone on removal.
-echo "activate-noawait ldconfig" > "$ROOT/DEBIAN/triggers"
-(cd "$ROOT" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$ROOT/DEBIAN/md5sums"
-chmod 0644 "$ROOT/DEBIAN/control" "$ROOT/DEBIAN/triggers" "$ROOT/DEBIAN/md5sums"
-find "$ROOT" -type d -exec chmod 0755 {} +
-
+dpkg-buildpackage -us -uc -b >&2
+# dpkg-buildpackage writes beside the source tree: the .changes file names everything it built.
+source="$(dpkg-parsechangelog -S Source)"
+version="$(dpkg-parsechangelog -S Version)"
+changes="../${source}_${version}_$(dpkg --print-architecture).changes"
+mapfile -t files < <(awk '/^Files:/ { files = 1; next } /^[^ ]/ { files = 0 } files { print $5 }' "$changes")
 mkdir -p "$OUT"
-deb="$OUT/tokencache_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$ROOT" "$deb" >&2
-echo "$deb"
+for file in "${files[@]}"; do mv -f "../$file" "$OUT/"; done
+mv -f "$changes" "$OUT/"
+changes="$OUT/$(basename "$changes")"
+
+# Every package (and the build's .buildinfo), with the reason of any override shown.
+lintian --fail-on error,warning --show-overrides --display-info "$changes" >&2
+echo "$changes"

@@ -25,7 +25,12 @@ else
 fi
 mkdir -p "$OUT/man/man1" "$OUT/completions/bash" "$OUT/completions/zsh" "$OUT/completions/fish"
 "$GENERATE_MANUAL" "$BIN" --output-directory "$OUT/man/man1" --date "$DATE" --authors "swift-tokencache contributors"
-"$BIN" --generate-completion-script bash > "$OUT/completions/bash/tokencache"
+# An empty input line is no mdoc (man warns of each): a run of them is the paragraph break it means.
+page="$OUT/man/man1/tokencache.1"
+awk '/^[[:space:]]*$/ { blank = 1; next } { if (blank) print ".Pp"; blank = 0; print }' "$page" > "$page.new"
+mv "$page.new" "$page"
+# Completion scripts are sourced, never run: no hashbang (ArgumentParser starts bash's with one).
+"$BIN" --generate-completion-script bash | sed '1{/^#!/d}' > "$OUT/completions/bash/tokencache"
 "$BIN" --generate-completion-script zsh > "$OUT/completions/zsh/_tokencache"
 "$BIN" --generate-completion-script fish > "$OUT/completions/fish/tokencache.fish"
 echo "Man page and completions for $BIN in $OUT" >&2

@@ -1,49 +1,83 @@
 #!/usr/bin/env bash
-# The Debian package as a new user gets it (#30): builds it (scripts/build-deb.sh), installs it
-# for real with apt (root or sudo), then from the installed files only, with no LD_LIBRARY_PATH
-# and /opt/swift off every path: checks nothing it loads comes from a Swift toolchain, runs
-# `tokencache --help`, compiles the C example with `pkg-config --cflags --libs tokencache` and
-# runs it and the Python example (system python3) in the isolated keyring after a save through
-# the CLI, runs the C tests and the Python tests against the installed library, and finally
-# removes the package and checks its files are gone.
-#   scripts/test-deb.sh [DEB]          default: build it
-# Refuses to run where a tokencache package is already installed (it would remove it).
+# The Debian packages as a new user gets them (#37): built (scripts/build-deb.sh, lintian clean),
+# installed for real with apt (root or sudo), then from the installed files only, with no
+# LD_LIBRARY_PATH and the Swift toolchain off every path: checks nothing they load comes from a
+# Swift toolchain, runs `tokencache --help`, compiles the C example with
+# `pkg-config --cflags --libs tokencache` (no rpath) and runs it and the Python example (system
+# python3) in the isolated keyring after a save through the CLI, runs the C tests and the Python
+# tests against the installed library, and finally removes the packages and checks their files
+# are gone.
+#   scripts/test-deb.sh [CHANGES]      the .changes file scripts/build-deb.sh printed; default: build
+# Refuses to run where one of the packages is installed already (it would remove it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if dpkg-query -W -f='${Status}' tokencache 2>/dev/null | grep -q "install ok installed"; then
-    echo "test-deb.sh: a tokencache package is installed already; remove it first" >&2
-    exit 1
-fi
-deb="${1:-$(scripts/build-deb.sh)}"
-deb="$(realpath "$deb")"
+packages=(libtokencache0 libtokencache-dev tokencache python3-tokencache)
+for package in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" = "install ok installed" ]; then
+        echo "test-deb.sh: $package is installed already; remove it first" >&2
+        exit 1
+    fi
+done
+changes="${1:-}"
+[ -n "$changes" ] || changes="$(scripts/build-deb.sh)"
+changes="$(realpath "$changes")"
+# The four packages the .changes file lists (not the debug symbols).
+debs=()
+for package in "${packages[@]}"; do
+    deb="$(dirname "$changes")/$(awk -v p="$package" '/^Files:/ { files = 1; next } /^[^ ]/ { files = 0 }
+        files && index($5, p "_") == 1 && $5 ~ /\.deb$/ { print $5 }' "$changes")"
+    [ -f "$deb" ] || { echo "FAIL: no $package .deb beside $changes" >&2; exit 1; }
+    debs+=("$deb")
+done
 WORK="$(mktemp -d)"
 cleanup() {
-    $SUDO dpkg -r tokencache >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq "${packages[@]}" >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${debs[@]}" >/dev/null
+dpkg-query -W -f='${Package} ${Version} ${Status}\n' "${packages[@]}"
+
 # The toolchain must play no part from here on.
-export PATH="$(tr ':' '\n' <<< "$PATH" | grep -v '^/opt/swift' | paste -sd:)"
+PATH="$(tr ':' '\n' <<< "$PATH" | grep -v '^/opt/swift' | paste -sd:)"
+export PATH
 unset LD_LIBRARY_PATH TOKENCACHE_LIBRARY PYTHONPATH
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$deb" >/dev/null
-dpkg-query -W -f='${Package} ${Version} ${Status}\n' tokencache
+if command -v swift swiftc >/dev/null; then echo "FAIL: a Swift toolchain is still on PATH" >&2; exit 1; fi
 
 lib="$(pkg-config --variable=libdir tokencache)/libtokencache.so.0"
 for elf in /usr/bin/tokencache "$lib"; do
-    if ldd "$elf" | grep -E 'swift|not found'; then echo "FAIL: $elf needs the above" >&2; exit 1; fi
+    loaded="$(ldd "$elf")"
+    if grep -E 'swift|not found' <<< "$loaded"; then echo "FAIL: $elf needs the above" >&2; exit 1; fi
 done
-[ "$(objdump -p "$lib" | awk '/SONAME/ { print $2 }')" = libtokencache.so.0 ] || { echo "FAIL: soname" >&2; exit 1; }
+soname="$(objdump -p "$lib" | awk '/SONAME/ { print $2 }')"
+[ "$soname" = libtokencache.so.0 ] || { echo "FAIL: soname $soname" >&2; exit 1; }
 scripts/check-c-abi.sh "$lib"
 # Captured, not piped into grep -q: grep leaving at the first match would make the CLI's second
-# write die of SIGPIPE, which pipefail reports as a failure (CI saw it once).
+# write die of SIGPIPE, which pipefail reports as a failure.
 help_status=0; help="$(/usr/bin/tokencache --help 2>&1)" || help_status=$?
 [ "$help_status" = 0 ] && grep -q "USAGE: tokencache" <<< "$help" \
     || { echo "FAIL: tokencache --help exited $help_status and printed:" >&2; echo "$help" >&2; exit 1; }
-man -w tokencache >/dev/null 2>&1 || [ -f /usr/share/man/man1/tokencache.1.gz ]
+for file in /usr/share/man/man1/tokencache.1.gz /usr/share/bash-completion/completions/tokencache /usr/share/zsh/vendor-completions/_tokencache \
+    /usr/share/fish/vendor_completions.d/tokencache.fish; do
+    [ -s "$file" ] || { echo "FAIL: no $file" >&2; exit 1; }
+done
+# The man page has no empty input line (man warns of each), the completions no hashbang.
+page="$(zcat /usr/share/man/man1/tokencache.1.gz)"
+if grep -n '^[[:space:]]*$' <<< "$page"; then echo "FAIL: the man page has the empty lines above" >&2; exit 1; fi
+for file in /usr/share/bash-completion/completions/tokencache /usr/share/zsh/vendor-completions/_tokencache \
+    /usr/share/fish/vendor_completions.d/tokencache.fish; do
+    read -r first < "$file"
+    [ "${first#\#!}" = "$first" ] || { echo "FAIL: $file starts with a hashbang" >&2; exit 1; }
+done
 
-# The C example, built as its header comment says.
-cc -o "$WORK/example" Examples/c/example.c $(pkg-config --cflags --libs tokencache)
+# The C example, built as its header comment says, from the installed copy; no rpath needed.
+example_c=/usr/share/doc/libtokencache-dev/examples/example.c
+example_py=/usr/share/doc/python3-tokencache/examples/example.py
+read -r -a flags <<< "$(pkg-config --cflags --libs tokencache)"
+cc -o "$WORK/example" "$example_c" "${flags[@]}"
+dynamic="$(objdump -p "$WORK/example")"
+if grep -E 'RPATH|RUNPATH' <<< "$dynamic"; then echo "FAIL: the example has an rpath" >&2; exit 1; fi
 cat > "$WORK/run.sh" <<'SH'
 set -euo pipefail
 client=aaaaaaaa-0000-0000-0000-0000000e0a1e
@@ -52,16 +86,17 @@ client=aaaaaaaa-0000-0000-0000-0000000e0a1e
 output="$("$WORK/example" "$client" User.Read)"
 echo "$output"
 grep -q "access token: Bearer, expires in" <<< "$output" || { echo "FAIL: the C example found no token" >&2; exit 1; }
-output="$(/usr/bin/python3 /usr/share/doc/tokencache/examples/example.py "$client" User.Read)"
+output="$(/usr/bin/python3 "$EXAMPLE_PY" "$client" User.Read)"
 echo "$output"
 grep -q "access token: Bearer, expires" <<< "$output" || { echo "FAIL: the Python example found no token" >&2; exit 1; }
 SH
-WORK="$WORK" scripts/with-test-keyring.sh bash "$WORK/run.sh"
+WORK="$WORK" EXAMPLE_PY="$example_py" scripts/with-test-keyring.sh bash "$WORK/run.sh"
+/usr/bin/python3 -c 'import tokencache; print("python3: tokencache from", tokencache.__file__)'
 TOKENCACHE_CLI=/usr/bin/tokencache scripts/test-c-api.sh --installed
 scripts/test-python.sh --installed
 
-$SUDO dpkg -r tokencache >/dev/null
-for path in /usr/bin/tokencache "$lib" /usr/include/tokencache.h; do
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq "${packages[@]}" >/dev/null
+for path in /usr/bin/tokencache "$lib" /usr/include/tokencache.h /usr/lib/python3/dist-packages/tokencache; do
     [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
 done
-echo "Debian package $(basename "$deb"): installed, used from C, Python and the CLI, removed"
+echo "Debian packages ${packages[*]}: installed with apt, used from C, Python and the CLI, removed"
