@@ -117,17 +117,26 @@ struct TokenCommand: ParsableCommand {
             } else {
                 try store.accounts(clientID: client)
             }
+            // An account is a home account ID in one cloud: --authority picks the cloud.
+            let inCloud = { (found: CachedAccount) in
+                authority.map { Environment.canonical($0.environment) == Environment.canonical(found.environment) } ?? true
+            }
             var chosen: [CachedAccount]
             if let account {
-                chosen = candidates.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
+                chosen = candidates.filter { inCloud($0) && AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
                 // A named account whose cached access token the client may use, though no refresh
                 // token makes it one of the client's accounts (as MSAL Python finds it).
-                if chosen.isEmpty, let named = try store.account(account),
+                if chosen.isEmpty, let named = try store.account(account, authority: authority),
                    try store.signInState(of: named, clientID: client) != .signedOut {
                     chosen = [named]
                 }
             } else {
-                chosen = candidates
+                chosen = candidates.filter(inCloud)
+            }
+            if chosen.count > 1, Set(chosen.map(\.homeAccountID)).count == 1 {
+                // One home account ID at hosts of two clouds: never guessed (another host may have planted one).
+                throw CLIError.usage("Account \(chosen[0].username) (\(chosen[0].homeAccountID)) is at hosts of different clouds: \(chosen.map(\.environment).joined(separator: ", ")).",
+                                     hint: AccountSelector.authorityHint)
             }
             if chosen.count > 1 {
                 throw CLIError.usage("Client \(client) has \(chosen.count) accounts.",
