@@ -117,21 +117,23 @@ struct TokenCommand: ParsableCommand {
             } else {
                 try store.accounts(clientID: client)
             }
-            // An account is a home account ID in one cloud: --authority picks the cloud.
-            let inCloud = { (found: CachedAccount) in
-                authority.map { Environment.canonical($0.environment) == Environment.canonical(found.environment) } ?? true
-            }
+            // An account is a home account ID in one cloud: --authority picks the cloud. At another
+            // cloud the account is still found (and then refused a token there, saying why).
+            let inCloud = authority.map { authority in
+                candidates.filter { Environment.canonical($0.environment) == Environment.canonical(authority.environment) }
+            } ?? []
+            let inScope = inCloud.isEmpty ? candidates : inCloud
             var chosen: [CachedAccount]
             if let account {
-                chosen = candidates.filter { inCloud($0) && AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
+                chosen = inScope.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
                 // A named account whose cached access token the client may use, though no refresh
                 // token makes it one of the client's accounts (as MSAL Python finds it).
-                if chosen.isEmpty, let named = try store.account(account, authority: authority),
+                if chosen.isEmpty, let named = try store.account(account, authority: authority) ?? store.account(account),
                    try store.signInState(of: named, clientID: client) != .signedOut {
                     chosen = [named]
                 }
             } else {
-                chosen = candidates.filter(inCloud)
+                chosen = inScope
             }
             if chosen.count > 1, Set(chosen.map(\.homeAccountID)).count == 1 {
                 // One home account ID at hosts of two clouds: never guessed (another host may have planted one).
