@@ -44,7 +44,7 @@ struct TokenCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
     var account: String?
 
-    @Option(help: ArgumentHelp("The authority, to pick a tenant.", valueName: "url"))
+    @Option(help: ArgumentHelp("The authority, to pick a tenant (and the cloud, when one account is at hosts of two clouds).", valueName: "url"))
     var authority: String?
 
     @Flag(help: "Redeem a refresh token at the token endpoint when no cached access token is usable (needs --authority).")
