@@ -68,7 +68,9 @@ start=$SECONDS
 coproc IDP { exec python3 Tests/TokenCacheTests/Fixtures/fake_idp.py; }
 read -r port <&"${IDP[0]}"
 token="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" approve_device)"
-found="$("$CLI" token --backend secret-service --group "$GROUP" --client "$CLIENT" --scopes User.Read --account carol@contoso.com)"
+# carol is now at two clouds (login.microsoftonline.com above, 127.0.0.1 here): --authority picks this one.
+found="$("$CLI" token --backend secret-service --group "$GROUP" --client "$CLIENT" --scopes User.Read --account carol@contoso.com \
+    --authority "http://127.0.0.1:$port/11111111-1111-1111-1111-111111111111")"
 [ -n "$token" ] && [ "$found" = "$token" ] || { echo "FAIL: device code sign-in through C gave '$token', tokencache token '$found'" >&2; exit 1; }
 ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 "$WORK/test_capi_asan" device-code "$GROUP" "$CLIENT" "$port" approve_device >/dev/null
 denied="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" deny_device || true)"

@@ -14,6 +14,7 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .notFound: status(TOKENCACHE_E_NOT_FOUND),
     .invalidTokenResponse: status(TOKENCACHE_E_INVALID_TOKEN_RESPONSE),
     .invalidCacheData: status(TOKENCACHE_E_INVALID_CACHE_DATA),
+    .ambiguousAccount: status(TOKENCACHE_E_AMBIGUOUS_ACCOUNT),
     .noSessionBus: status(TOKENCACHE_E_NO_SESSION_BUS),
     .noSecretService: status(TOKENCACHE_E_NO_SECRET_SERVICE),
     .libsecretMissing: status(TOKENCACHE_E_LIBSECRET_MISSING),

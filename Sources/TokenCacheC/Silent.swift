@@ -27,7 +27,7 @@ public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID:
 private func singleSignOnAccount(_ name: UnsafePointer<CChar>?, of app: PublicClientApplication,
                                  in handle: StoreHandle) throws(TokenCacheError) -> CachedAccount {
     do {
-        return try handle.account(name)
+        return try handle.account(name, authority: app.authority)
     } catch where error.code == .notFound && !handle.singleSignOnStores.withLock({ $0.isEmpty }) {
         let wanted = try requiredString(name, "account").lowercased()
         let accounts = try waitFor { () async throws(TokenCacheError) in try await app.accounts() }

@@ -36,10 +36,10 @@ final class StoreHandle {
         return handle
     }
 
-    /// An account by username or home account ID.
-    func account(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> CachedAccount {
+    /// An account by username or home account ID, in the authority's cloud when given.
+    func account(_ pointer: UnsafePointer<CChar>?, authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount {
         let name = try requiredString(pointer, "account")
-        guard let account = try store.account(name, clientID: nil) else {
+        guard let account = try store.account(name, clientID: nil, authority: authority) else {
             throw TokenCacheError(.notFound, "No account '\(name)' in group \(store.group).",
                                   hint: "List the group's accounts with tokencache_store_accounts")
         }
@@ -232,7 +232,7 @@ public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ client
         let clientID = try clientIDString(clientID)
         let scopes = try scopeList(scopes)
         let authority = try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) }
-        guard let result = try handle.store.accessToken(clientID: clientID, account: try handle.account(account),
+        guard let result = try handle.store.accessToken(clientID: clientID, account: try handle.account(account, authority: authority),
                                                         scopes: scopes, authority: authority) else {
             throw TokenCacheError(.notFound, "No unexpired access token for these scopes is cached for the account and app.",
                                   hint: "Call tokencache_acquire_token_silent to refresh it")

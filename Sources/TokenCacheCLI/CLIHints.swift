@@ -57,6 +57,8 @@ enum CLIHints {
             return installPart(of: hint) + "; \(context.action) needs it"
         case .libcurlMissing:
             return installPart(of: hint) + ", or leave out --refresh: cached tokens need no libcurl"
+        case .ambiguousAccount:
+            return AccountSelector.authorityHint
         case .browserUnavailable where error.message.contains("no display"):
             return "Run `tokencache login` again with --device-code: it signs in from a browser on any device (for SSH sessions and machines without a display)"
         case .browserUnavailable where error.message.contains("in BROWSER"):

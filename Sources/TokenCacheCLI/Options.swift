@@ -199,8 +199,9 @@ struct AccountSelector {
         return username.lowercased() == wanted || homeAccountID.lowercased() == wanted
     }
 
-    static func find(_ identifier: String, in store: AccountStore, clientID: String? = nil) throws -> CachedAccount {
-        guard let account = try store.account(identifier) else {
+    /// The account named, in `authority`'s cloud when given; one name in two clouds is refused (exit 64).
+    static func find(_ identifier: String, in store: AccountStore, authority: Authority? = nil) throws -> CachedAccount {
+        guard let account = try store.account(identifier, authority: authority) else {
             throw CLIError.notFound("No account '\(identifier)' in group \(store.group).",
                                     hint: "Run `tokencache list` to see the cached accounts")
         }
@@ -215,8 +216,19 @@ extension AccountSelector {
     /// or one signed out already, would otherwise leave a phantom signed-out row and report
     /// success on a typo. Exit 2 when there is none (naming the clients that are signed in),
     /// 64 when a name is needed.
-    static func signOutTarget(client: String, account identifier: String?, in store: AccountStore) throws -> CachedAccount {
-        let inventory = try store.inventory()
+    static func signOutTarget(client: String, account identifier: String?, authority: Authority? = nil,
+                              in store: AccountStore) throws -> CachedAccount {
+        var inventory = try store.inventory()
+        if let authority {
+            inventory.accounts.removeAll { Environment.canonical($0.environment) != Environment.canonical(authority.environment) }
+        }
+        /// The account an inventory row describes (a home account ID in the row's cloud).
+        func account(_ row: GroupInventory.Account) throws -> CachedAccount {
+            guard let found = try store.allAccounts().first(where: { $0.homeAccountID == row.homeAccountID && $0.environment == row.environment }) else {
+                throw CLIError.notFound("Account \(row.username) was removed meanwhile; nothing was changed.")
+            }
+            return found
+        }
         func isClient(_ id: String) -> Bool { id.lowercased() == client.lowercased() }
         func signedIn(_ account: GroupInventory.Account) -> [String] {
             account.clients.filter { entry in
@@ -231,17 +243,21 @@ extension AccountSelector {
             // Among the client's own accounts first: two accounts may share a username (a
             // personal and a work account, two clouds), and the client's is the one meant.
             let named = accounts.filter { names(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
+            if named.count > 1, Set(named.map(\.homeAccountID)).count == 1 {
+                throw CLIError.usage("Client \(client) is signed in to '\(identifier)' at hosts of different clouds: \(named.map(\.environment).joined(separator: ", ")).",
+                                     hint: AccountSelector.authorityHint)
+            }
             if named.count > 1 {
                 throw CLIError.usage("Client \(client) is signed in to \(named.count) accounts named '\(identifier)'.",
                                      hint: "Pick one by its home account ID: \(named.map(\.homeAccountID).joined(separator: ", "))")
             }
-            if let only = named.first { return try find(only.homeAccountID, in: store) }
-            guard let target = try store.account(identifier) else {
+            if let only = named.first { return try account(only) }
+            guard let target = try store.account(identifier, authority: authority) else {
                 throw CLIError.notFound("No account '\(identifier)' in group \(store.group); nothing was changed.",
                                         hint: accounts.isEmpty ? "Run `tokencache list` to see the cached accounts"
                                             : "Client \(client) is signed in to: \(listing)")
             }
-            let described = inventory.accounts.first { $0.homeAccountID == target.homeAccountID }
+            let described = inventory.accounts.first { $0.homeAccountID == target.homeAccountID && $0.environment == target.environment }
             let clients = described.map(signedIn) ?? []
             guard clients.contains(where: isClient) else {
                 let already = described?.clients.contains { isClient($0.clientID) && $0.signInState == .signedOut } ?? false
@@ -260,8 +276,11 @@ extension AccountSelector {
                 : CLIError.usage("Client \(client) is signed in to \(accounts.count) accounts.",
                                  hint: "Pick one with --account NAME or its home account ID: \(listing)")
         }
-        return try find(only.homeAccountID, in: store)
+        return try account(only)
     }
+
+    /// How to pick one of an account's clouds on the command line.
+    static let authorityHint = "Add --authority https://HOST/TENANT naming the host you signed in at (`tokencache list` shows each with its host); remove the one you do not recognise with `tokencache remove --account NAME --authority URL`"
 }
 
 /// Errors the CLI reports itself (besides library errors).
@@ -296,7 +315,7 @@ private func reportedError(_ context: HintContext, _ body: () throws -> Void) th
         Terminal.error(error.message, hint: CLIHints.hint(for: error, in: context))
         // A value given on the command line that the library refuses (an authority that is not a
         // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
-        throw ExitCode(error.code == .invalidArgument ? 64 : 1)
+        throw ExitCode(error.code == .invalidArgument || error.code == .ambiguousAccount ? 64 : 1)
     } catch let error as CLIError {
         Terminal.error(error.message, hint: error.hint)
         throw ExitCode(error.exitCode)

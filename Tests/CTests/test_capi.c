@@ -427,18 +427,18 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : 1;
     }
-    if (argc == 6 && strcmp(argv[1], "find") == 0) {
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "find") == 0) {
         tokencache_store *store = open_store(argv[2]);
         char *token = NULL;
         tokencache_error error = {0};
-        int status = tokencache_store_find_access_token(store, argv[3], argv[4], argv[5], NULL, &token, NULL, &error);
+        int status = tokencache_store_find_access_token(store, argv[3], argv[4], argv[5], argc == 7 ? argv[6] : NULL, &token, NULL, &error);
         if (status == TOKENCACHE_OK) printf("%s\n", token);
         else fprintf(stderr, "find: %s: %s\n", tokencache_status_name(status), error.message);
         tokencache_secret_free(token);
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_bad_arguments(store);

@@ -227,6 +227,30 @@ class BindingTests(unittest.TestCase):
                        capture_output=True, check=True)
         self.assertEqual(self.store.find_access_token(CLIENT_B, USERNAME, "User.Read").access_token, "at-py-cli2py")
 
+    def test_account_at_two_clouds_needs_an_authority(self):
+        """A response another host saved claiming the same uid.utid is another account: without an
+        authority nothing is guessed (AmbiguousAccountError naming both hosts), never its token."""
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        planted = f"http://127.0.0.2:8400/{TENANT}"
+        self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("dave"))
+        self.store.save_response(CLIENT_A, planted, "User.Read", response("planted"))
+        # The C interface removes by name only: the planted account goes through the CLI's --authority.
+        self.addCleanup(subprocess.run, [cli, "remove", "--backend", "secret-service", "--group", GROUP, "--account", USERNAME,
+                                         "--authority", planted, "--yes"], capture_output=True, check=True)
+        for _ in range(5):
+            with self.assertRaises(tokencache.AmbiguousAccountError) as caught:
+                self.store.find_access_token(CLIENT_A, USERNAME, "User.Read")
+            self.assertEqual(caught.exception.code, tokencache.AMBIGUOUS_ACCOUNT)
+            self.assertEqual(caught.exception.name, "TOKENCACHE_E_AMBIGUOUS_ACCOUNT")
+            self.assertIn("login.microsoftonline.com", caught.exception.message)
+            self.assertIn("127.0.0.2", caught.exception.message)
+            self.assertIsInstance(caught.exception, tokencache.TokenCacheError)
+        self.assertEqual(self.store.find_access_token(CLIENT_A, USERNAME, "User.Read", AUTHORITY).access_token, "at-py-dave")
+        self.assertEqual(self.store.find_access_token(CLIENT_A, USERNAME, "User.Read", planted).access_token, "at-py-planted")
+        self.assertEqual(self.store.acquire_token_silent(CLIENT_A, AUTHORITY, USERNAME, "User.Read").access_token, "at-py-dave")
+        self.assertEqual(sorted(a.environment for a in self.store.accounts(CLIENT_A)), ["127.0.0.2", "login.microsoftonline.com"])
+
 
 # The race of #34 item 4, run in a child process so that a crash (the use-after-free this guards
 # against was a SIGSEGV) is reported as the child's signal. Threads call the store until it is

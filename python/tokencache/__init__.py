@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
-__all__ = ["Account", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Store", "Token", "TokenCacheError", "Watch", "diagnose", "library_version",
-           "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
+__all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Store", "Token",
+           "TokenCacheError", "Watch", "diagnose", "library_version",
+           "AMBIGUOUS_ACCOUNT", "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
            "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
            "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED"]
@@ -30,6 +31,8 @@ __all__ = ["Account", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "S
 # Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
 INVALID_ARGUMENT = 1
 NOT_FOUND = 2
+# An account named without an authority is at hosts of different clouds (libtokencache 0.3).
+AMBIGUOUS_ACCOUNT = 5
 TIMED_OUT = 17
 INTERACTION_REQUIRED = 31
 # Sign-in (libtokencache 0.2).
@@ -76,6 +79,12 @@ class TokenCacheError(Exception):
         self.name = name
         self.message = message
         self.hint = hint
+
+
+class AmbiguousAccountError(TokenCacheError):
+    """An account named without an authority is at hosts of different clouds (another host may have
+    saved a response claiming its home account ID): nothing is guessed. The message names the hosts;
+    pass the authority the account signed in at."""
 
 
 class ClosedError(TokenCacheError):
@@ -252,7 +261,7 @@ def _scopes(scopes: Union[str, List[str]]) -> bytes:
 
 def _check(status: int, error: _Error) -> None:
     if status != 0:
-        raise TokenCacheError(status, _text(_lib.tokencache_status_name(status)), _text(error.message), _text(error.hint))
+        raise (AmbiguousAccountError if status == AMBIGUOUS_ACCOUNT else TokenCacheError)(status, _text(_lib.tokencache_status_name(status)), _text(error.message), _text(error.hint))
 
 
 def library_version() -> str:
@@ -409,7 +418,8 @@ class Store:
 
     def find_access_token(self, client_id: str, account: str, scopes: Union[str, List[str]],
                           authority: Optional[str] = None) -> Optional[Token]:
-        """A cached, unexpired access token (no network), or None when there is none (or no such account)."""
+        """A cached, unexpired access token (no network), or None when there is none (or no such account).
+        Raises AmbiguousAccountError when authority is None and the account is at hosts of two clouds."""
         with self._handle.use() as store:
             secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
             status = _lib.tokencache_store_find_access_token(store, _arg(client_id, "client_id"), _arg(account, "account"),

@@ -67,6 +67,10 @@ enum {
     TOKENCACHE_E_NOT_FOUND = 2,
     /* A token endpoint response was malformed; nothing was saved. */
     TOKENCACHE_E_INVALID_TOKEN_RESPONSE = 3,
+    /* An account named without an authority is at hosts of different clouds (another host may
+       have saved a response claiming its home account ID): nothing is guessed; pass the
+       authority it signed in at (since 0.3). */
+    TOKENCACHE_E_AMBIGUOUS_ACCOUNT = 5,
     /* Cache data could not be read; nothing was changed. */
     TOKENCACHE_E_INVALID_CACHE_DATA = 4,
 
@@ -236,7 +240,10 @@ void tokencache_accounts_free(tokencache_accounts *accounts);
    authority: an authority URL to pick the tenant, or NULL for the account's home tenant.
    On success *access_token is the token (free with tokencache_secret_free) and, when info is
    not NULL, *info describes it (free with tokencache_token_info_free).
-   Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes. */
+   An account is a home account ID at one cloud (MSAL's alias sets for Microsoft hosts, else
+   the exact host): the authority's, when given.
+   Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes;
+   AMBIGUOUS_ACCOUNT when authority is NULL and the account is at hosts of different clouds. */
 int tokencache_store_find_access_token(tokencache_store *store, const char *client_id,
                                        const char *account, const char *scopes,
                                        const char *authority, char **access_token,
@@ -411,12 +418,14 @@ int tokencache_native_reset_password(tokencache_store *store, const char *client
 
 /* Signs one app out of an account, as MSAL's remove(account): the app's own tokens go and it no
    longer lists the account; other apps of the group keep it and their single sign-on.
-   Errors: NOT_FOUND (unknown account). */
+   Errors: NOT_FOUND (unknown account), AMBIGUOUS_ACCOUNT (at hosts of two clouds: use
+   `tokencache logout --authority URL`). */
 int tokencache_store_sign_out(tokencache_store *store, const char *client_id,
                               const char *account, tokencache_error *error);
 
 /* Removes an account and every token of it, for every app of the group. *removed (optional)
-   is the number of cache entries removed. Errors: NOT_FOUND (unknown account). */
+   is the number of cache entries removed. Errors: NOT_FOUND (unknown account),
+   AMBIGUOUS_ACCOUNT (at hosts of two clouds: use `tokencache remove --authority URL`). */
 int tokencache_store_remove_account(tokencache_store *store, const char *account,
                                     size_t *removed, tokencache_error *error);
 

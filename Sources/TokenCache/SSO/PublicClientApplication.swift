@@ -121,9 +121,17 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The account with this username (case-insensitive), among those this app can use; nil when
-    /// there is none (MSAL's `account(forUsername:)`).
+    /// there is none (MSAL's `account(forUsername:)`). An account is a home account ID in one
+    /// cloud: the one in this app's authority's cloud when there is one; otherwise the same
+    /// account at hosts of two other clouds throws ``TokenCacheError/Code/ambiguousAccount``.
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
-        try await accounts().first { $0.username.lowercased() == username.lowercased() }
+        let named = try await accounts().filter { $0.username.lowercased() == username.lowercased() }
+        let cloud = Environment.canonical(authority.environment)
+        if let own = named.first(where: { Environment.canonical($0.environment) == cloud }) { return own }
+        if let first = named.first, named.contains(where: { $0.homeAccountID == first.homeAccountID && $0.environment != first.environment }) {
+            throw AccountStore.ambiguous(username, named.filter { $0.homeAccountID == first.homeAccountID })
+        }
+        return named.first
     }
 
     /// Signs this app out of an account, as MSAL's `remove(account)` does: the app's own tokens

@@ -174,10 +174,14 @@ struct LogoutCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
     var account: String?
 
+    @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
+    var authority: String?
+
     func run() throws {
         try reportingErrors {
             let store = try store.openStore()
-            let target = try AccountSelector.signOutTarget(client: client, account: account, in: store)
+            let authority = try self.authority.map { try Authority($0) }
+            let target = try AccountSelector.signOutTarget(client: client, account: account, authority: authority, in: store)
             try store.signOut(target, clientID: client)
             Terminal.print("Signed client \(client) out of \(Terminal.escape(target.username)); other apps stay signed in.")
         }

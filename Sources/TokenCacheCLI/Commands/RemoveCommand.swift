@@ -33,6 +33,9 @@ struct RemoveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String?
 
+    @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
+    var authority: String?
+
     @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
     var externalStore: String?
 
@@ -51,6 +54,7 @@ struct RemoveCommand: ParsableCommand {
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
         if all && client != nil { throw ValidationError("--client cannot be combined with --all.") }
+        if authority != nil && (all || externalStore != nil || allStores) { throw ValidationError("--authority goes with --account (and --client) only.") }
         if externalStore != nil && (all || client != nil) { throw ValidationError("--store goes with --account only (not --all or --client).") }
         if allStores && (all || client != nil || externalStore != nil) {
             throw ValidationError("--all-stores goes with --account only (not --all, --client or --store).")
@@ -62,6 +66,7 @@ struct RemoveCommand: ParsableCommand {
         if allStores { return try removeFromExternalStores(try ExternalStores.all().map(\.name), every: true) }
         try reportingErrors {
             let store = try store.openStore()
+            let authority = try self.authority.map { try Authority($0) }
             let plan: String
             let action: () throws -> Void
             if all {
@@ -72,11 +77,11 @@ struct RemoveCommand: ParsableCommand {
                 action = { try store.removeAll() }
             } else {
                 if let client {
-                    let target = try AccountSelector.signOutTarget(client: client, account: account, in: store)
+                    let target = try AccountSelector.signOutTarget(client: client, account: account, authority: authority, in: store)
                     plan = "sign client \(client) out of \(target.username) (\(target.homeAccountID)); other apps stay signed in"
                     action = { try store.signOut(target, clientID: client) }
                 } else {
-                    let target = try AccountSelector.find(account!, in: store)
+                    let target = try AccountSelector.find(account!, in: store, authority: authority)
                     plan = "remove \(target.username) (\(target.homeAccountID)) for every app"
                     action = { try store.remove(target) }
                 }

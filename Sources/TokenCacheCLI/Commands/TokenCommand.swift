@@ -44,7 +44,7 @@ struct TokenCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
     var account: String?
 
-    @Option(help: ArgumentHelp("The authority, to pick a tenant.", valueName: "url"))
+    @Option(help: ArgumentHelp("The authority, to pick a tenant (and the cloud, when one account is at hosts of two clouds).", valueName: "url"))
     var authority: String?
 
     @Flag(help: "Redeem a refresh token at the token endpoint when no cached access token is usable (needs --authority).")
@@ -117,17 +117,28 @@ struct TokenCommand: ParsableCommand {
             } else {
                 try store.accounts(clientID: client)
             }
+            // An account is a home account ID in one cloud: --authority picks the cloud. At another
+            // cloud the account is still found (and then refused a token there, saying why).
+            let inCloud = authority.map { authority in
+                candidates.filter { Environment.canonical($0.environment) == Environment.canonical(authority.environment) }
+            } ?? []
+            let inScope = inCloud.isEmpty ? candidates : inCloud
             var chosen: [CachedAccount]
             if let account {
-                chosen = candidates.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
+                chosen = inScope.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
                 // A named account whose cached access token the client may use, though no refresh
                 // token makes it one of the client's accounts (as MSAL Python finds it).
-                if chosen.isEmpty, let named = try store.account(account),
+                if chosen.isEmpty, let named = try store.account(account, authority: authority) ?? store.account(account),
                    try store.signInState(of: named, clientID: client) != .signedOut {
                     chosen = [named]
                 }
             } else {
-                chosen = candidates
+                chosen = inScope
+            }
+            if chosen.count > 1, Set(chosen.map(\.homeAccountID)).count == 1 {
+                // One home account ID at hosts of two clouds: never guessed (another host may have planted one).
+                throw CLIError.usage("Account \(chosen[0].username) (\(chosen[0].homeAccountID)) is at hosts of different clouds: \(chosen.map(\.environment).joined(separator: ", ")).",
+                                     hint: AccountSelector.authorityHint)
             }
             if chosen.count > 1 {
                 throw CLIError.usage("Client \(client) has \(chosen.count) accounts.",

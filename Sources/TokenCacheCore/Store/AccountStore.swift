@@ -119,7 +119,9 @@ public final class AccountStore: Sendable {
                 "changes": .stringConvertible(changes.count)])
             return changes
         } result: { index in
-            let account = entities.homeAccountID.flatMap { self.account(homeAccountID: $0, clientID: clientID, in: index) }
+            let account = entities.homeAccountID.flatMap {
+                self.account(homeAccountID: $0, cloud: Environment.canonical(authority.environment), clientID: clientID, in: index)
+            }
             return Self.result(AccessToken(entry: entities.accessToken), account: account)
                 .with(account: account, idToken: entities.idToken?["secret"], isFromCache: false)
         }
@@ -135,45 +137,64 @@ public final class AccountStore: Sendable {
     // MARK: Accounts
 
     /// Accounts a client can use silently: those with a refresh token of the client or of its
-    /// family, minus those the client signed out of (MSAL's `allAccounts`).
+    /// family, minus those the client signed out of (MSAL's `allAccounts`). An account is one
+    /// home account ID in one cloud, as in MSAL: the same ID at hosts of two clouds is two accounts.
     public func accounts(clientID: String) throws(TokenCacheError) -> [CachedAccount] {
         try read { index in
-            Self.homeAccountIDs(in: index).compactMap { home in
-                guard Self.signInState(home: home, clientID: clientID, in: index) != .signedOut,
-                      Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).first != nil
-                else { return nil }
-                return self.account(homeAccountID: home, clientID: clientID, in: index)
+            Self.accountKeys(in: index).compactMap { key in
+                guard Self.canUse(home: key.home, cloud: key.cloud, clientID: clientID, in: index) else { return nil }
+                return self.account(homeAccountID: key.home, cloud: key.cloud, clientID: clientID, in: index)
             }
         }
     }
 
-    /// Every account in the group, whichever apps use it.
+    /// Every account in the group, whichever apps use it: one per home account ID and cloud.
     public func allAccounts() throws(TokenCacheError) -> [CachedAccount] {
         try read { index in
-            Self.homeAccountIDs(in: index).compactMap { self.account(homeAccountID: $0, clientID: nil, in: index) }
+            Self.accountKeys(in: index).compactMap { self.account(homeAccountID: $0.home, cloud: $0.cloud, clientID: nil, in: index) }
         }
     }
 
     /// The account with this username (case-insensitive) or home account ID, among the accounts
     /// `clientID` can use (or all accounts when `clientID` is nil).
-    public func account(_ usernameOrHomeAccountID: String, clientID: String? = nil) throws(TokenCacheError) -> CachedAccount? {
+    ///
+    /// - Parameter authority: the cloud to look in. Without one, an account with records at
+    ///   hosts of different clouds (another host saved a response claiming its home account ID)
+    ///   is not guessed: ``TokenCacheError/Code/ambiguousAccount`` names the hosts.
+    public func account(_ usernameOrHomeAccountID: String, clientID: String? = nil,
+                        authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount? {
         let wanted = usernameOrHomeAccountID.lowercased()
-        return try read { index in
+        let cloud = authority.map { Environment.canonical($0.environment) }
+        return try read { (index) throws(TokenCacheError) -> CachedAccount? in
             // Account records are few per user: match on them, then build only the chosen account.
-            let records = index.entries(.account, homeAccountID: wanted).isEmpty
+            let records = (index.entries(.account, homeAccountID: wanted).isEmpty
                 ? index.all(.account).filter { ($0["username"] ?? "").lowercased() == wanted }
-                : index.entries(.account, homeAccountID: wanted)
+                : index.entries(.account, homeAccountID: wanted))
+                .filter { cloud == nil || Self.cloud(of: $0) == cloud }
             let homes = Array(Set(records.compactMap { $0["home_account_id"] })).sorted()
             for home in homes {
-                if let clientID {
-                    guard Self.signInState(home: home, clientID: clientID, in: index) != .signedOut,
-                          !Self.refreshTokens(home: home, clientID: clientID, environment: nil, in: index).isEmpty
-                    else { continue }
-                }
-                if let account = self.account(homeAccountID: home, clientID: clientID, in: index) { return account }
+                let clouds = Array(Set(records.filter { $0["home_account_id"] == home }.map(Self.cloud(of:)))).sorted()
+                    .filter { cloud in clientID.map { Self.canUse(home: home, cloud: cloud, clientID: $0, in: index) } ?? true }
+                let found = clouds.compactMap { self.account(homeAccountID: home, cloud: $0, clientID: clientID, in: index) }
+                if found.count > 1 { throw Self.ambiguous(usernameOrHomeAccountID, found) }
+                if let account = found.first { return account }
             }
             return nil
         }
+    }
+
+    /// The error for a name that matches one home account ID in several clouds.
+    package static func ambiguous(_ name: String, _ accounts: [CachedAccount]) -> TokenCacheError {
+        TokenCacheError(.ambiguousAccount,
+                        "Account '\(name)' has records at hosts of different clouds: \(accounts.map(\.environment).joined(separator: ", ")); which one is meant is not guessed.",
+                        hint: "Pass the authority of the one meant (--authority https://HOST/TENANT in the CLI), and remove the one you do not recognise")
+    }
+
+    /// Whether a client may use an account silently: not signed out, with a refresh token in the cloud.
+    private static func canUse(home: String, cloud: String, clientID: String, in index: CacheIndex) -> Bool {
+        signInState(home: home, clientID: clientID, in: index) != .signedOut
+            && !refreshTokens(from: refreshTokenCandidates(home: home, environment: cloud, in: index), clientID: clientID,
+                              environment: nil, appMetadata: index.all(.appMetadata)).isEmpty
     }
 
     /// The sign-in state a client has recorded for an account.
@@ -383,15 +404,16 @@ public final class AccountStore: Sendable {
         } result: { _ in () }
     }
 
-    /// Signs one app out of an account: the app's access, ID and own refresh tokens are removed
-    /// and its state becomes `signed_out`. Other apps keep the account and their SSO, including
-    /// the family refresh token.
+    /// Signs one app out of an account: the app's access, ID and own refresh tokens in the
+    /// account's cloud are removed and its state becomes `signed_out`. Other apps keep the
+    /// account and their SSO, including the family refresh token.
     public func signOut(_ account: CachedAccount, clientID: String) throws(TokenCacheError) {
+        let cloud = Environment.canonical(account.environment)
         try mutate { index in
             var changes: [CacheChange] = []
             for kind in [EntityKind.accessToken, .idToken, .refreshToken] {
                 for entry in index.entries(kind, homeAccountID: account.homeAccountID)
-                where entry["client_id"]?.lowercased() == clientID.lowercased()
+                where entry["client_id"]?.lowercased() == clientID.lowercased() && Self.cloud(of: entry) == cloud
                     && (kind != .refreshToken || (entry["family_id"] ?? "").isEmpty) {
                     changes.append(.remove(kind, key: entry.key))
                 }
@@ -433,14 +455,19 @@ public final class AccountStore: Sendable {
         }
     }
 
-    /// Removes an account for every app: its tokens, account records and sign-in states.
+    /// Removes an account for every app: its tokens and account records in the account's cloud,
+    /// and its sign-in states once no other cloud holds the home account ID.
     /// - Returns: the number of entries removed.
     @discardableResult
     public func remove(_ account: CachedAccount) throws(TokenCacheError) -> Int {
         var removed = 0
+        let cloud = Environment.canonical(account.environment)
         try mutate { index in
+            let others = Self.clouds(ofHomeAccountID: account.homeAccountID, in: index).contains { $0 != cloud }
             let changes = EntityKind.allCases.flatMap { kind in
-                index.entries(kind, homeAccountID: account.homeAccountID).map { CacheChange.remove(kind, key: $0.key) }
+                index.entries(kind, homeAccountID: account.homeAccountID)
+                    .filter { entry in entry["environment"] == nil ? !others : Self.cloud(of: entry) == cloud }
+                    .map { CacheChange.remove(kind, key: $0.key) }
             }
             removed = changes.count
             logger.debug("Removing account for every app", metadata: ["account": options.privacy.pii(account.homeAccountID)])
@@ -461,10 +488,10 @@ public final class AccountStore: Sendable {
     // MARK: Reading and writing through the index
 
     /// Runs `body` on an index that reflects the backend's current state.
-    package func read<T: Sendable>(_ body: (CacheIndex) -> T) throws(TokenCacheError) -> T {
+    package func read<T: Sendable>(_ body: (CacheIndex) throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
         try state.withLock { (state) throws(TokenCacheError) -> T in
             try refreshIfNeeded(&state)
-            return body(state.index)
+            return try body(state.index)
         }
     }
 
@@ -565,6 +592,22 @@ public final class AccountStore: Sendable {
         Array(Set(index.all(.account).compactMap { $0["home_account_id"] })).sorted()
     }
 
+    /// The cloud of an entry's environment: MSAL's alias set for Microsoft hosts (its first
+    /// name), otherwise the host itself. An account is a home account ID in one cloud.
+    package static func cloud(of entry: CacheEntry) -> String {
+        Environment.canonical(entry["environment"] ?? "")
+    }
+
+    /// The clouds an account has account records in, sorted.
+    package static func clouds(ofHomeAccountID home: String, in index: CacheIndex) -> [String] {
+        Array(Set(index.entries(.account, homeAccountID: home).map(cloud(of:)))).sorted()
+    }
+
+    /// Every account of the group as (home account ID, cloud), sorted.
+    package static func accountKeys(in index: CacheIndex) -> [(home: String, cloud: String)] {
+        homeAccountIDs(in: index).flatMap { home in clouds(ofHomeAccountID: home, in: index).map { (home, $0) } }
+    }
+
     /// MSAL's refresh token order for a client.
     package static func refreshTokens(home: String, clientID: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
         refreshTokens(home: home, clientID: clientID, environment: environment, appMetadata: index.all(.appMetadata), in: index)
@@ -621,15 +664,19 @@ public final class AccountStore: Sendable {
         return familyTokens + ownTokens
     }
 
-    package func account(homeAccountID home: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
+    /// The account of a home account ID in a cloud, described from that cloud's records only:
+    /// what another cloud holds for the same ID never shows in it.
+    package func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
         // Sorted by key: the index's order is hash order, which differs between processes, and
         // every process must describe an account the same way.
-        let records = index.entries(.account, homeAccountID: home).sorted { $0.key < $1.key }.map(AccountEntity.init(entry:))
+        let records = index.entries(.account, homeAccountID: home).filter { Self.cloud(of: $0) == cloud }
+            .sorted { $0.key < $1.key }.map(AccountEntity.init(entry:))
         guard !records.isEmpty else { return nil }
         let homeTenant = Self.tenant(ofHomeAccountID: home)
         let primary = records.first { record in homeTenant.map { ASCII.equalLowercased(record.realm, $0) } ?? false }
             ?? records.min { ($0.realm, $0.entry.key) < ($1.realm, $1.entry.key) }!
-        let idTokens = index.entries(.idToken, homeAccountID: home).sorted { $0.key < $1.key }.map(IDToken.init(entry:))
+        let idTokens = index.entries(.idToken, homeAccountID: home).filter { Self.cloud(of: $0) == cloud }
+            .sorted { $0.key < $1.key }.map(IDToken.init(entry:))
         let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0) } ?? false) && token.realm == primary.realm }
             ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
         return CachedAccount(

@@ -61,24 +61,30 @@ extension AccountStore {
         // Once, not for every client of every account; in key order, so that a client with app
         // metadata in two environments is described the same way in every run.
         let appMetadata = index.all(.appMetadata).sorted { $0.key < $1.key }
-        let accounts = Self.homeAccountIDs(in: index)
-            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0, in: index, appMetadata: appMetadata, now: now) }
+        let accounts = Self.accountKeys(in: index)
+            .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0.home, cloud: $0.cloud, in: index, appMetadata: appMetadata, now: now) }
             .compactMap { $0 }
-            .sorted { ($0.username, $0.homeAccountID) < ($1.username, $1.homeAccountID) }
+            .sorted { ($0.username, $0.homeAccountID, $0.environment) < ($1.username, $1.homeAccountID, $1.environment) }
         return GroupInventory(group: groupName, location: location, accounts: accounts)
     }
 
-    private func describeAccount(home: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
-        guard let account = self.account(homeAccountID: home, clientID: nil, in: index) else { return nil }
+    /// One account: a home account ID in one cloud, with only that cloud's tokens.
+    private func describeAccount(home: String, cloud: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
+        guard let account = self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index) else { return nil }
         // Each kind's entries once per account, not once per client.
-        let accessTokens = index.entries(.accessToken, homeAccountID: home)
-        let idTokens = index.entries(.idToken, homeAccountID: home)
+        let inCloud = { (entry: CacheEntry) in Self.cloud(of: entry) == cloud }
+        let tokens = index.entries(.accessToken, homeAccountID: home) + index.entries(.idToken, homeAccountID: home)
+            + index.entries(.refreshToken, homeAccountID: home)
+        let accessTokens = index.entries(.accessToken, homeAccountID: home).filter(inCloud)
+        let idTokens = index.entries(.idToken, homeAccountID: home).filter(inCloud)
         var clientIDs = Set<String>()
-        for entries in [accessTokens, idTokens, index.entries(.refreshToken, homeAccountID: home),
-                        index.entries(.accountMetadata, homeAccountID: home)] {
-            for entry in entries { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        for entry in tokens where inCloud(entry) { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        // A sign-in state names no cloud: its client shows where it has tokens, or everywhere when
+        // it has none in any cloud (signed out), never in a cloud where only another cloud's tokens are.
+        for entry in index.entries(.accountMetadata, homeAccountID: home) {
+            if let id = entry["client_id"], !tokens.contains(where: { ASCII.equalLowercased($0["client_id"], id) }) { clientIDs.insert(id) }
         }
-        let refreshTokens = Self.refreshTokenCandidates(home: home, environment: nil, in: index)  // once, not per client
+        let refreshTokens = Self.refreshTokenCandidates(home: home, environment: cloud, in: index)  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
             // The account's own environment first, as a lookup at its authority reads it.

@@ -15,6 +15,10 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let invalidCacheData = Code("invalidCacheData")
         /// No account or token matched the request.
         public static let notFound = Code("notFound")
+        /// An account named without an authority has records at hosts of different clouds (not
+        /// aliases of each other): another host may have saved a response claiming the same
+        /// home account ID. Nothing is guessed; pass the authority of the account meant.
+        public static let ambiguousAccount = Code("ambiguousAccount")
 
         /// There is no D-Bus session bus (SSH, container, CI): use the encrypted-file backend.
         public static let noSessionBus = Code("noSessionBus")

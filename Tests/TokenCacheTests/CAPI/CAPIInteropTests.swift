@@ -92,4 +92,33 @@ struct CAPIInteropTests {
         #expect(stats.discovery_requests == 1, "one discovery for three refreshes on one handle")
         #expect(stats.grants.map(\.redeemed) == ["rt-initial-warm", "rt-rotated-1", "rt-rotated-2"])
     }
+
+    @Test("find_access_token with a NULL authority refuses an account at hosts of two clouds (TOKENCACHE_E_AMBIGUOUS_ACCOUNT naming both), never the planted token; with an authority each gets its own")
+    func ambiguousAccountThroughC() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = try Self.program(in: directory)
+        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        defer { _ = try? store.backend.removeAll(in: store.group) }
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "alice")),
+                       clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        // Another host's response claiming alice's uid.utid (not a secret).
+        let planted = "http://127.0.0.2:8400/\(Fixtures.tenantA)"
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "planted")),
+                       clientID: Fixtures.appOne, authority: try Authority(planted), scopes: [])
+        for _ in 0..<5 {
+            let found = try await offThePool { [group] in
+                try runProcess(program, ["find", group, Fixtures.appOne, Fixtures.alice.username, "User.Read"])
+            }
+            #expect(found.status == 1 && found.stdout.isEmpty, "exit \(found.status): \(found.stdout)")
+            #expect(found.stderr.contains("TOKENCACHE_E_AMBIGUOUS_ACCOUNT") && found.stderr.contains("login.microsoftonline.com")
+                    && found.stderr.contains("127.0.0.2"), "\(found.stderr)")
+        }
+        for (authority, tag) in [(Fixtures.authority().url.absoluteString, "alice"), (planted, "planted")] {
+            let found = try await offThePool { [group] in
+                try runProcess(program, ["find", group, Fixtures.appOne, Fixtures.alice.username, "User.Read", authority])
+            }
+            #expect(found.stdout == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-\(tag)\n", "\(found.stderr)")
+        }
+    }
 }

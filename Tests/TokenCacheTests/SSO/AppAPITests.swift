@@ -55,6 +55,29 @@ struct AppAPITests {
         #expect(try await opened.accounts().map(\.username) == [Fixtures.alice.username])
     }
 
+    @Test("A response another host saved for alice's uid.utid is another account: the app's lookup and acquireTokenSilent use its authority's cloud; an app at a third cloud gets ambiguousAccount")
+    func plantedAccountAtAnotherCloud() async throws {
+        let first = try app(Fixtures.appOne)
+        let alice = try await signIn(first)
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "planted")
+        response["refresh_token"] = "rt-planted"
+        try first.store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne,
+                             authority: try Authority("http://127.0.0.2:8400/\(Fixtures.tenantA)"), scopes: [])
+        #expect(try await first.accounts().count == 2)
+        for _ in 0..<5 {
+            #expect(try await first.account(forUsername: Fixtures.alice.username) == alice)
+            let token = try await first.acquireTokenSilent(scopes: ["User.Read"], account: alice)
+            #expect(token.accessToken == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-\(Fixtures.appOne)")
+        }
+        let configuration = AppConfiguration(clientID: Fixtures.appOne, authority: "https://login.microsoftonline.com/\(Fixtures.tenantA)",
+                                             scopes: ["User.Read"], group: group, backend: .file)
+        var options = PublicClientApplication.Options()
+        options.fileDirectory = directory
+        let elsewhere = try PublicClientApplication(configuration: configuration, options: options)
+        let error = await #expect(throws: TokenCacheError.self) { try await elsewhere.account(forUsername: Fixtures.alice.username) }
+        #expect(error?.code == .ambiguousAccount && error?.message.contains("127.0.0.2") == true, "\(String(describing: error))")
+    }
+
     @Test("A configuration with an invalid field is refused with the field named")
     func invalidConfiguration() throws {
         let configuration = AppConfiguration(clientID: "not a client id", authority: idp.authority().url.absoluteString)

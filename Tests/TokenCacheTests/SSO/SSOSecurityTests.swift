@@ -181,7 +181,7 @@ struct SSOSecurityTests {
                        record("login.microsoft.com", "", "empty")]
         var described: Set<String> = []
         for order in [records, records.reversed(), [records[1], records[0], records[2]], [records[2], records[1], records[0]]] {
-            let account = try #require(store.account(homeAccountID: home, clientID: nil, in: CacheIndex(order)))
+            let account = try #require(store.account(homeAccountID: home, cloud: "login.microsoftonline.com", clientID: nil, in: CacheIndex(order)))
             described.insert("\(account.environment) \(account.username) \(account.localAccountID)")
         }
         #expect(described.count == 1, "\(described)")

@@ -350,3 +350,80 @@ struct MultiAppTests {
         #expect(inventory.jsonData() == (try encoder.encode(inventory)))
     }
 }
+
+/// An account is a home account ID in one cloud, as in MSAL (#34 item 1): a response another
+/// host saves claiming alice's `uid.utid` is another account, never alice's description or tokens.
+@Suite("Account store: one home account ID at two clouds", .capturesLogs)
+struct AccountStoreCloudTests {
+    let store = AccountStore(backend: InMemoryBackend())
+    // Sorts before login.microsoftonline.com: the planted record is the first by key.
+    let planted = try! Authority("https://evil.example/\(Fixtures.tenantA)")
+    let impostor = Fixtures.User(uid: Fixtures.alice.uid, tenant: Fixtures.tenantA, username: Fixtures.alice.username, name: "Planted")
+
+    func saveBoth() throws -> CachedAccount {
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "alice")),
+                       clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        let alice = try #require(try store.account(Fixtures.alice.username))
+        var response = Fixtures.response(for: impostor, scope: "User.Read", tag: "planted")
+        response["id_token"] = Fixtures.idToken(["sub": "sub-x", "oid": "planted-oid", "tid": Fixtures.tenantA,
+                                                 "preferred_username": Fixtures.alice.username, "name": "Planted"])
+        try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: planted, scopes: [])
+        return alice
+    }
+
+    @Test("The planted host's records never describe alice: accounts() and allAccounts() list two accounts, alice's unchanged")
+    func descriptionUnchanged() throws {
+        let alice = try saveBoth()
+        let all = try store.allAccounts()
+        #expect(all.count == 2)
+        #expect(all.first { $0.environment == "login.microsoftonline.com" } == alice)
+        #expect(Set(try store.accounts(clientID: Fixtures.appOne).map(\.environment)) == ["login.microsoftonline.com", "evil.example"])
+        let inventory = try store.inventory()
+        #expect(inventory.accounts.map(\.environment).sorted() == ["evil.example", "login.microsoftonline.com"])
+        #expect(inventory.accounts.first { $0.environment == "login.microsoftonline.com" }?.name == Fixtures.alice.name)
+    }
+
+    @Test("A lookup without an authority throws ambiguousAccount naming both hosts; with one, each cloud's own account and token")
+    func lookupWithoutAuthorityRefused() throws {
+        _ = try saveBoth()
+        for name in [Fixtures.alice.username, Fixtures.alice.homeAccountID] {
+            let error = #expect(throws: TokenCacheError.self) { try store.account(name) }
+            #expect(error?.code == .ambiguousAccount)
+            #expect(error?.message.contains("login.microsoftonline.com") == true && error?.message.contains("evil.example") == true, "\(String(describing: error))")
+            #expect(throws: TokenCacheError.self) { try store.account(name, clientID: Fixtures.appOne) }
+        }
+        let alice = try #require(try store.account(Fixtures.alice.username, authority: Fixtures.authority()))
+        #expect(alice.localAccountID == Fixtures.alice.uid && alice.environment == "login.microsoftonline.com")
+        #expect(try store.accessToken(clientID: Fixtures.appOne, account: alice, scopes: ["User.Read"])?.accessToken
+                == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-alice")
+        #expect(try store.accessTokensByTenant(clientID: Fixtures.appOne, account: alice, scopes: ["User.Read"]).map(\.accessToken)
+                == ["at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-alice"])
+        let other = try #require(try store.account(Fixtures.alice.username, authority: planted))
+        #expect(other.localAccountID == "planted-oid")
+        #expect(try store.accessToken(clientID: Fixtures.appOne, account: other, scopes: ["User.Read"])?.accessToken
+                == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-planted")
+    }
+
+    @Test("Records at aliases of one cloud (login.windows.net) stay one account, found without an authority")
+    func aliasesAreOneAccount() throws {
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "a")),
+                       clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "Mail.Read", tag: "b")),
+                       clientID: Fixtures.appTwo, authority: try Authority("https://login.windows.net/\(Fixtures.tenantA)"), scopes: [])
+        #expect(try store.allAccounts().count == 1)
+        let alice = try #require(try store.account(Fixtures.alice.username))
+        #expect(try store.accessToken(clientID: Fixtures.appTwo, account: alice, scopes: ["Mail.Read"]) != nil)
+    }
+
+    @Test("Removing or signing out of the planted account leaves alice's records and tokens")
+    func removeTouchesOneCloud() throws {
+        let alice = try saveBoth()
+        let other = try #require(try store.account(Fixtures.alice.username, authority: planted))
+        try store.signOut(other, clientID: Fixtures.appOne)
+        #expect(try store.entries().contains { $0.kind == .accessToken && $0["environment"] == "login.microsoftonline.com" })
+        try store.remove(other)
+        #expect(try store.allAccounts() == [alice])
+        // App metadata is the client's, not the account's: it stays, as after any removal.
+        #expect(try store.entries().filter { $0.kind != .appMetadata }.allSatisfy { $0["environment"].map { $0 == "login.microsoftonline.com" } ?? true })
+    }
+}
