@@ -75,6 +75,9 @@ package final class AgentServer: Sendable {
             let peer = connection.peerCredentials()
             agent.recordRefusedPeer(peer)
             connection.setTimeouts(seconds: 1)
+            // Its request is read (and dropped) first: closing on unread bytes would reset the
+            // connection before the peer reads why.
+            _ = AgentProtocol.readMessage(from: connection)
             _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(TokenCacheError(
                 .accessDenied, "This token agent serves its own user only.", hint: "Start your own agent with `tokencache agent`"))))
             return
