@@ -115,6 +115,35 @@ struct AgentTests {
         #expect(agent.log.contains("no terminal to ask on"))
     }
 
+    @Test("--confirm asks on the agent's terminal (a real pty) before the first token of a client and scope set: yes serves it and is remembered, no refuses")
+    func confirmOnTerminal() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Fixtures/agent_confirm.py").standardizedFileURL.path
+        try FileManager.default.createDirectory(at: scenario.socketDirectory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        let output = try await offThePool {
+            try runProcess("/usr/bin/python3", [script, TestEnvironment.binDirectory.appendingPathComponent("tokencache").path,
+                                                scenario.socketDirectory.appendingPathComponent("agent.sock").path,
+                                                scenario.containerHome.path, Fixtures.appTwo,
+                                                "--backend", "file", "--group", scenario.desktop.group, "--authority", scenario.authority],
+                           environment: scenario.desktop.environment)
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        let result = object.compactMapValues { $0 as? [String: Any] }
+        let terminal = object["terminal"] as? String ?? ""
+        #expect(result["first"]?["asked"] as? Bool == true && result["first"]?["stdout"] as? String == "at-issued-1\n", "\(result)")
+        #expect(result["again"]?["status"] as? Int == 0 && result["again"]?["stdout"] as? String == "at-issued-1\n", "\(result)")
+        #expect(result["denied"]?["asked"] as? Bool == true && result["denied"]?["status"] as? Int == 1)
+        #expect((result["denied"]?["stderr"] as? String ?? "").contains("did not allow"))
+        // Two questions, naming the asking process, client and scopes; the repeat was not asked.
+        #expect(terminal.components(separatedBy: "Allow? [y/N]").count == 3, "\(terminal)")
+        #expect(terminal.contains("tokencache[") && terminal.contains("scopes Mail.Read"), "\(terminal)")
+        #expect(try await scenario.idp.stats().token_requests == 1)
+    }
+
     @Test("the agent survives clients that disconnect mid-request, then serves 1,000 requests from 8 processes at once with no error")
     func survivesAbortsAndLoad() async throws {
         let scenario = try await AgentScenario()
