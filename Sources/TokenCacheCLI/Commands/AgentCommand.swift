@@ -1,4 +1,5 @@
 import ArgumentParser
+internal import CLinux
 import Dispatch
 import FoundationEssentials
 import TokenCache
@@ -185,7 +186,9 @@ struct AgentCommand: ParsableCommand {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
-        posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
+        // The agent keeps no other descriptor of this process: the launcher's pipe ends (or
+        // the caller would never see end of file), log files, a D-Bus connection.
+        tc_spawn_close_from(&actions, 3)
         var pid: pid_t = 0
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

@@ -170,6 +170,56 @@ struct AgentTests {
         #expect(requests.filter { $0.outcome == "granted" }.count >= 1000)
     }
 
+    @Test("--daemon prints the shell lines and returns while the agent keeps serving in the background; SIGTERM stops it and removes the socket")
+    func daemon() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let socket = scenario.socketDirectory.appendingPathComponent("agent.sock").path
+        let started = try scenario.desktop.run(["agent", "--daemon", "--socket", socket, "--authority", scenario.authority])
+        #expect(started.status == 0, "\(started.stderr)")
+        #expect(started.stdout.hasPrefix("TOKENCACHE_AGENT_SOCK='\(socket)'; export TOKENCACHE_AGENT_SOCK;\nTOKENCACHE_AGENT_PID="), "\(started.stdout)")
+        let pid = try #require(started.stdout.split(separator: "'").dropFirst(3).first.flatMap { Int32($0) })
+        defer { kill(pid, SIGKILL) }
+        let token = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"], socket: socket)
+        #expect(token.stdout == "at-issued-1\n", "\(token.stderr)")
+        #expect(kill(pid, SIGTERM) == 0)
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = !FileManager.default.fileExists(atPath: socket)
+            if !gone { usleep(50_000) }
+        }
+        #expect(gone)
+    }
+
+    @Test("the socket's place is checked: a directory open to others, a path that is not a socket, and a live agent's socket are refused with a hint; a stale socket is replaced")
+    func socketPlaceChecks() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let directory = scenario.socketDirectory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let socket = directory.appendingPathComponent("agent.sock").path
+        let open = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(open.status == 1 && open.stderr.contains("open to other users") && open.stderr.contains("chmod 700 \(directory.path)"), "\(open.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: socket))
+        let notSocket = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(notSocket.status == 1 && notSocket.stderr.contains("is not a socket"), "\(notSocket.stderr)")
+        #expect(try String(contentsOfFile: socket, encoding: .utf8) == "keep me")
+        try FileManager.default.removeItem(atPath: socket)
+
+        let agent = try scenario.startAgent()
+        let second = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(second.status == 1 && second.stderr.contains("already listens"), "\(second.stderr)")
+        #expect(try agentClientScript(["raw", socket, #"{"version":1,"op":"requests"}"#]).stdout.contains("\"ok\":true"))
+        // Killed without cleaning up: its socket is stale, and the next agent takes the place.
+        kill(agent.process.processIdentifier, SIGKILL)
+        agent.process.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let next = try scenario.startAgent()
+        defer { next.stop() }
+        #expect(try agentClientScript(["raw", socket, #"{"version":1,"op":"requests"}"#]).stdout.contains("\"ok\":true"))
+    }
+
     @Test("a protocol version the agent does not speak gets a typed error naming its version")
     func unknownVersion() async throws {
         let scenario = try await AgentScenario()
