@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc
               python3 python3-venv python3-gi gir1.2-secret-1
-              keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
+              keepassxc libkf5wallet-bin libqca-qt5-2-plugins openssh-client openssh-server)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -51,4 +51,13 @@ if ! "$AZ_VENV/bin/az" version >/dev/null 2>&1; then
     echo "Creating $AZ_VENV with azure-cli 2.91.0" >&2
     /usr/bin/python3 -m venv --system-site-packages "$AZ_VENV"
     "$AZ_VENV/bin/pip" install -q --disable-pip-version-check "azure-cli==2.91.0"
+fi
+
+# The real azure-identity (PyPI) for the token agent's managed-identity endpoint tests: its
+# ManagedIdentityCredential must get a token from the agent with no code change.
+AZID_VENV=.venv-azure-identity
+if ! "$AZID_VENV/bin/python" -c 'import azure.identity' 2>/dev/null; then
+    echo "Creating $AZID_VENV with azure-identity 1.27.0" >&2
+    /usr/bin/python3 -m venv "$AZID_VENV"
+    "$AZID_VENV/bin/pip" install -q --disable-pip-version-check "azure-identity==1.27.0"
 fi

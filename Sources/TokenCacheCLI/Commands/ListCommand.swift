@@ -45,6 +45,8 @@ struct ListCommand: ParsableCommand {
             var inventory: GroupInventory
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
+            } else if let agent = store.agent() {
+                inventory = try Self.inventory(through: agent, client: client, account: account)
             } else {
                 let store = try store.openStore()
                 inventory = try store.inventory()

@@ -93,6 +93,7 @@ struct TokenCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            if let agent = store.agent(otherStore: externalStore ?? singleSignOnStores.first) { return try run(through: agent) }
             // Only --refresh redeems anything: the stores are not looked up otherwise.
             let singleSignOn = refresh ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
             let (store, place): (AccountStore, String)

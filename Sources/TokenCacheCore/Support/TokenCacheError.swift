@@ -5,6 +5,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
+        /// The code of this name (as `description` spells it): how a code crosses the agent's socket.
+        package init(named name: String) { self.name = name }
         public var description: String { name }
 
         /// A token endpoint response was malformed; `field` names the offending field.
@@ -96,6 +98,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         /// The authority does not offer this sign-in flow (for example AD FS without a device
         /// authorization endpoint).
         public static let unsupportedFlow = Code("unsupportedFlow")
+        /// The token agent (`TOKENCACHE_AGENT_SOCK`) could not be reached, or answered outside its protocol.
+        public static let agentUnavailable = Code("agentUnavailable")
     }
 
     /// What kind of failure this is.

@@ -1,0 +1,160 @@
+import FoundationEssentials
+import TokenCacheCore
+
+/// The token agent's wire protocol, version 1 (docs/AGENT.md): each message is a 4-byte
+/// big-endian length followed by that many bytes of one UTF-8 JSON object. A client sends a
+/// request and reads one response; it may send more on the same connection.
+///
+/// Responses carry access tokens only: no type here has a field for a refresh token, an ID
+/// token, a key or a passphrase.
+package enum AgentProtocol {
+    /// The version this side speaks.
+    package static let version = 1
+    /// The largest message either side accepts.
+    package static let maximumMessageBytes = 1 << 20
+
+    /// What a client asks for.
+    package struct Request: Codable, Sendable, Hashable {
+        package enum Operation: String, Codable, Sendable {
+            /// An access token for a client, scopes and (optionally) account and authority.
+            case token
+            /// The group's accounts and clients, as `tokencache list` shows them (no secrets).
+            case list
+            /// The agent's log of requests.
+            case requests
+        }
+        package var version = AgentProtocol.version
+        package var operation: Operation
+        package var clientID: String?
+        package var scopes: [String]?
+        package var account: String?
+        package var authority: String?
+        package var forceRefresh: Bool?
+
+        package init(operation: Operation, clientID: String? = nil, scopes: [String]? = nil, account: String? = nil,
+                     authority: String? = nil, forceRefresh: Bool? = nil) {
+            self.operation = operation
+            self.clientID = clientID
+            self.scopes = scopes
+            self.account = account
+            self.authority = authority
+            self.forceRefresh = forceRefresh
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case version, operation = "op", clientID = "client_id", scopes, account, authority, forceRefresh = "force_refresh"
+        }
+    }
+
+    /// An access token as the agent hands it out.
+    package struct Token: Codable, Sendable, Hashable {
+        package var accessToken: String
+        package var tokenType: String
+        /// Seconds since 1970.
+        package var expiresOn: Int64
+        package var refreshOn: Int64?
+        package var tenantID: String?
+        package var scopes: [String]
+        package var username: String?
+        package var homeAccountID: String?
+
+        enum CodingKeys: String, CodingKey {
+            case accessToken = "access_token", tokenType = "token_type", expiresOn = "expires_on", refreshOn = "refresh_on"
+            case tenantID = "tenant_id", scopes, username, homeAccountID = "home_account_id"
+        }
+
+        package init(_ result: TokenResult) {
+            accessToken = result.accessToken
+            tokenType = result.authenticationScheme
+            expiresOn = Int64(result.expiresOn.timeIntervalSince1970)
+            refreshOn = result.refreshOn.map { Int64($0.timeIntervalSince1970) }
+            tenantID = result.tenantID
+            scopes = result.scopes
+            username = result.account?.username
+            homeAccountID = result.account?.homeAccountID
+        }
+    }
+
+    /// One line of the agent's request log: who asked for what, and what they got (never a token).
+    package struct LoggedRequest: Codable, Sendable, Hashable {
+        /// Seconds since 1970.
+        package var time: Int64
+        /// `socket` or `managed-identity`.
+        package var channel: String
+        package var pid: Int32?
+        package var uid: UInt32?
+        package var command: String?
+        package var operation: String
+        package var clientID: String?
+        package var scopes: [String]?
+        package var account: String?
+        /// `granted`, or `refused: …` / `failed: …` with the reason.
+        package var outcome: String
+
+        enum CodingKeys: String, CodingKey {
+            case time, channel, pid, uid, command, operation = "op", clientID = "client_id", scopes, account, outcome
+        }
+    }
+
+    /// An error as it crosses the socket: the ``TokenCacheError`` code's name, message and hint.
+    package struct Failure: Codable, Sendable, Hashable {
+        package var code: String
+        package var message: String
+        package var hint: String?
+
+        package init(_ error: TokenCacheError) {
+            code = error.code.description
+            message = error.message
+            hint = error.hint
+        }
+
+        package var error: TokenCacheError { TokenCacheError(.init(named: code), message, hint: hint) }
+    }
+
+    /// What the agent answers: `ok` with one of the payloads, or an error.
+    package struct Response: Codable, Sendable, Hashable {
+        package var version = AgentProtocol.version
+        package var ok: Bool
+        package var token: Token?
+        package var inventory: GroupInventory?
+        package var requests: [LoggedRequest]?
+        package var error: Failure?
+
+        package init(token: Token? = nil, inventory: GroupInventory? = nil, requests: [LoggedRequest]? = nil) {
+            ok = true
+            self.token = token
+            self.inventory = inventory
+            self.requests = requests
+        }
+
+        package init(_ error: TokenCacheError) {
+            ok = false
+            self.error = Failure(error)
+        }
+    }
+
+    // MARK: Framing
+
+    package static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Every type here encodes; a failure would be a programming error.
+        let body = Array((try? encoder.encode(value)) ?? Data("{}".utf8))
+        let length = UInt32(body.count)
+        return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
+    }
+
+    /// Reads one message's bytes; nil when the peer closed, timed out or announced a length
+    /// outside the protocol's bounds.
+    static func readMessage(from socket: SocketDescriptor) -> Data? {
+        guard let head = socket.read(exactly: 4) else { return nil }
+        let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
+        guard length > 0, length <= maximumMessageBytes, let body = socket.read(exactly: length) else { return nil }
+        return Data(body)
+    }
+
+    /// The version a message declares (1 when it declares none).
+    struct Versioned: Decodable {
+        var version: Int?
+    }
+}

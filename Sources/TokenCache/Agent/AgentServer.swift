@@ -1,0 +1,124 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import FoundationEssentials
+import Synchronization
+import TokenCacheCore
+
+/// The token agent's Unix socket: accepts connections of this user only (checked with
+/// SO_PEERCRED, beyond the socket's mode 0600 in a 0700 directory) and answers each request
+/// of ``AgentProtocol`` with the ``TokenAgent``.
+///
+/// Blocking sockets on Dispatch threads, as ``LoopbackListener`` does: a connection is a few
+/// hundred bytes each way, which does not justify an event-loop library.
+package final class AgentServer: Sendable {
+    /// Where the socket is.
+    package let path: String
+    private let listener: SocketDescriptor
+    private let socketInode: UInt
+    private let agent: TokenAgent
+    private let stopped = Mutex(false)
+
+    /// Bound on reading a request and writing its answer: a client that stops mid-message is dropped.
+    package static let ioTimeoutSeconds = 10
+    /// Connections served at once; more wait in the listen backlog.
+    package static let maximumConnections = 32
+
+    /// Listens at `path` (see ``UnixSocket/listen(_:)`` for the modes and checks).
+    package init(path: String, agent: TokenAgent) throws(TokenCacheError) {
+        listener = try UnixSocket.listen(path)
+        var status = stat()
+        lstat(path, &status)
+        socketInode = UInt(status.st_ino)
+        self.path = path
+        self.agent = agent
+    }
+
+    /// Starts accepting on a thread of its own; returns at once.
+    package func start() {
+        let slots = DispatchSemaphore(value: Self.maximumConnections)
+        DispatchQueue(label: "org.swift-tokencache.agent.accept").async { [self] in
+            while !stopped.withLock({ $0 }) {
+                slots.wait()
+                let fd = accept(listener.fd, nil, nil)
+                guard fd >= 0 else {
+                    slots.signal()
+                    if errno == EINTR || errno == ECONNABORTED || errno == EMFILE { if errno == EMFILE { usleep(10_000) }; continue }
+                    return
+                }
+                // accept4 (SOCK_CLOEXEC at accept) needs _GNU_SOURCE, which Glibc does not expose to Swift.
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                let connection = SocketDescriptor(fd)
+                DispatchQueue.global().async { [self] in
+                    defer { slots.signal() }
+                    serve(connection)
+                }
+            }
+        }
+    }
+
+    /// Stops accepting and removes the socket file (when it is still this agent's).
+    package func stop() {
+        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return }
+        listener.shutdown()
+        var status = stat()
+        if lstat(path, &status) == 0, UInt(status.st_ino) == socketInode { unlink(path) }
+    }
+
+    deinit { stop() }
+
+    private func serve(_ connection: SocketDescriptor) {
+        guard let peer = connection.peerCredentials(), peer.uid == getuid() else {
+            let peer = connection.peerCredentials()
+            agent.recordRefusedPeer(peer)
+            connection.setTimeouts(seconds: 1)
+            // Its request is read (and dropped) first: closing on unread bytes would reset the
+            // connection before the peer reads why.
+            _ = AgentProtocol.readMessage(from: connection)
+            _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(TokenCacheError(
+                .accessDenied, "This token agent serves its own user only.", hint: "Start your own agent with `tokencache agent`"))))
+            return
+        }
+        connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
+        while let message = AgentProtocol.readMessage(from: connection) {
+            let response: AgentProtocol.Response
+            let version = (try? JSONDecoder().decode(AgentProtocol.Versioned.self, from: message))?.version ?? AgentProtocol.version
+            if version != AgentProtocol.version {
+                response = AgentProtocol.Response(TokenCacheError(
+                    .agentUnavailable, "The token agent speaks protocol version \(AgentProtocol.version), not \(version).",
+                    hint: "Use a tokencache of the same release on both sides"))
+            } else if let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) {
+                response = waitOnThisThread { [agent] in await agent.handle(request, peer: peer) }
+            } else {
+                response = AgentProtocol.Response(TokenCacheError(
+                    .agentUnavailable, "The token agent received a message that is not a request of protocol version \(AgentProtocol.version).",
+                    hint: "See docs/AGENT.md for the protocol"))
+            }
+            guard connection.write(all: AgentProtocol.encode(response)) else { return }
+        }
+    }
+}
+
+/// Runs async work from a Dispatch thread (never from the cooperative pool) and waits for it.
+func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
+    let done = DispatchSemaphore(value: 0)
+    let result = Mutex<T?>(nil)
+    Task {
+        let value = await work()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return result.withLock { $0! }
+}
+
+extension TokenAgent {
+    /// Logs a connection refused because it came from another user.
+    func recordRefusedPeer(_ peer: AgentPeer?) {
+        record(AgentProtocol.Request(operation: .token), operation: "connect", channel: "socket", peer: peer,
+               outcome: "refused: connection from uid \(peer.map { "\($0.uid)" } ?? "unknown"), not the agent's user")
+    }
+}

@@ -1,0 +1,193 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Dispatch
+import FoundationEssentials
+import Synchronization
+import TokenCacheCore
+
+/// The token agent's App Service managed-identity endpoint on 127.0.0.1: what every Azure
+/// SDK's `ManagedIdentityCredential` and `az login --identity` call when `IDENTITY_ENDPOINT`
+/// and `IDENTITY_HEADER` are set (`GET ?api-version=2019-08-01&resource=R` with header
+/// `X-IDENTITY-HEADER`). A request without the header's exact value gets 401 and an empty
+/// body; one with it gets a token of the configured client and account for the scope
+/// `R/.default`, through the same ``TokenAgent`` (policy, log) as the socket.
+///
+/// Any local user can reach a loopback port: the header, a fresh random value per agent, is
+/// what keeps them out.
+package final class ManagedIdentityEndpoint: Sendable {
+    /// The port bound on 127.0.0.1.
+    package let port: Int
+    /// The value `X-IDENTITY-HEADER` must carry (`IDENTITY_HEADER`): 32 random bytes, hex.
+    package let header: String
+    /// `IDENTITY_ENDPOINT`.
+    package var url: String { "http://127.0.0.1:\(port)\(Self.path)" }
+
+    private let listener: SocketDescriptor
+    private let agent: TokenAgent
+    private let clientID: String
+    private let account: String?
+    private let stopped = Mutex(false)
+
+    static let path = "/msi/token"
+    static let apiVersion = "2019-08-01"
+    static let maximumRequestBytes = 16 * 1024
+    static let maximumConnections = 32
+
+    /// Binds 127.0.0.1 on an ephemeral port, for tokens of `clientID` (and `account`, needed
+    /// when the client has several).
+    package init(agent: TokenAgent, clientID: String, account: String?) throws(TokenCacheError) {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TokenCacheError(.portUnavailable, "Could not make a TCP socket: \(String(cString: strerror(errno))).") }
+        let socket = SocketDescriptor(fd)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian  // 127.0.0.1 only
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            throw TokenCacheError(.portUnavailable, "Could not listen on 127.0.0.1 for the managed-identity endpoint: \(String(cString: strerror(errno))).",
+                                  hint: "Check the loopback interface, or run the agent without --managed-identity")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        var generator = SystemRandomNumberGenerator()
+        header = (0..<32).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16).leftPadded(to: 2) }.joined()
+        port = Int(UInt16(bigEndian: actual.sin_port))
+        listener = socket
+        self.agent = agent
+        self.clientID = clientID
+        self.account = account
+    }
+
+    /// Starts accepting on a thread of its own; returns at once.
+    package func start() {
+        let slots = DispatchSemaphore(value: Self.maximumConnections)
+        DispatchQueue(label: "org.swift-tokencache.agent.managed-identity").async { [self] in
+            while !stopped.withLock({ $0 }) {
+                slots.wait()
+                let fd = accept(listener.fd, nil, nil)
+                guard fd >= 0 else {
+                    slots.signal()
+                    if errno == EINTR || errno == ECONNABORTED || errno == EMFILE { if errno == EMFILE { usleep(10_000) }; continue }
+                    return
+                }
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                let connection = SocketDescriptor(fd)
+                DispatchQueue.global().async { [self] in
+                    defer { slots.signal() }
+                    connection.setTimeouts(seconds: AgentServer.ioTimeoutSeconds)
+                    let (status, body) = answer(Self.readHead(connection))
+                    Self.respond(connection, status: status, body: body)
+                }
+            }
+        }
+    }
+
+    /// Stops accepting.
+    package func stop() {
+        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return }
+        listener.shutdown()
+    }
+
+    deinit { stop() }
+
+    /// The request head up to the blank line, or nil (closed, timed out, too long).
+    private static func readHead(_ connection: SocketDescriptor) -> String? {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count <= maximumRequestBytes {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            bytes += buffer[..<count]
+            if let end = bytes.firstRange(of: [13, 10, 13, 10]) {
+                return String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
+            }
+        }
+        return nil
+    }
+
+    /// The status and JSON body for a request head.
+    private func answer(_ head: String?) -> (Int, [String: String]?) {
+        guard let head else { return (400, nil) }
+        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        // The header first: without it nothing else is looked at or said.
+        let presented = lines.dropFirst().compactMap { line -> Substring? in
+            guard let colon = line.firstIndex(of: ":"), ASCII.equalsIgnoringCase(String(line[..<colon]), "x-identity-header") else { return nil }
+            return line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
+        }
+        guard presented.count == 1, Self.constantTimeEquals(Array(presented[0].utf8), Array(header.utf8)) else { return (401, nil) }
+
+        let parts = lines.first?.split(separator: " ") ?? []
+        guard parts.count == 3, parts[2].hasPrefix("HTTP/1.") else { return (400, Self.error("invalid_request", "Not an HTTP/1.1 request.")) }
+        guard parts[0] == "GET" else { return (405, Self.error("invalid_request", "Only GET is served.")) }
+        guard let components = URLComponents(string: String(parts[1])), components.path == Self.path else {
+            return (404, Self.error("invalid_request", "Not found: the endpoint is \(Self.path)."))
+        }
+        var query: [String: String] = [:]
+        for item in components.queryItems ?? [] where query[item.name] == nil { query[item.name] = item.value ?? "" }
+        guard query["api-version"] == Self.apiVersion else {
+            return (400, Self.error("invalid_request", "api-version must be \(Self.apiVersion)."))
+        }
+        guard let resource = query["resource"], !resource.isEmpty else {
+            return (400, Self.error("invalid_request", "The resource parameter is missing."))
+        }
+        if let requested = query["client_id"], !ASCII.equalsIgnoringCase(requested, clientID) {
+            return (400, Self.error("invalid_request", "This endpoint serves client \(clientID) only, not \(requested)."))
+        }
+        if let selector = ["principal_id", "object_id", "mi_res_id", "msi_res_id"].first(where: { query[$0] != nil }) {
+            return (400, Self.error("invalid_request", "\(selector) is not supported: this endpoint serves client \(clientID)."))
+        }
+        let scopes = [resource + "/.default"]
+        let request = AgentProtocol.Request(operation: .token, clientID: clientID, scopes: scopes, account: account)
+        let result: Result<TokenResult, TokenCacheError> = waitOnThisThread { [agent, clientID, account] in
+            do throws(TokenCacheError) {
+                return .success(try await agent.token(clientID: clientID, scopes: scopes, account: account, authority: nil,
+                                                      asker: "a managed-identity client"))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch result {
+        case .success(let token):
+            agent.record(request, channel: "managed-identity", peer: nil, outcome: "granted")
+            return (200, ["access_token": token.accessToken, "expires_on": String(Int64(token.expiresOn.timeIntervalSince1970)),
+                          "resource": resource, "token_type": token.authenticationScheme, "client_id": clientID])
+        case .failure(let error):
+            agent.record(request, channel: "managed-identity", peer: nil, outcome: TokenAgent.outcome(of: error))
+            let status = error.code == .accessDenied ? 403 : [.invalidArgument, .interactionRequired, .notFound].contains(error.code) ? 400 : 500
+            return (status, Self.error(error.code == .interactionRequired ? "interaction_required" : "\(error.code)",
+                                       error.hint.map { "\(error.message) \($0)." } ?? error.message))
+        }
+    }
+
+    private static func error(_ code: String, _ description: String) -> [String: String] {
+        ["error": code, "error_description": description]
+    }
+
+    private static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    private static func respond(_ connection: SocketDescriptor, status: Int, body: [String: String]?) {
+        let reasons = [200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                       405: "Method Not Allowed", 500: "Internal Server Error"]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let payload = body.flatMap { try? encoder.encode($0) }.map(Array.init) ?? []
+        let head = "HTTP/1.1 \(status) \(reasons[status] ?? "Error")\r\n"
+            + (payload.isEmpty ? "" : "Content-Type: application/json; charset=utf-8\r\n")
+            + "Content-Length: \(payload.count)\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+        _ = connection.write(all: Array(head.utf8) + payload)
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

@@ -1,0 +1,230 @@
+import FoundationEssentials
+import Logging
+import Synchronization
+import TokenCacheCore
+
+/// What a token agent may hand out. Empty lists allow anything of their kind.
+package struct AgentPolicy: Sendable {
+    /// Client (application) IDs that may get tokens.
+    package var clients: [String] = []
+    /// Accounts (username or home account ID) whose tokens may be handed out.
+    package var accounts: [String] = []
+    /// Scopes a request may ask for: each requested scope must be one of them.
+    package var scopes: [String] = []
+    /// Authorities a request may name; the first is used for requests that name none, and
+    /// is where the agent redeems refresh tokens.
+    package var authorities: [Authority] = []
+
+    package init() {}
+
+    func allows(client: String) -> Bool { clients.isEmpty || clients.contains { ASCII.equalsIgnoringCase($0, client) } }
+
+    func allows(account: CachedAccount) -> Bool {
+        accounts.isEmpty || accounts.contains { TokenAgent.names($0, account) }
+    }
+
+    /// The scopes of `requested` that are not allowed.
+    func disallowed(scopes requested: [String]) -> [String] {
+        scopes.isEmpty ? [] : requested.filter { wanted in !scopes.contains { ASCII.equalsIgnoringCase($0, wanted) } }
+    }
+}
+
+/// The token agent's core: answers requests for the group's access tokens under a policy,
+/// refreshing through ``PublicClientApplication/acquireTokenSilent(_:)`` (so the host rule, the
+/// refresh locks and rotation apply as for any app), and keeps a log of every request in memory.
+/// It never hands out a refresh token, ID token, key or passphrase: its answers carry
+/// ``AgentProtocol/Token`` only.
+package final class TokenAgent: Sendable {
+    /// Asks the person at the agent whether to allow a first request of a client for some
+    /// scopes; true to allow. Called once per new client/scope pair.
+    package typealias Confirmation = @Sendable (String) async -> Bool
+
+    package let store: AccountStore
+    package let policy: AgentPolicy
+    private let options: PublicClientApplication.Options
+    private let confirmation: Confirmation?
+    private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
+    private let approved = Mutex<Set<String>>([])
+    private let apps = Mutex<[String: PublicClientApplication]>([:])
+    private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
+    private var logger: Logger { store.options.logger }
+
+    /// The request log keeps this many entries (the oldest go first).
+    package static let logCapacity = 1000
+
+    package init(store: AccountStore, policy: AgentPolicy, options: PublicClientApplication.Options = .init(),
+                 confirmation: Confirmation? = nil, observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
+        self.observer = observer
+        self.store = store
+        self.policy = policy
+        self.options = options
+        self.confirmation = confirmation
+    }
+
+    /// Whether `identifier` names the account: its username or home account ID, in any case.
+    static func names(_ identifier: String, _ account: CachedAccount) -> Bool {
+        ASCII.equalsIgnoringCase(identifier, account.username) || ASCII.equalsIgnoringCase(identifier, account.homeAccountID)
+    }
+
+    /// The logged requests, oldest first.
+    package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
+
+    /// Answers one request that came over the socket from `peer`.
+    package func handle(_ request: AgentProtocol.Request, peer: AgentPeer) async -> AgentProtocol.Response {
+        switch request.operation {
+        case .requests:
+            return AgentProtocol.Response(requests: requests)
+        case .list:
+            do throws(TokenCacheError) {
+                let inventory = try await list(clientID: request.clientID, account: request.account)
+                record(request, channel: "socket", peer: peer, outcome: "granted")
+                return AgentProtocol.Response(inventory: inventory)
+            } catch {
+                record(request, channel: "socket", peer: peer, outcome: Self.outcome(of: error))
+                return AgentProtocol.Response(error)
+            }
+        case .token:
+            do throws(TokenCacheError) {
+                let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
+                                             authority: request.authority, forceRefresh: request.forceRefresh ?? false,
+                                             asker: "\(peer.command)[\(peer.pid)]")
+                record(request, channel: "socket", peer: peer, outcome: "granted")
+                return AgentProtocol.Response(token: AgentProtocol.Token(result))
+            } catch {
+                record(request, channel: "socket", peer: peer, outcome: Self.outcome(of: error))
+                return AgentProtocol.Response(error)
+            }
+        }
+    }
+
+    static func outcome(of error: TokenCacheError) -> String {
+        "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)"
+    }
+
+    /// Adds a line to the request log and to the logger (no secrets: a request holds none).
+    func record(_ request: AgentProtocol.Request, operation: String? = nil, channel: String, peer: AgentPeer?, outcome: String) {
+        let entry = AgentProtocol.LoggedRequest(
+            time: Int64(Date().timeIntervalSince1970), channel: channel, pid: peer?.pid, uid: peer?.uid, command: peer?.command,
+            operation: operation ?? request.operation.rawValue, clientID: request.clientID, scopes: request.scopes, account: request.account,
+            outcome: outcome)
+        log.withLock { log in
+            if log.count >= Self.logCapacity { log.removeFirst(log.count - Self.logCapacity + 1) }
+            log.append(entry)
+        }
+        observer?(entry)
+        logger.info("Agent request", metadata: [
+            "channel": "\(channel)", "pid": "\(peer.map { "\($0.pid)" } ?? "-")", "command": "\(entry.command ?? "-")",
+            "op": "\(entry.operation)", "client": "\(request.clientID ?? "-")",
+            "scopes": "\((request.scopes ?? []).joined(separator: " "))", "account": "\(request.account ?? "-")",
+            "outcome": "\(outcome)"])
+    }
+
+    /// The group's inventory as the policy lets it be seen: allowed accounts and clients only.
+    func list(clientID: String?, account: String?) async throws(TokenCacheError) -> GroupInventory {
+        var inventory = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.inventory() }
+        func named(_ identifier: String, _ entry: GroupInventory.Account) -> Bool {
+            ASCII.equalsIgnoringCase(identifier, entry.username) || ASCII.equalsIgnoringCase(identifier, entry.homeAccountID)
+        }
+        func shown(_ client: GroupInventory.Client) -> Bool {
+            policy.allows(client: client.clientID) && (clientID.map { ASCII.equalsIgnoringCase($0, client.clientID) } ?? true)
+        }
+        inventory.accounts = inventory.accounts.compactMap { (entry: GroupInventory.Account) -> GroupInventory.Account? in
+            guard policy.accounts.isEmpty || policy.accounts.contains(where: { named($0, entry) }),
+                  account.map({ named($0, entry) }) ?? true else { return nil }
+            var entry = entry
+            entry.clients = entry.clients.filter(shown)
+            return entry.clients.isEmpty && (!policy.clients.isEmpty || clientID != nil) ? nil : entry
+        }
+        return inventory
+    }
+
+    /// An access token for the client and scopes, within the policy: cached, or obtained by
+    /// redeeming a refresh token of the group at the authority (the request's, else the
+    /// policy's first). `asker` names who asks, for `--confirm`.
+    package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
+                       asker: String) async throws(TokenCacheError) -> TokenResult {
+        guard !clientID.isEmpty else { throw TokenCacheError.invalidArgument("client_id", "is missing") }
+        guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
+        guard policy.allows(client: clientID) else {
+            throw Self.refused("client \(clientID) is not one the agent serves", allowed: policy.clients, option: "--client")
+        }
+        let disallowed = policy.disallowed(scopes: scopes)
+        guard disallowed.isEmpty else {
+            throw Self.refused("scope \(disallowed.joined(separator: " ")) is not one the agent serves", allowed: policy.scopes, option: "--scopes")
+        }
+        let resolvedAuthority = try resolve(authority: authority)
+        let target = try await resolve(account: account, clientID: clientID)
+        try await confirm(clientID: clientID, scopes: scopes, account: target, asker: asker)
+        guard let resolvedAuthority else {
+            // No authority to refresh at: a cached token only (of the one tenant that has one).
+            let found = try await BlockingWork.run { [store] () throws(TokenCacheError) -> [TokenResult] in
+                if let token = try store.accessToken(clientID: clientID, account: target, scopes: scopes) { return [token] }
+                return try store.accessTokensByTenant(clientID: clientID, account: target, scopes: scopes)
+            }
+            guard found.count == 1, let token = found.first else {
+                throw TokenCacheError(.notFound, "The agent has no usable cached access token for client \(clientID) and these scopes, and no authority to refresh at.",
+                                      hint: "Restart the agent with --authority URL, or pass --authority with the request")
+            }
+            return token
+        }
+        var parameters = SilentTokenParameters(scopes: scopes, account: target)
+        parameters.forceRefresh = forceRefresh
+        return try await app(clientID: clientID, authority: resolvedAuthority).acquireTokenSilent(parameters)
+    }
+
+    private static func refused(_ what: String, allowed: [String], option: String) -> TokenCacheError {
+        TokenCacheError(.accessDenied, "The token agent refused: \(what) (allowed: \(allowed.joined(separator: ", "))).",
+                        hint: "Ask for an allowed one, or restart the agent with \(option) naming it")
+    }
+
+    private func resolve(authority: String?) throws(TokenCacheError) -> Authority? {
+        guard let authority else { return policy.authorities.first }
+        let parsed = try Authority(authority)
+        guard policy.authorities.isEmpty || policy.authorities.contains(where: { $0.url == parsed.url }) else {
+            throw Self.refused("authority \(authority) is not one the agent serves", allowed: policy.authorities.map(\.url.absoluteString), option: "--authority")
+        }
+        return parsed
+    }
+
+    private func resolve(account identifier: String?, clientID: String) async throws(TokenCacheError) -> CachedAccount {
+        let candidates = try await BlockingWork.run { [store, policy] () throws(TokenCacheError) in
+            try store.accounts(clientID: clientID).filter { account in
+                policy.allows(account: account) && (identifier.map { Self.names($0, account) } ?? true)
+            }
+        }
+        guard candidates.count < 2 else {
+            throw TokenCacheError(.invalidArgument, "Client \(clientID) has \(candidates.count) accounts the agent serves.",
+                                  hint: "Name one with --account: \(candidates.map(\.username).joined(separator: ", "))", field: "account")
+        }
+        guard let account = candidates.first else {
+            throw TokenCacheError(.interactionRequired,
+                                  "The agent's group \(store.group) holds no account of client \(clientID)\(identifier.map { " named '\($0)'" } ?? "") that it may hand out.",
+                                  hint: "Sign in on the agent's side (`tokencache login`), or check the agent's --account and --client")
+        }
+        return account
+    }
+
+    /// With a confirmation set, asks before the first token of each client and scope set.
+    private func confirm(clientID: String, scopes: [String], account: CachedAccount, asker: String) async throws(TokenCacheError) {
+        guard let confirmation else { return }
+        let pair = ASCII.lowercased(clientID) + " " + scopes.map(ASCII.lowercased).sorted().joined(separator: " ")
+        if approved.withLock({ $0.contains(pair) }) { return }
+        let question = "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username), scopes \(scopes.joined(separator: " "))."
+        guard await confirmation(question) else {
+            throw TokenCacheError(.accessDenied, "The token agent's user did not allow client \(clientID) these scopes.",
+                                  hint: "Ask whoever runs the agent to allow it (it asks on its terminal)")
+        }
+        approved.withLock { _ = $0.insert(pair) }
+    }
+
+    /// One app per client and authority, kept so its discovered token endpoint is reused.
+    private func app(clientID: String, authority: Authority) -> PublicClientApplication {
+        apps.withLock { apps in
+            let key = ASCII.lowercased(clientID) + "|" + authority.url.absoluteString
+            if let app = apps[key] { return app }
+            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
+            apps[key] = app
+            return app
+        }
+    }
+}

@@ -1,0 +1,233 @@
+import ArgumentParser
+internal import CLinux
+import Dispatch
+import FoundationEssentials
+import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct AgentCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "agent",
+        abstract: "Serve the group's access tokens over a Unix socket, for SSH sessions and containers (like ssh-agent).",
+        discussion: """
+        Runs in the foreground (or with --daemon in the background) and serves access tokens of \
+        the group to processes of the same user that reach its socket: `tokencache token` and \
+        `tokencache list` use it when TOKENCACHE_AGENT_SOCK is set and no --backend, --group, \
+        --collection or --passphrase-file is given. The agent refreshes on its side; refresh \
+        tokens, keys and passphrases never cross the socket. It keeps nothing on disk but the \
+        socket.
+
+        On start it prints shell lines that set TOKENCACHE_AGENT_SOCK (and TOKENCACHE_AGENT_PID), \
+        as `ssh-agent -s` does: `eval "$(tokencache agent --daemon)"`. The socket is created with \
+        mode 0600 in a directory of mode 0700 (default $XDG_RUNTIME_DIR/tokencache/agent.sock), \
+        and connections from other users are refused (SO_PEERCRED). Forward it into an SSH \
+        session with `ssh -R /remote/agent.sock:$TOKENCACHE_AGENT_SOCK host`, or bind-mount it \
+        into a container.
+
+        Policy: --client, --account, --scopes and --authority limit what it hands out; the first \
+        --authority is where it redeems refresh tokens (without one it serves cached tokens \
+        only). --confirm asks on the agent's terminal before the first token of each client and \
+        scope set. Every request is logged on the agent's standard error and kept in memory: \
+        `tokencache agent --list-requests` shows who asked for what.
+
+        --managed-identity also serves the App Service managed-identity protocol on 127.0.0.1 \
+        (a random port) and prints IDENTITY_ENDPOINT and IDENTITY_HEADER: Azure SDKs' \
+        ManagedIdentityCredential / DefaultAzureCredential then get tokens of the one --client \
+        and --account for the scope `<resource>/.default`. A request without the header gets 401.
+
+        Examples:
+          eval "$(tokencache agent --daemon --authority https://login.microsoftonline.com/organizations)"
+          tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --confirm
+          tokencache agent --managed-identity --client 04b07795-... --account alice@contoso.com --authority https://login.microsoftonline.com/organizations
+          tokencache agent --list-requests
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp("The socket's path (default $XDG_RUNTIME_DIR/tokencache/agent.sock; with --list-requests, TOKENCACHE_AGENT_SOCK's).", valueName: "path"))
+    var socket: String?
+
+    @Flag(help: "Run in the background: print the shell lines, then detach.")
+    var daemon = false
+
+    @Option(name: .customLong("client"), help: ArgumentHelp("Serve only this client app (repeatable).", valueName: "id"), transform: ClientIDArgument.parse)
+    var clients: [String] = []
+
+    @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
+    var accounts: [String] = []
+
+    @Option(help: ArgumentHelp("Serve only these space-separated scopes.", valueName: "scopes"))
+    var scopes: String?
+
+    @Option(name: .customLong("authority"), help: ArgumentHelp("Serve only this authority (repeatable); the first is where refresh tokens are redeemed.", valueName: "url"))
+    var authorities: [String] = []
+
+    @Flag(help: "Ask on the agent's terminal before the first token of each client and scope set.")
+    var confirm = false
+
+    @Flag(name: .customLong("managed-identity"), help: "Also serve the App Service managed-identity protocol on 127.0.0.1 (needs one --client).")
+    var managedIdentity = false
+
+    @Flag(name: .customLong("list-requests"), help: "Show the running agent's log of requests (who asked for what) and exit.")
+    var listRequests = false
+
+    @Flag(help: "With --list-requests, print JSON.")
+    var json = false
+
+    @Flag(help: .hidden)
+    var detached = false
+
+    func validate() throws {
+        if managedIdentity && clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }
+        if managedIdentity && accounts.count > 1 { throw ValidationError("--managed-identity serves one account: give at most one --account.") }
+        if confirm && daemon { throw ValidationError("--confirm asks on the agent's terminal: run it in the foreground, without --daemon.") }
+        if let scopes, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            if listRequests { return try printRequests() }
+            if daemon { return try Self.runInBackground() }
+            if detached { _ = setsid() }
+            try serve()
+        }
+    }
+
+    private func serve() throws {
+        var policy = AgentPolicy()
+        policy.clients = clients
+        policy.accounts = accounts
+        policy.scopes = scopes.map(scopeList) ?? []
+        policy.authorities = try authorities.map { try Authority($0) }
+        let store = try self.store.openStore()
+        let path = try socket ?? Self.defaultSocketPath()
+        var options = PublicClientApplication.Options()
+        options.logger = store.options.logger
+        let agent = TokenAgent(store: store, policy: policy, options: options,
+                               confirmation: confirm ? Self.askOnTerminal : nil, observer: Self.show)
+        // Signals are taken by sigwait below: blocked before any thread starts, so all inherit it.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let server = try AgentServer(path: path, agent: agent)
+        let endpoint = managedIdentity ? try ManagedIdentityEndpoint(agent: agent, clientID: clients[0], account: accounts.first) : nil
+        server.start()
+        endpoint?.start()
+        var lines = [("TOKENCACHE_AGENT_SOCK", path), ("TOKENCACHE_AGENT_PID", "\(getpid())")]
+        if let endpoint { lines += [("IDENTITY_ENDPOINT", endpoint.url), ("IDENTITY_HEADER", endpoint.header)] }
+        let shell = lines.map { "\($0)=\(Self.shellQuoted($1)); export \($0);\n" }.joined() + "echo Agent pid \(getpid());\n"
+        StandardIO.write(Data(shell.utf8), to: STDOUT_FILENO)
+        Terminal.note("tokencache agent: serving group \(store.group) at \(path)\(endpoint.map { " and \($0.url)" } ?? "") (pid \(getpid()); Ctrl-C or kill to stop).")
+        if detached {
+            // The launcher reads the lines until end of file: let go of its pipe and the terminal.
+            let null = open("/dev/null", O_RDWR)
+            for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] { dup2(null, fd) }
+            close(null)
+        }
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        endpoint?.stop()
+        server.stop()
+    }
+
+    /// `$XDG_RUNTIME_DIR/tokencache/agent.sock`; without XDG_RUNTIME_DIR a fresh private
+    /// directory under /tmp, as ssh-agent makes.
+    static func defaultSocketPath() throws -> String {
+        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
+            return runtime + "/tokencache/agent.sock"
+        }
+        var template = Array("/tmp/tokencache-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw CLIError.failed("XDG_RUNTIME_DIR is not set and no directory could be made under /tmp.", hint: "Pass --socket PATH")
+        }
+        return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/agent.sock"
+    }
+
+    static func shellQuoted(_ value: String) -> String {
+        "'" + value.replacing("'", with: "'\\''") + "'"
+    }
+
+    /// One line per request on standard error (no secrets: requests carry none).
+    @Sendable static func show(_ entry: AgentProtocol.LoggedRequest) {
+        let who = entry.pid.map { "\(entry.command ?? "?")[\($0)] uid \(entry.uid.map { "\($0)" } ?? "?")" } ?? entry.channel
+        let what = [entry.clientID.map { "client \($0)" }, entry.scopes.map { "scopes \($0.joined(separator: " "))" },
+                    entry.account.map { "account \($0)" }].compactMap { $0 }.joined(separator: ", ")
+        Terminal.note(Terminal.escape("\(Terminal.localTime(Date(timeIntervalSince1970: TimeInterval(entry.time)))) \(who): \(entry.operation)\(what.isEmpty ? "" : " (\(what))") -> \(entry.outcome)"))
+    }
+
+    private static let questions = DispatchQueue(label: "org.swift-tokencache.agent.confirm")
+
+    /// Asks on the terminal, one question at a time; no terminal means no.
+    @Sendable static func askOnTerminal(_ question: String) async -> Bool {
+        await withCheckedContinuation { continuation in
+            questions.async {
+                guard isatty(STDIN_FILENO) == 1 else {
+                    Terminal.note("tokencache agent: refused (no terminal to ask on): \(Terminal.escape(question))")
+                    return continuation.resume(returning: false)
+                }
+                continuation.resume(returning: Terminal.confirm(TerminalText(question + " Allow?")))
+            }
+        }
+    }
+
+    /// `--daemon`: starts the agent again detached (setsid, standard streams on /dev/null once
+    /// it is listening), passes its shell lines on, and returns.
+    private static func runInBackground() throws {
+        var arguments = CommandLine.arguments
+        arguments.removeAll { $0 == "--daemon" }
+        arguments.append("--detached")
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw CLIError.failed("Could not start the agent: \(String(cString: strerror(errno))).") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
+        // The agent keeps no other descriptor of this process: the launcher's pipe ends (or
+        // the caller would never see end of file), log files, a D-Bus connection.
+        tc_spawn_close_from(&actions, 3)
+        var pid: pid_t = 0
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nil, argv, environ)
+        close(pipeFDs[1])
+        defer { close(pipeFDs[0]) }
+        guard spawned == 0 else { throw CLIError.failed("Could not start the agent: \(String(cString: strerror(spawned))).") }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(pipeFDs[0], &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            output += buffer[..<count]
+        }
+        guard !output.isEmpty else {
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            throw CLIError.failed("The agent did not start (its error is above).")
+        }
+        StandardIO.write(Data(output), to: STDOUT_FILENO)
+    }
+
+    private func printRequests() throws {
+        guard let path = socket ?? AgentClient.fromEnvironment?.path else {
+            throw CLIError.usage("No agent to ask: TOKENCACHE_AGENT_SOCK is not set.", hint: "Pass --socket PATH, or set TOKENCACHE_AGENT_SOCK")
+        }
+        let requests = try AgentClient(path: path).requests()
+        if json {
+            try JSONOutput.print(requests)
+            return
+        }
+        if requests.isEmpty { return Terminal.print("No requests yet.") }
+        Terminal.print(Terminal.table(["TIME", "FROM", "OP", "CLIENT", "SCOPES", "ACCOUNT", "OUTCOME"], requests.map { entry in
+            [TerminalText(Terminal.localTime(Date(timeIntervalSince1970: TimeInterval(entry.time)))),
+             TerminalText(entry.pid.map { "\(entry.command ?? "?")[\($0)] uid \(entry.uid.map { "\($0)" } ?? "?")" } ?? entry.channel),
+             TerminalText(entry.operation), TerminalText(entry.clientID ?? "-"),
+             TerminalText(entry.scopes?.joined(separator: " ") ?? "-"), TerminalText(entry.account ?? "-"),
+             TerminalText(entry.outcome)]
+        }))
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// The agent's App Service managed-identity endpoint (`--managed-identity`), against the real
+/// azure-identity from PyPI (.venv-azure-identity, made by scripts/install-deps.sh).
+@Suite("AgentManagedIdentity", .serialized)
+struct AgentManagedIdentityTests {
+    static var azureIdentityPython: String? {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(".venv-azure-identity/bin/python").path
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+
+    func startAgent(_ scenario: AgentScenario) throws -> RunningAgent {
+        try scenario.startAgent(["--authority", scenario.authority, "--managed-identity", "--client", Fixtures.appTwo,
+                                 "--account", Fixtures.alice.username])
+    }
+
+    /// `curl -i` of the endpoint with these headers, as `setpriv` arguments' user when given.
+    func get(_ url: String, headers: [String], as user: [String] = []) throws -> ProcessOutput {
+        let curl = ["/usr/bin/curl", "-sS", "-i", "--max-time", "20"] + headers.flatMap { ["-H", $0] } + [url]
+        return user.isEmpty ? try runProcess(curl[0], Array(curl.dropFirst())) : try runProcess("/usr/bin/setpriv", user + curl)
+    }
+
+    @Test("requests without the identity header, with a wrong one, or another user's forged ones get 401 and an empty body; nothing is redeemed")
+    func forgedRequestsGet401() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try startAgent(scenario)
+        defer { agent.stop() }
+        let endpoint = try #require(agent.variables["IDENTITY_ENDPOINT"]), header = try #require(agent.variables["IDENTITY_HEADER"])
+        #expect(endpoint.hasPrefix("http://127.0.0.1:") && header.count == 64)
+        let url = endpoint + "?api-version=2019-08-01&resource=https://management.azure.com"
+        let wrong = String(header.reversed())
+        let forged: [([String], [String])] = [
+            ([], []), (["X-IDENTITY-HEADER: \(wrong)"], []), (["X-IDENTITY-HEADER: \(header.prefix(63))"], []),
+            (["X-IDENTITY-HEADER:"], []), (["X-IDENTITY-HEADER: \(wrong)", "X-IDENTITY-HEADER: \(header)"], []),
+            (["Metadata: true"], asNobody), (["X-IDENTITY-HEADER: \(wrong)"], asNobody),
+        ]
+        for (headers, user) in forged {
+            let answer = try get(url, headers: headers, as: user)
+            #expect(answer.stdout.hasPrefix("HTTP/1.1 401 Unauthorized\r\n"), "\(headers): \(answer.stdout) \(answer.stderr)")
+            #expect(answer.stdout.contains("Content-Length: 0\r\n") && answer.stdout.hasSuffix("\r\n\r\n"), "\(answer.stdout)")
+        }
+        // Even a malformed request is not told more than 401.
+        let malformed = try get(endpoint + "?resource=x", headers: ["X-IDENTITY-HEADER: nope"])
+        #expect(malformed.stdout.hasPrefix("HTTP/1.1 401 "))
+        #expect(try await scenario.idp.stats().token_requests == 0)
+
+        let good = try get(url, headers: ["X-IDENTITY-HEADER: \(header)"])
+        #expect(good.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(good.stdout)")
+        let body = try #require(good.stdout.components(separatedBy: "\r\n\r\n").last)
+        let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+        #expect(object?["access_token"] as? String == "at-issued-1")
+        #expect(object?["resource"] as? String == "https://management.azure.com" && object?["token_type"] as? String == "Bearer")
+        #expect(Int(object?["expires_on"] as? String ?? "") ?? 0 > Int(Date().timeIntervalSince1970))
+        #expect(!body.contains("rt-") && !body.contains("eyJ"))
+        #expect(agent.log.contains("managed-identity: token (client \(Fixtures.appTwo), scopes https://management.azure.com/.default"), "\(agent.log)")
+    }
+
+    @Test("the real azure-identity's ManagedIdentityCredential and DefaultAzureCredential get the signed-in user's token from the endpoint with no code change")
+    func azureIdentityGetsToken() async throws {
+        let python = Self.azureIdentityPython
+        if python == nil && TestEnvironment.isCI { Issue.record(".venv-azure-identity is missing: run scripts/install-deps.sh") }
+        guard let python else { return }
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try startAgent(scenario)
+        defer { agent.stop() }
+        var environment = scenario.containerEnvironment(socket: agent.socket)
+        environment["IDENTITY_ENDPOINT"] = agent.variables["IDENTITY_ENDPOINT"]
+        environment["IDENTITY_HEADER"] = agent.variables["IDENTITY_HEADER"]
+        environment["AZURE_IDENTITY_DISABLE_MULTITENANTAUTH"] = nil
+        let script = """
+            import sys
+            from azure.identity import ManagedIdentityCredential, DefaultAzureCredential
+            credential = ManagedIdentityCredential() if sys.argv[1] == "managed" else DefaultAzureCredential()
+            token = credential.get_token(sys.argv[2])
+            print(token.token, token.expires_on)
+            """
+        let managed = try runProcess(python, ["-c", script, "managed", "https://management.azure.com/.default"], environment: environment)
+        #expect(managed.status == 0, "\(managed.stderr)")
+        #expect(managed.stdout.hasPrefix("at-issued-1 "), "\(managed.stdout)")
+        let expiresOn = Int(managed.stdout.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        #expect(expiresOn > Int(Date().timeIntervalSince1970))
+        let viaDefault = try runProcess(python, ["-c", script, "default", "https://vault.azure.net/.default"], environment: environment)
+        #expect(viaDefault.status == 0, "\(viaDefault.stderr)")
+        #expect(viaDefault.stdout.hasPrefix("at-issued-2 "), "\(viaDefault.stdout)")
+        let clients = Set(try await scenario.idp.stats().grants.map(\.client_id))
+        #expect(clients == [Fixtures.appTwo])
+        #expect(agent.log.contains("scopes https://vault.azure.net/.default, account \(Fixtures.alice.username)) -> granted"), "\(agent.log)")
+        #expect(!scenario.containerFiles().values.contains { $0.contains("rt-") })
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+
+/// `tokencache agent` (#38): a desktop's group served to a container through the socket.
+@Suite("Agent", .serialized)
+struct AgentTests {
+    @Test("token in a fresh container home gets the desktop's token through the socket; the agent refreshed at the identity provider; no refresh token reaches the container's files")
+    func tokenThroughSocket() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority])
+        defer { agent.stop() }
+        // Created 0600 in a 0700 directory.
+        let socketMode = try FileManager.default.attributesOfItem(atPath: agent.socket)[.posixPermissions] as? Int
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: scenario.socketDirectory.path)[.posixPermissions] as? Int
+        #expect(socketMode == 0o600 && directoryMode == 0o700)
+
+        let token = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"], socket: agent.socket)
+        #expect(token.status == 0, "\(token.stderr)")
+        #expect(token.stdout == "at-issued-1\n")
+        let grants = try await scenario.idp.stats().grants
+        #expect(grants.count == 1 && grants.first?.client_id == Fixtures.appTwo && grants.first?.redeemed == AgentScenario.refreshToken)
+        // The agent saved it on its side: the desktop finds it without a request.
+        #expect(try scenario.desktop.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"]).stdout == "at-issued-1\n")
+
+        let json = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--json"], socket: agent.socket)
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(object?["access_token"] as? String == "at-issued-1" && object?["username"] as? String == Fixtures.alice.username)
+        #expect(try await scenario.idp.stats().token_requests == 1)
+
+        let list = try scenario.inContainer(["list", "--json"], socket: agent.socket)
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains(Fixtures.alice.username) && list.stdout.contains("token agent at \(agent.socket)"))
+        #expect(!list.stdout.contains("rt-"))
+
+        // The container holds nothing of the cache: no refresh token, no key.
+        let files = scenario.containerFiles()
+        #expect(!files.values.contains { $0.contains("rt-") || $0.contains("at-issued") }, "\(files.keys)")
+        // Every request logged, with who asked; no secret in the log.
+        let requests = try scenario.inContainer(["agent", "--list-requests", "--json"], socket: agent.socket)
+        #expect(requests.stdout.contains("\"outcome\" : \"granted\"") && requests.stdout.contains("\"command\" : \"tokencache\""), "\(requests.stdout)")
+        #expect(!agent.log.contains("rt-") && !agent.log.contains("at-issued"))
+        #expect(agent.log.contains("token (client \(Fixtures.appTwo), scopes User.Read) -> granted"), "\(agent.log)")
+    }
+
+    @Test("what the socket sends holds the access token and never a refresh token or ID token (captured bytes)")
+    func socketBytesHoldNoRefreshToken() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority])
+        defer { agent.stop() }
+        let request = #"{"version":1,"op":"token","client_id":"\#(Fixtures.appTwo)","scopes":["User.Read"],"force_refresh":true}"#
+        let bytes = try agentClientScript(["raw", agent.socket, request]).stdout
+        #expect(bytes.contains("\"access_token\":\"at-issued-1\""), "\(bytes)")
+        let list = try agentClientScript(["raw", agent.socket, #"{"version":1,"op":"list"}"#]).stdout
+        for captured in [bytes, list] {
+            #expect(!captured.contains("rt-"))  // the seeded token and every rotated one
+            #expect(!captured.contains("eyJ"))  // no ID token (a JWT)
+            #expect(!captured.contains("refresh_token\":\""))
+        }
+        // The refresh happened (and rotated) on the agent's side.
+        #expect(try await scenario.idp.stats().grants.first?.issued?.hasPrefix("rt-rotated") == true)
+    }
+
+    @Test("another uid cannot use the socket: refused by its mode, and, past the mode (CAP_DAC_OVERRIDE), by the SO_PEERCRED check; both logged, no token sent")
+    func otherUserRefused() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority])
+        defer { agent.stop() }
+        let request = #"{"version":1,"op":"token","client_id":"\#(Fixtures.appTwo)","scopes":["User.Read"]}"#
+        let blocked = try agentClientScript(["raw", agent.socket, request], as: asNobody)
+        #expect(blocked.status != 0 && blocked.stderr.contains("PermissionError"), "\(blocked.stderr)")
+
+        let pastTheMode = asNobody + ["--inh-caps", "+dac_override", "--ambient-caps", "+dac_override"]
+        let refused = try agentClientScript(["raw", agent.socket, request], as: pastTheMode)
+        #expect(refused.status == 0, "\(refused.stderr)")
+        #expect(refused.stdout.contains("\"ok\":false") && refused.stdout.contains("accessDenied"), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("at-") && !refused.stdout.contains("rt-"))
+        #expect(try await scenario.idp.stats().token_requests == 0)
+        #expect(agent.log.contains("uid 65534") && agent.log.contains("refused"), "\(agent.log)")
+    }
+
+    @Test("policy: a client, scope or authority outside --client/--scopes/--authority is refused with the option to change; nothing is redeemed")
+    func policyLimits() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        defer { agent.stop() }
+        let otherClient = try scenario.inContainer(["token", "--client", Fixtures.appThree, "--scopes", "User.Read"], socket: agent.socket)
+        #expect(otherClient.status == 1 && otherClient.stderr.contains("--client"), "\(otherClient.stderr)")
+        let otherScope = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "Mail.Read"], socket: agent.socket)
+        #expect(otherScope.status == 1 && otherScope.stderr.contains("scope Mail.Read is not one the agent serves"), "\(otherScope.stderr)")
+        let otherAuthority = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read",
+                                                       "--authority", "https://login.microsoftonline.com/common"], socket: agent.socket)
+        #expect(otherAuthority.status == 1 && otherAuthority.stderr.contains("--authority"), "\(otherAuthority.stderr)")
+        #expect(try await scenario.idp.stats().token_requests == 0)
+        let allowed = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"], socket: agent.socket)
+        #expect(allowed.stdout == "at-issued-1\n", "\(allowed.stderr)")
+        let list = try scenario.inContainer(["list", "--json"], socket: agent.socket)
+        #expect(!list.stdout.contains(Fixtures.appOne) && list.stdout.contains(Fixtures.appTwo), "\(list.stdout)")
+    }
+
+    @Test("--confirm with no terminal to ask on refuses (fails closed) and says so")
+    func confirmWithoutTerminalRefuses() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority, "--confirm"])
+        defer { agent.stop() }
+        let token = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"], socket: agent.socket)
+        #expect(token.status == 1 && token.stderr.contains("did not allow"), "\(token.stderr)")
+        #expect(try await scenario.idp.stats().token_requests == 0)
+        #expect(agent.log.contains("no terminal to ask on"))
+    }
+
+    @Test("--confirm asks on the agent's terminal (a real pty) before the first token of a client and scope set: yes serves it and is remembered, no refuses")
+    func confirmOnTerminal() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Fixtures/agent_confirm.py").standardizedFileURL.path
+        try FileManager.default.createDirectory(at: scenario.socketDirectory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        let output = try await offThePool {
+            try runProcess("/usr/bin/python3", [script, TestEnvironment.binDirectory.appendingPathComponent("tokencache").path,
+                                                scenario.socketDirectory.appendingPathComponent("agent.sock").path,
+                                                scenario.containerHome.path, Fixtures.appTwo,
+                                                "--backend", "file", "--group", scenario.desktop.group, "--authority", scenario.authority],
+                           environment: scenario.desktop.environment)
+        }
+        #expect(output.status == 0, "\(output.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        let result = object.compactMapValues { $0 as? [String: Any] }
+        let terminal = object["terminal"] as? String ?? ""
+        #expect(result["first"]?["asked"] as? Bool == true && result["first"]?["stdout"] as? String == "at-issued-1\n", "\(result)")
+        #expect(result["again"]?["status"] as? Int == 0 && result["again"]?["stdout"] as? String == "at-issued-1\n", "\(result)")
+        #expect(result["denied"]?["asked"] as? Bool == true && result["denied"]?["status"] as? Int == 1)
+        #expect((result["denied"]?["stderr"] as? String ?? "").contains("did not allow"))
+        // Two questions, naming the asking process, client and scopes; the repeat was not asked.
+        #expect(terminal.components(separatedBy: "Allow? [y/N]").count == 3, "\(terminal)")
+        #expect(terminal.contains("tokencache[") && terminal.contains("scopes Mail.Read"), "\(terminal)")
+        #expect(try await scenario.idp.stats().token_requests == 1)
+    }
+
+    @Test("the agent survives clients that disconnect mid-request, then serves 1,000 requests from 8 processes at once with no error")
+    func survivesAbortsAndLoad() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority])
+        defer { agent.stop() }
+        #expect(try agentClientScript(["abort", agent.socket]).stdout == "done\n")
+        let request = #"{"version":1,"op":"token","client_id":"\#(Fixtures.appTwo)","scopes":["User.Read"]}"#
+        let outputs = try await withThrowingTaskGroup(of: ProcessOutput.self) { group in
+            for _ in 0..<8 { group.addTask { try await offThePool { try agentClientScript(["load", agent.socket, request, "125"]) } } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var tokens = Set<String>()
+        for output in outputs {
+            let result = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            #expect((result?["errors"] as? [String])?.isEmpty == true, "\(output.stdout) \(output.stderr)")
+            tokens.formUnion(result?["tokens"] as? [String] ?? [])
+        }
+        // One refresh under the agent's lock; every other request served from the cache.
+        #expect(tokens == ["at-issued-1"])
+        #expect(try await scenario.idp.stats().token_requests == 1)
+        #expect(agent.process.isRunning)
+        let requests = try AgentClient(path: agent.socket).requests()
+        #expect(requests.filter { $0.outcome == "granted" }.count >= 1000)
+    }
+
+    @Test("--daemon prints the shell lines and returns while the agent keeps serving in the background; SIGTERM stops it and removes the socket")
+    func daemon() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let socket = scenario.socketDirectory.appendingPathComponent("agent.sock").path
+        let started = try scenario.desktop.run(["agent", "--daemon", "--socket", socket, "--authority", scenario.authority])
+        #expect(started.status == 0, "\(started.stderr)")
+        #expect(started.stdout.hasPrefix("TOKENCACHE_AGENT_SOCK='\(socket)'; export TOKENCACHE_AGENT_SOCK;\nTOKENCACHE_AGENT_PID="), "\(started.stdout)")
+        let pid = try #require(started.stdout.split(separator: "'").dropFirst(3).first.flatMap { Int32($0) })
+        defer { kill(pid, SIGKILL) }
+        let token = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"], socket: socket)
+        #expect(token.stdout == "at-issued-1\n", "\(token.stderr)")
+        #expect(kill(pid, SIGTERM) == 0)
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = !FileManager.default.fileExists(atPath: socket)
+            if !gone { usleep(50_000) }
+        }
+        #expect(gone)
+    }
+
+    @Test("the socket's place is checked: a directory open to others, a path that is not a socket, and a live agent's socket are refused with a hint; a stale socket is replaced")
+    func socketPlaceChecks() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let directory = scenario.socketDirectory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let socket = directory.appendingPathComponent("agent.sock").path
+        let open = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(open.status == 1 && open.stderr.contains("open to other users") && open.stderr.contains("chmod 700 \(directory.path)"), "\(open.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: socket))
+        let notSocket = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(notSocket.status == 1 && notSocket.stderr.contains("is not a socket"), "\(notSocket.stderr)")
+        #expect(try String(contentsOfFile: socket, encoding: .utf8) == "keep me")
+        try FileManager.default.removeItem(atPath: socket)
+
+        let agent = try scenario.startAgent()
+        let second = try scenario.desktop.run(["agent", "--socket", socket])
+        #expect(second.status == 1 && second.stderr.contains("already listens"), "\(second.stderr)")
+        #expect(try agentClientScript(["raw", socket, #"{"version":1,"op":"requests"}"#]).stdout.contains("\"ok\":true"))
+        // Killed without cleaning up: its socket is stale, and the next agent takes the place.
+        kill(agent.process.processIdentifier, SIGKILL)
+        agent.process.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let next = try scenario.startAgent()
+        defer { next.stop() }
+        #expect(try agentClientScript(["raw", socket, #"{"version":1,"op":"requests"}"#]).stdout.contains("\"ok\":true"))
+    }
+
+    @Test("a protocol version the agent does not speak gets a typed error naming its version")
+    func unknownVersion() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent()
+        defer { agent.stop() }
+        let answer = try agentClientScript(["raw", agent.socket, #"{"version":2,"op":"token"}"#]).stdout
+        #expect(answer.contains("agentUnavailable") && answer.contains("speaks protocol version 1, not 2"), "\(answer)")
+    }
+}
