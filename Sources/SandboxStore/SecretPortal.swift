@@ -24,6 +24,11 @@ package enum SecretPortal {
         access("/.flatpak-info", F_OK) == 0 || !(environment["SNAP_NAME"] ?? "").isEmpty
     }
 
+    /// Which sandbox, for people: "Flatpak" or "Snap <name>".
+    package static var sandboxKind: String {
+        access("/.flatpak-info", F_OK) == 0 ? "Flatpak, /.flatpak-info" : "Snap \(ProcessInfo.processInfo.environment["SNAP_NAME"] ?? "")"
+    }
+
     /// The portal's Secret `version` property; nil with the reason when there is no portal, no
     /// Secret portal backend, or no bus.
     package static func version(timeoutMilliseconds: Int32 = 5_000) -> Result<UInt32, TokenCacheError> {
@@ -91,11 +96,13 @@ package enum SecretPortal {
         _ = fcntl(reader, F_SETFD, FD_CLOEXEC)  // the write end goes only to the portal (GDBus dups it)
         _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         let fdList = g_unix_fd_list_new()!
-        defer { g_object_unref(UnsafeMutableRawPointer(fdList)) }
         var error: UnsafeMutablePointer<GError>?
         let index = g_unix_fd_list_append(fdList, fds[1], &error)
         close(fds[1])  // the list holds its own duplicate
-        guard index >= 0 else { throw failure("Cannot pass a pipe to the Secret portal", error) }
+        guard index >= 0 else {
+            g_object_unref(UnsafeMutableRawPointer(fdList))
+            throw failure("Cannot pass a pipe to the Secret portal", error)
+        }
         let options = GVariantRef.properties([(name: "handle_token", value: .string(token))])
         let arguments = GVariantRef.tuple([GVariantRef(sinking: g_variant_new_handle(index)), options])
         let reply = withExtendedLifetime(arguments) { "(o)".withCString { type in
@@ -103,6 +110,8 @@ package enum SecretPortal {
                                                           arguments.pointer, OpaquePointer(type), G_DBUS_CALL_FLAGS_NONE,
                                                           Int32(timeoutSeconds * 1000), fdList, nil, nil, &error)
         } }
+        // Our duplicate of the write end goes now: the pipe ends when the portal's backend closes its copy.
+        g_object_unref(UnsafeMutableRawPointer(fdList))
         guard let reply else { throw failure("The Secret portal refused RetrieveSecret", error) }
         if let handle = GVariantRef(taking: reply)[0].string, handle != requestPath {
             // A portal older than handle_token: its own path, subscribed as soon as known.
@@ -124,18 +133,21 @@ package enum SecretPortal {
         default: throw TokenCacheError(.portalFailed, "The Secret portal could not give this app's keyring secret.",
                                        hint: "Check that the keyring that keeps it (gnome-keyring's login keyring) is unlocked; nothing was changed")
         }
+        // Exactly 64 bytes, as libsecret reads them; bounded, should the backend never write.
         let secret = SecretPage(byteCount: secretByteCount)
         var done = 0
         while done < secretByteCount {
+            var ready = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
+            let remaining = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+            guard poll(&ready, 1, remaining) > 0 else { break }
             let count = read(reader, secret.bytes.baseAddress! + done, secretByteCount - done)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { break }
             done += count
         }
-        var extra: UInt8 = 0
-        guard done == secretByteCount, read(reader, &extra, 1) == 0 else {
-            throw TokenCacheError(.portalFailed, "The Secret portal gave a secret of the wrong size (libsecret and oo7 expect \(secretByteCount) bytes).",
-                                  hint: "Nothing was changed; report the portal backend's version")
+        guard done == secretByteCount else {
+            throw TokenCacheError(.portalFailed, "The Secret portal gave \(done) bytes instead of this app's \(secretByteCount)-byte secret.",
+                                  hint: "Nothing was changed; check the Secret portal backend (gnome-keyring)")
         }
         return secret
     }
