@@ -19,22 +19,46 @@ struct PortalKeyringTests {
 
     /// libsecret 0.20.5 subscribes to the portal's Response only after RetrieveSecret returns
     /// (fixed in 0.21.4): when the answer comes first, as it can on a loaded machine, its
-    /// secret-tool waits forever. Its runs here are bounded (20 s) and retried, one at a time.
+    /// secret-tool waits forever. Its runs here are bounded (20 s: the harness is killed, and
+    /// bubblewrap's --die-with-parent ends the sandbox) and retried, one at a time. (`timeout`
+    /// inside cannot do it: the test process's children inherit a mask that blocks SIGALRM.)
     static let secretToolTurn = NSLock()
 
     func secretTool(_ arguments: [String], input: Data? = nil) throws -> ProcessOutput {
         Self.secretToolTurn.lock()
         defer { Self.secretToolTurn.unlock() }
-        var output = try sandboxed(["timeout", "20", "secret-tool"] + arguments, input: input)
-        for _ in 0..<2 where output.status == 124 { output = try sandboxed(["timeout", "20", "secret-tool"] + arguments, input: input) }
+        var output = try sandboxed(["secret-tool"] + arguments, input: input, bound: 20)
+        for _ in 0..<2 where output.status == 124 { output = try sandboxed(["secret-tool"] + arguments, input: input, bound: 20) }
         return output
     }
 
     /// Runs `command` inside the test Flatpak sandbox of `app` (this test's app by default).
-    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil) throws -> ProcessOutput {
+    /// With `bound`, a run still going after that many seconds is killed and reported as status 124.
+    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil) throws -> ProcessOutput {
         var environment = ProcessInfo.processInfo.environment
         for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] { environment[name] = nil }
         environment["NO_COLOR"] = "1"
+        if let bound {
+            let process = Process()
+            process.executableURL = Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh")
+            process.arguments = ["--app-id", app ?? appID] + command
+            process.environment = environment
+            let stdout = Pipe(), stderr = Pipe(), stdin = Pipe()
+            (process.standardOutput, process.standardError, process.standardInput) = (stdout, stderr, stdin)
+            let finished = DispatchSemaphore(value: 0)
+            process.terminationHandler = { _ in finished.signal() }
+            try process.run()
+            if let input { stdin.fileHandleForWriting.write(input) }
+            try stdin.fileHandleForWriting.close()
+            let timedOut = finished.wait(timeout: .now() + bound) == .timedOut
+            if timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+            let out = String(decoding: stdout.fileHandleForReading.availableData, as: UTF8.self)
+            let err = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
+            return ProcessOutput(status: timedOut ? 124 : process.terminationStatus, stdout: out, stderr: err)
+        }
         return try runProcess(Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh").path,
                               ["--app-id", app ?? appID] + command, input: input, environment: environment)
     }
