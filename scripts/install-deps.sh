@@ -15,7 +15,8 @@ APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbu
               python3 python3-venv python3-gi gir1.2-secret-1
               keepassxc libkf5wallet-bin libqca-qt5-2-plugins
               bubblewrap           # the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache
-              xdg-desktop-portal)  # the real Secret portal (gnome-keyring is its backend)
+              xdg-desktop-portal   # the real Secret portal (gnome-keyring is its backend)
+              xdg-dbus-proxy)      # the sandbox's filtered bus, as Flatpak's (portal only)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
