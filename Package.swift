@@ -60,9 +60,16 @@ let package = Package(
             dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL",
                            .product(name: "Logging", package: "swift-log")]
         ),
+        // Sandboxed apps (Flatpak, Snap): the Secret portal and the libsecret/oo7 file keyring.
+        .target(
+            name: "SandboxStore",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore", "CLibSecret",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "TokenCache",
             dependencies: [
+                "SandboxStore",
                 "TokenCacheCore",
                 "TokenCachePlatform",
                 "SecretServiceStore",
@@ -134,7 +141,7 @@ let package = Package(
         .testTarget(
             name: "TokenCacheTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "TokenCacheCLI", "TokenCacheTestHelper"],
+                           "SandboxStore", "TokenCacheCLI", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -18,6 +18,7 @@ cat > "$WORK/check.c" <<C
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include "$SHIM"
 _Static_assert(TC_EVP_CTRL_GCM_SET_IVLEN == EVP_CTRL_GCM_SET_IVLEN, "EVP_CTRL_GCM_SET_IVLEN");

@@ -13,7 +13,11 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc
               python3 python3-venv python3-gi gir1.2-secret-1
-              keepassxc libkf5wallet-bin libqca-qt5-2-plugins openssh-client openssh-server)
+              keepassxc libkf5wallet-bin libqca-qt5-2-plugins
+              openssh-client openssh-server   # the agent's forwarding tests (#38): ssh -R to a private sshd
+              bubblewrap           # the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache
+              xdg-desktop-portal   # the real Secret portal (gnome-keyring is its backend)
+              xdg-dbus-proxy)      # the sandbox's filtered bus, as Flatpak's (portal only)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

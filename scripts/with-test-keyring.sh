@@ -25,5 +25,7 @@ export TOKENCACHE_TEST_KEYRING=1
 exec dbus-run-session -- bash -c '
     eval "$(printf "test-password" | gnome-keyring-daemon --unlock --components=secrets)"
     export GNOME_KEYRING_CONTROL
+    # A D-Bus-activated xdg-desktop-portal (the sandbox tests) uses gnome-keyring for Secret (UseIn=gnome).
+    dbus-update-activation-environment XDG_CURRENT_DESKTOP=GNOME
     "$@"
 ' with-test-keyring "$@"

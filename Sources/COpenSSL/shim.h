@@ -55,6 +55,13 @@ typedef struct {
     void (*ERR_error_string_n)(unsigned long error, char *buffer, size_t length);
     void (*ERR_clear_error)(void);
     const char *(*OpenSSL_version)(int type);
+    // The libsecret/oo7 file keyring (SandboxStore): PBKDF2-HMAC-SHA256, HMAC-SHA256, AES-128-CBC.
+    int (*PKCS5_PBKDF2_HMAC)(const char *passphrase, int passphraseLength, const unsigned char *salt, int saltLength,
+                             int iterations, const TCDigest *digest, int keyLength, unsigned char *out);
+    unsigned char *(*HMAC)(const TCDigest *digest, const void *key, int keyLength, const unsigned char *data,
+                           size_t dataLength, unsigned char *mac, unsigned int *macLength);
+    const TCCipher *(*EVP_aes_128_cbc)(void);
+    int (*CRYPTO_memcmp)(const void *a, const void *b, size_t length);
 } TCOpenSSLFunctions;
 
 /// Resolves every function; returns the name of the first one missing, or NULL.
@@ -80,6 +87,10 @@ static inline const char *tc_openssl_resolve(void *library, TCOpenSSLFunctions *
     TC_RESOLVE(ERR_error_string_n)
     TC_RESOLVE(ERR_clear_error)
     TC_RESOLVE(OpenSSL_version)
+    TC_RESOLVE(PKCS5_PBKDF2_HMAC)
+    TC_RESOLVE(HMAC)
+    TC_RESOLVE(EVP_aes_128_cbc)
+    TC_RESOLVE(CRYPTO_memcmp)
 #undef TC_RESOLVE
     return NULL;
 }

@@ -8,13 +8,13 @@ import Glibc
 
 /// Page-aligned memory of its own for key material: mapped anonymously, advised
 /// `MADV_DONTDUMP` so core dumps leave it out, and zeroed before it is unmapped.
-final class SecretPage: @unchecked Sendable {
+package final class SecretPage: @unchecked Sendable {
     // @unchecked: the owner writes the bytes before sharing them and only reads them afterwards.
     /// The bytes asked for, at the start of the mapping.
-    let bytes: UnsafeMutableRawBufferPointer
+    package let bytes: UnsafeMutableRawBufferPointer
     private let mappedCount: Int
 
-    init(byteCount: Int) {
+    package init(byteCount: Int) {
         let pageSize = max(Int(sysconf(Int32(_SC_PAGESIZE))), 4096)
         mappedCount = (max(byteCount, 1) + pageSize - 1) / pageSize * pageSize
         let address = mmap(nil, mappedCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
@@ -283,7 +283,7 @@ final class GCMDecryptor {
 }
 
 /// Owns an EVP_CIPHER_CTX and frees it.
-private final class CipherContext {
+final class CipherContext {
     let pointer: OpaquePointer
     private let crypto: LibCrypto
 

@@ -35,7 +35,13 @@ package enum DesktopPortal {
         }
         guard let reply else {
             let failure = GLib.take(error)
-            return failure.remote == "org.freedesktop.DBus.Error.ServiceUnknown" ? "no desktop portal on the session bus" : failure.message
+            // A portal without an OpenURI backend (xdg-desktop-portal alone, as headless) is no portal for this.
+            switch failure.remote {
+            case "org.freedesktop.DBus.Error.ServiceUnknown": return "no desktop portal on the session bus"
+            case "org.freedesktop.DBus.Error.UnknownMethod", "org.freedesktop.DBus.Error.UnknownInterface":
+                return "no desktop portal with OpenURI on the session bus"
+            default: return failure.message
+            }
         }
         g_variant_unref(reply)
         return nil

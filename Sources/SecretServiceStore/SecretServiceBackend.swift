@@ -161,7 +161,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// The item attributes a query matches: the group's, the kind's and the query's, normalized.
-    static func searchAttributes(_ query: CacheQuery, group: CacheGroup) -> [String: String] {
+    package static func searchAttributes(_ query: CacheQuery, group: CacheGroup) -> [String: String] {
         var attributes = ["group": group.name]
         if let kind = query.kind { attributes["kind"] = kind.rawValue }
         for (attribute, value) in query.attributes {
@@ -235,7 +235,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     // MARK: Items
 
     /// Attributes of an entry, as stored on its item.
-    static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
+    package static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
         var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
         for (attribute, value) in entry.queryableAttributes { attributes[attribute.rawValue] = value }
         return attributes
@@ -243,7 +243,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// A label a person can read in a keyring browser (Seahorse, KeePassXC).
     /// - Parameter username: the account's username when known, else the home account ID is shown.
-    static func label(of entry: CacheEntry, username: String? = nil) -> String {
+    package static func label(of entry: CacheEntry, username: String? = nil) -> String {
         let client = entry["client_id"] ?? ""
         let user = username ?? entry["home_account_id"] ?? ""
         switch entry.kind {
@@ -436,7 +436,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// `{"AccessToken": {"<key>": {...}}}`, which MSAL Python can load as it is and which
     /// carries the entry's kind and key, so bulk reads need no per-item attribute calls. A
     /// top-level member this library does not know is an item of its own, `{"<name>": <value>}`.
-    static func secret(of entry: CacheEntry) -> JSONObject {
+    package static func secret(of entry: CacheEntry) -> JSONObject {
         MSALDocument.fragment(entry)
     }
 
@@ -447,7 +447,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         return entry(fromSecret: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: plaintext.count, deallocator: .none))
     }
 
-    static func entry(fromSecret data: Data) -> CacheEntry? {
+    package static func entry(fromSecret data: Data) -> CacheEntry? {
         guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first else { return nil }
         guard let kind = EntityKind(section: section) else { return MSALDocument.unknownMember(section, value) }
         guard case .object(let items) = value, items.count == 1,

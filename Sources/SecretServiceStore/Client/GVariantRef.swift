@@ -9,20 +9,20 @@ import FoundationEssentials
 /// Builders cover the few shapes the Secret Service takes (`s`, `o`, `b`, `a{ss}`, `ao`, the
 /// item properties `a{sv}`, tuples); readers return Swift values, or nil for another type.
 /// GVariant values are immutable and their reference counts atomic, hence Sendable.
-final class GVariantRef: @unchecked Sendable {
+package final class GVariantRef: @unchecked Sendable {
     // @unchecked: an immutable pointer to an immutable, atomically counted GVariant.
     /// The value, for a C call that borrows it (the wrapper keeps it alive meanwhile).
-    let pointer: OpaquePointer
+    package let pointer: OpaquePointer
 
     /// Owns `value`: sinks a floating reference (a `g_variant_new_*` result), or adds a reference
     /// to a value borrowed from someone else (a reply GDBus frees after the call).
-    init(sinking value: OpaquePointer) {
+    package init(sinking value: OpaquePointer) {
         pointer = g_variant_ref_sink(value)
     }
 
     /// Owns `value`, a full reference already handed to the caller (`g_variant_get_child_value`,
     /// `g_dbus_connection_call_finish`): nothing to add.
-    init(taking value: OpaquePointer) {
+    package init(taking value: OpaquePointer) {
         pointer = value
     }
 
@@ -30,7 +30,7 @@ final class GVariantRef: @unchecked Sendable {
 
     // MARK: Builders
 
-    static func string(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_string(value)) }
+    package static func string(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_string(value)) }
     static func objectPath(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_object_path(value)) }
     static func boolean(_ value: Bool) -> GVariantRef { GVariantRef(sinking: g_variant_new_boolean(value ? 1 : 0)) }
 
@@ -38,7 +38,7 @@ final class GVariantRef: @unchecked Sendable {
     static func variant(_ value: GVariantRef) -> GVariantRef { GVariantRef(sinking: g_variant_new_variant(value.pointer)) }
 
     /// A tuple of `children` (each gets a reference of the tuple's own).
-    static func tuple(_ children: [GVariantRef]) -> GVariantRef {
+    package static func tuple(_ children: [GVariantRef]) -> GVariantRef {
         var pointers: [OpaquePointer?] = children.map(\.pointer)
         let tuple = pointers.withUnsafeMutableBufferPointer { g_variant_new_tuple($0.baseAddress, gsize($0.count)) }!
         return withExtendedLifetime(children) { GVariantRef(sinking: tuple) }
@@ -64,34 +64,34 @@ final class GVariantRef: @unchecked Sendable {
     }
 
     /// Item attributes as an `a{ss}`, as searches and CreateItem take them.
-    static func stringDictionary(_ dictionary: [String: String]) -> GVariantRef {
+    package static func stringDictionary(_ dictionary: [String: String]) -> GVariantRef {
         array("a{ss}", dictionary.map { dictionaryEntry(string($0.key), string($0.value)) })
     }
 
     /// D-Bus properties as an `a{sv}`, such as CreateItem's label and attributes.
-    static func properties(_ properties: [(name: String, value: GVariantRef)]) -> GVariantRef {
+    package static func properties(_ properties: [(name: String, value: GVariantRef)]) -> GVariantRef {
         array("a{sv}", properties.map { dictionaryEntry(string($0.name), variant($0.value)) })
     }
 
     // MARK: Readers
 
     /// The value's type, such as `a{ss}`.
-    var typeString: String { String(cString: g_variant_get_type_string(pointer)) }
+    package var typeString: String { String(cString: g_variant_get_type_string(pointer)) }
 
     /// The number of children of a container (array, tuple, dictionary entry).
-    var count: Int { Int(g_variant_n_children(pointer)) }
+    package var count: Int { Int(g_variant_n_children(pointer)) }
 
     /// The child at `index` of a container (the index must be in range: check `count` or the type).
-    subscript(index: Int) -> GVariantRef { GVariantRef(taking: g_variant_get_child_value(pointer, gsize(index))) }
+    package subscript(index: Int) -> GVariantRef { GVariantRef(taking: g_variant_get_child_value(pointer, gsize(index))) }
 
     /// The children of a container, in order.
-    var children: [GVariantRef] { (0..<count).map { self[$0] } }
+    package var children: [GVariantRef] { (0..<count).map { self[$0] } }
 
     /// The value inside a `v`; nil for another type.
-    var unboxed: GVariantRef? { typeString == "v" ? GVariantRef(taking: g_variant_get_variant(pointer)) : nil }
+    package var unboxed: GVariantRef? { typeString == "v" ? GVariantRef(taking: g_variant_get_variant(pointer)) : nil }
 
     /// The text of an `s` or `o`; nil for another type.
-    var string: String? {
+    package var string: String? {
         let type = typeString
         return type == "s" || type == "o" ? String(cString: g_variant_get_string(pointer, nil)) : nil
     }
@@ -108,7 +108,7 @@ final class GVariantRef: @unchecked Sendable {
     }
 
     /// The pairs of an `a{ss}`, such as an item's Attributes; nil for another type.
-    var stringDictionary: [String: String]? {
+    package var stringDictionary: [String: String]? {
         guard typeString == "a{ss}" else { return nil }
         var dictionary: [String: String] = [:]
         for entry in children {

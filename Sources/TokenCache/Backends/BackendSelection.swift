@@ -1,5 +1,6 @@
 import FoundationEssentials
 import EncryptedFileStore
+import SandboxStore
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
@@ -19,7 +20,9 @@ public struct BackendSelection: Sendable {
 
     /// Opens the backend a policy selects.
     ///
-    /// - `automatic`: the Secret Service when a session bus and a provider answer, else the
+    /// - `automatic`: inside a Flatpak or Snap sandbox whose Secret portal answers, the app's
+    ///   file keyring keyed by the portal (``PortalKeyringBackend``); else the Secret Service
+    ///   when a session bus and a provider answer, else the
     ///   encrypted file, announced once per process at warning level unless `announcesFallback`
     ///   is false (a tool that tells people itself; ``isFallback`` says it happened).
     /// - `secretService`, `file`: that backend only.
@@ -39,6 +42,12 @@ public struct BackendSelection: Sendable {
             return BackendSelection(backend: try SecretServiceBackend(options: secretService),
                                     reason: "the Secret Service backend was requested")
         case .automatic:
+            // Sandboxed (Flatpak, Snap) with the Secret portal answering: decided as libsecret
+            // decides, so the app's libsecret/oo7 code and we use the same keyring file. A portal
+            // that refuses the secret is an error, never a silent fallback to another store.
+            if let sandbox = sandboxWithSecretPortal() {
+                return BackendSelection(backend: try PortalKeyringBackend(), reason: sandbox)
+            }
             let problem: TokenCacheError
             do {
                 let backend = try SecretServiceBackend(options: secretService)
@@ -62,6 +71,12 @@ public struct BackendSelection: Sendable {
         }
     }
 
+    /// Why the portal-keyed file keyring is the automatic choice here, or nil when it is not:
+    /// libsecret's test (`/.flatpak-info` or `SNAP_NAME`, and the portal's Secret `version` is 1).
+    static func sandboxWithSecretPortal() -> String? {
+        guard SecretPortal.isSandboxed(), case .success(1) = SecretPortal.version() else { return nil }
+        return "sandboxed (\(SecretPortal.sandboxKind)) and the Secret portal answers (version 1)"
+    }
 
     /// Checks what the policy depends on without changing anything.
     package static func diagnose(policy: BackendPolicy, group: CacheGroup = .universalStorage,
@@ -70,6 +85,30 @@ public struct BackendSelection: Sendable {
                                 secretService: SecretServiceBackend.Options = .init()) -> BackendDiagnosis {
         var checks: [BackendDiagnosis.Check] = []
         let environment = ProcessInfo.processInfo.environment
+        // Sandboxed apps: what libsecret's choice rests on, and the keyring it leads to.
+        if SecretPortal.isSandboxed() {
+            let version = SecretPortal.version()
+            checks.append(.init(name: "sandbox", status: .info, detail: SecretPortal.sandboxKind))
+            switch version {
+            case .success(let number):
+                checks.append(.init(name: "Secret portal", status: number == 1 ? .ok : .warning, detail: "version \(number)"))
+            case .failure(let error):
+                checks.append(.init(name: "Secret portal", status: .warning, detail: "\(error.code): \(error.message)"))
+            }
+            if policy == .automatic, case .success(1) = version {
+                do {
+                    let backend = try PortalKeyringBackend()
+                    let count = try backend.load(group).entries.count
+                    checks.append(.init(name: "file keyring", status: .ok, detail: "\(backend.path): \(count) entries in group \(group)"))
+                    return BackendDiagnosis(policy: policy, selected: backend.location(of: group),
+                                            reason: sandboxWithSecretPortal() ?? "sandboxed", checks: checks, fix: nil)
+                } catch {
+                    checks.append(.init(name: "file keyring", status: .failed, detail: "\(error.code): \(error.message)"))
+                    return BackendDiagnosis(policy: policy, selected: nil, reason: "sandboxed, but the portal-keyed keyring cannot be used",
+                                            checks: checks, fix: error.hint, problem: error)
+                }
+            }
+        }
         let bus = environment["DBUS_SESSION_BUS_ADDRESS"]
         checks.append(.init(name: "session bus", status: bus == nil ? .warning : .info,
                             detail: bus.map { "DBUS_SESSION_BUS_ADDRESS=\($0)" } ?? "DBUS_SESSION_BUS_ADDRESS is not set"))

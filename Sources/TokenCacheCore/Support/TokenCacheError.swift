@@ -76,6 +76,12 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         /// The token endpoint answered with an error that retrying may fix (5xx, throttling).
         public static let serverError = Code("serverError")
 
+        /// The Secret portal's request for the app's keyring secret was cancelled (its Response 1).
+        public static let portalCancelled = Code("portalCancelled")
+        /// The Secret portal could not give the app's keyring secret (Response 2, a wrong-sized
+        /// secret, no portal or no Secret portal backend).
+        public static let portalFailed = Code("portalFailed")
+
         /// The requested backend cannot be used here (for example `secret-service` with no bus).
         public static let backendUnavailable = Code("backendUnavailable")
 

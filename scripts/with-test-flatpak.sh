@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs COMMAND the way Flatpak runs an app: in bubblewrap, with a /.flatpak-info for a test app
+# ID, the app's own XDG_DATA_HOME (~/.var/app/<id>/data, the only part of HOME it sees), and a
+# session bus on which the real xdg-desktop-portal answers, with gnome-keyring as its Secret
+# portal backend. As under Flatpak, the sandbox reaches the bus only through xdg-dbus-proxy
+# (itself sandboxed with the same /.flatpak-info, so the portal knows the app), which lets it
+# talk to org.freedesktop.portal.* only: org.freedesktop.secrets is not visible inside.
+# Must run inside a D-Bus session with gnome-keyring (scripts/with-test-keyring.sh):
+#   scripts/with-test-keyring.sh scripts/with-test-flatpak.sh [--app-id ID] COMMAND...
+set -euo pipefail
+APP_ID=org.swifttokencache.TestApp
+if [ "${1:-}" = --app-id ]; then APP_ID="$2"; shift 2; fi
+(($#)) || { echo "usage: $0 [--app-id ID] COMMAND..." >&2; exit 2; }
+[ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || { echo "no session bus: run inside scripts/with-test-keyring.sh" >&2; exit 2; }
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+
+# The real portal, D-Bus activated on first use, picks gnome-keyring's Secret backend
+# (gnome-keyring.portal says UseIn=gnome). Idempotent, so concurrent callers agree.
+dbus-update-activation-environment XDG_CURRENT_DESKTOP=GNOME
+
+APP_HOME="$HOME/.var/app/$APP_ID"
+mkdir -p "$APP_HOME/data" "$APP_HOME/config" "$APP_HOME/cache"
+chmod 700 "$HOME/.var" "$HOME/.var/app" "$APP_HOME"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/tokencache-flatpak.XXXXXX")"
+PROXY_PID=""
+cleanup() {
+    [ -z "$PROXY_PID" ] || kill "$PROXY_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+printf '[Application]\nname=%s\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n\n[Instance]\ninstance-id=%s\n' \
+    "$APP_ID" "$$" > "$WORK/flatpak-info"
+
+# A root of its own: the host's /usr (merged /usr), /etc and /opt read-only, /tmp shared (test
+# directories), the app's directory under HOME, the repository read-only (the programs under test).
+SANDBOX=(--tmpfs / --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/sbin /sbin
+         --symlink usr/lib /lib --symlink usr/lib64 /lib64 --ro-bind /etc /etc --ro-bind /opt /opt
+         --proc /proc --dev /dev --bind /tmp /tmp --ro-bind "$REPO" "$REPO" --bind "$APP_HOME" "$APP_HOME"
+         --ro-bind "$WORK/flatpak-info" /.flatpak-info --die-with-parent)
+
+# The bus proxy, in a sandbox with the same /.flatpak-info (the portal reads the peer's).
+PROXY_SOCKET="$WORK/bus"
+bwrap "${SANDBOX[@]}" --bind "$WORK" "$WORK" \
+    xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter --talk='org.freedesktop.portal.*' &
+PROXY_PID=$!
+for _ in $(seq 200); do [ -S "$PROXY_SOCKET" ] && break; sleep 0.02; done
+[ -S "$PROXY_SOCKET" ] || { echo "xdg-dbus-proxy did not start" >&2; exit 1; }
+
+status=0
+bwrap "${SANDBOX[@]}" --ro-bind "$PROXY_SOCKET" /run/flatpak/bus \
+    --setenv DBUS_SESSION_BUS_ADDRESS unix:path=/run/flatpak/bus --setenv FLATPAK_ID "$APP_ID" \
+    --setenv XDG_DATA_HOME "$APP_HOME/data" --setenv XDG_CONFIG_HOME "$APP_HOME/config" \
+    --setenv XDG_CACHE_HOME "$APP_HOME/cache" --unsetenv GNOME_KEYRING_CONTROL \
+    "$@" || status=$?
+exit "$status"
