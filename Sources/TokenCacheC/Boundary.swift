@@ -38,6 +38,8 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .libcurlMissing: status(TOKENCACHE_E_LIBCURL_MISSING),
     .serverError: status(TOKENCACHE_E_SERVER_ERROR),
     .backendUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
+    // The agent stands in for the backend: unreachable or speaking another protocol.
+    .agentUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
     .cancelled: status(TOKENCACHE_E_CANCELLED),
     .accessDenied: status(TOKENCACHE_E_ACCESS_DENIED),
     .authorizationFailed: status(TOKENCACHE_E_AUTHORIZATION_FAILED),

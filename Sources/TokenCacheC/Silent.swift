@@ -15,9 +15,14 @@ public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID:
         let app = try application(store, clientID, authority)
         let scopes = try scopeList(scopes)
         guard flags & ~UInt32(TOKENCACHE_FORCE_REFRESH) == 0 else { throw .invalidArgument("flags", "has unknown bits set") }
-        let account = try singleSignOnAccount(account, of: app, in: StoreHandle.from(store))
+        let forceRefresh = flags & UInt32(TOKENCACHE_FORCE_REFRESH) != 0
+        let handle = try StoreHandle.from(store)
+        if let agent = handle.agent {
+            return try agentToken(agent, app: app, account: try requiredString(account, "account"), scopes: scopes, forceRefresh: forceRefresh)
+        }
+        let account = try singleSignOnAccount(account, of: app, in: handle)
         var parameters = SilentTokenParameters(scopes: scopes, account: account)
-        parameters.forceRefresh = flags & UInt32(TOKENCACHE_FORCE_REFRESH) != 0
+        parameters.forceRefresh = forceRefresh
         let request = parameters
         return try waitFor { () async throws(TokenCacheError) in try await app.acquireTokenSilent(request) }
     }
@@ -37,4 +42,19 @@ private func singleSignOnAccount(_ name: UnsafePointer<CChar>?, of app: PublicCl
         }
         return found
     }
+}
+
+/// A token from the agent, which looks it up or refreshes it on its side: nothing of this
+/// process's cache is read or written, and only the access token crosses the socket.
+private func agentToken(_ agent: AgentClient, app: PublicClientApplication, account: String, scopes: [String],
+                        forceRefresh: Bool) throws(TokenCacheError) -> TokenResult {
+    let token = try agent.token(clientID: app.clientID, scopes: scopes, account: account,
+                                authority: app.authority.url.absoluteString, forceRefresh: forceRefresh)
+    let described = token.homeAccountID.map {
+        CachedAccount(homeAccountID: $0, environment: app.authority.environment, username: token.username ?? "")
+    }
+    return TokenResult(accessToken: token.accessToken, authenticationScheme: token.tokenType,
+                       expiresOn: Date(timeIntervalSince1970: TimeInterval(token.expiresOn)),
+                       refreshOn: token.refreshOn.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                       tenantID: token.tenantID, scopes: token.scopes, account: described, cachedAt: nil, isFromCache: false)
 }

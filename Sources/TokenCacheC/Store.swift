@@ -13,7 +13,20 @@ final class StoreHandle {
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The apps of this handle per client and authority, each with the stores it was made with.
     private let applications = Locked<[String: (stores: [String], app: PublicClientApplication)]>([:])
-    init(store: AccountStore) { self.store = store }
+    /// Opened with TOKENCACHE_BACKEND_AUTO and a NULL group: no local cache chosen, so
+    /// TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
+    let mayUseAgent: Bool
+    init(store: AccountStore, mayUseAgent: Bool = false) {
+        self.store = store
+        self.mayUseAgent = mayUseAgent
+    }
+
+    /// The token agent TOKENCACHE_AGENT_SOCK names, unless a local cache was chosen: a backend
+    /// or group at opening, or single sign-on stores (the CLI's --sso-store).
+    var agent: AgentClient? {
+        guard mayUseAgent, singleSignOnStores.withLock({ $0.isEmpty }) else { return nil }
+        return AgentClient.fromEnvironment
+    }
 
     /// The handle's app for a client and authority: made on first use and kept (its endpoints are
     /// discovered once), made again when the single sign-on stores changed since.
@@ -126,16 +139,18 @@ func tokenBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CCha
 
 /// Opens a group's cache on the backend a policy selects (tokencache.h documents every C function).
 @_cdecl("tokencache_store_open")
-public func tokencache_store_open(_ group: UnsafePointer<CChar>?, _ backend: Int32,
+public func tokencache_store_open(_ groupName: UnsafePointer<CChar>?, _ backend: Int32,
                                   _ store: UnsafeMutablePointer<OpaquePointer?>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
     store?.pointee = nil
     return boundary(error) { () throws(TokenCacheError) in
         let out = try requiredOut(store, "store")
-        let group = try cacheGroup(group)
+        let group = try cacheGroup(groupName)
         let selection = try BackendSelection.open(policy: try backendPolicy(backend), logger: silent)
         var options = AccountStore.Options()
         options.logger = silent
-        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group, options: options)))
+        let chosen = groupName != nil || backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue)
+        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group, options: options),
+                                              mayUseAgent: !chosen))
     }
 }
 

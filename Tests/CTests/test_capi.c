@@ -418,7 +418,27 @@ static int refresh(const char *group, const char *client, int port, const char *
     return status == TOKENCACHE_OK ? 0 : 1;
 }
 
+/* One silent token on the default store (NULL group, backend AUTO, or "file"): the token agent's
+   when TOKENCACHE_AGENT_SOCK is set. Prints the token and the account it is for. */
+static int silent(const char *backend, const char *client, const char *authority, const char *account, const char *scopes) {
+    tokencache_store *store = NULL;
+    tokencache_error error = {0};
+    int status = tokencache_store_open(NULL, strcmp(backend, "file") == 0 ? TOKENCACHE_BACKEND_FILE : TOKENCACHE_BACKEND_AUTO,
+                                       &store, &error);
+    char *token = NULL;
+    tokencache_token_info *info = NULL;
+    if (status == TOKENCACHE_OK)
+        status = tokencache_acquire_token_silent(store, client, authority, account, scopes, 0, &token, &info, &error);
+    if (status == TOKENCACHE_OK) printf("%s %s\n", token, tokencache_token_info_username(info));
+    else fprintf(stderr, "silent: %s: %s (%s)\n", tokencache_status_name(status), error.message, error.hint);
+    tokencache_secret_free(token);
+    tokencache_token_info_free(info);
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 7 && strcmp(argv[1], "silent") == 0) return silent(argv[2], argv[3], argv[4], argv[5], argv[6]);
     if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "save") == 0) {
@@ -438,7 +458,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY ACCOUNT SCOPES]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_bad_arguments(store);

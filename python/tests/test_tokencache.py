@@ -306,6 +306,67 @@ sys.exit(1 if unexpected or closed_calls[0] != ROUNDS * THREADS else 0)
 """
 
 
+class AgentTests(unittest.TestCase):
+    """Store.acquire_token_silent through `tokencache agent` (docs/AGENT.md), from a fresh home."""
+
+    def test_silent_on_a_default_store_asks_the_agent_and_the_home_stays_empty(self):
+        import shutil
+        import tempfile
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        authority, control = start_idp(self)
+        desktop, container, sockets = (tempfile.mkdtemp(prefix=p) for p in ("tc-desk-", "tc-box-", "tc-sock-"))
+        for path in (desktop, container, sockets):
+            self.addCleanup(shutil.rmtree, path, True)
+        desk_env = dict(os.environ, HOME=desktop, XDG_DATA_HOME=f"{desktop}/data", XDG_CONFIG_HOME=f"{desktop}/config")
+        local = ["--backend", "file", "--group", GROUP]
+        body = json.loads(response("agent"))
+        saved = subprocess.run([cli, "save", *local, "--client", CLIENT_A, "--authority", authority, "--scopes", "User.Read"],
+                               input=json.dumps(body), env=desk_env, capture_output=True, text=True)
+        self.assertEqual(saved.returncode, 0, saved.stderr)
+        control("/control", {"seed": {"refresh_token": "rt-py-agent", "uid": UID, "utid": TENANT, "client_id": CLIENT_A,
+                                      "username": USERNAME, "family": "1"}})
+        agent = subprocess.Popen([cli, "agent", *local, "--socket", f"{sockets}/agent.sock", "--authority", authority],
+                                 env=desk_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(agent.stdout.close)
+        self.addCleanup(agent.wait)
+        self.addCleanup(agent.terminate)
+        lines = ""
+        while "echo Agent pid" not in lines:
+            line = agent.stdout.readline()
+            self.assertTrue(line, "the agent exited before printing its socket")
+            lines += line
+        self.assertIn(f"TOKENCACHE_AGENT_SOCK='{sockets}/agent.sock'", lines)
+
+        # The container: its own home, no D-Bus, only the agent's socket set.
+        box_env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENCACHE_") or k == "TOKENCACHE_LIBRARY"}
+        box_env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        box_env.update(HOME=container, XDG_DATA_HOME=f"{container}/data", XDG_CONFIG_HOME=f"{container}/config",
+                       XDG_RUNTIME_DIR=f"{container}/run", TOKENCACHE_AGENT_SOCK=f"{sockets}/agent.sock")
+        code = ("import sys, tokencache\n"
+                "store = tokencache.Store.open()\n"
+                "try:\n"
+                "    token = store.acquire_token_silent(sys.argv[1], sys.argv[2], sys.argv[3], 'User.Read')\n"
+                "    print(token.access_token, token.username, token.is_from_cache)\n"
+                "except tokencache.TokenCacheError as error:\n"
+                "    sys.exit(error.name)\n")
+        run = subprocess.run([sys.executable, "-c", code, CLIENT_B, authority, USERNAME], env=box_env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        token, username, from_cache = run.stdout.split()
+        self.assertTrue(token.startswith("at-issued-"), run.stdout)
+        self.assertEqual((username, from_cache), (USERNAME, "False"))
+        stats = control("/stats")
+        self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-agent"))
+        self.assertEqual([name for _, _, names in os.walk(container) for name in names], [])
+
+        # Another backend is a local cache chosen: the empty container's, not the agent's.
+        code = code.replace("Store.open()", "Store.open(backend=tokencache.Backend.FILE)")
+        local_run = subprocess.run([sys.executable, "-c", code, CLIENT_B, authority, USERNAME], env=box_env, capture_output=True, text=True)
+        self.assertEqual((local_run.returncode, local_run.stdout), (1, ""))
+        self.assertIn("NOT_FOUND", local_run.stderr)
+        self.assertEqual(control("/stats")["token_requests"], 1)
+
+
 class ThreadSafetyTests(unittest.TestCase):
     """A Store and its Watches shared by threads (#34 item 4)."""
 

@@ -433,7 +433,8 @@ class Store:
     def acquire_token_silent(self, client_id: str, authority: str, account: str, scopes: Union[str, List[str]],
                              force_refresh: bool = False) -> Token:
         """A cached token, or one refreshed at the authority and saved. Raises INTERACTION_REQUIRED when the
-        user must sign in."""
+        user must sign in. With TOKENCACHE_AGENT_SOCK set, a store opened with the default group and
+        Backend.AUTO asks that token agent instead (docs/AGENT.md); BACKEND_UNAVAILABLE when it cannot be reached."""
         with self._handle.use() as store:
             secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
             _check(_lib.tokencache_acquire_token_silent(store, _arg(client_id, "client_id"), _arg(authority, "authority"),

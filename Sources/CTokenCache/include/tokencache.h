@@ -243,7 +243,8 @@ void tokencache_accounts_free(tokencache_accounts *accounts);
    An account is a home account ID at one cloud (MSAL's alias sets for Microsoft hosts, else
    the exact host): the authority's, when given.
    Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes;
-   AMBIGUOUS_ACCOUNT when authority is NULL and the account is at hosts of different clouds. */
+   AMBIGUOUS_ACCOUNT when authority is NULL and the account is at hosts of different clouds.
+   Reads this process's cache only, never the token agent (the agent may refresh). */
 int tokencache_store_find_access_token(tokencache_store *store, const char *client_id,
                                        const char *account, const char *scopes,
                                        const char *authority, char **access_token,
@@ -255,7 +256,13 @@ int tokencache_store_find_access_token(tokencache_store *store, const char *clie
    one account are serialised across processes. A refresh token is only sent to the host that
    issued it. flags: 0 or TOKENCACHE_FORCE_REFRESH. Blocks for up to about 30 s per request.
    Errors: INTERACTION_REQUIRED (sign in interactively), NETWORK or SERVER_ERROR (retry later),
-   NOT_FOUND (unknown account). Outputs as for tokencache_store_find_access_token. */
+   NOT_FOUND (unknown account). Outputs as for tokencache_store_find_access_token.
+   Token agent (docs/AGENT.md): when TOKENCACHE_AGENT_SOCK is set and the store chose no local
+   cache (opened with a NULL group and TOKENCACHE_BACKEND_AUTO, no tokencache_store_set_sso_stores),
+   the agent at that socket answers instead, looking up or refreshing on its side: this process's
+   cache is neither read nor written, *info has is_from_cache 0, and an agent that cannot be
+   reached (or speaks another protocol) is BACKEND_UNAVAILABLE; its other errors keep their codes
+   (ACCESS_DENIED for its policy). A non-NULL group or another backend always uses the local cache. */
 int tokencache_acquire_token_silent(tokencache_store *store, const char *client_id,
                                     const char *authority, const char *account,
                                     const char *scopes, unsigned flags, char **access_token,

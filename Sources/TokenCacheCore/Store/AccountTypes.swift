@@ -32,6 +32,14 @@ public struct CachedAccount: Sendable, Hashable, Identifiable {
     }
 }
 
+extension CachedAccount {
+    /// An account known only by what a token agent says of it (no records of this cache).
+    package init(homeAccountID: String, environment: String, username: String) {
+        self.init(homeAccountID: homeAccountID, environment: environment, username: username,
+                  localAccountID: String(homeAccountID.prefix { $0 != "." }), tenants: [], authorityType: "MSSTS", claims: nil)
+    }
+}
+
 /// A usable access token, with what a caller needs to send it: the counterpart of MSAL's
 /// `MSALResult` / `MSQATokenResult`.
 public struct TokenResult: Sendable, Hashable {
