@@ -54,7 +54,10 @@ private func nativeBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePoi
             return statusCode(of: failure)
         case .native(let failure):
             let code = statusCode(of: failure)
-            fill(error, code: code, message: failure.message, hint: failure.hint)
+            // The library's hint for browserRequired names the Swift method; C has its own.
+            let hint = failure.reason == .browserRequired ? "Sign in with tokencache_sign_in_browser instead" : failure.hint
+            let reason = if case .tokenCache(let underlying) = failure.reason { reasonCode(of: underlying.reason) } else { Int32(0) }
+            fill(error, code: code, message: failure.message, hint: hint, reason: reason)
             return code
         }
     }

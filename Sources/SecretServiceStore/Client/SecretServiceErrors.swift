@@ -14,10 +14,6 @@ enum SecretServiceErrors {
     ///   - deadline: the call's deadline, if it had one rather than GDBus's own timeout.
     ///   - object: the object path called, when known: an unknown method on a collection or
     ///     item is gnome-keyring's answer for an object that is gone.
-    /// The `field` of the error for a session the provider no longer knows: the write is retried
-    /// once in a fresh session.
-    static let lostSession = "session"
-
     static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline? = nil, action: String,
                     object: String? = nil) -> TokenCacheError {
         let expired = deadline?.isExpired ?? false
@@ -46,7 +42,8 @@ enum SecretServiceErrors {
              // which names no object kind: its text ("Can't find session") is the only tell.
              "org.qtproject.QtDBus.Error.InvalidObjectPath" where message.lowercased().contains("session"):
             return TokenCacheError(.secretServiceFailure, "The Secret Service no longer knows the encrypted session (\(action)).",
-                                   hint: "Retry; nothing was deleted or overwritten because of this error", field: Self.lostSession)
+                                   hint: "Retry; nothing was deleted or overwritten because of this error",
+                                   reason: .secretServiceSessionLost)
         default:
             return TokenCacheError(.secretServiceFailure, "The Secret Service failed to \(action): \(message)",
                                    hint: "Retry; nothing was deleted or overwritten because of this error")
