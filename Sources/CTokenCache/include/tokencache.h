@@ -257,7 +257,26 @@ typedef enum tokencache_reason {
     /* The desktop portal or its Secret interface could not be called. */
     TOKENCACHE_REASON_PORTAL_UNREACHABLE = 62,
     /* The portal gave a secret of the wrong size. */
-    TOKENCACHE_REASON_PORTAL_SECRET_SIZE = 63
+    TOKENCACHE_REASON_PORTAL_SECRET_SIZE = 63,
+
+    /* Native authentication (tokencache_native_*): NATIVE_AUTH_FAILED says which of these. */
+    /* The username is not an email address the server accepts. */
+    TOKENCACHE_REASON_INVALID_USERNAME = 70,
+    /* The user must reset the password before signing in. */
+    TOKENCACHE_REASON_PASSWORD_RESET_REQUIRED = 71,
+    /* Password reset: the user signs in with email codes and has no password. */
+    TOKENCACHE_REASON_USER_HAS_NO_PASSWORD = 72,
+    /* The app registration does not allow native authentication: sign in with the browser. */
+    TOKENCACHE_REASON_NATIVE_AUTH_NOT_ENABLED = 73,
+    /* Password reset: the server reported that the reset failed or did not finish in time. */
+    TOKENCACHE_REASON_PASSWORD_RESET_FAILED = 74,
+    /* PASSWORD_POLICY: how the (new) password breaks the tenant's policy. */
+    TOKENCACHE_REASON_PASSWORD_TOO_WEAK = 80,
+    TOKENCACHE_REASON_PASSWORD_TOO_SHORT = 81,
+    TOKENCACHE_REASON_PASSWORD_TOO_LONG = 82,
+    TOKENCACHE_REASON_PASSWORD_RECENTLY_USED = 83,
+    TOKENCACHE_REASON_PASSWORD_BANNED = 84,
+    TOKENCACHE_REASON_PASSWORD_INVALID = 85
 } tokencache_reason;
 
 /* Opaque handles. */
