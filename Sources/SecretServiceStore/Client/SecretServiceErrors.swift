@@ -4,7 +4,8 @@ import FoundationEssentials
 
 /// The one place a GError from the Secret Service, the bus or libsecret becomes a typed
 /// ``TokenCacheError``, keyed on the D-Bus error name (`g_dbus_error_get_remote_error`) and on
-/// GIO's error codes, never on the message text, which providers and locales word differently.
+/// GIO's error codes, not on the message text, which providers and locales word differently
+/// (save kwalletd5's lost session, which only its text names).
 enum SecretServiceErrors {
     static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
                                             hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
@@ -38,8 +39,7 @@ enum SecretServiceErrors {
             return TokenCacheError(.secretServiceFailure, "The Secret Service stopped answering (\(action)).",
                                    hint: "The keyring daemon may have restarted; retry. Nothing was changed")
         case "org.freedesktop.Secret.Error.NoSession",
-             // kwalletd5 answers a session it does not know with Qt's generic InvalidObjectPath,
-             // which names no object kind: its text ("Can't find session") is the only tell.
+             // Foreign text, parsed as nothing else tells: kwalletd5's generic InvalidObjectPath says "Can't find session".
              "org.qtproject.QtDBus.Error.InvalidObjectPath" where message.lowercased().contains("session"):
             return TokenCacheError(.secretServiceFailure, "The Secret Service no longer knows the encrypted session (\(action)).",
                                    hint: "Retry; nothing was deleted or overwritten because of this error",
