@@ -309,7 +309,8 @@ public final class EncryptedFileBackend: CacheBackend {
         if let remembered, header.generation < remembered {
             throw TokenCacheError(.fileRolledBack,
                                   "\(path) is older than one this machine has already seen (generation \(header.generation), seen \(remembered)): an older copy was put back, which could bring back removed accounts or tokens.",
-                                  hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --group \(group.name) --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed")
+                                  hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --group \(group.name) --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed",
+                                  reason: .fileRolledBack(group: group.name))
         }
         guard remembered.map({ header.generation > $0 }) ?? true else { return }
         // Best effort: a reader that cannot write here (read-only directory) still reads.

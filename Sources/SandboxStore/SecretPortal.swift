@@ -43,7 +43,7 @@ package enum SecretPortal {
             guard let reply else { return .failure(failure("The desktop portal has no Secret interface", error)) }
             let value = GVariantRef(taking: reply)[0]
             guard let inner = value.unboxed, inner.typeString == "u" else {
-                return .failure(TokenCacheError(.portalFailed, "The desktop portal's Secret version is not a number."))
+                return .failure(TokenCacheError(.portalFailed, "The desktop portal's Secret version is not a number.", reason: .portalUnreachable))
             }
             return .success(inner.uint32)
         } catch {
@@ -129,9 +129,10 @@ package enum SecretPortal {
         switch response.code {
         case 0: break
         case 1: throw TokenCacheError(.portalCancelled, "The request for this app's keyring secret was cancelled.",
-                                      hint: "Retry and allow the request; nothing was read or changed")
+                                      hint: "Retry and allow the request; nothing was read or changed", reason: .portalRequestCancelled)
         default: throw TokenCacheError(.portalFailed, "The Secret portal could not give this app's keyring secret.",
-                                       hint: "Check that the keyring that keeps it (gnome-keyring's login keyring) is unlocked; nothing was changed")
+                                       hint: "Check that the keyring that keeps it (gnome-keyring's login keyring) is unlocked; nothing was changed",
+                                       reason: .portalRequestFailed)
         }
         // Exactly 64 bytes, as libsecret reads them; bounded, should the backend never write.
         let secret = SecretPage(byteCount: secretByteCount)
@@ -147,7 +148,7 @@ package enum SecretPortal {
         }
         guard done == secretByteCount else {
             throw TokenCacheError(.portalFailed, "The Secret portal gave \(done) bytes instead of this app's \(secretByteCount)-byte secret.",
-                                  hint: "Nothing was changed; check the Secret portal backend (gnome-keyring)")
+                                  hint: "Nothing was changed; check the Secret portal backend (gnome-keyring)", reason: .portalSecretSize(bytes: done))
         }
         return secret
     }
@@ -156,7 +157,8 @@ package enum SecretPortal {
         let reason = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
         if let error { g_error_free(error) }
         return TokenCacheError(.portalFailed, "\(what): \(reason).",
-                               hint: "A sandboxed app needs --talk-name=org.freedesktop.portal.Desktop and a Secret portal backend (gnome-keyring) on the host")
+                               hint: "A sandboxed app needs --talk-name=org.freedesktop.portal.Desktop and a Secret portal backend (gnome-keyring) on the host",
+                               reason: .portalUnreachable)
     }
 
     /// Where the response lands; read and written on the calling thread only (the main context

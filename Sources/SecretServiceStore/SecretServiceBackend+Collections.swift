@@ -95,7 +95,8 @@ extension SecretServiceBackend {
         TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
                         hint: alias == "default"
                             ? "Log in to the desktop once so the login keyring exists, or use --backend file"
-                            : "This Secret Service provider has no session collection; use the default mapping")
+                            : "This Secret Service provider has no session collection; use the default mapping",
+                        reason: alias == "default" ? .defaultCollectionMissing : .sessionCollectionUnsupported)
     }
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.
@@ -112,7 +113,8 @@ extension SecretServiceBackend {
     private func createCollection(labelled label: String, allowed: Bool) throws(TokenCacheError) -> String {
         guard allowed else {
             throw TokenCacheError(.collectionMissing, "No Secret Service collection is labelled '\(label)'.",
-                                  hint: "Create it in your keyring manager, allow creation, or use the default mapping")
+                                  hint: "Create it in your keyring manager, allow creation, or use the default mapping",
+                                  reason: .collectionMissing(label: label))
         }
         return try client.createCollection(labelled: label, timeout: options.unlockTimeout)
     }

@@ -278,7 +278,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         }
         do {
             try create(in: current)
-        } catch where error.field == SecretServiceErrors.lostSession {
+        } catch where error.reason == .secretServiceSessionLost {
             // kwalletd5 sometimes no longer knows a session it opened: once more, in a fresh one.
             try create(in: try session.renew(replacing: current))
         }

@@ -38,6 +38,8 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .libcurlMissing: status(TOKENCACHE_E_LIBCURL_MISSING),
     .serverError: status(TOKENCACHE_E_SERVER_ERROR),
     .backendUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
+    .portalCancelled: status(TOKENCACHE_E_PORTAL_CANCELLED),
+    .portalFailed: status(TOKENCACHE_E_PORTAL_FAILED),
     // The agent stands in for the backend: unreachable or speaking another protocol.
     .agentUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
     .cancelled: status(TOKENCACHE_E_CANCELLED),
@@ -56,18 +58,111 @@ func statusCode(of error: TokenCacheError) -> Int32 {
     statusCodes[error.code] ?? status(TOKENCACHE_E_INTERNAL)
 }
 
-/// Writes an error into the caller's `tokencache_error` (any of its pointers may be NULL).
-func fill(_ error: UnsafeMutableRawPointer?, with failure: TokenCacheError) {
-    fill(error, code: statusCode(of: failure), message: failure.message, hint: failure.hint ?? "")
+/// The header's number for a reason: the header's numbers are the ABI.
+func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
+    let code = switch reason {
+    case .unspecified: TOKENCACHE_REASON_NONE
+    case .collectionMissing: TOKENCACHE_REASON_COLLECTION_MISSING
+    case .sessionCollectionUnsupported: TOKENCACHE_REASON_SESSION_COLLECTION_UNSUPPORTED
+    case .defaultCollectionMissing: TOKENCACHE_REASON_DEFAULT_COLLECTION_MISSING
+    case .createCollectionPromptDismissed: TOKENCACHE_REASON_CREATE_COLLECTION_PROMPT_DISMISSED
+    case .unlockPromptDismissed: TOKENCACHE_REASON_UNLOCK_PROMPT_DISMISSED
+    case .unlockPromptTimedOut: TOKENCACHE_REASON_UNLOCK_PROMPT_TIMED_OUT
+    case .secretServiceSessionLost: TOKENCACHE_REASON_SECRET_SERVICE_SESSION_LOST
+    case .libraryMissing: TOKENCACHE_REASON_LIBRARY_MISSING
+    case .fileRolledBack: TOKENCACHE_REASON_FILE_ROLLED_BACK
+    case .noDisplay: TOKENCACHE_REASON_NO_DISPLAY
+    case .browserCommandFailed: TOKENCACHE_REASON_BROWSER_COMMAND_FAILED
+    case .xdgOpenMissing: TOKENCACHE_REASON_XDG_OPEN_MISSING
+    case .xdgOpenFailed: TOKENCACHE_REASON_XDG_OPEN_FAILED
+    case .redirectPortUnavailable: TOKENCACHE_REASON_REDIRECT_PORT_UNAVAILABLE
+    case .signInTimedOut: TOKENCACHE_REASON_SIGN_IN_TIMED_OUT
+    case .deviceCodeTimedOut: TOKENCACHE_REASON_DEVICE_CODE_TIMED_OUT
+    case .deviceCodeUnsupported: TOKENCACHE_REASON_DEVICE_CODE_UNSUPPORTED
+    case .tokenEndpointNotFound: TOKENCACHE_REASON_TOKEN_ENDPOINT_NOT_FOUND
+    case .noRefreshToken: TOKENCACHE_REASON_NO_REFRESH_TOKEN
+    case .refreshTokenRejected: TOKENCACHE_REASON_REFRESH_TOKEN_REJECTED
+    case .clientRejected: TOKENCACHE_REASON_CLIENT_REJECTED
+    case .refreshTokenFromOtherHost: TOKENCACHE_REASON_REFRESH_TOKEN_FROM_OTHER_HOST
+    case .tokensOfAnotherAccount: TOKENCACHE_REASON_TOKENS_OF_ANOTHER_ACCOUNT
+    case .agentUnreachable: TOKENCACHE_REASON_AGENT_UNREACHABLE
+    case .agentProtocol: TOKENCACHE_REASON_AGENT_PROTOCOL
+    case .portalRequestCancelled: TOKENCACHE_REASON_PORTAL_REQUEST_CANCELLED
+    case .portalRequestFailed: TOKENCACHE_REASON_PORTAL_REQUEST_FAILED
+    case .portalUnreachable: TOKENCACHE_REASON_PORTAL_UNREACHABLE
+    case .portalSecretSize: TOKENCACHE_REASON_PORTAL_SECRET_SIZE
+    }
+    return Int32(code.rawValue)
 }
 
-/// Writes a status code, message and hint into the caller's `tokencache_error`.
-func fill(_ error: UnsafeMutableRawPointer?, code: Int32, message: String, hint: String) {
+/// What a C caller is told to do: the library's hint, except where it names Swift API, which
+/// is said with the C functions and arguments instead (chosen by the reason, never by the text).
+func cHint(for failure: TokenCacheError) -> String {
+    let deviceCode = "sign in with the device code flow (tokencache_sign_in_device_code)"
+    switch failure.reason {
+    case .noDisplay:
+        return "Use the device code flow (tokencache_sign_in_device_code) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL"
+    case .browserCommandFailed:
+        return "Fix or unset BROWSER, or \(deviceCode)"
+    case .xdgOpenMissing:
+        return "Install xdg-utils, set BROWSER, or \(deviceCode)"
+    case .xdgOpenFailed:
+        return "Set a default browser (xdg-settings set default-web-browser), or \(deviceCode)"
+    case .redirectPortUnavailable:
+        return "Check the loopback interface, then retry"
+    case .signInTimedOut:
+        return "Finish signing in in the browser sooner, or raise timeout_seconds"
+    case .deviceCodeTimedOut:
+        return "Give the user more time (timeout_seconds, 0 waits until the code expires)"
+    case .deviceCodeUnsupported(let adfs):
+        return (adfs ? "AD FS before 2019 has no device code flow: " : "") + "sign in with tokencache_sign_in_browser instead"
+    case .noRefreshToken, .refreshTokenRejected:
+        return "Sign the user in with tokencache_sign_in_browser (tokencache_sign_in_device_code without a browser)"
+    case .fileRolledBack(let group):
+        return "If it was restored on purpose, accept it with `tokencache doctor --backend file --group \(group) --accept-rollback`; otherwise put the newer file back. It was not changed"
+    default:
+        return failure.hint ?? ""
+    }
+}
+
+/// Where in `message` the reason is kept: the caller allocates the struct of 0.1, which has no
+/// field for it, so messages end by byte 507 and the reason (a tag and two bytes) follows.
+private let reasonOffset = 508
+private let reasonTag: (UInt8, UInt8) = (0x52, 0x43)  // "RC"
+
+/// Writes an error into the caller's `tokencache_error` (any of its pointers may be NULL).
+func fill(_ error: UnsafeMutableRawPointer?, with failure: TokenCacheError) {
+    fill(error, code: statusCode(of: failure), message: failure.message, hint: cHint(for: failure),
+         reason: reasonCode(of: failure.reason))
+}
+
+/// Writes a status code, message, hint and reason into the caller's `tokencache_error`.
+func fill(_ error: UnsafeMutableRawPointer?, code: Int32, message: String, hint: String, reason: Int32 = 0) {
     guard let error else { return }
     let target = error.assumingMemoryBound(to: tokencache_error.self)
     target.pointee.code = code
-    withUnsafeMutableBytes(of: &target.pointee.message) { copyTruncating(message, into: $0) }
+    withUnsafeMutableBytes(of: &target.pointee.message) { buffer in
+        copyTruncating(message, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<reasonOffset]))
+        buffer[reasonOffset] = reasonTag.0
+        buffer[reasonOffset + 1] = reasonTag.1
+        buffer[reasonOffset + 2] = UInt8(truncatingIfNeeded: reason)
+        buffer[reasonOffset + 3] = UInt8(truncatingIfNeeded: reason >> 8)
+    }
     withUnsafeMutableBytes(of: &target.pointee.hint) { copyTruncating(hint, into: $0) }
+}
+
+/// The reason a failed call kept in the caller's `tokencache_error`, or `TOKENCACHE_REASON_NONE`.
+@_cdecl("tokencache_error_reason")
+public func tokencache_error_reason(_ error: UnsafeRawPointer?) -> Int32 {
+    guard let error else { return Int32(TOKENCACHE_REASON_NONE.rawValue) }
+    let target = error.assumingMemoryBound(to: tokencache_error.self)
+    guard target.pointee.code != 0 else { return Int32(TOKENCACHE_REASON_NONE.rawValue) }
+    return withUnsafeBytes(of: target.pointee.message) { buffer in
+        guard buffer[reasonOffset] == reasonTag.0, buffer[reasonOffset + 1] == reasonTag.1 else {
+            return Int32(TOKENCACHE_REASON_NONE.rawValue)
+        }
+        return Int32(buffer[reasonOffset + 2]) | Int32(buffer[reasonOffset + 3]) << 8
+    }
 }
 
 /// Copies UTF-8 into a fixed buffer with a NUL, cut before a character that does not fit.

@@ -36,6 +36,28 @@ private func statusCode(of error: NativeAuthError) -> Int32 {
     }
 }
 
+/// The reason of a native-auth error (tokencache.h's numbers): what its status code leaves open.
+private func reasonCode(of error: NativeAuthError) -> Int32 {
+    if case .tokenCache(let underlying) = error.reason { return reasonCode(of: underlying.reason) }
+    let reason = switch error.reason {
+    case .invalidUsername: TOKENCACHE_REASON_INVALID_USERNAME
+    case .passwordResetRequired: TOKENCACHE_REASON_PASSWORD_RESET_REQUIRED
+    case .userHasNoPassword: TOKENCACHE_REASON_USER_HAS_NO_PASSWORD
+    case .notEnabled: TOKENCACHE_REASON_NATIVE_AUTH_NOT_ENABLED
+    case .resetFailed: TOKENCACHE_REASON_PASSWORD_RESET_FAILED
+    case .passwordPolicy(.tooWeak): TOKENCACHE_REASON_PASSWORD_TOO_WEAK
+    case .passwordPolicy(.tooShort): TOKENCACHE_REASON_PASSWORD_TOO_SHORT
+    case .passwordPolicy(.tooLong): TOKENCACHE_REASON_PASSWORD_TOO_LONG
+    case .passwordPolicy(.recentlyUsed): TOKENCACHE_REASON_PASSWORD_RECENTLY_USED
+    case .passwordPolicy(.banned): TOKENCACHE_REASON_PASSWORD_BANNED
+    case .passwordPolicy(.invalid): TOKENCACHE_REASON_PASSWORD_INVALID
+    // The status code says it all.
+    case .browserRequired, .userNotFound, .invalidCredentials, .invalidCode, .userAlreadyExists, .attributeValidation,
+         .expired, .server, .tokenCache: TOKENCACHE_REASON_NONE
+    }
+    return Int32(reason.rawValue)
+}
+
 /// Runs a native flow: the token and its info on success, else the status with `error` filled.
 private func nativeBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ info: UnsafeMutablePointer<OpaquePointer?>?,
                             _ error: UnsafeMutableRawPointer?, _ body: () throws(NativeFailure) -> TokenResult) -> Int32 {
@@ -54,7 +76,9 @@ private func nativeBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePoi
             return statusCode(of: failure)
         case .native(let failure):
             let code = statusCode(of: failure)
-            fill(error, code: code, message: failure.message, hint: failure.hint)
+            // The library's hint for browserRequired names the Swift method; C has its own.
+            let hint = failure.reason == .browserRequired ? "Sign in with tokencache_sign_in_browser instead" : failure.hint
+            fill(error, code: code, message: failure.message, hint: hint, reason: reasonCode(of: failure))
             return code
         }
     }

@@ -75,25 +75,10 @@ private func waitForSignIn(timeoutSeconds: UInt32, show: (DeviceCodeMessage) -> 
         guard let outcome else { continue }
         if timedOut, case .failure(let failure) = outcome, failure.code == .cancelled {
             throw TokenCacheError(.timedOut, "The device code sign-in did not finish within the timeout; nothing was saved.",
-                                  hint: "Give the user more time (timeout_seconds, 0 waits until the code expires)")
+                                  hint: "Give the user more time (timeout_seconds, 0 waits until the code expires)",
+                                  reason: .deviceCodeTimedOut)
         }
         return try outcome.get()
-    }
-}
-
-/// The sign-in's hints name the Swift API; a C caller is told the C names instead.
-private let cNames = [("acquireTokenWithDeviceCode", "tokencache_sign_in_device_code"),
-                      (", pass a BrowserOpener.custom,", ","),
-                      ("InteractiveTokenParameters.timeout", "timeout_seconds"),
-                      ("acquireToken (browser sign-in)", "tokencache_sign_in_browser"),
-                      ("acquireToken (browser)", "tokencache_sign_in_browser")]
-
-private func withCHints(_ body: () throws(TokenCacheError) -> TokenResult) throws(TokenCacheError) -> TokenResult {
-    do throws(TokenCacheError) {
-        return try body()
-    } catch var failure {
-        failure.hint = failure.hint.map { hint in cNames.reduce(hint) { $0.replacing($1.0, with: $1.1) } }
-        throw failure
     }
 }
 
@@ -121,17 +106,15 @@ public func tokencache_sign_in_device_code(_ store: OpaquePointer?, _ clientID: 
         guard let onCode else { throw .invalidArgument("on_code", "is NULL") }
         let app = try application(store, clientID, authority)
         let parameters = DeviceCodeParameters(scopes: try scopeList(scopes))
-        return try withCHints { () throws(TokenCacheError) in
-            try waitForSignIn(timeoutSeconds: timeoutSeconds, show: { message in
-                message.userCode.withCString { code in
-                    message.verificationURI.absoluteString.withCString { uri in
-                        message.message.withCString { text in onCode(code, uri, text, userData) }
-                    }
+        return try waitForSignIn(timeoutSeconds: timeoutSeconds, show: { message in
+            message.userCode.withCString { code in
+                message.verificationURI.absoluteString.withCString { uri in
+                    message.message.withCString { text in onCode(code, uri, text, userData) }
                 }
-            }, { post async throws(TokenCacheError) in
-                try await app.acquireTokenWithDeviceCode(parameters, onCode: post)
-            })
-        }
+            }
+        }, { post async throws(TokenCacheError) in
+            try await app.acquireTokenWithDeviceCode(parameters, onCode: post)
+        })
     }
 }
 
@@ -150,8 +133,6 @@ public func tokencache_sign_in_browser(_ store: OpaquePointer?, _ clientID: Unsa
         parameters.loginHint = try optionalString(loginHint, "login_hint")
         if timeoutSeconds != 0 { parameters.timeout = TimeInterval(timeoutSeconds) }
         let request = parameters
-        return try withCHints { () throws(TokenCacheError) in
-            try waitFor { () async throws(TokenCacheError) in try await app.acquireToken(request) }
-        }
+        return try waitFor { () async throws(TokenCacheError) in try await app.acquireToken(request) }
     }
 }

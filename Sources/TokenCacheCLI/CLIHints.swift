@@ -31,68 +31,70 @@ struct HintContext: Sendable {
 }
 
 /// The library's hints speak to apps (options structs, API names) and to every caller; the CLI
-/// says each one as an action its user can take at the prompt.
+/// says each one as an action its user can take at the prompt, chosen by the error's code and
+/// reason, never by its text.
 enum CLIHints {
     static func hint(for error: TokenCacheError, in context: HintContext = HintContext()) -> String? {
         guard let hint = error.hint else { return nil }
         let collection = context.collectionOption
-        switch error.code {
-        case .keyringLocked:
+        let sidesOnly = context.backendOption == nil
+        switch (error.code, error.reason) {
+        case (.keyringLocked, _):
             return "Run `tokencache unlock` (or add --allow-prompt) and answer the provider's unlock prompt, or unlock it in your desktop session; nothing was read or changed"
-        case .promptDismissed where error.message.hasPrefix("Creating the collection"):
+        case (.promptDismissed, .createCollectionPromptDismissed):
             return "Add --allow-prompt and answer the provider's password prompt, create the collection in your keyring manager, or use \(collection) default, which never prompts"
-        case .promptDismissed where error.message.contains("unlock prompt"), .timedOut where error.message.contains("unlock prompt"):
+        case (.promptDismissed, .unlockPromptDismissed), (.timedOut, .unlockPromptTimedOut):
             return "Run `tokencache unlock` in your desktop session and answer the provider's prompt, then retry; nothing was read or changed"
-        case .collectionMissing where error.message.contains("is labelled"):
+        case (.collectionMissing, .collectionMissing):
             return "Add --create to create it (the provider asks for its password: add --allow-prompt too), create it in your keyring manager, or use \(collection) default"
-        case .collectionMissing where error.message.contains("'session'"):
+        case (.collectionMissing, .sessionCollectionUnsupported):
             return "This Secret Service provider has no in-memory session collection: use \(collection) default or a collection's label"
-        case .collectionMissing where error.message.contains("'default'") && context.backendOption == nil:
+        case (.collectionMissing, .defaultCollectionMissing) where sidesOnly:
             return "Log in to the desktop once so the login keyring exists, or name an existing collection with \(collection)"
-        case .noSessionBus where context.backendOption == nil:
+        case (.noSessionBus, _) where sidesOnly:
             return "Run \(context.action) inside the desktop session, where the Secret Service is"
-        case .noSecretService where context.backendOption == nil:
+        case (.noSecretService, _) where sidesOnly:
             return "Start gnome-keyring-daemon (or KWallet, KeePassXC), then run \(context.action) again"
-        case .libsecretMissing where context.backendOption == nil, .libgcryptMissing where context.backendOption == nil:
-            return installPart(of: hint) + "; \(context.action) needs it"
-        case .libcurlMissing:
-            return installPart(of: hint) + ", or leave out --refresh: cached tokens need no libcurl"
-        case .ambiguousAccount:
+        case (.libsecretMissing, .libraryMissing(_, let install)) where sidesOnly,
+             (.libgcryptMissing, .libraryMissing(_, let install)) where sidesOnly:
+            return "Install it (\(install)); \(context.action) needs it"
+        case (.libcurlMissing, .libraryMissing(_, let install)):
+            return "Install it (\(install)), or leave out --refresh: cached tokens need no libcurl"
+        case (.ambiguousAccount, _):
             return AccountSelector.authorityHint
-        case .browserUnavailable where error.message.contains("no display"):
+        case (.browserUnavailable, .noDisplay):
             return "Run `tokencache login` again with --device-code: it signs in from a browser on any device (for SSH sessions and machines without a display)"
-        case .browserUnavailable where error.message.contains("in BROWSER"):
+        case (.browserUnavailable, .browserCommandFailed):
             return "Fix BROWSER (commands separated by ':'; %s in one is replaced by the URL, else it is appended) or unset it, or run `tokencache login` again with --device-code"
-        case .browserUnavailable:
+        case (.browserUnavailable, _):
             return "Run `tokencache login` again with --device-code (for SSH sessions and machines without a browser), or set a default browser (xdg-settings set default-web-browser)"
-        case .portUnavailable where hint.contains("redirectPort"):
+        case (.portUnavailable, .redirectPortUnavailable):
             return "Another program uses that port: free it, or leave out --port (any free port)"
-        case .interactionRequired where error.server?.claims != nil:
+        case (.interactionRequired, _) where error.server?.claims != nil:
             let claims = error.server?.claims ?? ""
             return "Sign in again with the claims challenge the server sent: `tokencache login --client ID --authority URL --scopes … --claims '\(claims)'` (--device-code without a browser)"
-        case .timedOut where hint.contains("InteractiveTokenParameters.timeout"):
+        case (.timedOut, .signInTimedOut):
             return "Finish signing in in the browser sooner, or raise --timeout"
-        case .invalidArgument where hint.contains("configure the token endpoint"):
+        case (.invalidArgument, .tokenEndpointNotFound):
             return "Check --authority: the token endpoint is found through the authority's OpenID configuration"
+        case (_, .fileRolledBack(let group)):
+            return "If you restored it on purpose, accept it with `tokencache doctor --backend file --group \(group) --accept-rollback`; otherwise put the newer file back. It was not changed"
+        case (_, .noRefreshToken), (_, .refreshTokenRejected):
+            return signInAgain
+        case (_, .tokensOfAnotherAccount):
+            return "Nothing was saved. \(signInAgain); if it happens again, check which token endpoint the app uses"
+        case (_, .refreshTokenFromOtherHost(let aliases, let host)):
+            return "Pass --authority on \(aliases.joined(separator: " or ")), or sign in again (`tokencache login`) at \(host)"
+        case (_, .clientRejected):
+            return "Check --client and --authority against the app registration"
+        case (_, .deviceCodeUnsupported(let adfs)):
+            return (adfs ? "AD FS before 2019 has no device code flow: " : "This authority has no device code flow: ")
+                + "run `tokencache login` without --device-code (browser) instead"
         default:
-            return phrases.reduce(hint) { $0.replacing($1.library, with: $1.cli) }
+            return hint
         }
     }
 
-    /// Library wording (for apps) and what the CLI says instead, wherever it occurs.
-    private static let phrases: [(library: String, cli: String)] = [
-        (" (apps: EncryptedFileBackend.acceptRolledBackFile(for:))", ""),
-        ("Use an authority on", "Pass --authority on"),
-        ("Sign the user in interactively", "Sign in again: `tokencache login --client ID --authority URL --scopes …` (--device-code without a browser)"),
-        ("sign the user in interactively at", "sign in again (`tokencache login`) at"),
-        ("use acquireToken (browser) instead", "run `tokencache login` without --device-code (browser) instead"),
-        ("Check the app registration (client ID, authority)", "Check --client and --authority against the app registration"),
-    ]
-
-    /// "Install it (Debian/Ubuntu: apt-get install X)" out of a missing library's hint, without
-    /// the alternative the library offers its callers.
-    private static func installPart(of hint: String) -> String {
-        guard let end = hint.firstRange(of: "), or ") else { return hint }
-        return String(hint[..<end.lowerBound]) + ")"
-    }
+    /// How the CLI's user signs in again, where the library says to sign the user in interactively.
+    private static let signInAgain = "Sign in again: `tokencache login --client ID --authority URL --scopes …` (--device-code without a browser)"
 }

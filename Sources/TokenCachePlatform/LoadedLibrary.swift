@@ -50,10 +50,11 @@ package struct LibraryFacts: Sendable {
         (self.packages, self.otherwise, self.missingCode) = (packages, otherwise, missingCode)
     }
 
+    /// "Debian/Ubuntu: apt-get install libgcrypt20; Fedora: libgcrypt": how to install it.
+    var install: String { "Debian/Ubuntu: apt-get install \(packages.apt)\(packages.others.map { "; " + $0 } ?? "")" }
+
     /// "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend …".
-    var hint: String {
-        "Install it (Debian/Ubuntu: apt-get install \(packages.apt)\(packages.others.map { "; " + $0 } ?? "")), or \(otherwise)"
-    }
+    var hint: String { "Install it (\(install)), or \(otherwise)" }
 }
 
 extension LibraryDescriptor {
@@ -102,6 +103,7 @@ package final class LoadedLibrary<Library: LibraryDescriptor>: @unchecked Sendab
         let facts = Library.facts
         return DynamicLibrary.open(facts.sonames, override: facts.overrideVariable, resolve: Library.resolve, prepare: Library.prepare)
             .map { LoadedLibrary(functions: $0.functions, path: $0.path) }
-            .mapError { TokenCacheError(facts.missingCode, Library.message($0), hint: facts.hint) }
+            .mapError { TokenCacheError(facts.missingCode, Library.message($0), hint: facts.hint,
+                                        reason: .libraryMissing(name: facts.name, install: facts.install)) }
     }
 }

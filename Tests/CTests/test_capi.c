@@ -104,6 +104,26 @@ static void expect_invalid(int status, const tokencache_error *error, const char
     CHECK(status == TOKENCACHE_E_INVALID_ARGUMENT, "%s: status %s", what, tokencache_status_name(status));
     CHECK(error->code == status, "%s: error.code %d", what, error->code);
     CHECK(error->message[0] != '\0' && strstr(error->message, needle) != NULL, "%s: message '%s' lacks '%s'", what, error->message, needle);
+    CHECK(tokencache_error_reason(error) == TOKENCACHE_REASON_NONE, "%s: reason %s", what, tokencache_reason_name(tokencache_error_reason(error)));
+}
+
+/* Reasons (0.5): kept in the caller's 0.1-sized struct, readable whatever the struct held before. */
+static void test_reasons(void) {
+    CHECK(tokencache_error_reason(NULL) == TOKENCACHE_REASON_NONE, "reason of NULL");
+    tokencache_error error = {0};
+    CHECK(tokencache_error_reason(&error) == TOKENCACHE_REASON_NONE, "reason of an unfilled struct");
+    CHECK(strcmp(tokencache_reason_name(TOKENCACHE_REASON_NO_DISPLAY), "TOKENCACHE_REASON_NO_DISPLAY") == 0, "reason name");
+    CHECK(strcmp(tokencache_reason_name(12345), "TOKENCACHE_REASON_UNKNOWN") == 0, "unknown reason name");
+    CHECK(strcmp(tokencache_status_name(TOKENCACHE_E_PORTAL_CANCELLED), "TOKENCACHE_E_PORTAL_CANCELLED") == 0
+          && strcmp(tokencache_status_name(TOKENCACHE_E_PORTAL_FAILED), "TOKENCACHE_E_PORTAL_FAILED") == 0, "portal status names");
+    /* A struct full of garbage that looks like a kept reason, then a failure with no finer reason:
+       NONE, not the garbage. */
+    memset(&error, 0xAB, sizeof error);
+    memcpy(error.message + 508, "RC\x1e", 4);
+    tokencache_store *store = NULL;
+    CHECK(tokencache_store_open("not a group!", TOKENCACHE_BACKEND_FILE, &store, &error) == TOKENCACHE_E_INVALID_ARGUMENT, "bad group");
+    CHECK(tokencache_error_reason(&error) == TOKENCACHE_REASON_NONE, "reason after garbage: %d", tokencache_error_reason(&error));
+    CHECK(strlen(error.message) < 508, "message runs into the reason");
 }
 
 static void test_bad_arguments(tokencache_store *store) {
@@ -241,6 +261,9 @@ static void test_silent_without_refresh_token(tokencache_store *store) {
     int status = tokencache_acquire_token_silent(store, CLIENT_A, AUTHORITY, USERNAME, "Files.Read", TOKENCACHE_FORCE_REFRESH, &token, NULL, &error);
     CHECK(status == TOKENCACHE_E_INTERACTION_REQUIRED && token == NULL, "silent without RT: %s", tokencache_status_name(status));
     CHECK(error.hint[0] != '\0', "hint empty");
+    /* The reason, not the text, says what to do; the hint names the C sign-in, not Swift API. */
+    CHECK(tokencache_error_reason(&error) == TOKENCACHE_REASON_NO_REFRESH_TOKEN, "reason %s", tokencache_reason_name(tokencache_error_reason(&error)));
+    CHECK(strstr(error.hint, "tokencache_sign_in_browser") != NULL && strstr(error.hint, "interactively") == NULL, "hint: %s", error.hint);
     CHECK(strstr(error.message, "at-capi") == NULL && strstr(error.hint, "at-capi") == NULL, "secret in error");
     tokencache_store_remove_account(store, USERNAME, NULL, NULL);
 }
@@ -461,6 +484,7 @@ int main(int argc, char **argv) {
     if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY ACCOUNT SCOPES]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
+    test_reasons();
     test_bad_arguments(store);
     test_round_trip(store);
     test_silent_without_refresh_token(store);

@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
         status = tokencache_native_sign_in(store, client, authority, "User.Read", a.email, NULL, NULL, NULL, &token, &info, &error);
     }
     if (status != TOKENCACHE_OK) {
-        printf("%s %s\n", tokencache_status_name(status), error.message);
+        printf("%s %s %s\n", tokencache_status_name(status), tokencache_reason_name(tokencache_error_reason(&error)), error.message);
         tokencache_store_close(store);
         return 1;
     }

@@ -98,6 +98,7 @@ class BindingTests(unittest.TestCase):
         self.assertEqual(caught.exception.code, tokencache.INVALID_ARGUMENT)
         self.assertEqual(caught.exception.name, "TOKENCACHE_E_INVALID_ARGUMENT")
         self.assertIn("group", caught.exception.message)
+        self.assertEqual(caught.exception.reason, "none")
         with self.assertRaises(tokencache.TokenCacheError) as caught:
             self.store.accounts("\udcff")
         self.assertEqual(caught.exception.code, tokencache.INVALID_ARGUMENT)
@@ -113,6 +114,8 @@ class BindingTests(unittest.TestCase):
         with self.assertRaises(tokencache.TokenCacheError) as caught:
             self.store.acquire_token_silent(CLIENT_A, AUTHORITY, USERNAME, "Files.Read", force_refresh=True)
         self.assertEqual(caught.exception.code, tokencache.INTERACTION_REQUIRED)
+        # The reason says what to do: no cached refresh token, so sign in (not: the server refused one).
+        self.assertEqual(caught.exception.reason, "no_refresh_token")
         self.assertTrue(caught.exception.hint)
         self.assertNotIn("at-py", str(caught.exception))
 

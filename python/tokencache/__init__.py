@@ -26,7 +26,7 @@ __all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "Device
            "AMBIGUOUS_ACCOUNT", "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
            "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
-           "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED"]
+           "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED", "PORTAL_CANCELLED", "PORTAL_FAILED"]
 
 # Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
 INVALID_ARGUMENT = 1
@@ -35,6 +35,9 @@ NOT_FOUND = 2
 AMBIGUOUS_ACCOUNT = 5
 TIMED_OUT = 17
 INTERACTION_REQUIRED = 31
+# Sandboxed apps: the Secret portal's request for the keyring secret (libtokencache 0.5).
+PORTAL_CANCELLED = 41
+PORTAL_FAILED = 42
 # Sign-in (libtokencache 0.2).
 CANCELLED = 50
 ACCESS_DENIED = 51
@@ -71,12 +74,15 @@ class NativePrompt(enum.IntEnum):
 
 
 class TokenCacheError(Exception):
-    """A failed call: the C status code, its name, what happened and what to do."""
+    """A failed call: the C status code, its name, the reason (finer than the code: "no_display",
+    "unlock_prompt_dismissed", ... as tokencache.h's TOKENCACHE_REASON_* without the prefix, "none" when
+    there is none), what happened and what to do. Choose what to do by code and reason, not by the text."""
 
-    def __init__(self, code: int, name: str, message: str, hint: str = ""):
+    def __init__(self, code: int, name: str, message: str, hint: str = "", reason: str = "none"):
         super().__init__(f"{message} ({hint})" if hint else message)
         self.code = code
         self.name = name
+        self.reason = reason
         self.message = message
         self.hint = hint
 
@@ -179,6 +185,8 @@ _S = ctypes.c_char_p
 _PROTOTYPES = {
     "tokencache_version": (_S, []),
     "tokencache_status_name": (_S, [ctypes.c_int]),
+    "tokencache_error_reason": (ctypes.c_int, [ctypes.POINTER(_Error)]),
+    "tokencache_reason_name": (_S, [ctypes.c_int]),
     "tokencache_store_open": (ctypes.c_int, [_S, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_store_close": (None, [_P]),
     "tokencache_store_accounts": (ctypes.c_int, [_P, _S, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
@@ -259,9 +267,17 @@ def _scopes(scopes: Union[str, List[str]]) -> bytes:
     return _arg(scopes if isinstance(scopes, str) else " ".join(scopes), "scopes")
 
 
+def _error(status: int, error: _Error) -> TokenCacheError:
+    """The exception for a status and the error struct the call filled."""
+    reason = _text(_lib.tokencache_reason_name(_lib.tokencache_error_reason(ctypes.byref(error))))
+    return (AmbiguousAccountError if status == AMBIGUOUS_ACCOUNT else TokenCacheError)(
+        status, _text(_lib.tokencache_status_name(status)), _text(error.message), _text(error.hint),
+        reason.removeprefix("TOKENCACHE_REASON_").lower())
+
+
 def _check(status: int, error: _Error) -> None:
     if status != 0:
-        raise (AmbiguousAccountError if status == AMBIGUOUS_ACCOUNT else TokenCacheError)(status, _text(_lib.tokencache_status_name(status)), _text(error.message), _text(error.hint))
+        raise _error(status, error)
 
 
 def library_version() -> str:
@@ -585,9 +601,7 @@ class Store:
                     if handle:
                         callback(_accounts(handle), None)
                     else:
-                        failure = error.contents
-                        callback(None, TokenCacheError(failure.code, _text(_lib.tokencache_status_name(failure.code)),
-                                                       _text(failure.message), _text(failure.hint)))
+                        callback(None, _error(error.contents.code, error.contents))
             except ClosedError:
                 pass
             except Exception:  # an exception must not unwind into C

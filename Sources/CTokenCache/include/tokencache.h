@@ -38,7 +38,8 @@
  *    nothing to standard output or standard error and does not log.
  *  - Versioning. The soname is libtokencache.so.0. Symbols carry the version of the release
  *    that added them: TOKENCACHE_0.1, TOKENCACHE_0.2 for tokencache_sign_in_*, and
- *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores, TOKENCACHE_0.4 for tokencache_native_*. Functions
+ *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores, TOKENCACHE_0.4 for tokencache_native_*,
+ *    TOKENCACHE_0.5 for tokencache_error_reason and tokencache_reason_name. Functions
  *    are only ever added (under a new symbol version node); an incompatible change would raise
  *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
@@ -108,6 +109,12 @@ enum {
 
     /* The requested backend cannot be used here. */
     TOKENCACHE_E_BACKEND_UNAVAILABLE = 40,
+    /* A sandboxed app (Flatpak, Snap): the Secret portal's request for the app's keyring secret
+       was cancelled (since 0.5). Nothing was read or changed. */
+    TOKENCACHE_E_PORTAL_CANCELLED = 41,
+    /* A sandboxed app: the Secret portal could not give the app's keyring secret (no portal, no
+       Secret portal backend, or it failed; since 0.5). Nothing was read or changed. */
+    TOKENCACHE_E_PORTAL_FAILED = 42,
 
     /* Interactive and device code sign-in (tokencache_sign_in_*; since 0.2). Nothing is saved
        when a sign-in fails. */
@@ -168,12 +175,109 @@ typedef enum tokencache_backend {
    caller allocates (on the stack is fine); the library never allocates for it. `message` says
    what happened, `hint` what to do (empty when there is nothing to do); both are UTF-8,
    NUL-terminated, cut at a character boundary if longer, and never contain secrets. On success
-   the struct is left untouched. */
+   the struct is left untouched. Since 0.5 `message` holds at most 507 bytes and its NUL: its
+   last four bytes keep the reason tokencache_error_reason returns. */
 typedef struct tokencache_error {
     int code;
     char message[512];
     char hint[512];
 } tokencache_error;
+
+/* Why an error happened, finer than its status code (since 0.5): what tokencache_error_reason
+   returns. Choose what to tell the user by the status code and the reason, never by the text of
+   message or hint. New reasons may be added: treat unknown ones as TOKENCACHE_REASON_NONE. */
+typedef enum tokencache_reason {
+    /* Nothing finer than the status code. */
+    TOKENCACHE_REASON_NONE = 0,
+
+    /* Secret Service (COLLECTION_MISSING, PROMPT_DISMISSED, TIMED_OUT, SECRET_SERVICE_FAILURE). */
+    /* The collection of that label does not exist and creating it was not allowed. */
+    TOKENCACHE_REASON_COLLECTION_MISSING = 1,
+    /* The provider has no in-memory "session" collection (KWallet, KeePassXC). */
+    TOKENCACHE_REASON_SESSION_COLLECTION_UNSUPPORTED = 2,
+    /* The provider has no "default" collection: nobody has logged in to the desktop yet. */
+    TOKENCACHE_REASON_DEFAULT_COLLECTION_MISSING = 3,
+    /* Creating a collection needs a password prompt, which was dismissed or could not be shown. */
+    TOKENCACHE_REASON_CREATE_COLLECTION_PROMPT_DISMISSED = 4,
+    /* The keyring's unlock prompt was dismissed or could not be shown. */
+    TOKENCACHE_REASON_UNLOCK_PROMPT_DISMISSED = 5,
+    /* Nobody answered the keyring's unlock prompt in time. */
+    TOKENCACHE_REASON_UNLOCK_PROMPT_TIMED_OUT = 6,
+    /* The provider no longer knew the encrypted session (it restarted): retry. */
+    TOKENCACHE_REASON_SECRET_SERVICE_SESSION_LOST = 7,
+
+    /* A library loaded at run time is missing (the *_MISSING codes); the hint says how to install it. */
+    TOKENCACHE_REASON_LIBRARY_MISSING = 10,
+    /* The encrypted file is older than one this machine has seen (FILE_ROLLED_BACK). */
+    TOKENCACHE_REASON_FILE_ROLLED_BACK = 20,
+
+    /* Sign-in (tokencache_sign_in_*). */
+    /* No browser: BROWSER not set, no desktop portal and no display. Use the device code sign-in. */
+    TOKENCACHE_REASON_NO_DISPLAY = 30,
+    /* No command in the BROWSER environment variable could open the page. */
+    TOKENCACHE_REASON_BROWSER_COMMAND_FAILED = 31,
+    /* xdg-open could not be started (xdg-utils not installed). */
+    TOKENCACHE_REASON_XDG_OPEN_MISSING = 32,
+    /* xdg-open opened no browser (no default browser). */
+    TOKENCACHE_REASON_XDG_OPEN_FAILED = 33,
+    /* The loopback redirect port could not be bound. */
+    TOKENCACHE_REASON_REDIRECT_PORT_UNAVAILABLE = 34,
+    /* No browser sign-in arrived within timeout_seconds. */
+    TOKENCACHE_REASON_SIGN_IN_TIMED_OUT = 35,
+    /* The device code sign-in did not finish within timeout_seconds. */
+    TOKENCACHE_REASON_DEVICE_CODE_TIMED_OUT = 36,
+    /* The authority has no device code flow: use tokencache_sign_in_browser. */
+    TOKENCACHE_REASON_DEVICE_CODE_UNSUPPORTED = 37,
+    /* The authority's OpenID discovery gave no usable token endpoint: check the authority. */
+    TOKENCACHE_REASON_TOKEN_ENDPOINT_NOT_FOUND = 38,
+
+    /* Silent sign-in (INTERACTION_REQUIRED, SERVER_ERROR, USER_MISMATCH). */
+    /* No refresh token is cached for this account and app: sign the user in. */
+    TOKENCACHE_REASON_NO_REFRESH_TOKEN = 40,
+    /* The token endpoint refused the refresh tokens (invalid_grant, consent): sign the user in. */
+    TOKENCACHE_REASON_REFRESH_TOKEN_REJECTED = 41,
+    /* The token endpoint refused the app (client ID, authority): check the app registration. */
+    TOKENCACHE_REASON_CLIENT_REJECTED = 42,
+    /* The account's refresh tokens were issued by another cloud's host: nothing was sent. */
+    TOKENCACHE_REASON_REFRESH_TOKEN_FROM_OTHER_HOST = 43,
+    /* The token endpoint answered with another account's tokens; nothing was saved. */
+    TOKENCACHE_REASON_TOKENS_OF_ANOTHER_ACCOUNT = 44,
+
+    /* Token agent (TOKENCACHE_AGENT_SOCK; BACKEND_UNAVAILABLE). */
+    /* The agent's socket could not be reached. */
+    TOKENCACHE_REASON_AGENT_UNREACHABLE = 50,
+    /* The agent closed the connection or answered outside its protocol. */
+    TOKENCACHE_REASON_AGENT_PROTOCOL = 51,
+
+    /* Secret portal, in a sandbox (PORTAL_CANCELLED, PORTAL_FAILED). */
+    /* The request for the app's keyring secret was cancelled. */
+    TOKENCACHE_REASON_PORTAL_REQUEST_CANCELLED = 60,
+    /* The portal's Secret backend could not give the secret. */
+    TOKENCACHE_REASON_PORTAL_REQUEST_FAILED = 61,
+    /* The desktop portal or its Secret interface could not be called. */
+    TOKENCACHE_REASON_PORTAL_UNREACHABLE = 62,
+    /* The portal gave a secret of the wrong size. */
+    TOKENCACHE_REASON_PORTAL_SECRET_SIZE = 63,
+
+    /* Native authentication (tokencache_native_*): NATIVE_AUTH_FAILED says which of these. */
+    /* The username is not an email address the server accepts. */
+    TOKENCACHE_REASON_INVALID_USERNAME = 70,
+    /* The user must reset the password before signing in. */
+    TOKENCACHE_REASON_PASSWORD_RESET_REQUIRED = 71,
+    /* Password reset: the user signs in with email codes and has no password. */
+    TOKENCACHE_REASON_USER_HAS_NO_PASSWORD = 72,
+    /* The app registration does not allow native authentication: sign in with the browser. */
+    TOKENCACHE_REASON_NATIVE_AUTH_NOT_ENABLED = 73,
+    /* Password reset: the server reported that the reset failed or did not finish in time. */
+    TOKENCACHE_REASON_PASSWORD_RESET_FAILED = 74,
+    /* PASSWORD_POLICY: how the (new) password breaks the tenant's policy. */
+    TOKENCACHE_REASON_PASSWORD_TOO_WEAK = 80,
+    TOKENCACHE_REASON_PASSWORD_TOO_SHORT = 81,
+    TOKENCACHE_REASON_PASSWORD_TOO_LONG = 82,
+    TOKENCACHE_REASON_PASSWORD_RECENTLY_USED = 83,
+    TOKENCACHE_REASON_PASSWORD_BANNED = 84,
+    TOKENCACHE_REASON_PASSWORD_INVALID = 85
+} tokencache_reason;
 
 /* Opaque handles. */
 typedef struct tokencache_store tokencache_store;
@@ -192,6 +296,15 @@ const char *tokencache_version(void);
 /* The name of a status code ("TOKENCACHE_E_NOT_FOUND"), or "TOKENCACHE_E_UNKNOWN".
    Static storage: do not free. Thread-safe. */
 const char *tokencache_status_name(int code);
+
+/* The reason of the error a failed call filled in (a tokencache_reason), or
+   TOKENCACHE_REASON_NONE: for NULL, a struct no call filled, or an error with no finer reason.
+   Thread-safe. Since 0.5. */
+int tokencache_error_reason(const tokencache_error *error);
+
+/* The name of a reason ("TOKENCACHE_REASON_NO_DISPLAY"), or "TOKENCACHE_REASON_UNKNOWN".
+   Static storage: do not free. Thread-safe. Since 0.5. */
+const char *tokencache_reason_name(int reason);
 
 /* ---- Stores ---- */
 

@@ -21,12 +21,13 @@ extension SecretServiceClient {
             case .dismissed: break
             case .timedOut:
                 throw TokenCacheError(.timedOut, "Nobody answered the unlock prompt within \(Int(timeout)) s.",
-                                      hint: "Unlock the keyring and retry; nothing was read or changed")
+                                      hint: "Unlock the keyring and retry; nothing was read or changed",
+                                      reason: .unlockPromptTimedOut(seconds: Int(timeout)))
             }
         }
         guard !unlocked.contains(collection) else { return }
         throw TokenCacheError(.promptDismissed, "The unlock prompt for \(collection) was dismissed.",
-                              hint: "Unlock the keyring and retry; nothing was read or changed")
+                              hint: "Unlock the keyring and retry; nothing was read or changed", reason: .unlockPromptDismissed)
     }
 
     /// Creates a collection labelled `label` (Service.CreateCollection), waiting at most
@@ -36,7 +37,8 @@ extension SecretServiceClient {
         let action = "create the collection '\(label)'"
         let dismissed = TokenCacheError(.promptDismissed,
                                         "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
-                                        hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts")
+                                        hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts",
+                                        reason: .createCollectionPromptDismissed(label: label))
         let properties = GVariantRef.properties([("org.freedesktop.Secret.Collection.Label", .string(label))])
         let reply: GVariantRef
         do {

@@ -4,7 +4,8 @@ import FoundationEssentials
 
 /// The one place a GError from the Secret Service, the bus or libsecret becomes a typed
 /// ``TokenCacheError``, keyed on the D-Bus error name (`g_dbus_error_get_remote_error`) and on
-/// GIO's error codes, never on the message text, which providers and locales word differently.
+/// GIO's error codes, not on the message text, which providers and locales word differently
+/// (save kwalletd5's lost session, which only its text names).
 enum SecretServiceErrors {
     static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
                                             hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
@@ -14,10 +15,6 @@ enum SecretServiceErrors {
     ///   - deadline: the call's deadline, if it had one rather than GDBus's own timeout.
     ///   - object: the object path called, when known: an unknown method on a collection or
     ///     item is gnome-keyring's answer for an object that is gone.
-    /// The `field` of the error for a session the provider no longer knows: the write is retried
-    /// once in a fresh session.
-    static let lostSession = "session"
-
     static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline? = nil, action: String,
                     object: String? = nil) -> TokenCacheError {
         let expired = deadline?.isExpired ?? false
@@ -42,11 +39,11 @@ enum SecretServiceErrors {
             return TokenCacheError(.secretServiceFailure, "The Secret Service stopped answering (\(action)).",
                                    hint: "The keyring daemon may have restarted; retry. Nothing was changed")
         case "org.freedesktop.Secret.Error.NoSession",
-             // kwalletd5 answers a session it does not know with Qt's generic InvalidObjectPath,
-             // which names no object kind: its text ("Can't find session") is the only tell.
+             // Foreign text, parsed as nothing else tells: kwalletd5's generic InvalidObjectPath says "Can't find session".
              "org.qtproject.QtDBus.Error.InvalidObjectPath" where message.lowercased().contains("session"):
             return TokenCacheError(.secretServiceFailure, "The Secret Service no longer knows the encrypted session (\(action)).",
-                                   hint: "Retry; nothing was deleted or overwritten because of this error", field: Self.lostSession)
+                                   hint: "Retry; nothing was deleted or overwritten because of this error",
+                                   reason: .secretServiceSessionLost)
         default:
             return TokenCacheError(.secretServiceFailure, "The Secret Service failed to \(action): \(message)",
                                    hint: "Retry; nothing was deleted or overwritten because of this error")

@@ -32,11 +32,11 @@ package struct AgentClient: Sendable {
         socket.setTimeouts(seconds: Self.timeoutSeconds)
         guard socket.write(all: AgentProtocol.encode(request)), let message = AgentProtocol.readMessage(from: socket) else {
             throw TokenCacheError(.agentUnavailable, "The token agent at \(path) closed the connection without an answer.",
-                                  hint: "Check that it still runs (its terminal or log says why)")
+                                  hint: "Check that it still runs (its terminal or log says why)", reason: .agentProtocol(path: path))
         }
         guard let response = try? JSONDecoder().decode(AgentProtocol.Response.self, from: message) else {
             throw TokenCacheError(.agentUnavailable, "The token agent at \(path) answered outside protocol version \(AgentProtocol.version).",
-                                  hint: "Use a tokencache of the same release on both sides")
+                                  hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
         }
         if let failure = response.error { throw failure.error }
         return response
@@ -67,6 +67,6 @@ package struct AgentClient: Sendable {
 
     private static func missing(_ field: String, _ path: String) -> TokenCacheError {
         TokenCacheError(.agentUnavailable, "The token agent at \(path) answered without the \(field).",
-                        hint: "Use a tokencache of the same release on both sides")
+                        hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
     }
 }

@@ -96,19 +96,30 @@ package enum AgentProtocol {
         }
     }
 
-    /// An error as it crosses the socket: the ``TokenCacheError`` code's name, message and hint.
+    /// An error as it crosses the socket: the ``TokenCacheError`` code's name, reason, message and hint.
     package struct Failure: Codable, Sendable, Hashable {
         package var code: String
+        package var reason: TokenCacheError.Reason
         package var message: String
         package var hint: String?
 
         package init(_ error: TokenCacheError) {
             code = error.code.description
+            reason = error.reason
             message = error.message
             hint = error.hint
         }
 
-        package var error: TokenCacheError { TokenCacheError(.init(named: code), message, hint: hint) }
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            code = try container.decode(String.self, forKey: .code)
+            // A reason this side does not know (a newer agent's) is no reason to drop the error.
+            reason = (try? container.decodeIfPresent(TokenCacheError.Reason.self, forKey: .reason)) ?? .unspecified
+            message = try container.decode(String.self, forKey: .message)
+            hint = try container.decodeIfPresent(String.self, forKey: .hint)
+        }
+
+        package var error: TokenCacheError { TokenCacheError(.init(named: code), message, hint: hint, reason: reason) }
     }
 
     /// What the agent answers: `ok` with one of the payloads, or an error.

@@ -117,7 +117,8 @@ enum UnixSocket {
             let code = errno
             throw TokenCacheError(.agentUnavailable, "Could not reach the token agent at \(path): \(String(cString: strerror(code))).",
                                   hint: code == EACCES ? "The socket belongs to another user: start your own agent with `tokencache agent`"
-                                      : "Start it with `eval $(tokencache agent --daemon)`, or unset TOKENCACHE_AGENT_SOCK to use the local cache")
+                                      : "Start it with `eval $(tokencache agent --daemon)`, or unset TOKENCACHE_AGENT_SOCK to use the local cache",
+                                  reason: .agentUnreachable(path: path))
         }
         return socket
     }

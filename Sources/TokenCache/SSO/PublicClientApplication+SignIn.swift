@@ -71,7 +71,8 @@ extension PublicClientApplication {
         case .cancelled: throw AuthorizationRequest.cancelled
         case .timedOut:
             throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s\(AuthorizationRequest.describe(listener.refusals.withLock { $0 })); nothing was saved.",
-                                  hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout")
+                                  hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout",
+                                  reason: .signInTimedOut)
         case .failed(let reason):
             throw TokenCacheError(.portUnavailable, "The loopback listener failed: \(reason).", hint: "Retry the sign-in")
         }
@@ -115,7 +116,8 @@ extension PublicClientApplication {
         guard let deviceEndpoint = endpoints.deviceAuthorization ?? fallback else {
             throw TokenCacheError(.unsupportedFlow, "\(authority) offers no device code sign-in (its discovery names no device_authorization_endpoint).",
                                   hint: authority.kind == .adfs ? "AD FS before 2019 has no device code flow: use acquireToken (browser) instead"
-                                      : "Use acquireToken (browser sign-in) with this authority")
+                                      : "Use acquireToken (browser sign-in) with this authority",
+                                  reason: .deviceCodeUnsupported(adfs: authority.kind == .adfs))
         }
         let flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc)
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)

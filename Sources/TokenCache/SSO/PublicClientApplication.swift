@@ -300,7 +300,7 @@ public final class PublicClientApplication: Sendable {
                 ?? "No refresh token is cached for this account and app.",
             hint: isInteraction ? "Sign the user in interactively" + (details?.claims != nil ? " with the claims challenge" : "")
                 : "Check the app registration (client ID, authority)",
-            server: details)
+            server: details, reason: details == nil ? .noRefreshToken : isInteraction ? .refreshTokenRejected : .clientRejected)
     }
 
     /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
@@ -330,13 +330,15 @@ public final class PublicClientApplication: Sendable {
                                           others: [RefreshToken]) -> TokenCacheError {
         if others.isEmpty {
             return TokenCacheError(.interactionRequired, "No refresh token is cached for this account and app.",
-                                   hint: "Sign the user in interactively")
+                                   hint: "Sign the user in interactively", reason: .noRefreshToken)
         }
         let issuers = Array(Set(others.map { ASCII.lowercased($0.environment) })).sorted()
+        let aliases = Environment.aliases(of: issuers[0])
         return TokenCacheError(
             .interactionRequired,
             "The account's refresh tokens were issued by \(issuers.joined(separator: ", ")), not by \(authority.environment); "
                 + "a refresh token is redeemed only at the host that issued it (or an alias of it), so nothing was sent.",
-            hint: "Use an authority on \(Environment.aliases(of: issuers[0]).joined(separator: " or ")), or sign the user in interactively at \(authority.environment)")
+            hint: "Use an authority on \(aliases.joined(separator: " or ")), or sign the user in interactively at \(authority.environment)",
+            reason: .refreshTokenFromOtherHost(aliases: aliases, host: authority.environment))
     }
 }

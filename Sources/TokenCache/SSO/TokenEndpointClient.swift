@@ -60,7 +60,8 @@ final class TokenEndpointClient: Sendable {
         guard let tokenURL = usable("token_endpoint") else {
             throw TokenCacheError(response.status >= 500 ? .serverError : .invalidArgument,
                                   "OpenID discovery at \(url.absoluteString) gave no usable token_endpoint (HTTP \(response.status)).",
-                                  hint: "Check the authority URL, or configure the token endpoint explicitly", field: "authority")
+                                  hint: "Check the authority URL, or configure the token endpoint explicitly", field: "authority",
+                                  reason: .tokenEndpointNotFound(authority: authority.url.absoluteString))
         }
         let found = Endpoints(token: tokenURL, authorization: usable("authorization_endpoint"),
                               deviceAuthorization: usable("device_authorization_endpoint"))

@@ -69,16 +69,19 @@ enum SystemBrowser {
             // With no display, xdg-open would fall back to a console browser on this terminal.
             guard !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty else {
                 throw TokenCacheError(.browserUnavailable, "No browser can be opened: BROWSER is not set, \(portal), and no display (DISPLAY, WAYLAND_DISPLAY).",
-                                      hint: "Sign in with the device code flow (acquireTokenWithDeviceCode) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL")
+                                      hint: "Sign in with the device code flow (acquireTokenWithDeviceCode) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL",
+                                      reason: .noDisplay)
             }
             switch run(["xdg-open", url.absoluteString]) {
             case .opened: return
             case .notStarted(let reason):
                 throw TokenCacheError(.browserUnavailable, "xdg-open could not be started: \(reason).",
-                                      hint: "Install xdg-utils, set BROWSER, pass a BrowserOpener.custom, or sign in with the device code flow")
+                                      hint: "Install xdg-utils, set BROWSER, pass a BrowserOpener.custom, or sign in with the device code flow",
+                                      reason: .xdgOpenMissing)
             case .failed(let status):
                 throw TokenCacheError(.browserUnavailable, "xdg-open could not open a browser (exit status \(status)).",
-                                      hint: "Set a default browser (xdg-settings set default-web-browser), pass a BrowserOpener.custom, or sign in with the device code flow")
+                                      hint: "Set a default browser (xdg-settings set default-web-browser), pass a BrowserOpener.custom, or sign in with the device code flow",
+                                      reason: .xdgOpenFailed)
             }
         }
     }
@@ -95,7 +98,8 @@ enum SystemBrowser {
             }
         }
         throw TokenCacheError(.browserUnavailable, "No command in BROWSER could open the sign-in page (\(failures.isEmpty ? "it names no command" : failures.joined(separator: "; "))).",
-                              hint: "Fix or unset BROWSER, or sign in with the device code flow (acquireTokenWithDeviceCode)")
+                              hint: "Fix or unset BROWSER, or sign in with the device code flow (acquireTokenWithDeviceCode)",
+                              reason: .browserCommandFailed)
     }
 
     /// The argument vectors `$BROWSER` names for `url` (words split as a shell would, quotes kept together).

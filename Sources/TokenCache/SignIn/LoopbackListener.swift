@@ -196,7 +196,8 @@ final class LoopbackListener: @unchecked Sendable {
         let reason = String(cString: strerror(code))
         return TokenCacheError(.portUnavailable, "Could not listen on \(address):\(port) for the sign-in redirect: \(reason).",
                                hint: code == EADDRINUSE ? "Another program uses that port on \(address): free it, or use redirectPort 0 (an ephemeral port)"
-                                   : "Use redirectPort 0 (an ephemeral port), or check the loopback interface")
+                                   : "Use redirectPort 0 (an ephemeral port), or check the loopback interface",
+                               reason: .redirectPortUnavailable(port: port))
     }
 
     private func closeSockets() {

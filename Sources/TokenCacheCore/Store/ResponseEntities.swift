@@ -120,6 +120,6 @@ package struct ResponseEntities: Sendable {
             .userMismatch,
             "The token endpoint answered a refresh for one account with tokens of another account (user_mismatch).",
             hint: "Nothing was saved. Sign the user in interactively; if it happens again, check which token endpoint the app uses",
-            field: fromClientInfo ? "client_info" : "id_token")
+            field: fromClientInfo ? "client_info" : "id_token", reason: .tokensOfAnotherAccount)
     }
 }

@@ -1,5 +1,7 @@
-/// An error from the token cache: a code to switch on, a message that says what happened and a
-/// hint that says what to do. Messages never contain tokens, keys or passphrases.
+/// An error from the token cache: a code to switch on, a typed reason with its context, a message
+/// that says what happened and a hint that says what to do. Front ends (the CLI, C, Python) build
+/// their own hints from the code and reason; message and hint are for people, never parsed.
+/// Messages never contain tokens, keys or passphrases.
 public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure this is. New codes may be added; switch with a `default` case.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -110,6 +112,8 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
 
     /// What kind of failure this is.
     public var code: Code
+    /// Why, finer than the code and with its context: what a front end switches on to say what to do.
+    public var reason: Reason
     /// What happened, for people. Contains no secrets.
     public var message: String
     /// What to do about it, when there is something to do.
@@ -122,8 +126,9 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, hint: String? = nil, field: String? = nil,
-                server: ServerErrorDetails? = nil) {
+                server: ServerErrorDetails? = nil, reason: Reason = .unspecified) {
         self.code = code
+        self.reason = reason
         self.message = message
         self.hint = hint
         self.field = field

@@ -229,4 +229,15 @@ struct AgentTests {
         let answer = try agentClientScript(["raw", agent.socket, #"{"version":2,"op":"token"}"#]).stdout
         #expect(answer.contains("agentUnavailable") && answer.contains("speaks protocol version 1, not 2"), "\(answer)")
     }
+
+    @Test("an error's reason crosses the socket with its context; a reason this side does not know arrives as unspecified, the error intact")
+    func reasonCrossesTheSocket() throws {
+        let error = TokenCacheError(.interactionRequired, "m", hint: "h",
+                                    reason: .refreshTokenFromOtherHost(aliases: ["login.microsoftonline.us"], host: "login.microsoftonline.com"))
+        let sent = try JSONDecoder().decode(AgentProtocol.Failure.self, from: Data(AgentProtocol.encode(AgentProtocol.Failure(error)).dropFirst(4)))  // after the length prefix
+        #expect(sent.error == error)
+        let newer = #"{"code":"portalFailed","reason":{"fromTheFuture":{}},"message":"m","hint":"h"}"#
+        let received = try JSONDecoder().decode(AgentProtocol.Failure.self, from: Data(newer.utf8)).error
+        #expect(received.code == .portalFailed && received.reason == .unspecified && received.message == "m")
+    }
 }

@@ -216,16 +216,21 @@ struct CLIDiscoverabilityTests {
             SecretServiceBackend.locked("/org/freedesktop/secrets/collection/login"),
             SecretServiceBackend.missingAlias("session"),
             TokenCacheError(.collectionMissing, "No Secret Service collection is labelled 'Work'.",
-                            hint: "Create it in your keyring manager, allow creation, or use the default mapping"),
+                            hint: "Create it in your keyring manager, allow creation, or use the default mapping",
+                            reason: .collectionMissing(label: "Work")),
             TokenCacheError(.promptDismissed, "Creating the collection 'Work' needs a password prompt, which was dismissed or could not be shown.",
-                            hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts"),
+                            hint: "Use the default mapping (items in the default collection, tagged with the group), which never prompts",
+                            reason: .createCollectionPromptDismissed(label: "Work")),
             TokenCacheError(.libcurlMissing, "libcurl is not installed.",
-                            hint: "Install it (Debian/Ubuntu: apt-get install libcurl4), or pass your own HTTPTransport"),
+                            hint: "Install it (Debian/Ubuntu: apt-get install libcurl4), or pass your own HTTPTransport",
+                            reason: .libraryMissing(name: "libcurl", install: "Debian/Ubuntu: apt-get install libcurl4")),
             TokenCacheError(.fileRolledBack, "x is older than one this machine has already seen.",
-                            hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed"),
-            TokenCacheError(.interactionRequired, "No refresh token is cached for this account and app.", hint: "Sign the user in interactively"),
+                            hint: "If you restored it on purpose, accept it with `tokencache doctor --backend file --accept-rollback` (apps: EncryptedFileBackend.acceptRolledBackFile(for:)); otherwise put the newer file back. It was not changed",
+                            reason: .fileRolledBack(group: "org.example.app")),
+            TokenCacheError(.interactionRequired, "No refresh token is cached for this account and app.", hint: "Sign the user in interactively",
+                            reason: .noRefreshToken),
             TokenCacheError(.serverError, "The token endpoint refused every refresh token (invalid_client).",
-                            hint: "Check the app registration (client ID, authority)"),
+                            hint: "Check the app registration (client ID, authority)", reason: .clientRejected),
         ]
         for error in library {
             let hint = CLIHints.hint(for: error) ?? ""
@@ -236,8 +241,40 @@ struct CLIDiscoverabilityTests {
         }
         #expect(CLIHints.hint(for: library[4]) == "Install it (Debian/Ubuntu: apt-get install libcurl4), or leave out --refresh: cached tokens need no libcurl")
         let migrate = CLIHints.hint(for: TokenCacheError(.libgcryptMissing, "libgcrypt could not be loaded.",
-                                                         hint: "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend (--backend file)"),
+                                                         hint: "Install it (Debian/Ubuntu: apt-get install libgcrypt20), or use the encrypted-file backend (--backend file)",
+                                                         reason: .libraryMissing(name: "libgcrypt", install: "Debian/Ubuntu: apt-get install libgcrypt20")),
                                     in: .migrate(collectionOption: "--to-collection"))
         #expect(migrate == "Install it (Debian/Ubuntu: apt-get install libgcrypt20); the migration needs it")
+    }
+
+    @Test("The CLI's hint follows the error's reason, not its text: one code, different reasons, different hints")
+    func hintsFollowReasonNotText() {
+        // The same code and the same words; only the reason differs.
+        func browser(_ reason: TokenCacheError.Reason) -> String? {
+            CLIHints.hint(for: TokenCacheError(.browserUnavailable, "No browser: no display, nothing in BROWSER.", hint: "x", reason: reason))
+        }
+        let noDisplay = browser(.noDisplay), variable = browser(.browserCommandFailed), other = browser(.xdgOpenFailed)
+        #expect(noDisplay?.hasPrefix("Run `tokencache login` again with --device-code: it signs in") == true, "\(noDisplay ?? "")")
+        #expect(variable?.hasPrefix("Fix BROWSER") == true, "\(variable ?? "")")
+        #expect(other?.contains("xdg-settings set default-web-browser") == true, "\(other ?? "")")
+        #expect(Set([noDisplay, variable, other]).count == 3)
+
+        func collection(_ reason: TokenCacheError.Reason) -> String? {
+            CLIHints.hint(for: TokenCacheError(.collectionMissing, "The collection 'session' is labelled 'default'.", hint: "x", reason: reason),
+                          in: .migrate(collectionOption: "--from-collection"))
+        }
+        #expect(collection(.collectionMissing(label: "Work"))?.hasPrefix("Add --create") == true)
+        #expect(collection(.sessionCollectionUnsupported)?.hasPrefix("This Secret Service provider has no in-memory session collection: use --from-collection default") == true)
+        #expect(collection(.defaultCollectionMissing)?.hasPrefix("Log in to the desktop once") == true)
+        // No reason: the library's own hint, whatever the message says.
+        #expect(collection(.unspecified) == "x")
+
+        let dismissed = CLIHints.hint(for: TokenCacheError(.promptDismissed, "Creating the collection 'W' ...", hint: "x", reason: .unlockPromptDismissed))
+        #expect(dismissed?.hasPrefix("Run `tokencache unlock` in your desktop session") == true, "\(dismissed ?? "")")
+        let timedOut = CLIHints.hint(for: TokenCacheError(.timedOut, "Nobody answered the unlock prompt.", hint: "x", reason: .signInTimedOut))
+        #expect(timedOut == "Finish signing in in the browser sooner, or raise --timeout")
+        let otherHost = CLIHints.hint(for: TokenCacheError(.interactionRequired, "m", hint: "x",
+                                                           reason: .refreshTokenFromOtherHost(aliases: ["login.microsoftonline.us", "login.usgovcloudapi.net"], host: "login.microsoftonline.com")))
+        #expect(otherHost == "Pass --authority on login.microsoftonline.us or login.usgovcloudapi.net, or sign in again (`tokencache login`) at login.microsoftonline.com")
     }
 }

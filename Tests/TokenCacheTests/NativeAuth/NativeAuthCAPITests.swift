@@ -43,7 +43,7 @@ struct NativeAuthCAPITests {
         #expect(password.stdout == "ok \(NativeAuthStandIn.passwordUser) codes=0 passwords=1 attributes=0\n", "\(password.stderr)")
         let wrong = try await run("signin", NativeAuthStandIn.passwordUser, "Wrong-password-1")
         #expect(wrong.status == 1)
-        #expect(wrong.stdout.hasPrefix("TOKENCACHE_E_INVALID_CREDENTIALS "))
+        #expect(wrong.stdout.hasPrefix("TOKENCACHE_E_INVALID_CREDENTIALS TOKENCACHE_REASON_NONE "))
         let unknown = try await run("signin", "nobody@contoso.com")
         #expect(unknown.stdout.hasPrefix("TOKENCACHE_E_USER_NOT_FOUND "))
         let noPrompt = try await run("noprompt", NativeAuthStandIn.otpUser)
@@ -68,7 +68,7 @@ struct NativeAuthCAPITests {
     @Test("C: password reset with the code through the prompt, then signed in; a used password is PASSWORD_POLICY")
     func reset() async throws {
         let reused = try await run("reset", NativeAuthStandIn.passwordUser, NativeAuthStandIn.password)
-        #expect(reused.stdout.hasPrefix("TOKENCACHE_E_PASSWORD_POLICY "), "\(reused.stdout)")
+        #expect(reused.stdout.hasPrefix("TOKENCACHE_E_PASSWORD_POLICY TOKENCACHE_REASON_PASSWORD_RECENTLY_USED "), "\(reused.stdout)")
         let done = try await run("reset", NativeAuthStandIn.passwordUser, "Brand-new-pass-9")
         #expect(done.stdout == "ok \(NativeAuthStandIn.passwordUser) codes=2 passwords=0 attributes=0\n", "\(done.stdout)\(done.stderr)")
     }

@@ -189,6 +189,7 @@ struct SignInFlowTests {
         let started = Date()
         let error = await #expect(throws: TokenCacheError.self) { try await app().acquireToken(parameters) }
         #expect(error?.code == .timedOut)
+        #expect(error?.reason == .signInTimedOut)
         #expect(Date().timeIntervalSince(started) < 120)  // the 1 s bound, not the 300 s default; loaded CI cores are slow
         let redirectPort = try #require(port.withLock { $0 })
         #expect(throws: (any Error).self) { _ = try rawRequest(port: redirectPort, "GET / HTTP/1.1\r\n\r\n") }
@@ -218,6 +219,7 @@ struct SignInFlowTests {
         parameters.browser = .custom { _ in opened.add(1, ordering: .sequentiallyConsistent) }
         let error = await #expect(throws: TokenCacheError.self) { try await app().acquireToken(parameters) }
         #expect(error?.code == .portUnavailable)
+        #expect(error?.reason == .redirectPortUnavailable(port: occupant.port))
         #expect(error?.hint?.contains("redirectPort 0") == true)
         #expect(opened.load(ordering: .sequentiallyConsistent) == 0)
     }
@@ -244,6 +246,7 @@ struct SignInFlowTests {
         #expect(error?.message.contains("no desktop portal") == true
                     || error?.message.contains("org.freedesktop.portal.OpenURI") == true, "\(String(describing: error))")
         #expect(error?.hint?.contains("device code") == true)
+        #expect(error?.reason == .noDisplay)
     }
 
     @Test("The listener binds 127.0.0.1 and ::1 only, refuses other methods, paths, hosts and oversized requests, and serves the page to the redirect")

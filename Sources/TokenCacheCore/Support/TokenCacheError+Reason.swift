@@ -1,0 +1,130 @@
+extension TokenCacheError {
+    /// Why an error happened, finer than its ``TokenCacheError/Code``, with the context a front
+    /// end needs to say what to do in its own terms (a command-line option, a C function, a Python
+    /// argument) without reading ``TokenCacheError/message`` or ``TokenCacheError/hint``, whose
+    /// wording may change. Errors with nothing more to say are ``unspecified``. New reasons may be
+    /// added; switch with a `default` case. `Codable`: how a reason crosses the agent's socket.
+    public enum Reason: Sendable, Hashable, Codable {
+        /// No reason finer than the code was recorded.
+        case unspecified
+
+        // Secret Service
+        /// The group maps onto the collection labelled `label`, which does not exist, and creating
+        /// it was not allowed.
+        case collectionMissing(label: String)
+        /// The provider has no in-memory `session` collection (KWallet, KeePassXC have none).
+        case sessionCollectionUnsupported
+        /// The provider has no `default` collection: nobody has logged in to the desktop yet.
+        case defaultCollectionMissing
+        /// Creating the collection labelled `label` needs a password prompt, which was dismissed
+        /// or could not be shown.
+        case createCollectionPromptDismissed(label: String)
+        /// The keyring's unlock prompt was dismissed or could not be shown.
+        case unlockPromptDismissed
+        /// Nobody answered the keyring's unlock prompt within `seconds`.
+        case unlockPromptTimedOut(seconds: Int)
+        /// The provider no longer knows the encrypted session (it restarted); a write is retried
+        /// once in a fresh session.
+        case secretServiceSessionLost
+
+        // Libraries loaded at run time
+        /// The library `name` ("libgcrypt") could not be loaded; `install` says how to install it
+        /// ("Debian/Ubuntu: apt-get install libgcrypt20").
+        case libraryMissing(name: String, install: String)
+
+        // Encrypted file
+        /// The cache file of `group` is older than one this machine has seen; it can be accepted
+        /// deliberately.
+        case fileRolledBack(group: String)
+
+        // Sign-in
+        /// No browser can be opened: `BROWSER` is not set, the desktop portal did not open the
+        /// page and there is no display.
+        case noDisplay
+        /// No command in the `BROWSER` environment variable could open the sign-in page.
+        case browserCommandFailed
+        /// `xdg-open` could not be started (not installed).
+        case xdgOpenMissing
+        /// `xdg-open` ran but opened no browser (no default browser).
+        case xdgOpenFailed
+        /// The fixed loopback redirect `port` could not be bound (another program uses it, or it is not permitted).
+        case redirectPortUnavailable(port: Int)
+        /// No sign-in arrived at the loopback redirect within the sign-in's timeout.
+        case signInTimedOut
+        /// A device code sign-in did not finish within the caller's timeout.
+        case deviceCodeTimedOut
+        /// The authority offers no device code flow (`adfs`: it is AD FS before 2019): sign in
+        /// with the browser.
+        case deviceCodeUnsupported(adfs: Bool)
+        /// OpenID discovery of `authority` gave no usable token endpoint.
+        case tokenEndpointNotFound(authority: String)
+
+        // Silent sign-in
+        /// No refresh token is cached for this account and app: sign the user in.
+        case noRefreshToken
+        /// The token endpoint refused every refresh token with an error that needs the user
+        /// (`invalid_grant`, `interaction_required`, consent); ``TokenCacheError/server`` has it.
+        case refreshTokenRejected
+        /// The token endpoint refused the refresh for a reason of the app registration (client ID,
+        /// authority); ``TokenCacheError/server`` has it.
+        case clientRejected
+        /// The account's refresh tokens were issued by other hosts than the authority's `host`;
+        /// `aliases` are the hosts where they can be redeemed. Nothing was sent.
+        case refreshTokenFromOtherHost(aliases: [String], host: String)
+        /// The token endpoint answered a refresh for one account with another account's tokens.
+        case tokensOfAnotherAccount
+
+        // Token agent
+        /// The token agent's socket at `path` could not be reached.
+        case agentUnreachable(path: String)
+        /// The token agent at `path` closed the connection or answered outside the protocol.
+        case agentProtocol(path: String)
+
+        // Secret portal (sandboxed apps)
+        /// The portal's request for the app's keyring secret was cancelled (Response 1).
+        case portalRequestCancelled
+        /// The portal's Secret backend could not give the secret (Response 2).
+        case portalRequestFailed
+        /// The desktop portal or its Secret interface could not be called.
+        case portalUnreachable
+        /// The portal gave a secret of the wrong size (`bytes` instead of 64).
+        case portalSecretSize(bytes: Int)
+
+        /// The reason's stable name (`collectionMissing`), for logs and other languages; its
+        /// context is not part of it.
+        public var name: String {
+            switch self {
+            case .unspecified: "unspecified"
+            case .collectionMissing: "collectionMissing"
+            case .sessionCollectionUnsupported: "sessionCollectionUnsupported"
+            case .defaultCollectionMissing: "defaultCollectionMissing"
+            case .createCollectionPromptDismissed: "createCollectionPromptDismissed"
+            case .unlockPromptDismissed: "unlockPromptDismissed"
+            case .unlockPromptTimedOut: "unlockPromptTimedOut"
+            case .secretServiceSessionLost: "secretServiceSessionLost"
+            case .libraryMissing: "libraryMissing"
+            case .fileRolledBack: "fileRolledBack"
+            case .noDisplay: "noDisplay"
+            case .browserCommandFailed: "browserCommandFailed"
+            case .xdgOpenMissing: "xdgOpenMissing"
+            case .xdgOpenFailed: "xdgOpenFailed"
+            case .redirectPortUnavailable: "redirectPortUnavailable"
+            case .signInTimedOut: "signInTimedOut"
+            case .deviceCodeTimedOut: "deviceCodeTimedOut"
+            case .deviceCodeUnsupported: "deviceCodeUnsupported"
+            case .tokenEndpointNotFound: "tokenEndpointNotFound"
+            case .noRefreshToken: "noRefreshToken"
+            case .refreshTokenRejected: "refreshTokenRejected"
+            case .clientRejected: "clientRejected"
+            case .refreshTokenFromOtherHost: "refreshTokenFromOtherHost"
+            case .tokensOfAnotherAccount: "tokensOfAnotherAccount"
+            case .agentUnreachable: "agentUnreachable"
+            case .agentProtocol: "agentProtocol"
+            case .portalRequestCancelled: "portalRequestCancelled"
+            case .portalRequestFailed: "portalRequestFailed"
+            case .portalUnreachable: "portalUnreachable"
+            case .portalSecretSize: "portalSecretSize"
+            }
+        }
+    }
+}
