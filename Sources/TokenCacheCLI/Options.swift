@@ -182,6 +182,29 @@ struct StandardErrorAndFileLogHandler: LogHandler {
     }
 }
 
+/// `--client`, `--authority` and `--scopes`: the app, where it signs in and what it asks for;
+/// the options of every command that signs in or stores tokens (login, save, signup, reset-password).
+struct AppOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
+    var client: String
+
+    @Option(help: ArgumentHelp("The authority that issues the tokens, for example https://login.microsoftonline.com/organizations (for native sign-in a CIAM one, https://contoso.ciamlogin.com).",
+                               valueName: "url"))
+    var authority: String
+
+    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
+    var scopes: String
+
+    /// The `--scopes` value split into scopes.
+    var scopeList: [String] { TokenCacheCLI.scopeList(scopes) }
+
+    /// Refuses a `--scopes` that names none: for the commands that ask for tokens (`save` need
+    /// not, when the response lists its scopes).
+    func requireScopes() throws {
+        if scopeList.isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+    }
+}
+
 /// `--client ID`, refused while the command line is parsed (exit 64) as the cache would refuse it,
 /// so every command takes the same client IDs.
 enum ClientIDArgument {
