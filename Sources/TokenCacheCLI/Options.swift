@@ -216,12 +216,6 @@ enum ClientIDArgument {
 
 /// `--account NAME|HOME_ID`.
 struct AccountSelector {
-    /// Whether `identifier` names the account: its username or its home account ID, in any case.
-    static func names(_ identifier: String, username: String, homeAccountID: String) -> Bool {
-        let wanted = identifier.lowercased()
-        return username.lowercased() == wanted || homeAccountID.lowercased() == wanted
-    }
-
     /// The account named, in `authority`'s cloud when given; one name in two clouds is refused (exit 64).
     static func find(_ identifier: String, in store: AccountStore, authority: Authority? = nil) throws -> CachedAccount {
         guard let account = try store.account(identifier, authority: authority) else {
@@ -265,7 +259,7 @@ extension AccountSelector {
         if let identifier {
             // Among the client's own accounts first: two accounts may share a username (a
             // personal and a work account, two clouds), and the client's is the one meant.
-            let named = accounts.filter { names(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
+            let named = accounts.filter { AccountName.matches(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
             if named.count > 1, Set(named.map(\.homeAccountID)).count == 1 {
                 throw CLIError.usage("Client \(client) is signed in to '\(identifier)' at hosts of different clouds: \(named.map(\.environment).joined(separator: ", ")).",
                                      hint: AccountSelector.authorityHint)

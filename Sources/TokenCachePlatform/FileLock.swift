@@ -15,7 +15,7 @@ package final class FileLock: Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw FileIO.error("open lock file", path) }
         self.init(owning: descriptor)
-        do { try Self.lock(descriptor, waiting: true) } catch { throw FileIO.error("lock", path, error) }
+        do { _ = try Self.lock(descriptor, waiting: true) } catch { throw FileIO.error("lock", path, error) }
     }
 
     /// Takes the lock on `descriptor` (an open lock file, owned from now on: closed on failure
