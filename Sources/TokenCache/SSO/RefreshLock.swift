@@ -9,8 +9,8 @@ import Glibc
 
 /// A cross-process lock serialising refreshes of one account and client (or family, for apps
 /// redeeming their family's refresh token), so two processes never redeem the same (rotating)
-/// refresh token at once. It is an `flock` on a file that is never
-/// deleted: the kernel releases it when a process dies, so a crash never leaves a stale lock.
+/// refresh token at once. It is a ``FileLock`` on a file that is never deleted: the kernel
+/// releases it when a process dies, so a crash never leaves a stale lock.
 enum RefreshLock {
     /// Where lock files live: `$XDG_RUNTIME_DIR/tokencache/locks` (per-user tmpfs), else the cache dir.
     static var directory: URL {
