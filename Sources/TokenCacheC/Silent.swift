@@ -34,9 +34,9 @@ private func singleSignOnAccount(_ name: UnsafePointer<CChar>?, of app: PublicCl
     do {
         return try handle.account(name, authority: app.authority)
     } catch where error.code == .notFound && !handle.singleSignOnStores.withLock({ $0.isEmpty }) {
-        let wanted = try requiredString(name, "account").lowercased()
+        let wanted = try requiredString(name, "account")
         let accounts = try waitFor { () async throws(TokenCacheError) in try await app.accounts() }
-        guard let found = accounts.first(where: { $0.username.lowercased() == wanted || $0.homeAccountID.lowercased() == wanted }) else {
+        guard let found = accounts.first(where: { AccountName.matches(wanted, $0) }) else {
             throw TokenCacheError(.notFound, "No account '\(wanted)' in group \(handle.store.group) or the single sign-on stores.",
                                   hint: "List the group's accounts with tokencache_store_accounts")
         }

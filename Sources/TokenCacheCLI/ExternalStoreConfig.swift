@@ -157,15 +157,11 @@ enum SingleSignOnSetting {
     /// - Throws: ``CLIError`` usage (exit 64) naming the unknown store and where it was named.
     static func resolve(flag: [String]) throws(CLIError) -> Setting<[ExternalStore]> {
         let config = try ConfigFile.load()
-        let (names, source): ([String], SettingSource) = if !flag.isEmpty {
-            (flag, .flag("--sso-store"))
-        } else if let text = StoreSettings.environment(variable) {
-            (text.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }, .environment(variable))
-        } else if let list = config.singleSignOn {
-            (list, .configFile(config.path))
-        } else {
-            ([], .defaultValue)
-        }
+        let chosen = try Setting.first(option: ("--sso-store", flag.isEmpty ? nil : flag), variable: variable,
+                                       file: (config.path, config.singleSignOn)) { text throws(CLIError) in
+            text.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
+        } ?? Setting(value: [], source: .defaultValue)
+        let (names, source) = (chosen.value, chosen.source)
         guard !names.isEmpty else { return Setting(value: [], source: source) }
         let known = try ExternalStores.all()
         var stores: [ExternalStore] = []

@@ -182,6 +182,29 @@ struct StandardErrorAndFileLogHandler: LogHandler {
     }
 }
 
+/// `--client`, `--authority` and `--scopes`: the app, where it signs in and what it asks for;
+/// the options of every command that signs in or stores tokens (login, save, signup, reset-password).
+struct AppOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
+    var client: String
+
+    @Option(help: ArgumentHelp("The authority that issues the tokens, for example https://login.microsoftonline.com/organizations (for native sign-in a CIAM one, https://contoso.ciamlogin.com).",
+                               valueName: "url"))
+    var authority: String
+
+    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
+    var scopes: String
+
+    /// The `--scopes` value split into scopes.
+    var scopeList: [String] { TokenCacheCLI.scopeList(scopes) }
+
+    /// Refuses a `--scopes` that names none: for the commands that ask for tokens (`save` need
+    /// not, when the response lists its scopes).
+    func requireScopes() throws {
+        if scopeList.isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+    }
+}
+
 /// `--client ID`, refused while the command line is parsed (exit 64) as the cache would refuse it,
 /// so every command takes the same client IDs.
 enum ClientIDArgument {
@@ -193,12 +216,6 @@ enum ClientIDArgument {
 
 /// `--account NAME|HOME_ID`.
 struct AccountSelector {
-    /// Whether `identifier` names the account: its username or its home account ID, in any case.
-    static func names(_ identifier: String, username: String, homeAccountID: String) -> Bool {
-        let wanted = identifier.lowercased()
-        return username.lowercased() == wanted || homeAccountID.lowercased() == wanted
-    }
-
     /// The account named, in `authority`'s cloud when given; one name in two clouds is refused (exit 64).
     static func find(_ identifier: String, in store: AccountStore, authority: Authority? = nil) throws -> CachedAccount {
         guard let account = try store.account(identifier, authority: authority) else {
@@ -242,7 +259,7 @@ extension AccountSelector {
         if let identifier {
             // Among the client's own accounts first: two accounts may share a username (a
             // personal and a work account, two clouds), and the client's is the one meant.
-            let named = accounts.filter { names(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
+            let named = accounts.filter { AccountName.matches(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
             if named.count > 1, Set(named.map(\.homeAccountID)).count == 1 {
                 throw CLIError.usage("Client \(client) is signed in to '\(identifier)' at hosts of different clouds: \(named.map(\.environment).joined(separator: ", ")).",
                                      hint: AccountSelector.authorityHint)

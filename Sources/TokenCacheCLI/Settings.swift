@@ -38,6 +38,24 @@ enum SettingSource: Sendable, Equatable, CustomStringConvertible {
 struct Setting<Value: Sendable>: Sendable {
     var value: Value
     var source: SettingSource
+
+    /// The one precedence chain of every setting: the option when given, else the variable
+    /// (`parse`d; empty counts as unset), else the config file's value; nil when none sets it.
+    static func first(option: (name: String, value: Value?), variable: String, file: (path: String, value: Value?)? = nil,
+                      parse: (String) throws(CLIError) -> Value) throws(CLIError) -> Setting? {
+        if let value = option.value { return Setting(value: value, source: .flag(option.name)) }
+        if let text = StoreSettings.environment(variable) { return Setting(value: try parse(text), source: .environment(variable)) }
+        if let file, let value = file.value { return Setting(value: value, source: .configFile(file.path)) }
+        return nil
+    }
+}
+
+extension Setting where Value == String {
+    /// ``first(option:variable:file:parse:)`` for a setting whose variable is taken as it is.
+    static func first(option: (name: String, value: String?), variable: String,
+                      file: (path: String, value: String?)? = nil) throws(CLIError) -> Setting? {
+        try first(option: option, variable: variable, file: file) { text throws(CLIError) in text }
+    }
 }
 
 /// Backend, group and collection as every subcommand uses them, resolved with precedence
@@ -63,56 +81,24 @@ struct StoreSettings: Sendable {
     static func resolve(backend: BackendPolicy?, group: String?, collection: String?,
                         passphraseFile: String?) throws(CLIError) -> StoreSettings {
         let config = try ConfigFile.load()
-        let configSource = SettingSource.configFile(config.path)
-
-        let backendSetting: Setting<BackendPolicy>
-        if let backend {
-            backendSetting = Setting(value: backend, source: .flag("--backend"))
-        } else if let text = environment(backendVariable) {
+        let backendSetting = try Setting.first(option: ("--backend", backend), variable: backendVariable, file: (config.path, config.backend)) { text throws(CLIError) in
             guard let value = BackendPolicy(rawValue: text) else {
                 throw CLIError.usage("\(backendVariable) is '\(text)', which is not a backend.",
                                      hint: "Set it to one of \(allowedBackends), or unset it")
             }
-            backendSetting = Setting(value: value, source: .environment(backendVariable))
-        } else if let value = config.backend {
-            backendSetting = Setting(value: value, source: configSource)
-        } else {
-            backendSetting = Setting(value: .automatic, source: .defaultValue)
-        }
-
-        let groupSetting: Setting<CacheGroup>
-        if let group {
-            // Checked by StoreOptions.validate() already.
-            groupSetting = Setting(value: (try? CacheGroup(group)) ?? .universalStorage, source: .flag("--group"))
-        } else if let text = environment(groupVariable) {
-            do { groupSetting = Setting(value: try CacheGroup(text), source: .environment(groupVariable)) } catch {
+            return value
+        } ?? Setting(value: .automatic, source: .defaultValue)
+        // A --group value was checked by StoreOptions.validate() already.
+        let groupSetting = try Setting.first(option: ("--group", group.map { (try? CacheGroup($0)) ?? .universalStorage }),
+                                             variable: groupVariable, file: (config.path, config.group)) { text throws(CLIError) in
+            do { return try CacheGroup(text) } catch {
                 throw CLIError.usage("\(groupVariable) is '\(text)', which is not a reverse-DNS group name.",
                                      hint: "Use letters, digits, '-' and '_' in dot-separated labels, for example com.example.myapp; or unset it")
             }
-        } else if let value = config.group {
-            groupSetting = Setting(value: value, source: configSource)
-        } else {
-            groupSetting = Setting(value: .universalStorage, source: .defaultValue)
-        }
-
-        let collectionSetting: Setting<String>
-        if let collection {
-            collectionSetting = Setting(value: collection, source: .flag("--collection"))
-        } else if let text = environment(collectionVariable) {
-            collectionSetting = Setting(value: text, source: .environment(collectionVariable))
-        } else if let value = config.collection {
-            collectionSetting = Setting(value: value, source: configSource)
-        } else {
-            collectionSetting = Setting(value: "default", source: .defaultValue)
-        }
-
-        let passphraseSetting: Setting<String>? = if let passphraseFile {
-            Setting(value: passphraseFile, source: .flag("--passphrase-file"))
-        } else if let path = environment(passphraseFileVariable) {
-            Setting(value: path, source: .environment(passphraseFileVariable))
-        } else {
-            nil
-        }
+        } ?? Setting(value: .universalStorage, source: .defaultValue)
+        let collectionSetting = try Setting.first(option: ("--collection", collection), variable: collectionVariable,
+                                                  file: (config.path, config.collection)) ?? Setting(value: "default", source: .defaultValue)
+        let passphraseSetting = try Setting.first(option: ("--passphrase-file", passphraseFile), variable: passphraseFileVariable)
         return StoreSettings(backend: backendSetting, group: groupSetting, collection: collectionSetting,
                              passphraseFile: passphraseSetting, configPath: config.path)
     }

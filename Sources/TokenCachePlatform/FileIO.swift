@@ -242,26 +242,3 @@ extension FileIO {
         guard futimens(descriptor, times) == 0 else { throw error("set the modification time of", path) }
     }
 }
-
-/// An exclusive `flock` on a lock file that is never deleted; released in deinit (and by the
-/// kernel if the process dies).
-package final class FileLock {
-    private let descriptor: Int32
-
-    package init(path: String) throws(TokenCacheError) {
-        descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw FileIO.error("open lock file", path) }
-        while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else {
-                let failure = FileIO.error("lock", path)
-                close(descriptor)
-                throw failure
-            }
-        }
-    }
-
-    deinit {
-        flock(descriptor, LOCK_UN)
-        close(descriptor)
-    }
-}

@@ -35,22 +35,21 @@ package final class MSALExtensionsLock {
     package static func acquire(_ path: String, timeout: Double = defaultTimeout,
                                 logger: Logger? = nil) throws(TokenCacheError) -> MSALExtensionsLock {
         try ensureParent(of: path)
-        let deadline = monotonicNow() + timeout
-        var delay = 0.02
         var holder = ""
-        while true {
-            switch try attempt(path, logger: logger) {
-            case .acquired(let descriptor): return MSALExtensionsLock(path: path, descriptor: descriptor)
-            case .retryNow: continue
-            case .held(let description): holder = description
+        let wait = LockWait(timeout: .seconds(timeout), firstPause: .milliseconds(20), longestPause: .milliseconds(100))
+        let descriptor = try wait.runBlocking({ () throws(TokenCacheError) -> Int32? in
+            while true {
+                switch try attempt(path, logger: logger) {
+                case .acquired(let descriptor): return descriptor
+                case .retryNow: continue
+                case .held(let description): holder = description; return nil
+                }
             }
-            guard monotonicNow() < deadline else {
-                throw TokenCacheError(.timedOut, "The lock file \(path) was held by \(holder.isEmpty ? "another process" : holder) for more than \(Int(timeout)) s.",
-                                      hint: "Wait for that tool to finish, or end it; nothing was read or changed")
-            }
-            usleep(UInt32(delay * 1_000_000))
-            delay = min(delay * 2, 0.1)
-        }
+        }, timedOut: {
+            TokenCacheError(.timedOut, "The lock file \(path) was held by \(holder.isEmpty ? "another process" : holder) for more than \(Int(timeout)) s.",
+                            hint: "Wait for that tool to finish, or end it; nothing was read or changed")
+        })
+        return MSALExtensionsLock(path: path, descriptor: descriptor)
     }
 
     /// Unlinks the lock file (when it is still ours), unlocks and closes. Idempotent.
@@ -72,7 +71,7 @@ package final class MSALExtensionsLock {
         let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if created >= 0 {
             // A .NET process may open and flock the new file between our create and flock.
-            guard flock(created, LOCK_EX | LOCK_NB) == 0 else {
+            guard (try? FileLock.lock(created, waiting: false)) == true else {
                 close(created)
                 return .held("a .NET or portalocker process")
             }
@@ -92,7 +91,7 @@ package final class MSALExtensionsLock {
             throw FileIO.error("open the lock file", path)
         }
         defer { close(existing) }
-        guard flock(existing, LOCK_EX | LOCK_NB) == 0 else { return .held(describeHolder(existing)) }
+        guard (try? FileLock.lock(existing, waiting: false)) == true else { return .held(describeHolder(existing)) }
         defer { flock(existing, LOCK_UN) }
         // Flocked by nobody: a live O_EXCL-only holder (Python filelock, Java, Node) or a stale file.
         let holder = describeHolder(existing)
@@ -172,12 +171,6 @@ package final class MSALExtensionsLock {
         } catch {
             throw FileIO.error("create the directory", directory)
         }
-    }
-
-    private static func monotonicNow() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     private static func realtimeNow() -> Double {

@@ -17,10 +17,9 @@ import TokenCacheCore
 package final class AgentServer: Sendable {
     /// Where the socket is.
     package let path: String
-    private let listener: SocketDescriptor
+    private let listener: SocketListener
     private let socketInode: UInt
     private let agent: TokenAgent
-    private let stopped = Mutex(false)
 
     /// Bound on reading a request and writing its answer: a client that stops mid-message is dropped.
     package static let ioTimeoutSeconds = 10
@@ -29,7 +28,7 @@ package final class AgentServer: Sendable {
 
     /// Listens at `path` (see ``UnixSocket/listen(_:)`` for the modes and checks).
     package init(path: String, agent: TokenAgent) throws(TokenCacheError) {
-        listener = try UnixSocket.listen(path)
+        listener = SocketListener(try UnixSocket.listen(path))
         var status = stat()
         lstat(path, &status)
         socketInode = UInt(status.st_ino)
@@ -39,31 +38,12 @@ package final class AgentServer: Sendable {
 
     /// Starts accepting on a thread of its own; returns at once.
     package func start() {
-        let slots = DispatchSemaphore(value: Self.maximumConnections)
-        DispatchQueue(label: "org.swift-tokencache.agent.accept").async { [self] in
-            while !stopped.withLock({ $0 }) {
-                slots.wait()
-                let fd = accept(listener.fd, nil, nil)
-                guard fd >= 0 else {
-                    slots.signal()
-                    if errno == EINTR || errno == ECONNABORTED || errno == EMFILE { if errno == EMFILE { usleep(10_000) }; continue }
-                    return
-                }
-                // accept4 (SOCK_CLOEXEC at accept) needs _GNU_SOURCE, which Glibc does not expose to Swift.
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                let connection = SocketDescriptor(fd)
-                DispatchQueue.global().async { [self] in
-                    defer { slots.signal() }
-                    serve(connection)
-                }
-            }
-        }
+        listener.start(label: "org.swift-tokencache.agent.accept", maximumConnections: Self.maximumConnections) { [self] in serve($0) }
     }
 
     /// Stops accepting and removes the socket file (when it is still this agent's).
     package func stop() {
-        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return }
-        listener.shutdown()
+        guard listener.stop() else { return }
         var status = stat()
         if lstat(path, &status) == 0, UInt(status.st_ino) == socketInode { unlink(path) }
     }

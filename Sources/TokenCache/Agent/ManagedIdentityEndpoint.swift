@@ -25,11 +25,10 @@ package final class ManagedIdentityEndpoint: Sendable {
     /// `IDENTITY_ENDPOINT`.
     package var url: String { "http://127.0.0.1:\(port)\(Self.path)" }
 
-    private let listener: SocketDescriptor
+    private let listener: SocketListener
     private let agent: TokenAgent
     private let clientID: String
     private let account: String?
-    private let stopped = Mutex(false)
 
     static let path = "/msi/token"
     static let apiVersion = "2019-08-01"
@@ -58,7 +57,7 @@ package final class ManagedIdentityEndpoint: Sendable {
         var generator = SystemRandomNumberGenerator()
         header = (0..<32).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16).leftPadded(to: 2) }.joined()
         port = Int(UInt16(bigEndian: actual.sin_port))
-        listener = socket
+        listener = SocketListener(socket)
         self.agent = agent
         self.clientID = clientID
         self.account = account
@@ -66,33 +65,15 @@ package final class ManagedIdentityEndpoint: Sendable {
 
     /// Starts accepting on a thread of its own; returns at once.
     package func start() {
-        let slots = DispatchSemaphore(value: Self.maximumConnections)
-        DispatchQueue(label: "org.swift-tokencache.agent.managed-identity").async { [self] in
-            while !stopped.withLock({ $0 }) {
-                slots.wait()
-                let fd = accept(listener.fd, nil, nil)
-                guard fd >= 0 else {
-                    slots.signal()
-                    if errno == EINTR || errno == ECONNABORTED || errno == EMFILE { if errno == EMFILE { usleep(10_000) }; continue }
-                    return
-                }
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                let connection = SocketDescriptor(fd)
-                DispatchQueue.global().async { [self] in
-                    defer { slots.signal() }
-                    connection.setTimeouts(seconds: AgentServer.ioTimeoutSeconds)
-                    let (status, body) = answer(Self.readHead(connection))
-                    Self.respond(connection, status: status, body: body)
-                }
-            }
+        listener.start(label: "org.swift-tokencache.agent.managed-identity", maximumConnections: Self.maximumConnections) { [self] connection in
+            connection.setTimeouts(seconds: AgentServer.ioTimeoutSeconds)
+            let (status, body) = answer(Self.readHead(connection))
+            Self.respond(connection, status: status, body: body)
         }
     }
 
     /// Stops accepting.
-    package func stop() {
-        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return }
-        listener.shutdown()
-    }
+    package func stop() { listener.stop() }
 
     deinit { stop() }
 

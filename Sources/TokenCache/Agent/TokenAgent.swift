@@ -20,7 +20,7 @@ package struct AgentPolicy: Sendable {
     func allows(client: String) -> Bool { clients.isEmpty || clients.contains { ASCII.equalsIgnoringCase($0, client) } }
 
     func allows(account: CachedAccount) -> Bool {
-        accounts.isEmpty || accounts.contains { TokenAgent.names($0, account) }
+        accounts.isEmpty || accounts.contains { AccountName.matches($0, account) }
     }
 
     /// The scopes of `requested` that are not allowed.
@@ -59,11 +59,6 @@ package final class TokenAgent: Sendable {
         self.policy = policy
         self.options = options
         self.confirmation = confirmation
-    }
-
-    /// Whether `identifier` names the account: its username or home account ID, in any case.
-    static func names(_ identifier: String, _ account: CachedAccount) -> Bool {
-        ASCII.equalsIgnoringCase(identifier, account.username) || ASCII.equalsIgnoringCase(identifier, account.homeAccountID)
     }
 
     /// The logged requests, oldest first.
@@ -189,7 +184,7 @@ package final class TokenAgent: Sendable {
     private func resolve(account identifier: String?, clientID: String) async throws(TokenCacheError) -> CachedAccount {
         let candidates = try await BlockingWork.run { [store, policy] () throws(TokenCacheError) in
             try store.accounts(clientID: clientID).filter { account in
-                policy.allows(account: account) && (identifier.map { Self.names($0, account) } ?? true)
+                policy.allows(account: account) && (identifier.map { AccountName.matches($0, account) } ?? true)
             }
         }
         guard candidates.count < 2 else {

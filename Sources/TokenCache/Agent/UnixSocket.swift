@@ -3,7 +3,9 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Dispatch
 import FoundationEssentials
+import Synchronization
 import TokenCacheCore
 
 /// One open socket descriptor, closed in deinit: the agent's listening socket, or one
@@ -62,6 +64,47 @@ final class SocketDescriptor: @unchecked Sendable {
             guard sent > 0 else { return false }
             done += sent
         }
+        return true
+    }
+}
+
+/// A listening socket accepted on a thread of its own until stopped, each connection served on
+/// a Dispatch thread, at most `maximumConnections` at once (more wait in the listen backlog):
+/// the agent's socket and its managed-identity endpoint.
+final class SocketListener: Sendable {
+    let socket: SocketDescriptor
+    private let stopped = Mutex(false)
+
+    init(_ socket: SocketDescriptor) { self.socket = socket }
+
+    /// Starts accepting; returns at once.
+    func start(label: String, maximumConnections: Int, serve: @escaping @Sendable (SocketDescriptor) -> Void) {
+        let slots = DispatchSemaphore(value: maximumConnections)
+        DispatchQueue(label: label).async { [self] in
+            while !stopped.withLock({ $0 }) {
+                slots.wait()
+                let fd = accept(socket.fd, nil, nil)
+                guard fd >= 0 else {
+                    slots.signal()
+                    if errno == EINTR || errno == ECONNABORTED || errno == EMFILE { if errno == EMFILE { usleep(10_000) }; continue }
+                    return
+                }
+                // accept4 (SOCK_CLOEXEC at accept) needs _GNU_SOURCE, which Glibc does not expose to Swift.
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                let connection = SocketDescriptor(fd)
+                DispatchQueue.global().async {
+                    defer { slots.signal() }
+                    serve(connection)
+                }
+            }
+        }
+    }
+
+    /// Stops accepting (a blocked accept returns): true the first time, false when stopped already.
+    @discardableResult
+    func stop() -> Bool {
+        guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return false }
+        socket.shutdown()
         return true
     }
 }

@@ -29,8 +29,7 @@ public struct SignInCodeRequiredState: Sendable {
     /// Submits the code the user entered and signs in.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try await application.api.token(
-            ["grant_type": "oob", "continuation_token": continuationToken, "oob": ASCII.trimmed(code)], scopes: scopes)
+        let response = try await application.api.token(CodeChallenge.submission(code, continuationToken), scopes: scopes)
         return try await application.complete(response, scopes: scopes)
     }
 
@@ -97,8 +96,7 @@ public struct SignUpCodeRequiredState: Sendable {
     /// Submits the code; the answer says what the user flow needs next.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `userAlreadyExists`, `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
-        try await application.signUpContinue(["grant_type": "oob", "continuation_token": continuationToken, "oob": ASCII.trimmed(code)],
-                                             username: username)
+        try await application.signUpContinue(CodeChallenge.submission(code, continuationToken), username: username)
     }
 
     /// Emails a new code; the previous code no longer works.
@@ -163,8 +161,7 @@ public struct ResetPasswordCodeRequiredState: Sendable {
     /// Submits the code; a new password is then due.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> ResetPasswordRequiredState {
-        let answer = try await application.api.step("/resetpassword/v1.0/continue", [
-            "grant_type": "oob", "continuation_token": continuationToken, "oob": ASCII.trimmed(code)])
+        let answer = try await application.api.step("/resetpassword/v1.0/continue", CodeChallenge.submission(code, continuationToken))
         return ResetPasswordRequiredState(application: application, username: username,
                                           continuationToken: try answer.continuationToken("reset continue"))
     }
@@ -215,5 +212,10 @@ enum CodeChallenge {
         (challenge["challenge_target_label"]?.stringValue ?? "",
          challenge["challenge_channel"]?.stringValue ?? "email",
          challenge["code_length"]?.secondsValue.map { Int($0) } ?? 8)
+    }
+
+    /// The body that submits a code the user typed (trimmed) in the step `continuationToken` names.
+    static func submission(_ code: String, _ continuationToken: String) -> [String: String] {
+        ["grant_type": "oob", "continuation_token": continuationToken, "oob": ASCII.trimmed(code)]
     }
 }

@@ -125,7 +125,7 @@ public final class PublicClientApplication: Sendable {
     /// cloud: the one in this app's authority's cloud when there is one; otherwise the same
     /// account at hosts of two other clouds throws ``TokenCacheError/Code/ambiguousAccount``.
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
-        let named = try await accounts().filter { $0.username.lowercased() == username.lowercased() }
+        let named = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
         let cloud = Environment.canonical(authority.environment)
         if let own = named.first(where: { Environment.canonical($0.environment) == cloud }) { return own }
         if let first = named.first, named.contains(where: { $0.homeAccountID == first.homeAccountID && $0.environment != first.environment }) {

@@ -9,11 +9,9 @@ import Glibc
 
 /// A cross-process lock serialising refreshes of one account and client (or family, for apps
 /// redeeming their family's refresh token), so two processes never redeem the same (rotating)
-/// refresh token at once. It is an `flock` on a file that is never
-/// deleted: the kernel releases it when a process dies, so a crash never leaves a stale lock.
-final class RefreshLock: Sendable {
-    private let descriptor: Int32
-
+/// refresh token at once. It is a ``FileLock`` on a file that is never deleted: the kernel
+/// releases it when a process dies, so a crash never leaves a stale lock.
+enum RefreshLock {
     /// Where lock files live: `$XDG_RUNTIME_DIR/tokencache/locks` (per-user tmpfs), else the cache dir.
     static var directory: URL {
         let environment = ProcessInfo.processInfo.environment
@@ -31,7 +29,7 @@ final class RefreshLock: Sendable {
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
     ///   block refreshes (the encrypted file's checks, ``FileIO/ensureDirectory(_:purpose:)``).
-    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory) async throws(TokenCacheError) -> RefreshLock {
+    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory) async throws(TokenCacheError) -> FileLock {
         try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")
         try FileIO.ensureDirectory(directory, purpose: "lock directory")
         // Opened without following links and checked again by descriptor: the directory checked
@@ -53,32 +51,13 @@ final class RefreshLock: Sendable {
             throw TokenCacheError(.fileSystem, "Cannot open the lock file \(path): \(String(cString: strerror(errno))).",
                                   hint: "Check the permissions of \(directory.path)")
         }
-        let deadline = Date().addingTimeInterval(timeout)
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                close(descriptor)
-                throw TokenCacheError(.fileSystem, "Cannot lock \(path): \(String(cString: strerror(errno))).")
-            }
-            guard Date() < deadline else {
-                close(descriptor)
-                throw TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
-                                      hint: "Retry; if it persists, look for a hung process using the token cache")
-            }
-            // A cancelled task stops waiting at once (ignoring the cancellation spun to the timeout).
-            do { try await Task.sleep(for: .milliseconds(15)) } catch {
-                close(descriptor)
-                throw TokenCacheError(.cancelled, "The refresh was cancelled while another process was refreshing this account; nothing was changed.",
-                                      hint: "Retry when the token is needed again")
-            }
-        }
-        return RefreshLock(descriptor: descriptor)
-    }
-
-    private init(descriptor: Int32) { self.descriptor = descriptor }
-
-    deinit {
-        flock(descriptor, LOCK_UN)
-        close(descriptor)
+        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout)), timedOut: {
+            TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
+                            hint: "Retry; if it persists, look for a hung process using the token cache")
+        }, cancelled: {
+            TokenCacheError(.cancelled, "The refresh was cancelled while another process was refreshing this account; nothing was changed.",
+                            hint: "Retry when the token is needed again")
+        })
     }
 
     /// FNV-1a, 64 bit: stable across processes and runs (Swift's Hasher is seeded per process).

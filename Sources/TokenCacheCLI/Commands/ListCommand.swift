@@ -54,7 +54,7 @@ struct ListCommand: ParsableCommand {
             }
             if let account {
                 inventory.accounts = inventory.accounts.filter {
-                    AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID)
+                    AccountName.matches(account, username: $0.username, homeAccountID: $0.homeAccountID)
                 }
             }
             if let client {

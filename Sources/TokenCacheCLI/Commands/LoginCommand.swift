@@ -31,14 +31,7 @@ struct LoginCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
-
-    @Option(help: ArgumentHelp("The authority to sign in at.", valueName: "url"))
-    var authority: String
-
-    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
-    var scopes: String
+    @OptionGroup var app: AppOptions
 
     @Flag(help: "Sign in with a device code instead of the browser.")
     var deviceCode = false
@@ -67,7 +60,7 @@ struct LoginCommand: ParsableCommand {
     @OptionGroup var native: NativeLoginOptions
 
     func validate() throws {
-        if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+        try app.requireScopes()
         if let timeout, !(1...86_400).contains(timeout) { throw ValidationError("--timeout must be a number of seconds from 1 to 86400 (a day).") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0 (any free port) or 1-65535.") }
         if deviceCode && (loginHint != nil || domainHint != nil || prompt != nil || port != 0) {
@@ -106,9 +99,9 @@ struct LoginCommand: ParsableCommand {
         if native.native { return try NativeSession.reporting { try native.run(self) } }
         try reportingErrors {
             let store = try store.openStore()
-            let app = PublicClientApplication(clientID: client, authority: try Authority(authority), store: store)
+            let client = app.client, scopes = app.scopeList, authority = try Authority(app.authority)
+            let app = PublicClientApplication(clientID: client, authority: authority, store: store)
             try AccountStore.validate(clientID: client)
-            let scopes = scopeList(scopes)
             let result: TokenResult
             if deviceCode {
                 var parameters = DeviceCodeParameters(scopes: scopes)

@@ -27,8 +27,8 @@ struct NativeLoginOptions: ParsableArguments {
         if login.deviceCode || login.prompt != nil || login.domainHint != nil || login.claims != nil {
             throw CLIError.usage("--native does not take --device-code, --prompt, --domain-hint or --claims.")
         }
-        let session = try NativeSession(store: login.store, client: login.client, authority: login.authority, types: [.oob, .password])
-        let scopes = scopeList(login.scopes), username = username ?? ""
+        let session = try NativeSession(store: login.store, app: login.app, types: [.oob, .password])
+        let scopes = login.app.scopeList, username = username ?? ""
         let password = try passwordFile.map { path throws(TokenCacheError) in try Passphrase.read(path, from: .flag("--password-file"), what: "password") }
         let account: NativeAuthAccount
         do {
@@ -74,14 +74,7 @@ struct SignUpCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
-
-    @Option(help: ArgumentHelp("The CIAM authority, for example https://contoso.ciamlogin.com.", valueName: "url"))
-    var authority: String
-
-    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
-    var scopes: String
+    @OptionGroup var app: AppOptions
 
     @Option(help: ArgumentHelp("The new user's email address.", valueName: "email"))
     var username: String
@@ -96,7 +89,7 @@ struct SignUpCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+        try app.requireScopes()
         for attribute in attributes where !attribute.contains("=") || attribute.hasPrefix("=") {
             throw ValidationError("--attribute takes NAME=VALUE, not '\(attribute)'.")
         }
@@ -104,7 +97,7 @@ struct SignUpCommand: ParsableCommand {
 
     func run() throws {
         try NativeSession.reporting {
-            let session = try NativeSession(store: store, client: client, authority: authority,
+            let session = try NativeSession(store: store, app: app,
                                             types: passwordFile == nil ? [.oob] : [.oob, .password])
             let password = try passwordFile.map { path throws(TokenCacheError) in try Passphrase.read(path, from: .flag("--password-file"), what: "password") }
             var given: [String: String] = [:]
@@ -112,7 +105,7 @@ struct SignUpCommand: ParsableCommand {
                 let parts = attribute.split(separator: "=", maxSplits: 1).map(String.init)
                 given[parts[0]] = parts.count > 1 ? parts[1] : ""
             }
-            let username = username, scopes = scopeList(scopes)
+            let username = username, scopes = app.scopeList
             var result = try session.step { [given] app in try await app.signUp(username: username, password: password, attributes: given) }
             while true {
                 switch result {
@@ -164,14 +157,7 @@ struct ResetPasswordCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
-
-    @Option(help: ArgumentHelp("The CIAM authority, for example https://contoso.ciamlogin.com.", valueName: "url"))
-    var authority: String
-
-    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
-    var scopes: String
+    @OptionGroup var app: AppOptions
 
     @Option(help: ArgumentHelp("The user's email address.", valueName: "email"))
     var username: String
@@ -183,14 +169,14 @@ struct ResetPasswordCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+        try app.requireScopes()
     }
 
     func run() throws {
         try NativeSession.reporting {
-            let session = try NativeSession(store: store, client: client, authority: authority, types: [.oob, .password])
+            let session = try NativeSession(store: store, app: app, types: [.oob, .password])
             let password = try Passphrase.read(newPasswordFile, from: .flag("--new-password-file"), what: "password")
-            let username = username, scopes = scopeList(scopes)
+            let username = username, scopes = app.scopeList
             let code = try session.step { app in try await app.resetPassword(username: username) }
             let newPassword = try session.submitCodes(to: code.sentTo) { typed in try await code.submitCode(typed) }
             let after = try session.step { _ in try await newPassword.submitNewPassword(password) }
@@ -206,13 +192,12 @@ struct NativeSession {
     let group: String
     let client: String
 
-    init(store options: StoreOptions, client: String, authority: String,
-         types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
-        let store = try options.openStore()
-        try AccountStore.validate(clientID: client)
-        self.app = try NativeAuthPublicClientApplication(clientID: client, authority: authority, challengeTypes: types, store: store)
+    init(store storeOptions: StoreOptions, app options: AppOptions, types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
+        let store = try storeOptions.openStore()
+        try AccountStore.validate(clientID: options.client)
+        self.app = try NativeAuthPublicClientApplication(clientID: options.client, authority: options.authority, challengeTypes: types, store: store)
         self.group = "\(store.group)"
-        self.client = client
+        self.client = options.client
     }
 
     /// Runs one network step to completion.

@@ -9,7 +9,8 @@ struct SaveCommand: ParsableCommand {
         abstract: "Store an OAuth 2.0 token endpoint response, so any tool can share its sign-in.",
         discussion: """
         Reads the JSON body of a token endpoint response from --response FILE, or from \
-        standard input, and stores it as MSAL does for the client, authority and scopes. The \
+        standard input, and stores it as MSAL does for the client, authority and scopes (the \
+        --scopes asked for are stored when the response lists none). The \
         account comes from the response's client_info, else its id_token (request the openid \
         scope, and client_info=1 from Microsoft Entra). A response with neither (a refresh \
         response) is refused unless --home-account-id names the account it belongs to, which \
@@ -22,14 +23,7 @@ struct SaveCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app (application ID) the tokens were issued to.", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
-
-    @Option(help: ArgumentHelp("The authority the tokens came from.", valueName: "url"))
-    var authority: String
-
-    @Option(help: ArgumentHelp("The scopes requested (used when the response lists none).", valueName: "scopes"))
-    var scopes: String
+    @OptionGroup var app: AppOptions
 
     @Option(help: ArgumentHelp("A file with the response; standard input when omitted.", valueName: "file"))
     var response: String?
@@ -42,7 +36,8 @@ struct SaveCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let authority = try Authority(authority)
+            let client = app.client, scopes = app.scopeList
+            let authority = try Authority(app.authority)
             if let displayName { try AccountStore.validate(appDisplayName: displayName) }
             let body = try readResponse()
             let store = try store.openStore()
@@ -58,9 +53,9 @@ struct SaveCommand: ParsableCommand {
                     throw CLIError.usage("No account \(homeAccountId) is in group \(store.group); nothing was saved.",
                                          hint: "Pass the home account ID `tokencache list` shows for the account")
                 }
-                result = try store.save(response, clientID: client, authority: authority, scopes: scopeList(scopes), homeAccountID: homeAccountId)
+                result = try store.save(response, clientID: client, authority: authority, scopes: scopes, homeAccountID: homeAccountId)
             } else {
-                result = try store.save(response, clientID: client, authority: authority, scopes: scopeList(scopes))
+                result = try store.save(response, clientID: client, authority: authority, scopes: scopes)
             }
             if let displayName { try store.setAppDisplayName(displayName, clientID: client, authority: authority) }
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"

@@ -126,7 +126,7 @@ struct TokenCommand: ParsableCommand {
             let inScope = inCloud.isEmpty ? candidates : inCloud
             var chosen: [CachedAccount]
             if let account {
-                chosen = inScope.filter { AccountSelector.names(account, username: $0.username, homeAccountID: $0.homeAccountID) }
+                chosen = inScope.filter { AccountName.matches(account, $0) }
                 // A named account whose cached access token the client may use, though no refresh
                 // token makes it one of the client's accounts (as MSAL Python finds it).
                 if chosen.isEmpty, let named = try store.account(account, authority: authority) ?? store.account(account),

@@ -35,7 +35,7 @@ package struct AccountScopedBackend: CacheBackend {
         var records = try base.attributes(of: .account, matching: [.username: wanted], in: group)
         if records.isEmpty { records = try base.attributes(of: .account, matching: [.homeAccountID: usernameOrHomeAccountID], in: group) }
         if records.isEmpty { records = try base.entries(of: .account, matching: [:], in: group).map(\.queryableAttributes) }
-        let matching = records.filter { $0[.username] == wanted || ($0[.homeAccountID] ?? "").lowercased() == wanted }
+        let matching = records.filter { AccountName.matches(wanted, username: $0[.username], homeAccountID: $0[.homeAccountID]) }
         self.init(base, homeAccountIDs: Set(matching.compactMap { $0[.homeAccountID] }))
     }
 

@@ -168,7 +168,7 @@ public final class AccountStore: Sendable {
         return try read { (index) throws(TokenCacheError) -> CachedAccount? in
             // Account records are few per user: match on them, then build only the chosen account.
             let records = (index.entries(.account, homeAccountID: wanted).isEmpty
-                ? index.all(.account).filter { ($0["username"] ?? "").lowercased() == wanted }
+                ? index.all(.account).filter { AccountName.matches(wanted, username: $0["username"], homeAccountID: nil) }
                 : index.entries(.account, homeAccountID: wanted))
                 .filter { cloud == nil || Self.cloud(of: $0) == cloud }
             let homes = Array(Set(records.compactMap { $0["home_account_id"] })).sorted()

@@ -1,0 +1,118 @@
+import SystemPackage
+import TokenCacheCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An exclusive `flock` on a lock file that is never deleted; released in deinit (and by the
+/// kernel if the process dies).
+package final class FileLock: Sendable {
+    private let descriptor: Int32
+
+    /// Opens (creating it, 0600) the lock file at `path` and waits for the lock in the kernel:
+    /// for blocking threads only, never async code.
+    package convenience init(path: String) throws(TokenCacheError) {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileIO.error("open lock file", path) }
+        self.init(owning: descriptor)
+        do { _ = try Self.lock(descriptor, waiting: true) } catch { throw FileIO.error("lock", path, error) }
+    }
+
+    /// Takes the lock on `descriptor` (an open lock file, owned from now on: closed on failure
+    /// too), waiting as `wait` says while another process holds it.
+    /// - Throws: `timedOut()` or `cancelled()`; `fileSystem` when flock fails.
+    package static func acquire(owning descriptor: Int32, path: String, wait: LockWait, timedOut: () -> TokenCacheError,
+                                cancelled: () -> TokenCacheError) async throws(TokenCacheError) -> FileLock {
+        let lock = FileLock(owning: descriptor)
+        return try await wait.run({ () throws(TokenCacheError) -> FileLock? in
+            do throws(Errno) { return try Self.lock(descriptor, waiting: false) ? lock : nil } catch { throw FileIO.error("lock", path, error) }
+        }, timedOut: timedOut, cancelled: cancelled)
+    }
+
+    private init(owning descriptor: Int32) { self.descriptor = descriptor }
+
+    deinit {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+
+    /// One exclusive `flock` call, retried when a signal interrupts it: true when taken, false
+    /// when another open file holds it and `waiting` is false.
+    package static func lock(_ descriptor: Int32, waiting: Bool) throws(Errno) -> Bool {
+        while flock(descriptor, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
+            switch errno {
+            case EINTR: continue
+            case EWOULDBLOCK where !waiting: return false
+            default: throw Errno(rawValue: errno)
+            }
+        }
+        return true
+    }
+}
+
+/// Waiting for a lock another process holds, until a timeout: the one wait loop of every lock
+/// that gives up (refresh locks, msal-extensions lock files). Each round tries once; the pauses
+/// between rounds grow from `firstPause` to `longestPause`.
+package struct LockWait: Sendable {
+    package var timeout: Duration
+    package var firstPause: Duration
+    package var longestPause: Duration
+
+    package init(timeout: Duration, firstPause: Duration = .milliseconds(15), longestPause: Duration = .milliseconds(15)) {
+        self.timeout = timeout
+        self.firstPause = firstPause
+        self.longestPause = longestPause
+    }
+
+    /// Tries `attempt` (nil: still held) until it returns a value, pausing by sleeping the thread:
+    /// for blocking threads only, never async code.
+    /// - Throws: `timedOut()` when the lock is still held after the timeout, or what `attempt` throws.
+    package func runBlocking<Value>(_ attempt: () throws(TokenCacheError) -> Value?,
+                                    timedOut: () -> TokenCacheError) throws(TokenCacheError) -> Value {
+        var rounds = Rounds(self)
+        while true {
+            switch try rounds.next(attempt, timedOut: timedOut) {
+            case .done(let value): return value
+            case .pause(let pause): usleep(UInt32(pause / .microseconds(1)))
+            }
+        }
+    }
+
+    /// Tries `attempt` (nil: still held) until it returns a value. The pauses are `Task.sleep`,
+    /// which cancelling the task ends at once: a cancelled wait throws `cancelled()` without
+    /// another round, whatever the timeout.
+    /// - Throws: `timedOut()` or `cancelled()`, or what `attempt` throws.
+    package func run<Value>(_ attempt: () throws(TokenCacheError) -> Value?, timedOut: () -> TokenCacheError,
+                            cancelled: () -> TokenCacheError) async throws(TokenCacheError) -> Value {
+        var rounds = Rounds(self)
+        while true {
+            switch try rounds.next(attempt, timedOut: timedOut) {
+            case .done(let value): return value
+            case .pause(let pause):
+                do { try await Task.sleep(for: pause) } catch { throw cancelled() }
+            }
+        }
+    }
+
+    /// The rounds of one wait: each the attempt's value, or the pause before the next round.
+    private struct Rounds {
+        enum Step<Value> { case done(Value), pause(Duration) }
+        let longestPause: Duration
+        let deadline: ContinuousClock.Instant
+        var pause: Duration
+
+        init(_ wait: LockWait) {
+            longestPause = wait.longestPause
+            deadline = .now + wait.timeout
+            pause = wait.firstPause
+        }
+
+        mutating func next<Value>(_ attempt: () throws(TokenCacheError) -> Value?,
+                                  timedOut: () -> TokenCacheError) throws(TokenCacheError) -> Step<Value> {
+            if let value = try attempt() { return .done(value) }
+            guard ContinuousClock.now < deadline else { throw timedOut() }
+            defer { pause = min(pause * 2, longestPause) }
+            return .pause(pause)
+        }
+    }
+}
