@@ -1,8 +1,4 @@
 import FoundationEssentials
-import EncryptedFileStore
-import SecretServiceStore
-import TokenCacheCore
-import TokenCachePlatform
 import Logging
 #if canImport(Glibc)
 import Glibc
