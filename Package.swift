@@ -144,8 +144,9 @@ let package = Package(
         // CLI runner. The core only, so the core's tests build without GLib, OpenSSL or libcurl.
         .target(
             name: "TokenCacheTestSupport",
-            dependencies: ["TokenCacheCore", .product(name: "Logging", package: "swift-log")],
-            path: "Tests/TokenCacheTestSupport"
+            dependencies: ["TokenCacheCore"],
+            path: "Tests/TokenCacheTestSupport",
+            resources: [.copy("Fixtures")]
         ),
         // The local identity provider (fake_idp.py) and headless Chromium, for the sign-in and SSO tests.
         .target(

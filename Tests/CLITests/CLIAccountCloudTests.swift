@@ -2,6 +2,8 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// An account is a home account ID at one cloud (#34 item 1): a response another host saves
 /// claiming alice's `uid.utid` (not a secret) is another account. Alice signs in at the local

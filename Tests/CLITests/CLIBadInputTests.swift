@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 @Suite("tokencache CLI: bad arguments and files", .capturesLogs)
 struct CLIBadInputTests {

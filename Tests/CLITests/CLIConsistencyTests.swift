@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// What a new user found trying the CLI (#27): the same argument gets the same answer in every
 /// command, and each hint is the action that works where the user is.
@@ -215,7 +216,7 @@ struct CLIConsistencyTests {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         let cache = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../Fixtures/SDKCaches/dotnet-CacheFromTheFuture.json").standardizedFileURL
+            .appendingPathComponent("../IntegrationTests/Fixtures/SDKCaches/dotnet-CacheFromTheFuture.json").standardizedFileURL
         #expect(try cli.run(["import", cache.path]).status == 0)
         let outputs = try (0..<6).map { _ in try cli.run(["list", "--json"]).stdout }
         #expect(Set(outputs).count == 1, "\(Set(outputs).count) different listings")

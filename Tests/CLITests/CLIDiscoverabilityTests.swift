@@ -4,6 +4,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCLI
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Issue #27 items 6, 8 and 9: hints that name something the CLI can do, `save` stopping at the
 /// size limit, `groups`, `unlock`, `list` of a group that holds nothing, and `migrate` between
@@ -184,7 +185,7 @@ struct CLIDiscoverabilityTests {
           .enabled(if: TestEnvironment.runsSecretServiceTests))
     func lockedKeyringHints() throws {
         let report = #"python3 -c 'import json,sys; print(json.dumps({"step": sys.argv[1], "status": int(sys.argv[2]), "stderr": sys.argv[3]}))'"#
-        let results = try SecretServiceTests.inFreshKeyring("""
+        let results = try inFreshKeyring("""
             T='\(Self.binary)'
             $H ss-save org.example.cli-locked alice@contoso.com c1 > /dev/null
             collection=$(dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \\

@@ -6,6 +6,8 @@ import Testing
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 @testable import TokenCacheCLI
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// Cache contents and server answers are untrusted: the CLI prints their control characters
 /// (C0 but the newlines between lines, DEL, C1, bidirectional overrides) as visible escapes,

@@ -5,6 +5,8 @@ import FoundationNetworking
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// `tokencache login` and `logout` against the local identity provider: the device code flow a
 /// user runs over SSH, the browser flow through the desktop's own browser choice (xdg-open and

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenCache
+import TokenCacheTestSupport
 
 /// Settings from the environment and the config file, the fallback notice, and passphrase-protected
 /// encrypted files (#27 items 1 and 2). All on the encrypted file: nothing here needs a keyring.

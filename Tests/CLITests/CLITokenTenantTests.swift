@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// `tokencache token` without `--authority`, as MSAL finds tokens: the home tenant's first; else
 /// the only tenant holding one; with several, it asks which.

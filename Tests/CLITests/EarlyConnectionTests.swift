@@ -1,5 +1,6 @@
 import Testing
 import TokenCacheCLI
+import TokenCacheTestSupport
 
 /// `tokencache` starts connecting to the Secret Service before it parses its arguments, for the
 /// command lines that may use it; the guess is made from the raw arguments.

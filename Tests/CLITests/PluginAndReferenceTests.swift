@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenCacheCLI
+import TokenCacheTestSupport
 
 /// The build-tool plugin's generator (`tokencache-config-gen`), run as the plugin runs it.
 /// (The plugin itself is exercised by building Examples/TokenCacheExample in scripts/test.sh.)
@@ -76,7 +77,7 @@ struct CLIReferenceTests {
     @Test("docs/CLI.md matches what the built tokencache --help prints")
     func referenceIsCurrent() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../..").standardizedFileURL
+            .appendingPathComponent("../..").standardizedFileURL
         let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
         let generated = try runProcess("/bin/bash", [root.appendingPathComponent("scripts/cli-reference.sh").path, binary, "-"])
         #expect(generated.status == 0, "\(generated.stderr)")
@@ -90,7 +91,7 @@ struct CLIManPageAndCompletionTests {
     @Test("scripts/install.sh with DESTDIR installs the binary, a man page naming every subcommand, and bash, zsh and fish completions")
     func installed() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../..").standardizedFileURL
+            .appendingPathComponent("../..").standardizedFileURL
         let destination = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: destination) }
         let generator = TestEnvironment.binDirectory.appendingPathComponent("generate-manual").path

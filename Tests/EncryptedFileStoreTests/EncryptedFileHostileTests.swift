@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// Validly encrypted files (right key, right group, tag correct) whose decrypted JSON is hostile,
 /// and a directory that became read-only.

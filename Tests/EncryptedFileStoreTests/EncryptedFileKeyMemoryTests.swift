@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// Where symmetric keys live in memory: pages of their own, advised MADV_DONTDUMP, so a core
 /// dump of the process leaves them out.

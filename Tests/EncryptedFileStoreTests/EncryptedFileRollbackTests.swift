@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// An older, validly encrypted copy of a group's file put back (an attacker, a restore) after
 /// newer writes: refused with `fileRolledBack`, never overwritten, accepted only on request.

@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// The passphrase key source's scrypt cost: current defaults for new files, older files still
 /// open, and a header demanding too much refused before any key is derived.

@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 @Suite("Encrypted-file backend", .capturesLogs)
 struct EncryptedFileTests {

@@ -8,6 +8,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// The encrypted file read while it is decrypted (a helper thread reads ahead), against the
 /// plain read: the same plaintext, and the same refusals for every damaged file.

@@ -4,6 +4,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 extension OtherToolsStores {
     /// The real Azure CLI 2.91 (PyPI, .venv-azure-cli) reads what this project left in its cache:
@@ -31,7 +33,7 @@ extension OtherToolsStores {
                 self.machine = machine
                 let python = URL(fileURLWithPath: az).deletingLastPathComponent().appendingPathComponent("python").path
                 let setup = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-                    .appendingPathComponent("../Fixtures/azure_cli_setup.py").standardizedFileURL.path
+                    .appendingPathComponent("Fixtures/azure_cli_setup.py").standardizedFileURL.path
                 let done = try runProcess(python, [setup, machine.home.path + "/azure-config", "--authority-host", authorityHost,
                                                    "--tenant", Fixtures.alice.tenant, "--username", Fixtures.alice.username])
                 try #require(done.status == 0, "azure_cli_setup.py: \(done.stderr)")

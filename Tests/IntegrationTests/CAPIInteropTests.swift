@@ -3,6 +3,8 @@ import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The C interface against the Swift library in one keyring: Tests/CTests/test_capi.c, compiled
 /// with the system C compiler against the built libTokenCacheC.so, saves and finds tokens that
@@ -16,27 +18,11 @@ struct CAPIInteropTests {
 
     let group = "org.swift-tokencache.capi-\(UUID().uuidString.prefix(8).lowercased())"
 
-    /// test_capi built against the library SwiftPM built next to the tests.
-    static func program(in directory: URL) throws -> String {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        let compiler = try #require(["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                    "a C compiler is needed to build Tests/CTests/test_capi.c")
-        let output = directory.appendingPathComponent("test_capi").path
-        let bin = TestEnvironment.binDirectory.path
-        let build = try runProcess(compiler, ["-std=c11", "-Wall", "-Werror", "-o", output,
-                                              root.appendingPathComponent("Tests/CTests/test_capi.c").path,
-                                              "-I", root.appendingPathComponent("Sources/CTokenCache/include").path,
-                                              "-L", bin, "-lTokenCacheC", "-Wl,-rpath,\(bin)"])
-        try #require(build.status == 0, "compiling test_capi failed: \(build.stderr)")
-        return output
-    }
-
     @Test("a token saved through C is found by the Swift library")
     func savedThroughCFoundFromSwift() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try Self.program(in: directory)
+        let program = try CTestPrograms.testCAPI(in: directory)
         let saved = try await offThePool { [group] in try runProcess(program, ["save", group, "fromc"]) }
         #expect(saved.status == 0, "test_capi save: \(saved.stderr)")
 
@@ -52,7 +38,7 @@ struct CAPIInteropTests {
     func savedFromSwiftFoundThroughC() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try Self.program(in: directory)
+        let program = try CTestPrograms.testCAPI(in: directory)
         let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
         defer { _ = try? store.backend.removeAll(in: store.group) }
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: "swift")),
@@ -73,7 +59,7 @@ struct CAPIInteropTests {
     func warmHandleSkipsDiscovery() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try Self.program(in: directory)
+        let program = try CTestPrograms.testCAPI(in: directory)
         let idp = try FakeIdentityProvider()
         let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
         defer { _ = try? store.backend.removeAll(in: store.group) }
@@ -97,7 +83,7 @@ struct CAPIInteropTests {
     func ambiguousAccountThroughC() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try Self.program(in: directory)
+        let program = try CTestPrograms.testCAPI(in: directory)
         let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
         defer { _ = try? store.backend.removeAll(in: store.group) }
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "alice")),

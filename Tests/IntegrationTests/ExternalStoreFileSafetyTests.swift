@@ -6,6 +6,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// Other tools' store files get the encrypted file's owner, mode and link checks, and a config
 /// "lock" path never deletes a file that is not a lock (#34 items 6 and 7). We run as root: the

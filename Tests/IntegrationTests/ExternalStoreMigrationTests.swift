@@ -4,6 +4,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 extension OtherToolsStores {
     /// `tokencache migrate --from-store … --to-store …` (#29): Azure CLI's plaintext cache moved into

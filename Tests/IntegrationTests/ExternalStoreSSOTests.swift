@@ -4,6 +4,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 extension OtherToolsStores {
     /// Single sign-on with other tools' caches (#29): a family refresh token Azure CLI keeps (written

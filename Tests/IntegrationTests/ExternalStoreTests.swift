@@ -7,6 +7,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TokenCacheTestSupport
 
 /// Every suite that uses other tools' stores: they share the catalogue's keyring items (whose
 /// schema and attributes are the owners', not per test), so they run one after another.
@@ -78,7 +79,7 @@ extension OtherToolsStores {
 
         static var peerScript: String {
             URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-                .appendingPathComponent("../Fixtures/msal_extensions_peer.py").standardizedFileURL.path
+                .appendingPathComponent("Fixtures/msal_extensions_peer.py").standardizedFileURL.path
         }
 
         static func json(_ output: ProcessOutput) throws -> [String: Any] {

@@ -5,6 +5,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// MSAL Python 1.39 and this project redeem each other's refresh tokens at one local authority:
 /// the fake provider serves one state over TLS (for MSAL Python, which accepts only https
@@ -22,17 +24,10 @@ struct MSALPythonAuthorityTests {
         PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: store)
     }
 
-    /// Runs msal_interop.py (off the cooperative pool: MSAL Python takes a second to start).
-    static func python(_ request: [String: Any]) async throws -> [String: Any] {
-        let python = try MSALPythonInteropTests.interpreter(), script = MSALPythonInteropTests.script
-        let input = try JSONSerialization.data(withJSONObject: request)
-        return try MSALPythonInteropTests.answer(try await offThePool { try runProcess(python, [script], input: input) })
-    }
-
     /// MSAL Python's acquire_token_silent(force_refresh=True) for Alice on an exported cache.
     func pythonSilent(_ store: AccountStore) async throws -> (accounts: [String], result: [String: Any], cache: [String: Any]) {
         let cache = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: Any])
-        let answer = try await Self.python([
+        let answer = try await MSALPython.run([
             "op": "silent", "cache": cache, "authority": idp.httpsAuthority(), "ca_bundle": try #require(idp.certificate).path,
             "client_id": Fixtures.appOne, "username": Fixtures.alice.username, "scopes": scopes])
         return (answer["accounts"] as? [String] ?? [], try #require(answer["result"] as? [String: Any]),
@@ -76,7 +71,7 @@ struct MSALPythonAuthorityTests {
     @Test("This project redeems a refresh token MSAL Python saved, and MSAL Python the one it saved next")
     func weRedeemMSALPythonToken() async throws {
         try await idp.seed(refreshToken: "rt-python", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
-        let answer = try await Self.python([
+        let answer = try await MSALPython.run([
             "op": "redeem", "authority": idp.httpsAuthority(), "ca_bundle": try #require(idp.certificate).path,
             "client_id": Fixtures.appOne, "refresh_token": "rt-python", "scopes": scopes])
         let pythonCache = try #require(answer["cache"] as? [String: Any])

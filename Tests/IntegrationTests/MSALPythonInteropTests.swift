@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// Interop with the real MSAL Python 1.39 (installed by scripts/install-deps.sh into .venv).
 /// In CI these tests fail, never skip, when MSAL Python is missing.
@@ -37,22 +38,8 @@ struct MSALPythonInteropTests {
     }
 
     static func python(_ request: [String: Any]) throws -> [String: Any] {
-        try answer(runProcess(try interpreter(), [script], input: try JSONSerialization.data(withJSONObject: request)))
-    }
-
-    static func interpreter() throws -> String {
-        try #require(TestEnvironment.python, "MSAL Python venv missing: run scripts/install-deps.sh")
-    }
-
-    static var script: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../Fixtures/msal_interop.py").standardizedFileURL.path
-    }
-
-    /// msal_interop.py's JSON answer.
-    static func answer(_ output: ProcessOutput) throws -> [String: Any] {
-        try #require(output.status == 0, "msal_interop.py failed: \(output.stderr)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+        try MSALPython.answer(runProcess(try MSALPython.interpreter(), [MSALPython.script],
+                                         input: try JSONSerialization.data(withJSONObject: request)))
     }
 
     /// The cache MSAL Python's TokenCache.add builds from the samples.

@@ -6,6 +6,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// Backends the load runs on: the encrypted file always; the Secret Service in the isolated
 /// keyring session, and in CI always (where a missing session fails rather than skips), on the

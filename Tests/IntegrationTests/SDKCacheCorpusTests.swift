@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Caches written by MSAL .NET, Java, Node, Go and Python (Fixtures/SDKCaches, origins in
 /// ORIGIN.md) survive import and export through the CLI on both backends: every top-level member,
@@ -12,7 +13,7 @@ import Testing
 @Suite("Round trips of real SDK caches", .enabled(if: TestEnvironment.runsInteropTests), .capturesLogs)
 struct SDKCacheCorpusTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures").standardizedFileURL
+        .appendingPathComponent("Fixtures").standardizedFileURL
 
     static var backends: [String] { TestEnvironment.runsSecretServiceTests ? ["file", "secret-service"] : ["file"] }
 

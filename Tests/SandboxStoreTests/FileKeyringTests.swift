@@ -4,6 +4,7 @@ import Testing
 @testable import SandboxStore
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// The libsecret/oo7 file keyring format, against the real libsecret 0.20.5: `secret-tool` with
 /// `SECRET_BACKEND=file` and libsecret's own test variables (`SECRET_FILE_TEST_PATH`,

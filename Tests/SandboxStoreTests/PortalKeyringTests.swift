@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SandboxStore
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// A sandboxed app for real: `scripts/with-test-flatpak.sh` runs the `tokencache` CLI and
 /// libsecret's `secret-tool` in bubblewrap with a `/.flatpak-info`, behind xdg-dbus-proxy, with
@@ -9,7 +10,7 @@ import Testing
 /// (the isolated test keyring of scripts/with-test-keyring.sh).
 @Suite("Sandbox: portal-keyed file keyring (Flatpak)", .capturesLogs, .enabled(if: TestEnvironment.runsSecretServiceTests))
 struct PortalKeyringTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../..").standardizedFileURL
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
     let appID = "org.swifttokencache.T" + UUID().uuidString.prefix(8).filter(\.isLetter)
         + String(Int.random(in: 1000...9999))
     let group = "org.swift-tokencache.sandbox-\(UUID().uuidString.prefix(8).lowercased())"

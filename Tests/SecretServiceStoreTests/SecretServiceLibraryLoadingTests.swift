@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// What the Secret Service backend loads at run time: libgcrypt (for the encrypted transfer),
 /// with dlopen when it connects; never libsecret, whose D-Bus calls the backend makes itself.

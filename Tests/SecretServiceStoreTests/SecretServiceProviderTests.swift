@@ -3,6 +3,7 @@ import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The CLI end to end on whichever provider the harness started (TOKENCACHE_TEST_PROVIDER:
 /// GNOME Keyring, KeePassXC, KWallet), without unlocking anything first: writes whose prompts
@@ -71,7 +72,7 @@ struct SecretServiceProviderTests {
         let response = folder.appendingPathComponent("response.json")
         try Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)).write(to: response)
         let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../..").standardizedFileURL
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
         let script = """
             set -u
             tc() { "\(tokencache)" "$@" --backend secret-service --group org.swift-tokencache.lock-test; }

@@ -5,6 +5,7 @@ import Testing
 @_spi(Testing) @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// Against a real gnome-keyring in an isolated D-Bus session (scripts/with-test-keyring.sh).
 /// In CI these must run: a missing session makes them fail, never skip.
@@ -13,66 +14,6 @@ struct SecretServiceTests {
     let group = try! CacheGroup("org.swift-tokencache.ss-\(UUID().uuidString.prefix(8).lowercased())")
 
     static var helper: String { TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path }
-    /// Runs a shell script in a fresh, private D-Bus session with its own throw-away HOME and
-    /// gnome-keyring (unlocked login keyring, password "test-password"), for tests that change
-    /// the daemon's state or need keyring files in place before it starts. The script sees the
-    /// helper as `$H`, `start_keyring`, and `keyring_pid` (the daemon's process id, asked from
-    /// the bus); the daemon is killed by that id on exit. Returns the JSON lines it printed.
-    static func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [:]) throws -> [[String: Any]] {
-        let root = try TestEnvironment.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: root) }
-        let home = root.appendingPathComponent("home"), runtime = root.appendingPathComponent("run")
-        let keyrings = home.appendingPathComponent(".local/share/keyrings")
-        try FileManager.default.createDirectory(at: keyrings, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        for (name, contents) in keyringFiles {
-            let file = keyrings.appendingPathComponent(name)
-            try Data(contents.utf8).write(to: file)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
-        }
-        var environment = ProcessInfo.processInfo.environment
-        for name in ["DBUS_SESSION_BUS_ADDRESS", "GNOME_KEYRING_CONTROL", "DISPLAY", "WAYLAND_DISPLAY"] {
-            environment[name] = nil
-        }
-        environment["HOME"] = home.path
-        environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
-        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
-        environment["XDG_CACHE_HOME"] = home.appendingPathComponent(".cache").path
-        environment["XDG_RUNTIME_DIR"] = runtime.path
-        environment["H"] = helper
-        let session = """
-            start_keyring() { eval "$(printf test-password | gnome-keyring-daemon --unlock --components=secrets 2>/dev/null)"; export GNOME_KEYRING_CONTROL; }
-            keyring_pid() { dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \\
-                org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets 2>/dev/null | awk '/uint32/ {print $2}'; }
-            trap 'pid=$(keyring_pid); [ -n "$pid" ] && kill -9 $pid' EXIT
-            start_keyring
-            \(script)
-            """
-        // Foundation starts children with every signal blocked; dbus-run-session could then not
-        // stop its dbus-daemon, which would keep our pipe open. Unblock them, bound the run, and
-        // collect output through files rather than pipes a stray daemon could inherit.
-        let wrapper = """
-            import os, signal, subprocess, sys, tempfile
-            signal.pthread_sigmask(signal.SIG_SETMASK, [])
-            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-                child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
-                try:
-                    status = child.wait(45)
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
-                    status = 124
-                out.seek(0); err.seek(0)
-                sys.stdout.buffer.write(out.read()); sys.stderr.buffer.write(err.read())
-            sys.exit(status)
-            """
-        let output = try runProcess("/usr/bin/python3", ["-c", wrapper, "dbus-run-session", "--", "bash", "-c", session],
-                                    environment: environment)
-        #expect(output.status == 0, "script failed (\(output.status)): \(output.stderr)")
-        return output.stdout.split(separator: "\n").compactMap {
-            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-        }
-    }
 
     func save(_ store: AccountStore, _ user: Fixtures.User, client: String) throws {
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: user, tag: client)), clientID: client,
@@ -177,7 +118,7 @@ struct SecretServiceTests {
     func dedicatedCollection() throws {
         // gnome-keyring loads keyring files when it starts: write it before the nested daemon runs.
         let keyring = "[keyring]\ndisplay-name=Token cache test\nctime=0\nmtime=0\nlock-on-idle=false\nlock-after=false\n"
-        let results = try Self.inFreshKeyring(#"$H ss-dedicated "Token cache test""#,
+        let results = try inFreshKeyring(#"$H ss-dedicated "Token cache test""#,
                                               keyringFiles: ["tokencache_test.keyring": keyring])
         #expect(results.first?["accounts"] as? Int == 1, "\(results)")
         #expect((results.first?["collection"] as? String)?.hasSuffix("/tokencache_5ftest") == true, "\(results)")
@@ -185,7 +126,7 @@ struct SecretServiceTests {
 
     @Test("Creating a collection headless fails fast with promptDismissed and suggests the default mapping")
     func headlessCreationFails() throws {
-        let results = try Self.inFreshKeyring(#"$H ss-create-collection "Brand new""#)
+        let results = try inFreshKeyring(#"$H ss-create-collection "Brand new""#)
         #expect(results.first?["result"] as? String == "promptDismissed")
         #expect((results.first?["hint"] as? String)?.contains("default mapping") == true)
     }
@@ -348,7 +289,7 @@ struct SecretServiceTests {
 
     @Test("A locked collection is reported as locked, never read as empty, and nothing is deleted")
     func lockedCollection() throws {
-        let results = try Self.inFreshKeyring("$H ss-locked org.example.locked")
+        let results = try inFreshKeyring("$H ss-locked org.example.locked")
         let result = try #require(results.first)
         #expect(result["longLivedRead"] as? String == "keyringLocked", "\(result)")
         #expect(result["read"] as? String == "keyringLocked", "\(result)")
@@ -360,7 +301,7 @@ struct SecretServiceTests {
     @Test("A single sign-on store in a locked collection is keyringLocked for accounts(), account lookup, acquireTokenSilent and token --refresh --sso-store, never 'no account'; its item stays")
     func lockedSingleSignOnStore() throws {
         let tokencache = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        let results = try Self.inFreshKeyring("""
+        let results = try inFreshKeyring("""
             $H sso-locked-store azure-cli-encrypted-2.91 \(Fixtures.appTwo)
             status=0
             message="$('\(tokencache)' token --client \(Fixtures.appTwo) --scopes User.Read --refresh --account locked@contoso.com \
@@ -384,7 +325,7 @@ struct SecretServiceTests {
 
     @Test("An unlock prompt a headless daemon cannot show is promptDismissed at once; without prompts the collection is keyringLocked")
     func headlessUnlockPrompt() throws {
-        let results = try Self.inFreshKeyring("$H ss-unlock-headless org.example.unlock")
+        let results = try inFreshKeyring("$H ss-unlock-headless org.example.unlock")
         let result = try #require(results.first)
         #expect(result["prompted"] as? String == "promptDismissed", "\(result)")
         #expect((result["seconds"] as? Double ?? .infinity) < 4, "\(result)")
@@ -393,7 +334,7 @@ struct SecretServiceTests {
 
     @Test("A daemon killed mid-session gives a typed error quickly; once it is back nothing was lost")
     func daemonKilled() throws {
-        let results = try Self.inFreshKeyring("""
+        let results = try inFreshKeyring("""
             $H ss-save org.example.kill alice@contoso.com c1 && $H ss-save org.example.kill bob@contoso.com c1
             $H ss-kill-mid org.example.kill
             sleep 0.2; pid=$(keyring_pid); [ -n "$pid" ] && kill -9 $pid; sleep 0.2
@@ -415,7 +356,7 @@ struct SecretServiceTests {
 
     @Test("A daemon that stops answering gives timedOut within the configured bound, and nothing is lost")
     func unresponsiveDaemon() throws {
-        let results = try Self.inFreshKeyring("""
+        let results = try inFreshKeyring("""
             $H ss-save org.example.stall alice@contoso.com c1
             $H ss-timeout org.example.stall
             """)
@@ -428,7 +369,7 @@ struct SecretServiceTests {
 
     @Test("currentRevision costs well under a microsecond, and another connection's write is seen within milliseconds")
     func coherenceCost() throws {
-        let result = try #require(try Self.inFreshKeyring("$H ss-measure").first)
+        let result = try #require(try inFreshKeyring("$H ss-measure").first)
         print("Secret Service coherence measurement: \(result)")
         #expect(result["unchanged"] as? Bool == true)
         #expect((result["currentRevisionNanoseconds"] as? Double ?? 1e9) < 2_000, "\(result)")

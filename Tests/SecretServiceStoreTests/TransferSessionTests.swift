@@ -7,6 +7,7 @@ import CLibSecret
 @_spi(Testing) @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// The encrypted transfer session the Secret Service backend opens itself. That gnome-keyring,
 /// `secret-tool` and MSAL Python read what the backend stores, and the backend reads what they

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SecretServiceStore
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Times opening the transfer session, for Benchmarks/results/HISTORY.md: opt-in
 /// (`TOKENCACHE_TIME_SESSIONS=200`), since timings on a shared machine make no pass/fail.

@@ -2,11 +2,8 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 @Suite("Bad input gets a typed error and leaves the cache as it was", .capturesLogs)
 struct BadInputTests {

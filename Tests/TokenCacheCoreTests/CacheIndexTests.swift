@@ -1,9 +1,6 @@
 import Testing
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// The index matches an entry to a stored one on its fields, whatever key another SDK stored it
 /// under, comparing only the entries of the same account.

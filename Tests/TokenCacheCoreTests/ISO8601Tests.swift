@@ -1,10 +1,7 @@
 import Foundation
 import Testing
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 @Suite("ISO 8601 dates")
 struct ISO8601Tests {

@@ -1,10 +1,7 @@
 import Foundation
 import Testing
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// The hand-written JSON parser against JSONDecoder (the parser it replaced) and RFC 8259.
 @Suite("JSON parser")
@@ -30,7 +27,7 @@ struct JSONParserTests {
     }
 
     static var corpus: [URL] {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Fuzz/Corpus").standardizedFileURL
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Fuzz/Corpus").standardizedFileURL
         let folders = (try? FileManager.default.contentsOfDirectory(at: root, includingPropertiesForKeys: nil)) ?? []
         return folders.flatMap { (try? FileManager.default.contentsOfDirectory(at: $0, includingPropertiesForKeys: nil)) ?? [] }
     }

@@ -2,35 +2,32 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The local OpenID provider of Fixtures/fake_idp.py, on a loopback port, for one test.
 ///
 /// With `https: true` it also serves the same state over TLS on a second port, with a
 /// throw-away self-signed certificate for 127.0.0.1 made for this instance (for MSAL Python,
 /// which accepts only https authorities).
-final class FakeIdentityProvider: @unchecked Sendable {
+package final class FakeIdentityProvider: @unchecked Sendable {
     // @unchecked: the process and pipe are set once in init and only read afterwards.
-    let port: Int
+    package let port: Int
     /// The TLS port, when started with `https: true`.
-    let httpsPort: Int?
+    package let httpsPort: Int?
     /// The PEM certificate the TLS port presents (its own CA), when started with `https: true`.
-    let certificate: URL?
+    package let certificate: URL?
     private let process: Process
     private let input: Pipe
     private let directory: URL?
 
     /// The loopback address it listens on: 127.0.0.1, or another one (127.0.0.2) to play a
     /// host other than the one that issued the cached tokens.
-    let host: String
+    package let host: String
 
-    init(https: Bool = false, host: String = "127.0.0.1") throws {
+    package init(https: Bool = false, host: String = "127.0.0.1") throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../Fixtures/fake_idp.py").standardizedFileURL.path
+            .appendingPathComponent("Fixtures/fake_idp.py").standardizedFileURL.path
         self.host = host
         var arguments = [script, "--bind", host]
         if https {
@@ -85,16 +82,16 @@ final class FakeIdentityProvider: @unchecked Sendable {
     }
 
     /// The authority on the plain-http port (allowed on loopback only).
-    func authority(_ tenant: String = Fixtures.tenantA, kind: Authority.Kind? = nil) -> Authority {
+    package func authority(_ tenant: String = Fixtures.tenantA, kind: Authority.Kind? = nil) -> Authority {
         try! Authority("http://\(host):\(port)/\(tenant)", kind: kind)
     }
 
     /// The same authority on the TLS port: same environment (host) and realm, same state.
-    func httpsAuthority(_ tenant: String = Fixtures.tenantA) -> String {
+    package func httpsAuthority(_ tenant: String = Fixtures.tenantA) -> String {
         "https://\(host):\(httpsPort!)/\(tenant)"
     }
 
-    func control(_ command: [String: Any]) async throws {
+    package func control(_ command: [String: Any]) async throws {
         var request = URLRequest(url: URL(string: "http://\(host):\(port)/control")!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: command)
@@ -104,7 +101,7 @@ final class FakeIdentityProvider: @unchecked Sendable {
     /// Makes the provider accept a refresh token.
     /// Makes the provider accept a refresh token; with `respondingAs`, it answers with that
     /// user's identity (a server that swaps accounts).
-    func seed(refreshToken: String, user: Fixtures.User, clientID: String, family: String?,
+    package func seed(refreshToken: String, user: Fixtures.User, clientID: String, family: String?,
               respondingAs impostor: Fixtures.User? = nil) async throws {
         var seed: [String: Any] = ["refresh_token": refreshToken, "uid": user.uid, "utid": user.tenant,
                                    "client_id": clientID, "username": user.username]
@@ -113,27 +110,27 @@ final class FakeIdentityProvider: @unchecked Sendable {
         try await control(["seed": seed])
     }
 
-    struct Stats: Decodable {
-        struct Grant: Decodable {
-            var client_id: String
-            var outcome: String
-            var redeemed: String?
-            var issued: String?
+    package struct Stats: Decodable {
+        package struct Grant: Decodable {
+            package var client_id: String
+            package var outcome: String
+            package var redeemed: String?
+            package var issued: String?
             /// The `claims` parameter the request carried.
-            var claims: String?
+            package var claims: String?
             /// The caller's x-client-sku header ("MSAL.Python" for MSAL Python), "-" when absent.
-            var sdk: String
+            package var sdk: String
             /// When the request arrived and was answered (seconds since 1970).
-            var arrived: Double
-            var answered: Double
+            package var arrived: Double
+            package var answered: Double
         }
-        var token_requests: Int
+        package var token_requests: Int
         /// OpenID discovery requests (GET .../.well-known/openid-configuration).
-        var discovery_requests: Int
-        var grants: [Grant]
+        package var discovery_requests: Int
+        package var grants: [Grant]
     }
 
-    func stats() async throws -> Stats {
+    package func stats() async throws -> Stats {
         let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/stats")!)
         return try JSONDecoder().decode(Stats.self, from: data)
     }

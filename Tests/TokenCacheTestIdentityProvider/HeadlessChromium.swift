@@ -4,25 +4,27 @@ import FoundationNetworking
 #endif
 import Synchronization
 import Testing
-@testable import TokenCache
-@testable import TokenCacheCore
+import TokenCache
+import TokenCacheTestSupport
 
 /// Debian's Chromium, headless, as the user's browser of the interactive sign-in tests: it loads
 /// the fake identity provider's login page, runs its script, posts the form and follows the
 /// redirect to the loopback listener. One instance per sign-in; ``close()`` ends the browser and
 /// removes its throw-away profile.
-final class HeadlessChromium: Sendable {
-    static let path = "/usr/bin/chromium"
-    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
+package final class HeadlessChromium: Sendable {
+    package static let path = "/usr/bin/chromium"
+    package static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
     /// Browser tests run where Chromium is installed, and in CI always (where a missing browser
     /// makes them fail rather than skip; scripts/install-deps.sh installs it).
-    static var runsBrowserTests: Bool { isInstalled || TestEnvironment.isCI }
+    package static var runsBrowserTests: Bool { isInstalled || TestEnvironment.isCI }
+
+    package init() {}
 
     private let running = Mutex<(process: Process, profile: URL)?>(nil)
     /// How many URLs it was asked to open.
-    let opened = Atomic<Int>(0)
+    package let opened = Atomic<Int>(0)
 
-    var opener: BrowserOpener {
+    package var opener: BrowserOpener {
         .custom { [self] url in try launch(url) }
     }
 
@@ -42,7 +44,7 @@ final class HeadlessChromium: Sendable {
     }
 
     /// Ends the browser (it keeps running after the flow) and removes its profile.
-    func close() {
+    package func close() {
         guard let (process, profile) = running.withLock({ value in defer { value = nil }; return value }) else { return }
         // Process starts Chromium as the leader of its own process group, which its helpers join:
         // end them all, and wait for them, since they write to the profile (history with the
@@ -64,28 +66,28 @@ final class HeadlessChromium: Sendable {
 
 extension FakeIdentityProvider {
     /// The sign-in side of /stats: authorization requests as received, device code polls.
-    struct SignInStats: Decodable {
-        struct Poll: Decodable {
-            var outcome: String
-            var at: Double
+    package struct SignInStats: Decodable {
+        package struct Poll: Decodable {
+            package var outcome: String
+            package var at: Double
         }
         /// Token requests; grant_type and client_info are set for authorization codes.
-        struct Grant: Decodable {
-            var grant_type: String?
-            var client_info: Bool?
+        package struct Grant: Decodable {
+            package var grant_type: String?
+            package var client_info: Bool?
         }
-        var authorize_requests: [[String: String]]
-        var device_polls: [Poll]
-        var grants: [Grant]
+        package var authorize_requests: [[String: String]]
+        package var device_polls: [Poll]
+        package var grants: [Grant]
     }
 
-    func signInStats() async throws -> SignInStats {
+    package func signInStats() async throws -> SignInStats {
         let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/stats")!)
         return try JSONDecoder().decode(SignInStats.self, from: data)
     }
 
     /// The provider plays Alice at its login page: `"submit"` signs in, `"cancel"` cancels.
-    func actAsUser(_ action: String, family: [String: String] = [:]) async throws {
+    package func actAsUser(_ action: String, family: [String: String] = [:]) async throws {
         try await control(["browser_action": action, "family_clients": family,
                            "sign_in_user": ["uid": Fixtures.alice.uid, "utid": Fixtures.alice.tenant, "username": Fixtures.alice.username]])
     }
@@ -93,7 +95,7 @@ extension FakeIdentityProvider {
 
 extension Result {
     /// The failure, if any (for a task's result).
-    var error: Failure? {
+    package var error: Failure? {
         if case .failure(let error) = self { return error }
         return nil
     }

@@ -1,46 +1,49 @@
 import Foundation
-@testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
-@testable import TokenCacheCore
-@testable import TokenCachePlatform
+import TokenCacheCore
 
 /// Synthetic token responses, shaped like Microsoft identity platform responses.
-enum Fixtures {
-    static let tenantA = "11111111-1111-1111-1111-111111111111"
-    static let tenantB = "22222222-2222-2222-2222-222222222222"
-    static let appOne = "aaaaaaaa-0000-0000-0000-000000000001"
-    static let appTwo = "aaaaaaaa-0000-0000-0000-000000000002"
-    static let appThree = "aaaaaaaa-0000-0000-0000-000000000003"
-    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+package enum Fixtures {
+    package static let tenantA = "11111111-1111-1111-1111-111111111111"
+    package static let tenantB = "22222222-2222-2222-2222-222222222222"
+    package static let appOne = "aaaaaaaa-0000-0000-0000-000000000001"
+    package static let appTwo = "aaaaaaaa-0000-0000-0000-000000000002"
+    package static let appThree = "aaaaaaaa-0000-0000-0000-000000000003"
+    package static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    static func authority(_ tenant: String = tenantA) -> Authority {
+    package static func authority(_ tenant: String = tenantA) -> Authority {
         try! Authority("https://login.microsoftonline.com/\(tenant)")
     }
 
-    static func base64URL(_ object: [String: Any]) -> String {
+    package static func base64URL(_ object: [String: Any]) -> String {
         Base64URL.encode(try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
 
-    static func idToken(_ claims: [String: Any]) -> String {
+    package static func idToken(_ claims: [String: Any]) -> String {
         "\(base64URL(["alg": "none", "typ": "JWT"])).\(base64URL(claims)).c2lnbmF0dXJl"
     }
 
-    struct User {
-        var uid: String
-        var tenant: String
-        var username: String
-        var name: String
-        var homeAccountID: String { "\(uid).\(tenant)" }
+    package struct User {
+        package var uid: String
+        package var tenant: String
+        package var username: String
+        package var name: String
+        package var homeAccountID: String { "\(uid).\(tenant)" }
+
+        package init(uid: String, tenant: String, username: String, name: String) {
+            self.uid = uid
+            self.tenant = tenant
+            self.username = username
+            self.name = name
+        }
     }
 
-    static let alice = User(uid: "a11ce000-0000-0000-0000-000000000000", tenant: tenantA,
+    package static let alice = User(uid: "a11ce000-0000-0000-0000-000000000000", tenant: tenantA,
                             username: "alice@contoso.com", name: "Alice Example")
-    static let bob = User(uid: "b0b00000-0000-0000-0000-000000000000", tenant: tenantA,
+    package static let bob = User(uid: "b0b00000-0000-0000-0000-000000000000", tenant: tenantA,
                           username: "bob@contoso.com", name: "Bob Example")
 
     /// A response JSON object (as the token endpoint would send it) for a user.
-    static func response(for user: User, realm: String? = nil, scope: String? = "User.Read Mail.Read",
+    package static func response(for user: User, realm: String? = nil, scope: String? = "User.Read Mail.Read",
                          foci: String? = "1", tag: String = "1", expiresIn: Any = 3600,
                          refreshIn: Int? = nil) -> [String: Any] {
         let realm = realm ?? user.tenant
@@ -64,18 +67,18 @@ enum Fixtures {
         return object
     }
 
-    static func json(_ object: [String: Any]) -> Data {
+    package static func json(_ object: [String: Any]) -> Data {
         try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
-    static func tokenResponse(_ object: [String: Any]) -> TokenResponse {
+    package static func tokenResponse(_ object: [String: Any]) -> TokenResponse {
         try! TokenResponse(json: json(object))
     }
 
     /// The entries of `count` accounts signed in to app one, saved through the account store in
     /// memory: 400 make about 1.3 MB of cache, above the encrypted file's 1 MiB thresholds
     /// (read while decrypting).
-    static func largeCache(accounts count: Int = 400, group: CacheGroup) throws -> [CacheEntry] {
+    package static func largeCache(accounts count: Int = 400, group: CacheGroup) throws -> [CacheEntry] {
         let memory = InMemoryBackend()
         let store = AccountStore(backend: memory, group: group)
         for index in 0..<count {

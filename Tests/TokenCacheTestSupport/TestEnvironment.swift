@@ -5,56 +5,56 @@ import Glibc
 #endif
 
 /// Facts about the environment the tests run in, set by scripts/with-test-keyring.sh.
-enum TestEnvironment {
-    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+package enum TestEnvironment {
+    package static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
     /// True inside the isolated keyring session (scripts/test.sh).
-    static var hasTestKeyring: Bool { environment["TOKENCACHE_TEST_KEYRING"] == "1" }
+    package static var hasTestKeyring: Bool { environment["TOKENCACHE_TEST_KEYRING"] == "1" }
 
     /// True in CI, where a test that needs the keyring or MSAL Python must run, never skip.
     /// The Secret Service provider the tests run against (TOKENCACHE_TEST_PROVIDER, set by
     /// scripts/with-test-keepassxc.sh and scripts/with-test-kwallet.sh; else GNOME Keyring).
-    enum SecretServiceProvider: String { case gnomeKeyring = "gnome-keyring", keepassxc, kwallet }
-    static var provider: SecretServiceProvider {
+    package enum SecretServiceProvider: String { case gnomeKeyring = "gnome-keyring", keepassxc, kwallet }
+    package static var provider: SecretServiceProvider {
         environment["TOKENCACHE_TEST_PROVIDER"].flatMap(SecretServiceProvider.init(rawValue:)) ?? .gnomeKeyring
     }
 
-    static var isCI: Bool { environment["CI"] != nil }
+    package static var isCI: Bool { environment["CI"] != nil }
 
     /// Secret Service tests run in the isolated session, and in CI always (where a missing
     /// session makes them fail rather than skip). Outside both they are skipped, so plain
     /// `swift test` never touches a developer's real login keyring.
-    static var runsSecretServiceTests: Bool { hasTestKeyring || isCI }
+    package static var runsSecretServiceTests: Bool { hasTestKeyring || isCI }
 
     /// The Python with MSAL installed (made by scripts/install-deps.sh).
-    static var python: String? {
+    package static var python: String? {
         if let path = environment["TOKENCACHE_TEST_PYTHON"] { return path }
         // Not standardized: that would resolve the venv's python symlink and leave the venv.
         let local = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent(".venv/bin/python").path
         return FileManager.default.isExecutableFile(atPath: local) ? local : nil
     }
 
-    static var runsInteropTests: Bool { python != nil || isCI }
+    package static var runsInteropTests: Bool { python != nil || isCI }
 
     /// The real Azure CLI from PyPI (made by scripts/install-deps.sh in .venv-azure-cli).
-    static var azureCLI: String? {
+    package static var azureCLI: String? {
         let local = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent(".venv-azure-cli/bin/az").path
         return FileManager.default.isExecutableFile(atPath: local) ? local : nil
     }
 
     /// The directory holding built products (tokencache, helpers).
-    static var binDirectory: URL {
+    package static var binDirectory: URL {
         if let path = environment["TOKENCACHE_BUILD_DIR"] { return URL(fileURLWithPath: path) }
         return URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../../.build/debug").standardizedFileURL
+            .appendingPathComponent("../../.build/debug").standardizedFileURL
     }
 
     /// A fresh temporary directory, removed by the caller's `defer`.
-    static func temporaryDirectory() throws -> URL {
+    package static func temporaryDirectory() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("tokencache-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
@@ -63,15 +63,21 @@ enum TestEnvironment {
 }
 
 /// Output of a finished subprocess.
-struct ProcessOutput {
-    var status: Int32
-    var stdout: String
-    var stderr: String
+package struct ProcessOutput {
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
+
+    package init(status: Int32, stdout: String, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
 }
 
 /// Runs a program to completion, feeding `input` on stdin.
 @discardableResult
-func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
+package func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
                 environment: [String: String]? = nil) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -103,7 +109,7 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data? = nil,
 /// `TOKENCACHE_TEST_OUTPUT_FILE` (scripts/test.sh checks it for secrets after the run). Left out:
 /// `tokencache token` and `export`, whose job is to print a secret, and other programs
 /// (secret-tool, MSAL Python), which are peers reading secrets on purpose.
-func recordOutput(_ output: ProcessOutput, of executable: String, _ arguments: [String]) {
+package func recordOutput(_ output: ProcessOutput, of executable: String, _ arguments: [String]) {
     guard let path = TestEnvironment.environment["TOKENCACHE_TEST_OUTPUT_FILE"], !path.isEmpty,
           ["tokencache", "TokenCacheTestHelper"].contains(URL(fileURLWithPath: executable).lastPathComponent),
           !["token", "export"].contains(arguments.first ?? "") else { return }
@@ -119,7 +125,7 @@ func recordOutput(_ output: ProcessOutput, of executable: String, _ arguments: [
 /// Runs blocking work (waiting for subprocesses) on a Dispatch thread. Suites run in parallel on
 /// a cooperative pool of one thread per core (two here): a test blocking one of them for
 /// seconds stalls every other test's awaits, and their request deadlines expire.
-func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+package func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
     }

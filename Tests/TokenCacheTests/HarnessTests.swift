@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenCacheTestSupport
 
 @Suite("Test harness", .capturesLogs)
 struct HarnessTests {

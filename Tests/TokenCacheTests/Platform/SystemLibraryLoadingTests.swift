@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// System libraries are opened by absolute path from the system's library directories: a
 /// library dropped beside the executable (which SwiftPM links with RUNPATH $ORIGIN) is never

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Waiting for another process's refresh ends when the waiting task is cancelled.
 @Suite("Refresh-lock cancellation")
