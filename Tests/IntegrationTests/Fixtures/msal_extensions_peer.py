@@ -2,7 +2,7 @@
 
 Run it with the project venv, which has the real msal 1.39 and msal-extensions 1.3.1 (and, through
 --system-site-packages, Debian's PyGObject for LibsecretPersistence):
-    .venv/bin/python Tests/TokenCacheTests/Fixtures/msal_extensions_peer.py STORE COMMAND ...
+    .venv/bin/python Tests/IntegrationTests/Fixtures/msal_extensions_peer.py STORE COMMAND ...
 
 STORE (one of):
   --file PATH                       msal_extensions.FilePersistence(PATH) (Azure CLI's default,

@@ -2,7 +2,7 @@
 """Round-trips every cache of the SDK corpus through the tokencache CLI and
 checks the export is the input "byte for byte in meaning" (#26).
 
-    .venv/bin/python Tests/TokenCacheTests/Fixtures/sdk_cache_roundtrip.py \
+    .venv/bin/python Tests/IntegrationTests/Fixtures/sdk_cache_roundtrip.py \
         .build/debug/tokencache [FILE_OR_DIR ...]
 
 Default corpus: Fixtures/SDKCaches/*.json beside this script.
