@@ -162,7 +162,7 @@ let package = Package(
         .testTarget(
             name: "EncryptedFileStoreTests",
             dependencies: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
-                           "TokenCache", "TokenCacheTestHelper"]
+                           "TokenCacheTestHelper"]
         ),
         .testTarget(
             name: "SecretServiceStoreTests",

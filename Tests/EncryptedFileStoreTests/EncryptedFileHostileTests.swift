@@ -1,8 +1,6 @@
 import Foundation
 import Testing
 @testable import EncryptedFileStore
-@testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 #if canImport(Glibc)

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 @testable import SecretServiceStore
-@testable import TokenCache
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 

@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-@testable import EncryptedFileStore
 @testable import SecretServiceStore
 @_spi(Testing) @testable import TokenCache
 @testable import TokenCacheCore

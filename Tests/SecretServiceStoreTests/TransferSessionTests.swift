@@ -2,9 +2,7 @@ import Foundation
 import Glibc
 import Testing
 import CLibSecret
-@testable import EncryptedFileStore
 @testable import SecretServiceStore
-@_spi(Testing) @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
