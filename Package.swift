@@ -140,8 +140,10 @@ let package = Package(
 
         // Tests, one target per module (#35). TokenCacheCoreTests needs no C module, keyring or
         // network: `swift test --filter TokenCacheCoreTests` runs anywhere in seconds.
+
         // Helpers shared by the test targets: environment, subprocesses, fixtures, log capture, the
-        // CLI runner. The core only, so the core's tests build without GLib, OpenSSL or libcurl.
+        // CLI runner, MSAL Python, the C test build. On the core only, so that the core's tests
+        // build without GLib, OpenSSL or libcurl.
         .target(
             name: "TokenCacheTestSupport",
             dependencies: ["TokenCacheCore"],
