@@ -138,10 +138,62 @@ let package = Package(
             dependencies: ["TokenCache"]
         ),
 
+        // Tests, one target per module (#35). TokenCacheCoreTests needs no C module, keyring or
+        // network: `swift test --filter TokenCacheCoreTests` runs anywhere in seconds.
+
+        // Helpers shared by the test targets: environment, subprocesses, fixtures, log capture, the
+        // CLI runner, MSAL Python, the C test build. On the core only, so that the core's tests
+        // build without GLib, OpenSSL or libcurl.
+        .target(
+            name: "TokenCacheTestSupport",
+            dependencies: ["TokenCacheCore"],
+            path: "Tests/TokenCacheTestSupport",
+            resources: [.copy("Fixtures")]
+        ),
+        // The local identity provider (fake_idp.py) and headless Chromium, for the sign-in and SSO tests.
+        .target(
+            name: "TokenCacheTestIdentityProvider",
+            dependencies: ["TokenCache", "TokenCacheTestSupport"],
+            path: "Tests/TokenCacheTestIdentityProvider",
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "TokenCacheCoreTests",
+            dependencies: ["TokenCacheCore", "TokenCacheTestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "EncryptedFileStoreTests",
+            dependencies: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
+                           "TokenCacheTestHelper"]
+        ),
+        .testTarget(
+            name: "SecretServiceStoreTests",
+            dependencies: ["SecretServiceStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
+                           "TokenCache", "CLibSecret", "TokenCacheTestHelper"]
+        ),
+        .testTarget(
+            name: "SandboxStoreTests",
+            dependencies: ["SandboxStore", "EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
+                           "TokenCacheTestHelper"]
+        ),
+        // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "SandboxStore", "TokenCacheCLI", "TokenCacheTestHelper"],
+                           "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["TokenCacheCLI", "TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+                           "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"]
+        ),
+        // Several processes and other tools: multi-process load, MSAL Python, Azure CLI, other
+        // tools' stores, the SDK cache corpus, the C interface beside the CLI.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
+                           "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

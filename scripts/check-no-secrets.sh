@@ -8,7 +8,7 @@ set -euo pipefail
 LOG="$1" OUTPUT="$2" TMP="${3:-}"
 MIN_LOG_LINES="${MIN_LOG_LINES:-500}"  # a full run logs about 1,000 lines
 
-# Every secret the tests use, by its marker (Tests/TokenCacheTests/Support/Fixtures.swift, the
+# Every secret the tests use, by its marker (Tests/TokenCacheTestSupport/Fixtures.swift, the
 # test helper, the SSO fake identity provider, BadInputTests and the file-backend tests).
 PATTERNS=(
     'secret-(at|rt)-'                                      # test helper tokens

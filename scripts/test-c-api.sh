@@ -61,11 +61,11 @@ JSON
 "$CLI" save --backend secret-service --group "$GROUP" --client "$CLIENT" --authority "$AUTHORITY" --scopes User.Read --response "$WORK/response.json" >/dev/null
 token="$("$WORK/test_capi" find "$GROUP" "$CLIENT" carol@contoso.com "User.Read Mail.Read")"
 [ "$token" = "at-cli-swift2c" ] || { echo "FAIL: C found '$token' after tokencache save" >&2; exit 1; }
-# Device code sign-in at the local identity provider (Tests/TokenCacheTests/Fixtures/fake_idp.py,
+# Device code sign-in at the local identity provider (Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py,
 # alive while its standard input is open): approved, the token is found by the CLI (and again
 # under AddressSanitizer/LeakSanitizer); denied, TOKENCACHE_E_ACCESS_DENIED.
 start=$SECONDS
-coproc IDP { exec python3 Tests/TokenCacheTests/Fixtures/fake_idp.py; }
+coproc IDP { exec python3 Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py; }
 read -r port <&"${IDP[0]}"
 token="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" approve_device)"
 # carol is now at two clouds (login.microsoftonline.com above, 127.0.0.1 here): --authority picks this one.

@@ -1,5 +1,5 @@
 /* Native authentication through the C interface (tokencache_native_*), against the loopback
-   stand-in of the native-auth API (Tests/TokenCacheTests/Fixtures/native_auth.py). Run by
+   stand-in of the native-auth API (Tests/TokenCacheTestIdentityProvider/Fixtures/native_auth.py). Run by
    Tests/TokenCacheTests/NativeAuth/NativeAuthCAPITests.swift:
      test_native_auth MODE GROUP AUTHORITY MAILBOX EMAIL [PASSWORD]
    MODE: signin (a wrong code first, then the mailed one; or the password prompt), signup (the

@@ -48,7 +48,7 @@ def open_empty_store(test):
 
 def start_idp(test):
     """Starts the local identity provider for a test: its authority, and a function calling its endpoints."""
-    idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTests/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
+    idp = subprocess.Popen([sys.executable, "Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py"], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
     test.addCleanup(idp.stdout.close)
     test.addCleanup(idp.wait)

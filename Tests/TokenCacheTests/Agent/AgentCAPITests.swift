@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The C interface's silent acquisition through `tokencache agent` (#38): Tests/CTests/test_capi.c
 /// in a fresh container home, with only TOKENCACHE_AGENT_SOCK set.
@@ -44,7 +45,7 @@ struct AgentCAPITests {
 private func silentInContainer(_ backend: String, _ scenario: AgentScenario, socket: String) async throws -> ProcessOutput {
     let build = try TestEnvironment.temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: build) }
-    let program = try CAPIInteropTests.program(in: build)
+    let program = try CTestPrograms.testCAPI(in: build)
     let arguments = ["silent", backend, Fixtures.appTwo, scenario.authority, Fixtures.alice.username, "User.Read"]
     let environment = scenario.containerEnvironment(socket: socket)
     return try await offThePool { try runProcess(program, arguments, environment: environment) }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The agent's socket reached from elsewhere: forwarded by OpenSSH (`ssh -R`, a private sshd on
 /// loopback with throw-away keys) and bind-mounted into a second mount namespace (a container's view).

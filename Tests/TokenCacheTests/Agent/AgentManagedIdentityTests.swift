@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The agent's App Service managed-identity endpoint (`--managed-identity`), against the real
 /// azure-identity from PyPI (.venv-azure-identity, made by scripts/install-deps.sh).

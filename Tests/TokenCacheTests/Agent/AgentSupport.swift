@@ -2,6 +2,8 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// A `tokencache agent` running as a subprocess for one test, on the desktop's store.
 final class RunningAgent: @unchecked Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// `tokencache agent` (#38): a desktop's group served to a container through the socket.
 @Suite("Agent", .serialized)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// tokencache_native_* end to end: Tests/CTests/test_native_auth.c, compiled against the built
 /// libTokenCacheC.so, signs in, up and resets through the C prompt callback at the stand-in;

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// `tokencache login --native`, `signup` and `reset-password` end to end against the stand-in:
 /// the code is typed on standard input (a pipe) once the stand-in has mailed it, passwords come

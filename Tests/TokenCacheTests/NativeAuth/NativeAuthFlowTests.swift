@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Native authentication against the stand-in of the API V1 (Fixtures/native_auth.py on
 /// fake_idp.py): sign-in with an email code or a password, sign-up, password reset, what is

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// What a native sign-in leaves in the cache, read by real MSAL Python 1.39, and the browser
 /// fallback a `redirect` answer calls for, completed in headless Chromium.
@@ -20,7 +22,7 @@ struct NativeAuthInteropTests {
         let cache = try #require(try JSONSerialization.jsonObject(with: try stand.store.exportMSALJSON()) as? [String: Any])
         let accounts = try #require(cache["Account"] as? [String: [String: Any]])
         #expect(accounts.keys.sorted() == ["\(account.account.homeAccountID)-127.0.0.1-\(Fixtures.tenantA)".lowercased()])
-        let answer = try await MSALPythonAuthorityTests.python([
+        let answer = try await MSALPython.run([
             "op": "silent", "cache": cache, "authority": stand.idp.httpsAuthority(), "ca_bundle": try #require(stand.idp.certificate).path,
             "client_id": Fixtures.appOne, "username": NativeAuthStandIn.passwordUser, "scopes": scopes])
         #expect(answer["accounts"] as? [String] == [NativeAuthStandIn.passwordUser])

@@ -4,6 +4,8 @@ import FoundationNetworking
 #endif
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The native-auth API of Fixtures/fake_idp.py (native_auth.py) for one test: users, the
 /// mailbox the codes are "mailed" to, and the app on it.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// The one pool blocking work runs on (run under ThreadSanitizer in CI with the other Concurrency tests).
 @Suite("Blocking pool")

@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// Run under ThreadSanitizer in CI (`swift test --sanitize=thread --filter Concurrency`).
 @Suite("Concurrency within one process", .capturesLogs)

@@ -5,6 +5,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The MSAL-shaped app API: one object from one configuration, silent parameters, results that
 /// say where they came from, account management, and the stream of account changes.

@@ -5,6 +5,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// Refresh tokens rotate at the fake provider (each is redeemable once). Several helper
 /// processes share one encrypted-file cache and call acquireTokenSilent at the same moment.

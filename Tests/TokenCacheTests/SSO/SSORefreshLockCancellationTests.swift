@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
 
 /// Waiting for another process's refresh ends when the waiting task is cancelled.
 @Suite("Refresh-lock cancellation")

@@ -5,6 +5,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
 
 /// The refresh-lock directory gets the encrypted file's directory checks: whoever controls it
 /// could hold every lock file and block refreshes.

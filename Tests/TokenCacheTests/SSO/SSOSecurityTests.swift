@@ -5,6 +5,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// Security issue #23: a refresh token goes only to the host that issued it, a response cannot
 /// rewrite another account, and proof-of-possession tokens are never served as bearer tokens.

@@ -9,6 +9,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 @Suite("Silent SSO through the token endpoint", .capturesLogs)
 struct SilentSSOTests {

@@ -6,6 +6,8 @@ import Synchronization
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The browser sign-in against another local user (uid 65534, as `setpriv` makes it): the
 /// authorization request stays out of every process's arguments, the listener holds every

@@ -9,6 +9,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The interactive sign-in (authorization code, PKCE, loopback redirect) completed by a real
 /// browser: headless Chromium loads the fake identity provider's login page, whose script signs
@@ -142,8 +144,8 @@ struct BrowserSignInTests {
             "op": "silent", "cache": cache, "authority": tls.httpsAuthority(), "ca_bundle": try #require(tls.certificate).path,
             "client_id": Fixtures.appOne, "username": Fixtures.alice.username, "scopes": ["User.Read"]]
         let input = try JSONSerialization.data(withJSONObject: request)
-        let python = try MSALPythonInteropTests.interpreter(), script = MSALPythonInteropTests.script
-        let answer = try MSALPythonInteropTests.answer(try await offThePool { try runProcess(python, [script], input: input) })
+        let python = try MSALPython.interpreter(), script = MSALPython.script
+        let answer = try MSALPython.answer(try await offThePool { try runProcess(python, [script], input: input) })
         #expect(answer["accounts"] as? [String] == [Fixtures.alice.username])
         let redeemed = try #require(answer["result"] as? [String: Any])
         #expect((redeemed["access_token"] as? String)?.hasPrefix("at-issued-") == true, "\(redeemed["error"] ?? "no error")")

@@ -9,6 +9,8 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
 
 /// The device code flow (RFC 8628) against the fake identity provider, which answers each poll
 /// as the test tells it (pending, slow_down, expired, denied) and "approves" a user code the way
@@ -183,9 +185,9 @@ struct MSALPythonDeviceCodeInteropTests {
         let request: [String: Any] = [
             "op": "device", "authority": tls.httpsAuthority(), "ca_bundle": try #require(tls.certificate).path,
             "client_id": Fixtures.appOne, "scopes": ["User.Read"], "control": "http://127.0.0.1:\(tls.port)/control"]
-        let python = try MSALPythonInteropTests.interpreter(), script = MSALPythonInteropTests.script
+        let python = try MSALPython.interpreter(), script = MSALPython.script
         let input = try JSONSerialization.data(withJSONObject: request)
-        let answer = try MSALPythonInteropTests.answer(try await offThePool { try runProcess(python, [script], input: input) })
+        let answer = try MSALPython.answer(try await offThePool { try runProcess(python, [script], input: input) })
         let result = try #require(answer["result"] as? [String: Any])
         #expect((result["access_token"] as? String)?.hasPrefix("at-issued-") == true, "\(result)")
         let cache = try JSONSerialization.data(withJSONObject: try #require(answer["cache"] as? [String: Any]))

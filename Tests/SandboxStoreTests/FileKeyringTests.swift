@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+@testable import EncryptedFileStore
+@testable import SandboxStore
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
+import TokenCacheTestSupport
+
+/// The libsecret/oo7 file keyring format, against the real libsecret 0.20.5: `secret-tool` with
+/// `SECRET_BACKEND=file` and libsecret's own test variables (`SECRET_FILE_TEST_PATH`,
+/// `SECRET_FILE_TEST_PASSWORD`: the password is the keyring secret, as the portal's 64 bytes are
+/// in a sandbox) reads what we write and writes what we read.
+@Suite("File keyring: libsecret/oo7 format", .capturesLogs)
+struct FileKeyringTests {
+    let directory: URL
+    var path: String { directory.appendingPathComponent("keyrings/default.keyring").path }
+    static let password = "file-keyring-test-secret-0123456789"
+
+    init() throws { directory = try TestEnvironment.temporaryDirectory() }
+
+    func keyring(_ password: String = Self.password) -> FileKeyring {
+        Array(password.utf8).withUnsafeBytes { FileKeyring(path: path, secret: $0) }
+    }
+
+    /// Runs libsecret's `secret-tool` on the file backend with our file and password.
+    func secretTool(_ arguments: [String], input: String? = nil, password: String = Self.password) throws -> ProcessOutput {
+        var environment = ProcessInfo.processInfo.environment
+        environment["SECRET_BACKEND"] = "file"
+        environment["SECRET_FILE_TEST_PATH"] = path
+        environment["SECRET_FILE_TEST_PASSWORD"] = password
+        return try runProcess("/usr/bin/secret-tool", arguments, input: input.map { Data($0.utf8) }, environment: environment)
+    }
+
+    func store(_ keyring: FileKeyring, _ attributes: [String: String], label: String, secret: String) throws {
+        _ = try keyring.modify { (edit) throws(TokenCacheError) in
+            try edit.store(attributes: attributes, label: label, secret: Data(secret.utf8))
+        }
+    }
+
+    @Test("The file has libsecret's header and version, and a new keyring's salt and rounds")
+    func headerAndParameters() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "a"], label: "A", secret: "one")
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(Array(data.prefix(18)) == Array("GnomeKeyring\n\r\u{0}\n".utf8) + [1, 0])
+        let contents = try FileKeyringContents(parsing: data, path: path)
+        #expect(contents.salt.count == 32 && contents.iterations == 100_000 && contents.items.count == 1)
+        #expect(contents.items[0].hashedAttributes["service"]?.count == 32)
+        // Written as serialized: parsing and writing again gives the same bytes.
+        #expect(contents.serialized() == data)
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+    }
+
+    @Test("secret-tool (libsecret's file backend) finds and decrypts an item we stored")
+    func secretToolReadsOurs() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "tokencache-test", "account": "alice"], label: "Our item", secret: "our secret value")
+        let lookup = try secretTool(["lookup", "service", "tokencache-test"])
+        #expect(lookup.status == 0, "\(lookup.stderr)")
+        #expect(lookup.stdout == "our secret value")
+        let search = try secretTool(["search", "--all", "account", "alice"])
+        #expect(search.stdout.contains("label = Our item") || search.stderr.contains("label = Our item"), "\(search.stdout)\(search.stderr)")
+    }
+
+    @Test("An item secret-tool stored is read by us, and our writes keep it")
+    func weReadSecretTools() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let stored = try secretTool(["store", "--label=Theirs", "service", "theirs", "user", "bob"], input: "their secret")
+        #expect(stored.status == 0, "\(stored.stderr)")
+        let ours = keyring()
+        let items = try ours.items(matching: ["service": "theirs"])
+        #expect(items.count == 1)
+        #expect(items.first.map { String(decoding: $0.secret, as: UTF8.self) } == "their secret")
+        #expect(items.first?.label == "Theirs" && items.first?.attributes["user"] == "bob")
+        // Our write (another item) keeps theirs, which secret-tool still decrypts.
+        try store(ours, ["service": "ours"], label: "Ours", secret: "ours")
+        #expect(try secretTool(["lookup", "service", "theirs"]).stdout == "their secret")
+        // And secret-tool's replace of our item (same attributes) is what we read next.
+        #expect(try secretTool(["store", "--label=Replaced", "service", "ours"], input: "replaced").status == 0)
+        let replaced = try ours.items(matching: ["service": "ours"])
+        #expect(replaced.count == 1 && replaced.first?.label == "Replaced")
+    }
+
+    @Test("secret-tool clear removes our item; our remove removes theirs")
+    func removals() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ours = keyring()
+        try store(ours, ["service": "x", "n": "1"], label: "1", secret: "s1")
+        #expect(try secretTool(["store", "--label=2", "service", "x", "n", "2"], input: "s2").status == 0)
+        #expect(try secretTool(["clear", "n", "1"]).status == 0)
+        #expect(try ours.items(matching: ["service": "x"]).map(\.label) == ["2"])
+        let (removed, _) = try ours.modify { (edit) throws(TokenCacheError) in try edit.remove(matching: ["n": "2"]) }
+        #expect(removed == 1)
+        #expect(try secretTool(["lookup", "service", "x"]).stdout.isEmpty)
+    }
+
+    @Test("Another secret cannot read the file, and gets a typed error, not an empty keyring")
+    func wrongSecret() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "a"], label: "A", secret: "one")
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(throws: TokenCacheError.self) { try keyring("another app's secret").items(matching: [:]) }
+        // A store with the wrong secret must not add an item the right one cannot read, nor lose one.
+        let other = keyring("another app's secret")
+        #expect(throws: TokenCacheError.self) {
+            _ = try other.modify { (edit) throws(TokenCacheError) in
+                _ = try edit.items(matching: ["service": "a"])
+            }
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test("A tampered item or a file that is not a keyring is refused and left as it is")
+    func tampering() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "a"], label: "A", secret: "a secret of some length")
+        var data = try Data(contentsOf: URL(fileURLWithPath: path))
+        // Flip one bit of the item's ciphertext (the blob sits near the end, before the MAC).
+        data[data.count - 60] ^= 0x01
+        try data.write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: TokenCacheError.self) { try keyring().items(matching: ["service": "a"]) }
+        #expect(error?.code == .fileAuthenticationFailed)
+        try Data("not a keyring at all".utf8).write(to: URL(fileURLWithPath: path))
+        let refused = #expect(throws: TokenCacheError.self) {
+            try store(keyring(), ["service": "b"], label: "B", secret: "b")
+        }
+        #expect(refused?.code == .invalidCacheData)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "not a keyring at all")
+    }
+
+    @Test("A change by another process is seen on the next read (mtime reload)")
+    func reloadsOnChange() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ours = keyring()
+        try store(ours, ["service": "a"], label: "A", secret: "one")
+        #expect(try ours.items(matching: [:]).count == 1)
+        #expect(try secretTool(["store", "--label=B", "service", "b"], input: "two").status == 0)
+        #expect(try ours.items(matching: [:]).count == 2)
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+import TokenCache
+import TokenCacheTestSupport
+
+/// Debian's Chromium, headless, as the user's browser of the interactive sign-in tests: it loads
+/// the fake identity provider's login page, runs its script, posts the form and follows the
+/// redirect to the loopback listener. One instance per sign-in; ``close()`` ends the browser and
+/// removes its throw-away profile.
+package final class HeadlessChromium: Sendable {
+    package static let path = "/usr/bin/chromium"
+    package static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
+    /// Browser tests run where Chromium is installed, and in CI always (where a missing browser
+    /// makes them fail rather than skip; scripts/install-deps.sh installs it).
+    package static var runsBrowserTests: Bool { isInstalled || TestEnvironment.isCI }
+
+    package init() {}
+
+    private let running = Mutex<(process: Process, profile: URL)?>(nil)
+    /// How many URLs it was asked to open.
+    package let opened = Atomic<Int>(0)
+
+    package var opener: BrowserOpener {
+        .custom { [self] url in try launch(url) }
+    }
+
+    private func launch(_ url: URL) throws {
+        opened.add(1, ordering: .sequentiallyConsistent)
+        let profile = try TestEnvironment.temporaryDirectory()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.path)
+        process.arguments = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                             "--user-data-dir=\(profile.path)", url.absoluteString]
+        // Chromium's own chatter (D-Bus, GPU) is not the test's output.
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        running.withLock { $0 = (process, profile) }
+    }
+
+    /// Ends the browser (it keeps running after the flow) and removes its profile.
+    package func close() {
+        guard let (process, profile) = running.withLock({ value in defer { value = nil }; return value }) else { return }
+        // Process starts Chromium as the leader of its own process group, which its helpers join:
+        // end them all, and wait for them, since they write to the profile (history with the
+        // redirect URL) after the main process is gone.
+        let pid = process.processIdentifier
+        let ownGroup = getpgid(pid) == pid
+        if ownGroup { kill(-pid, SIGTERM) } else { process.terminate() }
+        process.waitUntilExit()
+        if ownGroup {
+            let giveUp = Date().addingTimeInterval(10)
+            while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
+            if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
+        }
+        try? FileManager.default.removeItem(at: profile)
+    }
+
+    deinit { close() }
+}
+
+extension FakeIdentityProvider {
+    /// The sign-in side of /stats: authorization requests as received, device code polls.
+    package struct SignInStats: Decodable {
+        package struct Poll: Decodable {
+            package var outcome: String
+            package var at: Double
+        }
+        /// Token requests; grant_type and client_info are set for authorization codes.
+        package struct Grant: Decodable {
+            package var grant_type: String?
+            package var client_info: Bool?
+        }
+        package var authorize_requests: [[String: String]]
+        package var device_polls: [Poll]
+        package var grants: [Grant]
+    }
+
+    package func signInStats() async throws -> SignInStats {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/stats")!)
+        return try JSONDecoder().decode(SignInStats.self, from: data)
+    }
+
+    /// The provider plays Alice at its login page: `"submit"` signs in, `"cancel"` cancels.
+    package func actAsUser(_ action: String, family: [String: String] = [:]) async throws {
+        try await control(["browser_action": action, "family_clients": family,
+                           "sign_in_user": ["uid": Fixtures.alice.uid, "utid": Fixtures.alice.tenant, "username": Fixtures.alice.username]])
+    }
+}
+
+extension Result {
+    /// The failure, if any (for a task's result).
+    package var error: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
