@@ -34,10 +34,19 @@ struct PortalKeyringTests {
 
     /// Runs `command` inside the test Flatpak sandbox of `app` (this test's app by default).
     /// With `bound`, a run still going after that many seconds is killed and reported as status 124.
-    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil) throws -> ProcessOutput {
-        var environment = ProcessInfo.processInfo.environment
+    /// With `portal`, the sandbox's bus is a private one whose real xdg-desktop-portal has the
+    /// test Secret backend answering so (scripts/with-test-portal-backend.sh), logging to `portalLog`.
+    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil,
+                   portal: String? = nil, portalLog: String? = nil, environment extra: [String: String] = [:]) throws -> ProcessOutput {
+        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] { environment[name] = nil }
         environment["NO_COLOR"] = "1"
+        if let portal {
+            environment["PORTAL_BACKEND_LOG"] = portalLog
+            return try runProcess(Self.repository.appendingPathComponent("scripts/with-test-portal-backend.sh").path,
+                                  [portal, Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh").path,
+                                   "--app-id", app ?? appID] + command, input: input, environment: environment)
+        }
         if let bound {
             let process = Process()
             process.executableURL = Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh")
@@ -64,9 +73,11 @@ struct PortalKeyringTests {
     }
 
     /// The `tokencache` CLI in the sandbox, on the automatic backend and this test's group.
-    func tokencache(_ arguments: [String], input: Data? = nil, app: String? = nil) throws -> ProcessOutput {
+    func tokencache(_ arguments: [String], input: Data? = nil, app: String? = nil, backend: String? = "auto",
+                    portal: String? = nil, portalLog: String? = nil) throws -> ProcessOutput {
         let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        return try sandboxed([binary] + arguments + ["--backend", "auto", "--group", group], input: input, app: app)
+        return try sandboxed([binary] + arguments + (backend.map { ["--backend", $0] } ?? []) + ["--group", group], input: input, app: app,
+                             portal: portal, portalLog: portalLog)
     }
 
     func save(_ user: Fixtures.User, app: String? = nil) throws -> [String: Any] {
