@@ -6,11 +6,20 @@
 # (itself sandboxed with the same /.flatpak-info, so the portal knows the app), which lets it
 # talk to org.freedesktop.portal.* only: org.freedesktop.secrets is not visible inside.
 # Must run inside a D-Bus session with gnome-keyring (scripts/with-test-keyring.sh):
-#   scripts/with-test-keyring.sh scripts/with-test-flatpak.sh [--app-id ID] COMMAND...
+#   scripts/with-test-keyring.sh scripts/with-test-flatpak.sh [--app-id ID] [--talk NAME]... COMMAND...
+# --talk NAME lets the sandbox talk to NAME too, as a manifest's --talk-name=NAME does (e.g.
+# org.freedesktop.secrets for an app that migrates from the host keyring).
 set -euo pipefail
 APP_ID=org.swifttokencache.TestApp
-if [ "${1:-}" = --app-id ]; then APP_ID="$2"; shift 2; fi
-(($#)) || { echo "usage: $0 [--app-id ID] COMMAND..." >&2; exit 2; }
+TALK=(--talk='org.freedesktop.portal.*')
+while (($#)); do
+    case "$1" in
+        --app-id) APP_ID="$2"; shift 2 ;;
+        --talk) TALK+=(--talk="$2"); shift 2 ;;
+        *) break ;;
+    esac
+done
+(($#)) || { echo "usage: $0 [--app-id ID] [--talk NAME]... COMMAND..." >&2; exit 2; }
 [ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || { echo "no session bus: run inside scripts/with-test-keyring.sh" >&2; exit 2; }
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -41,7 +50,7 @@ SANDBOX=(--tmpfs / --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/sbin
 # The bus proxy, in a sandbox with the same /.flatpak-info (the portal reads the peer's).
 PROXY_SOCKET="$WORK/bus"
 bwrap "${SANDBOX[@]}" --bind "$WORK" "$WORK" \
-    xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter --talk='org.freedesktop.portal.*' &
+    xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter "${TALK[@]}" &
 PROXY_PID=$!
 for _ in $(seq 200); do [ -S "$PROXY_SOCKET" ] && break; sleep 0.02; done
 [ -S "$PROXY_SOCKET" ] || { echo "xdg-dbus-proxy did not start" >&2; exit 1; }
