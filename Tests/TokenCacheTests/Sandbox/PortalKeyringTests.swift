@@ -14,6 +14,9 @@ struct PortalKeyringTests {
         + String(Int.random(in: 1000...9999))
     let group = "org.swift-tokencache.sandbox-\(UUID().uuidString.prefix(8).lowercased())"
 
+    /// Set: the sandbox is the test Snap of that name instead (with-test-flatpak.sh --snap).
+    var snapName: String?
+
     var keyringPath: String { home + "/.var/app/\(appID)/data/keyrings/default.keyring" }
     var home: String { ProcessInfo.processInfo.environment["HOME"] ?? "/" }
 
@@ -39,7 +42,7 @@ struct PortalKeyringTests {
     func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil,
                    portal: String? = nil, portalLog: String? = nil, talk: [String] = [],
                    environment extra: [String: String] = [:]) throws -> ProcessOutput {
-        let harness = ["--app-id", app ?? appID] + talk.flatMap { ["--talk", $0] }
+        let harness = ["--app-id", app ?? appID] + talk.flatMap { ["--talk", $0] } + (snapName.map { ["--snap", $0] } ?? [])
         var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
         for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] { environment[name] = nil }
         environment["NO_COLOR"] = "1"
