@@ -39,11 +39,11 @@ struct PortalKeyringTests {
     /// With `bound`, a run still going after that many seconds is killed and reported as status 124.
     /// With `portal`, the sandbox's bus is a private one whose real xdg-desktop-portal has the
     /// test Secret backend answering so (scripts/with-test-portal-backend.sh), logging to `portalLog`.
+    /// `talk` names more bus names the sandbox may talk to (as a manifest's --talk-name).
     func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil,
-                   portal: String? = nil, portalLog: String? = nil, talk: [String] = [],
-                   environment extra: [String: String] = [:]) throws -> ProcessOutput {
+                   portal: String? = nil, portalLog: String? = nil, talk: [String] = []) throws -> ProcessOutput {
         let harness = ["--app-id", app ?? appID] + talk.flatMap { ["--talk", $0] } + (snapName.map { ["--snap", $0] } ?? [])
-        var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+        var environment = ProcessInfo.processInfo.environment
         for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] { environment[name] = nil }
         environment["NO_COLOR"] = "1"
         if let portal {
