@@ -19,9 +19,9 @@ package enum SecretPortal {
     package static let secretByteCount = 64
 
     /// Whether this process runs in a sandbox as libsecret tells: `/.flatpak-info` exists
-    /// (Flatpak) or `SNAP_NAME` is set (Snap).
+    /// (Flatpak) or `SNAP_NAME` is set, even empty (Snap; libsecret's `g_getenv ("SNAP_NAME") != NULL`).
     package static func isSandboxed(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        access("/.flatpak-info", F_OK) == 0 || !(environment["SNAP_NAME"] ?? "").isEmpty
+        access("/.flatpak-info", F_OK) == 0 || environment["SNAP_NAME"] != nil
     }
 
     /// Which sandbox, for people: "Flatpak" or "Snap <name>".
@@ -134,12 +134,14 @@ package enum SecretPortal {
                                        hint: "Check that the keyring that keeps it (gnome-keyring's login keyring) is unlocked; nothing was changed",
                                        reason: .portalRequestFailed)
         }
-        // Exactly 64 bytes, as libsecret reads them; bounded, should the backend never write.
+        // Exactly 64 bytes, as libsecret reads them. The backend wrote them before it answered,
+        // and the portal keeps a copy of the write end (no EOF): a short secret ends in 5 s.
         let secret = SecretPage(byteCount: secretByteCount)
+        let readDeadline = min(deadline, Date().addingTimeInterval(5))
         var done = 0
         while done < secretByteCount {
             var ready = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
-            let remaining = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+            let remaining = Int32(max(0, readDeadline.timeIntervalSinceNow) * 1000)
             guard poll(&ready, 1, remaining) > 0 else { break }
             let count = read(reader, secret.bytes.baseAddress! + done, secretByteCount - done)
             if count < 0 && errno == EINTR { continue }

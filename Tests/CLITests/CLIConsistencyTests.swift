@@ -134,7 +134,7 @@ struct CLIConsistencyTests {
         #expect(doctor.stdout.contains("passphrase from \(open.path)"), "\(doctor.stdout)")
     }
 
-    @Test("migrate refuses --to auto at parse time, and its help offers only secret-service and file")
+    @Test("migrate refuses --to auto at parse time, and its help offers only secret-service, file (and sandbox for --to)")
     func migrateConcreteBackends() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
@@ -142,7 +142,7 @@ struct CLIConsistencyTests {
         #expect(output.status == 64 && output.stderr.contains("secret-service or file"), "\(output.stderr)")
         let help = try cli.run(["migrate", "--help"], withGroup: false)
         #expect(!help.stdout.contains("values: auto"), "\(help.stdout)")
-        #expect(help.stdout.contains("The backend to move to: secret-service or file."), "\(help.stdout)")
+        #expect(help.stdout.contains("The backend to move to: secret-service, file, or"), "\(help.stdout)")
         #expect(!help.stdout.contains("never changed or deleted"), "\(help.stdout)")
     }
 

@@ -15,6 +15,9 @@ struct PortalKeyringTests {
         + String(Int.random(in: 1000...9999))
     let group = "org.swift-tokencache.sandbox-\(UUID().uuidString.prefix(8).lowercased())"
 
+    /// Set: the sandbox is the test Snap of that name instead (with-test-flatpak.sh --snap).
+    var snapName: String?
+
     var keyringPath: String { home + "/.var/app/\(appID)/data/keyrings/default.keyring" }
     var home: String { ProcessInfo.processInfo.environment["HOME"] ?? "/" }
 
@@ -35,14 +38,25 @@ struct PortalKeyringTests {
 
     /// Runs `command` inside the test Flatpak sandbox of `app` (this test's app by default).
     /// With `bound`, a run still going after that many seconds is killed and reported as status 124.
-    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil) throws -> ProcessOutput {
+    /// With `portal`, the sandbox's bus is a private one whose real xdg-desktop-portal has the
+    /// test Secret backend answering so (scripts/with-test-portal-backend.sh), logging to `portalLog`.
+    /// `talk` names more bus names the sandbox may talk to (as a manifest's --talk-name).
+    func sandboxed(_ command: [String], input: Data? = nil, app: String? = nil, bound: Double? = nil,
+                   portal: String? = nil, portalLog: String? = nil, talk: [String] = []) throws -> ProcessOutput {
+        let harness = ["--app-id", app ?? appID] + talk.flatMap { ["--talk", $0] } + (snapName.map { ["--snap", $0] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] { environment[name] = nil }
         environment["NO_COLOR"] = "1"
+        if let portal {
+            environment["PORTAL_BACKEND_LOG"] = portalLog
+            return try runProcess(Self.repository.appendingPathComponent("scripts/with-test-portal-backend.sh").path,
+                                  [portal, Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh").path]
+                                  + harness + command, input: input, environment: environment)
+        }
         if let bound {
             let process = Process()
             process.executableURL = Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh")
-            process.arguments = ["--app-id", app ?? appID] + command
+            process.arguments = harness + command
             process.environment = environment
             let stdout = Pipe(), stderr = Pipe(), stdin = Pipe()
             (process.standardOutput, process.standardError, process.standardInput) = (stdout, stderr, stdin)
@@ -61,19 +75,21 @@ struct PortalKeyringTests {
             return ProcessOutput(status: timedOut ? 124 : process.terminationStatus, stdout: out, stderr: err)
         }
         return try runProcess(Self.repository.appendingPathComponent("scripts/with-test-flatpak.sh").path,
-                              ["--app-id", app ?? appID] + command, input: input, environment: environment)
+                              harness + command, input: input, environment: environment)
     }
 
     /// The `tokencache` CLI in the sandbox, on the automatic backend and this test's group.
-    func tokencache(_ arguments: [String], input: Data? = nil, app: String? = nil) throws -> ProcessOutput {
+    func tokencache(_ arguments: [String], input: Data? = nil, app: String? = nil, backend: String? = "auto",
+                    portal: String? = nil, portalLog: String? = nil, talk: [String] = []) throws -> ProcessOutput {
         let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        return try sandboxed([binary] + arguments + ["--backend", "auto", "--group", group], input: input, app: app)
+        return try sandboxed([binary] + arguments + (backend.map { ["--backend", $0] } ?? []) + ["--group", group], input: input, app: app,
+                             portal: portal, portalLog: portalLog, talk: talk)
     }
 
-    func save(_ user: Fixtures.User, app: String? = nil) throws -> [String: Any] {
+    func save(_ user: Fixtures.User, app: String? = nil, backend: String = "auto") throws -> [String: Any] {
         let response = Fixtures.response(for: user, scope: "User.Read", foci: "1", tag: "sandbox")
         let saved = try tokencache(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
-                                    "--scopes", "User.Read"], input: Fixtures.json(response), app: app)
+                                    "--scopes", "User.Read"], input: Fixtures.json(response), app: app, backend: backend)
         #expect(saved.status == 0, "\(saved.stderr)")
         return response
     }

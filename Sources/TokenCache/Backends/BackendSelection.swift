@@ -71,6 +71,20 @@ public struct BackendSelection: Sendable {
         }
     }
 
+    /// The sandboxed app's portal-keyed file keyring, the backend `automatic` picks inside a
+    /// Flatpak or Snap sandbox, opened by itself: the destination of a one-time
+    /// ``CacheMigration/migrate(_:from:to:)`` from the host's Secret Service or the encrypted
+    /// file (as `oo7::migrate` does; ours verifies the copy before removing the source).
+    /// - Throws: ``TokenCacheError`` `backendUnavailable` outside a sandbox (the host's keyring
+    ///   file would be keyed by no app); `portalCancelled`, `portalFailed`, `noSessionBus`, `timedOut`.
+    public static func openSandboxKeyring(portalTimeout: Double = 60) throws(TokenCacheError) -> any CacheBackend {
+        guard SecretPortal.isSandboxed() else {
+            throw TokenCacheError(.backendUnavailable, "The sandbox keyring exists only inside a Flatpak or Snap sandbox (no /.flatpak-info, no SNAP_NAME).",
+                                  hint: "Run the migration inside the app's sandbox, e.g. flatpak run --command=tokencache APP_ID migrate ...")
+        }
+        return try PortalKeyringBackend(portalTimeout: portalTimeout)
+    }
+
     /// Why the portal-keyed file keyring is the automatic choice here, or nil when it is not:
     /// libsecret's test (`/.flatpak-info` or `SNAP_NAME`, and the portal's Secret `version` is 1).
     static func sandboxWithSecretPortal() -> String? {

@@ -12,7 +12,10 @@ struct MigrateCommand: ParsableCommand {
         copied entries from the source. Running it again after an interruption finishes the job. \
         On the Secret Service, --from-collection and --to-collection name the collection of each \
         side (default, session or a collection's label), so a group can also move between two \
-        collections.
+        collections. Inside a Flatpak or Snap sandbox, --to sandbox moves the group into the \
+        app's file keyring keyed by the Secret portal (which --backend auto uses there, and \
+        libsecret and oo7 code of the app read), from the host's Secret Service (the app needs \
+        --talk-name=org.freedesktop.secrets for that) or the encrypted file.
 
         --from-store NAME (instead of --from) copies another tool's MSAL cache (a name \
         `tokencache stores` shows, such as azure-cli) into the group on --to, unknown fields \
@@ -33,6 +36,7 @@ struct MigrateCommand: ParsableCommand {
 
         Examples:
           tokencache migrate --from file --to secret-service
+          tokencache migrate --from secret-service --to sandbox     (inside a Flatpak or Snap)
           tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
           tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
@@ -45,8 +49,22 @@ struct MigrateCommand: ParsableCommand {
             help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"))
     var fromStore: String?
 
-    @Option(help: ArgumentHelp("The backend to move to: secret-service or file.", valueName: "backend"), transform: Self.concreteBackend)
-    var to: BackendPolicy?
+    @Option(help: ArgumentHelp("The backend to move to: secret-service, file, or sandbox (inside a Flatpak or Snap: the app's file keyring keyed by the Secret portal, which auto uses there).",
+                               valueName: "backend"), transform: Self.destination)
+    var to: Destination?
+
+    /// Where --to points: a backend, or the sandboxed app's portal-keyed file keyring.
+    enum Destination: Equatable {
+        case backend(BackendPolicy)
+        case sandboxKeyring
+
+        /// The policy settings resolve with; inside a sandbox `auto` is the sandbox keyring.
+        var policy: BackendPolicy { if case .backend(let policy) = self { policy } else { .automatic } }
+    }
+
+    private static func destination(_ value: String) throws -> Destination {
+        value == "sandbox" ? .sandboxKeyring : .backend(try concreteBackend(value))
+    }
 
     /// A migration names both sides: `auto` would move a group onto whichever backend answers.
     private static func concreteBackend(_ value: String) throws -> BackendPolicy {
@@ -91,7 +109,6 @@ struct MigrateCommand: ParsableCommand {
         if let group {
             do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
         }
-        guard to != .automatic else { throw ValidationError("--to must be secret-service or file.") }
         guard (to == nil) != (toStore == nil) else { throw ValidationError("Give --to (a backend) or --to-store (another tool's store), one of them.") }
         if toStore != nil && fromStore == nil { throw ValidationError("--to-store copies a store: give --from-store NAME too.") }
         if configureAzureCli && !["azure-cli-encrypted-2.91", "azure-cli-encrypted"].contains(toStore ?? "") {
@@ -106,7 +123,7 @@ struct MigrateCommand: ParsableCommand {
         }
         guard let from else { throw ValidationError("Give --from (a backend) or --from-store (another tool's cache).") }
         guard from != .automatic else { throw ValidationError("--from and --to must be secret-service or file.") }
-        guard from != to || (from == .secretService && fromCollection != toCollection) else {
+        guard .backend(from) != to || (from == .secretService && fromCollection != toCollection) else {
             throw ValidationError(from == .file ? "--from and --to must differ."
                                   : "--from and --to are both secret-service: give different --from-collection and --to-collection.")
         }
@@ -142,7 +159,7 @@ struct MigrateCommand: ParsableCommand {
             let external = ExternalStores.access(try ExternalStores.named(storeName), verbose: verbose)
             let source = try ExternalStores.read(external, everything: true)
             let json = try source.exportMSALJSON()
-            let settings = try StoreSettings.resolve(backend: to, group: group, collection: nil, passphraseFile: nil)
+            let settings = try StoreSettings.resolve(backend: to.policy, group: group, collection: nil, passphraseFile: nil)
             let group = settings.group.value
             let backend = try open(to, collection: toCollection, group: group, keySource: try StoreOptions.fileKeySource(settings),
                                    logger: logger, hints: .migrate(collectionOption: "--to-collection"))
@@ -158,8 +175,8 @@ struct MigrateCommand: ParsableCommand {
                 return
             }
             Terminal.print("The source was not changed.")
-            let collection = to == .secretService && toCollection != "default" ? " --collection \(toCollection)" : ""
-            var removal = "Once you have checked the copy (tokencache list --backend \(to.rawValue)\(collection) --group \(group)), remove the source yourself: `tokencache remove --store \(name) --account NAME --yes` removes an account under its owner's lock"
+            let collection = to == .backend(.secretService) && toCollection != "default" ? " --collection \(toCollection)" : ""
+            var removal = "Once you have checked the copy (tokencache list --backend \(to.policy.rawValue)\(collection) --group \(group)), remove the source yourself: `tokencache remove --store \(name) --account NAME --yes` removes an account under its owner's lock"
             removal += external.store.isEncrypted ? "." : ", or delete \(location)."
             if name == "azure-cli" {
                 removal += " Azure CLI can keep its cache in the keyring instead of this plaintext file: `tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli` (Azure CLI up to 2.91; azure-cli-encrypted for later layouts; needs a desktop keyring) moves it there and turns on Azure CLI's core.encrypt_token_cache for you, as `az config set core.encrypt_token_cache=true` would (Azure CLI falls back to the plaintext file whenever libsecret fails)."
@@ -229,6 +246,13 @@ struct MigrateCommand: ParsableCommand {
         try Terminal.confirmOrRefuse(plan, yes: yes, unchanged: "The copy was verified; the source was not deleted")
         try source.delete(ifStillHolding: copied)
         Terminal.print(TerminalText("Deleted \(source.store.name) (\(source.store.location))."))
+    }
+
+    /// The destination: a backend, or the sandbox keyring (which has no collections).
+    private func open(_ destination: Destination, collection: String, group: CacheGroup,
+                      keySource: EncryptedFileBackend.KeySource, logger: Logger, hints: HintContext) throws -> any CacheBackend {
+        guard case .backend(let policy) = destination else { return try hints.translating { try BackendSelection.openSandboxKeyring() } }
+        return try open(policy, collection: collection, group: group, keySource: keySource, logger: logger, hints: hints)
     }
 
     /// One side, its Secret Service collection checked up front so that an error names that

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs COMMAND on a private session bus where the real xdg-desktop-portal gives the Secret
+# portal through a test backend (scripts/test-secret-portal-backend.py) that answers ANSWER:
+# cancel (response 1, as a backend whose dialog was dismissed), fail (2), error (the backend
+# fails; the portal answers 2), short (0 with 10 bytes instead of 64) or none (no Secret
+# backend: the portal has no Secret interface). The bus has nothing
+# else: no gnome-keyring, no document portal, no activation. Every process started here is
+# ended here, by its id. The backend logs each call's app ID to $PORTAL_BACKEND_LOG if set.
+#   scripts/with-test-portal-backend.sh ANSWER scripts/with-test-flatpak.sh COMMAND...
+set -euo pipefail
+(($# >= 2)) || { echo "usage: $0 cancel|fail|error|short|none COMMAND..." >&2; exit 2; }
+ANSWER="$1"; shift
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/tokencache-portal.XXXXXX")"
+PIDS=()
+cleanup() {
+    # SIGKILL: a test process's children inherit a signal mask that blocks SIGTERM (measured:
+    # xdg-desktop-portal run from the test binary ignored it and this wait hung).
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT  # so that the EXIT trap ends what was started here
+
+cat > "$WORK/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$WORK/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>
+CONF
+# Their output goes to files (shown on failure): no process left behind holds the caller's pipes.
+dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --nosyslog >"$WORK/log" 2>&1 &
+PIDS+=($!)
+export DBUS_SESSION_BUS_ADDRESS="unix:path=$WORK/bus"
+for _ in $(seq 250); do [ -S "$WORK/bus" ] && break; sleep 0.02; done
+
+wait_for_name() {
+    for _ in $(seq 500); do
+        local reply  # no pipe into grep -q: its early exit would fail the sender under pipefail
+        reply="$(dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null || true)"
+        [[ "$reply" == *"boolean true"* ]] && return 0
+        sleep 0.02
+    done
+    echo "$1 did not appear on the test bus" >&2; cat "$WORK/log" >&2; return 1
+}
+mkdir "$WORK/portals"
+if [ "$ANSWER" != none ]; then
+    printf '[portal]\nDBusName=org.swifttokencache.TestSecretPortal\nInterfaces=org.freedesktop.impl.portal.Secret;\nUseIn=tokencache-test\n' \
+        > "$WORK/portals/tokencache-test.portal"
+    /usr/bin/python3 "$REPO/scripts/test-secret-portal-backend.py" org.swifttokencache.TestSecretPortal "$ANSWER" \
+        "${PORTAL_BACKEND_LOG:-/dev/null}" >>"$WORK/log" 2>&1 &
+    PIDS+=($!)
+    wait_for_name org.swifttokencache.TestSecretPortal
+fi
+XDG_DESKTOP_PORTAL_DIR="$WORK/portals" XDG_CURRENT_DESKTOP=tokencache-test /usr/libexec/xdg-desktop-portal --replace \
+    >>"$WORK/log" 2>&1 &
+PIDS+=($!)
+wait_for_name org.freedesktop.portal.Desktop
+
+status=0
+"$@" || status=$?
+exit "$status"
