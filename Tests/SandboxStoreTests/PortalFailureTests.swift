@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenCacheTestSupport
 @testable import TokenCacheCore
 
 /// How the Secret portal can refuse, each produced for real: the real xdg-desktop-portal on a

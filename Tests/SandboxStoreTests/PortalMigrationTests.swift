@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenCacheTestSupport
 @testable import TokenCacheCore
 
 /// `tokencache migrate --to sandbox`, run inside the test Flatpak: a one-time move into the

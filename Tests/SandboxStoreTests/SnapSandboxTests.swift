@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenCacheTestSupport
 
 /// Snap, as far as it can be run here: no snapd (so no snap-confine and no AppArmor, and the
 /// portal, which asks `snap routine portal-info` which snap a caller is, sees an unsandboxed
