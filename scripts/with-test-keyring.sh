@@ -20,8 +20,7 @@ case "$TOKENCACHE_TEST_PROVIDER" in
 esac
 (($#)) || { echo "usage: $0 [--provider gnome-keyring|keepassxc|kwallet] COMMAND..." >&2; exit 2; }
 . "$LIB/test-session.sh"
-# /tmp/tokencache-test.* for gnome-keyring (HarnessTests checks it), else tokencache-<provider>.*
-if [ "$TOKENCACHE_TEST_PROVIDER" = gnome-keyring ]; then enter_test_home test; else enter_test_home "$TOKENCACHE_TEST_PROVIDER"; fi
+enter_test_home
 
 status=0
 if [ "$TOKENCACHE_TEST_PROVIDER" = gnome-keyring ]; then

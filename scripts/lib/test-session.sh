@@ -1,10 +1,11 @@
 # Sourced by scripts/with-test-keyring.sh (and, inside the private bus, by the shell it starts):
 # the parts every test keyring provider shares.
 
-# enter_test_home NAME: a temporary root (/tmp/tokencache-NAME.XXXXXX, removed on exit) with a HOME,
-# XDG directories and an XDG_RUNTIME_DIR of its own; nothing of the real session is inherited.
+# enter_test_home: a temporary root (/tmp/tokencache-test.XXXXXX, removed on exit; HarnessTests
+# checks the name) with a HOME, XDG directories and an XDG_RUNTIME_DIR of its own; nothing of the
+# real session is inherited.
 enter_test_home() {
-    export TEST_ROOT; TEST_ROOT="$(mktemp -d "/tmp/tokencache-$1.XXXXXX")"
+    export TEST_ROOT; TEST_ROOT="$(mktemp -d /tmp/tokencache-test.XXXXXX)"
     trap 'rm -rf "$TEST_ROOT"' EXIT
     mkdir -p "$TEST_ROOT/home" "$TEST_ROOT/run"
     chmod 700 "$TEST_ROOT/run"
