@@ -29,8 +29,9 @@ else
     [ -n "${TOKENCACHE_C_LIBRARY:-}" ] || scripts/build-c-library.sh "$lib" >&2
     lib="$(realpath "$lib")"
     cflags=(-I"$lib/include" -L"$lib/lib" -ltokencache)
-    swift build --product tokencache >&2
-    CLI="${TOKENCACHE_CLI:-$(swift build --show-bin-path)/tokencache}"
+    # The CLI from the debug build unless TOKENCACHE_CLI names one.
+    [ -n "${TOKENCACHE_CLI:-}" ] || { swift build --product tokencache >&2; TOKENCACHE_CLI="$(swift build --show-bin-path)/tokencache"; }
+    CLI="$TOKENCACHE_CLI"
     runtime_path="$lib/lib"
 fi
 warnings=(-std=c11 -Wall -Wextra -Werror -O1 -g)

@@ -20,8 +20,9 @@ else
     lib="${TOKENCACHE_C_LIBRARY:-$WORK/lib}"
     [ -n "${TOKENCACHE_C_LIBRARY:-}" ] || scripts/build-c-library.sh "$lib" >&2
     export TOKENCACHE_LIBRARY="$(realpath "$lib")/lib/libtokencache.so.0"
-    swift build --product tokencache >&2
-    export TOKENCACHE_CLI="${TOKENCACHE_CLI:-$(swift build --show-bin-path)/tokencache}"
+    # The CLI from the debug build unless TOKENCACHE_CLI names one.
+    [ -n "${TOKENCACHE_CLI:-}" ] || { swift build --product tokencache >&2; TOKENCACHE_CLI="$(swift build --show-bin-path)/tokencache"; }
+    export TOKENCACHE_CLI
 fi
 if [ -z "${site:-}" ]; then
     # Installed as a user would (no network: the venv's setuptools builds it), from a copy:

@@ -1,31 +1,51 @@
 #!/usr/bin/env bash
-# Runs a command inside a private D-Bus session with a throw-away, unlocked gnome-keyring and a
-# temporary HOME, so tests never touch a real login keyring.
+# Runs a command inside a private D-Bus session with a throw-away Secret Service provider and a
+# temporary HOME, so tests never touch a real keyring, wallet or database:
+#   scripts/with-test-keyring.sh [--provider gnome-keyring|keepassxc|kwallet] COMMAND...
 #   scripts/with-test-keyring.sh swift test --skip-build
-# TOKENCACHE_TEST_KEYRING_SEED=DIR copies DIR's keyring files into the temporary keyrings folder
+# gnome-keyring (the default): unlocked, on a bus that can D-Bus-activate services (the sandbox
+# tests' xdg-desktop-portal). keepassxc, kwallet: headless, each the only org.freedesktop.secrets
+# owner on a bus with no service directories, so nothing (gnome-keyring, kwalletd5) can be
+# activated behind its back (scripts/lib/keepassxc.sh, scripts/lib/kwallet.sh say how each is run).
+# The command sees TOKENCACHE_TEST_KEYRING=1 and TOKENCACHE_TEST_PROVIDER=<provider>.
+# TOKENCACHE_TEST_KEYRING_SEED=DIR copies DIR's keyring files into gnome-keyring's keyrings folder
 # before the daemon starts (the benchmarks seed large keyrings this way).
 set -euo pipefail
-TEST_ROOT="$(mktemp -d /tmp/tokencache-test.XXXXXX)"
-trap 'rm -rf "$TEST_ROOT"' EXIT
-mkdir -p "$TEST_ROOT/home" "$TEST_ROOT/run"
-chmod 700 "$TEST_ROOT/run"
-if [ -n "${TOKENCACHE_TEST_KEYRING_SEED:-}" ]; then
-    mkdir -p "$TEST_ROOT/home/.local/share/keyrings"
-    cp -R "$TOKENCACHE_TEST_KEYRING_SEED"/. "$TEST_ROOT/home/.local/share/keyrings/"
-    chmod -R go-rwx "$TEST_ROOT/home/.local"
+LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
+export TOKENCACHE_TEST_PROVIDER=gnome-keyring
+if [ "${1:-}" = --provider ]; then TOKENCACHE_TEST_PROVIDER="${2:-}"; shift 2 || shift; fi
+case "$TOKENCACHE_TEST_PROVIDER" in
+    gnome-keyring|keepassxc|kwallet) ;;
+    *) echo "usage: $0 [--provider gnome-keyring|keepassxc|kwallet] COMMAND..." >&2; exit 2 ;;
+esac
+(($#)) || { echo "usage: $0 [--provider gnome-keyring|keepassxc|kwallet] COMMAND..." >&2; exit 2; }
+. "$LIB/test-session.sh"
+enter_test_home
+
+status=0
+if [ "$TOKENCACHE_TEST_PROVIDER" = gnome-keyring ]; then
+    if [ -n "${TOKENCACHE_TEST_KEYRING_SEED:-}" ]; then
+        mkdir -p "$HOME/.local/share/keyrings"
+        cp -R "$TOKENCACHE_TEST_KEYRING_SEED"/. "$HOME/.local/share/keyrings/"
+        chmod -R go-rwx "$HOME/.local"
+    fi
+    dbus-run-session -- bash -c '
+        eval "$(printf "test-password" | gnome-keyring-daemon --unlock --components=secrets)"
+        export GNOME_KEYRING_CONTROL
+        # A D-Bus-activated xdg-desktop-portal (the sandbox tests) uses gnome-keyring for Secret (UseIn=gnome).
+        dbus-update-activation-environment XDG_CURRENT_DESKTOP=GNOME
+        "$@"
+    ' with-test-keyring "$@" || status=$?
+else
+    . "$LIB/$TOKENCACHE_TEST_PROVIDER.sh"
+    "prepare_$TOKENCACHE_TEST_PROVIDER"
+    write_private_bus_config "$TEST_ROOT"
+    TEST_LIB="$LIB" dbus-run-session --config-file="$TEST_ROOT/session.conf" -- bash -c '
+        set -euo pipefail
+        . "$TEST_LIB/test-session.sh"
+        . "$TEST_LIB/$TOKENCACHE_TEST_PROVIDER.sh"
+        "start_$TOKENCACHE_TEST_PROVIDER"
+        "$@"
+    ' with-test-keyring "$@" || status=$?
 fi
-export TOKENCACHE_REAL_HOME="$HOME"
-export HOME="$TEST_ROOT/home"
-export XDG_DATA_HOME="$HOME/.local/share" XDG_CONFIG_HOME="$HOME/.config" XDG_CACHE_HOME="$HOME/.cache"
-export XDG_RUNTIME_DIR="$TEST_ROOT/run"
-# SwiftPM and the toolchain keep their caches under the real HOME.
-export SWIFTPM_CACHE_PATH="${SWIFTPM_CACHE_PATH:-$TOKENCACHE_REAL_HOME/.cache/org.swift.swiftpm}"
-unset DBUS_SESSION_BUS_ADDRESS GNOME_KEYRING_CONTROL DISPLAY WAYLAND_DISPLAY
-export TOKENCACHE_TEST_KEYRING=1
-exec dbus-run-session -- bash -c '
-    eval "$(printf "test-password" | gnome-keyring-daemon --unlock --components=secrets)"
-    export GNOME_KEYRING_CONTROL
-    # A D-Bus-activated xdg-desktop-portal (the sandbox tests) uses gnome-keyring for Secret (UseIn=gnome).
-    dbus-update-activation-environment XDG_CURRENT_DESKTOP=GNOME
-    "$@"
-' with-test-keyring "$@"
+exit "$status"

@@ -76,8 +76,7 @@ package enum Fixtures {
     }
 
     /// The entries of `count` accounts signed in to app one, saved through the account store in
-    /// memory: 400 make about 1.3 MB of cache, above the encrypted file's 1 MiB thresholds
-    /// (read while decrypting).
+    /// memory: 400 make about 1.3 MB of cache.
     package static func largeCache(accounts count: Int = 400, group: CacheGroup) throws -> [CacheEntry] {
         let memory = InMemoryBackend()
         let store = AccountStore(backend: memory, group: group)
