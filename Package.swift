@@ -80,11 +80,18 @@ let package = Package(
             ]
         ),
 
+        // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
+        .target(
+            name: "TokenCacheAdmin",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform"]
+        ),
+
         // The `tokencache` admin CLI: commands in a library, a thin executable.
         .target(
             name: "TokenCacheCLI",
             dependencies: [
                 "TokenCache",
+                "TokenCacheAdmin",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -141,7 +148,7 @@ let package = Package(
         .testTarget(
             name: "TokenCacheTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "SandboxStore", "TokenCacheCLI", "TokenCacheTestHelper"],
+                           "SandboxStore", "TokenCacheCLI", "TokenCacheTestHelper", "TokenCacheAdmin"],
             resources: [.copy("Fixtures")]
         ),
     ],
