@@ -3,9 +3,13 @@
 # SwiftPM emits (`swift package dump-symbol-graph`): every public or open symbol a module
 # declares, its extensions of other modules' types included; synthesized members (defaults
 # inherited from protocols) and `@_spi` symbols left out, as a client sees the API.
-#   scripts/count-public-api.sh [MODULE...]    default: the library modules and the CLI's
+# With --check, also fails when any of those symbols is one through which an app could read a
+# refresh token's secret or a raw cache entry (the list below), so such API cannot come back.
+#   scripts/count-public-api.sh [--check] [MODULE...]    default: the library modules and the CLI's
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check=0
+if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 modules=("$@")
 if ((${#modules[@]} == 0)); then
     modules=(TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore
@@ -30,3 +34,19 @@ for module in "${modules[@]}"; do
     total=$((total + count))
 done
 printf '%-20s %5d\n' "total" "$total"
+((check)) || exit 0
+# Symbol paths (Type.member, as the graph names them) that must never be public again.
+forbidden='^(RefreshToken\.secret|AccountStore\.(refreshToken|refreshTokens|entries)\(.*|CacheEntry\.(fields|subscript\(_:\)|init\(.*)|JSONValue(\..*)?|JSONObject|CacheRevision\.init\(.*|IDTokenClaims\.all|ExternalStoreAccess\.(read|modify|delete)\(.*|AzureCLIConfiguration(\..*)?)$'
+# The modules of the library products, which apps can import (TokenCacheAdmin and the CLI's are in none).
+graphs=()
+for module in TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore TokenCache TokenCacheC; do
+    for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && graphs+=("$file"); done
+done
+public="$(jq -r '.symbols[] | select(.accessLevel == "public" or .accessLevel == "open") | .pathComponents | join(".")' "${graphs[@]}")"
+found="$(grep -E "$forbidden" <<<"$public" || true)"
+if [ -n "$found" ]; then
+    echo "count-public-api.sh: public API that hands out refresh tokens or raw entries:" >&2
+    echo "$found" >&2
+    exit 1
+fi
+echo "No public symbol hands out a refresh token or a raw cache entry."
