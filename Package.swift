@@ -6,7 +6,10 @@ import PackageDescription
 let package = Package(
     name: "swift-tokencache",
     products: [
-        .library(name: "TokenCache", targets: ["TokenCache"]),
+        // Every module the façade is built from is listed, so that `swift package
+        // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
+        .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+                                               "EncryptedFileStore", "SandboxStore"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
         // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
