@@ -6,7 +6,10 @@ import PackageDescription
 let package = Package(
     name: "swift-tokencache",
     products: [
-        .library(name: "TokenCache", targets: ["TokenCache"]),
+        // Every module the façade is built from is listed, so that `swift package
+        // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
+        .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+                                               "EncryptedFileStore", "SandboxStore"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
         // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
@@ -80,11 +83,18 @@ let package = Package(
             ]
         ),
 
+        // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
+        .target(
+            name: "TokenCacheAdmin",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform"]
+        ),
+
         // The `tokencache` admin CLI: commands in a library, a thin executable.
         .target(
             name: "TokenCacheCLI",
             dependencies: [
                 "TokenCache",
+                "TokenCacheAdmin",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -193,7 +203,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+                           "TokenCacheAdmin", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
+import TokenCacheAdmin
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport

@@ -71,7 +71,7 @@ public struct ExternalStoreAccess: Sendable {
     /// With `everything`, a blob holding entries that are not JSON objects (which the account
     /// store cannot hold) is refused with `invalidCacheData`, for callers that copy the store
     /// and may delete it afterwards.
-    public func read(everything: Bool = false) throws(TokenCacheError) -> AccountStore? {
+    package func read(everything: Bool = false) throws(TokenCacheError) -> AccountStore? {
         guard let (accounts, report) = try unlockedRead() else { return nil }
         if everything, !report.skipped.isEmpty { throw Self.unkeptEntries(report, in: store) }
         return accounts
@@ -107,7 +107,7 @@ public struct ExternalStoreAccess: Sendable {
     /// - Throws: `notFound` when the store does not exist (and is not to be created); `timedOut`
     ///   when a lock is held too long; `invalidCacheData`; keyring and file errors; whatever
     ///   `change` throws.
-    public func modify<Result>(creatingIfMissing: Bool = false,
+    package func modify<Result>(creatingIfMissing: Bool = false,
                                _ change: (AccountStore) throws(TokenCacheError) -> (write: Bool, result: Result)) throws(TokenCacheError) -> Result {
         try withOwnerLocks(creatingFolders: creatingIfMissing,
                            otherwise: "Let its owner sign in first (azureauth creates a lock file per tenant), then retry") { () throws(TokenCacheError) -> Result in
@@ -136,7 +136,7 @@ public struct ExternalStoreAccess: Sendable {
     /// files are touched so that they notice). Nothing happens when it does not exist.
     /// - Throws: `migrationNotVerified` when the store changed since (its owner wrote to it:
     ///   nothing is deleted); `invalidArgument` when no lock file is known; keyring and file errors.
-    public func delete(ifStillHolding expected: [CacheEntry]) throws(TokenCacheError) {
+    package func delete(ifStillHolding expected: [CacheEntry]) throws(TokenCacheError) {
         try withOwnerLocks(otherwise: "Delete it with its owner's own command") { () throws(TokenCacheError) in
             try deleteLocked(ifStillHolding: expected)
         }

@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Logging
 import TokenCache
+import TokenCacheAdmin
 
 struct MigrateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -10,7 +10,7 @@ public enum CacheChange: Sendable, Hashable {
 public struct CacheRevision: Sendable, Hashable {
     package let value: String
     /// Creates a revision from a backend-specific value.
-    public init(_ value: String) { self.value = value }
+    package init(_ value: String) { self.value = value }
 }
 
 /// The contents of a group as read from a backend.

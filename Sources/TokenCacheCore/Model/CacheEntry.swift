@@ -51,23 +51,27 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
 ///
 /// The key is a hint: caches written by other SDKs use other key formats, so entries are
 /// matched on their fields (see ``identity``), and the original key is kept on export.
+///
+/// Opaque to apps: the fields (a refresh token's secret among them) are read through the typed
+/// views (``AccessToken``, ``IDToken``, ``AccountEntity``…), and neither its description nor
+/// its mirror shows them.
 public struct CacheEntry: Sendable, Hashable {
     /// Which kind of entity this is.
-    public var kind: EntityKind
+    public package(set) var kind: EntityKind
     /// The key the entry is stored under in MSAL JSON.
-    public var key: String
+    public package(set) var key: String
     /// The entity's fields, including ones this library does not know.
-    public var fields: JSONObject
+    package var fields: JSONObject
 
     /// Creates an entry; without a key, the key MSAL Python would use is computed.
-    public init(kind: EntityKind, fields: JSONObject, key: String? = nil) {
+    package init(kind: EntityKind, fields: JSONObject, key: String? = nil) {
         self.kind = kind
         self.fields = fields
         self.key = key ?? CacheKeys.msalKey(kind: kind, fields: fields)
     }
 
     /// A string field, or nil when absent or not a string.
-    public subscript(field: String) -> String? {
+    package subscript(field: String) -> String? {
         fields[field]?.stringValue
     }
 
@@ -76,6 +80,13 @@ public struct CacheEntry: Sendable, Hashable {
     public var identity: String {
         CacheKeys.identity(kind: kind, fields: fields)
     }
+}
+
+extension CacheEntry: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The kind and key only: `print`, string interpolation and `dump` never show a field.
+    public var description: String { "CacheEntry(\(kind.rawValue), key: \(key))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["kind": kind, "key": key], displayStyle: .struct) }
 }
 
 /// MSAL's cache-key rules, and the field-based identity used to match entries.

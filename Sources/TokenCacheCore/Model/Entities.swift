@@ -62,8 +62,8 @@ public struct RefreshToken: CacheEntityView {
     public let entry: CacheEntry
     public init(entry: CacheEntry) { self.entry = entry }
 
-    /// The token itself. Treat as a secret.
-    public var secret: String { entry["secret"] ?? "" }
+    /// The token itself: never handed to apps (MSAL does not either); redeemed only here.
+    package var secret: String { entry["secret"] ?? "" }
     /// The client ID of the app that obtained the token.
     public var clientID: String { entry["client_id"] ?? "" }
     /// The family (FOCI) the token belongs to, usually `"1"`; nil for an app's own token.

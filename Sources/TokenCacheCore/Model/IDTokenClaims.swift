@@ -4,7 +4,20 @@ import FoundationEssentials
 /// receives directly from the token endpoint, and neither does this library: it only decodes.
 public struct IDTokenClaims: Sendable, Hashable {
     /// Every claim, as decoded.
-    public let all: JSONObject
+    package let all: JSONObject
+
+    /// A claim whose value is a string (`name`, `nonce`, `acr`…), or nil.
+    public subscript(claim: String) -> String? { all[claim]?.stringValue }
+
+    /// A claim whose value is an array of strings (`roles`, `groups`, `amr`…), or nil.
+    public func strings(_ claim: String) -> [String]? {
+        guard case .array(let values)? = all[claim] else { return nil }
+        let strings = values.compactMap(\.stringValue)
+        return strings.count == values.count ? strings : nil
+    }
+
+    /// The names of every claim the token carries, sorted.
+    public var claimNames: [String] { all.keys.sorted() }
 
     public var name: String? { all["name"]?.stringValue }
     public var givenName: String? { all["given_name"]?.stringValue }

@@ -2,7 +2,7 @@ import FoundationEssentials
 
 /// A JSON value, kept exactly as read so that fields written by another MSAL SDK survive a
 /// round trip through this library unchanged.
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -12,14 +12,14 @@ public enum JSONValue: Sendable, Hashable {
     case object(JSONObject)
 
     /// The string, when this value is a string.
-    public var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// The value as a number of seconds, accepting MSAL's string-typed numbers ("1700000000"),
     /// plain JSON numbers and the float timestamps older MSAL Python files contain.
-    public var secondsValue: Double? {
+    package var secondsValue: Double? {
         let seconds: Double?
         switch self {
         case .string(let text):
@@ -40,10 +40,10 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 /// A JSON object: the storage of every cache entity.
-public typealias JSONObject = [String: JSONValue]
+package typealias JSONObject = [String: JSONValue]
 
 extension JSONValue: Codable {
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         // Most likely first: every failed probe throws, and caches are mostly strings and objects.
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -63,7 +63,7 @@ extension JSONValue: Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()
@@ -78,7 +78,7 @@ extension JSONValue: Codable {
 }
 
 extension JSONValue: ExpressibleByStringLiteral {
-    public init(stringLiteral value: String) { self = .string(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
 }
 
 /// Reading JSON with ``JSONParser`` and writing it with ``JSONWriter``.

@@ -297,12 +297,12 @@ public final class AccountStore: Sendable {
     /// The refresh token a client should redeem for an account, in MSAL's order: the family's
     /// token when app metadata names a family, family "1" when the app has no metadata yet,
     /// then the app's own, newest first. Nil when the app signed out of the account.
-    public func refreshToken(clientID: String, account: CachedAccount) throws(TokenCacheError) -> RefreshToken? {
+    package func refreshToken(clientID: String, account: CachedAccount) throws(TokenCacheError) -> RefreshToken? {
         try refreshTokens(clientID: clientID, account: account).first
     }
 
     /// Every refresh token the client may redeem for the account, in the order to try them.
-    public func refreshTokens(clientID: String, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
+    package func refreshTokens(clientID: String, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
         try read { index in
             guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
             return Self.refreshTokens(home: account.homeAccountID, clientID: clientID,
@@ -383,8 +383,8 @@ public final class AccountStore: Sendable {
         }
     }
 
-    /// Every entry in the group, for inspection tools. Entries hold secrets.
-    public func entries() throws(TokenCacheError) -> [CacheEntry] {
+    /// Every entry in the group, for the CLI and tests (package only: entries hold refresh tokens).
+    package func entries() throws(TokenCacheError) -> [CacheEntry] {
         try read { index in EntityKind.allCases.flatMap { index.all($0) } }
     }
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TokenCacheCore
 import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 /// `azure-cli-encrypted` for its main branch) instead of the plaintext file.
 /// Edited by hand: no INI library is available here, and one key in one section is all it takes.
 public enum AzureCLIConfiguration {
-    /// The file's path for a configuration directory (``ExternalStore/azureConfigDirectory(home:)``).
+    /// The file's path for a configuration directory (`ExternalStore.azureConfigDirectory(home:)`).
     public static func path(configDirectory: String) -> String { configDirectory + "/config" }
 
     /// Sets `encrypt_token_cache = true` in `[core]`, keeping every other line, comment and
@@ -85,7 +86,7 @@ public enum AzureCLIConfiguration {
     /// - Throws: `invalidArgument` for lines whose meaning to configparser this edit does not
     ///   follow (indented lines, which continue a value or start a section's first option; a
     ///   section header followed by more text), which the change could otherwise corrupt.
-    static func settingEncryption(in text: String) throws(TokenCacheError) -> String? {
+    package static func settingEncryption(in text: String) throws(TokenCacheError) -> String? {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if lines.last == "" { lines.removeLast() }
         for line in lines {
