@@ -10,6 +10,11 @@ let package = Package(
         // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
         .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
                                                "EncryptedFileStore", "SandboxStore"]),
+        // For apps that use only part of it, without linking what they do not use (#35): the MSAL
+        // model and account store (no C library at all), or that with the encrypted file (OpenSSL,
+        // loaded at run time; no GLib/GIO, no libcurl).
+        .library(name: "TokenCacheCore", targets: ["TokenCacheCore"]),
+        .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
         // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
@@ -140,6 +145,14 @@ let package = Package(
         .executableTarget(
             name: "TokenCacheDemo",
             dependencies: ["TokenCache"]
+        ),
+
+        // An app on the encrypted file only (the TokenCacheEncryptedFile product's modules): a test
+        // checks that it links no GLib/GIO.
+        .executableTarget(
+            name: "tokencache-file-example",
+            dependencies: ["EncryptedFileStore", "TokenCacheCore"],
+            path: "Examples/file-only"
         ),
 
         // Run by the tests as separate processes (sharing between processes, crashes).

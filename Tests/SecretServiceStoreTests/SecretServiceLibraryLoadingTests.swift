@@ -121,4 +121,22 @@ struct SecretServiceLibraryLoadingTests {
         #expect(!generator.contains { $0.contains("libgio") || $0.contains("libglib") || $0.contains("libgobject") }, "\(generator)")
         #expect(try needed("tokencache").contains { $0.contains("libgio-2.0") })
     }
+
+    @Test("An app on the encrypted file only (the TokenCacheEncryptedFile product) links neither GLib/GIO nor libcurl, and lists the accounts the CLI saved")
+    func encryptedFileOnlyAppLinksNoGLib() throws {
+        let needed = try runProcess("/usr/bin/readelf", ["-d", TestEnvironment.binDirectory.appendingPathComponent("tokencache-file-example").path])
+        try #require(needed.status == 0, "readelf: \(needed.stderr)")
+        let libraries = needed.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }
+        #expect(!libraries.isEmpty)
+        #expect(!libraries.contains { $0.contains("libgio") || $0.contains("libglib") || $0.contains("libgobject") || $0.contains("libcurl") },
+                "\(libraries)")
+        // And it works: it reads the encrypted file the CLI wrote.
+        let cli = try Self.cli("file", [:])
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let listed = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache-file-example").path,
+                                    [Fixtures.appOne, cli.group], environment: cli.environment)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains("alice@contoso.com"), "\(listed.stdout)")
+    }
 }
