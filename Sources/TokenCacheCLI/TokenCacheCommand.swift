@@ -89,5 +89,5 @@ public struct TokenCacheCommand: ParsableCommand {
 
 enum TokenCacheVersion {
     /// The release: the same as the C library's (tokencache.h's TOKENCACHE_VERSION_*) and the package's.
-    static let string = "0.4.0"
+    static let string = "0.5.0"
 }

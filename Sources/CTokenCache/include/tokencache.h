@@ -56,7 +56,7 @@ extern "C" {
 
 /* The version of this header; compare with tokencache_version() at run time. */
 #define TOKENCACHE_VERSION_MAJOR 0
-#define TOKENCACHE_VERSION_MINOR 4
+#define TOKENCACHE_VERSION_MINOR 5
 #define TOKENCACHE_VERSION_PATCH 0
 
 /* Status codes: returned by every function that can fail, and in tokencache_error.code. */
