@@ -59,8 +59,9 @@ extension AccountStore {
 
     /// The group as MSAL unified JSON, loadable by every MSAL SDK (members this library does not
     /// know are written back as they were imported).
-    /// The result holds secrets: write it only to files only the user can read.
-    public func exportMSALJSON() throws(TokenCacheError) -> Data {
+    /// The result holds secrets, refresh tokens included: not public API (apps never get a
+    /// refresh token); `tokencache export` writes it to a file only the user can read.
+    package func exportMSALJSON() throws(TokenCacheError) -> Data {
         let object = try read { index in MSALDocument.object(EntityKind.allCases.flatMap { index.all($0) }) }
         do {
             return try JSON.encode(object, pretty: true)
