@@ -376,7 +376,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// every item with an empty secret. So any item not read leads to one Locked check (then an
     /// unlock, under the prompt rule of `Options.allowsUnlockPrompt`, and a second read). When
     /// no secret of an answer decrypts and parses in an unlocked collection, the session's key
-    /// may be wrong (kwalletd5 derived a different one in about 1 session of 200): the session
+    /// may be wrong (``TransferSession`` avoids the sessions kwalletd5 is known to get wrong): the session
     /// is replaced by a fresh one and the read made once more.
     /// - Throws: `keyringLocked` when the collection is locked (never an empty read);
     ///   `secretServiceFailure` when a fresh session still decrypts none of an answer's secrets.

@@ -72,6 +72,16 @@ enum TransferCrypto {
         }
     }
 
+    /// Whether kwalletd5 would read this public value as another number: it reads the client's
+    /// bytes as a signed two's-complement integer and writes them back in the shortest form
+    /// (QCA's BigInteger), which drops a leading 0xFF whose next byte has its top bit set; its
+    /// key would then differ from ours. About 1 value in 512; the caller draws another key pair
+    /// (measured against kwalletd5: every such session failed to decrypt, and no other did
+    /// apart from ``leadingZero``'s).
+    static func isMisreadByKWallet(_ publicValue: [UInt8]) -> Bool {
+        publicValue.count > 1 && publicValue[0] == 0xFF && publicValue[1] & 0x80 != 0
+    }
+
     /// `base` raised to the private `exponent` (big-endian bytes) modulo the prime, written
     /// big-endian into `result` (128 bytes) left-padded with zeros, as the specification and
     /// libsecret's egg_dh_gen_secret pad it. `base` nil means the generator, 2. Returns 0;

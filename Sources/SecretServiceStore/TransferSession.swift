@@ -49,11 +49,15 @@ final class TransferSession: @unchecked Sendable {
         let gcrypt = try Gcrypt.shared()
         var exponent = [UInt8](repeating: 0, count: exponentByteCount)
         defer { explicit_bzero(&exponent, exponent.count) }
-        try fillRandom(&exponent)
-        exponent[0] |= 0x80  // exactly 256 bits, never a small exponent
-        guard let publicKey = TransferCrypto.publicValue(exponent: exponent, gcrypt) else {
-            throw failure("could not compute its key pair")
-        }
+        var publicKey: [UInt8] = []
+        repeat {  // about 1 key pair in 512 is drawn again
+            try fillRandom(&exponent)
+            exponent[0] |= 0x80  // exactly 256 bits, never a small exponent
+            guard let value = TransferCrypto.publicValue(exponent: exponent, gcrypt) else {
+                throw failure("could not compute its key pair")
+            }
+            publicKey = value
+        } while TransferCrypto.isMisreadByKWallet(publicKey)
         let input = publicKey.withUnsafeBytes { GVariants.bytes($0) }
         let (peer, path) = try bus.call("OpenSession", on: servicePath, interface: "org.freedesktop.Secret.Service",
                                         arguments: [g_variant_new_string(algorithm), g_variant_new_variant(input)],

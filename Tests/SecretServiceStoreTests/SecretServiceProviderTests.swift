@@ -39,9 +39,9 @@ struct SecretServiceProviderTests {
         if TestEnvironment.provider == .keepassxc { #expect(doctor.stdout.contains("Secret Service Integration")) }
     }
 
-    /// kwalletd5 derives a different session key in about 1 session of 200; every secret of the
-    /// answer then fails to decrypt, and the backend must open a fresh session, never say
-    /// "No account". TOKENCACHE_KWALLET_LOOKUPS sets the count (CI: 1,000).
+    /// kwalletd5 would derive a different session key in about 1 session of 170 (docs/SecretService.md);
+    /// the backend avoids those sessions and, should an answer still not decrypt, opens a fresh
+    /// one: never "No account". TOKENCACHE_KWALLET_LOOKUPS sets the count (CI: 1,000).
     @Test("Cold token lookups never report a false missing account (KWallet's key-derivation quirk)",
           .enabled(if: TestEnvironment.provider == .kwallet, "kwalletd5's DH quirk; the other providers run the round trip above"))
     func coldLookups() throws {
