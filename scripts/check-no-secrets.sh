@@ -22,7 +22,9 @@ PATTERNS=(
     '0707070707070707|BwcHBwcHBwcH'                        # raw key bytes, hex and base64
     'A{256}'                                               # the 2 MiB token of the bad-input table
     'ct-[A-Za-z0-9_-]{32}'                                 # native-auth continuation tokens (native_auth.py)
-    '(^|[^0-9])73[0-9]{6}([^0-9]|$)'  # native-auth codes, mailed and wrong (73000001-73000003) (NativeAuth tests)
+    # native-auth codes, mailed and wrong (73000001-73000003) (NativeAuth tests), standing alone: not
+    # a run of digits inside a random name or UUID (a group "…ss-73538244" once matched)
+    '(^|[^0-9A-Za-z_-])73[0-9]{6}([^0-9A-Za-z_-]|$)'
     'Correct-horse-42|Strong-pass-77|Brand-new-pass-9|Good-enough-123|Wrong-password-1|lettersonlyhere'  # native-auth passwords
 )
 REGEX="$(IFS='|'; echo "${PATTERNS[*]}")"
@@ -37,7 +39,10 @@ if ((lines < MIN_LOG_LINES)) || ((traces == 0)) || ((processes < 2)); then
     status=1
 fi
 for file in "$LOG" "$OUTPUT"; do
-    if grep -aEn "$REGEX" "$file" | head -5 | cut -c1-300 | grep .; then
+    # grep stops by itself after 5 matches: no reader leaves early, so pipefail cannot hide a find.
+    found="$(grep -m 5 -aEn "$REGEX" "$file" | cut -c1-300 || true)"
+    if [ -n "$found" ]; then
+        printf '%s\n' "$found"
         echo "FAILED: a secret appears in $file (lines above)" >&2
         status=1
     fi
@@ -45,7 +50,7 @@ done
 if [ -n "$TMP" ] && [ -d "$TMP" ]; then
     leaked=$(grep -aElr "$REGEX" "$TMP" 2>/dev/null || true)
     if [ -n "$leaked" ]; then
-        echo "$leaked" | head -20
+        printf '%s\n' "$leaked" | sed -n 1,20p  # sed reads to the end: no early exit under pipefail
         echo "FAILED: a secret appears in files left under $TMP (above)" >&2
         status=1
     fi

@@ -20,7 +20,7 @@ APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbu
               xdg-dbus-proxy)      # the sandbox's filtered bus, as Flatpak's (portal only)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$package")
 done
 if ((${#missing[@]})); then
     echo "Installing: ${missing[*]}" >&2
@@ -32,7 +32,7 @@ fi
 # Headless Chromium for the interactive sign-in tests (a real browser completes the flow).
 # Without recommends: its one recommendation, chromium-sandbox, is not needed (the tests run it with
 # --no-sandbox); headless sign-in was checked on a machine without it.
-if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep "install ok installed" >/dev/null; then
     echo "Installing: chromium (--no-install-recommends)" >&2
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq

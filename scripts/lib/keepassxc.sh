@@ -99,9 +99,11 @@ start_keepassxc() {
     # is still locked opens an unlock dialog nobody can answer, so wait for Locked=false as well.
     unlocked() {
         local collection
+        # sed and grep read to the end (no `head`, no `grep -q`): an early exit would fail the pipe.
         collection="$(secrets_property /org/freedesktop/secrets org.freedesktop.Secret.Service Collections |
-            sed -n "s/.*object path \"\(.*\)\"/\1/p" | head -n 1)"
-        [ -n "$collection" ] && secrets_property "$collection" org.freedesktop.Secret.Collection Locked | grep -q "boolean false"
+            sed -n "s/.*object path \"\(.*\)\"/\1/p")"
+        collection="${collection%%$'\n'*}"
+        [ -n "$collection" ] && secrets_property "$collection" org.freedesktop.Secret.Collection Locked | grep "boolean false" >/dev/null
     }
     for _ in $(seq 200); do
         unlocked && break

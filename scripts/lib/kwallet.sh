@@ -94,7 +94,7 @@ start_kwallet() {
     # Second run: lists the wallet as a collection and opens it.
     daemon="$(python3 "$TEST_ROOT/pam-login.py")" || provider_failed "kwalletd5 --pam-login did not start" "$PROVIDER_LOG"
     collection_listed() {
-        secrets_property /org/freedesktop/secrets org.freedesktop.Secret.Service Collections | grep -q "object path"
+        secrets_property /org/freedesktop/secrets org.freedesktop.Secret.Service Collections | grep "object path" >/dev/null
     }
     for _ in $(seq 200); do
         has_owner org.freedesktop.secrets && collection_listed && break
@@ -113,7 +113,7 @@ start_kwallet() {
                 org.freedesktop.Secret.Prompt.Prompt string: >/dev/null
         fi
         for _ in $(seq 50); do
-            secrets_property "$collection" org.freedesktop.Secret.Collection Locked | grep -q "boolean false" && break
+            secrets_property "$collection" org.freedesktop.Secret.Collection Locked | grep "boolean false" >/dev/null && break
             sleep 0.1
         done
     fi

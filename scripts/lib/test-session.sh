@@ -46,7 +46,7 @@ CONF
 # Inside the bus. has_owner NAME: whether NAME is owned on the session bus.
 has_owner() {
     dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
-        org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null | grep -q "boolean true"
+        org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null | grep "boolean true" >/dev/null
 }
 
 # secrets_property PATH INTERFACE PROPERTY: a Secret Service property, as dbus-send prints it.
