@@ -13,6 +13,7 @@
 # only meaningful on an otherwise idle machine; RESULTS.md records the load average.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/apt.sh  # apt_get
 
 scripts/install-deps.sh
 # Peers and tools the benchmarks need beyond the test dependencies.
@@ -23,9 +24,8 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v dbus-monitor >/dev/null || missing+=(dbus)
 if ((${#missing[@]})); then
     echo "Installing: ${missing[*]}" >&2
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 echo "Building (release)" >&2

@@ -10,13 +10,13 @@
 #   scripts/build-deb.sh [OUTPUT_DIRECTORY]    default .build/deb; prints the .changes file's path
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/apt.sh  # apt_get
 OUT="$(realpath -m "${1:-.build/deb}")"
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 if ! dpkg-checkbuilddeps 2>/dev/null || ! command -v lintian >/dev/null; then
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get build-dep -y -qq ./ >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends lintian >/dev/null
+    apt_get update -qq
+    apt_get build-dep -y -qq ./ >/dev/null
+    apt_get install -y -qq --no-install-recommends lintian >/dev/null
 fi
 
 dpkg-buildpackage -us -uc -b >&2

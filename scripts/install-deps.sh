@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine with Swift:
-# the C libraries (GLib headers; libsecret, libcurl and OpenSSL's libcrypto 3 at run time only, as
-# they are loaded with dlopen; libcurl4 depends on libssl3, which holds libcrypto), gnome-keyring and
+# the C libraries (GLib headers; libgcrypt (through libsecret-1-0, whose secret-tool and GObject
+# bindings the tests use), libcurl and OpenSSL's libcrypto 3 at run time only, as they are loaded
+# with dlopen; libcurl4 depends on libssl3, which holds libcrypto), gnome-keyring and
 # D-Bus for the isolated test keyring, KeePassXC and kwalletd5 (with QCA's OpenSSL plugin, which its
 # Secret Service sessions need) for the other Secret Service providers (scripts/with-test-keepassxc.sh,
 # scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, a C compiler with
@@ -10,6 +11,7 @@
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/apt.sh  # apt_get
 
 APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc
               python3 python3-venv python3-gi gir1.2-secret-1
@@ -24,9 +26,8 @@ for package in "${APT_PACKAGES[@]}"; do
 done
 if ((${#missing[@]})); then
     echo "Installing: ${missing[*]}" >&2
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # Headless Chromium for the interactive sign-in tests (a real browser completes the flow).
@@ -34,9 +35,8 @@ fi
 # --no-sandbox); headless sign-in was checked on a machine without it.
 if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep "install ok installed" >/dev/null; then
     echo "Installing: chromium (--no-install-recommends)" >&2
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 # MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings.

@@ -11,7 +11,7 @@
 # Refuses to run where one of the packages is installed already (it would remove it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+. scripts/lib/apt.sh  # apt_get
 packages=(libtokencache0 libtokencache-dev tokencache python3-tokencache)
 for package in "${packages[@]}"; do
     if [ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" = "install ok installed" ]; then
@@ -32,11 +32,11 @@ for package in "${packages[@]}"; do
 done
 WORK="$(mktemp -d)"
 cleanup() {
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq "${packages[@]}" >/dev/null 2>&1 || true
+    APT_ATTEMPTS=1 apt_get purge -y -qq "${packages[@]}" >/dev/null 2>&1 || true  # none may be installed
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${debs[@]}" >/dev/null
+apt_get install -y -qq "${debs[@]}" >/dev/null
 dpkg-query -W -f='${Package} ${Version} ${Status}\n' "${packages[@]}"
 
 # The toolchain must play no part from here on.
@@ -95,7 +95,7 @@ WORK="$WORK" EXAMPLE_PY="$example_py" scripts/with-test-keyring.sh bash "$WORK/r
 TOKENCACHE_CLI=/usr/bin/tokencache scripts/test-c-api.sh --installed
 scripts/test-python.sh --installed
 
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq "${packages[@]}" >/dev/null
+apt_get purge -y -qq "${packages[@]}" >/dev/null
 for path in /usr/bin/tokencache "$lib" /usr/include/tokencache.h /usr/lib/python3/dist-packages/tokencache; do
     [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
 done
