@@ -4,6 +4,8 @@
 # or in files the run left in its temporary directory. Fails too when the log is too small to
 # mean anything, so it cannot pass vacuously.
 #   scripts/check-no-secrets.sh LOG_FILE OUTPUT_FILE [TMP_DIR]
+# Secrets issued at random during the run (native-auth codes) are listed one per line in
+# $TOKENCACHE_TEST_ISSUED_SECRETS, if set, and looked for as whole words.
 set -euo pipefail
 LOG="$1" OUTPUT="$2" TMP="${3:-}"
 MIN_LOG_LINES="${MIN_LOG_LINES:-500}"  # a full run logs about 1,000 lines
@@ -22,12 +24,18 @@ PATTERNS=(
     '0707070707070707|BwcHBwcHBwcH'                        # raw key bytes, hex and base64
     'A{256}'                                               # the 2 MiB token of the bad-input table
     'ct-[A-Za-z0-9_-]{32}'                                 # native-auth continuation tokens (native_auth.py)
-    # native-auth codes, mailed and wrong (73000001-73000003) (NativeAuth tests), standing alone: not
-    # a run of digits inside a random name or UUID (a group "…ss-73538244" once matched)
-    '(^|[^0-9A-Za-z_-])73[0-9]{6}([^0-9A-Za-z_-]|$)'
+    '(^|[^0-9])7300000[1-3]([^0-9]|$)'  # the NativeAuth tests' wrong codes (the mailed ones: ISSUED below)
     'Correct-horse-42|Strong-pass-77|Brand-new-pass-9|Good-enough-123|Wrong-password-1|lettersonlyhere'  # native-auth passwords
 )
 REGEX="$(IFS='|'; echo "${PATTERNS[*]}")"
+ISSUED="${TOKENCACHE_TEST_ISSUED_SECRETS:-}"
+[ -s "$ISSUED" ] || ISSUED=""
+# Lines of FILE that hold a secret: a pattern, or an issued secret as a whole word; at most 5,
+# grep stopping by itself (no reader leaves early, so pipefail cannot hide a find).
+find_secrets() {
+    grep -m 5 -aEn "$REGEX" "$1" | cut -c1-300 || true
+    if [ -n "$ISSUED" ]; then grep -m 5 -aFwn -f "$ISSUED" "$1" | cut -c1-300 || true; fi
+}
 status=0
 
 lines=$(wc -l < "$LOG" 2>/dev/null || echo 0)
@@ -39,8 +47,7 @@ if ((lines < MIN_LOG_LINES)) || ((traces == 0)) || ((processes < 2)); then
     status=1
 fi
 for file in "$LOG" "$OUTPUT"; do
-    # grep stops by itself after 5 matches: no reader leaves early, so pipefail cannot hide a find.
-    found="$(grep -m 5 -aEn "$REGEX" "$file" | cut -c1-300 || true)"
+    found="$(find_secrets "$file")"
     if [ -n "$found" ]; then
         printf '%s\n' "$found"
         echo "FAILED: a secret appears in $file (lines above)" >&2
@@ -49,6 +56,10 @@ for file in "$LOG" "$OUTPUT"; do
 done
 if [ -n "$TMP" ] && [ -d "$TMP" ]; then
     leaked=$(grep -aElr "$REGEX" "$TMP" 2>/dev/null || true)
+    if [ -n "$ISSUED" ]; then
+        issued_leaks=$(grep -aFwlr -f "$ISSUED" "$TMP" 2>/dev/null || true)
+        [ -z "$issued_leaks" ] || leaked="${leaked:+$leaked$'\n'}$issued_leaks"
+    fi
     if [ -n "$leaked" ]; then
         printf '%s\n' "$leaked" | sed -n 1,20p  # sed reads to the end: no early exit under pipefail
         echo "FAILED: a secret appears in files left under $TMP (above)" >&2
@@ -56,5 +67,6 @@ if [ -n "$TMP" ] && [ -d "$TMP" ]; then
     fi
     echo "secret check: $(find "$TMP" -type f | wc -l) leftover temporary files scanned"
 fi
+[ -z "$ISSUED" ] || echo "secret check: $(wc -l < "$ISSUED") secrets issued during the run looked for too"
 ((status == 0)) && echo "secret check: no secret found"
 exit $status

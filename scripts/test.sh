@@ -21,6 +21,8 @@ chmod 711 "$RUN_DIR" "$RUN_DIR/tmp"  # the read-only directory test runs a write
 export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
 # Every tokencache CLI run of the suite appends its trace-level log there too.
 export TOKENCACHE_LOG_FILE="$TOKENCACHE_TEST_LOG_FILE"
+# Secrets the test identity provider makes up at random (native-auth codes), for the check below.
+export TOKENCACHE_TEST_ISSUED_SECRETS="$RUN_DIR/issued-secrets.txt"
 : > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
 status=0
 if (($#)); then
