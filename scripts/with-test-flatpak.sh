@@ -73,8 +73,8 @@ PROXY_SOCKET="$WORK/bus"
 bwrap "${SANDBOX[@]}" --bind "$WORK" "$WORK" \
     xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter "${TALK[@]}" &
 PROXY_PID=$!
-for _ in $(seq 200); do [ -S "$PROXY_SOCKET" ] && break; sleep 0.02; done
-[ -S "$PROXY_SOCKET" ] || { echo "xdg-dbus-proxy did not start" >&2; exit 1; }
+for _ in $(seq 1500); do [ -S "$PROXY_SOCKET" ] && break; sleep 0.02; done  # up to 30 s: a loaded machine
+[ -S "$PROXY_SOCKET" ] || { echo "xdg-dbus-proxy did not start within 30 s" >&2; exit 1; }
 
 status=0
 bwrap "${SANDBOX[@]}" --ro-bind "$PROXY_SOCKET" /run/flatpak/bus \

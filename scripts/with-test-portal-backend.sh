@@ -37,7 +37,8 @@ CONF
 dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --nosyslog >"$WORK/log" 2>&1 &
 PIDS+=($!)
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$WORK/bus"
-for _ in $(seq 250); do [ -S "$WORK/bus" ] && break; sleep 0.02; done
+for _ in $(seq 1500); do [ -S "$WORK/bus" ] && break; sleep 0.02; done  # up to 30 s: a loaded machine
+[ -S "$WORK/bus" ] || { echo "dbus-daemon did not start within 30 s" >&2; cat "$WORK/log" >&2; exit 1; }
 
 wait_for_name() {
     for _ in $(seq 500); do

@@ -281,12 +281,12 @@ static void test_watch(tokencache_store *store) {
     tokencache_watch *watch = NULL;
     tokencache_error error = {0};
     CHECK(tokencache_store_watch_accounts(store, CLIENT_A, 20, on_accounts, &state, &watch, &error) == TOKENCACHE_OK, "watch: %s", error.message);
-    for (int i = 0; i < 200 && __atomic_load_n(&state.calls, __ATOMIC_SEQ_CST) < 1; i++) usleep(10000);
+    for (int i = 0; i < 3000 && __atomic_load_n(&state.calls, __ATOMIC_SEQ_CST) < 1; i++) usleep(10000);  /* up to 30 s */
     CHECK(state.calls == 1 && state.last_count == 0, "first report: %d calls, %zu accounts", state.calls, state.last_count);
     /* A change by another store (as another process would make it) is reported. */
     tokencache_store *other = open_store(GROUP);
     save(other, CLIENT_A, "w");
-    for (int i = 0; i < 300 && __atomic_load_n(&state.calls, __ATOMIC_SEQ_CST) < 2; i++) usleep(10000);
+    for (int i = 0; i < 3000 && __atomic_load_n(&state.calls, __ATOMIC_SEQ_CST) < 2; i++) usleep(10000);
     CHECK(state.calls == 2 && state.last_count == 1, "after save: %d calls, %zu accounts", state.calls, state.last_count);
     tokencache_watch_stop(watch);
     int calls = state.calls;

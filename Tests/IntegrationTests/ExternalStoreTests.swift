@@ -311,20 +311,23 @@ extension OtherToolsStores {
         }
 
         /// The peer holds the lock for `seconds` (killed with SIGKILL at once when `kill`); meanwhile
-        /// our removal runs. Returns how long it took and whether the removal was seen by the peer.
+        /// our removal runs. Returns the time from the peer taking the lock (its own clock, so a
+        /// late read of its line on a loaded machine does not count) to the removal's end, and the
+        /// peer's exit status.
         static func removeWhileLocked(seconds: Int, kill killHolder: Bool) throws -> (elapsed: Double, holderStatus: Int32) {
             let machine = try Machine()
             defer { machine.cleanUp() }
             let store = ["--file", machine.azureCLIFile]
             _ = try machine.peer(store, ["write"])
             let (holder, output) = try machine.startPeer(store, ["hold-lock", "\(seconds)"])
-            #expect(firstLine(output).contains("locked"))
+            let line = firstLine(output)
+            #expect(line.contains("locked"))
+            let lockedAt = try #require((try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["at"] as? Double, "\(line)")
             if killHolder { kill(holder.processIdentifier, SIGKILL) }
             if killHolder { holder.waitUntilExit() }
             #expect(FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))
-            let start = Date()
             let removed = try machine.tokencache(["remove", "--account", username, "--store", "azure-cli", "--yes"])
-            let elapsed = Date().timeIntervalSince(start)
+            let elapsed = Date().timeIntervalSince1970 - lockedAt
             holder.waitUntilExit()
             #expect(removed.status == 0, "\(removed.stderr)")
             #expect(!FileManager.default.fileExists(atPath: machine.azureCLIFile + ".lockfile"))

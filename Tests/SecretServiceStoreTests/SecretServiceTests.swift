@@ -142,12 +142,14 @@ struct SecretServiceTests {
         let removed = try runProcess(Self.helper, ["ss-remove", group.name, "carol@contoso.com"])
         #expect(removed.status == 0, "\(removed.stderr)")
         // The signal arrives asynchronously; the next lookup after it must not return the token.
+        // (Polled up to 10 s: on an idle machine it is gone within milliseconds.)
         var stillThere = true
-        for _ in 0..<100 where stillThere {
+        let deadline = Date().addingTimeInterval(10)
+        while stillThere, Date() < deadline {
             stillThere = try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"]) != nil
             if stillThere { usleep(10_000) }
         }
-        #expect(!stillThere, "a removed token was still returned after 1 s")
+        #expect(!stillThere, "a removed token was still returned after 10 s")
         #expect(try store.allAccounts().isEmpty)
     }
 
@@ -334,7 +336,8 @@ struct SecretServiceTests {
         let results = try inFreshKeyring("$H ss-unlock-headless org.example.unlock")
         let result = try #require(results.first)
         #expect(result["prompted"] as? String == "promptDismissed", "\(result)")
-        #expect((result["seconds"] as? Double ?? .infinity) < 4, "\(result)")
+        // At once: far below the 60 s an allowed prompt waits (bounds leave room for a loaded CI machine).
+        #expect((result["seconds"] as? Double ?? .infinity) < 15, "\(result)")
         #expect(result["unprompted"] as? String == "keyringLocked", "\(result)")
     }
 
@@ -355,7 +358,7 @@ struct SecretServiceTests {
         // Either a typed error, or (if D-Bus activation brought a daemon back in time) every entry.
         #expect(["secretServiceFailure", "noSecretService", "keyringLocked", "timedOut", "collectionMissing"].contains(outcome)
                 || (outcome == "ok" && mid["after"] as? Int == mid["before"] as? Int), "\(mid)")
-        #expect((mid["seconds"] as? Double ?? 99) < 4, "\(mid)")
+        #expect((mid["seconds"] as? Double ?? 99) < 15, "\(mid)")  // not D-Bus's 25 s default call timeout
         #expect(results[3]["entries"] as? Int == results[2]["before"] as? Int, "\(results)")
         #expect(results[4]["accounts"] as? Int == 3)
     }
@@ -369,7 +372,7 @@ struct SecretServiceTests {
         let result = try #require(results.last)
         #expect(result["result"] as? String == "timedOut", "\(result)")
         let seconds = result["seconds"] as? Double ?? 99
-        #expect(seconds >= 0.9 && seconds < 3, "\(result)")
+        #expect(seconds >= 0.9 && seconds < 6, "\(result)")  // the bound is 1 s; the rest is a loaded machine's slack
         #expect(result["afterResume"] as? Int == result["before"] as? Int, "\(result)")
     }
 
@@ -379,7 +382,9 @@ struct SecretServiceTests {
         print("Secret Service coherence measurement: \(result)")
         #expect(result["unchanged"] as? Bool == true)
         #expect((result["currentRevisionNanoseconds"] as? Double ?? 1e9) < 2_000, "\(result)")
-        #expect((result["signalAfterWriteReturnedMsMax"] as? Double ?? 1e9) < 500, "\(result)")
+        // The typical write is seen within milliseconds; one slow sample of 30 on a loaded machine is not a failure.
+        #expect((result["signalAfterWriteReturnedMsMedian"] as? Double ?? 1e9) < 100, "\(result)")
+        #expect((result["signalAfterWriteReturnedMsMax"] as? Double ?? 1e9) < 5_000, "\(result)")
     }
 
     @Test("With no session bus the error is noSessionBus")

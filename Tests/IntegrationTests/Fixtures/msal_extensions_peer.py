@@ -24,7 +24,7 @@ COMMAND:
   add-field NAME JSON  under the lock: load the blob, set a top-level field, save it back
   hammer N [--tag T]   N read-modify-write updates, each adding one distinct AccessToken
                        (target "api://peer-hammer/T-i") through PersistedTokenCache.add under the lock
-  hold-lock SECONDS    take the CrossPlatLock, print {"locked": ...} and sleep, then release
+  hold-lock SECONDS    take the CrossPlatLock, print {"locked": ..., "at": UNIX TIME} and sleep, then release
   silent --client ID --authority URL --ca-bundle PEM --username U --scopes "S ..."
                        what the owning tool does next time: msal.PublicClientApplication on the
                        PersistedTokenCache, acquire_token_silent_with_error(force_refresh=True)
@@ -236,7 +236,7 @@ def cmd_hammer(args, persistence, lock):
 
 def cmd_hold_lock(args, persistence, lock):
     with msal_extensions.CrossPlatLock(lock):
-        print(json.dumps({"locked": lock, "pid": os.getpid()}), flush=True)
+        print(json.dumps({"locked": lock, "pid": os.getpid(), "at": time.time()}), flush=True)
         time.sleep(args.seconds)
     return {"released": lock}
 
