@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The release build, as the CLI is shipped and benchmarked: the Swift runtime (--static-swift-stdlib)
 # and the C++ runtime it needs (libstdc++) linked into the binaries, linked with the toolchain's
-# lld in the order a cold run executes. GLib stays a system library; libsecret, libgcrypt,
-# OpenSSL's libcrypto and libcurl are loaded when first used.
+# lld in the order a cold run executes. GLib stays a system library; libgcrypt, OpenSSL's
+# libcrypto and libcurl are loaded when first used.
 #   scripts/build-release.sh [product ...]   builds the products (default: tokencache)
 #   scripts/build-release.sh --show-bin-path where the binaries are
 set -euo pipefail

@@ -2,7 +2,7 @@ internal import CLibSecret
 import Glibc
 
 /// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` transfer, composed in Swift from
-/// libgcrypt's primitives (the same library libsecret uses for it, already mapped with libsecret):
+/// libgcrypt's primitives (the library libsecret uses for it; loaded with dlopen, ``Gcrypt``):
 /// `gcry_mpi_powm` for the Diffie-Hellman exponentiations, `gcry_md` HMAC-SHA256 for HKDF
 /// (RFC 5869), `gcry_cipher` for AES-128-CBC. Why here and not in a C header: the steps are the
 /// part worth reading and testing (known answers in TransferSessionTests); the primitives are the

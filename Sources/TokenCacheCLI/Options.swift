@@ -10,7 +10,7 @@ extension BackendPolicy: ExpressibleByArgument {}
 /// Options every subcommand shares: where the cache lives. Backend, group and collection
 /// default to `TOKENCACHE_*` variables, then the config file (``StoreSettings``).
 struct StoreOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Where the cache lives: auto (Secret Service, else encrypted file), secret-service or file. Default: $TOKENCACHE_BACKEND, else the config file's \"backend\", else auto.",
+    @Option(help: ArgumentHelp("Where the cache lives: auto (in a Flatpak or Snap whose Secret portal answers, the app's portal-keyed keyring; else the Secret Service, else the encrypted file), secret-service or file. Default: $TOKENCACHE_BACKEND, else the config file's \"backend\", else auto.",
                                valueName: "backend"))
     var backend: BackendPolicy?
 

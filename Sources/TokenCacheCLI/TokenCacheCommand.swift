@@ -7,7 +7,7 @@ import TokenCache
 public struct TokenCacheCommand: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "tokencache",
-        abstract: "Sign in, inspect, share and clear MSAL token caches kept in the Secret Service or an encrypted file.",
+        abstract: "Sign in, inspect, share and clear MSAL token caches kept in the Secret Service, an encrypted file, or a sandboxed app's portal-keyed keyring.",
         discussion: """
         Every subcommand but migrate and stores takes --backend auto|secret-service|file, --group NAME, \
         --collection default|session|LABEL, --create, --allow-prompt, --passphrase-file PATH and --verbose. Backend, group \

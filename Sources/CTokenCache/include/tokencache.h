@@ -162,7 +162,8 @@ enum {
 
 /* Which storage a store uses. */
 typedef enum tokencache_backend {
-    /* The Secret Service when a session bus and a provider answer, else the encrypted file.
+    /* Inside a Flatpak or Snap whose Secret portal answers, the app's portal-keyed file keyring;
+       else the Secret Service when a session bus and a provider answer, else the encrypted file.
        A locked keyring is reported (TOKENCACHE_E_KEYRING_LOCKED), not a reason to fall back. */
     TOKENCACHE_BACKEND_AUTO = 0,
     /* The Secret Service only. */
