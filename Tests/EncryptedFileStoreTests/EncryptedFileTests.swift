@@ -156,12 +156,14 @@ struct EncryptedFileTests {
 
     @Test("A passphrase from the environment or an app callback opens the same file; a failing callback changes nothing")
     func passphraseSources() throws {
-        let store = try savedStore(backend(.passphrase("correct horse battery staple")))
-        setenv("TOKENCACHE_TEST_PASSPHRASE", "correct horse battery staple", 1)
-        defer { unsetenv("TOKENCACHE_TEST_PASSPHRASE") }
-        let fromEnvironment = AccountStore(backend: backend(.passphraseFromEnvironment(variable: "TOKENCACHE_TEST_PASSPHRASE")), group: group)
+        // The passphrase is the value of a variable the process started with (PATH): setting one
+        // here would race the other suites' threads reading the environment (setenv is not
+        // synchronised with getenv).
+        let passphrase = try #require(ProcessInfo.processInfo.environment["PATH"].flatMap { $0.isEmpty ? nil : $0 })
+        let store = try savedStore(backend(.passphrase(passphrase)))
+        let fromEnvironment = AccountStore(backend: backend(.passphraseFromEnvironment(variable: "PATH")), group: group)
         #expect(try fromEnvironment.exportMSALJSON() == store.exportMSALJSON())
-        let fromCallback = AccountStore(backend: backend(.passphraseProvider { "correct horse battery staple" }), group: group)
+        let fromCallback = AccountStore(backend: backend(.passphraseProvider { passphrase }), group: group)
         #expect(try fromCallback.exportMSALJSON() == store.exportMSALJSON())
 
         struct Cancelled: Error {}
