@@ -79,13 +79,8 @@ struct TransferSessionTests {
     /// under KWallet, about 5 s, where without the fix this fails 997 times in 1,000; 200 elsewhere).
     @Test("Every freshly opened session decrypts the daemon's secrets on the first read")
     func freshSessionsDecrypt() throws {
-        let backend = try SecretServiceBackend()
-        let group = try CacheGroup("org.swift-tokencache.fresh-sessions-\(UUID().uuidString.prefix(8).lowercased())")
-        let store = AccountStore(backend: backend, group: group)
+        let (backend, store, items) = try Self.savedItems("fresh-sessions")
         defer { try? store.removeAll() }
-        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)), clientID: Fixtures.appOne,
-                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
-        let items = try backend.searchPaths(["group": group.name], collection: try backend.collectionPath(for: group))
         let item = try #require(items.first)
         let defaultCount = TestEnvironment.provider == .kwallet ? 3000 : 200
         let count = Int(TestEnvironment.environment["TOKENCACHE_FRESH_SESSIONS"] ?? "") ?? defaultCount
@@ -254,6 +249,22 @@ struct TransferSessionTests {
         #expect(throws: TokenCacheError.self) { try SecretServiceBackend.entries(fromGetSecrets: GVariantRef(sinking: mixed), session: session) }
     }
 
+    /// A fresh group (`org.swift-tokencache.<name>-<random>`) holding one sign-in, and the paths
+    /// of its items; the caller removes it (`store.removeAll()`).
+    static func savedItems(_ name: String) throws -> (SecretServiceBackend, AccountStore, [String]) {
+        let backend = try SecretServiceBackend()
+        let group = try CacheGroup("org.swift-tokencache.\(name)-\(UUID().uuidString.prefix(8).lowercased())")
+        let store = AccountStore(backend: backend, group: group)
+        do {
+            try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)), clientID: Fixtures.appOne,
+                           authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+            return (backend, store, try backend.searchPaths(["group": group.name], collection: try backend.collectionPath(for: group)))
+        } catch {
+            try? store.removeAll()
+            throw error
+        }
+    }
+
     /// The bytes of a Secret struct's `ay` field.
     static func bytes(of secret: OpaquePointer, at index: Int) -> [UInt8]? {
         let child = g_variant_get_child_value(secret, gsize(index))!
@@ -263,15 +274,10 @@ struct TransferSessionTests {
 
     @Test("A session is closed in the daemon when it goes away: GetSecrets with its path then fails")
     func closedWhenReleased() throws {
-        let backend = try SecretServiceBackend()
-        let group = try CacheGroup("org.swift-tokencache.session-close-\(UUID().uuidString.prefix(8).lowercased())")
         // An item to ask for: KeePassXC and KWallet check the session only when there is a
         // secret to encrypt (an empty GetSecrets answers whatever the session).
-        let store = AccountStore(backend: backend, group: group)
+        let (backend, store, items) = try Self.savedItems("session-close")
         defer { try? store.removeAll() }
-        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)), clientID: Fixtures.appOne,
-                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
-        let items = try backend.searchPaths(["group": group.name], collection: try backend.collectionPath(for: group))
         try #require(!items.isEmpty)
         var session: TransferSession? = try TransferSession.open(backend.client.bus, timeoutMilliseconds: 5000)
         let path = try #require(session?.path)
