@@ -15,7 +15,8 @@ export TOKENCACHE_BUILD_DIR="$(swift build --show-bin-path)"
 # Fault injection at CI strength unless asked otherwise (about 60 ms per kill -9 iteration).
 export TOKENCACHE_KILL_ITERATIONS="${TOKENCACHE_KILL_ITERATIONS:-200}"
 RUN_DIR="$(mktemp -d /tmp/tokencache-run.XXXXXX)"
-trap 'rm -rf "$RUN_DIR"' EXIT
+# TOKENCACHE_TEST_KEEP_LOG=FILE keeps the run's trace log (test secrets only) for diagnosis.
+trap 'if [ -n "${TOKENCACHE_TEST_KEEP_LOG:-}" ]; then cp "$RUN_DIR/trace.log" "$TOKENCACHE_TEST_KEEP_LOG" || true; fi; rm -rf "$RUN_DIR"' EXIT
 mkdir -p "$RUN_DIR/tmp"
 chmod 711 "$RUN_DIR" "$RUN_DIR/tmp"  # the read-only directory test runs a writer as `nobody`
 export TOKENCACHE_TEST_LOG_FILE="$RUN_DIR/trace.log" TOKENCACHE_TEST_OUTPUT_FILE="$RUN_DIR/output.log"
@@ -27,7 +28,8 @@ export TOKENCACHE_TEST_ISSUED_SECRETS="$RUN_DIR/issued-secrets.txt"
 status=0
 if (($#)); then
     TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build "$@" || status=$?
-    export MIN_LOG_LINES=1  # a filtered run logs little: only the full run must meet the minimum
+    # A filtered run logs little and may start no other process: only the full run must meet the minimums.
+    export MIN_LOG_LINES=1 MIN_PROCESSES=1
 else
     # The multi-process load saturates the CPU: it runs on its own afterwards, so the timing
     # bounds of the other tests (SSO timeouts) are not measured on a starved machine.

@@ -40,6 +40,7 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .backendUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
     .portalCancelled: status(TOKENCACHE_E_PORTAL_CANCELLED),
     .portalFailed: status(TOKENCACHE_E_PORTAL_FAILED),
+    .overloaded: status(TOKENCACHE_E_OVERLOADED),
     // The agent stands in for the backend: unreachable or speaking another protocol.
     .agentUnavailable: status(TOKENCACHE_E_BACKEND_UNAVAILABLE),
     .cancelled: status(TOKENCACHE_E_CANCELLED),
@@ -91,6 +92,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .portalRequestFailed: TOKENCACHE_REASON_PORTAL_REQUEST_FAILED
     case .portalUnreachable: TOKENCACHE_REASON_PORTAL_UNREACHABLE
     case .portalSecretSize: TOKENCACHE_REASON_PORTAL_SECRET_SIZE
+    case .threadCeilingReached: TOKENCACHE_REASON_THREAD_CEILING_REACHED
     }
     return Int32(code.rawValue)
 }

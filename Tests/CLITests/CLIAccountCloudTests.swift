@@ -8,7 +8,7 @@ import TokenCacheTestIdentityProvider
 /// An account is a home account ID at one cloud (#34 item 1): a response another host saves
 /// claiming alice's `uid.utid` (not a secret) is another account. Alice signs in at the local
 /// identity provider on 127.0.0.1; a second one bound on 127.0.0.2 plays the other host.
-@Suite("account planted at another host (CLI)", .serialized, .capturesLogs)
+@Suite("account planted at another host (CLI)", .serialized, .harness)
 struct CLIAccountCloudTests {
     let idp: FakeIdentityProvider
     let planter: FakeIdentityProvider

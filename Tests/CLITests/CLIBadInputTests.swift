@@ -7,7 +7,7 @@ import Testing
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
-@Suite("tokencache CLI: bad arguments and files", .capturesLogs)
+@Suite("tokencache CLI: bad arguments and files", .harness)
 struct CLIBadInputTests {
     /// A bad invocation: its arguments (the test's --backend/--group are added unless the case
     /// sets them), stdin, and the exit status it must end with.

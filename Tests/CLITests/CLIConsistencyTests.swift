@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// What a new user found trying the CLI (#27): the same argument gets the same answer in every
 /// command, and each hint is the action that works where the user is.
-@Suite("tokencache CLI: one answer per mistake", .capturesLogs)
+@Suite("tokencache CLI: one answer per mistake", .harness)
 struct CLIConsistencyTests {
     static let authority = Fixtures.authority().url.absoluteString
 

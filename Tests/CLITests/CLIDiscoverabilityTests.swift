@@ -9,7 +9,7 @@ import TokenCacheTestSupport
 /// Issue #27 items 6, 8 and 9: hints that name something the CLI can do, `save` stopping at the
 /// size limit, `groups`, `unlock`, `list` of a group that holds nothing, and `migrate` between
 /// collections.
-@Suite("tokencache CLI: limits, groups and hints", .capturesLogs)
+@Suite("tokencache CLI: limits, groups and hints", .harness)
 struct CLIDiscoverabilityTests {
     static var binary: String { TestEnvironment.binDirectory.appendingPathComponent("tokencache").path }
     static let authority = "https://login.microsoftonline.com/\(Fixtures.tenantA)"

@@ -12,7 +12,7 @@ import TokenCacheTestIdentityProvider
 /// Cache contents and server answers are untrusted: the CLI prints their control characters
 /// (C0 but the newlines between lines, DEL, C1, bidirectional overrides) as visible escapes,
 /// never raw to a terminal; JSON output carries them as \u escapes.
-@Suite("tokencache CLI escapes untrusted text")
+@Suite("tokencache CLI escapes untrusted text", .harness)
 struct CLIEscapingTests {
     static let hostileUsername = "eve\u{1B}[2J\u{07}\u{9B}31m@contoso.com"
     static let hostileName = "Eve \u{202E}lave\u{202C}\nNext\tline\u{7F}"

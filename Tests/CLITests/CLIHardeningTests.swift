@@ -5,7 +5,7 @@ import TokenCacheTestSupport
 /// The CLI binary is linked with full RELRO like libtokencache (#34 item 8): `-z now` binds every
 /// symbol at start so that `-z relro` can make the whole GOT read-only. The release build (as
 /// shipped) is checked by the same script in .ci/run after scripts/build-deb.sh.
-@Suite("tokencache CLI: binary hardening")
+@Suite("tokencache CLI: binary hardening", .harness)
 struct CLIHardeningTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
 

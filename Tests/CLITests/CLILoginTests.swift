@@ -12,7 +12,7 @@ import TokenCacheTestIdentityProvider
 /// user runs over SSH, the browser flow through the desktop's own browser choice (xdg-open and
 /// the user's default browser, here headless Chromium), then silent SSO for another app of the
 /// family with `tokencache token --refresh`.
-@Suite("tokencache login and logout", .serialized, .capturesLogs)
+@Suite("tokencache login and logout", .serialized, .harness)
 struct CLILoginTests {
     let idp: FakeIdentityProvider
     let cli: CLI

@@ -5,7 +5,7 @@ import TokenCacheTestSupport
 
 /// Settings from the environment and the config file, the fallback notice, and passphrase-protected
 /// encrypted files (#27 items 1 and 2). All on the encrypted file: nothing here needs a keyring.
-@Suite("tokencache CLI: settings, config file and passphrase files", .capturesLogs)
+@Suite("tokencache CLI: settings, config file and passphrase files", .harness)
 struct CLISettingsTests {
     static let passphrase = "correct horse battery staple"  // scripts/check-no-secrets.sh looks for it
 

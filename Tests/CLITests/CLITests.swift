@@ -8,7 +8,7 @@ import Testing
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider
 
-@Suite("tokencache CLI", .capturesLogs)
+@Suite("tokencache CLI", .harness)
 struct CLITests {
     @Test("save, then list shows the account per client without any secret", arguments: cliBackends)
     func saveAndList(backend: String) throws {

@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// `tokencache token` without `--authority`, as MSAL finds tokens: the home tenant's first; else
 /// the only tenant holding one; with several, it asks which.
-@Suite("token without --authority across tenants", .capturesLogs)
+@Suite("token without --authority across tenants", .harness)
 struct CLITokenTenantTests {
     let tenantC = "33333333-3333-3333-3333-333333333333"
 
@@ -53,7 +53,7 @@ struct CLITokenTenantTests {
 }
 
 /// `tokencache save` of a response that names no account (#27 item 5).
-@Suite("save of a response without an account", .capturesLogs)
+@Suite("save of a response without an account", .harness)
 struct CLISaveOrphanTests {
     @Test("A response with neither client_info nor id_token is refused (64, naming the fix) unless --home-account-id names an account of the group")
     func orphanRefused() throws {

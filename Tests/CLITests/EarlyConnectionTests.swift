@@ -4,7 +4,7 @@ import TokenCacheTestSupport
 
 /// `tokencache` starts connecting to the Secret Service before it parses its arguments, for the
 /// command lines that may use it; the guess is made from the raw arguments.
-@Suite("Connecting while the command line is parsed")
+@Suite("Connecting while the command line is parsed", .harness)
 struct EarlyConnectionTests {
     @Test("Subcommands that open the cache connect early; help, --version, unknown words and --backend file do not")
     func guessFromRawArguments() {

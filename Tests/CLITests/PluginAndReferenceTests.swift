@@ -5,7 +5,7 @@ import TokenCacheTestSupport
 
 /// The build-tool plugin's generator (`tokencache-config-gen`), run as the plugin runs it.
 /// (The plugin itself is exercised by building Examples/TokenCacheExample in scripts/test.sh.)
-@Suite("Configuration build plugin")
+@Suite("Configuration build plugin", .harness)
 struct ConfigGeneratorTests {
     let directory: URL
     init() throws { directory = try TestEnvironment.temporaryDirectory() }
@@ -72,7 +72,7 @@ struct ConfigGeneratorTests {
     }
 }
 
-@Suite("CLI reference")
+@Suite("CLI reference", .harness)
 struct CLIReferenceTests {
     @Test("docs/CLI.md matches what the built tokencache --help prints")
     func referenceIsCurrent() throws {
@@ -86,7 +86,7 @@ struct CLIReferenceTests {
     }
 }
 
-@Suite("Man page and completions")
+@Suite("Man page and completions", .harness)
 struct CLIManPageAndCompletionTests {
     @Test("scripts/install.sh with DESTDIR installs the binary, a man page naming every subcommand, and bash, zsh and fish completions")
     func installed() throws {

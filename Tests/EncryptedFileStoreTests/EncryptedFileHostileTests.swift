@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 
 /// Validly encrypted files (right key, right group, tag correct) whose decrypted JSON is hostile,
 /// and a directory that became read-only.
-@Suite("Encrypted-file backend: hostile content and read-only directory", .capturesLogs)
+@Suite("Encrypted-file backend: hostile content and read-only directory", .harness)
 struct EncryptedFileHostileTests {
     let directory: URL
     let group = try! CacheGroup("org.swift-tokencache.hostile")

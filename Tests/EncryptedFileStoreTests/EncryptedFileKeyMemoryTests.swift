@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 
 /// Where symmetric keys live in memory: pages of their own, advised MADV_DONTDUMP, so a core
 /// dump of the process leaves them out.
-@Suite("Encrypted-file backend: keys left out of core dumps")
+@Suite("Encrypted-file backend: keys left out of core dumps", .harness)
 struct EncryptedFileKeyMemoryTests {
     /// The VmFlags of the mapping of this process holding `address`, from /proc/self/smaps.
     static func vmFlags(of address: UInt) throws -> [String]? {

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 
 /// An older, validly encrypted copy of a group's file put back (an attacker, a restore) after
 /// newer writes: refused with `fileRolledBack`, never overwritten, accepted only on request.
-@Suite("Encrypted-file backend: rollback of the file", .capturesLogs)
+@Suite("Encrypted-file backend: rollback of the file", .harness)
 struct EncryptedFileRollbackTests {
     let directory: URL
     let group = try! CacheGroup("org.swift-tokencache.rollback")

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 
 /// The passphrase key source's scrypt cost: current defaults for new files, older files still
 /// open, and a header demanding too much refused before any key is derived.
-@Suite("Encrypted-file backend: scrypt cost and bounds", .capturesLogs)
+@Suite("Encrypted-file backend: scrypt cost and bounds", .harness)
 struct EncryptedFileScryptTests {
     let directory: URL
     let group = try! CacheGroup("org.swift-tokencache.scrypt")

@@ -8,7 +8,7 @@ import Glibc
 #endif
 import TokenCacheTestSupport
 
-@Suite("Encrypted-file backend", .capturesLogs)
+@Suite("Encrypted-file backend", .harness)
 struct EncryptedFileTests {
     let directory: URL
     let group = try! CacheGroup("org.swift-tokencache.file-test")

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 
 /// The encrypted file read and decrypted in place: the plaintext back, and a typed refusal for
 /// every damaged file.
-@Suite("Encrypted file read and decrypted in place", .capturesLogs)
+@Suite("Encrypted file read and decrypted in place", .harness)
 struct SealedFileReaderTests {
     let directory: URL
     static let keyBytes = [UInt8](repeating: 0x3C, count: 32)

@@ -12,7 +12,7 @@ extension OtherToolsStores {
     /// `az account get-access-token`, offline, against the loopback provider as a custom cloud
     /// (Fixtures/azure_cli_setup.py). AZURE_CONFIG_DIR points both tools at a folder other than
     /// ~/.azure, as users do. In CI these fail, never skip, when Azure CLI is missing.
-    @Suite("Azure CLI reads what tokencache changed", .serialized, .enabled(if: TestEnvironment.runsInteropTests))
+    @Suite("Azure CLI reads what tokencache changed", .harness, .serialized, .enabled(if: TestEnvironment.runsInteropTests))
     struct AzureCLITests {
         static let armScopes = ["https://management.core.windows.net//user_impersonation", "https://management.core.windows.net//.default"]
 

@@ -10,7 +10,7 @@ import TokenCacheTestIdentityProvider
 /// with the system C compiler against the built libTokenCacheC.so, saves and finds tokens that
 /// this process finds and saves through AccountStore. (The full C suite, under LeakSanitizer
 /// too, runs against the release libtokencache.so.0 in scripts/test-c-api.sh.)
-@Suite("C interface interop", .enabled(if: TestEnvironment.runsSecretServiceTests), .capturesLogs)
+@Suite("C interface interop", .enabled(if: TestEnvironment.runsSecretServiceTests), .harness)
 struct CAPIInteropTests {
     /// The client, account and scopes test_capi's `save` mode uses.
     static let cClient = "aaaaaaaa-0000-0000-0000-00000000c0a1"

@@ -11,7 +11,7 @@ import TokenCacheTestSupport
 /// Other tools' store files get the encrypted file's owner, mode and link checks, and a config
 /// "lock" path never deletes a file that is not a lock (#34 items 6 and 7). We run as root: the
 /// other user is uid 65534.
-@Suite("External store files: owner, mode, links and lock paths")
+@Suite("External store files: owner, mode, links and lock paths", .harness)
 struct ExternalStoreFileSafetyTests {
     static let otherUser: uid_t = 65534
     /// MSAL JSON with a section the codec keeps as it is: what must survive a refusal byte for byte.

@@ -11,7 +11,7 @@ extension OtherToolsStores {
     /// `tokencache migrate --from-store … --to-store …` (#29): Azure CLI's plaintext cache moved into
     /// its keyring item, which msal-extensions then finds with Azure CLI's own parameters; Azure CLI
     /// pointed at it; the source deleted only after the copy was verified.
-    @Suite("Migrating between other tools' stores", .serialized,
+    @Suite("Migrating between other tools' stores", .harness, .serialized,
            .enabled(if: TestEnvironment.runsInteropTests && TestEnvironment.runsSecretServiceTests))
     struct ExternalStoreMigrationTests {
         struct Setup {
@@ -160,7 +160,7 @@ extension OtherToolsStores {
 }
 
 /// The one edit made to Azure CLI's config file, on the texts configparser accepts.
-@Suite("Azure CLI's config file")
+@Suite("Azure CLI's config file", .harness)
 struct AzureCLIConfigurationTests {
     @Test("encrypt_token_cache = true is set in [core], replacing another value, keeping every other line; nothing changes when it is set")
     func setting() throws {

@@ -12,7 +12,7 @@ extension OtherToolsStores {
     /// by the real msal-extensions and MSAL Python) is redeemed here only when the store is opted in,
     /// the rotated token goes back into Azure CLI's cache under its lock, and Azure CLI's own MSAL
     /// then keeps refreshing from it at a provider that rotates refresh tokens.
-    @Suite("Single sign-on with other tools' caches", .serialized, .enabled(if: TestEnvironment.runsInteropTests))
+    @Suite("Single sign-on with other tools' caches", .harness, .serialized, .enabled(if: TestEnvironment.runsInteropTests))
     struct ExternalStoreSSOTests {
         static let azureCLIClient = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
         static let armScope = "https://management.core.windows.net//user_impersonation"

@@ -11,7 +11,7 @@ import TokenCacheTestSupport
 
 /// Every suite that uses other tools' stores: they share the catalogue's keyring items (whose
 /// schema and attributes are the owners', not per test), so they run one after another.
-@Suite("Other tools' stores", .serialized)
+@Suite("Other tools' stores", .harness, .serialized)
 enum OtherToolsStores {}
 
 extension OtherToolsStores {
@@ -19,7 +19,7 @@ extension OtherToolsStores {
     /// (Fixtures/msal_extensions_peer.py): what they write is listed and changed here under their
     /// lock, and what is changed here is what they read. In CI these fail, never skip, when the venv
     /// (or, for keyring stores, the Secret Service) is missing.
-    @Suite("External MSAL stores", .serialized, .enabled(if: TestEnvironment.runsInteropTests))
+    @Suite("External MSAL stores", .harness, .serialized, .enabled(if: TestEnvironment.runsInteropTests))
     struct ExternalStoreTests {
         static let username = "peer@contoso.example"
 
@@ -445,7 +445,7 @@ extension OtherToolsStores {
 }
 
 /// The catalogue's parameters (docs/EXTERNAL-STORES.md §1) and the lock's rules, without peers.
-@Suite("External store catalogue and lock")
+@Suite("External store catalogue and lock", .harness)
 struct ExternalStoreCatalogueTests {
     @Test("The catalogue names each store with its owner's exact parameters and a source")
     func catalogue() throws {

@@ -13,7 +13,7 @@ import TokenCacheTestIdentityProvider
 /// authorities; it trusts the provider's throw-away certificate) and over plain http on loopback
 /// (for this project, as in the other SSO tests; CurlTransport's caBundle is tested there). Both
 /// addresses have the host 127.0.0.1, so both SDKs file tokens under the same environment.
-@Suite("MSAL Python against the same local authority", .enabled(if: TestEnvironment.runsInteropTests))
+@Suite("MSAL Python against the same local authority", .harness, .enabled(if: TestEnvironment.runsInteropTests))
 struct MSALPythonAuthorityTests {
     let idp: FakeIdentityProvider
     let scopes = ["User.Read"]

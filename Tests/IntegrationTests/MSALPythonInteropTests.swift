@@ -9,7 +9,7 @@ import TokenCacheTestSupport
 
 /// Interop with the real MSAL Python 1.39 (installed by scripts/install-deps.sh into .venv).
 /// In CI these tests fail, never skip, when MSAL Python is missing.
-@Suite("Interop with MSAL Python", .enabled(if: TestEnvironment.runsInteropTests), .capturesLogs)
+@Suite("Interop with MSAL Python", .enabled(if: TestEnvironment.runsInteropTests), .harness)
 struct MSALPythonInteropTests {
     struct Sample {
         var response: [String: Any]

@@ -16,7 +16,7 @@ import TokenCacheTestSupport
 /// the daemon's disk writes; both are the same daemon, bus, library and code paths.
 let loadBackends = ["file"] + (TestEnvironment.runsSecretServiceTests ? ["secret-service", "secret-service@session"] : [])
 
-@Suite("Multi-process load", .serialized, .capturesLogs)
+@Suite("Multi-process load", .serialized, .harness)
 struct MultiProcessLoadTests {
     static let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
     static let cli = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 /// (Fixtures/sdk_cache_roundtrip.py does the comparison). The same script then moves the access
 /// tokens of several files into the future and checks `tokencache token` answers what MSAL
 /// Python's `acquire_token_silent` answers.
-@Suite("Round trips of real SDK caches", .enabled(if: TestEnvironment.runsInteropTests), .capturesLogs)
+@Suite("Round trips of real SDK caches", .enabled(if: TestEnvironment.runsInteropTests), .harness)
 struct SDKCacheCorpusTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures").standardizedFileURL

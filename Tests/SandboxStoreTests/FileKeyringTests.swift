@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 /// `SECRET_BACKEND=file` and libsecret's own test variables (`SECRET_FILE_TEST_PATH`,
 /// `SECRET_FILE_TEST_PASSWORD`: the password is the keyring secret, as the portal's 64 bytes are
 /// in a sandbox) reads what we write and writes what we read.
-@Suite("File keyring: libsecret/oo7 format", .capturesLogs)
+@Suite("File keyring: libsecret/oo7 format", .harness)
 struct FileKeyringTests {
     let directory: URL
     var path: String { directory.appendingPathComponent("keyrings/default.keyring").path }

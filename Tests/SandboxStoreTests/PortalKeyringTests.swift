@@ -8,7 +8,7 @@ import TokenCacheTestSupport
 /// libsecret's `secret-tool` in bubblewrap with a `/.flatpak-info`, behind xdg-dbus-proxy, with
 /// the real xdg-desktop-portal giving the app's secret from gnome-keyring's Secret portal backend
 /// (the isolated test keyring of scripts/with-test-keyring.sh).
-@Suite("Sandbox: portal-keyed file keyring (Flatpak)", .capturesLogs, .enabled(if: TestEnvironment.runsSecretServiceTests))
+@Suite("Sandbox: portal-keyed file keyring (Flatpak)", .harness, .enabled(if: TestEnvironment.runsSecretServiceTests))
 struct PortalKeyringTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
     let appID = "org.swifttokencache.T" + UUID().uuidString.prefix(8).filter(\.isLetter)

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 /// These run the built binaries with TOKENCACHE_LIBGCRYPT_PATH pointing at a file that does not
 /// exist (or is not libgcrypt), so the real dlopen/dlsym failure paths run; inside the test
 /// keyring session they also show that a working bus and provider are not used without it.
-@Suite("Secret Service libraries loaded at run time")
+@Suite("Secret Service libraries loaded at run time", .harness)
 struct SecretServiceLibraryLoadingTests {
     static let absent = ["TOKENCACHE_LIBGCRYPT_PATH": "/nonexistent/libgcrypt.so.20"]
     static let absentMessage = "libgcrypt, which encrypts secrets on their way from the Secret Service, could not be loaded (/nonexistent/libgcrypt.so.20: "

@@ -8,7 +8,7 @@ import TokenCacheTestSupport
 /// GNOME Keyring, KeePassXC, KWallet), without unlocking anything first: writes whose prompts
 /// complete without a user (KeePassXC), a collection that reports Locked until Unlock (KWallet),
 /// and doctor naming the provider (#25, docs/SecretService.md).
-@Suite("Secret Service providers (ProviderTests)", .enabled(if: TestEnvironment.runsSecretServiceTests), .serialized)
+@Suite("Secret Service providers (ProviderTests)", .harness, .enabled(if: TestEnvironment.runsSecretServiceTests), .serialized)
 struct SecretServiceProviderTests {
     @Test("save, token, list and remove work on the provider as it starts, with no prompt allowed")
     func roundTrip() throws {

@@ -8,7 +8,7 @@ import TokenCacheTestSupport
 
 /// Against a real gnome-keyring in an isolated D-Bus session (scripts/with-test-keyring.sh).
 /// In CI these must run: a missing session makes them fail, never skip.
-@Suite("Secret Service backend", .enabled(if: TestEnvironment.runsSecretServiceTests), .capturesLogs)
+@Suite("Secret Service backend", .enabled(if: TestEnvironment.runsSecretServiceTests), .harness)
 struct SecretServiceTests {
     let group = try! CacheGroup("org.swift-tokencache.ss-\(UUID().uuidString.prefix(8).lowercased())")
 

@@ -11,7 +11,7 @@ import TokenCacheTestSupport
 /// `secret-tool` and MSAL Python read what the backend stores, and the backend reads what they
 /// store, is tested end to end in SecretServiceTests and the interop tests; these check the
 /// parts one by one, against a real gnome-keyring where a session is needed.
-@Suite("Secret Service transfer session", .enabled(if: TestEnvironment.runsSecretServiceTests))
+@Suite("Secret Service transfer session", .harness, .enabled(if: TestEnvironment.runsSecretServiceTests))
 struct TransferSessionTests {
     @Test("HKDF-SHA256 gives RFC 5869's test case 1 (salt and info) and test case 3 (no salt, no info, as the session uses it)")
     func hkdfKnownAnswer() throws {

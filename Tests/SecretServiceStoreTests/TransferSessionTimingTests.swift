@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// Times opening the transfer session, for Benchmarks/results/HISTORY.md: opt-in
 /// (`TOKENCACHE_TIME_SESSIONS=200`), since timings on a shared machine make no pass/fail.
-@Suite("Transfer session timing", .enabled(if: TestEnvironment.runsSecretServiceTests
+@Suite("Transfer session timing", .harness, .enabled(if: TestEnvironment.runsSecretServiceTests
                                             && ProcessInfo.processInfo.environment["TOKENCACHE_TIME_SESSIONS"] != nil))
 struct TransferSessionTimingTests {
     @Test("Open a session N times against the test keyring; the key pair and agreement alone N times")

@@ -3,7 +3,7 @@ import Testing
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 
-@Suite("Account store: saving responses", .capturesLogs)
+@Suite("Account store: saving responses", .harness)
 struct SavingTests {
     let store = AccountStore(backend: InMemoryBackend())
 
@@ -109,7 +109,7 @@ struct SavingTests {
     }
 }
 
-@Suite("Account store: finding tokens", .capturesLogs)
+@Suite("Account store: finding tokens", .harness)
 struct LookupTests {
     let store = AccountStore(backend: InMemoryBackend())
 
@@ -222,7 +222,7 @@ struct LookupTests {
     }
 }
 
-@Suite("Account store: several apps, sign-out and removal", .capturesLogs)
+@Suite("Account store: several apps, sign-out and removal", .harness)
 struct MultiAppTests {
     let store = AccountStore(backend: InMemoryBackend())
 
@@ -350,7 +350,7 @@ struct MultiAppTests {
 
 /// An account is a home account ID in one cloud, as in MSAL (#34 item 1): a response another
 /// host saves claiming alice's `uid.utid` is another account, never alice's description or tokens.
-@Suite("Account store: one home account ID at two clouds", .capturesLogs)
+@Suite("Account store: one home account ID at two clouds", .harness)
 struct AccountStoreCloudTests {
     let store = AccountStore(backend: InMemoryBackend())
     // Sorts before login.microsoftonline.com: the planted record is the first by key.

@@ -5,7 +5,7 @@ import Testing
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 
-@Suite("Bad input gets a typed error and leaves the cache as it was", .capturesLogs)
+@Suite("Bad input gets a typed error and leaves the cache as it was", .harness)
 struct BadInputTests {
     static var good: [String: Any] { Fixtures.response(for: Fixtures.alice) }
 
@@ -161,7 +161,7 @@ final class CapturingLogHandler: LogHandler, @unchecked Sendable {
     }
 }
 
-@Suite("Logging", .capturesLogs)
+@Suite("Logging", .harness)
 struct LoggingTests {
     @Test("Nothing logged at trace level contains a secret, and personal data is redacted unless enabled")
     func logsNoSecretsOrPII() throws {

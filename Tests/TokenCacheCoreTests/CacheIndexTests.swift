@@ -4,7 +4,7 @@ import TokenCacheTestSupport
 
 /// The index matches an entry to a stored one on its fields, whatever key another SDK stored it
 /// under, comparing only the entries of the same account.
-@Suite("Cache index")
+@Suite("Cache index", .harness)
 struct CacheIndexTests {
     static func accessToken(key: String, environment: String = "login.microsoftonline.com", target: String = "User.Read Mail.Read") -> CacheEntry {
         CacheEntry(kind: .accessToken, fields: [

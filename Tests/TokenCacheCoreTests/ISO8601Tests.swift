@@ -3,7 +3,7 @@ import Testing
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 
-@Suite("ISO 8601 dates")
+@Suite("ISO 8601 dates", .harness)
 struct ISO8601Tests {
     @Test("Dates are written exactly as Date.formatted(.iso8601) writes them: whole seconds across years 1-9999 (Julian before 1582 in Foundation), leap days, before 1970, and fractional seconds")
     func sameAsFoundation() {

@@ -4,7 +4,7 @@ import Testing
 import TokenCacheTestSupport
 
 /// The hand-written JSON parser against JSONDecoder (the parser it replaced) and RFC 8259.
-@Suite("JSON parser")
+@Suite("JSON parser", .harness)
 struct JSONParserTests {
     /// JSONDecoder's reading of a document, as the library did before: the reference.
     static func reference(_ data: Data) -> JSONValue? {

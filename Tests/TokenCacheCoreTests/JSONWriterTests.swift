@@ -4,7 +4,7 @@ import Testing
 import TokenCacheTestSupport
 
 /// The hand-written JSON writer against JSONEncoder (the writer it replaced) and the parser.
-@Suite("JSON writer")
+@Suite("JSON writer", .harness)
 struct JSONWriterTests {
     /// JSONEncoder's output, as the library wrote before: the reference.
     static func reference(_ value: JSONValue, pretty: Bool) throws -> String {

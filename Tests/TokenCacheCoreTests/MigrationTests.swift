@@ -3,7 +3,7 @@ import Testing
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 
-@Suite("Migration between backends", .capturesLogs)
+@Suite("Migration between backends", .harness)
 struct MigrationTests {
     @Test("Migration copies every entry, verifies, then empties the source")
     func migratesEverything() throws {

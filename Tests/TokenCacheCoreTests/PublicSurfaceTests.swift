@@ -6,7 +6,7 @@ import TokenCacheCore
 // What an app sees of the cache (#35): no refresh-token secret, by any public route. Which
 // symbols are public is checked on the symbol graph (scripts/count-public-api.sh --check); these
 // tests cover the routes a symbol list cannot show: descriptions and reflection.
-@Suite("Public API: what apps see of the cache", .capturesLogs)
+@Suite("Public API: what apps see of the cache", .harness)
 struct PublicSurfaceTests {
     /// A store holding Alice's tokens, and the refresh token's secret.
     func aliceStore() throws -> (AccountStore, secret: String) {

@@ -122,11 +122,11 @@ package func recordOutput(_ output: ProcessOutput, of executable: String, _ argu
     _ = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }
 }
 
-/// Runs blocking work (waiting for subprocesses) on a Dispatch thread. Suites run in parallel on
-/// a cooperative pool of one thread per core (two here): a test blocking one of them for
-/// seconds stalls every other test's awaits, and their request deadlines expire.
+/// Runs blocking work (waiting for subprocesses) on a thread of its own, so that neither the
+/// test threads (``TestThreads``) nor Dispatch's global queue (which adds a thread only about
+/// once a second when all of its block) wait for it.
 package func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenCacheTestSupport
 
-@Suite("Test harness", .capturesLogs)
+@Suite("Test harness", .harness)
 struct HarnessTests {
     @Test("Secret Service tests run inside an isolated session, never against the real HOME",
           .enabled(if: TestEnvironment.runsSecretServiceTests))

@@ -26,7 +26,7 @@ __all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "Device
            "AMBIGUOUS_ACCOUNT", "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
            "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
-           "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED", "PORTAL_CANCELLED", "PORTAL_FAILED"]
+           "PASSWORD_POLICY", "ATTRIBUTE_VALIDATION", "EXPIRED", "NATIVE_AUTH_FAILED", "PORTAL_CANCELLED", "PORTAL_FAILED", "OVERLOADED"]
 
 # Status codes of tokencache.h that callers commonly test; TokenCacheError.code carries any of them.
 INVALID_ARGUMENT = 1
@@ -38,6 +38,8 @@ INTERACTION_REQUIRED = 31
 # Sandboxed apps: the Secret portal's request for the keyring secret (libtokencache 0.5).
 PORTAL_CANCELLED = 41
 PORTAL_FAILED = 42
+# The process runs as many blocking calls as the library's thread ceiling allows; retry (libtokencache 0.6).
+OVERLOADED = 43
 # Sign-in (libtokencache 0.2).
 CANCELLED = 50
 ACCESS_DENIED = 51

@@ -115,6 +115,9 @@ enum {
     /* A sandboxed app: the Secret portal could not give the app's keyring secret (no portal, no
        Secret portal backend, or it failed; since 0.5). Nothing was read or changed. */
     TOKENCACHE_E_PORTAL_FAILED = 42,
+    /* The process already runs as many blocking calls (keyring, file, lock, HTTP) as the
+       library's thread ceiling allows (since 0.6); nothing was started: retry when fewer run. */
+    TOKENCACHE_E_OVERLOADED = 43,
 
     /* Interactive and device code sign-in (tokencache_sign_in_*; since 0.2). Nothing is saved
        when a sign-in fails. */
@@ -277,7 +280,11 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_PASSWORD_TOO_LONG = 82,
     TOKENCACHE_REASON_PASSWORD_RECENTLY_USED = 83,
     TOKENCACHE_REASON_PASSWORD_BANNED = 84,
-    TOKENCACHE_REASON_PASSWORD_INVALID = 85
+    TOKENCACHE_REASON_PASSWORD_INVALID = 85,
+
+    /* The process (OVERLOADED; since 0.6). */
+    /* The library's blocking pool runs as many calls as its ceiling allows. */
+    TOKENCACHE_REASON_THREAD_CEILING_REACHED = 90
 } tokencache_reason;
 
 /* Opaque handles. */

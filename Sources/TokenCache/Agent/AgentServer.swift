@@ -37,8 +37,9 @@ package final class AgentServer: Sendable {
     }
 
     /// Starts accepting on a thread of its own; returns at once.
-    package func start() {
-        listener.start(label: "org.swift-tokencache.agent.accept", maximumConnections: Self.maximumConnections) { [self] in serve($0) }
+    /// - Throws: `overloaded` when the blocking pool has no thread left for the accept loop.
+    package func start() throws(TokenCacheError) {
+        try listener.start(label: "org.swift-tokencache.agent.accept", maximumConnections: Self.maximumConnections) { [self] in serve($0) }
     }
 
     /// Stops accepting and removes the socket file (when it is still this agent's).
@@ -82,7 +83,9 @@ package final class AgentServer: Sendable {
     }
 }
 
-/// Runs async work from a Dispatch thread (never from the cooperative pool) and waits for it.
+/// Runs async work from a thread of the blocking pool (never from the cooperative pool) and
+/// waits for it: the pool starts another thread for the work's own blocking calls, so this wait
+/// starves nothing.
 func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
     let done = DispatchSemaphore(value: 0)
     let result = Mutex<T?>(nil)

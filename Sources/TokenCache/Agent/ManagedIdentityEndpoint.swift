@@ -64,8 +64,9 @@ package final class ManagedIdentityEndpoint: Sendable {
     }
 
     /// Starts accepting on a thread of its own; returns at once.
-    package func start() {
-        listener.start(label: "org.swift-tokencache.agent.managed-identity", maximumConnections: Self.maximumConnections) { [self] connection in
+    /// - Throws: `overloaded` when the blocking pool has no thread left for the accept loop.
+    package func start() throws(TokenCacheError) {
+        try listener.start(label: "org.swift-tokencache.agent.managed-identity", maximumConnections: Self.maximumConnections) { [self] connection in
             connection.setTimeouts(seconds: AgentServer.ioTimeoutSeconds)
             let (status, body) = answer(Self.readHead(connection))
             Self.respond(connection, status: status, body: body)

@@ -7,6 +7,7 @@ import Dispatch
 import FoundationEssentials
 import Synchronization
 import TokenCacheCore
+import TokenCachePlatform
 
 /// One open socket descriptor, closed in deinit: the agent's listening socket, or one
 /// connection (either end).
@@ -69,8 +70,8 @@ final class SocketDescriptor: @unchecked Sendable {
 }
 
 /// A listening socket accepted on a thread of its own until stopped, each connection served on
-/// a Dispatch thread, at most `maximumConnections` at once (more wait in the listen backlog):
-/// the agent's socket and its managed-identity endpoint.
+/// a thread of the blocking pool, at most `maximumConnections` at once (more wait in the listen
+/// backlog): the agent's socket and its managed-identity endpoint.
 final class SocketListener: Sendable {
     let socket: SocketDescriptor
     private let stopped = Mutex(false)
@@ -78,9 +79,10 @@ final class SocketListener: Sendable {
     init(_ socket: SocketDescriptor) { self.socket = socket }
 
     /// Starts accepting; returns at once.
-    func start(label: String, maximumConnections: Int, serve: @escaping @Sendable (SocketDescriptor) -> Void) {
+    /// - Throws: `overloaded` when the blocking pool has no thread for the accept loop.
+    func start(label: String, maximumConnections: Int, serve: @escaping @Sendable (SocketDescriptor) -> Void) throws(TokenCacheError) {
         let slots = DispatchSemaphore(value: maximumConnections)
-        DispatchQueue(label: label).async { [self] in
+        try BlockingPool.shared.submit(label) { [self] in
             while !stopped.withLock({ $0 }) {
                 slots.wait()
                 let fd = accept(socket.fd, nil, nil)
@@ -92,9 +94,13 @@ final class SocketListener: Sendable {
                 // accept4 (SOCK_CLOEXEC at accept) needs _GNU_SOURCE, which Glibc does not expose to Swift.
                 _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
                 let connection = SocketDescriptor(fd)
-                DispatchQueue.global().async {
-                    defer { slots.signal() }
-                    serve(connection)
+                do {
+                    try BlockingPool.shared.submit("\(label) connection") {
+                        defer { slots.signal() }
+                        serve(connection)
+                    }
+                } catch {
+                    slots.signal()  // at the ceiling: the connection closes unanswered, as on a full backlog
                 }
             }
         }

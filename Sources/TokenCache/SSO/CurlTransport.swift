@@ -9,8 +9,9 @@ import FoundationEssentials
 ///
 /// TLS is verified against the system's trust store, or against `caBundle` when given (an
 /// enterprise or test CA). Only http and https are followed, redirects are not, and responses
-/// larger than `maxResponseBytes` are refused. The blocking transfer runs on the library's blocking pool,
-/// never on the cooperative pool; cancelling the task aborts it.
+/// larger than `maxResponseBytes` are refused. The blocking transfer runs at once on a thread of
+/// the library's transfer pool (never the cooperative pool, never behind store work), and its
+/// timeout is libcurl's own, counted from the transfer's start; cancelling the task aborts it.
 public struct CurlTransport: HTTPTransport {
     /// A PEM file of the certificate authorities to trust instead of the system's.
     public var caBundle: URL?
@@ -31,7 +32,11 @@ public struct CurlTransport: HTTPTransport {
         let transfer = try CurlTransfer(curl, request, caBundle: caBundle, maxResponseBytes: maxResponseBytes)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                BlockingPool.shared.submit { continuation.resume(with: transfer.perform()) }
+                do {
+                    try BlockingPool.transfers.submit("HTTP transfer") { continuation.resume(with: transfer.perform()) }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
             }
         } onCancel: {
             transfer.cancel()

@@ -73,6 +73,8 @@ extension PublicClientApplication {
             throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s\(AuthorizationRequest.describe(listener.refusals.withLock { $0 })); nothing was saved.",
                                   hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout",
                                   reason: .signInTimedOut)
+        case .notStarted(let error):
+            throw error
         case .failed(let reason):
             throw TokenCacheError(.portUnavailable, "The loopback listener failed: \(reason).", hint: "Retry the sign-in")
         }

@@ -131,7 +131,7 @@ final class TokenEndpointClient: Sendable {
 
     private func send(_ request: HTTPRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {
         do {
-            return try await Self.withDeadline(seconds: timeout) { [transport] in try await transport.send(request) }
+            return try await Self.withDeadline(seconds: timeout + Self.backstopMargin) { [transport] in try await transport.send(request) }
         } catch let error as TokenCacheError {
             throw error  // the transport's own typed error (libcurl missing)
         } catch {
@@ -141,20 +141,35 @@ final class TokenEndpointClient: Sendable {
         }
     }
 
-    /// Runs `operation`, giving up after `seconds` even if the operation ignores cancellation
-    /// (an app's own transport may not honour the request's timeout).
+    /// The transport enforces the request's own timeout (``CurlTransport``: libcurl's timer, from
+    /// the transfer's start); the backstop below only catches a transport that ignores it.
+    static let backstopMargin: TimeInterval = 10
+
+    /// Runs `operation`, giving up `seconds` after it started even if it ignores cancellation
+    /// (an app's own transport may not honour the request's timeout). The time counts from the
+    /// moment the operation runs, not from the call: time spent waiting for a thread is not the
+    /// server's. Cancelling the calling task cancels the operation.
     static func withDeadline<T: Sendable>(seconds: TimeInterval,
                                           _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let outcome = OneShot(continuation)
-            let work = Task {
-                do { outcome.resume(.success(try await operation())) } catch { outcome.resume(.failure(error)) }
+        let work = Locked<Task<Void, Never>?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let outcome = OneShot(continuation)
+                let task = Task {
+                    // A Dispatch timer, not a Task: it fires even when the cooperative pool is busy.
+                    let backstop = DispatchWorkItem {
+                        outcome.resume(.failure(HTTPTransportError(.timedOut, detail: "no answer within \(seconds) s")))
+                        work.withLock { $0 }?.cancel()
+                    }
+                    DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: backstop)
+                    defer { backstop.cancel() }
+                    do { outcome.resume(.success(try await operation())) } catch { outcome.resume(.failure(error)) }
+                }
+                work.withLock { $0 = task }
+                if Task.isCancelled { task.cancel() }  // cancelled before `work` was set
             }
-            // A Dispatch timer, not a Task: it fires even when the cooperative pool is busy.
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                outcome.resume(.failure(HTTPTransportError(.timedOut, detail: "no answer within \(seconds) s")))
-                work.cancel()
-            }
+        } onCancel: {
+            work.withLock { $0 }?.cancel()
         }
     }
 

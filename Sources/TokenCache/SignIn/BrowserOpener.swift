@@ -8,6 +8,7 @@ import Dispatch
 import FoundationEssentials
 import SecretServiceStore
 import TokenCacheCore
+import TokenCachePlatform
 
 /// How the interactive sign-in opens the sign-in page in a browser.
 ///
@@ -171,7 +172,7 @@ enum SystemBrowser {
         }
         // Still running: it handed the URL over. Reap it whenever it ends, so it leaves no zombie.
         let child = pid
-        DispatchQueue.global().async { var ignored: Int32 = 0; _ = waitpid(child, &ignored, 0) }
+        try? BlockingPool.shared.submit("browser command reaper") { var ignored: Int32 = 0; _ = waitpid(child, &ignored, 0) }
         return .opened
     }
 }

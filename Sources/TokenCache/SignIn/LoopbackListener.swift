@@ -7,6 +7,7 @@ import Dispatch
 import FoundationEssentials
 import Synchronization
 import TokenCacheCore
+import TokenCachePlatform
 
 /// The one-shot HTTP listener on loopback that receives the authorization redirect (RFC 8252
 /// section 7.3). Hand-written on POSIX sockets: it answers a few GETs and closes, which does not
@@ -53,6 +54,8 @@ final class LoopbackListener: @unchecked Sendable {
         case cancelled
         case timedOut
         case failed(String)
+        /// The wait could not start (`overloaded`: no thread left for it).
+        case notStarted(TokenCacheError)
     }
 
     /// Requests refused while waiting.
@@ -210,14 +213,21 @@ final class LoopbackListener: @unchecked Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
 
-    /// Waits for the redirect on a Dispatch thread (never on the cooperative pool), until
-    /// `deadline`, a ``cancel()``, or the calling task's cancellation; serves `page(query)` to it.
+    /// Waits for the redirect on a thread of the blocking pool (never on the cooperative pool,
+    /// and never behind other work: Dispatch's global queue adds a thread only about once a
+    /// second when its threads block), until `deadline`, a ``cancel()``, or the calling task's
+    /// cancellation; serves `page(query)` to it.
     func waitForRedirect(_ expectation: Expectation, deadline: ContinuousClock.Instant,
                          page: @escaping @Sendable ([String: String]) -> Page) async -> Outcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                DispatchQueue.global().async { [self] in
-                    continuation.resume(returning: serve(expectation, deadline: deadline, page: page))
+                do throws(TokenCacheError) {
+                    try BlockingPool.shared.submit("loopback redirect listener") { [self] in
+                        continuation.resume(returning: serve(expectation, deadline: deadline, page: page))
+                    }
+                } catch {
+                    closeSockets()
+                    continuation.resume(returning: .notStarted(error))
                 }
             }
         } onCancel: {

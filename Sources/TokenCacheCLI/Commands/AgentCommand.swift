@@ -114,8 +114,8 @@ struct AgentCommand: ParsableCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let server = try AgentServer(path: path, agent: agent)
         let endpoint = managedIdentity ? try ManagedIdentityEndpoint(agent: agent, clientID: clients[0], account: accounts.first) : nil
-        server.start()
-        endpoint?.start()
+        try server.start()
+        try endpoint?.start()
         var lines = [("TOKENCACHE_AGENT_SOCK", path), ("TOKENCACHE_AGENT_PID", "\(getpid())")]
         if let endpoint { lines += [("IDENTITY_ENDPOINT", endpoint.url), ("IDENTITY_HEADER", endpoint.header)] }
         let shell = lines.map { "\($0)=\(Self.shellQuoted($1)); export \($0);\n" }.joined() + "echo Agent pid \(getpid());\n"

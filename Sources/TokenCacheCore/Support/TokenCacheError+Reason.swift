@@ -90,6 +90,10 @@ extension TokenCacheError {
         /// The portal gave a secret of the wrong size (`bytes` instead of 64).
         case portalSecretSize(bytes: Int)
 
+        // The process
+        /// The library's blocking pool `pool` already runs `limit` calls, its ceiling (``TokenCacheError/Code/overloaded``).
+        case threadCeilingReached(pool: String, limit: Int)
+
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
         public var name: String {
@@ -124,6 +128,7 @@ extension TokenCacheError {
             case .portalRequestFailed: "portalRequestFailed"
             case .portalUnreachable: "portalUnreachable"
             case .portalSecretSize: "portalSecretSize"
+            case .threadCeilingReached: "threadCeilingReached"
             }
         }
     }

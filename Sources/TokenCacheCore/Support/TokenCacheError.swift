@@ -108,6 +108,9 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let unsupportedFlow = Code("unsupportedFlow")
         /// The token agent (`TOKENCACHE_AGENT_SOCK`) could not be reached, or answered outside its protocol.
         public static let agentUnavailable = Code("agentUnavailable")
+        /// The process already runs as many blocking calls (keyring, file, lock, HTTP) as the
+        /// library's thread ceiling allows; nothing was started. Retry when fewer are running.
+        public static let overloaded = Code("overloaded")
     }
 
     /// What kind of failure this is.

@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// The C interface's silent acquisition through `tokencache agent` (#38): Tests/CTests/test_capi.c
 /// in a fresh container home, with only TOKENCACHE_AGENT_SOCK set.
-@Suite("Agent C interface", .serialized)
+@Suite("Agent C interface", .harness, .serialized)
 struct AgentCAPITests {
     @Test("tokencache_acquire_token_silent on a default store (AUTO, NULL group) in a fresh container home gets the token through the agent, which refreshed at the identity provider; the container home stays empty")
     func silentThroughAgent() async throws {

@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// The agent's socket reached from elsewhere: forwarded by OpenSSH (`ssh -R`, a private sshd on
 /// loopback with throw-away keys) and bind-mounted into a second mount namespace (a container's view).
-@Suite("AgentForwarding", .serialized)
+@Suite("AgentForwarding", .harness, .serialized)
 struct AgentForwardingTests {
     /// A private sshd on 127.0.0.1 for one test: its own host key, one authorized client key.
     final class PrivateSSHServer {

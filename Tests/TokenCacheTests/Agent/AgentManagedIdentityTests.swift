@@ -6,7 +6,7 @@ import TokenCacheTestSupport
 
 /// The agent's App Service managed-identity endpoint (`--managed-identity`), against the real
 /// azure-identity from PyPI (.venv-azure-identity, made by scripts/install-deps.sh).
-@Suite("AgentManagedIdentity", .serialized)
+@Suite("AgentManagedIdentity", .harness, .serialized)
 struct AgentManagedIdentityTests {
     static var azureIdentityPython: String? {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -5,7 +5,7 @@ import Testing
 import TokenCacheTestSupport
 
 /// `tokencache agent` (#38): a desktop's group served to a container through the socket.
-@Suite("Agent", .serialized)
+@Suite("Agent", .harness, .serialized)
 struct AgentTests {
     @Test("token in a fresh container home gets the desktop's token through the socket; the agent refreshed at the identity provider; no refresh token reaches the container's files")
     func tokenThroughSocket() async throws {

@@ -7,7 +7,7 @@ import TokenCacheTestSupport
 /// tokencache_native_* end to end: Tests/CTests/test_native_auth.c, compiled against the built
 /// libTokenCacheC.so, signs in, up and resets through the C prompt callback at the stand-in;
 /// `tokencache list` then shows the account it saved in the encrypted file.
-@Suite("NativeAuth C interface", .serialized, .capturesLogs)
+@Suite("NativeAuth C interface", .serialized, .harness)
 struct NativeAuthCAPITests {
     let stand: NativeAuthStandIn
     let cli: CLI

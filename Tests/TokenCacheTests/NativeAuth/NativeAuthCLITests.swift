@@ -7,7 +7,7 @@ import TokenCacheTestSupport
 /// `tokencache login --native`, `signup` and `reset-password` end to end against the stand-in:
 /// the code is typed on standard input (a pipe) once the stand-in has mailed it, passwords come
 /// from 0600 files, and nothing secret is printed.
-@Suite("NativeAuth CLI", .serialized, .capturesLogs)
+@Suite("NativeAuth CLI", .serialized, .harness)
 struct NativeAuthCLITests {
     let stand: NativeAuthStandIn
     let cli: CLI

@@ -7,7 +7,7 @@ import TokenCacheTestSupport
 /// Native authentication against the stand-in of the API V1 (Fixtures/native_auth.py on
 /// fake_idp.py): sign-in with an email code or a password, sign-up, password reset, what is
 /// saved, silent tokens and sign-out. Codes are read from the stand-in's mailbox files.
-@Suite("NativeAuth flows", .capturesLogs)
+@Suite("NativeAuth flows", .harness)
 struct NativeAuthFlowTests {
     let scopes = ["User.Read"]
 

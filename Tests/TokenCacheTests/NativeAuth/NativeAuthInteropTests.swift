@@ -7,7 +7,7 @@ import TokenCacheTestIdentityProvider
 
 /// What a native sign-in leaves in the cache, read by real MSAL Python 1.39, and the browser
 /// fallback a `redirect` answer calls for, completed in headless Chromium.
-@Suite("NativeAuth interop", .serialized, .capturesLogs)
+@Suite("NativeAuth interop", .serialized, .harness)
 struct NativeAuthInteropTests {
     let scopes = ["User.Read"]
 

@@ -10,7 +10,7 @@ import TokenCacheTestSupport
 /// System libraries are opened by absolute path from the system's library directories: a
 /// library dropped beside the executable (which SwiftPM links with RUNPATH $ORIGIN) is never
 /// loaded in their place.
-@Suite("System libraries loaded from system directories")
+@Suite("System libraries loaded from system directories", .harness)
 struct SystemLibraryLoadingTests {
     @Test("Sonames become absolute paths in the system directories, ahead of any bare soname; none is relative")
     func candidates() throws {

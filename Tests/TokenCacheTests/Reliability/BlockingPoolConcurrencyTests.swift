@@ -2,61 +2,89 @@ import Foundation
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCachePlatform
 import TokenCacheTestSupport
 
-/// The one pool blocking work runs on (run under ThreadSanitizer in CI with the other Concurrency tests).
-@Suite("Blocking pool")
+/// The pools blocking work runs on (run under ThreadSanitizer in CI with the other Concurrency tests).
+@Suite("Blocking pool", .harness)
 struct BlockingPoolConcurrencyTests {
-    /// Jobs that count how many of them run at once; each waits (until 10 s after the gauge was
-    /// made) until `target` run together, so a pool that does reach its limit shows it even on a
-    /// loaded machine.
+    /// Jobs that wait until `target` of them run at once (or 30 s passed, for a pool that never
+    /// gets there) and note the most that ran together.
     final class Gauge: Sendable {
         // Locked, not Mutex: TSan cannot see Mutex's futex and would report its accesses as races.
         private let counts = Locked((active: 0, peak: 0, finished: 0))
-        private let deadline = ContinuousClock.now + .seconds(10)
+        private let deadline = ContinuousClock.now + .seconds(30)
         func job(target: Int) {
             counts.withLock { $0.active += 1; $0.peak = max($0.peak, $0.active) }
             while counts.withLock({ $0.peak }) < target && ContinuousClock.now < deadline { usleep(1000) }
-            usleep(20_000)
             counts.withLock { $0.active -= 1; $0.finished += 1 }
         }
         var peak: Int { counts.withLock { $0.peak } }
         var finished: Int { counts.withLock { $0.finished } }
     }
 
-    @Test("A pool of 3 threads runs 12 jobs submitted at once 3 at a time, and every job")
-    func poolBoundsConcurrency() async {
-        let pool = BlockingPool(threadLimit: 3)
-        let gauge = Gauge()
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<12 { group.addTask { await pool.run { gauge.job(target: 3) } } }
-        }
-        #expect(gauge.peak == 3)
-        #expect(gauge.finished == 12)
-    }
-
-    @Test("The library's blocking work (BlockingWork.run) never runs more jobs at once than the shared pool's limit")
-    func sharedPoolIsBounded() async throws {
-        let limit = BlockingPool.shared.threadLimit
-        #expect(limit == 16)
+    @Test("Every job starts at once, even when each waits for all the others (a fixed pool of 16 would run 16 and let the rest queue)")
+    func jobsNeverQueue() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 64)
         let gauge = Gauge()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<(limit * 3) {
-                group.addTask { try await BlockingWork.run { () throws(TokenCacheError) in gauge.job(target: limit) } }
-            }
+            for _ in 0..<40 { group.addTask { try await pool.run("gauge") { gauge.job(target: 40) } } }
             try await group.waitForAll()
         }
-        // Other suites' work shares the pool, so the peak may stay below the limit; never above.
-        #expect(gauge.peak <= limit && gauge.peak > 1, "peak \(gauge.peak)")
-        #expect(gauge.finished == limit * 3)
+        #expect(gauge.peak == 40)
+        #expect(gauge.finished == 40)
+    }
+
+    @Test("At its ceiling the pool refuses a job with overloaded, naming the pool and its limit; running jobs go on, and a freed thread is used again")
+    func ceilingRefusesWithTypedError() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 3)
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        for _ in 0..<3 { try pool.submit("held") { started.signal(); release.wait() } }
+        for _ in 0..<3 { started.wait() }
+        let error = #expect(throws: TokenCacheError.self) { try pool.submit("one too many") {} }
+        #expect(error?.code == .overloaded)
+        #expect(error?.reason == .threadCeilingReached(pool: "test", limit: 3))
+        #expect(error?.message.contains("3") == true)
+        #expect(pool.activity().map(\.label) == ["held", "held", "held"])
+        release.signal()
+        // The thread that finished parks (polled: a thread's return takes however long the machine does), then takes the next job.
+        let giveUp = ContinuousClock.now + .seconds(60)
+        while pool.activity().count == 3 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(try await pool.run("after") { 42 } == 42)
+        #expect(pool.threadCount == 3)
+        release.signal()
+        release.signal()
+    }
+
+    @Test("Parked threads end after their idle lifetime, so the pool shrinks back after a burst")
+    func idleThreadsEnd() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 16, idleLifetime: .milliseconds(50))
+        let gauge = Gauge()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { try await pool.run("burst") { gauge.job(target: 8) } } }
+            try await group.waitForAll()
+        }
+        #expect(gauge.peak == 8)
+        // Polled, not timed: the threads end 50 ms after their last job, on however loaded a machine.
+        let giveUp = ContinuousClock.now + .seconds(60)
+        while pool.threadCount > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(pool.threadCount == 0)
+        #expect(try await pool.run("again") { 7 } == 7)
+    }
+
+    @Test("HTTP transfers have a pool of their own, apart from the store work's")
+    func transfersHaveTheirOwnLane() {
+        #expect(BlockingPool.transfers !== BlockingPool.shared)
+        #expect(BlockingPool.transfers.name != BlockingPool.shared.name)
     }
 
     @Test("A job's error and value come back to the awaiting task")
-    func runReturnsOutcome() async {
-        let pool = BlockingPool(threadLimit: 1)
-        #expect(await pool.run { 41 + 1 } == 42)
+    func runReturnsOutcome() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 1)
+        #expect(try await pool.run("sum") { 41 + 1 } == 42)
         await #expect(throws: TokenCacheError.self) {
-            try await pool.run { () throws(TokenCacheError) -> Int in throw .invalidArgument("x", "is bad") }
+            try await pool.run("fails") { () throws(TokenCacheError) -> Int in throw .invalidArgument("x", "is bad") }
         }
     }
 }

@@ -8,7 +8,7 @@ import Testing
 import TokenCacheTestSupport
 
 /// Run under ThreadSanitizer in CI (`swift test --sanitize=thread --filter Concurrency`).
-@Suite("Concurrency within one process", .capturesLogs)
+@Suite("Concurrency within one process", .harness)
 struct ConcurrencyTests {
     @Test("Many tasks saving, reading and removing through one store lose nothing and never crash")
     func manyTasksOneStore() async throws {

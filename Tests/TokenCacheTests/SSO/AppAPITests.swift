@@ -10,7 +10,7 @@ import TokenCacheTestIdentityProvider
 
 /// The MSAL-shaped app API: one object from one configuration, silent parameters, results that
 /// say where they came from, account management, and the stream of account changes.
-@Suite("MSAL-shaped app API", .capturesLogs)
+@Suite("MSAL-shaped app API", .harness)
 struct AppAPITests {
     let idp: FakeIdentityProvider
     let directory: URL

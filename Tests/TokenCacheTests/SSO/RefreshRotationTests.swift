@@ -10,7 +10,7 @@ import TokenCacheTestIdentityProvider
 
 /// Refresh tokens rotate at the fake provider (each is redeemable once). Several helper
 /// processes share one encrypted-file cache and call acquireTokenSilent at the same moment.
-@Suite("Refresh-token rotation across processes")
+@Suite("Refresh-token rotation across processes", .harness)
 final class RefreshRotationTests {
     let idp: FakeIdentityProvider
     let directory: URL

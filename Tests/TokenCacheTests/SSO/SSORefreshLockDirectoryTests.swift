@@ -9,7 +9,7 @@ import TokenCacheTestSupport
 
 /// The refresh-lock directory gets the encrypted file's directory checks: whoever controls it
 /// could hold every lock file and block refreshes.
-@Suite("Refresh-lock directory")
+@Suite("Refresh-lock directory", .harness)
 struct SSORefreshLockDirectoryTests {
     /// `<temp>/runtime/tokencache/locks`, as RefreshLock.directory makes of XDG_RUNTIME_DIR.
     static func locks(in root: URL) -> URL { root.appendingPathComponent("runtime/tokencache/locks") }

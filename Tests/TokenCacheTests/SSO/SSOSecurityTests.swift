@@ -13,7 +13,7 @@ import TokenCacheTestIdentityProvider
 ///
 /// Two local providers stand in for the hosts: the issuer on 127.0.0.1 and a foreign host on
 /// 127.0.0.2, which would accept the same refresh tokens (so a leak would succeed, not fail).
-@Suite("SSO security: refresh tokens stay with their issuer, responses cannot switch accounts", .capturesLogs)
+@Suite("SSO security: refresh tokens stay with their issuer, responses cannot switch accounts", .harness)
 struct SSOSecurityTests {
     let issuer: FakeIdentityProvider
     let foreign: FakeIdentityProvider

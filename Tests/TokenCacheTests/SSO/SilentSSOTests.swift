@@ -12,7 +12,7 @@ import Testing
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider
 
-@Suite("Silent SSO through the token endpoint", .capturesLogs)
+@Suite("Silent SSO through the token endpoint", .harness)
 struct SilentSSOTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())

@@ -14,7 +14,7 @@ import TokenCacheTestIdentityProvider
 /// address of `localhost`, and forged redirects neither end nor fail the sign-in, while the real
 /// one completes in headless Chromium started through a `$BROWSER` stand-in with no display.
 /// Also the ID token's nonce, `$BROWSER` itself, and authorities that are not http(s).
-@Suite("Browser sign-in against another local user", .serialized, .enabled(if: HeadlessChromium.runsBrowserTests), .capturesLogs)
+@Suite("Browser sign-in against another local user", .serialized, .enabled(if: HeadlessChromium.runsBrowserTests), .harness)
 struct BrowserSignInSecurityTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())

@@ -16,7 +16,7 @@ import TokenCacheTestIdentityProvider
 /// browser: headless Chromium loads the fake identity provider's login page, whose script signs
 /// in or cancels as the test tells it, and follows the redirect to the listener.
 /// Serialized: one Chromium at a time on a small machine.
-@Suite("Interactive sign-in in a real browser", .serialized, .enabled(if: HeadlessChromium.runsBrowserTests), .capturesLogs)
+@Suite("Interactive sign-in in a real browser", .serialized, .enabled(if: HeadlessChromium.runsBrowserTests), .harness)
 struct BrowserSignInTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())
@@ -169,7 +169,7 @@ struct BrowserSignInTests {
 
 /// The parts of the interactive sign-in that need no browser: time bounds, cancellation, the
 /// port, the listener's request handling, PKCE and the authorization URL.
-@Suite("Interactive sign-in without a browser", .capturesLogs)
+@Suite("Interactive sign-in without a browser", .harness)
 struct SignInFlowTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())

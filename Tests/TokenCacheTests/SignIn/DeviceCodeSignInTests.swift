@@ -15,7 +15,7 @@ import TokenCacheTestIdentityProvider
 /// The device code flow (RFC 8628) against the fake identity provider, which answers each poll
 /// as the test tells it (pending, slow_down, expired, denied) and "approves" a user code the way
 /// a user on another device would. The provider asks for a 1 s interval.
-@Suite("Device code sign-in", .capturesLogs)
+@Suite("Device code sign-in", .harness)
 struct DeviceCodeSignInTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())
@@ -176,7 +176,7 @@ struct DeviceCodeSignInTests {
 }
 
 /// The other direction of the sign-in interop: MSAL Python signs the user in.
-@Suite("MSAL Python's device code sign-in, read here", .capturesLogs)
+@Suite("MSAL Python's device code sign-in, read here", .harness)
 struct MSALPythonDeviceCodeInteropTests {
     @Test("MSAL Python signs in with a device code; this project finds the account and its token, and a family app gets SSO")
     func msalPythonSignsIn() async throws {

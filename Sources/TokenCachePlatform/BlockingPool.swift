@@ -1,0 +1,199 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import TokenCacheCore
+
+/// Threads for blocking work — keyring calls, file I/O, file locks, HTTP transfers, the loops
+/// that serve sockets — so async code never holds one of Swift's cooperative threads while it
+/// waits (there is one per core; a blocked one stalls every other task of the app).
+///
+/// A job never waits in a queue: it runs at once on a parked thread, or on a new one, up to the
+/// pool's `ceiling`, as Dispatch's overcommit queues grow. A job may therefore wait for a lock,
+/// a prompt or another job without starving anything, and no timeout counts time spent queued.
+/// Threads parked longer than `idleLifetime` end, so the pool shrinks back after a burst. At the
+/// ceiling a job is refused with `overloaded` (reason ``TokenCacheError/Reason/threadCeilingReached(pool:limit:)``),
+/// which names the pool and its limit, rather than queued behind work of unknown length.
+///
+/// Hand-written, not Dispatch (whose Linux global queues add a thread only about once a second
+/// when all of theirs block, measured in docs/ARCHITECTURE.md) nor NIOThreadPool (fixed size,
+/// FIFO queue: the starvation this pool removes).
+package final class BlockingPool: @unchecked Sendable {
+    // @unchecked: every stored var is only touched between lock and unlock of `mutex`.
+    package typealias Job = @Sendable () -> Void
+
+    /// Keyring calls, file I/O, file locks, browser commands and the loops serving sockets.
+    package static let shared = BlockingPool(name: "blocking", ceiling: 256)
+    /// HTTP transfers: a lane of their own, so store work can never use up the threads a token
+    /// request or its cancellation needs.
+    package static let transfers = BlockingPool(name: "transfers", ceiling: 64)
+
+    /// The pool's name, in errors and diagnostics.
+    package let name: String
+    /// The most threads the pool runs at once.
+    package let ceiling: Int
+    /// How long a parked thread waits for a job before it ends.
+    package let idleLifetime: Duration
+
+    private struct Pending { let job: Job; let label: String }
+    private var pending: [Pending] = []
+    private var idle = 0
+    private var threads = 0
+    private var nextThread = 0
+    /// What each thread runs and since when: the report when the ceiling is reached.
+    private var running: [Int: (label: String, since: ContinuousClock.Instant)] = [:]
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let wake: UnsafeMutablePointer<pthread_cond_t>
+    private static let diagnostics = Logger(label: "tokencache.pool")
+
+    package init(name: String, ceiling: Int, idleLifetime: Duration = .seconds(10)) {
+        precondition(ceiling > 0, "a pool needs a thread")
+        self.name = name
+        self.ceiling = ceiling
+        self.idleLifetime = idleLifetime
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        wake = .allocate(capacity: 1)
+        wake.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // parked threads' lifetime ignores clock changes
+        pthread_cond_init(wake, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        // Only reached when no thread is alive: each thread keeps the pool.
+        pthread_cond_destroy(wake)
+        wake.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `job` on a parked thread, or on a new one.
+    /// - Parameter label: what the job is, for the report when the ceiling is reached.
+    /// - Throws: `overloaded` when the pool already runs `ceiling` jobs; the job is not run.
+    package func submit(_ label: String, _ job: @escaping Job) throws(TokenCacheError) {
+        pthread_mutex_lock(mutex)
+        // Each pending job has a parked thread of its own that was woken for it.
+        let start = pending.count >= idle
+        if start && threads >= ceiling {
+            let report = runningReport()
+            pthread_mutex_unlock(mutex)
+            Self.diagnostics.debug("Blocking pool at its ceiling: a job was refused", metadata: [
+                "pool": .string(name), "ceiling": .stringConvertible(ceiling), "job": .string(label), "threads": .string(report)])
+            throw TokenCacheError(.overloaded, "The process runs \(ceiling) blocking calls at once in swift-tokencache's \(name) pool, its ceiling; this one was not started.",
+                                  hint: "Make fewer calls at once (a keyring, lock or server is holding the others), then retry",
+                                  reason: .threadCeilingReached(pool: name, limit: ceiling))
+        }
+        pending.append(Pending(job: job, label: label))
+        if start { threads += 1 } else { pthread_cond_signal(wake) }
+        pthread_mutex_unlock(mutex)
+        if start { startThread() }
+    }
+
+    /// Runs `work` on the pool and returns its result, without holding a cooperative thread meanwhile.
+    /// - Throws: what `work` throws, or `overloaded` (``submit(_:_:)``).
+    package func run<T: Sendable>(_ label: String, _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
+        let result = try await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
+            do throws(TokenCacheError) {
+                try submit(label) {
+                    do throws(TokenCacheError) { continuation.resume(returning: .success(try work())) } catch {
+                        continuation.resume(returning: .failure(error))
+                    }
+                }
+            } catch {
+                continuation.resume(returning: .failure(error))
+            }
+        }
+        return try result.get()
+    }
+
+    /// How many threads the pool has now (running or parked).
+    package var threadCount: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return threads
+    }
+
+    /// What each thread runs now and for how long, longest first (diagnostics, tests).
+    package func activity() -> [(label: String, running: Duration)] {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        let now = ContinuousClock.now
+        return running.values.map { ($0.label, now - $0.since) }.sorted { $0.running > $1.running }
+    }
+
+    /// `activity()` as one line; the mutex is held.
+    private func runningReport() -> String {
+        let now = ContinuousClock.now
+        var counts: [String: (count: Int, longest: Duration)] = [:]
+        for job in running.values {
+            let entry = counts[job.label, default: (0, .zero)]
+            counts[job.label] = (entry.count + 1, max(entry.longest, now - job.since))
+        }
+        return counts.sorted { $0.value.count > $1.value.count }
+            .map { "\($0.value.count) x \($0.key) (longest \($0.value.longest))" }.joined(separator: "; ")
+    }
+
+    private func startThread() {
+        var thread = pthread_t()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let status = pthread_create(&thread, &attributes, { context in
+            let pool = Unmanaged<BlockingPool>.fromOpaque(context!).takeRetainedValue()
+            pool.work()
+            return nil
+        }, context)
+        // Out of threads (RLIMIT_NPROC): the job runs on this thread rather than never.
+        if status != 0 {
+            Unmanaged<BlockingPool>.fromOpaque(context).release()
+            pthread_mutex_lock(mutex)
+            threads -= 1
+            let job = pending.popLast()
+            pthread_mutex_unlock(mutex)
+            job?.job()
+        }
+    }
+
+    /// A thread's life: run the job it was started or woken for, park, end after `idleLifetime` parked.
+    private func work() {
+        pthread_mutex_lock(mutex)
+        let thread = nextThread
+        nextThread += 1
+        while true {
+            while pending.isEmpty {
+                idle += 1
+                let timedOut = park()
+                idle -= 1
+                if timedOut && pending.isEmpty {
+                    threads -= 1
+                    pthread_mutex_unlock(mutex)
+                    return
+                }
+            }
+            let next = pending.removeFirst()
+            running[thread] = (next.label, .now)
+            pthread_mutex_unlock(mutex)
+            next.job()
+            pthread_mutex_lock(mutex)
+            running[thread] = nil
+        }
+    }
+
+    /// Waits on `wake` for at most `idleLifetime`; true when the time ran out. The mutex is held.
+    private func park() -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let (seconds, attoseconds) = idleLifetime.components
+        var nanoseconds = Int(now.tv_nsec) + Int(attoseconds / 1_000_000_000)
+        var deadline = timespec(tv_sec: now.tv_sec + Int(seconds) + nanoseconds / 1_000_000_000, tv_nsec: 0)
+        nanoseconds %= 1_000_000_000
+        deadline.tv_nsec = nanoseconds
+        return pthread_cond_timedwait(wake, mutex, &deadline) == ETIMEDOUT
+    }
+}
