@@ -88,6 +88,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .tokensOfAnotherAccount: TOKENCACHE_REASON_TOKENS_OF_ANOTHER_ACCOUNT
     case .agentUnreachable: TOKENCACHE_REASON_AGENT_UNREACHABLE
     case .agentProtocol: TOKENCACHE_REASON_AGENT_PROTOCOL
+    case .agentUntrusted: TOKENCACHE_REASON_AGENT_UNTRUSTED
     case .portalRequestCancelled: TOKENCACHE_REASON_PORTAL_REQUEST_CANCELLED
     case .portalRequestFailed: TOKENCACHE_REASON_PORTAL_REQUEST_FAILED
     case .portalUnreachable: TOKENCACHE_REASON_PORTAL_UNREACHABLE

@@ -453,7 +453,8 @@ static int silent(const char *backend, const char *client, const char *authority
     if (status == TOKENCACHE_OK)
         status = tokencache_acquire_token_silent(store, client, authority, account, scopes, 0, &token, &info, &error);
     if (status == TOKENCACHE_OK) printf("%s %s\n", token, tokencache_token_info_username(info));
-    else fprintf(stderr, "silent: %s: %s (%s)\n", tokencache_status_name(status), error.message, error.hint);
+    else fprintf(stderr, "silent: %s %s: %s (%s)\n", tokencache_status_name(status),
+                 tokencache_reason_name(tokencache_error_reason(&error)), error.message, error.hint);
     tokencache_secret_free(token);
     tokencache_token_info_free(info);
     tokencache_store_close(store);

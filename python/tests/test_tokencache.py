@@ -370,6 +370,37 @@ class AgentTests(unittest.TestCase):
         self.assertEqual(control("/stats")["token_requests"], 1)
 
 
+    def test_a_socket_in_a_directory_others_can_write_is_refused_before_connecting(self):
+        """#44: another user could have bound a socket in a world-writable directory such as /tmp."""
+        import shutil
+        import socket
+        import tempfile
+        shared, container = tempfile.mkdtemp(prefix="tc-shared-"), tempfile.mkdtemp(prefix="tc-box-")
+        for path in (shared, container):
+            self.addCleanup(shutil.rmtree, path, True)
+        os.chmod(shared, 0o1777)
+        listener = socket.socket(socket.AF_UNIX)
+        self.addCleanup(listener.close)
+        listener.bind(f"{shared}/agent.sock")
+        listener.listen(4)
+        listener.setblocking(False)
+        box_env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENCACHE_") or k == "TOKENCACHE_LIBRARY"}
+        box_env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        box_env.update(HOME=container, XDG_DATA_HOME=f"{container}/data", XDG_CONFIG_HOME=f"{container}/config",
+                       XDG_RUNTIME_DIR=f"{container}/run", TOKENCACHE_AGENT_SOCK=f"{shared}/agent.sock")
+        code = ("import sys, tokencache\n"
+                "store = tokencache.Store.open()\n"
+                "try:\n"
+                "    store.acquire_token_silent(sys.argv[1], 'https://login.microsoftonline.com/common', 'alice@contoso.com', 'User.Read')\n"
+                "except tokencache.TokenCacheError as error:\n"
+                "    print(error.name, error.reason)\n")
+        run = subprocess.run([sys.executable, "-c", code, CLIENT_B], env=box_env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.split(), ["TOKENCACHE_E_BACKEND_UNAVAILABLE", "agent_untrusted"])
+        with self.assertRaises(BlockingIOError):  # no connection was ever made
+            listener.accept()
+
+
 class ThreadSafetyTests(unittest.TestCase):
     """A Store and its Watches shared by threads (#34 item 4)."""
 

@@ -252,6 +252,9 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_AGENT_UNREACHABLE = 50,
     /* The agent closed the connection or answered outside its protocol. */
     TOKENCACHE_REASON_AGENT_PROTOCOL = 51,
+    /* The socket may be another user's (its directory is open to others or theirs, or the
+       socket or its listener runs as another uid); nothing was sent (since 0.6). */
+    TOKENCACHE_REASON_AGENT_UNTRUSTED = 52,
 
     /* Secret portal, in a sandbox (PORTAL_CANCELLED, PORTAL_FAILED). */
     /* The request for the app's keyring secret was cancelled. */

@@ -3,32 +3,58 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import CLinux
 import FoundationEssentials
 import TokenCacheCore
 
 /// A client of a token agent (`tokencache agent`), found through `TOKENCACHE_AGENT_SOCK`: asks
 /// for access tokens and the group's inventory over the agent's socket. Calls block; make them
 /// off the cooperative pool.
+///
+/// Before sending anything it checks that the agent is the user's own (``AgentTrust``): a socket
+/// another user could have put there, or whose listener runs as another user, is refused with
+/// `agentUnavailable` (reason `agentUntrusted`), and nothing of the request leaves the process.
 package struct AgentClient: Sendable {
     /// The environment variable naming the agent's socket.
     package static let environmentVariable = "TOKENCACHE_AGENT_SOCK"
+    /// The environment variable naming one more user ID whose agent is trusted (a container whose
+    /// user differs from the host's, with the host agent's socket mounted in).
+    package static let trustedUIDVariable = "TOKENCACHE_AGENT_UID"
     /// Bound on each request, in seconds (the agent may refresh at the token endpoint meanwhile).
     package static let timeoutSeconds = 90
 
     /// The socket's path.
     package let path: String
+    /// The user IDs whose agent is trusted: this process's real user, and the one
+    /// `TOKENCACHE_AGENT_UID` names.
+    package let trustedUIDs: Set<UInt32>
 
-    package init(path: String) { self.path = path }
+    package init(path: String, trustedUIDs: Set<UInt32> = AgentClient.trustedUIDsFromEnvironment) {
+        self.path = path
+        self.trustedUIDs = trustedUIDs
+    }
 
-    /// The agent `TOKENCACHE_AGENT_SOCK` names, when it is set and not empty.
+    /// The agent `TOKENCACHE_AGENT_SOCK` names, when it is set and not empty. Read with
+    /// `secure_getenv`: a setuid or setgid program ignores it.
     package static var fromEnvironment: AgentClient? {
-        guard let value = getenv(environmentVariable), case let path = String(cString: value), !path.isEmpty else { return nil }
+        guard let value = tc_secure_getenv(environmentVariable), case let path = String(cString: value), !path.isEmpty else { return nil }
         return AgentClient(path: path)
     }
 
+    /// This user, and the user `TOKENCACHE_AGENT_UID` names (read with `secure_getenv`).
+    package static var trustedUIDsFromEnvironment: Set<UInt32> {
+        var uids: Set<UInt32> = [getuid()]
+        if let value = tc_secure_getenv(trustedUIDVariable), let uid = UInt32(String(cString: value)) { uids.insert(uid) }
+        return uids
+    }
+
     /// Sends one request and returns the agent's answer, or throws its error.
+    /// - Throws: `agentUnavailable` with reason `agentUntrusted` when the socket or its listener
+    ///   may be another user's: nothing was sent.
     package func send(_ request: AgentProtocol.Request) throws(TokenCacheError) -> AgentProtocol.Response {
+        try AgentTrust.checkPath(path, trusting: trustedUIDs)
         let socket = try UnixSocket.connect(path)
+        try AgentTrust.checkPeer(of: socket, at: path, trusting: trustedUIDs)
         socket.setTimeouts(seconds: Self.timeoutSeconds)
         guard socket.write(all: AgentProtocol.encode(request)), let message = AgentProtocol.readMessage(from: socket) else {
             throw TokenCacheError(.agentUnavailable, "The token agent at \(path) closed the connection without an answer.",
@@ -38,7 +64,7 @@ package struct AgentClient: Sendable {
             throw TokenCacheError(.agentUnavailable, "The token agent at \(path) answered outside protocol version \(AgentProtocol.version).",
                                   hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
         }
-        if let failure = response.error { throw failure.error }
+        if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
         return response
     }
 

@@ -23,8 +23,10 @@ struct AgentCommand: ParsableCommand {
         as `ssh-agent -s` does: `eval "$(tokencache agent --daemon)"`. The socket is created with \
         mode 0600 in a directory of mode 0700 (default $XDG_RUNTIME_DIR/tokencache/agent.sock), \
         and connections from other users are refused (SO_PEERCRED). Forward it into an SSH \
-        session with `ssh -R /remote/agent.sock:$TOKENCACHE_AGENT_SOCK host`, or bind-mount it \
-        into a container.
+        session with `ssh -R /run/user/UID/tokencache.sock:$TOKENCACHE_AGENT_SOCK host` (a \
+        directory only you can write there: clients refuse a socket in one others can write, or \
+        whose listener is another user's), or bind-mount it into a container \
+        (TOKENCACHE_AGENT_UID names the agent's uid when the container's user differs).
 
         Policy: --client, --account, --scopes and --authority limit what it hands out; the first \
         --authority is where it redeems refresh tokens (without one it serves cached tokens \

@@ -79,6 +79,9 @@ extension TokenCacheError {
         case agentUnreachable(path: String)
         /// The token agent at `path` closed the connection or answered outside the protocol.
         case agentProtocol(path: String)
+        /// The socket at `path` may be another user's (its directory is writable by others or
+        /// another user's, or the socket or its listener belongs to `uid`): nothing was sent.
+        case agentUntrusted(path: String, uid: Int?)
 
         // Secret portal (sandboxed apps)
         /// The portal's request for the app's keyring secret was cancelled (Response 1).
@@ -124,6 +127,7 @@ extension TokenCacheError {
             case .tokensOfAnotherAccount: "tokensOfAnotherAccount"
             case .agentUnreachable: "agentUnreachable"
             case .agentProtocol: "agentProtocol"
+            case .agentUntrusted: "agentUntrusted"
             case .portalRequestCancelled: "portalRequestCancelled"
             case .portalRequestFailed: "portalRequestFailed"
             case .portalUnreachable: "portalUnreachable"

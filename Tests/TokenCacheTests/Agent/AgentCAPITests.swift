@@ -42,7 +42,7 @@ struct AgentCAPITests {
 
 /// test_capi's `silent` mode (backend "auto" or "file") in the container, for app two, Alice and
 /// User.Read; built outside the container home (the binary holds test_capi's test tokens).
-private func silentInContainer(_ backend: String, _ scenario: AgentScenario, socket: String) async throws -> ProcessOutput {
+func silentInContainer(_ backend: String, _ scenario: AgentScenario, socket: String) async throws -> ProcessOutput {
     let build = try TestEnvironment.temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: build) }
     let program = try CTestPrograms.testCAPI(in: build)
