@@ -51,7 +51,7 @@ public enum AzureCLIConfiguration {
             throw TokenCacheError(.unsafeFile, "\(path) is not a regular file (a symbolic link?); it was left unchanged.",
                                   hint: "Run `az config set core.encrypt_token_cache=true` instead")
         }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)  // swapped for a FIFO since the lstat: no hang
         guard descriptor >= 0 else { throw FileIO.error("open", path) }
         defer { close(descriptor) }
         guard let text = String(validating: try FileIO.readAll(descriptor, path: path), as: UTF8.self) else {

@@ -29,7 +29,9 @@ enum Passphrase {
         func refused(_ problem: String, hint: String) -> TokenCacheError {
             TokenCacheError(.invalidArgument, "The \(what) file \(path) (from \(source)) \(problem).", hint: hint, field: "\(what)-file")
         }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO would block open until a writer came (#44); it is refused below as
+        // not a regular file, and reads of a regular file ignore the flag.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw refused("cannot be opened: \(String(cString: strerror(errno)))", hint: "Check the path; nothing was read or changed")
         }

@@ -202,12 +202,17 @@ struct ConfigFile: Sendable {
 
     /// Up to 64 KiB of a file, or nil when it does not exist.
     private static func readSmallFile(_ path: String) throws(TokenCacheError) -> Data? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK and a regular file only: a FIFO in the config file's place must not hang every command.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if descriptor < 0 {
             if errno == ENOENT || errno == ENOTDIR { return nil }
             throw TokenCacheError(.fileSystem, String(cString: strerror(errno)))
         }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw TokenCacheError(.fileSystem, "not a regular file")
+        }
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while data.count <= 64 << 10 {

@@ -31,7 +31,9 @@ package enum FileIO {
     /// - Parameter emptyMayBeReadable: an empty file of this user's may have any mode (another
     ///   tool's signal file, created 0644, holds nothing to protect).
     package static func openExisting(_ path: String, emptyMayBeReadable: Bool = false) throws(TokenCacheError) -> OpenFile? {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO put in a cache file's place would block open forever (#44); the
+        // checks below refuse anything but a regular file, whose reads ignore the flag.
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
             if errno == ELOOP {

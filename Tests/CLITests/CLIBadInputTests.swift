@@ -69,4 +69,24 @@ struct CLIBadInputTests {
         #expect(try Data(contentsOf: file) == before, "\(sample.name) rewrote the cache file")
         #expect(try cli.run(["list", "--json"]).stdout == listBefore, "\(sample.name) changed the store")
     }
+
+    @Test("A FIFO named by --passphrase-file or --password-file is refused as not a regular file, without waiting for a writer",
+          .timeLimit(.minutes(1)))
+    func fifoInputsDoNotHang() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let passphrase = try await offThePool { try cli.run(["list", "--passphrase-file", fifo]) }
+        #expect(passphrase.status != 0)
+        #expect(passphrase.stderr.contains("\(fifo)") && passphrase.stderr.contains("is not a regular file"), "\(passphrase.stderr)")
+        let password = try await offThePool {
+            try cli.run(["login", "--native", "--username", "alice@contoso.com", "--password-file", fifo, "--client", Fixtures.appOne, "--scopes", "User.Read",
+                         "--authority", "https://contoso.ciamlogin.com/contoso.onmicrosoft.com"])
+        }
+        #expect(password.status != 0)
+        #expect(password.stderr.contains("password file \(fifo)") && password.stderr.contains("is not a regular file"), "\(password.stderr)")
+    }
 }

@@ -401,6 +401,19 @@ class AgentTests(unittest.TestCase):
             listener.accept()
 
 
+class LibraryPathTests(unittest.TestCase):
+    """#44 item 6: TOKENCACHE_LIBRARY is ignored when the process runs setuid or setgid."""
+
+    def test_the_variable_is_used_normally_and_ignored_when_privileged(self):
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"TOKENCACHE_LIBRARY": "/tmp/attacker/libtokencache.so.0"}):
+            self.assertEqual(tokencache._library_path(), "/tmp/attacker/libtokencache.so.0")
+            with mock.patch("os.geteuid", return_value=os.getuid() + 1):
+                self.assertEqual(tokencache._library_path(), "libtokencache.so.0")
+            with mock.patch("os.getegid", return_value=os.getgid() + 1):
+                self.assertEqual(tokencache._library_path(), "libtokencache.so.0")
+
+
 class ThreadSafetyTests(unittest.TestCase):
     """A Store and its Watches shared by threads (#34 item 4)."""
 

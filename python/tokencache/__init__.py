@@ -237,8 +237,15 @@ _PROTOTYPES = {
 }
 
 
+def _library_path() -> str:
+    """TOKENCACHE_LIBRARY, unless the process runs setuid or setgid: then the system's library, as
+    secure_getenv would have it (another user must not choose the code a privileged process loads)."""
+    privileged = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    return (None if privileged else os.environ.get("TOKENCACHE_LIBRARY")) or "libtokencache.so.0"
+
+
 def _load() -> ctypes.CDLL:
-    library = ctypes.CDLL(os.environ.get("TOKENCACHE_LIBRARY") or "libtokencache.so.0")
+    library = ctypes.CDLL(_library_path())
     for name, (restype, argtypes) in _PROTOTYPES.items():
         function = getattr(library, name)
         function.restype = restype

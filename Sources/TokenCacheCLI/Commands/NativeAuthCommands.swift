@@ -27,9 +27,10 @@ struct NativeLoginOptions: ParsableArguments {
         if login.deviceCode || login.prompt != nil || login.domainHint != nil || login.claims != nil {
             throw CLIError.usage("--native does not take --device-code, --prompt, --domain-hint or --claims.")
         }
+        // The password file first: bad input is refused before any store is opened.
+        let password = try passwordFile.map { path throws(TokenCacheError) in try Passphrase.read(path, from: .flag("--password-file"), what: "password") }
         let session = try NativeSession(store: login.store, app: login.app, types: [.oob, .password])
         let scopes = login.app.scopeList, username = username ?? ""
-        let password = try passwordFile.map { path throws(TokenCacheError) in try Passphrase.read(path, from: .flag("--password-file"), what: "password") }
         let account: NativeAuthAccount
         do {
             switch try session.step({ [password] app in try await app.signIn(username: username, password: password, scopes: scopes) }) {
