@@ -149,7 +149,20 @@ package final class TokenAgent: Sendable {
         }
         let resolvedAuthority = try resolve(authority: authority)
         let target = try await resolve(account: account, clientID: clientID)
-        try await confirm(clientID: clientID, scopes: scopes, account: target, asker: asker)
+        if policy.authorities.isEmpty, let named = resolvedAuthority {
+            // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named
+            // authority only picks among the cached tokens, and must be theirs (#44 item 4).
+            try await confirm(clientID: clientID, scopes: scopes, account: target, authority: named, asker: asker)
+            let cached = try await BlockingWork.run { [store] () throws(TokenCacheError) in
+                try store.accessToken(clientID: clientID, account: target, scopes: scopes, authority: named)
+            }
+            guard let cached else {
+                throw Self.refused("authority \(named.url.absoluteString) holds no cached token of this account, and an agent started without --authority refreshes nowhere",
+                                   allowed: [], option: "--authority")
+            }
+            return cached
+        }
+        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: resolvedAuthority, asker: asker)
         guard let resolvedAuthority else {
             // No authority to refresh at: a cached token only (of the one tenant that has one).
             let found = try await BlockingWork.run { [store] () throws(TokenCacheError) -> [TokenResult] in
@@ -168,10 +181,12 @@ package final class TokenAgent: Sendable {
     }
 
     private static func refused(_ what: String, allowed: [String], option: String) -> TokenCacheError {
-        TokenCacheError(.accessDenied, "The token agent refused: \(what) (allowed: \(allowed.joined(separator: ", "))).",
+        TokenCacheError(.accessDenied, "The token agent refused: \(what)\(allowed.isEmpty ? "" : " (allowed: \(allowed.joined(separator: ", ")))").",
                         hint: "Ask for an allowed one, or restart the agent with \(option) naming it")
     }
 
+    /// The authority to refresh at: the one named, when the policy allows it, else the policy's
+    /// first; nil when neither exists (cached tokens only).
     private func resolve(authority: String?) throws(TokenCacheError) -> Authority? {
         guard let authority else { return policy.authorities.first }
         let parsed = try Authority(authority)
@@ -199,12 +214,18 @@ package final class TokenAgent: Sendable {
         return account
     }
 
-    /// With a confirmation set, asks before the first token of each client and scope set.
-    private func confirm(clientID: String, scopes: [String], account: CachedAccount, asker: String) async throws(TokenCacheError) {
+    /// With a confirmation set, asks before the first token of each client, account, authority
+    /// and scope set: what the question named is what the answer approves (#44), so allowing
+    /// one account never serves another.
+    private func confirm(clientID: String, scopes: [String], account: CachedAccount, authority: Authority?,
+                         asker: String) async throws(TokenCacheError) {
         guard let confirmation else { return }
-        let pair = ASCII.lowercased(clientID) + " " + scopes.map(ASCII.lowercased).sorted().joined(separator: " ")
+        let where_ = authority?.url.absoluteString ?? "the cache"
+        let pair = [ASCII.lowercased(clientID), account.homeAccountID, where_,
+                    scopes.map(ASCII.lowercased).sorted().joined(separator: " ")].joined(separator: "|")
         if approved.withLock({ $0.contains(pair) }) { return }
-        let question = "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username), scopes \(scopes.joined(separator: " "))."
+        let question = "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username) "
+            + "at \(where_), scopes \(scopes.joined(separator: " "))."
         guard await confirmation(question) else {
             throw TokenCacheError(.accessDenied, "The token agent's user did not allow client \(clientID) these scopes.",
                                   hint: "Ask whoever runs the agent to allow it (it asks on its terminal)")

@@ -29,10 +29,13 @@ struct AgentCommand: ParsableCommand {
         (TOKENCACHE_AGENT_UID names the agent's uid when the container's user differs).
 
         Policy: --client, --account, --scopes and --authority limit what it hands out; the first \
-        --authority is where it redeems refresh tokens (without one it serves cached tokens \
-        only). --confirm asks on the agent's terminal before the first token of each client and \
-        scope set. Every request is logged on the agent's standard error and kept in memory: \
-        `tokencache agent --list-requests` shows who asked for what.
+        --authority is where it redeems refresh tokens (without one it refreshes nowhere and \
+        serves cached tokens only, a named authority only the cached token's own). --scopes \
+        limits the scopes a request may ask for, not what a token grants: the token endpoint may \
+        grant more than was asked. --confirm asks on the agent's terminal before the first token \
+        of each client, account, authority and scope set. Every request is logged on the agent's \
+        standard error and kept in memory: `tokencache agent --list-requests` shows who asked for \
+        what.
 
         --managed-identity also serves the App Service managed-identity protocol on 127.0.0.1 \
         (a random port) and prints IDENTITY_ENDPOINT and IDENTITY_HEADER: Azure SDKs' \

@@ -104,6 +104,26 @@ struct AgentTests {
         #expect(!list.stdout.contains(Fixtures.appOne) && list.stdout.contains(Fixtures.appTwo), "\(list.stdout)")
     }
 
+    @Test("an agent started without --authority refreshes nowhere: a named authority other than the cached token's is refused, the cached token's own serves it from the cache, nothing is redeemed")
+    func noAuthorityPolicyServesCacheOnly() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent()
+        defer { agent.stop() }
+        let elsewhere = try scenario.inContainer(["token", "--client", Fixtures.appOne, "--scopes", "User.Read",
+                                                  "--authority", "https://login.microsoftonline.com/common"], socket: agent.socket)
+        #expect(elsewhere.status == 1 && elsewhere.stderr.contains("refreshes nowhere") && elsewhere.stderr.contains("--authority"),
+                "\(elsewhere.stderr)")
+        let own = try scenario.inContainer(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--authority", scenario.authority],
+                                           socket: agent.socket)
+        #expect(own.status == 0 && own.stdout.hasPrefix("at-"), "\(own.stderr)")
+        // A client with no cached token of its own is not refreshed for at the named authority either.
+        let refresh = try scenario.inContainer(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read", "--authority", scenario.authority],
+                                               socket: agent.socket)
+        #expect(refresh.status != 0, "\(refresh.stdout)")
+        #expect(try await scenario.idp.stats().token_requests == 0)
+    }
+
     @Test("--confirm with no terminal to ask on refuses (fails closed) and says so")
     func confirmWithoutTerminalRefuses() async throws {
         let scenario = try await AgentScenario()
@@ -116,10 +136,16 @@ struct AgentTests {
         #expect(agent.log.contains("no terminal to ask on"))
     }
 
-    @Test("--confirm asks on the agent's terminal (a real pty) before the first token of a client and scope set: yes serves it and is remembered, no refuses")
+    @Test("--confirm asks on the agent's terminal (a real pty) before the first token of a client, account, authority and scope set: yes serves it and is remembered, no refuses, and another account is asked again")
     func confirmOnTerminal() async throws {
         let scenario = try await AgentScenario()
         defer { scenario.cleanUp() }
+        // A second account in the group: an approval for Alice must not serve Bob.
+        var bob = Fixtures.response(for: Fixtures.bob, scope: "User.Read", foci: "1", tag: "bob")
+        bob["refresh_token"] = "rt-initial-bob"
+        let saved = try scenario.desktop.run(["save", "--client", Fixtures.appOne, "--authority", scenario.authority, "--scopes", "User.Read"],
+                                             input: Fixtures.json(bob))
+        #expect(saved.status == 0, "\(saved.stderr)")
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../Fixtures/agent_confirm.py").standardizedFileURL.path
         try FileManager.default.createDirectory(at: scenario.socketDirectory, withIntermediateDirectories: false,
@@ -127,7 +153,7 @@ struct AgentTests {
         let output = try await offThePool {
             try runProcess("/usr/bin/python3", [script, TestEnvironment.binDirectory.appendingPathComponent("tokencache").path,
                                                 scenario.socketDirectory.appendingPathComponent("agent.sock").path,
-                                                scenario.containerHome.path, Fixtures.appTwo,
+                                                scenario.containerHome.path, Fixtures.appTwo, Fixtures.alice.username, Fixtures.bob.username,
                                                 "--backend", "file", "--group", scenario.desktop.group, "--authority", scenario.authority],
                            environment: scenario.desktop.environment)
         }
@@ -139,8 +165,11 @@ struct AgentTests {
         #expect(result["again"]?["status"] as? Int == 0 && result["again"]?["stdout"] as? String == "at-issued-1\n", "\(result)")
         #expect(result["denied"]?["asked"] as? Bool == true && result["denied"]?["status"] as? Int == 1)
         #expect((result["denied"]?["stderr"] as? String ?? "").contains("did not allow"))
-        // Two questions, naming the asking process, client and scopes; the repeat was not asked.
-        #expect(terminal.components(separatedBy: "Allow? [y/N]").count == 3, "\(terminal)")
+        #expect(result["other"]?["asked"] as? Bool == true && result["other"]?["status"] as? Int == 1, "\(result)")
+        #expect(terminal.contains("for \(Fixtures.bob.username)"), "\(terminal)")
+        // Three questions, naming the asking process, client, account, authority and scopes; the repeat was not asked.
+        #expect(terminal.components(separatedBy: "Allow? [y/N]").count == 4, "\(terminal)")
+        #expect(terminal.contains("at \(scenario.authority)"), "\(terminal)")
         #expect(terminal.contains("tokencache[") && terminal.contains("scopes Mail.Read"), "\(terminal)")
         #expect(try await scenario.idp.stats().token_requests == 1)
     }

@@ -1,10 +1,11 @@
 """Drives `tokencache agent --confirm` on a real pseudo-terminal, as a person at it would.
 
-  agent_confirm.py TOKENCACHE SOCKET CONTAINER_HOME CLIENT AGENT_ARGS...
+  agent_confirm.py TOKENCACHE SOCKET CONTAINER_HOME CLIENT ACCOUNT OTHER_ACCOUNT AGENT_ARGS...
 
 Starts the agent with the terminal as its standard input and error, then runs `tokencache token`
-in the container's environment three times: User.Read (answered y), User.Read again (must not
-ask), Mail.Read (answered n). Prints JSON: each run's exit status and output, and what the
+in the container's environment four times: ACCOUNT User.Read (answered y), the same again (must
+not ask), ACCOUNT Mail.Read (answered n), OTHER_ACCOUNT User.Read (must ask again: an approval is
+for one account; answered n). Prints JSON: each run's exit status and output, and what the
 terminal showed.
 """
 import json
@@ -15,9 +16,9 @@ import subprocess
 import sys
 import time
 
-binary, socket_path, home, client = sys.argv[1:5]
+binary, socket_path, home, client, account, other_account = sys.argv[1:7]
 master, slave = pty.openpty()
-agent = subprocess.Popen([binary, "agent", "--socket", socket_path, "--confirm", *sys.argv[5:]],
+agent = subprocess.Popen([binary, "agent", "--socket", socket_path, "--confirm", *sys.argv[7:]],
                          stdin=slave, stdout=subprocess.PIPE, stderr=slave)
 lines = b""
 while b"echo Agent pid" not in lines:
@@ -43,9 +44,9 @@ def read_terminal_until(marker, timeout=30):
     return marker in terminal
 
 
-def token(scopes, answer=None):
+def token(scopes, answer=None, who=account):
     global terminal
-    run = subprocess.Popen([binary, "token", "--client", client, "--scopes", scopes], env=environment,
+    run = subprocess.Popen([binary, "token", "--client", client, "--scopes", scopes, "--account", who], env=environment,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     asked = None
     if answer is not None:
@@ -56,7 +57,8 @@ def token(scopes, answer=None):
     return {"status": run.returncode, "stdout": out.decode(), "stderr": err.decode(), "asked": asked}
 
 
-result = {"first": token("User.Read", b"y"), "again": token("User.Read"), "denied": token("Mail.Read", b"n")}
+result = {"first": token("User.Read", b"y"), "again": token("User.Read"), "denied": token("Mail.Read", b"n"),
+          "other": token("User.Read", b"n", other_account)}
 agent.terminate()
 agent.wait(timeout=30)
 read_terminal_until(b"\x00", timeout=0.5)
