@@ -128,7 +128,10 @@ package final class FileKeyring: @unchecked Sendable {
         let hashes = try hashes(of: attributes, key: loaded.key)
         var found: [FileKeyringItem] = []
         for item in loaded.contents.items where matches(item, hashes) {
-            guard let opened = try loaded.key.open(item.blob, { FileKeyringItem(serialized: $0) }), let decrypted = opened else {
+            guard let opened = try loaded.key.open(item.blob, { FileKeyringItem(serialized: $0) }), let decrypted = opened,
+                  // The hashed attributes sit outside the item's MAC: an item whose own (encrypted,
+                  // authenticated) attributes are not the ones asked for had its hashes swapped.
+                  attributes.allSatisfy({ decrypted.attributes[$0.key] == $0.value }) else {
                 throw unauthentic(path)
             }
             found.append(decrypted)

@@ -17,6 +17,9 @@ struct FileKeyringContents {
     static let itemType = "(a{ss}sttay)"
     static let saltByteCount = 32
     static let defaultIterations: UInt32 = 100_000
+    /// The most PBKDF2 rounds a file may ask for: ten times what libsecret and oo7 write. A
+    /// hostile file asking 2^31-1 would take minutes of CPU before anything could be refused.
+    static let maximumIterations: UInt32 = 1_000_000
 
     /// One item as stored: attribute name -> HMAC-SHA256(key, value), and the encrypted blob.
     struct EncryptedItem: Equatable {
@@ -68,6 +71,12 @@ struct FileKeyringContents {
         salt = Self.bytes(of: file[1])
         guard Int(saltCount) == salt.count, !salt.isEmpty else { throw refused("its salt size disagrees with its salt") }
         iterations = file[2].uint32
+        guard iterations >= 1, iterations <= Self.maximumIterations else {
+            throw TokenCacheError(.invalidCacheData,
+                                  "\(path) asks for \(iterations) key-derivation rounds; at most \(Self.maximumIterations) are accepted (libsecret and oo7 write \(Self.defaultIterations)).",
+                                  hint: "It was not changed and no key was derived; move it away only if it holds nothing you need",
+                                  reason: .keyDerivationRoundsOutOfBounds(rounds: Int(iterations), limit: Int(Self.maximumIterations)))
+        }
         modified = file[3].uint64
         usageCount = file[4].uint32
         items = file[5].children.map { item in

@@ -93,6 +93,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .portalRequestFailed: TOKENCACHE_REASON_PORTAL_REQUEST_FAILED
     case .portalUnreachable: TOKENCACHE_REASON_PORTAL_UNREACHABLE
     case .portalSecretSize: TOKENCACHE_REASON_PORTAL_SECRET_SIZE
+    case .keyDerivationRoundsOutOfBounds: TOKENCACHE_REASON_KEY_DERIVATION_ROUNDS_OUT_OF_BOUNDS
     case .threadCeilingReached: TOKENCACHE_REASON_THREAD_CEILING_REACHED
     }
     return Int32(code.rawValue)

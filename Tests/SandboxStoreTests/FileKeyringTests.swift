@@ -129,6 +129,37 @@ struct FileKeyringTests {
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "not a keyring at all")
     }
 
+    @Test("A hostile file asking 2^31-1 key-derivation rounds is refused at once with a typed reason, before any key is derived, and left as it is",
+          .timeLimit(.minutes(1)))
+    func keyDerivationRoundsCapped() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "a"], label: "A", secret: "a secret")
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        var contents = try FileKeyringContents(parsing: data, path: path)
+        contents.iterations = UInt32(Int32.max)
+        let hostile = contents.serialized()
+        try hostile.write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: TokenCacheError.self) { try keyring().items(matching: ["service": "a"]) }
+        #expect(error?.code == .invalidCacheData)
+        #expect(error?.reason == .keyDerivationRoundsOutOfBounds(rounds: Int(Int32.max), limit: 1_000_000))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == hostile)
+    }
+
+    @Test("Two items whose hashed attributes were swapped in the file give fileAuthenticationFailed, never the other item's secret")
+    func swappedAttributeHashes() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try store(keyring(), ["service": "alice"], label: "A", secret: "alice's secret")
+        try store(keyring(), ["service": "bob"], label: "B", secret: "bob's secret")
+        var contents = try FileKeyringContents(parsing: try Data(contentsOf: URL(fileURLWithPath: path)), path: path)
+        #expect(contents.items.count == 2)
+        (contents.items[0].hashedAttributes, contents.items[1].hashedAttributes) = (contents.items[1].hashedAttributes, contents.items[0].hashedAttributes)
+        try contents.serialized().write(to: URL(fileURLWithPath: path))
+        for service in ["alice", "bob"] {
+            let error = #expect(throws: TokenCacheError.self) { try keyring().items(matching: ["service": service]) }
+            #expect(error?.code == .fileAuthenticationFailed)
+        }
+    }
+
     @Test("A change by another process is seen on the next read (mtime reload)")
     func reloadsOnChange() throws {
         defer { try? FileManager.default.removeItem(at: directory) }

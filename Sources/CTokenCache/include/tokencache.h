@@ -265,6 +265,9 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_PORTAL_UNREACHABLE = 62,
     /* The portal gave a secret of the wrong size. */
     TOKENCACHE_REASON_PORTAL_SECRET_SIZE = 63,
+    /* The app's keyring file asks for more key-derivation rounds than accepted (INVALID_CACHE_DATA;
+       since 0.6): a hostile file; nothing was derived or changed. */
+    TOKENCACHE_REASON_KEY_DERIVATION_ROUNDS_OUT_OF_BOUNDS = 64,
 
     /* Native authentication (tokencache_native_*): NATIVE_AUTH_FAILED says which of these. */
     /* The username is not an email address the server accepts. */

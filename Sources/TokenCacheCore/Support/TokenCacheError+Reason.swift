@@ -92,6 +92,9 @@ extension TokenCacheError {
         case portalUnreachable
         /// The portal gave a secret of the wrong size (`bytes` instead of 64).
         case portalSecretSize(bytes: Int)
+        /// The sandbox's keyring file asks for `rounds` key-derivation rounds, outside 1...`limit`
+        /// (a hostile file); no key was derived.
+        case keyDerivationRoundsOutOfBounds(rounds: Int, limit: Int)
 
         // The process
         /// The library's blocking pool `pool` already runs `limit` calls, its ceiling (``TokenCacheError/Code/overloaded``).
@@ -132,6 +135,7 @@ extension TokenCacheError {
             case .portalRequestFailed: "portalRequestFailed"
             case .portalUnreachable: "portalUnreachable"
             case .portalSecretSize: "portalSecretSize"
+            case .keyDerivationRoundsOutOfBounds: "keyDerivationRoundsOutOfBounds"
             case .threadCeilingReached: "threadCeilingReached"
             }
         }
