@@ -34,6 +34,15 @@ package final class ManagedIdentityEndpoint: Sendable {
     static let apiVersion = "2019-08-01"
     static let maximumRequestBytes = 16 * 1024
     static let maximumConnections = 32
+    /// Bound on reading a request head, from the connection's start: a client that sends a byte
+    /// every few seconds is dropped after this, whatever its pace (#44).
+    static let headDeadline: Duration = .seconds(5)
+    /// Connections of other users served at once (each only to be refused, within a second);
+    /// more are closed unread, so other users can never hold the slots this user's requests need.
+    static let maximumForeignConnections = 4
+    /// How long another user's connection is read before it gets its 401.
+    static let foreignDeadline: Duration = .seconds(1)
+    private let foreignConnections = Mutex(0)
 
     /// Binds 127.0.0.1 on an ephemeral port, for tokens of `clientID` (and `account`, needed
     /// when the client has several).
@@ -68,7 +77,14 @@ package final class ManagedIdentityEndpoint: Sendable {
     package func start() throws(TokenCacheError) {
         try listener.start(label: "org.swift-tokencache.agent.managed-identity", maximumConnections: Self.maximumConnections) { [self] connection in
             connection.setTimeouts(seconds: AgentServer.ioTimeoutSeconds)
-            let (status, body) = answer(Self.readHead(connection))
+            // Only this user's processes are served (the socket's owner in /proc/net/tcp, as the
+            // loopback listener checks); another user's gets 401, never a slot for long.
+            let uid = PeerCredentials.loopbackPeerUID(connection.fd)
+            guard uid == getuid() else {
+                refuseForeign(connection, uid: uid)
+                return
+            }
+            let (status, body) = answer(Self.readHead(connection, until: .now + Self.headDeadline))
             Self.respond(connection, status: status, body: body)
         }
     }
@@ -78,11 +94,35 @@ package final class ManagedIdentityEndpoint: Sendable {
 
     deinit { stop() }
 
-    /// The request head up to the blank line, or nil (closed, timed out, too long).
-    private static func readHead(_ connection: SocketDescriptor) -> String? {
+    /// Another user's connection: its head read (and dropped) for at most a second, so that the
+    /// 401 is not lost to a reset, then closed; past ``maximumForeignConnections`` at once,
+    /// closed unread. Logged with the peer's uid.
+    private func refuseForeign(_ connection: SocketDescriptor, uid: uid_t?) {
+        let admitted = foreignConnections.withLock { count in
+            guard count < Self.maximumForeignConnections else { return false }
+            count += 1
+            return true
+        }
+        agent.record(AgentProtocol.Request(operation: .token), operation: "connect", channel: "managed-identity", peer: nil,
+                     outcome: "refused: connection from uid \(uid.map { "\($0)" } ?? "unknown"), not the agent's user\(admitted ? "" : " (closed unread: too many at once)")")
+        guard admitted else { return }
+        defer { foreignConnections.withLock { $0 -= 1 } }
+        _ = Self.readHead(connection, until: .now + Self.foreignDeadline)
+        Self.respond(connection, status: 401, body: nil)
+    }
+
+    /// The request head up to the blank line, or nil (closed, too long, or not complete by `deadline`).
+    private static func readHead(_ connection: SocketDescriptor, until deadline: ContinuousClock.Instant) -> String? {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count <= maximumRequestBytes {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else { return nil }
+            var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let polled = poll(&ready, 1, milliseconds)
+            if polled < 0, errno == EINTR { continue }
+            guard polled > 0 else { return nil }
             let count = buffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return nil }

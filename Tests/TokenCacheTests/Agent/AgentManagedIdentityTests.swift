@@ -61,6 +61,45 @@ struct AgentManagedIdentityTests {
         #expect(agent.log.contains("managed-identity: token (client \(Fixtures.appTwo), scopes https://management.azure.com/.default"), "\(agent.log)")
     }
 
+    @Test("another user's 40 slow connections (a byte every 5 s) cannot stall the endpoint: they are refused and logged with their uid, and this user's request is answered")
+    func slowForeignConnectionsCannotStall() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try startAgent(scenario)
+        defer { agent.stop() }
+        let endpoint = try #require(agent.variables["IDENTITY_ENDPOINT"]), header = try #require(agent.variables["IDENTITY_HEADER"])
+        let port = try #require(URL(string: endpoint)?.port)
+        let source = """
+            import socket, sys, time
+            connections = []
+            for _ in range(40):
+                s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                s.sendall(b"G")
+                connections.append(s)
+            print("connected", flush=True)
+            for _ in range(12):
+                time.sleep(5)
+                for s in connections:
+                    try:
+                        s.sendall(b"E")
+                    except OSError:
+                        pass
+            """
+        let attacker = Process()
+        attacker.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        attacker.arguments = asNobody + ["/usr/bin/python3", "-c", source, "\(port)"]
+        let output = Pipe()
+        attacker.standardOutput = output
+        try attacker.run()
+        defer { kill(attacker.processIdentifier, SIGKILL); attacker.waitUntilExit() }
+        #expect(try output.fileHandleForReading.read(upToCount: 9) == Data("connected".utf8))
+        let url = endpoint + "?api-version=2019-08-01&resource=https://management.azure.com"
+        // curl gives up after 20 s: a stalled endpoint fails here, an answered one passes at once.
+        let good = try await offThePool { try get(url, headers: ["X-IDENTITY-HEADER: \(header)"]) }
+        #expect(good.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(good.stdout) \(good.stderr)")
+        #expect(agent.log.contains("refused: connection from uid 65534"), "\(agent.log)")
+    }
+
     @Test("the real azure-identity's ManagedIdentityCredential and DefaultAzureCredential get the signed-in user's token from the endpoint with no code change")
     func azureIdentityGetsToken() async throws {
         let python = Self.azureIdentityPython
