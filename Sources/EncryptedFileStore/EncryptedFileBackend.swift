@@ -197,12 +197,19 @@ public final class EncryptedFileBackend: CacheBackend {
     }
 
     public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
-        var info = stat()
-        guard lstat(fileURL(for: group).path, &info) == 0 else {
+        let path = fileURL(for: group).path
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
             if errno == ENOENT { return Self.absent }
-            throw FileIO.error("inspect", fileURL(for: group).path)
+            // A link or a file that cannot be opened: a revision of what is there (the read refuses it).
+            var info = stat()
+            guard lstat(path, &info) == 0 else { throw FileIO.error("inspect", path) }
+            return Self.revision(info, tag: [])
         }
-        return Self.revision(info)
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw FileIO.error("inspect", path) }
+        return Self.revision(info, descriptor: descriptor)
     }
 
     public func apply(_ changes: [CacheChange], to group: CacheGroup,
@@ -235,8 +242,20 @@ public final class EncryptedFileBackend: CacheBackend {
 
     private static let absent = CacheRevision("absent")
 
-    private static func revision(_ info: stat) -> CacheRevision {
-        CacheRevision("\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_size)")
+    /// A file's revision: inode, modification time, size and its last 16 bytes, the AES-GCM tag,
+    /// which every write makes anew (a fresh nonce). Inode, time and size alone can repeat: three
+    /// same-size writes in one timestamp tick with an inode reused would let a reader take a
+    /// stale copy as current (#44).
+    private static func revision(_ info: stat, tag: some Sequence<UInt8>) -> CacheRevision {
+        let hex = tag.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        return CacheRevision("\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_size):\(hex)")
+    }
+
+    /// ``revision(_:tag:)`` of an open file, its tag read with one pread.
+    private static func revision(_ info: stat, descriptor: Int32) -> CacheRevision {
+        var tag = [UInt8](repeating: 0, count: 16)
+        let count = info.st_size >= 16 ? pread(descriptor, &tag, 16, off_t(info.st_size - 16)) : 0
+        return revision(info, tag: tag.prefix(max(count, 0)))
     }
 
     private struct Current {
@@ -258,7 +277,7 @@ public final class EncryptedFileBackend: CacheBackend {
             return Current(entries: [], revision: Self.absent, header: nil)
         }
         defer { close(file.descriptor) }
-        let revision = Self.revision(file.info)
+        let revision = Self.revision(file.info, descriptor: file.descriptor)
         if !keepHeader, let cached = loaded.withLock({ $0[group] }), cached.revision == revision {
             return Current(entries: cached.entries, revision: revision, header: nil)
         }
@@ -371,7 +390,7 @@ public final class EncryptedFileBackend: CacheBackend {
         let path = fileURL(for: group).path
         FileIO.removeStaleTemporaryFiles(in: directory, prefix: ".\(group.name).tkc.tmp.")
         let info = try FileIO.atomicReplace(path, with: file, temporaryPrefix: ".\(group.name).tkc.tmp.")
-        let revision = Self.revision(info)
+        let revision = Self.revision(info, tag: file.suffix(16))
         loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) }
         // After the file is in place: a failure here leaves the state behind, never ahead of it.
         try? state.remember(generation, keyID: keyID)

@@ -42,6 +42,36 @@ struct EncryptedFileRollbackTests {
         try CacheFileFormat.parse(try Data(contentsOf: backend.fileURL(for: group)), path: "x").header.generation
     }
 
+    @Test("A same-size rewrite in place that keeps the inode, the modification time and the size is still a new revision: a reader that cached the old file reads it again instead of serving its stale copy")
+    func exactRevision() throws {
+        let writer = backend(), reader = backend()
+        try save(AccountStore(backend: writer, group: group), Fixtures.alice)
+        let file = writer.fileURL(for: group).path
+        let cached = try reader.load(group)
+        #expect(cached.entries.contains { $0.kind == .accessToken })
+        var before = stat()
+        #expect(lstat(file, &before) == 0)
+        // Other bytes of the same length written into the same inode, and the modification time
+        // set back to the very nanosecond. Every write ends in a tag of its own (a fresh nonce):
+        // here the last byte differs, as another write's would.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        bytes[bytes.count - 1] ^= 0x01
+        let descriptor = open(file, O_WRONLY)
+        #expect(descriptor >= 0)
+        _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        close(descriptor)
+        var times = [before.st_atim, before.st_mtim]
+        #expect(utimensat(AT_FDCWD, file, &times, 0) == 0)
+        var after = stat()
+        #expect(lstat(file, &after) == 0)
+        #expect(after.st_ino == before.st_ino && after.st_size == before.st_size
+                && after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        #expect(try reader.currentRevision(of: group) != cached.revision)
+        // Read again, not served from the cache: the changed bytes do not authenticate.
+        let error = #expect(throws: TokenCacheError.self) { try reader.load(group) }
+        #expect(error?.code == .fileAuthenticationFailed)
+    }
+
     @Test("An older copy put back after an account was removed is refused on load, listing and save, the file left as it is; accepting it on purpose brings it back")
     func olderCopyRefused() throws {
         let backend = backend()
