@@ -10,7 +10,7 @@ import TokenCacheCore
 ///   logger, so no line escapes whatever `--filter` selects.
 /// - Each test runs on ``TestThreads``, never on Swift's cooperative pool. Many tests block
 ///   (they wait for the programs they run); on the cooperative pool (one thread per core, two
-///   here) two such tests stalled every task of the process for up to 45 s, and the library's
+///   here) two such tests stalled every task of the process for up to 58 s, and the library's
 ///   awaits and timers with it (measured with ``StallProbe``, docs/ARCHITECTURE.md).
 package struct Harness: SuiteTrait, TestTrait, TestScoping {
     package var isRecursive: Bool { true }
