@@ -37,7 +37,8 @@ struct BlockingPoolConcurrencyTests {
 
     @Test("At its ceiling the pool refuses a job with overloaded, naming the pool and its limit; running jobs go on, and a freed thread is used again")
     func ceilingRefusesWithTypedError() async throws {
-        let pool = BlockingPool(name: "test", ceiling: 3)
+        // Parked threads live an hour here: on however slow a machine, the one freed below is still there to reuse.
+        let pool = BlockingPool(name: "test", ceiling: 3, idleLifetime: .seconds(3600))
         let release = DispatchSemaphore(value: 0)
         let started = DispatchSemaphore(value: 0)
         for _ in 0..<3 { try pool.submit("held") { started.signal(); release.wait() } }
