@@ -11,10 +11,10 @@ import Glibc
 /// attribute, and stores and removes items the way libsecret's file backend does, so libsecret
 /// (`secret-tool`) and oo7 in the same app read and write the same file.
 ///
-/// - Reads reload the file when it changed on disk (inode, size, mtime): another process wrote it.
+/// - Reads reload the file when it changed on disk (its bytes' SHA-256): another process wrote it.
 /// - Writes take `<file>.lock` (an exclusive `flock`, as the encrypted file does) across our
 ///   processes, re-read the file under it, and replace it atomically: a 0600 temporary file in
-///   the (0700) directory, fsync, then rename, once the target's mtime is still what was read
+///   the (0700) directory, fsync, then rename, once the target is still the version that was read
 ///   (libsecret and oo7 take no lock; a write of theirs in between makes us start over).
 /// - A file that is not a keyring, or whose items do not authenticate under this secret (another
 ///   secret, tampering), is refused with a typed error and never overwritten.
@@ -30,10 +30,18 @@ package final class FileKeyring: @unchecked Sendable {
     private let cache = Locked<Loaded?>(nil)
     private let logger: Logger
 
-    /// The file's identity and version as `stat` tells it (nil when it does not exist).
+    /// The file's identity and exact version: what `stat` tells and the SHA-256 of its bytes, so
+    /// a same-size rewrite within one timestamp tick on a reused inode is still a new version.
     package struct FileSignature: Hashable, Sendable, CustomStringConvertible {
         var device: UInt64, inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
-        package var description: String { "\(inode).\(size).\(seconds).\(nanoseconds)" }
+        var digest: [UInt8]
+        package var description: String { "\(inode).\(size).\(seconds).\(nanoseconds).\(ASCII.hex(digest))" }
+
+        init(_ info: stat, contents: Data) throws(TokenCacheError) {
+            (device, inode, size) = (UInt64(info.st_dev), UInt64(info.st_ino), Int64(info.st_size))
+            (seconds, nanoseconds) = (info.st_mtim.tv_sec, info.st_mtim.tv_nsec)
+            digest = try SHA256Digest.hash(Array(contents))
+        }
     }
 
     /// Opens the keyring at `path` with `secret` (copied into memory of its own, wiped on release).
@@ -50,15 +58,17 @@ package final class FileKeyring: @unchecked Sendable {
         return dataHome + "/keyrings/default.keyring"
     }
 
-    /// The file's current signature: changes whenever any process replaces it.
+    /// The file's current signature: changes whenever any process changes it.
     package func signature() throws(TokenCacheError) -> FileSignature? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            if errno == ENOENT { return nil }
-            throw FileIO.error("inspect", path)
-        }
-        return FileSignature(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                             seconds: info.st_mtim.tv_sec, nanoseconds: info.st_mtim.tv_nsec)
+        try read()?.signature
+    }
+
+    /// The file's bytes and their signature, read once (nil when it does not exist).
+    private func read() throws(TokenCacheError) -> (data: Data, signature: FileSignature)? {
+        guard let file = try FileIO.openExisting(path) else { return nil }
+        defer { close(file.descriptor) }
+        let data = try FileIO.readAll(file.descriptor, path: path)
+        return (data, try FileSignature(file.info, contents: data))
     }
 
     // MARK: Reading
@@ -72,34 +82,29 @@ package final class FileKeyring: @unchecked Sendable {
 
     /// Loads the file unless the cached copy is still the file on disk.
     private func current() throws(TokenCacheError) -> Loaded {
-        let signature = try signature()
-        if let cached = cache.withLock({ $0 }), cached.signature == signature, signature != nil { return cached }
-        let loaded = try load()
+        let file = try read()
+        if let file, let cached = cache.withLock({ $0 }), cached.signature == file.signature { return cached }
+        let loaded = try load(file)
         cache.withLock { $0 = loaded }
         return loaded
     }
 
-    /// Reads and parses the file (an empty keyring with a fresh salt when there is none) and
-    /// derives its key, reusing the last key when the salt is the same.
-    private func load() throws(TokenCacheError) -> Loaded {
-        guard let file = try FileIO.openExisting(path) else {
+    /// Parses the file as ``read()`` returned it (an empty keyring with a fresh salt when there
+    /// is none) and derives its key, reusing the last key when the salt is the same.
+    private func load(_ file: (data: Data, signature: FileSignature)?) throws(TokenCacheError) -> Loaded {
+        guard let file else {
             let contents = try FileKeyringContents.empty()
             return Loaded(contents: contents, key: try key(for: contents), signature: nil)
         }
-        defer { close(file.descriptor) }
-        let data = try FileIO.readAll(file.descriptor, path: path)
-        let contents = try FileKeyringContents(parsing: data, path: path)
+        let contents = try FileKeyringContents(parsing: file.data, path: path)
         let key = try key(for: contents)
         // Every item must authenticate: under another secret nothing would match a search, and
         // an empty answer must never stand for "cannot read" (nor a write add to such a file).
         for item in contents.items where !(try key.authenticates(item.blob)) {
             throw Self.unauthentic(path)
         }
-        let info = file.info
-        let signature = FileSignature(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                                      seconds: info.st_mtim.tv_sec, nanoseconds: info.st_mtim.tv_nsec)
-        logger.trace("Keyring file read", metadata: ["path": .string(path), "items": .stringConvertible(contents.items.count), "version": .string(signature.description)])
-        return Loaded(contents: contents, key: key, signature: signature)
+        logger.trace("Keyring file read", metadata: ["path": .string(path), "items": .stringConvertible(contents.items.count), "version": .string(file.signature.description)])
+        return Loaded(contents: contents, key: key, signature: file.signature)
     }
 
     private static func unauthentic(_ path: String) -> TokenCacheError {
@@ -194,7 +199,7 @@ package final class FileKeyring: @unchecked Sendable {
         // libsecret and oo7 write without our lock: when one did between our read and our
         // rename, read again and redo the change (bounded; each try is milliseconds).
         for _ in 0..<20 {
-            let loaded = try load()
+            let loaded = try load(try read())
             var edit = Edit(contents: loaded.contents, key: loaded.key, path: path, readSignature: loaded.signature)
             let result = try body(&edit)
             guard edit.changed else {
@@ -206,9 +211,10 @@ package final class FileKeyring: @unchecked Sendable {
                 logger.debug("Keyring file changed while being written; reading it again", metadata: ["path": .string(path)])
                 continue
             }
-            _ = try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix)
-            let written = try signature()
-            logger.trace("Keyring file written", metadata: ["path": .string(path), "items": .stringConvertible(edit.contents.items.count), "version": .string(written?.description ?? "none")])
+            // The signature of what we wrote (a write of another program after our rename is a
+            // newer version, seen by the next read).
+            let written = try FileSignature(try FileIO.atomicReplace(path, with: data, temporaryPrefix: prefix), contents: data)
+            logger.trace("Keyring file written", metadata: ["path": .string(path), "items": .stringConvertible(edit.contents.items.count), "version": .string(written.description)])
             cache.withLock { $0 = Loaded(contents: edit.contents, key: loaded.key, signature: written) }
             return (result, written)
         }

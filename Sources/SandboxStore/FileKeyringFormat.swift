@@ -169,20 +169,21 @@ package struct FileKeyringItem: Sendable {
 
     /// The item serialized as libsecret's `(a{ss}sttay)`, lent to `body` in memory that is wiped after.
     func withSerialized<T>(_ body: (UnsafeRawBufferPointer) throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
-        let secretValue = secret.withUnsafeBytes { bytes in
-            // No copy of the secret: the value reads it where it lies, and is released before the bytes are.
-            withVariantType("ay") { GVariantRef(sinking: g_variant_new_from_data($0, bytes.baseAddress, gsize(bytes.count), 1, nil, nil)) }
+        // All inside withUnsafeBytes: the value reads the secret where it lies (no copy), and a
+        // short Data's bytes live only for the closure (inline storage, a temporary copy).
+        let page = secret.withUnsafeBytes { bytes in
+            let secretValue = withVariantType("ay") { GVariantRef(sinking: g_variant_new_from_data($0, bytes.baseAddress, gsize(bytes.count), 1, nil, nil)) }
+            let item = FileKeyringContents.littleEndian(GVariantRef.tuple([
+                GVariantRef.stringDictionary(attributes), GVariantRef.string(label),
+                GVariantRef(sinking: g_variant_new_uint64(guint64(created))), GVariantRef(sinking: g_variant_new_uint64(guint64(modified))), secretValue,
+            ]))
+            return withExtendedLifetime(item) {
+                let page = SecretPage(byteCount: Int(g_variant_get_size(item.pointer)))
+                g_variant_store(item.pointer, page.bytes.baseAddress)
+                return page
+            }
         }
-        let item = FileKeyringContents.littleEndian(GVariantRef.tuple([
-            GVariantRef.stringDictionary(attributes), GVariantRef.string(label),
-            GVariantRef(sinking: g_variant_new_uint64(guint64(created))), GVariantRef(sinking: g_variant_new_uint64(guint64(modified))), secretValue,
-        ]))
-        let page = withExtendedLifetime(item) {
-            let page = SecretPage(byteCount: Int(g_variant_get_size(item.pointer)))
-            g_variant_store(item.pointer, page.bytes.baseAddress)
-            return page
-        }
-        return try withExtendedLifetime(secret) { () throws(TokenCacheError) in try body(UnsafeRawBufferPointer(page.bytes)) }
+        return try body(UnsafeRawBufferPointer(page.bytes))
     }
 
     /// Parses a decrypted `(a{ss}sttay)`; nil when it is not one.

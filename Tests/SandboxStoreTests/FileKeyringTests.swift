@@ -63,6 +63,17 @@ struct FileKeyringTests {
         #expect(search.stdout.contains("label = Our item") || search.stderr.contains("label = Our item"), "\(search.stdout)\(search.stderr)")
     }
 
+    @Test("Short secrets (up to 14 bytes, which Swift's Data keeps inline) are stored intact: secret-tool and a new reader get them back")
+    func shortSecretsIntact() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for secret in ["1", "version-1", "their secret", "fourteen-bytes", "a longer secret of 31 bytes...."] {
+            try store(keyring(), ["service": "short"], label: "Short", secret: secret)
+            #expect(try secretTool(["lookup", "service", "short"]).stdout == secret)
+            let items = try keyring().items(matching: ["service": "short"])
+            #expect(items.map { String(decoding: $0.secret, as: UTF8.self) } == [secret])
+        }
+    }
+
     @Test("An item secret-tool stored is read by us, and our writes keep it")
     func weReadSecretTools() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -168,5 +179,40 @@ struct FileKeyringTests {
         #expect(try ours.items(matching: [:]).count == 1)
         #expect(try secretTool(["store", "--label=B", "service", "b"], input: "two").status == 0)
         #expect(try ours.items(matching: [:]).count == 2)
+    }
+
+    @Test("Another version written into the same inode with the same size and modification time is still seen: a reader that cached the old one reads the new secret, and the backend's revision changes")
+    func exactRevision() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Two real versions of the file, of the same size: the same item with another secret of the same length.
+        let writer = keyring()
+        try store(writer, ["service": "a"], label: "A", secret: "version-1")
+        let first = try Data(contentsOf: URL(fileURLWithPath: path))
+        try store(writer, ["service": "a"], label: "A", secret: "version-2")
+        let second = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(first.count == second.count && first != second)
+        var original = stat()
+        #expect(lstat(path, &original) == 0)
+        /// Writes `bytes` into the file's own inode and sets its times back to `original`'s.
+        func rewriteInPlace(_ bytes: Data) {
+            let descriptor = open(path, O_WRONLY | O_TRUNC)
+            #expect(descriptor >= 0)
+            _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            close(descriptor)
+            var times = [original.st_atim, original.st_mtim]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        }
+        rewriteInPlace(first)
+        let reader = keyring()
+        let backend = PortalKeyringBackend(keyring: reader)
+        #expect(try reader.items(matching: ["service": "a"]).map { String(decoding: $0.secret, as: UTF8.self) } == ["version-1"])
+        let revision = try backend.currentRevision(of: CacheGroup.universalStorage)
+        rewriteInPlace(second)
+        var now = stat()
+        #expect(lstat(path, &now) == 0)
+        #expect(now.st_ino == original.st_ino && now.st_size == original.st_size
+                && now.st_mtim.tv_sec == original.st_mtim.tv_sec && now.st_mtim.tv_nsec == original.st_mtim.tv_nsec)
+        #expect(try reader.items(matching: ["service": "a"]).map { String(decoding: $0.secret, as: UTF8.self) } == ["version-2"])
+        #expect(try backend.currentRevision(of: CacheGroup.universalStorage) != revision)
     }
 }
