@@ -95,6 +95,11 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .portalSecretSize: TOKENCACHE_REASON_PORTAL_SECRET_SIZE
     case .keyDerivationRoundsOutOfBounds: TOKENCACHE_REASON_KEY_DERIVATION_ROUNDS_OUT_OF_BOUNDS
     case .threadCeilingReached: TOKENCACHE_REASON_THREAD_CEILING_REACHED
+    case .noAccount: TOKENCACHE_REASON_NO_ACCOUNT
+    case .severalAccounts: TOKENCACHE_REASON_SEVERAL_ACCOUNTS
+    case .accountInSeveralClouds: TOKENCACHE_REASON_ACCOUNT_IN_SEVERAL_CLOUDS
+    case .tokensInSeveralTenants: TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS
+    case .noUsableToken: TOKENCACHE_REASON_NO_USABLE_TOKEN
     }
     return Int32(code.rawValue)
 }

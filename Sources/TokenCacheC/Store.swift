@@ -11,8 +11,9 @@ final class StoreHandle {
     let singleSignOnStores = Locked<[ExternalStore]>([])
     /// The Secret Service connection their keyring items are read through, opened once.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
-    /// The apps of this handle per client and authority, each with the stores it was made with.
-    private let applications = Locked<[String: (stores: [String], app: PublicClientApplication)]>([:])
+    /// The engine that answers this handle's token requests, made again when the single
+    /// sign-on stores change (its apps are kept: their endpoints are discovered once).
+    private let engines = Locked<(stores: [String], engine: TokenEngine)?>(nil)
     /// Opened with TOKENCACHE_BACKEND_AUTO and a NULL group: no local cache chosen, so
     /// TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
     let mayUseAgent: Bool
@@ -21,26 +22,23 @@ final class StoreHandle {
         self.mayUseAgent = mayUseAgent
     }
 
-    /// The token agent TOKENCACHE_AGENT_SOCK names, unless a local cache was chosen: a backend
-    /// or group at opening, or single sign-on stores (the CLI's --sso-store).
-    var agent: AgentClient? {
-        guard mayUseAgent, singleSignOnStores.withLock({ $0.isEmpty }) else { return nil }
-        return AgentClient.fromEnvironment
-    }
-
-    /// The handle's app for a client and authority: made on first use and kept (its endpoints are
-    /// discovered once), made again when the single sign-on stores changed since.
-    func application(clientID: String, authority: Authority) -> PublicClientApplication {
+    /// The engine for the current single sign-on stores; with stores set a local cache is chosen,
+    /// so the agent does not answer.
+    var engine: TokenEngine {
         let stores = singleSignOnStores.withLock { $0 }
-        let key = clientID + " " + authority.url.absoluteString
-        return applications.withLock { applications in
-            if let kept = applications[key], kept.stores == stores.map(\.name) { return kept.app }
+        return engines.withLock { kept in
+            if let kept, kept.stores == stores.map(\.name) { return kept.engine }
             var options = PublicClientApplication.Options()
             options.singleSignOnStores = stores
-            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
-            applications[key] = (stores.map(\.name), app)
-            return app
+            let engine = TokenEngine(store: store, agent: TokenEngine.agent(localCacheChosen: !mayUseAgent || !stores.isEmpty), options: options)
+            kept = (stores.map(\.name), engine)
+            return engine
         }
+    }
+
+    /// The handle's app for a client and authority (for sign-in): the engine's.
+    func application(clientID: String, authority: Authority) -> PublicClientApplication {
+        engine.application(clientID: clientID, authority: authority)
     }
 
     /// The handle behind a C pointer, refused when NULL or of another kind.

@@ -96,7 +96,7 @@ package final class BlockingPool: @unchecked Sendable {
     /// Runs `work` on the pool and returns its result, without holding a cooperative thread meanwhile.
     /// - Throws: what `work` throws, or `overloaded` (``submit(_:_:)``).
     package func run<T: Sendable>(_ label: String, _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
-        let result = try await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
             do throws(TokenCacheError) {
                 try submit(label) {
                     do throws(TokenCacheError) { continuation.resume(returning: .success(try work())) } catch {

@@ -290,7 +290,20 @@ typedef enum tokencache_reason {
 
     /* The process (OVERLOADED; since 0.6). */
     /* The library's blocking pool runs as many calls as its ceiling allows. */
-    TOKENCACHE_REASON_THREAD_CEILING_REACHED = 90
+    TOKENCACHE_REASON_THREAD_CEILING_REACHED = 90,
+
+    /* Choosing the account and the token, one rule for every language (since 0.6). */
+    /* NOT_FOUND: no account of the client matches. */
+    TOKENCACHE_REASON_NO_ACCOUNT = 100,
+    /* AMBIGUOUS_ACCOUNT: the client has several accounts and none was named. */
+    TOKENCACHE_REASON_SEVERAL_ACCOUNTS = 101,
+    /* AMBIGUOUS_ACCOUNT: the account has records at hosts of different clouds: pass the authority. */
+    TOKENCACHE_REASON_ACCOUNT_IN_SEVERAL_CLOUDS = 102,
+    /* AMBIGUOUS_ACCOUNT: no authority, and usable tokens are cached in several tenants. */
+    TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS = 103,
+    /* NOT_FOUND: no usable cached access token, and none was redeemed (no authority given, or
+       no refresh token). */
+    TOKENCACHE_REASON_NO_USABLE_TOKEN = 104
 } tokencache_reason;
 
 /* Opaque handles. */
@@ -378,12 +391,18 @@ int tokencache_store_find_access_token(tokencache_store *store, const char *clie
                                        tokencache_token_info **info, tokencache_error *error);
 
 /* Returns a token without user interaction: a cached access token when usable, otherwise one
-   obtained by redeeming a refresh token of the app or its family at `authority` (required,
-   e.g. "https://login.microsoftonline.com/common"), which is saved to the cache. Refreshes of
+   obtained by redeeming a refresh token of the app or its family at `authority` (e.g.
+   "https://login.microsoftonline.com/common"), which is saved to the cache. Refreshes of
    one account are serialised across processes. A refresh token is only sent to the host that
    issued it. flags: 0 or TOKENCACHE_FORCE_REFRESH. Blocks for up to about 30 s per request.
+   The account and token are chosen by the rule every front end follows (the CLI's `token`,
+   Python, Swift apps): `account` (username or home account ID) or, when NULL, the client's
+   only account; `authority` picks the cloud and tenant, and when NULL (since 0.6) nothing is
+   redeemed and the cached token of the account's only tenant that has one is returned.
    Errors: INTERACTION_REQUIRED (sign in interactively), NETWORK or SERVER_ERROR (retry later),
-   NOT_FOUND (unknown account). Outputs as for tokencache_store_find_access_token.
+   NOT_FOUND (reason NO_ACCOUNT, or NO_USABLE_TOKEN without an authority), AMBIGUOUS_ACCOUNT
+   (reason SEVERAL_ACCOUNTS, ACCOUNT_IN_SEVERAL_CLOUDS or TOKENS_IN_SEVERAL_TENANTS).
+   Outputs as for tokencache_store_find_access_token.
    Token agent (docs/AGENT.md): when TOKENCACHE_AGENT_SOCK is set and the store chose no local
    cache (opened with a NULL group and TOKENCACHE_BACKEND_AUTO, no tokencache_store_set_sso_stores),
    the agent at that socket answers instead, looking up or refreshing on its side: this process's

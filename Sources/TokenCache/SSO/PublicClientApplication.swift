@@ -50,13 +50,22 @@ public final class PublicClientApplication: Sendable {
     /// The Secret Service connection for opted-in keyring stores when the group is not kept
     /// there: opened on first use, then kept.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
+    /// The token agent that answers this app's silent requests and account lists instead of the
+    /// store (``TokenEngine/agent(localCacheChosen:)``): only for an app opened from a configuration.
+    let agent: AgentClient?
 
-    /// Creates the app on a store the caller opened.
-    public init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
+    /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
+    /// caller is never replaced by the token agent).
+    public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
+        self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
+    }
+
+    private init(clientID: String, authority: Authority, store: AccountStore, options: Options, agent: AgentClient?) {
         self.clientID = clientID
         self.authority = authority
         self.store = store
         self.options = options
+        self.agent = agent
         self.client = TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
                                           logger: store.options.logger)
     }
@@ -99,8 +108,12 @@ public final class PublicClientApplication: Sendable {
         var storeOptions = AccountStore.Options()
         storeOptions.logger = options.logger
         let store = AccountStore(backend: selection.backend, group: try configuration.cacheGroup, options: storeOptions)
+        let options = try Self.options(options, with: configuration)
+        // The rule of every front end: the default group on the automatic backend, without single
+        // sign-on stores, is no local cache chosen, so TOKENCACHE_AGENT_SOCK's agent answers.
+        let localCacheChosen = store.group != .universalStorage || configuration.backend != .automatic || !options.singleSignOnStores.isEmpty
         self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
-                  options: try Self.options(options, with: configuration))
+                  options: options, agent: TokenEngine.agent(localCacheChosen: localCacheChosen))
     }
 
     /// ``init(configuration:options:)`` without holding a cooperative thread while the backend opens.
@@ -113,8 +126,10 @@ public final class PublicClientApplication: Sendable {
     /// The accounts this app can use silently: those with a refresh token of the app or of its
     /// family that the app has not signed out of (MSAL's `allAccounts`).
     /// With ``Options/singleSignOnStores``, the accounts of those stores follow the group's.
+    /// With the token agent (``init(configuration:options:)``), the accounts it serves this app.
     public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
         try await BlockingWork.run { [self] () throws(TokenCacheError) in
+            if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
             let own = try store.accounts(clientID: clientID)
             return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
         }
@@ -191,6 +206,11 @@ public final class PublicClientApplication: Sendable {
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
         let authority = try parameters.resolvedAuthority(default: self.authority)
+        if let agent {
+            var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
+            (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
+            return try await TokenEngine.token(from: agent, request)
+        }
         let (scopes, account) = (parameters.scopes, parameters.account)
         let forceRefresh = parameters.forceRefresh || parameters.claims != nil
         let before = try await cachedToken(scopes: scopes, account: account, authority: authority)

@@ -93,90 +93,32 @@ struct TokenCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            if let agent = store.agent(otherStore: externalStore ?? singleSignOnStores.first) { return try run(through: agent) }
+            let localCacheChosen = store.localCacheChosen(otherStore: externalStore ?? singleSignOnStores.first)
+            var options = PublicClientApplication.Options()
+            options.logger = StoreOptions.logger(verbose: store.verbose)
             // Only --refresh redeems anything: the stores are not looked up otherwise.
-            let singleSignOn = refresh ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
-            let (store, place): (AccountStore, String)
-            if let externalStore {
-                let access = ExternalStores.access(try ExternalStores.named(externalStore), verbose: self.store.verbose)
-                store = try ExternalStores.read(access)
-                place = "store \(externalStore)"
-            } else {
-                store = try self.store.openStore(account: account)
-                place = "group \(store.group)"
-            }
-            let authority = try self.authority.map { try Authority($0) }
-            var app: PublicClientApplication?
-            if refresh, let authority {
-                var options = PublicClientApplication.Options()
-                options.logger = store.options.logger
-                options.singleSignOnStores = singleSignOn
-                app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
-            }
-            let candidates = if let app, !singleSignOn.isEmpty {
-                try waitFor { try await app.accounts() }
-            } else {
-                try store.accounts(clientID: client)
-            }
-            // An account is a home account ID in one cloud: --authority picks the cloud. At another
-            // cloud the account is still found (and then refused a token there, saying why).
-            let inCloud = authority.map { authority in
-                candidates.filter { Environment.canonical($0.environment) == Environment.canonical(authority.environment) }
-            } ?? []
-            let inScope = inCloud.isEmpty ? candidates : inCloud
-            var chosen: [CachedAccount]
-            if let account {
-                chosen = inScope.filter { AccountName.matches(account, $0) }
-                // A named account whose cached access token the client may use, though no refresh
-                // token makes it one of the client's accounts (as MSAL Python finds it).
-                if chosen.isEmpty, let named = try store.account(account, authority: authority) ?? store.account(account),
-                   try store.signInState(of: named, clientID: client) != .signedOut {
-                    chosen = [named]
+            options.singleSignOnStores = refresh ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
+            let engine = try TokenEngine.open(localCacheChosen: localCacheChosen, options: options) {
+                if let externalStore {
+                    return try ExternalStores.read(ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose))
                 }
-            } else {
-                chosen = inScope
+                return try store.openStore(account: account)
             }
-            if chosen.count > 1, Set(chosen.map(\.homeAccountID)).count == 1 {
-                // One home account ID at hosts of two clouds: never guessed (another host may have planted one).
-                throw CLIError.usage("Account \(chosen[0].username) (\(chosen[0].homeAccountID)) is at hosts of different clouds: \(chosen.map(\.environment).joined(separator: ", ")).",
-                                     hint: AccountSelector.authorityHint)
-            }
-            if chosen.count > 1 {
-                throw CLIError.usage("Client \(client) has \(chosen.count) accounts.",
-                                     hint: "Pick one with --account NAME or its home account ID: \(chosen.map { "\($0.username) (\($0.homeAccountID))" }.joined(separator: ", "))")
-            }
-            guard let target = chosen.first else {
-                throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in \(place).",
-                                        hint: signInHint)
-            }
-            var found = try store.accessToken(clientID: client, account: target, scopes: scopeList(scopes), authority: authority)
-            if found == nil, authority == nil {
-                // No authority given: a token of any tenant will do when exactly one tenant has one.
-                let byTenant = try store.accessTokensByTenant(clientID: client, account: target, scopes: scopeList(scopes))
-                if byTenant.count > 1 {
-                    throw CLIError.failed("Client \(client) has usable tokens for these scopes in \(byTenant.count) tenants: \(byTenant.compactMap(\.tenantID).joined(separator: ", ")).",
-                                          hint: "Pick one with --authority https://<host>/<tenant>")
+            var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account,
+                                       authority: try authority.map { try Authority($0) })
+            request.redeemsRefreshTokens = refresh
+            let asked = request
+            let result: TokenResult
+            do {
+                result = try waitFor { try await engine.token(asked) }
+            } catch let error as TokenCacheError where error.code == .notFound || error.code == .interactionRequired {
+                // Nothing to hand out: exit 2, as scripts test for.
+                if case .noAccount = error.reason, let externalStore {
+                    throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore).", hint: signInHint)
                 }
-                if let only = byTenant.first {
-                    Terminal.note("Using the token of tenant \(Terminal.escape(only.tenantID ?? "?")) (the only tenant with one for these scopes).")
-                    found = only
-                }
-            }
-            if let app, found == nil || found?.needsRefresh() == true {
-                do {
-                    let scopes = scopeList(scopes)
-                    found = try waitFor { try await app.acquireTokenSilent(scopes: scopes, account: target) }
-                } catch let error as TokenCacheError where error.code == .interactionRequired {
-                    throw CLIError.notFound(error.message, hint: CLIHints.hint(for: error))
-                }
-            }
-            guard let result = found else {
-                // A refresh token the client could redeem makes --refresh the way, not a new sign-in.
-                let redeemable = try app == nil && externalStore == nil
-                    && !store.refreshTokens(clientID: client, account: target).isEmpty
-                throw CLIError.notFound("No usable cached access token for client \(client) and scopes \"\(scopes)\".",
-                                        hint: redeemable ? "Add --refresh --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
-                                            : signInHint)
+                throw CLIError.notFound(error.message, hint: hint(for: error))
+            } catch let error as TokenCacheError where error.code == .ambiguousAccount {
+                throw CLIError.usage(error.message, hint: hint(for: error))
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
@@ -186,11 +128,23 @@ struct TokenCommand: ParsableCommand {
             } else {
                 // Printed raw on purpose, for $(...): so only a token a terminal cannot act on.
                 guard !result.accessToken.unicodeScalars.contains(where: Terminal.needsEscape) else {
-                    throw CLIError.failed("The cached access token holds control characters, so it is not printed raw.",
+                    throw CLIError.failed("The access token holds control characters, so it is not printed raw.",
                                           hint: "Use --json (escaped), or remove the account and sign in again")
                 }
                 StandardIO.write(Data((result.accessToken + "\n").utf8), to: STDOUT_FILENO)
             }
+        }
+    }
+
+    /// The engine's reasons in this command's options.
+    private func hint(for error: TokenCacheError) -> String? {
+        switch error.reason {
+        case .noAccount, .noUsableToken(refreshable: false): signInHint
+        case .noUsableToken(refreshable: true):
+            "Add --refresh --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
+        case .severalAccounts(let accounts): "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))"
+        case .tokensInSeveralTenants: "Pick one with --authority https://<host>/<tenant>"
+        default: CLIHints.hint(for: error)
         }
     }
 }

@@ -187,7 +187,8 @@ public final class AccountStore: Sendable {
     package static func ambiguous(_ name: String, _ accounts: [CachedAccount]) -> TokenCacheError {
         TokenCacheError(.ambiguousAccount,
                         "Account '\(name)' has records at hosts of different clouds: \(accounts.map(\.environment).joined(separator: ", ")); which one is meant is not guessed.",
-                        hint: "Pass the authority of the one meant (--authority https://HOST/TENANT in the CLI), and remove the one you do not recognise")
+                        hint: "Pass the authority of the one meant (--authority https://HOST/TENANT in the CLI), and remove the one you do not recognise",
+                        reason: .accountInSeveralClouds(hosts: accounts.map(\.environment)))
     }
 
     /// Whether a client may use an account silently: not signed out, with a refresh token in the cloud.

@@ -100,6 +100,22 @@ extension TokenCacheError {
         /// The library's blocking pool `pool` already runs `limit` calls, its ceiling (``TokenCacheError/Code/overloaded``).
         case threadCeilingReached(pool: String, limit: Int)
 
+        // Choosing the account and the token (one rule for every front end)
+        /// No account of the client matches the request (``TokenCacheError/Code/notFound``).
+        case noAccount
+        /// The client has several accounts, `accounts` ("username (home account ID)"), and the
+        /// request named none of them alone (``TokenCacheError/Code/ambiguousAccount``).
+        case severalAccounts(accounts: [String])
+        /// The account named has records at hosts of different clouds, `hosts`; an authority picks one
+        /// (``TokenCacheError/Code/ambiguousAccount``).
+        case accountInSeveralClouds(hosts: [String])
+        /// No authority was given and usable access tokens are cached in several tenants, `tenants`
+        /// (``TokenCacheError/Code/ambiguousAccount``).
+        case tokensInSeveralTenants(tenants: [String])
+        /// No cached access token is usable and none was redeemed (``TokenCacheError/Code/notFound``):
+        /// `refreshable` when a cached refresh token could be redeemed with an authority.
+        case noUsableToken(refreshable: Bool)
+
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
         public var name: String {
@@ -137,6 +153,11 @@ extension TokenCacheError {
             case .portalSecretSize: "portalSecretSize"
             case .keyDerivationRoundsOutOfBounds: "keyDerivationRoundsOutOfBounds"
             case .threadCeilingReached: "threadCeilingReached"
+            case .noAccount: "noAccount"
+            case .severalAccounts: "severalAccounts"
+            case .accountInSeveralClouds: "accountInSeveralClouds"
+            case .tokensInSeveralTenants: "tokensInSeveralTenants"
+            case .noUsableToken: "noUsableToken"
             }
         }
     }

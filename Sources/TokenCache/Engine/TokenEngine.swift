@@ -1,0 +1,197 @@
+import FoundationEssentials
+import TokenCacheCore
+import TokenCachePlatform
+
+/// The one place that decides what a ``TokenRequest`` gets: the token agent or the local store,
+/// which account (named, or the client's only one; one name at hosts of two clouds is never
+/// guessed), which cloud and tenant, whether a refresh token is redeemed and from which single
+/// sign-on stores. Swift apps (``PublicClientApplication``), the C interface (and Python through
+/// it) and the CLI call it and translate arguments and errors only, so they answer alike.
+package final class TokenEngine: Sendable {
+    /// Where answers come from: the token agent, or a store (the group's, or another tool's, read only).
+    package enum Source: Sendable {
+        case agent(AgentClient)
+        case store(AccountStore)
+    }
+    package let source: Source
+    /// Transport, timeouts and single sign-on stores of the apps it redeems with.
+    package let options: PublicClientApplication.Options
+    /// The apps per client and authority: made once, so their endpoints are discovered once.
+    private let applications = Locked<[String: PublicClientApplication]>([:])
+
+    /// An engine on `store`, unless `agent` is given: then the agent answers.
+    package init(store: AccountStore, agent: AgentClient? = nil, options: PublicClientApplication.Options = .init()) {
+        source = agent.map(Source.agent) ?? .store(store)
+        self.options = options
+    }
+
+    private init(agent: AgentClient) {
+        source = .agent(agent)
+        options = .init()
+    }
+
+    /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache (named a
+    /// group or a backend, or single sign-on stores): the rule every front end follows.
+    package static func agent(localCacheChosen: Bool) -> AgentClient? {
+        localCacheChosen ? nil : AgentClient.fromEnvironment
+    }
+
+    /// The engine for a caller: on the agent by ``agent(localCacheChosen:)``'s rule, else on the
+    /// store `open` opens (called only then, so an agent's user needs no local cache).
+    package static func open(localCacheChosen: Bool, options: PublicClientApplication.Options = .init(),
+                             store open: () throws -> AccountStore) rethrows -> TokenEngine {
+        if let agent = agent(localCacheChosen: localCacheChosen) { return TokenEngine(agent: agent) }
+        return TokenEngine(store: try open(), options: options)
+    }
+
+    /// The app that redeems for `clientID` at `authority`, on this engine's store and options.
+    /// - Precondition: the engine is on a store.
+    package func application(clientID: String, authority: Authority) -> PublicClientApplication {
+        guard case .store(let store) = source else { preconditionFailure("an engine on the agent redeems nowhere") }
+        let key = clientID.lowercased() + " " + authority.url.absoluteString
+        return applications.withLock { applications in
+            if let kept = applications[key] { return kept }
+            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
+            applications[key] = app
+            return app
+        }
+    }
+
+    // MARK: The token
+
+    /// The token the request asks for: from the agent when there is one; otherwise the chosen
+    /// account's cached access token, refreshed at the request's authority when it is missing
+    /// or stale (and the request lets it).
+    /// - Throws: `notFound` (reason ``TokenCacheError/Reason/noAccount`` or
+    ///   ``TokenCacheError/Reason/noUsableToken(refreshable:)``), `ambiguousAccount` (reason
+    ///   ``TokenCacheError/Reason/severalAccounts(accounts:)``,
+    ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)`` or
+    ///   ``TokenCacheError/Reason/tokensInSeveralTenants(tenants:)``), and what the refresh throws.
+    package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
+        let store: AccountStore
+        switch source {
+        case .agent(let agent): return try await Self.token(from: agent, request)
+        case .store(let local): store = local
+        }
+        let app = redeemingApplication(for: request)
+        let account = try await Self.account(for: request, in: store, redeemingWith: app)
+        let cached = try await BlockingWork.run { () throws(TokenCacheError) in try Self.cachedToken(request, account: account, in: store) }
+        if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
+            var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
+            parameters.forceRefresh = request.forceRefresh
+            parameters.claims = request.claims
+            return try await app.acquireTokenSilent(parameters)
+        }
+        if let cached { return cached }
+        let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in
+            !(try store.refreshTokens(clientID: request.clientID, account: account).isEmpty)
+        }
+        throw TokenCacheError(.notFound, "No usable cached access token for client \(request.clientID) and scopes \"\(request.scopes.joined(separator: " "))\".",
+                              hint: refreshable ? "Give an authority to redeem the cached refresh token (no sign-in needed)" : "Sign the user in",
+                              reason: .noUsableToken(refreshable: refreshable))
+    }
+
+    /// The app a request redeems with: one with an authority that lets it redeem.
+    private func redeemingApplication(for request: TokenRequest) -> PublicClientApplication? {
+        guard request.redeemsRefreshTokens, let authority = request.authority else { return nil }
+        return application(clientID: request.clientID, authority: authority)
+    }
+
+    /// The account's usable cached token at the request's authority; without one, the token of
+    /// the only tenant that has one (several: which is meant is not guessed, as MSAL asks for an authority).
+    private static func cachedToken(_ request: TokenRequest, account: CachedAccount, in store: AccountStore) throws(TokenCacheError) -> TokenResult? {
+        if let found = try store.accessToken(clientID: request.clientID, account: account, scopes: request.scopes, authority: request.authority) {
+            return found
+        }
+        guard request.authority == nil else { return nil }
+        let byTenant = try store.accessTokensByTenant(clientID: request.clientID, account: account, scopes: request.scopes)
+        if byTenant.count > 1 {
+            let tenants = byTenant.compactMap(\.tenantID)
+            throw TokenCacheError(.ambiguousAccount, "Client \(request.clientID) has usable tokens for these scopes in \(byTenant.count) tenants: \(tenants.joined(separator: ", ")).",
+                                  hint: "Name the tenant with an authority (https://HOST/TENANT)", reason: .tokensInSeveralTenants(tenants: tenants))
+        }
+        if let only = byTenant.first {
+            store.options.logger.info("Using the token of tenant \(only.tenantID ?? "?"), the only tenant with one for these scopes")
+        }
+        return byTenant.first
+    }
+
+    // MARK: The account
+
+    /// The account a request is for: among the client's accounts (with single sign-on stores,
+    /// theirs too) in the authority's cloud when it has one there, the one named, or the only one.
+    /// A named account the client has not signed out of also qualifies without a refresh token of
+    /// its own (its cached access token may serve, as MSAL Python finds it).
+    private static func account(for request: TokenRequest, in store: AccountStore,
+                                redeemingWith app: PublicClientApplication?) async throws(TokenCacheError) -> CachedAccount {
+        let candidates: [CachedAccount] = if let app, !app.options.singleSignOnStores.isEmpty {
+            try await app.accounts()
+        } else {
+            try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: request.clientID) }
+        }
+        return try await BlockingWork.run { () throws(TokenCacheError) in try choose(among: candidates, for: request, in: store) }
+    }
+
+    private static func choose(among candidates: [CachedAccount], for request: TokenRequest,
+                               in store: AccountStore) throws(TokenCacheError) -> CachedAccount {
+        // An account is a home account ID in one cloud: the authority picks the cloud. At another
+        // cloud the account is still found (and then refused a token there, saying why).
+        let cloud = request.authority.map { Environment.canonical($0.environment) }
+        let inCloud = cloud.map { cloud in candidates.filter { Environment.canonical($0.environment) == cloud } } ?? []
+        let inScope = inCloud.isEmpty ? candidates : inCloud
+        var chosen = inScope
+        if let name = request.account {
+            chosen = inScope.filter { AccountName.matches(name, $0) }
+            if chosen.isEmpty, let named = try namedAccount(name, authority: request.authority, in: store),
+               try store.signInState(of: named, clientID: request.clientID) != .signedOut {
+                chosen = [named]
+            }
+        }
+        if chosen.count > 1, Set(chosen.map(\.homeAccountID)).count == 1 {
+            // One home account ID at hosts of two clouds: never guessed (another host may have planted one).
+            throw AccountStore.ambiguous(chosen[0].username.isEmpty ? chosen[0].homeAccountID : chosen[0].username, chosen)
+        }
+        if chosen.count > 1 {
+            let listing = chosen.map { "\($0.username) (\($0.homeAccountID))" }
+            throw TokenCacheError(.ambiguousAccount, "Client \(request.clientID) has \(chosen.count) accounts\(request.account.map { " named '\($0)'" } ?? "").",
+                                  hint: "Name one by username or home account ID: \(listing.joined(separator: ", "))",
+                                  reason: .severalAccounts(accounts: listing))
+        }
+        guard let account = chosen.first else {
+            throw TokenCacheError(.notFound, "No account of client \(request.clientID)\(request.account.map { " matches '\($0)'" } ?? "") in group \(store.group).",
+                                  hint: "Sign the user in with this client", reason: .noAccount)
+        }
+        return account
+    }
+
+    /// Any account of the group with this name, in the authority's cloud first.
+    private static func namedAccount(_ name: String, authority: Authority?, in store: AccountStore) throws(TokenCacheError) -> CachedAccount? {
+        if let inCloud = try store.account(name, authority: authority) { return inCloud }
+        return authority == nil ? nil : try store.account(name)
+    }
+
+    // MARK: The agent
+
+    /// A token from the agent, which chooses and refreshes on its side: nothing of this
+    /// process's cache is read or written, and only the access token crosses the socket.
+    static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
+        let token = try await BlockingWork.run { () throws(TokenCacheError) in
+            try agent.token(clientID: request.clientID, scopes: request.scopes, account: request.account,
+                            authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh)
+        }
+        let account = token.homeAccountID.map {
+            CachedAccount(homeAccountID: $0, environment: request.authority?.environment ?? "", username: token.username ?? "")
+        }
+        return TokenResult(accessToken: token.accessToken, authenticationScheme: token.tokenType,
+                           expiresOn: Date(timeIntervalSince1970: TimeInterval(token.expiresOn)),
+                           refreshOn: token.refreshOn.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                           tenantID: token.tenantID, scopes: token.scopes, account: account, cachedAt: nil, isFromCache: false)
+    }
+
+    /// The accounts the agent lets this client use, as accounts.
+    static func accounts(from agent: AgentClient, clientID: String) throws(TokenCacheError) -> [CachedAccount] {
+        try agent.inventory(clientID: clientID).accounts.map {
+            CachedAccount(homeAccountID: $0.homeAccountID, environment: $0.environment, username: $0.username)
+        }
+    }
+}

@@ -1,0 +1,29 @@
+import TokenCacheCore
+
+/// A request for an access token as every front end states it: a Swift app's call, the C
+/// function's arguments (and so Python's keywords) and the CLI's flags translate into this, and
+/// ``TokenEngine`` decides the rest — which account, cloud, tenant, store or agent answers.
+package struct TokenRequest: Sendable {
+    /// The client app (application ID).
+    package var clientID: String
+    /// The scopes the token must carry.
+    package var scopes: [String]
+    /// A username (case-insensitive) or home account ID; nil for the client's only account.
+    package var account: String?
+    /// Where to look and redeem: it picks the cloud and the tenant. Nil: the cached token of the
+    /// account's only tenant that has one, and nothing is redeemed (nowhere is known to redeem at).
+    package var authority: Authority?
+    /// Whether a refresh token may be redeemed at `authority` when no cached access token is usable.
+    package var redeemsRefreshTokens = true
+    /// Skips the access token cached when the request starts (a refresh happens).
+    package var forceRefresh = false
+    /// A claims challenge: the cache is skipped and the refresh carries it.
+    package var claims: String?
+
+    package init(clientID: String, scopes: [String], account: String? = nil, authority: Authority? = nil) {
+        self.clientID = clientID
+        self.scopes = scopes
+        self.account = account
+        self.authority = authority
+    }
+}
