@@ -8,7 +8,7 @@ import Logging
 /// Swift's async style: each step returns the next state, whose methods take the next step.
 ///
 /// Tokens are saved to the shared cache as MSAL saves them (home account `uid.utid` from
-/// `client_info`, environment the authority's host), so every app of the group, `tokencache
+/// `client_info`, environment the authority's host, realm the tenant ID), so every app of the group, `tokencache
 /// list` and MSAL Python see the account. As MSAL does, the app keeps one native-auth account:
 /// a new sign-in signs the app out of the previous one.
 public final class NativeAuthPublicClientApplication: Sendable {
@@ -212,7 +212,8 @@ public final class NativeAuthPublicClientApplication: Sendable {
 
     // MARK: Accounts
 
-    /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`).
+    /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`). Entries
+    /// earlier versions saved under the authority's domain path move to the tenant ID first.
     public func currentAccount() async throws(TokenCacheError) -> NativeAuthAccount? {
         let accounts = try await application.accounts()
         guard let account = accounts.first(where: { $0.environment == authority.environment }) else { return nil }
