@@ -217,7 +217,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
     public func currentAccount() async throws(TokenCacheError) -> NativeAuthAccount? {
         let accounts = try await application.accounts()
         guard let account = accounts.first(where: { $0.environment == authority.environment }) else { return nil }
-        return NativeAuthAccount(application: application, account: try await movedToTenant(account) ?? account, idToken: nil)
+        return NativeAuthAccount(application: application, account: try await movedToTenant(account), idToken: nil)
     }
 
     /// Saves a native sign-in's tokens, as MSAL does: `client_info` is required, the realm is
@@ -232,7 +232,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
             guard let saved = result.account else {
                 throw TokenCacheError.invalidResponse("id_token", "gave no account record")
             }
-            let account = try await movedToTenant(saved) ?? saved
+            let account = try await movedToTenant(saved)
             try await keepOnly(account)
             return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
         } catch let error as NativeAuthError {
@@ -246,11 +246,11 @@ public final class NativeAuthPublicClientApplication: Sendable {
 
     /// Moves what earlier versions saved under the authority's path (`contoso.onmicrosoft.com`)
     /// to the tenant ID, where MSAL looks for it; the account as it then reads.
-    private func movedToTenant(_ account: CachedAccount) async throws(TokenCacheError) -> CachedAccount? {
+    private func movedToTenant(_ account: CachedAccount) async throws(TokenCacheError) -> CachedAccount {
         guard let tenant = account.homeTenantID, !ASCII.equalsIgnoringCase(tenant, authority.realm) else { return account }
         return try await BlockingWork.run { [application, authority] () throws(TokenCacheError) in
             try application.store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
-                                            clientID: application.clientID, from: authority.realm, to: tenant)
+                                            clientID: application.clientID, from: authority.realm, to: tenant) ?? account
         }
     }
 

@@ -42,7 +42,9 @@ extension AccountStore {
                 options.logger.debug("Moving account records to the tenant ID", metadata: [
                     "client_id": .string(clientID), "account": options.privacy.pii(home), "entries": .stringConvertible(removals.count)])
             }
-            return upserts + removals
+            // An older copy stored under the moved record's own key is overwritten, not removed after.
+            let written = Set(upserts.compactMap { if case .upsert(let entry) = $0 { entry.key } else { nil } })
+            return upserts + removals.filter { if case .remove(_, let key) = $0 { !written.contains(key) } else { true } }
         } result: { index in
             account(homeAccountID: home, cloud: cloud, clientID: clientID, in: index)
         }

@@ -309,6 +309,26 @@ struct NativeAuthFlowTests {
         #expect(try await stand.idp.stats().token_requests == 0)
     }
 
+    @Test("A moved access token newer than the tenant ID's copy for the same scopes replaces it; the older moved one never replaces a newer")
+    func movedAccessTokenNewerWins() async throws {
+        let stand = try await NativeAuthStandIn()
+        let response = Fixtures.tokenResponse(Fixtures.response(for: NativeAuthStandIn.paul, scope: "User.Read", foci: nil, tag: "tenant"))
+        try stand.store.save(response, clientID: Fixtures.appOne, authority: stand.idp.authority(), scopes: scopes,
+                             now: Date().addingTimeInterval(-60))
+        try stand.saveTheOldWay(scope: "User.Read", tag: "domain", cachedAt: Date())
+        let account = try #require(try await stand.app(tenant: NativeAuthStandIn.domain).currentAccount())
+        let tokens = try stand.store.entries().filter { $0.kind == .accessToken }
+        #expect(tokens.map { $0["realm"] } == [Fixtures.tenantA])
+        #expect(tokens.map { $0["secret"] } == ["at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-domain"])
+        #expect(account.account.tenants == [Fixtures.tenantA])
+
+        try stand.saveTheOldWay(scope: "User.Read", tag: "stale", cachedAt: Date().addingTimeInterval(-120))
+        _ = try await stand.app(tenant: NativeAuthStandIn.domain).currentAccount()
+        let kept = try stand.store.entries().filter { $0.kind == .accessToken }
+        #expect(kept.map { $0["secret"] } == ["at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-domain"])
+        #expect(try stand.store.entries().allSatisfy { $0["realm"] == nil || $0["realm"] == Fixtures.tenantA })
+    }
+
     @Test("The next sign-in moves what an earlier version saved at the domain's realm: other scopes' tokens kept, an overlapping older one replaced, one account")
     func oldRealmMovesOnSave() async throws {
         let stand = try await NativeAuthStandIn()
