@@ -22,7 +22,7 @@ public struct NativeAuthAccount: Sendable {
     public func getAccessToken(scopes: [String], forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
         var parameters = SilentTokenParameters(scopes: scopes, account: account)
         parameters.forceRefresh = forceRefresh
-        if let tenant = account.homeTenantID, application.authority.environment.hasSuffix(".ciamlogin.com") {
+        if let tenant = account.homeTenantID {
             parameters.authority = try application.authority.withTenant(tenant)  // the realm the tokens were saved under
         }
         return try await application.acquireTokenSilent(parameters)

@@ -8,7 +8,7 @@ import Logging
 /// Swift's async style: each step returns the next state, whose methods take the next step.
 ///
 /// Tokens are saved to the shared cache as MSAL saves them (home account `uid.utid` from
-/// `client_info`, environment the authority's host), so every app of the group, `tokencache
+/// `client_info`, environment the authority's host, realm the tenant ID), so every app of the group, `tokencache
 /// list` and MSAL Python see the account. As MSAL does, the app keeps one native-auth account:
 /// a new sign-in signs the app out of the previous one.
 public final class NativeAuthPublicClientApplication: Sendable {
@@ -212,25 +212,27 @@ public final class NativeAuthPublicClientApplication: Sendable {
 
     // MARK: Accounts
 
-    /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`).
+    /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`). Entries
+    /// earlier versions saved under the authority's domain path move to the tenant ID first.
     public func currentAccount() async throws(TokenCacheError) -> NativeAuthAccount? {
         let accounts = try await application.accounts()
         guard let account = accounts.first(where: { $0.environment == authority.environment }) else { return nil }
-        return NativeAuthAccount(application: application, account: account, idToken: nil)
+        return NativeAuthAccount(application: application, account: try await movedToTenant(account), idToken: nil)
     }
 
     /// Saves a native sign-in's tokens, as MSAL does: `client_info` is required, the realm is
-    /// the tenant ID on `ciamlogin.com`, and the app keeps only this account.
+    /// the tenant ID (`utid`, which MSAL's discovery of the authority resolves a domain to),
+    /// and the app keeps only this account.
     func complete(_ response: TokenResponse, scopes: [String]) async throws(NativeAuthError) -> NativeAuthAccount {
         do {
             guard let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) else {
                 throw TokenCacheError.invalidResponse("client_info", "is missing; native sign-in requires it")
             }
-            let saving = authority.environment.hasSuffix(".ciamlogin.com") ? try authority.withTenant(info.utid) : authority
-            let result = try await application.saveSignIn(response, authority: saving, scopes: scopes)
-            guard let account = result.account else {
+            let result = try await application.saveSignIn(response, authority: try authority.withTenant(info.utid), scopes: scopes)
+            guard let saved = result.account else {
                 throw TokenCacheError.invalidResponse("id_token", "gave no account record")
             }
+            let account = try await movedToTenant(saved)
             try await keepOnly(account)
             return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
         } catch let error as NativeAuthError {
@@ -239,6 +241,16 @@ public final class NativeAuthPublicClientApplication: Sendable {
             throw NativeAuthError(error)
         } catch {
             throw NativeAuthError(TokenCacheError(.invalidTokenResponse, "The sign-in could not be saved."))
+        }
+    }
+
+    /// Moves what earlier versions saved under the authority's path (`contoso.onmicrosoft.com`)
+    /// to the tenant ID, where MSAL looks for it; the account as it then reads.
+    private func movedToTenant(_ account: CachedAccount) async throws(TokenCacheError) -> CachedAccount {
+        guard let tenant = account.homeTenantID, !ASCII.equalsIgnoringCase(tenant, authority.realm) else { return account }
+        return try await BlockingWork.run { [application, authority] () throws(TokenCacheError) in
+            try application.store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
+                                            clientID: application.clientID, from: authority.realm, to: tenant) ?? account
         }
     }
 

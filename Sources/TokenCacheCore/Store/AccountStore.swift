@@ -87,11 +87,8 @@ public final class AccountStore: Sendable {
         return try mutate { index in
             var changes: [CacheChange] = []
             let newAT = entities.accessToken
-            let newTargets = Scopes.comparableSet(target: newAT["target"] ?? "")
-            if let home = entities.homeAccountID {
-                for old in index.entries(.accessToken, homeAccountID: home)
-                where old.key != newAT.key && Self.sameSlot(old, newAT)
-                    && !Scopes.comparableSet(target: old["target"] ?? "").isDisjoint(with: newTargets) {
+            if entities.homeAccountID != nil {
+                for old in Self.overlapping(newAT, in: index) where old.key != newAT.key {
                     changes.append(.remove(.accessToken, key: old.key))
                 }
             }

@@ -7,7 +7,9 @@ on the second line (MSAL Python accepts only https authorities).
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
-  POST /control  {"seed": {...}} (a seed's "respond_as": {"uid", "utid", "username"} answers
+  POST /control  {"tenant_domains": {domain: tenant ID}} (as Entra resolves a tenant's domain: discovery at
+                 /<domain>/... names endpoints at /<tenant ID>/..., and tokens issued at /<domain>/... carry the
+                 tenant ID) | {"seed": {...}} (a seed's "respond_as": {"uid", "utid", "username"} answers
                  with another user's identity) | {"mode": "normal|slow|fail", "delay": s} |
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
@@ -57,8 +59,8 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
          "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
-         "omit_device_endpoint": False, "device_message": None, "nonce_override": None}
-CONTROL_SETTINGS = ("browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
+         "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {}}
+CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
                     "nonce_override")
 RESERVED = ("openid", "profile", "offline_access")
@@ -97,6 +99,11 @@ def prefix_of(path):
     return path.rsplit("/", 1)[0]
 
 
+def tenant_of(segment):
+    """The tenant ID a path's tenant segment names: a domain resolves to its tenant's ID, as in Entra."""
+    return next((tenant for domain, tenant in state["tenant_domains"].items() if domain.lower() == segment.lower()), segment)
+
+
 def endpoints(host, prefix):
     if prefix.startswith("/oidc"):
         return {"issuer": host + prefix, "authorization_endpoint": host + prefix + "/authorize",
@@ -104,6 +111,9 @@ def endpoints(host, prefix):
     if prefix == "/adfs":  # AD FS 2016: no device code flow
         return {"issuer": host + prefix, "authorization_endpoint": host + prefix + "/oauth2/authorize",
                 "token_endpoint": host + prefix + "/oauth2/token"}
+    # Entra's discovery of /<domain> names the tenant's endpoints at /<tenant ID> (MSAL keys tokens by it).
+    parts = prefix.split("/")
+    prefix = "/".join(parts[:1] + [tenant_of(parts[1])] + parts[2:]) if len(parts) > 1 else prefix
     found = {"issuer": host + prefix + "/v2.0", "authorization_endpoint": host + prefix + "/oauth2/v2.0/authorize",
              "token_endpoint": host + prefix + "/oauth2/v2.0/token"}
     if not state["omit_device_endpoint"]:
@@ -188,7 +198,8 @@ class Handler(BaseHTTPRequestHandler):
         if not (native_auth.handles(self.path, {}) or self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
             return self.reply(404, {"error": "not_found"})
         form = dict(urllib.parse.parse_qsl(body.decode()))
-        tenant = self.path.split("/")[1]
+        with lock:
+            tenant = tenant_of(self.path.split("/")[1])
         if native_auth.handles(self.path, form):
             with lock:
                 return self.reply(*native_auth.handle(self.path, form, self.issue, tenant))

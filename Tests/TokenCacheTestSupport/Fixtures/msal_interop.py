@@ -7,7 +7,8 @@ Reads one JSON request on stdin and writes one JSON answer on stdout:
       -> {"results": [[entry, ...], ...]}
 Against a live authority (the loopback fake IdP's TLS port; "ca_bundle" is its certificate):
   {"op": "silent", "cache", "authority", "ca_bundle", "client_id", "username", "scopes"}
-      -> acquire_token_silent(force_refresh=True) for the account with that username:
+      -> acquire_token_silent(force_refresh=True; "force_refresh": false looks in the cache first) for
+         the account with that username:
          {"accounts": [username, ...], "result": {...}, "cache": <serialized cache object>}
   {"op": "redeem", "authority", "ca_bundle", "client_id", "refresh_token", "scopes"}
       -> acquire_token_by_refresh_token on an empty cache: {"result": {...}, "cache": ...}
@@ -56,7 +57,7 @@ elif request["op"] == "silent":
     client = app(request, cache)
     accounts = client.get_accounts()
     account = next(a for a in accounts if a["username"] == request["username"])
-    result = client.acquire_token_silent(request["scopes"], account, force_refresh=True)
+    result = client.acquire_token_silent(request["scopes"], account, force_refresh=request.get("force_refresh", True))
     print(json.dumps({"accounts": [a["username"] for a in accounts], "result": outcome(result),
                       "cache": json.loads(cache.serialize())}))
 elif request["op"] == "redeem":

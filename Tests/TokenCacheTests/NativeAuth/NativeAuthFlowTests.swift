@@ -287,6 +287,75 @@ struct NativeAuthFlowTests {
         #expect(try await stand.idp.stats().grants.count == before + 1)
     }
 
+    @Test("Accounts an earlier version saved at the domain's realm move to the tenant ID when read: tokens kept, one account, served from the cache")
+    func oldRealmMovesOnRead() async throws {
+        let stand = try await NativeAuthStandIn()
+        try stand.saveTheOldWay(scope: "User.Read", tag: "old", cachedAt: Date())
+        let old = try stand.store.entries()
+        #expect(old.filter { $0.kind != .refreshToken && $0.kind != .appMetadata && $0.kind != .accountMetadata }
+                    .allSatisfy { $0["realm"] == NativeAuthStandIn.domain })
+        let account = try #require(try await stand.app(tenant: NativeAuthStandIn.domain).currentAccount())
+        #expect(account.account.tenants == [Fixtures.tenantA])
+        let moved = try stand.store.entries()
+        #expect(moved.count == old.count)
+        for kind in [EntityKind.account, .idToken, .accessToken] {
+            #expect(moved.filter { $0.kind == kind }.map { $0["realm"] } == [Fixtures.tenantA], "\(kind)")
+            #expect(moved.first { $0.kind == kind }?["secret"] == old.first { $0.kind == kind }?["secret"])
+        }
+        #expect(moved.filter { $0.kind == .refreshToken } == old.filter { $0.kind == .refreshToken })
+        #expect(try stand.store.accounts(clientID: Fixtures.appOne).map(\.username) == [NativeAuthStandIn.passwordUser])
+        let token = try await account.getAccessToken(scopes: scopes)
+        #expect(token.isFromCache && token.accessToken == "at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-old")
+        #expect(try await stand.idp.stats().token_requests == 0)
+    }
+
+    @Test("A moved access token newer than the tenant ID's copy for the same scopes replaces it; the older moved one never replaces a newer")
+    func movedAccessTokenNewerWins() async throws {
+        let stand = try await NativeAuthStandIn()
+        let response = Fixtures.tokenResponse(Fixtures.response(for: NativeAuthStandIn.paul, scope: "User.Read", foci: nil, tag: "tenant"))
+        try stand.store.save(response, clientID: Fixtures.appOne, authority: stand.idp.authority(), scopes: scopes,
+                             now: Date().addingTimeInterval(-60))
+        try stand.saveTheOldWay(scope: "User.Read", tag: "domain", cachedAt: Date())
+        let account = try #require(try await stand.app(tenant: NativeAuthStandIn.domain).currentAccount())
+        let tokens = try stand.store.entries().filter { $0.kind == .accessToken }
+        #expect(tokens.map { $0["realm"] } == [Fixtures.tenantA])
+        #expect(tokens.map { $0["secret"] } == ["at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-domain"])
+        #expect(account.account.tenants == [Fixtures.tenantA])
+
+        try stand.saveTheOldWay(scope: "User.Read", tag: "stale", cachedAt: Date().addingTimeInterval(-120))
+        _ = try await stand.app(tenant: NativeAuthStandIn.domain).currentAccount()
+        let kept = try stand.store.entries().filter { $0.kind == .accessToken }
+        #expect(kept.map { $0["secret"] } == ["at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-domain"])
+        #expect(try stand.store.entries().allSatisfy { $0["realm"] == nil || $0["realm"] == Fixtures.tenantA })
+    }
+
+    @Test("The next sign-in moves what an earlier version saved at the domain's realm: other scopes' tokens kept, an overlapping older one replaced, one account")
+    func oldRealmMovesOnSave() async throws {
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        let earlier = Date().addingTimeInterval(-60)
+        try stand.saveTheOldWay(scope: "Mail.Read", tag: "mail", cachedAt: earlier)
+        try stand.saveTheOldWay(scope: "User.Read", tag: "user", cachedAt: earlier)
+        let app = try stand.app(tenant: NativeAuthStandIn.domain)
+        guard case .completed(let account) = try await app.signIn(username: NativeAuthStandIn.passwordUser,
+                                                                  password: NativeAuthStandIn.password, scopes: scopes) else {
+            Issue.record("expected completed"); return
+        }
+        let entries = try stand.store.entries()
+        #expect(entries.filter { $0.kind == .account }.map { $0["realm"] } == [Fixtures.tenantA])
+        #expect(entries.filter { $0.kind == .idToken }.map { $0["realm"] } == [Fixtures.tenantA])
+        let tokens = entries.filter { $0.kind == .accessToken }
+        #expect(tokens.allSatisfy { $0["realm"] == Fixtures.tenantA })
+        #expect(Set(tokens.compactMap { $0["target"] }) == ["Mail.Read", "User.Read"])
+        #expect(tokens.first { $0["target"] == "Mail.Read" }?["secret"] == "at-\(NativeAuthStandIn.paul.uid)-\(Fixtures.tenantA)-mail")
+        #expect(tokens.first { $0["target"] == "User.Read" }?["secret"]?.hasPrefix("at-issued-") == true)
+        #expect(account.account.tenants == [Fixtures.tenantA])
+        #expect(try stand.store.accounts(clientID: Fixtures.appOne).count == 1)
+        let mail = try await account.getAccessToken(scopes: ["Mail.Read"])
+        #expect(mail.isFromCache && mail.tenantID == Fixtures.tenantA)
+        #expect(try await stand.idp.stats().token_requests == 0)
+    }
+
     @Test("A 503 is retried once and never read as an auth answer; two in a row are a serverError")
     func serverErrors() async throws {
         let stand = try await NativeAuthStandIn()

@@ -31,6 +31,31 @@ struct NativeAuthInteropTests {
         #expect(try await stand.idp.stats().grants.last?.sdk == "MSAL.Python")
     }
 
+    @Test("A native sign-in at the tenant's domain saves under the tenant ID: MSAL Python's acquire_token_silent finds the access token, with no token request",
+          .enabled(if: TestEnvironment.runsInteropTests))
+    func msalPythonFindsTheAccessTokenOfADomainAuthority() async throws {
+        let stand = try await NativeAuthStandIn(https: true)
+        try await stand.addUsers()
+        guard case .completed = try await stand.app(tenant: NativeAuthStandIn.domain).signIn(
+            username: NativeAuthStandIn.passwordUser, password: NativeAuthStandIn.password, scopes: scopes) else {
+            Issue.record("expected completed"); return
+        }
+        let ours = try #require(try stand.store.entries().first { $0.kind == .accessToken }?["secret"])
+        let nativeRequests = try await stand.stats().requests.count
+        let cache = try #require(try JSONSerialization.jsonObject(with: try stand.store.exportMSALJSON()) as? [String: Any])
+        // MSAL Python at the domain: its discovery resolves the domain to the tenant ID, and it looks there.
+        let answer = try await MSALPython.run([
+            "op": "silent", "force_refresh": false, "cache": cache, "authority": stand.idp.httpsAuthority(NativeAuthStandIn.domain),
+            "ca_bundle": try #require(stand.idp.certificate).path, "client_id": Fixtures.appOne,
+            "username": NativeAuthStandIn.passwordUser, "scopes": scopes])
+        let result = try #require(answer["result"] as? [String: Any])
+        #expect(result["access_token"] as? String == ours, "\(result["error"] ?? "")")
+        #expect(result["token_source"] as? String == "cache")
+        let stats = try await stand.idp.stats()
+        #expect(stats.token_requests == 0 && stats.grants.isEmpty, "MSAL Python asked the token endpoint")
+        #expect(try await stand.stats().requests.count == nativeRequests)
+    }
+
     @Test("redirect -> browserRequired, then signInWithBrowser completes in headless Chromium and keeps one account", .enabled(if: HeadlessChromium.runsBrowserTests))
     func browserFallback() async throws {
         let stand = try await NativeAuthStandIn()

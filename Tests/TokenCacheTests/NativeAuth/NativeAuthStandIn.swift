@@ -22,7 +22,8 @@ final class NativeAuthStandIn: @unchecked Sendable {
         mailbox = try TestEnvironment.temporaryDirectory()
         scratch = try TestEnvironment.temporaryDirectory()
         self.store = store
-        try await idp.control(["native_mailbox": mailbox.path])
+        // As Entra does, the tenant's domain resolves to its ID (Fixtures.tenantA).
+        try await idp.control(["native_mailbox": mailbox.path, "tenant_domains": [Self.domain: Fixtures.tenantA]])
     }
 
     deinit {
@@ -33,17 +34,30 @@ final class NativeAuthStandIn: @unchecked Sendable {
     static let otpUser = "olivia@contoso.com"
     static let passwordUser = "paul@contoso.com"
     static let password = "Correct-horse-42"
+    /// The tenant's domain, which an authority may name instead of its ID.
+    static let domain = "contoso.onmicrosoft.com"
+    /// The password user as the fixtures' responses describe users.
+    static let paul = Fixtures.User(uid: "9a55a000-0000-0000-0000-000000000002", tenant: Fixtures.tenantA,
+                                    username: passwordUser, name: "Paul")
 
     /// An email-code user and a password user.
     func addUsers() async throws {
         try await idp.control(["native_users": [Self.otpUser: ["uid": "0714a000-0000-0000-0000-000000000001"],
-                                                Self.passwordUser: ["uid": "9a55a000-0000-0000-0000-000000000002", "password": Self.password]]])
+                                                Self.passwordUser: ["uid": Self.paul.uid, "password": Self.password]]])
     }
 
-    /// The app on the stand-in (loopback http, as tests only may use).
+    /// The app on the stand-in (loopback http, as tests only may use), at the tenant's ID or
+    /// its ``domain``.
     func app(_ types: Set<NativeAuthPublicClientApplication.ChallengeType> = [.oob, .password],
-             clientID: String = Fixtures.appOne) throws -> NativeAuthPublicClientApplication {
-        try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority().description, challengeTypes: types, store: store)
+             clientID: String = Fixtures.appOne, tenant: String = Fixtures.tenantA) throws -> NativeAuthPublicClientApplication {
+        try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority(tenant).description, challengeTypes: types, store: store)
+    }
+
+    /// Saves the password user's tokens for the scope as versions before the fix did after a
+    /// native sign-in at the ``domain``: realm `contoso.onmicrosoft.com`, not the tenant ID.
+    func saveTheOldWay(scope: String, tag: String, cachedAt: Date) throws {
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Self.paul, scope: scope, foci: nil, tag: tag)),
+                       clientID: Fixtures.appOne, authority: idp.authority(Self.domain), scopes: [scope], now: cachedAt)
     }
 
     /// The last code mailed to the user.
