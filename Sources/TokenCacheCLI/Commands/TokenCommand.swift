@@ -139,9 +139,9 @@ struct TokenCommand: ParsableCommand {
     /// The engine's reasons in this command's options.
     private func hint(for error: TokenCacheError) -> String? {
         switch error.reason {
-        case .noAccount, .noUsableToken(refreshable: false): signInHint
-        case .noUsableToken(refreshable: true):
+        case .noUsableToken(refreshable: true) where externalStore == nil:
             "Add --refresh --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
+        case .noAccount, .noUsableToken: signInHint
         case .severalAccounts(let accounts): "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))"
         case .tokensInSeveralTenants: "Pick one with --authority https://<host>/<tenant>"
         default: CLIHints.hint(for: error)
