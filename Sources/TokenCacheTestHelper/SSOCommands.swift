@@ -4,6 +4,29 @@ import TokenCache
 
 /// Test-helper commands for the silent-SSO tests.
 let ssoCommands: [String: HelperCommand] = [
+    // app-token BACKEND AUTHORITY CLIENT ACCOUNT|- SCOPES: a Swift app opened from its configuration
+    // (default group; TOKENCACHE_AGENT_SOCK applies), asking for the named or only account's token.
+    // Prints the token, or "CODE REASON" on standard error and exits 1.
+    "app-token": { arguments in
+        let configuration = AppConfiguration(clientID: arguments[2], authority: arguments[1],
+                                             backend: arguments[0] == "file" ? .file : .automatic)
+        let scopes = arguments[4].split(separator: " ").map(String.init)
+        let name = arguments[3] == "-" ? nil : arguments[3]
+        let answer = try runAsync { () async -> Result<String, TokenCacheError> in
+            do throws(TokenCacheError) {
+                let app = try await PublicClientApplication.open(configuration: configuration)
+                return .success(try await app.acquireTokenSilent(scopes: scopes, accountNamed: name).accessToken)
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch answer {
+        case .success(let token): print(token)
+        case .failure(let error):
+            FileHandle.standardError.write(Data("\(error.code) \(error.reason.name)\n".utf8))
+            exit(1)
+        }
+    },
     // sso-acquire DIR GROUP AUTHORITY CLIENT USERNAME SCOPES force|silent READY BARRIER: opens the
     // encrypted-file cache in DIR (key file DIR/cache.key), creates READY, waits until BARRIER
     // exists (so several processes start at the same moment), then calls acquireTokenSilent

@@ -451,7 +451,8 @@ static int silent(const char *backend, const char *client, const char *authority
     char *token = NULL;
     tokencache_token_info *info = NULL;
     if (status == TOKENCACHE_OK)
-        status = tokencache_acquire_token_silent(store, client, authority, account, scopes, 0, &token, &info, &error);
+        status = tokencache_acquire_token_silent(store, client, strcmp(authority, "-") == 0 ? NULL : authority,
+                                                 strcmp(account, "-") == 0 ? NULL : account, scopes, 0, &token, &info, &error);
     if (status == TOKENCACHE_OK) printf("%s %s\n", token, tokencache_token_info_username(info));
     else fprintf(stderr, "silent: %s %s: %s (%s)\n", tokencache_status_name(status),
                  tokencache_reason_name(tokencache_error_reason(&error)), error.message, error.hint);
@@ -482,7 +483,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY ACCOUNT SCOPES]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_reasons();

@@ -30,6 +30,17 @@ package final class TokenEngine: Sendable {
         options = .init()
     }
 
+    /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
+    init(application app: PublicClientApplication) {
+        source = app.agent.map(Source.agent) ?? .store(app.store)
+        options = app.options
+        applications.withLock { $0[Self.key(app.clientID, app.authority)] = app }
+    }
+
+    private static func key(_ clientID: String, _ authority: Authority) -> String {
+        clientID.lowercased() + " " + authority.url.absoluteString
+    }
+
     /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache (named a
     /// group or a backend, or single sign-on stores): the rule every front end follows.
     package static func agent(localCacheChosen: Bool) -> AgentClient? {
@@ -48,7 +59,7 @@ package final class TokenEngine: Sendable {
     /// - Precondition: the engine is on a store.
     package func application(clientID: String, authority: Authority) -> PublicClientApplication {
         guard case .store(let store) = source else { preconditionFailure("an engine on the agent redeems nowhere") }
-        let key = clientID.lowercased() + " " + authority.url.absoluteString
+        let key = Self.key(clientID, authority)
         return applications.withLock { applications in
             if let kept = applications[key] { return kept }
             let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
@@ -132,7 +143,7 @@ package final class TokenEngine: Sendable {
         return try await BlockingWork.run { () throws(TokenCacheError) in try choose(among: candidates, for: request, in: store) }
     }
 
-    private static func choose(among candidates: [CachedAccount], for request: TokenRequest,
+    static func choose(among candidates: [CachedAccount], for request: TokenRequest,
                                in store: AccountStore) throws(TokenCacheError) -> CachedAccount {
         // An account is a home account ID in one cloud: the authority picks the cloud. At another
         // cloud the account is still found (and then refused a token there, saying why).

@@ -139,14 +139,33 @@ public final class PublicClientApplication: Sendable {
     /// there is none (MSAL's `account(forUsername:)`). An account is a home account ID in one
     /// cloud: the one in this app's authority's cloud when there is one; otherwise the same
     /// account at hosts of two other clouds throws ``TokenCacheError/Code/ambiguousAccount``.
+    /// Chosen by the rule of every front end (the CLI's `--account`, C and Python).
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
-        let named = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
-        let cloud = Environment.canonical(authority.environment)
-        if let own = named.first(where: { Environment.canonical($0.environment) == cloud }) { return own }
-        if let first = named.first, named.contains(where: { $0.homeAccountID == first.homeAccountID && $0.environment != first.environment }) {
-            throw AccountStore.ambiguous(username, named.filter { $0.homeAccountID == first.homeAccountID })
+        let candidates = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
+        let request = TokenRequest(clientID: clientID, scopes: [], account: username, authority: authority)
+        do {
+            return try await BlockingWork.run { [store] () throws(TokenCacheError) in
+                try TokenEngine.choose(among: candidates, for: request, in: store)
+            }
+        } catch where error.reason == .noAccount {
+            return nil
         }
-        return named.first
+    }
+
+    /// A token for the account named (a username or home account ID; nil: the app's only
+    /// account), without user interaction: the account is chosen by the rule every front end
+    /// follows (the CLI's `token --account`, C's and Python's silent calls), then as
+    /// ``acquireTokenSilent(_:)``. With the token agent (``init(configuration:options:)``), the
+    /// agent chooses and answers.
+    /// - Throws: as ``acquireTokenSilent(_:)``, and `notFound` (reason
+    ///   ``TokenCacheError/Reason/noAccount``) or `ambiguousAccount` (reason
+    ///   ``TokenCacheError/Reason/severalAccounts(accounts:)`` or
+    ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)``).
+    public func acquireTokenSilent(scopes: [String], accountNamed name: String?,
+                                   forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
+        var request = TokenRequest(clientID: clientID, scopes: scopes, account: name, authority: authority)
+        request.forceRefresh = forceRefresh
+        return try await TokenEngine(application: self).token(request)
     }
 
     /// Signs this app out of an account, as MSAL's `remove(account)` does: the app's own tokens

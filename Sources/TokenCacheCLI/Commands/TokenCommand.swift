@@ -82,6 +82,12 @@ struct TokenCommand: ParsableCommand {
         var homeAccountId: String?
     }
 
+    /// `--json`'s error line: `{"error": {"code", "reason", "message", "hint"}}`.
+    struct ErrorOutput: Encodable {
+        struct Detail: Encodable { var code, reason, message: String; var hint: String? }
+        var error: Detail
+    }
+
     /// How to get a token where none is cached: in another tool's store, from that tool.
     private var signInHint: String {
         guard let externalStore else {
@@ -111,14 +117,8 @@ struct TokenCommand: ParsableCommand {
             let result: TokenResult
             do {
                 result = try waitFor { try await engine.token(asked) }
-            } catch let error as TokenCacheError where error.code == .notFound || error.code == .interactionRequired {
-                // Nothing to hand out: exit 2, as scripts test for.
-                if case .noAccount = error.reason, let externalStore {
-                    throw CLIError.notFound("No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore).", hint: signInHint)
-                }
-                throw CLIError.notFound(error.message, hint: hint(for: error))
-            } catch let error as TokenCacheError where error.code == .ambiguousAccount {
-                throw CLIError.usage(error.message, hint: hint(for: error))
+            } catch let error as TokenCacheError {
+                throw translated(error)
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
@@ -133,6 +133,30 @@ struct TokenCommand: ParsableCommand {
                 }
                 StandardIO.write(Data((result.accessToken + "\n").utf8), to: STDOUT_FILENO)
             }
+        }
+    }
+
+    /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
+    /// test for), a choice to make is a usage error (64); with --json also one JSON line on
+    /// standard error with the code and reason, for scripts.
+    private func translated(_ error: TokenCacheError) -> Error {
+        var message = error.message
+        if case .noAccount = error.reason, let externalStore {
+            message = "No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore)."
+        }
+        let hint = hint(for: error)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint)
+            if let line = try? encoder.encode(ErrorOutput(error: detail)) {
+                StandardIO.write(JSONOutput.terminalSafe(line) + Data("\n".utf8), to: STDERR_FILENO)
+            }
+        }
+        switch error.code {
+        case .notFound, .interactionRequired: return CLIError.notFound(message, hint: hint)
+        case .ambiguousAccount: return CLIError.usage(message, hint: hint)
+        default: return CLIError.failed(message, hint: hint)
         }
     }
 

@@ -1,0 +1,217 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestHelper
+
+/// One rule decides which account, cloud, tenant and agent a token request gets (`TokenEngine`):
+/// the same cases through the CLI, C, Python and a Swift app (each a process of its own, on one
+/// encrypted file) give the same token or the same code and typed reason.
+@Suite("Every front end chooses alike", .harness)
+struct FrontEndParityTests {
+    /// What a front end answered: a token, or an error's code and reason, normalised across
+    /// languages (`notFound`, `NOT_FOUND` and `not_found` are one).
+    enum Outcome: Equatable, CustomStringConvertible {
+        case token(String)
+        case error(code: String, reason: String)
+
+        static func failure(_ code: String, _ reason: String) -> Outcome {
+            .error(code: normalised(code, prefix: "tokencache_e_"), reason: normalised(reason, prefix: "tokencache_reason_"))
+        }
+
+        private static func normalised(_ name: String, prefix: String) -> String {
+            var name = name.lowercased()
+            if name.hasPrefix(prefix) { name.removeFirst(prefix.count) }
+            return name.replacingOccurrences(of: "_", with: "")
+        }
+
+        var description: String {
+            switch self {
+            case .token(let token): "token \(token)"
+            case .error(let code, let reason): "\(code)/\(reason)"
+            }
+        }
+    }
+
+    /// A request as each front end is given it; `backend` "auto" chooses no local cache (the agent may answer).
+    struct Request {
+        var account: String?
+        var authority: String?
+        var backend = "file"
+        var scopes = "User.Read"
+    }
+
+    let dataHome: URL
+    let cli: CLI
+    let library = TestEnvironment.binDirectory.appendingPathComponent("libTokenCacheC.so").path
+
+    init() throws {
+        cli = try CLI(backend: "file")
+        dataHome = cli.dataHome
+    }
+
+    /// Saves `user`'s tokens for app one in the default group of the encrypted file, as issued at `authority`.
+    func save(_ user: Fixtures.User, realm: String? = nil, authority: String? = nil, tag: String) throws {
+        let response = Fixtures.response(for: user, realm: realm, scope: "User.Read", foci: nil, tag: tag)
+        let output = try cli.run(["save", "--backend", "file", "--client", Fixtures.appOne,
+                                  "--authority", authority ?? Fixtures.authority(realm ?? user.tenant).url.absoluteString,
+                                  "--scopes", "User.Read"], input: Fixtures.json(response), withGroup: false)
+        try #require(output.status == 0, "\(output.stderr)")
+    }
+
+    var environment: [String: String] { cli.environment }
+
+    // MARK: The front ends
+
+    func viaCLI(_ request: Request, environment: [String: String]) throws -> Outcome {
+        var arguments = ["token", "--json", "--client", Fixtures.appOne, "--scopes", request.scopes]
+        if request.backend == "file" { arguments += ["--backend", "file"] }
+        if let account = request.account { arguments += ["--account", account] }
+        if let authority = request.authority { arguments += ["--authority", authority] }
+        let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, arguments, environment: environment)
+        if output.status == 0 {
+            let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
+            return .token(object?["access_token"] as? String ?? "")
+        }
+        let line = output.stderr.split(separator: "\n").first { $0.hasPrefix("{") }
+        let error = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["error"] as? [String: Any]
+        return .failure(error?["code"] as? String ?? "exit \(output.status): \(output.stderr)", error?["reason"] as? String ?? "")
+    }
+
+    func viaC(_ request: Request, environment: [String: String], program: String) throws -> Outcome {
+        let output = try runProcess(program, ["silent", request.backend, Fixtures.appOne, request.authority ?? "-", request.account ?? "-", request.scopes],
+                                    environment: environment)
+        if output.status == 0 { return .token(String(output.stdout.split(separator: " ").first ?? "")) }
+        // "silent: STATUS REASON: message (hint)"
+        let words = output.stderr.split(separator: " ")
+        guard words.count > 2 else { return .failure("unparsed: \(output.stderr)", "") }
+        return .failure(String(words[1]), String(words[2].dropLast()))
+    }
+
+    func viaPython(_ request: Request, environment: [String: String]) throws -> Outcome {
+        let source = """
+            import sys, tokencache
+            backend, client, authority, account, scopes = sys.argv[1:]
+            store = tokencache.Store.open(backend=tokencache.Backend.FILE if backend == "file" else tokencache.Backend.AUTO)
+            try:
+                print(store.acquire_token_silent(client, authority if authority != "-" else None,
+                                                 account if account != "-" else None, scopes).access_token)
+            except tokencache.TokenCacheError as error:
+                print(error.name, error.reason, file=sys.stderr)
+                sys.exit(1)
+            """
+        var environment = environment
+        environment["PYTHONPATH"] = Self.repositoryRoot.appendingPathComponent("python").path
+        environment["TOKENCACHE_LIBRARY"] = library
+        let output = try runProcess("/usr/bin/python3", ["-c", source, request.backend, Fixtures.appOne, request.authority ?? "-",
+                                                         request.account ?? "-", request.scopes], environment: environment)
+        if output.status == 0 { return .token(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let words = output.stderr.split(whereSeparator: \.isWhitespace)
+        guard words.count >= 2 else { return .failure("unparsed: \(output.stderr)", "") }
+        return .failure(String(words[words.count - 2]), String(words[words.count - 1]))
+    }
+
+    /// A Swift app opened from its configuration; it always has an authority, as MSAL's apps do.
+    func viaSwift(_ request: Request, environment: [String: String]) throws -> Outcome? {
+        guard let authority = request.authority else { return nil }
+        let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path,
+                                    ["app-token", request.backend, authority, Fixtures.appOne, request.account ?? "-", request.scopes],
+                                    environment: environment)
+        if output.status == 0 { return .token(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let words = output.stderr.split(whereSeparator: \.isWhitespace)
+        guard words.count >= 2 else { return .failure("unparsed: \(output.stderr)", "") }
+        return .failure(String(words[words.count - 2]), String(words[words.count - 1]))
+    }
+
+    /// Every front end's outcome for `request` (the Swift app's where the request has an authority).
+    func outcomes(_ request: Request, environment: [String: String]? = nil) throws -> [String: Outcome] {
+        let environment = environment ?? self.environment
+        let program = try CTestPrograms.testCAPI(in: dataHome)
+        var outcomes = ["cli": try viaCLI(request, environment: environment),
+                        "c": try viaC(request, environment: environment, program: program),
+                        "python": try viaPython(request, environment: environment)]
+        outcomes["swift"] = try viaSwift(request, environment: environment)
+        return outcomes
+    }
+
+    /// Checks every answer; `except` gives a front end's own spelling of the same outcome.
+    func expectAll(_ outcomes: [String: Outcome], _ expected: Outcome, _ comment: Comment, except: [String: Outcome] = [:]) {
+        for (frontEnd, outcome) in outcomes.sorted(by: { $0.key < $1.key }) {
+            #expect(outcome == except[frontEnd] ?? expected, "\(comment): \(frontEnd) answered \(outcome)")
+        }
+    }
+
+    static let carol = Fixtures.User(uid: "ca201000-0000-0000-0000-000000000000", tenant: Fixtures.tenantA,
+                                     username: "carol@contoso.com", name: "Carol")
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let agentSwiftAuthority = Fixtures.authority().url.absoluteString
+
+    @Test("A named account: its token, from every front end")
+    func namedAccount() throws {
+        defer { cli.cleanUp() }
+        try save(Fixtures.alice, tag: "a")
+        try save(Fixtures.bob, tag: "b")
+        let token = "at-\(Fixtures.bob.uid)-\(Fixtures.tenantA)-b"
+        expectAll(try outcomes(Request(account: Fixtures.bob.username, authority: Fixtures.authority().url.absoluteString)), .token(token), "named")
+        expectAll(try outcomes(Request(account: Fixtures.bob.homeAccountID, authority: Fixtures.authority().url.absoluteString)), .token(token), "home ID")
+    }
+
+    @Test("Two accounts and none named: ambiguousAccount, reason severalAccounts; an unknown name: notFound, reason noAccount")
+    func severalOrNone() throws {
+        defer { cli.cleanUp() }
+        try save(Fixtures.alice, tag: "a")
+        try save(Fixtures.bob, tag: "b")
+        let authority = Fixtures.authority().url.absoluteString
+        expectAll(try outcomes(Request(authority: authority)), .failure("ambiguousAccount", "severalAccounts"), "none named")
+        expectAll(try outcomes(Request(account: "nobody@contoso.com", authority: authority)), .failure("notFound", "noAccount"), "unknown")
+    }
+
+    @Test("One account at hosts of two clouds, asked at a third: ambiguousAccount, reason accountInSeveralClouds, never either token")
+    func ambiguousClouds() throws {
+        defer { cli.cleanUp() }
+        try save(Fixtures.alice, tag: "com")
+        try save(Fixtures.alice, authority: "https://login.microsoftonline.us/\(Fixtures.tenantA)", tag: "us")
+        let request = Request(account: Fixtures.alice.username, authority: "https://login.chinacloudapi.cn/\(Fixtures.tenantA)")
+        expectAll(try outcomes(request), .failure("ambiguousAccount", "accountInSeveralClouds"), "two clouds")
+    }
+
+    @Test("No authority: the only tenant with a token gives it; two tenants give ambiguousAccount, reason tokensInSeveralTenants (CLI, C, Python)")
+    func onlyTenant() throws {
+        defer { cli.cleanUp() }
+        try save(Fixtures.alice, realm: Fixtures.tenantB, tag: "b")
+        expectAll(try outcomes(Request(account: Fixtures.alice.username)), .token("at-\(Fixtures.alice.uid)-\(Fixtures.tenantB)-b"), "one tenant")
+        try save(Fixtures.alice, realm: "33333333-3333-3333-3333-333333333333", tag: "c")
+        expectAll(try outcomes(Request(account: Fixtures.alice.username)), .failure("ambiguousAccount", "tokensInSeveralTenants"), "two tenants")
+    }
+
+    @Test("TOKENCACHE_AGENT_SOCK set and no local cache chosen: the agent's token, from every front end (a Swift app too); an agent that is not there: agentUnavailable, reason agentUnreachable")
+    func agent() async throws {
+        defer { cli.cleanUp() }
+        // The agent's own group, elsewhere; the local one holds nothing.
+        let agentHome = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: agentHome) }
+        let agentStore = AccountStore(backend: EncryptedFileBackend(directory: agentHome), group: .universalStorage)
+        try agentStore.save(Fixtures.tokenResponse(Fixtures.response(for: Self.carol, scope: "User.Read", foci: nil, tag: "agent")),
+                            clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        let sockets = agentHome.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: sockets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let server = try AgentServer(path: sockets.appendingPathComponent("agent.sock").path,
+                                     agent: TokenAgent(store: agentStore, policy: AgentPolicy()))
+        try server.start()
+        defer { server.stop() }
+        var environment = self.environment
+        environment["TOKENCACHE_AGENT_SOCK"] = server.path
+        let request = Request(account: Self.carol.username, authority: Self.agentSwiftAuthority, backend: "auto")
+        let reachable = environment
+        let answers = try await offThePool { try outcomes(request, environment: reachable) }
+        expectAll(answers, .token("at-\(Self.carol.uid)-\(Fixtures.tenantA)-agent"), "agent")
+
+        environment["TOKENCACHE_AGENT_SOCK"] = sockets.appendingPathComponent("gone.sock").path
+        let unreachable = environment
+        let missing = try await offThePool { try outcomes(request, environment: unreachable) }
+        // C has no status of its own for the agent: it is TOKENCACHE_E_BACKEND_UNAVAILABLE there (tokencache.h), with the same reason.
+        let inC = Outcome.failure("backendUnavailable", "agentUnreachable")
+        expectAll(missing, .failure("agentUnavailable", "agentUnreachable"), "no agent", except: ["c": inC, "python": inC])
+    }
+}
