@@ -266,7 +266,7 @@ struct SignInFlowTests {
         #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: evil.example:\(port)\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
         // One byte over the bound and no end of head: the listener reads it all, so its close is a clean FIN.
         let head = "GET /?code=x HTTP/1.1\r\nX-Padding: "
-        let huge = head + String(repeating: "a", count: LoopbackListener.maximumRequestBytes + 1 - head.utf8.count)
+        let huge = head + String(repeating: "a", count: HTTPRequestHead.maximumBytes + 1 - head.utf8.count)
         #expect(try await offThePool { try rawRequest(port: port, huge) }.hasPrefix("HTTP/1.1 431"))
         #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: localhost\r\n\r\n") }
             .contains("You are signed in"))
