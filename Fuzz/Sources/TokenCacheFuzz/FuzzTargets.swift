@@ -138,8 +138,8 @@ func fuzzRequestHead(_ input: [UInt8]) {
     precondition(end.upperBound - bytes.startIndex <= HTTPRequestHead.maximumBytes, "a head over the bound was taken")
     _ = head.path
     _ = head.query
-    var text = "\(head.method) \(head.target) \(head.version)\r\n"
-    for field in head.fields { text += "\(field.name): \(field.value)\r\n" }
+    // The head as `init(parsing:)` takes it: its lines, without the blank line that ends it.
+    let text = (["\(head.method) \(head.target) \(head.version)"] + head.fields.map { "\($0.name): \($0.value)" }).joined(separator: "\r\n")
     // Values are decoded as UTF-8: only a head of valid UTF-8 round-trips byte for byte.
     if String(validating: bytes[..<end.lowerBound], as: UTF8.self) != nil {
         precondition((try? HTTPRequestHead(parsing: Array(text.utf8))) == head, "a head written back parsed differently")
