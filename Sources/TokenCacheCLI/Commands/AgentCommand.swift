@@ -3,6 +3,7 @@ internal import CLinux
 import Dispatch
 import FoundationEssentials
 import TokenCache
+import TokenCacheAgent
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Logging
 import Synchronization
+import TokenCache
 import TokenCacheCore
 
 /// What a token agent may hand out. Empty lists allow anything of their kind.
