@@ -377,13 +377,15 @@ void tokencache_accounts_free(tokencache_accounts *accounts);
 
 /* Looks up a cached access token, without any network request.
    account: username or home account ID. scopes: space-separated ("User.Read Mail.Read").
-   authority: an authority URL to pick the tenant, or NULL for the account's home tenant.
+   authority: an authority URL to pick the tenant, or NULL for the account's home tenant (since
+   0.6: else the only tenant with a token for the scopes, as tokencache_acquire_token_silent).
    On success *access_token is the token (free with tokencache_secret_free) and, when info is
    not NULL, *info describes it (free with tokencache_token_info_free).
    An account is a home account ID at one cloud (MSAL's alias sets for Microsoft hosts, else
    the exact host): the authority's, when given.
-   Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes;
-   AMBIGUOUS_ACCOUNT when authority is NULL and the account is at hosts of different clouds.
+   Errors: NOT_FOUND when the account is unknown (reason NO_ACCOUNT) or no unexpired token grants
+   the scopes (NO_USABLE_TOKEN); AMBIGUOUS_ACCOUNT when authority is NULL and the account is at
+   hosts of different clouds (ACCOUNT_IN_SEVERAL_CLOUDS) or has tokens in several tenants.
    Reads this process's cache only, never the token agent (the agent may refresh). */
 int tokencache_store_find_access_token(tokencache_store *store, const char *client_id,
                                        const char *account, const char *scopes,
