@@ -399,10 +399,11 @@ int tokencache_store_find_access_token(tokencache_store *store, const char *clie
    issued it. flags: 0 or TOKENCACHE_FORCE_REFRESH. Blocks for up to about 30 s per request.
    The account and token are chosen by the rule every front end follows (the CLI's `token`,
    Python, Swift apps): `account` (username or home account ID) or, when NULL, the client's
-   only account; `authority` picks the cloud and tenant, and when NULL (since 0.6) nothing is
-   redeemed and the cached token of the account's only tenant that has one is returned.
+   only account; `authority` picks the cloud and tenant. When NULL (since 0.6): the home tenant's
+   cached token, else that of the account's only tenant with one, refreshed when stale at that
+   tenant on the account's own host (where its refresh token was issued; Entra accounts only).
    Errors: INTERACTION_REQUIRED (sign in interactively), NETWORK or SERVER_ERROR (retry later),
-   NOT_FOUND (reason NO_ACCOUNT, or NO_USABLE_TOKEN without an authority), AMBIGUOUS_ACCOUNT
+   NOT_FOUND (reason NO_ACCOUNT, or NO_USABLE_TOKEN), AMBIGUOUS_ACCOUNT
    (reason SEVERAL_ACCOUNTS, ACCOUNT_IN_SEVERAL_CLOUDS or TOKENS_IN_SEVERAL_TENANTS).
    Outputs as for tokencache_store_find_access_token.
    Token agent (docs/AGENT.md): when TOKENCACHE_AGENT_SOCK is set and the store chose no local

@@ -92,8 +92,8 @@ package final class TokenEngine: Sendable {
         case .agent(let agent): return try await Self.token(from: agent, request)
         case .store(let local): store = local
         }
-        let app = redeemingApplication(for: request)
         let cached = try await BlockingWork.run { () throws(TokenCacheError) in try Self.cachedToken(request, account: account, in: store) }
+        let app = redeemingApplication(for: request, account: account, cached: cached)
         if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
@@ -109,10 +109,18 @@ package final class TokenEngine: Sendable {
                               reason: .noUsableToken(refreshable: refreshable))
     }
 
-    /// The app a request redeems with: one with an authority that lets it redeem.
-    private func redeemingApplication(for request: TokenRequest) -> PublicClientApplication? {
-        guard request.redeemsRefreshTokens, let authority = request.authority else { return nil }
-        return application(clientID: request.clientID, authority: authority)
+    /// The app a request redeems with, when it lets it: at the request's authority; without one,
+    /// at the tenant of the cached token it replaces, else at the account's home authority (its
+    /// host and home tenant, where its refresh token was issued; Microsoft Entra accounts only:
+    /// another kind's authority cannot be rebuilt from the account).
+    private func redeemingApplication(for request: TokenRequest, account: CachedAccount? = nil,
+                                      cached: TokenResult? = nil) -> PublicClientApplication? {
+        guard request.redeemsRefreshTokens else { return nil }
+        if let authority = request.authority { return application(clientID: request.clientID, authority: authority) }
+        guard let account, account.authorityType == "MSSTS",
+              let tenant = cached?.tenantID ?? account.homeTenantID,
+              let home = try? Authority("https://\(account.environment)/\(tenant)") else { return nil }
+        return application(clientID: request.clientID, authority: home)
     }
 
     /// The account's usable cached token at the request's authority; without one, the token of
