@@ -35,6 +35,9 @@ public final class PublicClientApplication: Sendable {
         /// redeemed from a store and rotated by the server is written back to the store, under
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
+        /// The clock of the waits (device code polling, another process's refresh): tests of
+        /// logic pass a manual one and advance it instead of sleeping.
+        package var clock: any Clock<Duration> = ContinuousClock()
 
         public init() {}
     }
@@ -198,7 +201,7 @@ public final class PublicClientApplication: Sendable {
             return before
         }
         let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account, at: authority) }
-        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout)
+        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout, clock: options.clock)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only
