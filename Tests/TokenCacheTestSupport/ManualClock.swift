@@ -109,3 +109,11 @@ package final class ManualClock: Clock, Sendable {
         }
     }
 }
+
+extension Result {
+    /// The failure, if any (for a task's result).
+    package var error: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

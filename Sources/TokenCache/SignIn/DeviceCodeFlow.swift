@@ -22,8 +22,8 @@ struct DeviceCodeFlow: Sendable {
     let isMicrosoft: Bool
     /// The clock of the polling interval and the code's expiry (tests pass a manual one).
     var clock: any Clock<Duration> = ContinuousClock()
-    /// How much `slow_down` adds to the interval: 5 s (RFC 8628 section 3.5); tests shorten it.
-    var slowDownIncrement: Duration = .seconds(5)
+    /// How much `slow_down` adds to the interval (RFC 8628 section 3.5).
+    static let slowDownIncrement: Duration = .seconds(5)
     /// The least interval honoured, whatever the authority says.
     var minimumInterval: Duration = .seconds(1)
 
@@ -95,7 +95,7 @@ struct DeviceCodeFlow: Sendable {
                 case "authorization_pending":
                     continue
                 case "slow_down":
-                    interval += slowDownIncrement
+                    interval += Self.slowDownIncrement
                     client.logger.debug("Device code polling slowed down", metadata: ["interval": .stringConvertible(interval.components.seconds)])
                 case "expired_token", "code_expired":
                     throw Self.expired
