@@ -40,8 +40,11 @@ package final class ManualClock: Clock, Sendable {
     }
 
     private let state = Mutex(State())
+    private let isImmediate: Bool
 
-    package init() {}
+    /// - Parameter immediate: each sleep moves the clock to its end and returns at once (as
+    ///   swift-clocks' `ImmediateClock`), for tests that check which waits happen, not when.
+    package init(immediate: Bool = false) { isImmediate = immediate }
 
     package var now: Instant { state.withLock { $0.now } }
     package var minimumResolution: Duration { .zero }
@@ -65,6 +68,7 @@ package final class ManualClock: Clock, Sendable {
                         continuation.resume(throwing: CancellationError())
                         return nil
                     }
+                    if isImmediate { state.now = max(state.now, deadline) }
                     if deadline <= state.now {
                         continuation.resume()
                         return nil

@@ -42,8 +42,11 @@ final class NativeAuthStandIn: @unchecked Sendable {
 
     /// The app on the stand-in (loopback http, as tests only may use).
     func app(_ types: Set<NativeAuthPublicClientApplication.ChallengeType> = [.oob, .password],
-             clientID: String = Fixtures.appOne) throws -> NativeAuthPublicClientApplication {
-        try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority().description, challengeTypes: types, store: store)
+             clientID: String = Fixtures.appOne, clock: any Clock<Duration> = ContinuousClock()) throws -> NativeAuthPublicClientApplication {
+        var options = PublicClientApplication.Options()
+        options.clock = clock
+        return try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority().description, challengeTypes: types,
+                                                     store: store, options: options)
     }
 
     /// The last code mailed to the user.
