@@ -200,14 +200,16 @@ struct SignInFlowTests {
     @Test("Cancelling the task ends the wait at once with cancelled")
     func taskCancellation() async throws {
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
-        parameters.browser = .custom { _ in }
+        let opened = AsyncStream<Void>.makeStream()
+        parameters.browser = .custom { _ in opened.continuation.yield() }
         let app = app()
         let task = Task { try await app.acquireToken(parameters) }
-        try await Task.sleep(for: .milliseconds(300))
+        for await _ in opened.stream { break }  // the browser was opened: the flow waits for the redirect
         let started = Date()
         task.cancel()
         let result = await task.result
-        // Far below the 300 s default timeout it would otherwise reach; loaded CI cores are slow.
+        // The listener waits on a blocking thread in real time, so no manual clock: a bound far
+        // below the 300 s default timeout it would otherwise reach, with slack for loaded CI cores.
         #expect(Date().timeIntervalSince(started) < 120)
         #expect((result.error as? TokenCacheError)?.code == .cancelled)
     }
