@@ -55,8 +55,7 @@ public struct BackendSelection: Sendable {
                 // reported, not a reason to fall back silently (unless the app allows it).
                 try backend.checkCollection(for: .universalStorage)
                 return BackendSelection(backend: backend, reason: "a Secret Service provider answers on the session bus")
-            } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
-                || (fallsBackWhenLocked && error.code == .keyringLocked) {
+            } catch let error where fallsBack(on: error, whenLocked: fallsBackWhenLocked) {
                 problem = error
             }
             let reason = "no usable Secret Service (\(problem.message)); using the encrypted file"
@@ -69,6 +68,17 @@ public struct BackendSelection: Sendable {
             }
             return BackendSelection(backend: file(), reason: reason, isFallback: true)
         }
+    }
+
+    /// Whether `automatic` uses the encrypted file after opening the Secret Service failed with
+    /// `error`: only when there is no Secret Service to use here (no session bus, no provider, a
+    /// library missing), or a locked keyring when the app allows it. Any other problem of a
+    /// provider that answers (no 'default' collection, a dismissed prompt) is reported, so the
+    /// accounts never seem to vanish into another backend. ``open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``
+    /// and ``diagnose(policy:group:fileDirectory:keySource:secretService:)`` both decide by it.
+    static func fallsBack(on error: TokenCacheError, whenLocked: Bool = false) -> Bool {
+        [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
+            || (whenLocked && error.code == .keyringLocked)
     }
 
     /// The sandboxed app's portal-keyed file keyring, the backend `automatic` picks inside a
@@ -169,9 +179,13 @@ public struct BackendSelection: Sendable {
         case .automatic where secretServiceProblem == nil:
             return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
                                     reason: "a Secret Service provider answers on the session bus", checks: checks, fix: nil)
-        case .automatic where secretServiceProblem?.code == .keyringLocked:
-            return BackendDiagnosis(policy: policy, selected: nil, reason: "the keyring is locked; automatic selection does not fall back silently",
-                                    checks: checks, fix: secretServiceProblem?.hint, problem: secretServiceProblem)
+        case .automatic where secretServiceProblem.map { !fallsBack(on: $0) } ?? false:
+            // What open() does too: a provider that answers but cannot be used is an error, not a fallback.
+            let problem = secretServiceProblem!
+            return BackendDiagnosis(policy: policy, selected: nil,
+                                    reason: problem.code == .keyringLocked ? "the keyring is locked; automatic selection does not fall back silently"
+                                        : "a Secret Service provider answers but cannot be used (\(problem.message)); automatic selection does not fall back to the encrypted file",
+                                    checks: checks, fix: problem.hint, problem: problem)
         case .file, .automatic:
             let reason = policy == .file ? "the file backend was requested"
                 : "no usable Secret Service (\(secretServiceProblem?.message ?? "")); using the encrypted file"
