@@ -112,6 +112,19 @@ struct StoreOptions: ParsableArguments {
         return store
     }
 
+    /// A sentence saying the other backend holds `store`'s group and how to move it, when it does
+    /// (#46: accounts must not seem to vanish when the backend changed); nil otherwise.
+    func otherBackendNote(for store: AccountStore) -> String? {
+        guard let settings = try? settings(), let keySource = try? Self.fileKeySource(settings),
+              let other = BackendSelection.otherBackend(holding: store.group, besides: store.backend, keySource: keySource,
+                                                        secretService: secretServiceOptions(settings)) else { return nil }
+        let here = other.policy == .file ? "secret-service" : "file"
+        let name = other.policy == .file ? "The encrypted file" : "The Secret Service"
+        return "\(name) also holds \(other.entries) entr\(other.entries == 1 ? "y" : "ies") of group \(store.group) (\(other.location)): "
+            + "`tokencache migrate --from \(other.policy.rawValue) --to \(here)\(store.group == .universalStorage ? "" : " --group \(store.group)")` moves them here, "
+            + "or `--backend \(other.policy.rawValue)` reads them there."
+    }
+
     /// Warnings (with --verbose, debug) to stderr; with `TOKENCACHE_LOG_FILE` set, every record
     /// at trace level appended to that file too (never secrets).
     static func logger(verbose: Bool) -> Logger {

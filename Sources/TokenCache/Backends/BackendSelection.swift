@@ -81,6 +81,43 @@ public struct BackendSelection: Sendable {
             || (whenLocked && error.code == .keyringLocked)
     }
 
+    /// The other backend's copy of `group` when it holds entries, so a front end can say where
+    /// accounts are after the backend changed (a migration, a keyring that came or went):
+    /// beside the Secret Service the encrypted file, beside the encrypted file the Secret
+    /// Service (read without prompts). Nil when it holds nothing or cannot be read here.
+    package static func otherBackend(holding group: CacheGroup, besides backend: any CacheBackend,
+                                     fileDirectory: URL? = nil, keySource: EncryptedFileBackend.KeySource = .keyFile(),
+                                     secretService: SecretServiceBackend.Options = .init()) -> (policy: BackendPolicy, location: String, entries: Int)? {
+        let other: any CacheBackend
+        let policy: BackendPolicy
+        switch backend {
+        case is SecretServiceBackend:
+            let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
+            // No file: nothing to say, and no key file created by looking.
+            guard FileManager.default.fileExists(atPath: file.fileURL(for: group).path) else { return nil }
+            (other, policy) = (file, .file)
+        case is EncryptedFileBackend:
+            var options = secretService
+            options.allowsUnlockPrompt = false
+            guard let keyring = try? SecretServiceBackend(options: options) else { return nil }
+            (other, policy) = (keyring, .secretService)
+        default:
+            return nil
+        }
+        guard let count = try? other.load(group).entries.count, count > 0 else { return nil }
+        return (policy, other.location(of: group), count)
+    }
+
+    /// Whether `automatic` would open a backend of `policy`'s kind here (no prompt, nothing announced).
+    package static func automaticChooses(_ policy: BackendPolicy, secretService: SecretServiceBackend.Options = .init()) -> Bool {
+        guard let chosen = try? open(policy: .automatic, secretService: secretService, announcesFallback: false).backend else { return false }
+        switch policy {
+        case .file: return chosen is EncryptedFileBackend
+        case .secretService: return chosen is SecretServiceBackend
+        case .automatic: return true
+        }
+    }
+
     /// The sandboxed app's portal-keyed file keyring, the backend `automatic` picks inside a
     /// Flatpak or Snap sandbox, opened by itself: the destination of a one-time
     /// ``CacheMigration/migrate(_:from:to:)`` from the host's Secret Service or the encrypted

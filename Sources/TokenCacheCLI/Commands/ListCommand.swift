@@ -48,9 +48,16 @@ struct ListCommand: ParsableCommand {
             } else if let agent = store.agent() {
                 inventory = try Self.inventory(through: agent, client: client, account: account)
             } else {
-                let store = try store.openStore()
-                inventory = try store.inventory()
-                if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+                let opened = try store.openStore()
+                inventory = try opened.inventory()
+                if inventory.accounts.isEmpty {
+                    // Empty here but held by the other backend: say where (not "no such group").
+                    if let note = store.otherBackendNote(for: opened) {
+                        Terminal.note(note)
+                    } else if opened.group != .universalStorage {
+                        try Self.checkPresent(opened)
+                    }
+                }
             }
             if let account {
                 inventory.accounts = inventory.accounts.filter {

@@ -147,7 +147,25 @@ struct MigrateCommand: ParsableCommand {
                                        hints: .migrate(collectionOption: "--to-collection"))
             let report = try CacheMigration.migrate(group, from: source, to: destination)
             Terminal.print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
+            // What later commands read: the backend setting without this command's --from.
+            if case .backend(let moved) = to, moved != .automatic,
+               let warning = Self.readersElsewhere(moved, settings: try StoreSettings.resolve(backend: nil, group: nil, collection: nil, passphraseFile: nil)) {
+                Terminal.warning(warning)
+            }
         }
+    }
+
+    /// A warning when the commands will not read the backend the group was moved to (#46): the
+    /// backend setting names another one, or `auto` picks another one here.
+    static func readersElsewhere(_ moved: BackendPolicy, settings: StoreSettings) -> String? {
+        let set = settings.backend
+        let how = "set TOKENCACHE_BACKEND=\(moved.rawValue) or \"backend\": \"\(moved.rawValue)\" in the config file (or pass --backend \(moved.rawValue))"
+        if set.value == .automatic {
+            guard !BackendSelection.automaticChooses(moved) else { return nil }
+            return "The automatic backend (\(set.source)) does not read the \(moved == .file ? "encrypted file" : "Secret Service") here, so commands will not see the moved accounts: \(how)."
+        }
+        guard set.value != moved else { return nil }
+        return "The backend setting (\(set.source)) is \(set.value.rawValue), not \(moved.rawValue), so commands will not see the moved accounts: \(how)."
     }
 
     /// Copies another tool's cache into the group and verifies it; the source is only read.

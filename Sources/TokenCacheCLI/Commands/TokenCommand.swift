@@ -130,11 +130,13 @@ struct TokenCommand: ParsableCommand {
             options.logger = quiet ? Logger(label: "tokencache", factory: { _ in SwiftLogNoOpLogHandler() }) : StoreOptions.logger(verbose: store.verbose)
             // Only a refresh redeems anything: the stores are not looked up otherwise.
             options.singleSignOnStores = refreshes ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
+            var group: AccountStore?
             let engine = try TokenEngine.open(localCacheChosen: localCacheChosen, options: options) {
                 if let externalStore {
                     return try ExternalStores.read(ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose))
                 }
-                return try store.openStore(account: account)
+                group = try store.openStore(account: account)
+                return group!
             }
             var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
             request.redeemsRefreshTokens = refreshes
@@ -143,6 +145,8 @@ struct TokenCommand: ParsableCommand {
             do {
                 result = try waitFor { try await engine.token(asked) }
             } catch let error as TokenCacheError {
+                // No account here, while the other backend holds the group: say so (#46).
+                if case .noAccount = error.reason, let group, let note = store.otherBackendNote(for: group) { Terminal.note(note) }
                 throw translated(error, client: client, account: account)
             }
             if json {
