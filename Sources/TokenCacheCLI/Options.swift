@@ -342,7 +342,7 @@ private func reportedError(_ context: HintContext, _ body: () throws -> Void) th
     do {
         try body()
     } catch let error as TokenCacheError {
-        Terminal.error(error.message, hint: CLIHints.hint(for: error, in: context))
+        Terminal.error(CLIHints.message(of: error), hint: CLIHints.hint(for: error, in: context))
         // A value given on the command line that the library refuses (an authority that is not a
         // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
         throw ExitCode(error.code == .invalidArgument || error.code == .ambiguousAccount ? 64 : 1)

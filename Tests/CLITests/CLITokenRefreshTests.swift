@@ -71,6 +71,28 @@ struct CLITokenRefreshTests {
         #expect(unknown.status == 2, "an option wins: app two has no account here: \(unknown.stderr)")
     }
 
+    @Test("A refused refresh shows the provider's AADSTS code and description (and --json carries them), and the hint is the login command with the client, authority and scopes filled in")
+    func serverErrorShown() async throws {
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "expired", expiresIn: 0)
+        response["refresh_token"] = "rt-the-provider-does-not-know"
+        let authority = idp.authority().url.absoluteString
+        #expect(try cli.run(["save", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read"],
+                            input: Fixtures.json(response)).status == 0)
+        let output = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--authority", authority])
+        #expect(output.status == 2, "\(output.stderr)")
+        #expect(output.stderr.contains("AADSTS70000: token was already used or is unknown"), "\(output.stderr)")
+        #expect(output.stderr.contains("tokencache login --client \(Fixtures.appOne) --authority \(authority) --scopes \"User.Read\""), "\(output.stderr)")
+        let json = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--authority", authority, "--json"])
+        let line = try #require(json.stderr.split(separator: "\n").first { $0.hasPrefix("{") })
+        let error = try #require((try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["error"] as? [String: Any])
+        let server = error["server"] as? [String: Any]
+        #expect(error["reason"] as? String == "refreshTokenRejected")
+        #expect(server?["error"] as? String == "invalid_grant" && server?["error_codes"] as? [Int] == [70000], "\(line)")
+        #expect((server?["error_description"] as? String)?.hasPrefix("AADSTS70000") == true)
+        #expect(!json.stderr.contains("rt-the-provider-does-not-know"))
+    }
+
     @Test("Without any authority the refresh goes to the account's own host and tenant, where its refresh token was issued")
     func refreshAtHomeAuthority() async throws {
         // The account lives at login.microsoftonline.com; a transport maps that host onto the

@@ -105,14 +105,32 @@ struct TokenCommand: ParsableCommand {
 
     /// `--json`'s error line: `{"error": {"code", "reason", "message", "hint"}}`.
     struct ErrorOutput: Encodable {
-        struct Detail: Encodable { var code, reason, message: String; var hint: String? }
+        struct Detail: Encodable {
+            var code, reason, message: String
+            var hint: String?
+            var server: Server?
+        }
+        /// The identity provider's answer: `error`, `suberror`, `error_codes`, `error_description`.
+        struct Server: Encodable {
+            var error: String
+            var suberror: String?
+            var errorCodes: [Int]
+            var errorDescription: String?
+            enum CodingKeys: String, CodingKey {
+                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description"
+            }
+            init(_ details: ServerErrorDetails) {
+                (error, suberror, errorCodes, errorDescription) = (details.error, details.suberror, details.errorCodes, details.errorDescription)
+            }
+        }
         var error: Detail
     }
 
     /// How to get a token where none is cached: in another tool's store, from that tool.
-    private func signInHint(client: String) -> String {
+    private func signInHint(client: String, authority: Authority? = nil) -> String {
         guard let externalStore else {
-            return "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app"
+            let at = authority?.url.absoluteString ?? "https://login.microsoftonline.com/organizations"
+            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopes)\"`, or with the app"
         }
         let owner = externalStore.hasPrefix("azure-cli") ? "Azure CLI (`az login`, `az account get-access-token`)" : "the tool that owns it"
         return "Store \(externalStore) is only read here: sign in or refresh with \(owner), or drop --store to use tokencache's own group"
@@ -147,7 +165,7 @@ struct TokenCommand: ParsableCommand {
             } catch let error as TokenCacheError {
                 // No account here, while the other backend holds the group: say so (#46).
                 if case .noAccount = error.reason, let group, let note = store.otherBackendNote(for: group) { Terminal.note(note) }
-                throw translated(error, client: client, account: account)
+                throw translated(error, client: client, account: account, authority: asked.authority)
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
@@ -168,16 +186,17 @@ struct TokenCommand: ParsableCommand {
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
     /// test for), a choice to make is a usage error (64); with --json also one JSON line on
     /// standard error with the code and reason, for scripts.
-    private func translated(_ error: TokenCacheError, client: String, account: String?) -> Error {
-        var message = error.message
+    private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?) -> Error {
+        var message = CLIHints.message(of: error)
         if case .noAccount = error.reason, let externalStore {
             message = "No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore)."
         }
-        let hint = hint(for: error, client: client)
+        let hint = hint(for: error, client: client, authority: authority)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint)
+            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint,
+                                            server: error.server.map(ErrorOutput.Server.init))
             if let line = try? encoder.encode(ErrorOutput(error: detail)) {
                 StandardIO.write(JSONOutput.terminalSafe(line) + Data("\n".utf8), to: STDERR_FILENO)
             }
@@ -190,12 +209,12 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's reasons in this command's options.
-    private func hint(for error: TokenCacheError, client: String) -> String? {
+    private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
         switch error.reason {
         case .noUsableToken(refreshable: true) where externalStore == nil:
             refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
                 : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
-        case .noAccount, .noUsableToken: signInHint(client: client)
+        case .noAccount, .noUsableToken, .refreshTokenRejected, .noRefreshToken: signInHint(client: client, authority: authority)
         case .severalAccounts(let accounts): "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))"
         case .tokensInSeveralTenants: "Pick one with --authority https://<host>/<tenant>"
         default: CLIHints.hint(for: error)
