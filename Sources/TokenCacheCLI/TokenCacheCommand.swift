@@ -63,6 +63,16 @@ public struct TokenCacheCommand: ParsableCommand {
 
     public init() {}
 
+    /// Refuses a command line holding an argument that is not valid UTF-8 (exit 64), before
+    /// anything is read or written: parsed, it would reach the commands rewritten (a path naming
+    /// another file), so it is never taken.
+    public static func refuseArgumentsNotUTF8() {
+        guard let argument = PathArgument.argumentNotUTF8() else { return }
+        Terminal.error("The argument '\(argument)' is not valid UTF-8; nothing was done.",
+                       hint: "tokencache takes paths and names in UTF-8 only: rename the file, or choose a UTF-8 name")
+        exit(withError: ExitCode(64))
+    }
+
     /// Whether a command line may open the cache on the Secret Service: it names a subcommand
     /// (each opens the cache), asks for no help, and does not choose `--backend file` (nor,
     /// without `--backend`, `TOKENCACHE_BACKEND=file`).

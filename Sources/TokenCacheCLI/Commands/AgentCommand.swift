@@ -50,8 +50,6 @@ struct AgentCommand: ParsableCommand {
           tokencache agent --list-requests
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: ArgumentHelp("The socket's path (default $XDG_RUNTIME_DIR/tokencache/agent.sock; with --list-requests, TOKENCACHE_AGENT_SOCK's).", valueName: "path"))
     var socket: String?
 
@@ -84,6 +82,8 @@ struct AgentCommand: ParsableCommand {
 
     @Flag(help: .hidden)
     var detached = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         if managedIdentity && clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }

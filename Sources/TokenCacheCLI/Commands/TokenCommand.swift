@@ -33,8 +33,6 @@ struct TokenCommand: ParsableCommand {
           tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "https://management.core.windows.net//.default"
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
 
@@ -55,11 +53,13 @@ struct TokenCommand: ParsableCommand {
         valueName: "name"))
     var singleSignOnStores: [String] = []
 
-    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         if refresh && authority == nil { throw ValidationError("--refresh needs --authority URL (where to redeem the refresh token).") }
