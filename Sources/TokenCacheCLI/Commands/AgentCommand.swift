@@ -45,8 +45,11 @@ struct AgentCommand: ParsableCommand {
 
         Examples:
           eval "$(tokencache agent --daemon --authority https://login.microsoftonline.com/organizations)"
-          tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --confirm
-          tokencache agent --managed-identity --client 04b07795-... --account alice@contoso.com --authority https://login.microsoftonline.com/organizations
+          tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations --confirm
+          tokencache agent --managed-identity --client 04b07795-... \\
+              --account alice@contoso.com \\
+              --authority https://login.microsoftonline.com/organizations
           tokencache agent --list-requests
         """)
 
@@ -224,7 +227,7 @@ struct AgentCommand: ParsableCommand {
         }
         let requests = try AgentClient(path: path).requests()
         if json {
-            try JSONOutput.print(requests)
+            try JSONOutput.print(requests.map(RequestOutput.init))
             return
         }
         if requests.isEmpty { return Terminal.print("No requests yet.") }
@@ -235,5 +238,25 @@ struct AgentCommand: ParsableCommand {
              TerminalText(entry.scopes?.joined(separator: " ") ?? "-"), TerminalText(entry.account ?? "-"),
              TerminalText(entry.outcome)]
         }))
+    }
+}
+
+/// A line of the agent's request log as `--list-requests --json` prints it: its time in ISO 8601,
+/// as every other JSON output (the socket carries seconds since 1970).
+private struct RequestOutput: Encodable {
+    var time: Date
+    var channel: String
+    var pid: Int32?
+    var uid: UInt32?
+    var command: String?
+    var op: String
+    var clientId: String?
+    var scopes: [String]?
+    var account: String?
+    var outcome: String
+
+    init(_ entry: AgentProtocol.LoggedRequest) {
+        (time, channel, pid, uid, command) = (Date(timeIntervalSince1970: TimeInterval(entry.time)), entry.channel, entry.pid, entry.uid, entry.command)
+        (op, clientId, scopes, account, outcome) = (entry.operation, entry.clientID, entry.scopes, entry.account, entry.outcome)
     }
 }

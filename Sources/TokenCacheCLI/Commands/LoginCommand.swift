@@ -24,8 +24,12 @@ struct LoginCommand: ParsableCommand {
         account signed in. Exit code 1 when the sign-in fails or is cancelled, 64 for bad arguments.
 
         Examples:
-          tokencache login --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"
-          tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read" --device-code
+          tokencache login --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations \\
+              --scopes "User.Read"
+          tokencache login --client 04b07795-... \\
+              --authority https://login.microsoftonline.com/common \\
+              --scopes "User.Read" --device-code
           BROWSER=firefox tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read"
         """)
 

@@ -37,10 +37,14 @@ struct MigrateCommand: ParsableCommand {
 
         Examples:
           tokencache migrate --from file --to secret-service
-          tokencache migrate --from secret-service --to sandbox     (inside a Flatpak or Snap)
-          tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
+          # inside a Flatpak or Snap
+          tokencache migrate --from secret-service --to sandbox
+          tokencache migrate --from secret-service --from-collection session \\
+              --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
-          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
+          tokencache migrate --from-store azure-cli \\
+              --to-store azure-cli-encrypted-2.91 --configure-azure-cli \\
+              --remove-source
         """)
 
     @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"),

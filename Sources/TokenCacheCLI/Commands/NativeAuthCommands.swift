@@ -69,8 +69,12 @@ struct SignUpCommand: ParsableCommand {
         --password-file only email-code accounts are offered (challenge types oob redirect).
 
         Examples:
-          tokencache signup --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username new@contoso.com --attribute displayName="New User"
-          tokencache signup --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username new@contoso.com --password-file ~/.pw
+          tokencache signup --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username new@contoso.com --attribute displayName="New User"
+          tokencache signup --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username new@contoso.com --password-file ~/.pw
         """)
 
     @OptionGroup var app: AppOptions
@@ -153,7 +157,9 @@ struct ResetPasswordCommand: ParsableCommand {
         in: the tokens are saved in the group. Codes and passwords are never printed.
 
         Example:
-          tokencache reset-password --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username user@contoso.com --new-password-file ~/.pw
+          tokencache reset-password --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username user@contoso.com --new-password-file ~/.pw
         """)
 
     @OptionGroup var app: AppOptions

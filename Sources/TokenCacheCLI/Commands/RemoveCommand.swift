@@ -16,7 +16,8 @@ struct RemoveCommand: ParsableCommand {
 
         Examples:
           tokencache remove --account alice@contoso.com
-          tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
+          tokencache remove --account alice@contoso.com \\
+              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache remove --all --dry-run
           tokencache remove --account alice@contoso.com --store azure-cli
           tokencache remove --account alice@contoso.com --all-stores --dry-run

@@ -18,7 +18,9 @@ struct SaveCommand: ParsableCommand {
 
         Example:
           curl -s -d @request https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token \\
-            | tokencache save --client 04b07795-... --authority https://login.microsoftonline.com/contoso.onmicrosoft.com --scopes "User.Read"
+            | tokencache save --client 04b07795-... \\
+              --authority https://login.microsoftonline.com/contoso.onmicrosoft.com \\
+              --scopes "User.Read"
         """)
 
     @OptionGroup var app: AppOptions

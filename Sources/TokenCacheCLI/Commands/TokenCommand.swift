@@ -26,11 +26,15 @@ struct TokenCommand: ParsableCommand {
 
         Examples:
           TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
-          tokencache token --client 04b07795-... --scopes "User.Read" --account alice@contoso.com --json
-          tokencache token --client 04b07795-... --scopes "User.Read" --refresh --authority https://login.microsoftonline.com/organizations
+          tokencache token --client 04b07795-... --scopes "User.Read" \\
+              --account alice@contoso.com --json
+          tokencache token --client 04b07795-... --scopes "User.Read" --refresh \\
+              --authority https://login.microsoftonline.com/organizations
           tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 --scopes "https://management.azure.com//.default" \\
             --refresh --authority https://login.microsoftonline.com/organizations --sso-store azure-cli
-          tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "https://management.core.windows.net//.default"
+          tokencache token --store azure-cli \\
+              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --scopes "https://management.core.windows.net//.default"
         """)
 
     @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
