@@ -141,7 +141,7 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
-    /// test for), a choice to make is a usage error (64); with --json also one JSON line on
+    /// test for), a choice to make or a value the library refuses is a usage error (64); with --json also one JSON line on
     /// standard error with the code and reason, for scripts.
     private func translated(_ error: TokenCacheError) -> Error {
         var message = error.message
@@ -159,7 +159,7 @@ struct TokenCommand: ParsableCommand {
         }
         switch error.code {
         case .notFound, .interactionRequired: return CLIError.notFound(message, hint: hint)
-        case .ambiguousAccount: return CLIError.usage(message, hint: hint)
+        case .ambiguousAccount, .invalidArgument: return CLIError.usage(message, hint: hint)
         default: return CLIError.failed(message, hint: hint)
         }
     }
