@@ -322,14 +322,16 @@ public func tokencache_token_info_free(_ info: OpaquePointer?) {
     Handle.release(info)
 }
 
-/// Signs one app out of an account.
+/// Signs one app out of an account it is signed in to, chosen by the library's one rule
+/// (``AccountStore/signOutTarget(clientID:account:authority:)``), as the CLI's `logout`.
 @_cdecl("tokencache_store_sign_out")
 public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                       _ account: UnsafePointer<CChar>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
     boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let clientID = try clientIDString(clientID)
-        try handle.store.signOut(try handle.account(account), clientID: clientID)
+        let target = try handle.store.signOutTarget(clientID: clientID, account: try requiredString(account, "account"))
+        try handle.store.signOut(target, clientID: clientID)
     }
 }
 

@@ -10,6 +10,7 @@ struct TokenCacheMain {
         // First: no core file (or same-user ptrace) may expose tokens this process decrypts.
         CoreDumps.disable()
         MallocTuning.apply()
+        TokenCacheCommand.refuseUnusableArguments()
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line.
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {

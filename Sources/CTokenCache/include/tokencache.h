@@ -303,7 +303,10 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS = 103,
     /* NOT_FOUND: no usable cached access token, and none was redeemed (no authority given, or
        no refresh token). */
-    TOKENCACHE_REASON_NO_USABLE_TOKEN = 104
+    TOKENCACHE_REASON_NO_USABLE_TOKEN = 104,
+    /* NOT_FOUND: the account named exists, but the client is not signed in to it (or signed out
+       already). */
+    TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN = 105
 } tokencache_reason;
 
 /* Opaque handles. */
@@ -574,8 +577,10 @@ int tokencache_native_reset_password(tokencache_store *store, const char *client
 
 /* Signs one app out of an account, as MSAL's remove(account): the app's own tokens go and it no
    longer lists the account; other apps of the group keep it and their single sign-on.
-   Errors: NOT_FOUND (unknown account), AMBIGUOUS_ACCOUNT (at hosts of two clouds: use
-   `tokencache logout --authority URL`). */
+   The same rule as `tokencache logout`: the app must be signed in to the account.
+   Errors: NOT_FOUND (reason NO_ACCOUNT for an unknown account, CLIENT_NOT_SIGNED_IN when the app
+   is not signed in to it or signed out already), AMBIGUOUS_ACCOUNT (reason SEVERAL_ACCOUNTS, or
+   ACCOUNT_IN_SEVERAL_CLOUDS at hosts of two clouds: use `tokencache logout --authority URL`). */
 int tokencache_store_sign_out(tokencache_store *store, const char *client_id,
                               const char *account, tokencache_error *error);
 

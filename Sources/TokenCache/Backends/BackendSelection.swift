@@ -154,7 +154,7 @@ public struct BackendSelection: Sendable {
             case .success(let number):
                 checks.append(.init(name: "Secret portal", status: number == 1 ? .ok : .warning, detail: "version \(number)"))
             case .failure(let error):
-                checks.append(.init(name: "Secret portal", status: .warning, detail: "\(error.code): \(error.message)"))
+                checks.append(.init(name: "Secret portal", status: .warning, detail: error.message))
             }
             if policy == .automatic, case .success(1) = version {
                 do {
@@ -164,7 +164,7 @@ public struct BackendSelection: Sendable {
                     return BackendDiagnosis(policy: policy, selected: backend.location(of: group),
                                             reason: sandboxWithSecretPortal() ?? "sandboxed", checks: checks, fix: nil)
                 } catch {
-                    checks.append(.init(name: "file keyring", status: .failed, detail: "\(error.code): \(error.message)"))
+                    checks.append(.init(name: "file keyring", status: .failed, detail: error.message))
                     return BackendDiagnosis(policy: policy, selected: nil, reason: "sandboxed, but the portal-keyed keyring cannot be used",
                                             checks: checks, fix: error.hint, problem: error)
                 }
@@ -190,7 +190,7 @@ public struct BackendSelection: Sendable {
         } catch {
             secretServiceProblem = error
             checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
-                                detail: "\(error.code): \(error.message)"))
+                                detail: error.message))
         }
         let hasLibgcrypt = SecretServiceBackend.isLibgcryptLoadable
         checks.append(.init(name: "libgcrypt", status: hasLibgcrypt ? .info : policy == .secretService ? .failed : .warning,

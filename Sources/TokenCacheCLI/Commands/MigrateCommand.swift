@@ -37,21 +37,28 @@ struct MigrateCommand: ParsableCommand {
 
         Examples:
           tokencache migrate --from file --to secret-service
-          tokencache migrate --from secret-service --to sandbox     (inside a Flatpak or Snap)
-          tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
+          # inside a Flatpak or Snap
+          tokencache migrate --from secret-service --to sandbox
+          tokencache migrate --from secret-service --from-collection session \\
+              --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
-          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
+          tokencache migrate --from-store azure-cli \\
+              --to-store azure-cli-encrypted-2.91 --configure-azure-cli \\
+              --remove-source
         """)
 
-    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"), transform: Self.concreteBackend)
+    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"),
+            completion: .list(["secret-service", "file"]), transform: Self.concreteBackend)
     var from: BackendPolicy?
 
     @Option(name: .customLong("from-store"),
-            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"))
+            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"),
+            completion: ExternalStores.completion)
     var fromStore: String?
 
     @Option(help: ArgumentHelp("The backend to move to: secret-service, file, or sandbox (inside a Flatpak or Snap: the app's file keyring keyed by the Secret portal, which auto uses there).",
-                               valueName: "backend"), transform: Self.destination)
+                               valueName: "backend"),
+            completion: .list(["secret-service", "file", "sandbox"]), transform: Self.destination)
     var to: Destination?
 
     /// Where --to points: a backend, or the sandboxed app's portal-keyed file keyring.
@@ -76,7 +83,8 @@ struct MigrateCommand: ParsableCommand {
     }
 
     @Option(name: .customLong("to-store"),
-            help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"))
+            help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"),
+            completion: ExternalStores.completion)
     var toStore: String?
 
     @Flag(help: "With --to-store azure-cli-encrypted-2.91 or azure-cli-encrypted, set encrypt_token_cache = true in Azure CLI's config once the copy is verified.")

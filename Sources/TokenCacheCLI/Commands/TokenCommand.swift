@@ -41,8 +41,6 @@ struct TokenCommand: ParsableCommand {
             --scopes "https://management.core.windows.net//.default"
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
     var client: String?
@@ -64,7 +62,7 @@ struct TokenCommand: ParsableCommand {
         valueName: "name"))
     var singleSignOnStores: [String] = []
 
-    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
     @Flag(help: "Print the token result as JSON (includes the token).")
@@ -75,6 +73,8 @@ struct TokenCommand: ParsableCommand {
 
     /// Whether a missing or stale token is refreshed: by default, except from another tool's store.
     var refreshes: Bool { refresh ?? (externalStore == nil) }
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         if !singleSignOnStores.isEmpty && refresh == false { throw ValidationError("--sso-store is used when refreshing: drop --no-refresh.") }
@@ -184,7 +184,7 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
-    /// test for), a choice to make is a usage error (64); with --json also one JSON line on
+    /// test for), a choice to make or a value the library refuses is a usage error (64); with --json also one JSON line on
     /// standard error with the code and reason, for scripts.
     private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?) -> Error {
         var message = CLIHints.message(of: error)
