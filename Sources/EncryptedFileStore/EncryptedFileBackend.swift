@@ -40,6 +40,11 @@ public final class EncryptedFileBackend: CacheBackend {
         case passphraseProvider(@Sendable () throws -> String)
         /// A 32-byte key the app manages itself.
         case key([UInt8])
+        /// A random 256-bit key sealed to this machine's TPM 2.0 (default file: `cache.key.tpm`
+        /// in the cache directory, 0600), created on first use: a copy of the files on another
+        /// machine cannot be decrypted. `tcti` names the TPM in tpm2-tss syntax; nil:
+        /// `$TOKENCACHE_TPM_TCTI`, else `device:/dev/tpmrm0`. See docs/EncryptedFile.md.
+        case tpm(sealedKeyFile: URL? = nil, tcti: String? = nil)
 
         public var description: String {
             switch self {
@@ -48,6 +53,7 @@ public final class EncryptedFileBackend: CacheBackend {
             case .passphraseFromEnvironment(let variable): "passphrase from $\(variable)"
             case .passphraseProvider: "passphrase from the app"
             case .key: "app-supplied key"
+            case .tpm(let url, let tcti): "TPM-sealed key \(url?.path ?? "(default)") via \(TPMSealedKey.tcti(tcti))"
             }
         }
     }
@@ -144,8 +150,11 @@ public final class EncryptedFileBackend: CacheBackend {
     }
 
     var keyFileURL: URL? {
-        if case .keyFile(let url) = keySource { return url ?? directory.appendingPathComponent("cache.key") }
-        return nil
+        switch keySource {
+        case .keyFile(let url): url ?? directory.appendingPathComponent("cache.key")
+        case .tpm(let url, _): url ?? directory.appendingPathComponent("cache.key.tpm")
+        default: nil
+        }
     }
 
     /// Where the highest generation seen of the group's file is remembered: beside the key file
@@ -404,7 +413,7 @@ public final class EncryptedFileBackend: CacheBackend {
             try OpenSSL.randomBytes(&salt)
             return CacheFileFormat.KDFParameters(salt: Data(salt).base64EncodedString(),
                                                  n: Self.scryptN, r: Self.scryptR, p: Self.scryptP)
-        case .keyFile, .key:
+        case .keyFile, .key, .tpm:
             return nil
         }
     }
@@ -428,6 +437,16 @@ public final class EncryptedFileBackend: CacheBackend {
             let url = keyFileURL!
             if let cached = keys.withLock({ $0[url.path] }) { return cached }
             let key = try KeyFile.load(url, creating: creating, directory: directory)
+            keys.withLock { $0[url.path] = key }
+            return key
+        case .tpm(_, let tcti):
+            guard kdf == nil else {
+                throw TokenCacheError(.fileMismatch, "\(path) was created with a passphrase, not a TPM-sealed key, and no passphrase was given.",
+                                      hint: "Read it with the passphrase it was created with (a passphrase key source); the file was not changed")
+            }
+            let url = keyFileURL!
+            if let cached = keys.withLock({ $0[url.path] }) { return cached }
+            let key = try KeyFile.load(url, creating: creating, directory: directory, sealing: TPMSealedKey.tcti(tcti))
             keys.withLock { $0[url.path] = key }
             return key
         case .passphrase(let passphrase):

@@ -214,6 +214,12 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_LIBRARY_MISSING = 10,
     /* The encrypted file is older than one this machine has seen (FILE_ROLLED_BACK). */
     TOKENCACHE_REASON_FILE_ROLLED_BACK = 20,
+    /* The TPM key source: no TPM 2.0 answered through the TCTI, or its storage hierarchy has a password. */
+    TOKENCACHE_REASON_TPM_UNAVAILABLE = 21,
+    /* The TPM is busy or in dictionary-attack lockout: try again later. */
+    TOKENCACHE_REASON_TPM_LOCKED_OUT = 22,
+    /* The cache key was sealed by another machine's TPM (a copied home directory). */
+    TOKENCACHE_REASON_TPM_SEALED_ELSEWHERE = 23,
 
     /* Sign-in (tokencache_sign_in_*). */
     /* No browser: BROWSER not set, no desktop portal and no display. Use the device code sign-in. */

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+@testable import EncryptedFileStore
+@testable import TokenCacheCore
+import TokenCacheTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The TPM key source against a real software TPM (swtpm), one per test: a TPM that is missing
+/// in CI is a failure, not a skip.
+@Suite("Encrypted file keyed by a TPM", .harness)
+struct TPMKeySourceTests {
+    let directory: URL
+    let group = try! CacheGroup("org.swift-tokencache.tpm-test")
+
+    init() throws { directory = try TestEnvironment.temporaryDirectory().appendingPathComponent("cache") }
+
+    func save(_ backend: EncryptedFileBackend, tag: String = "one") throws -> AccountStore {
+        let store = AccountStore(backend: backend, group: group)
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: tag)), clientID: Fixtures.appOne,
+                       authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        return store
+    }
+
+    @Test("Tokens saved through the TPM key source read back in a new process's backend; only the sealed key is on disk")
+    func saveAndRead() throws {
+        let tpm = try SoftwareTPM()
+        let written = try save(EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)))
+        let reopened = AccountStore(backend: EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)), group: group)
+        #expect(try reopened.exportMSALJSON() == written.exportMSALJSON())
+        #expect(try reopened.allAccounts().map(\.username) == [Fixtures.alice.username])
+        let sealed = directory.appendingPathComponent("cache.key.tpm")
+        #expect(try FileManager.default.attributesOfItem(atPath: sealed.path)[.posixPermissions] as? Int == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cache.key").path))
+        #expect(try Data(contentsOf: sealed).starts(with: Data("TCTPM1\n".utf8)))
+    }
+
+    @Test("A cache directory copied to another machine's TPM does not decrypt (tpmSealedElsewhere); on the original it does")
+    func copiedHome() throws {
+        let original = try SoftwareTPM()
+        let written = try save(EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: original.tcti)))
+        let copy = try TestEnvironment.temporaryDirectory().appendingPathComponent("copied-home")
+        try FileManager.default.copyItem(at: directory, to: copy)
+        let otherMachine = try SoftwareTPM()
+        let error = try #require(throws: TokenCacheError.self) {
+            try EncryptedFileBackend(directory: copy, keySource: .tpm(tcti: otherMachine.tcti)).load(group)
+        }
+        #expect(error.reason == .tpmSealedElsewhere)
+        #expect(error.code == .fileAuthenticationFailed)
+        // Not changed by the failed read: the original TPM still reads the copy, whole.
+        let back = AccountStore(backend: EncryptedFileBackend(directory: copy, keySource: .tpm(tcti: original.tcti)), group: group)
+        #expect(try back.exportMSALJSON() == written.exportMSALJSON())
+    }
+
+    @Test("No TPM at the TCTI is tpmUnavailable, and nothing is created")
+    func noTPM() throws {
+        let tpm = try SoftwareTPM()
+        let tcti = tpm.tcti
+        tpm.stop()
+        let error = try #require(throws: TokenCacheError.self) {
+            _ = try save(EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tcti)))
+        }
+        #expect(error.reason == .tpmUnavailable(tcti: tcti))
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cache.key.tpm").path))
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(group.name).tkc").path))
+    }
+
+    @Test("kill -9 during saves through the TPM key source loses nothing that was saved")
+    func killDuringSaves() throws {
+        let tpm = try SoftwareTPM()
+        let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
+        // A TPM round trip per writer start: a tenth of the key file's iterations cover the same windows.
+        let iterations = max(10, Int(ProcessInfo.processInfo.environment["TOKENCACHE_KILL_ITERATIONS"] ?? "30")! / 10)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TOKENCACHE_TPM_TCTI"] = tpm.tcti
+        var previous = 0
+        for iteration in 0..<iterations {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: helper)
+            process.arguments = ["file-writer", directory.path, group.name, "k\(iteration)", "1000", "tpm"]
+            process.environment = environment
+            try process.run()
+            // Varied kill points: while creating and sealing the key (the first), and mid-save.
+            usleep(useconds_t(20_000 + (iteration * 7_919) % 60_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try tpm.flushTransientObjects()
+            guard FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(group.name).tkc").path) else {
+                #expect(previous == 0, "iteration \(iteration): the file vanished")
+                continue
+            }
+            let entries = try EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)).load(group).entries
+            #expect(entries.count >= previous, "iteration \(iteration) lost entries")
+            previous = entries.count
+            let mine = Set(entries.filter { $0.key.hasPrefix("k\(iteration)-") }.map(\.key))
+            #expect(mine == Set((0..<mine.count).map { "k\(iteration)-\($0)" }))
+        }
+        #expect(previous > 0, "no writer saved anything before it was killed")
+        print("KILL: \(iterations) TPM-keyed writers killed with SIGKILL, \(previous) entries kept")
+    }
+}
