@@ -38,7 +38,7 @@ enum {
     // Where an unsealed secret's bytes start in TPM2B_SENSITIVE_DATA (after its UINT16 size), and
     // how many it holds at most: read and wiped in place, never marshalled into another copy.
     TC_TPM2B_SENSITIVE_DATA_BUFFER_OFFSET = 2,
-    TC_TPM2_MAX_SYM_DATA = 128,
+    TC_TPM2_MAX_SYM_DATA = 256,
     // Response codes the key source tells apart, and the layer of the TCTI's own errors.
     TC_TPM2_RC_FMT1 = 0x080,
     TC_TPM2_RC_INTEGRITY = 0x09F,

@@ -149,7 +149,8 @@ public final class EncryptedFileBackend: CacheBackend {
         return header.kdf == nil ? .key : .passphrase
     }
 
-    var keyFileURL: URL? {
+    /// The file holding the key: the key file or the TPM-sealed key; nil for a passphrase or an app's key.
+    package var keyFileURL: URL? {
         switch keySource {
         case .keyFile(let url): url ?? directory.appendingPathComponent("cache.key")
         case .tpm(let url, _): url ?? directory.appendingPathComponent("cache.key.tpm")
@@ -267,19 +268,19 @@ public final class EncryptedFileBackend: CacheBackend {
         return revision(info, tag: tag.prefix(max(count, 0)))
     }
 
-    private struct Current {
+    struct Current {
         var entries: [CacheEntry]
         var revision: CacheRevision
         var header: CacheFileFormat.Header?
     }
 
     /// What a read does about a file older than the remembered generation.
-    private enum RollbackPolicy { case refuse, accept }
+    enum RollbackPolicy { case refuse, accept }
 
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
     /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
     /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
-    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
+    func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
                       lockHeld: Bool = false, rollback: RollbackPolicy = .refuse, attempt: Int = 1) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
@@ -374,7 +375,7 @@ public final class EncryptedFileBackend: CacheBackend {
     /// Encrypts and atomically replaces the group's file with a generation above `previous` and
     /// above any remembered (the file may have been deleted), then remembers it. Call with the
     /// group's lock held.
-    private func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
+    func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
                        kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
@@ -406,7 +407,7 @@ public final class EncryptedFileBackend: CacheBackend {
         return revision
     }
 
-    private func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
+    func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
         switch keySource {
         case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
             var salt = [UInt8](repeating: 0, count: 16)
@@ -502,7 +503,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Locking
 
-    private func withExclusiveLock<T>(_ group: CacheGroup, _ body: () throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
+    func withExclusiveLock<T>(_ group: CacheGroup, _ body: () throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
         try FileIO.ensureDirectory(directory)
         let lock = try FileLock(path: directory.appendingPathComponent("\(group.name).lock").path)
         defer { withExtendedLifetime(lock) {} }
