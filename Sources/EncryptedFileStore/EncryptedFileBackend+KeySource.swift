@@ -45,6 +45,16 @@ extension EncryptedFileBackend {
         return (target, changed)
     }
 
+    /// The key source of a program that names none (the C and Python interfaces, the CLI
+    /// without `--key-source`): the TPM where the directory's sealed key exists or
+    /// `TOKENCACHE_KEY_SOURCE` is `tpm`, else the key file. `tcti` as in ``KeySource/tpm(sealedKeyFile:tcti:)``.
+    package static func defaultKeySource(directory: URL? = nil, tcti: String? = nil) -> KeySource {
+        let tpm = KeySource.tpm(tcti: tcti)
+        if ProcessInfo.processInfo.environment["TOKENCACHE_KEY_SOURCE"] == "tpm" { return tpm }
+        let sealed = EncryptedFileBackend(directory: directory, keySource: tpm).keyFileURL
+        return sealed.map { FileManager.default.fileExists(atPath: $0.path) } == true ? tpm : .keyFile()
+    }
+
     /// The groups with a file in the directory.
     func groupsInDirectory() throws(TokenCacheError) -> [CacheGroup] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [] }

@@ -91,8 +91,7 @@ struct StoreOptions: ParsableArguments {
         case .keyFile?: return .keyFile()
         case nil:
             // A cache whose key was sealed to the TPM keeps using it without the option.
-            let sealed = EncryptedFileBackend(keySource: tpm).keyFileURL
-            return sealed.map { FileManager.default.fileExists(atPath: $0.path) } == true ? tpm : .keyFile()
+            return EncryptedFileBackend.defaultKeySource(tcti: settings.tpmTCTI?.value)
         }
     }
 

@@ -674,5 +674,59 @@ class NativeAuthTests(unittest.TestCase):
         self.assertEqual(token.username, email)
 
 
+
+class TPMKeySourceTests(unittest.TestCase):
+    """The encrypted file keyed by a TPM (#49), against a real software TPM (swtpm)."""
+
+    def start_swtpm(self):
+        import socket
+        import tempfile
+        import time
+        state = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", state])
+        for _ in range(20):
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", 0))
+                port = first.getsockname()[1]
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            swtpm = subprocess.Popen(["swtpm", "socket", "--tpm2", "--server", f"type=tcp,port={port},bindaddr=127.0.0.1",
+                                      "--ctrl", f"type=tcp,port={port + 1},bindaddr=127.0.0.1", "--tpmstate", f"dir={state}",
+                                      "--flags", "not-need-init,startup-clear"])
+            for _ in range(1000):  # waits for it to listen (at most 10 s), not a timing under test
+                if swtpm.poll() is not None:
+                    break
+                try:
+                    socket.create_connection(("127.0.0.1", port + 1)).close()
+                    self.addCleanup(swtpm.wait)
+                    self.addCleanup(swtpm.kill)
+                    return f"swtpm:host=127.0.0.1,port={port}"
+                except OSError:
+                    time.sleep(0.01)
+            swtpm.kill()
+            swtpm.wait()
+        self.fail("swtpm did not start")
+
+    def test_reads_the_cache_the_cli_sealed_to_the_tpm(self):
+        import tempfile
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        home = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", home])
+        environment = {"XDG_DATA_HOME": f"{home}/data", "XDG_CONFIG_HOME": f"{home}/config", "TOKENCACHE_TPM_TCTI": self.start_swtpm()}
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        os.environ.update(environment)
+        subprocess.run([cli, "save", "--backend", "file", "--key-source", "tpm", "--group", GROUP, "--client", CLIENT_A,
+                        "--authority", AUTHORITY, "--scopes", "User.Read"], input=response("tpm"), text=True,
+                       capture_output=True, check=True)
+        self.assertTrue(os.path.exists(f"{home}/data/tokencache/cache.key.tpm"))
+        store = tokencache.Store.open(GROUP, tokencache.Backend.FILE)
+        self.addCleanup(store.close)
+        self.assertEqual(store.find_access_token(CLIENT_A, USERNAME, "User.Read").access_token, "at-py-tpm")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
