@@ -67,7 +67,7 @@ let package = Package(
         ),
         .target(
             name: "EncryptedFileStore",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL", "CTSS2",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL", "CTSS2", "CLinux",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Sandboxed apps (Flatpak, Snap): the Secret portal and the libsecret/oo7 file keyring.

@@ -45,10 +45,51 @@ extension EncryptedFileBackend {
         return (target, changed)
     }
 
+    /// Derives the keys of the directory's passphrase-protected files once, with this backend's
+    /// passphrase key source, and keeps them in the kernel's session keyring for `timeout`
+    /// seconds (0: until the session ends): later processes of the login session (the CLI,
+    /// apps through any interface) read those files without a passphrase. Nothing is written
+    /// to disk; ``lockSession()`` drops them. Each key is checked against its file first.
+    ///
+    /// - Returns: how many files the keys open.
+    /// - Throws: `invalidArgument` when no file is passphrase-protected; the read's error for a
+    ///   wrong passphrase.
+    public func unlockSession(timeout: UInt32) throws(TokenCacheError) -> Int {
+        var keys: [(kdf: CacheFileFormat.KDFParameters, key: SymmetricKey)] = []
+        for group in try groupsInDirectory() {
+            guard case .passphrase? = try storedKeyKind(of: group) else { continue }
+            // Read whole: the passphrase is checked against the file, not only derived.
+            guard let kdf = try read(group, keepHeader: true).header?.kdf else { continue }
+            if keys.contains(where: { $0.kdf.salt == kdf.salt }) { continue }
+            keys.append((kdf, try key(for: kdf, creating: false, path: fileURL(for: group).path)))
+        }
+        guard !keys.isEmpty else {
+            throw TokenCacheError(.invalidArgument, "No cache file in \(directory.path) is protected by a passphrase: there is nothing to unlock.",
+                                  hint: "A key-file or TPM cache needs no unlocking", field: "file")
+        }
+        try SessionKeyCache.store(keys, for: directory, timeout: timeout)
+        return keys.count
+    }
+
+    /// Drops the keys ``unlockSession(timeout:)`` kept for this directory from the session
+    /// keyring. - Returns: false when none were kept.
+    @discardableResult
+    public func lockSession() throws(TokenCacheError) -> Bool {
+        try SessionKeyCache.drop(for: directory)
+    }
+
     /// The key source of a program that names none (the C and Python interfaces, the CLI
     /// without `--key-source`): the TPM where the directory's sealed key exists or
     /// `TOKENCACHE_KEY_SOURCE` is `tpm`, else the key file. `tcti` as in ``KeySource/tpm(sealedKeyFile:tcti:)``.
-    package static func defaultKeySource(directory: URL? = nil, tcti: String? = nil) -> KeySource {
+    /// A `group` whose file is passphrase-protected gets a passphrase source that only the
+    /// session keyring serves (``unlockSession(timeout:)``): a library cannot ask.
+    package static func defaultKeySource(directory: URL? = nil, tcti: String? = nil, group: CacheGroup? = nil) -> KeySource {
+        if let group, (try? EncryptedFileBackend(directory: directory).storedKeyKind(of: group)) == .passphrase {
+            return .passphraseProvider {
+                throw TokenCacheError(.invalidArgument, "The cache is protected by a passphrase, and this login session holds no key for it.",
+                                      hint: "Run `tokencache unlock --file` in this session first", field: "passphrase")
+            }
+        }
         let tpm = KeySource.tpm(tcti: tcti)
         if ProcessInfo.processInfo.environment["TOKENCACHE_KEY_SOURCE"] == "tpm" { return tpm }
         let sealed = EncryptedFileBackend(directory: directory, keySource: tpm).keyFileURL

@@ -421,7 +421,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Keys
 
-    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
+    func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
         switch keySource {
         case .key(let bytes):
             guard bytes.count == SymmetricKey.byteCount else {
@@ -450,6 +450,18 @@ public final class EncryptedFileBackend: CacheBackend {
             let key = try KeyFile.load(url, creating: creating, directory: directory, sealing: TPMSealedKey.tcti(tcti))
             keys.withLock { $0[url.path] = key }
             return key
+        case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
+            // Unlocked for this login session (`tokencache unlock --file`): no passphrase asked for.
+            if let kdf, let key = SessionKeyCache.key(for: kdf, in: directory) { return key }
+            return try passphraseKey(for: kdf, path: path)
+        }
+    }
+
+    /// The key a passphrase key source derives for the file's scrypt parameters.
+    private func passphraseKey(for kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> SymmetricKey {
+        switch keySource {
+        case .key, .keyFile, .tpm:
+            preconditionFailure("not a passphrase key source")
         case .passphrase(let passphrase):
             return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseFromEnvironment(let variable):
