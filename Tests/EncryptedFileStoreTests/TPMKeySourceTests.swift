@@ -66,6 +66,21 @@ struct TPMKeySourceTests {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(group.name).tkc").path))
     }
 
+    @Test("A busy TPM (its object memory full) is tpmLockedOut; nothing is created, and once it is free the save works")
+    func busyTPM() throws {
+        let tpm = try SoftwareTPM()
+        try tpm.fillObjectMemory()
+        let error = try #require(throws: TokenCacheError.self) {
+            _ = try save(EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)))
+        }
+        #expect(error.reason == .tpmLockedOut)
+        #expect(error.code == .backendUnavailable)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cache.key.tpm").path))
+        try tpm.flushTransientObjects()
+        let store = try save(EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)))
+        #expect(try store.allAccounts().count == 1)
+    }
+
     @Test("kill -9 during saves through the TPM key source loses nothing that was saved")
     func killDuringSaves() throws {
         let tpm = try SoftwareTPM()

@@ -52,6 +52,19 @@ package final class SoftwareTPM: @unchecked Sendable {
         guard output.status == 0 else { throw SoftwareTPMError.missing("tpm2_flushcontext failed: \(output.stderr)") }
     }
 
+    /// Fills the TPM's transient object slots (swtpm has 3) with primary keys that tpm2-tools
+    /// leaves loaded, as clients killed without a resource manager would: the TPM is then busy.
+    package func fillObjectMemory() throws {
+        let scratch = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let environment = ProcessInfo.processInfo.environment.merging(["TPM2TOOLS_TCTI": tcti]) { $1 }
+        for slot in 0..<3 {
+            let output = try runProcess("/usr/bin/tpm2_createprimary", ["-Q", "-C", "o", "-c", scratch.appendingPathComponent("\(slot).ctx").path],
+                                        environment: environment)
+            guard output.status == 0 else { throw SoftwareTPMError.missing("tpm2_createprimary failed: \(output.stderr)") }
+        }
+    }
+
     /// Kills it (SIGKILL: Foundation's children have every other signal blocked).
     package func stop() {
         guard process.isRunning else { return }
