@@ -50,7 +50,9 @@ let package = Package(
         //   TokenCachePlatform  Linux glue shared by the stores: one dlopen loader, safe file I/O
         //   SecretServiceStore  the Secret Service client and the backend on it (libsecret, GLib)
         //   EncryptedFileStore  the encrypted-file backend (OpenSSL)
-        //   TokenCache          the façade apps import: backend selection, silent SSO (libcurl)
+        //   TokenCache          the façade apps import: backend selection, silent SSO (libcurl),
+        //                       the agent's client
+        //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         .target(
             name: "TokenCacheCore",
             dependencies: [.product(name: "Logging", package: "swift-log")]
@@ -90,6 +92,14 @@ let package = Package(
             ]
         ),
 
+        // The token agent's servers, out of the library apps link (#45): in no product; only the
+        // CLI (and the tests) depend on it, and scripts/check-no-agent-server.sh checks an app and
+        // libtokencache.so hold none of it.
+        .target(
+            name: "TokenCacheAgent",
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", .product(name: "Logging", package: "swift-log")]
+        ),
+
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
         .target(
             name: "TokenCacheAdmin",
@@ -101,6 +111,7 @@ let package = Package(
             name: "TokenCacheCLI",
             dependencies: [
                 "TokenCache",
+                "TokenCacheAgent",
                 "TokenCacheAdmin",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -204,8 +215,8 @@ let package = Package(
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+                           "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
@@ -218,7 +229,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "TokenCacheAdmin", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+                           "TokenCacheAdmin", "TokenCacheAgent", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -13,7 +13,7 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 modules=("$@")
 if ((${#modules[@]} == 0)); then
     modules=(TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore
-             TokenCacheAdmin TokenCache TokenCacheCLI)
+             TokenCacheAdmin TokenCacheAgent TokenCache TokenCacheCLI)
 fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
@@ -37,7 +37,7 @@ printf '%-20s %5d\n' "total" "$total"
 ((check)) || exit 0
 # Symbol paths (Type.member, as the graph names them) that must never be public again.
 forbidden='^(RefreshToken\.secret|AccountStore\.(refreshToken|refreshTokens|entries|exportMSALJSON)\(.*|CacheEntry\.(fields|subscript\(_:\)|init\(.*)|JSONValue(\..*)?|JSONObject|CacheRevision\.init\(.*|IDTokenClaims\.all|ExternalStoreAccess\.(read|modify|delete)\(.*|AzureCLIConfiguration(\..*)?)$'
-# The modules of the library products, which apps can import (TokenCacheAdmin and the CLI's are in none).
+# The modules of the library products, which apps can import (TokenCacheAdmin, TokenCacheAgent and the CLI's are in none).
 graphs=()
 for module in TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore TokenCache TokenCacheC; do
     for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && graphs+=("$file"); done

@@ -26,8 +26,14 @@ fi
 mkdir -p "$OUT/man/man1" "$OUT/completions/bash" "$OUT/completions/zsh" "$OUT/completions/fish"
 "$GENERATE_MANUAL" "$BIN" --output-directory "$OUT/man/man1" --date "$DATE" --authors "swift-tokencache contributors"
 # An empty input line is no mdoc (man warns of each): a run of them is the paragraph break it means.
+# The generated EXIT STATUS (.Ex -std: "0 or >0") gives way to ENVIRONMENT, FILES and EXIT STATUS
+# written out (docs/man/tokencache.1.sections), in mdoc's order before AUTHORS.
 page="$OUT/man/man1/tokencache.1"
-awk '/^[[:space:]]*$/ { blank = 1; next } { if (blank) print ".Pp"; blank = 0; print }' "$page" > "$page.new"
+awk -v sections=docs/man/tokencache.1.sections '
+    /^\.Sh "EXIT STATUS"/ { skip = 1; while ((getline line < sections) > 0) print line; next }
+    /^\.Sh / { skip = 0 }
+    skip { next }
+    /^[[:space:]]*$/ { blank = 1; next } { if (blank) print ".Pp"; blank = 0; print }' "$page" > "$page.new"
 mv "$page.new" "$page"
 # Completion scripts are sourced, never run: no hashbang (ArgumentParser starts bash's with one).
 "$BIN" --generate-completion-script bash | sed '1{/^#!/d}' > "$OUT/completions/bash/tokencache"

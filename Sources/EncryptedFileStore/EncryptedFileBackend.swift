@@ -500,6 +500,9 @@ public final class EncryptedFileBackend: CacheBackend {
         return kdf
     }
 
+    /// How many keys this backend derived with scrypt (each is kept): tests check none was for a hostile header.
+    package var derivedKeyCount: Int { keys.withLock { $0.count } }
+
     private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters) throws(TokenCacheError) -> SymmetricKey {
         let salt = Data(base64Encoded: kdf.salt) ?? Data()  // checked: valid base64
         var digest = Array(passphrase.utf8)

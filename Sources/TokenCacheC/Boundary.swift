@@ -103,6 +103,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .accountInSeveralClouds: TOKENCACHE_REASON_ACCOUNT_IN_SEVERAL_CLOUDS
     case .tokensInSeveralTenants: TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS
     case .noUsableToken: TOKENCACHE_REASON_NO_USABLE_TOKEN
+    case .clientNotSignedIn: TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN
     }
     return Int32(code.rawValue)
 }

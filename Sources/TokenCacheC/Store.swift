@@ -245,15 +245,13 @@ public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ client
                                                _ error: UnsafeMutableRawPointer?) -> Int32 {
     tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
         let handle = try StoreHandle.from(store)
-        let clientID = try clientIDString(clientID)
-        let scopes = try scopeList(scopes)
-        let authority = try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) }
-        guard let result = try handle.store.accessToken(clientID: clientID, account: try handle.account(account, authority: authority),
-                                                        scopes: scopes, authority: authority) else {
-            throw TokenCacheError(.notFound, "No unexpired access token for these scopes is cached for the account and app.",
-                                  hint: "Call tokencache_acquire_token_silent to refresh it")
-        }
-        return result
+        var request = TokenRequest(clientID: try clientIDString(clientID), scopes: try scopeList(scopes),
+                                   account: try requiredString(account, "account"),
+                                   authority: try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) })
+        // This process's cache only, never the agent, and nothing redeemed: the engine's rule on the local store.
+        request.redeemsRefreshTokens = false
+        let engine = TokenEngine(store: handle.store), asked = request
+        return try waitFor { () async throws(TokenCacheError) in try await engine.token(asked) }
     }
 }
 
@@ -327,14 +325,16 @@ public func tokencache_token_info_free(_ info: OpaquePointer?) {
     Handle.release(info)
 }
 
-/// Signs one app out of an account.
+/// Signs one app out of an account it is signed in to, chosen by the library's one rule
+/// (``AccountStore/signOutTarget(clientID:account:authority:)``), as the CLI's `logout`.
 @_cdecl("tokencache_store_sign_out")
 public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                                       _ account: UnsafePointer<CChar>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
     boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let clientID = try clientIDString(clientID)
-        try handle.store.signOut(try handle.account(account), clientID: clientID)
+        let target = try handle.store.signOutTarget(clientID: clientID, account: try requiredString(account, "account"))
+        try handle.store.signOut(target, clientID: clientID)
     }
 }
 

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import TokenCache
 
 /// What the command line offers where an error happens, so that a library error's hint can be
@@ -98,3 +99,28 @@ enum CLIHints {
     /// How the CLI's user signs in again, where the library says to sign the user in interactively.
     private static let signInAgain = "Sign in again: `tokencache login --client ID --authority URL --scopes …` (--device-code without a browser)"
 }
+
+extension CLIHints {
+    /// What the identity provider said, for people: its `AADSTS…` code and the first line of its
+    /// `error_description` (what users search for), else its `error_codes`; nil when it said
+    /// nothing more than the error. Never holds a token (servers do not echo them).
+    static func serverLine(for error: TokenCacheError) -> String? {
+        guard let server = error.server else { return nil }
+        // Entra appends "Trace ID: … Correlation ID: … Timestamp: …" (on new lines or after it).
+        let description: String? = server.errorDescription.flatMap { text -> String? in
+            let line = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            let cut = (line.components(separatedBy: " Trace ID:").first ?? line)
+            let trimmed = String(cut.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            return trimmed.isEmpty ? nil : trimmed
+        }
+        if let description { return "The identity provider answered: \(description)" }
+        guard !server.errorCodes.isEmpty else { return nil }
+        return "The identity provider answered \(server.error) with error code\(server.errorCodes.count == 1 ? "" : "s") \(server.errorCodes.map { "AADSTS\($0)" }.joined(separator: ", "))."
+    }
+
+    /// The error's message with the provider's answer on a line of its own.
+    static func message(of error: TokenCacheError) -> String {
+        serverLine(for: error).map { error.message + "\n" + $0 } ?? error.message
+    }
+}
+

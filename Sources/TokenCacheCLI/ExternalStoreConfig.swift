@@ -1,4 +1,5 @@
 import FoundationEssentials
+import ArgumentParser
 import TokenCache
 
 /// The config file's "stores": name → `{"file": PATH, "signal"?: PATH, "lock"?: PATH}` or
@@ -108,6 +109,9 @@ enum ExternalStores {
         let names = Set(configured.map(\.name))
         return ExternalStore.catalogue(home: ConfigFile.homeDirectory).filter { !names.contains($0.name) } + configured
     }
+
+    /// Completes a `--store NAME` with the names `tokencache stores` shows.
+    static let completion = CompletionKind.custom { _, _, _ in (try? all().map(\.name)) ?? [] }
 
     static func named(_ name: String) throws(CLIError) -> ExternalStore {
         let stores = try all()

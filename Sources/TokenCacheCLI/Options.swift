@@ -24,7 +24,7 @@ struct StoreOptions: ParsableArguments {
     var collection: String?
 
     @Option(help: ArgumentHelp("For the encrypted file: a file (mode 0600, yours) whose first line is the passphrase. A new file is then protected by the passphrase (scrypt) instead of the key file; one created with a passphrase needs it. Default: $TOKENCACHE_PASSPHRASE_FILE; without either, a passphrase-protected file asks for it on a terminal.",
-                               valueName: "path"))
+                               valueName: "path"), completion: .file())
     var passphraseFile: String?
 
     @Option(help: ArgumentHelp("For the encrypted file: how a new cache is keyed: key-file (cache.key, 0600), tpm (the key sealed to this machine's TPM 2.0 in cache.key.tpm; the TPM is $TOKENCACHE_TPM_TCTI or the config file's \"tpm-tcti\", else device:/dev/tpmrm0) or passphrase. An existing cache keeps its key (`tokencache migrate --to-key-source` changes it). Default: $TOKENCACHE_KEY_SOURCE, else the config file's \"key-source\", else tpm where cache.key.tpm exists, else key-file.",
@@ -124,6 +124,19 @@ struct StoreOptions: ParsableArguments {
         let store = AccountStore(backend: storeBackend, group: cacheGroup, options: options)
         keepUntilExit(store)
         return store
+    }
+
+    /// A sentence saying the other backend holds `store`'s group and how to move it, when it does
+    /// (#46: accounts must not seem to vanish when the backend changed); nil otherwise.
+    func otherBackendNote(for store: AccountStore) -> String? {
+        guard let settings = try? settings(), let keySource = try? Self.fileKeySource(settings),
+              let other = BackendSelection.otherBackend(holding: store.group, besides: store.backend, keySource: keySource,
+                                                        secretService: secretServiceOptions(settings)) else { return nil }
+        let here = other.policy == .file ? "secret-service" : "file"
+        let name = other.policy == .file ? "The encrypted file" : "The Secret Service"
+        return "\(name) also holds \(other.entries) entr\(other.entries == 1 ? "y" : "ies") of group \(store.group) (\(other.location)): "
+            + "`tokencache migrate --from \(other.policy.rawValue) --to \(here)\(store.group == .universalStorage ? "" : " --group \(store.group)")` moves them here, "
+            + "or `--backend \(other.policy.rawValue)` reads them there."
     }
 
     /// Warnings (with --verbose, debug) to stderr; with `TOKENCACHE_LOG_FILE` set, every record
@@ -241,75 +254,6 @@ struct AccountSelector {
 }
 
 extension AccountSelector {
-    /// The account `client` is to be signed out of (`logout`, `remove --client`): the one named,
-    /// or without a name its only account. Only a client signed in to the account qualifies —
-    /// a recorded signed-in state or tokens of its own; a family app that merely could use it,
-    /// or one signed out already, would otherwise leave a phantom signed-out row and report
-    /// success on a typo. Exit 2 when there is none (naming the clients that are signed in),
-    /// 64 when a name is needed.
-    static func signOutTarget(client: String, account identifier: String?, authority: Authority? = nil,
-                              in store: AccountStore) throws -> CachedAccount {
-        var inventory = try store.inventory()
-        if let authority {
-            inventory.accounts.removeAll { Environment.canonical($0.environment) != Environment.canonical(authority.environment) }
-        }
-        /// The account an inventory row describes (a home account ID in the row's cloud).
-        func account(_ row: GroupInventory.Account) throws -> CachedAccount {
-            guard let found = try store.allAccounts().first(where: { $0.homeAccountID == row.homeAccountID && $0.environment == row.environment }) else {
-                throw CLIError.notFound("Account \(row.username) was removed meanwhile; nothing was changed.")
-            }
-            return found
-        }
-        func isClient(_ id: String) -> Bool { id.lowercased() == client.lowercased() }
-        func signedIn(_ account: GroupInventory.Account) -> [String] {
-            account.clients.filter { entry in
-                entry.signInState != .signedOut
-                    && (entry.signInState == .signedIn || entry.hasIDToken || entry.refreshToken == .own || !entry.accessTokens.isEmpty)
-            }.map(\.clientID)
-        }
-        let accounts = inventory.accounts.filter { signedIn($0).contains(where: isClient) }
-        let listing = accounts.map { "\($0.username) (\($0.homeAccountID))" }.joined(separator: ", ")
-        let signedInHere = inventory.accounts.flatMap { account in signedIn(account).map { "\($0) to \(account.username)" } }
-        if let identifier {
-            // Among the client's own accounts first: two accounts may share a username (a
-            // personal and a work account, two clouds), and the client's is the one meant.
-            let named = accounts.filter { AccountName.matches(identifier, username: $0.username, homeAccountID: $0.homeAccountID) }
-            if named.count > 1, Set(named.map(\.homeAccountID)).count == 1 {
-                throw CLIError.usage("Client \(client) is signed in to '\(identifier)' at hosts of different clouds: \(named.map(\.environment).joined(separator: ", ")).",
-                                     hint: AccountSelector.authorityHint)
-            }
-            if named.count > 1 {
-                throw CLIError.usage("Client \(client) is signed in to \(named.count) accounts named '\(identifier)'.",
-                                     hint: "Pick one by its home account ID: \(named.map(\.homeAccountID).joined(separator: ", "))")
-            }
-            if let only = named.first { return try account(only) }
-            guard let target = try store.account(identifier, authority: authority) else {
-                throw CLIError.notFound("No account '\(identifier)' in group \(store.group); nothing was changed.",
-                                        hint: accounts.isEmpty ? "Run `tokencache list` to see the cached accounts"
-                                            : "Client \(client) is signed in to: \(listing)")
-            }
-            let described = inventory.accounts.first { $0.homeAccountID == target.homeAccountID && $0.environment == target.environment }
-            let clients = described.map(signedIn) ?? []
-            guard clients.contains(where: isClient) else {
-                let already = described?.clients.contains { isClient($0.clientID) && $0.signInState == .signedOut } ?? false
-                throw CLIError.notFound(already ? "Client \(client) is signed out of \(target.username) already; nothing was changed."
-                                                : "Client \(client) never signed in to \(target.username); nothing was changed.",
-                                        hint: clients.isEmpty ? "No client is signed in to this account"
-                                            : "Clients signed in to it: \(clients.joined(separator: ", "))")
-            }
-            return target
-        }
-        guard accounts.count == 1, let only = accounts.first else {
-            throw accounts.isEmpty
-                ? CLIError.notFound("Client \(client) is not signed in to any account in group \(store.group); nothing was changed.",
-                                    hint: signedInHere.isEmpty ? "No client is signed in here; `tokencache list` shows the group"
-                                        : "Signed in here: \(signedInHere.joined(separator: ", ")); `tokencache list` shows the group")
-                : CLIError.usage("Client \(client) is signed in to \(accounts.count) accounts.",
-                                 hint: "Pick one with --account NAME or its home account ID: \(listing)")
-        }
-        return try account(only)
-    }
-
     /// How to pick one of an account's clouds on the command line.
     static let authorityHint = "Add --authority https://HOST/TENANT naming the host you signed in at (`tokencache list` shows each with its host); remove the one you do not recognise with `tokencache remove --account NAME --authority URL`"
 }
@@ -343,7 +287,7 @@ private func reportedError(_ context: HintContext, _ body: () throws -> Void) th
     do {
         try body()
     } catch let error as TokenCacheError {
-        Terminal.error(error.message, hint: CLIHints.hint(for: error, in: context))
+        Terminal.error(CLIHints.message(of: error), hint: CLIHints.hint(for: error, in: context))
         // A value given on the command line that the library refuses (an authority that is not a
         // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
         throw ExitCode(error.code == .invalidArgument || error.code == .ambiguousAccount ? 64 : 1)

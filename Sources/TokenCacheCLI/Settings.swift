@@ -137,12 +137,48 @@ enum KeySourceChoice: String, CaseIterable, Sendable {
     static let allowed = allCases.map(\.rawValue).joined(separator: ", ")
 }
 
+/// A token request's client, account and authority, each with precedence option >
+/// `TOKENCACHE_CLIENT_ID` / `TOKENCACHE_ACCOUNT` / `TOKENCACHE_AUTHORITY` > the config file's
+/// "client" / "account" / "authority": so a script can name them once.
+struct RequestSettings: Sendable {
+    var client: Setting<String>?
+    var account: Setting<String>?
+    var authority: Setting<Authority>?
+
+    static let clientVariable = "TOKENCACHE_CLIENT_ID"
+    static let accountVariable = "TOKENCACHE_ACCOUNT"
+    static let authorityVariable = "TOKENCACHE_AUTHORITY"
+
+    static func resolve(client: String?, account: String?, authority: String?) throws(CLIError) -> RequestSettings {
+        let config = try ConfigFile.load()
+        let clientSetting = try Setting.first(option: ("--client", client), variable: clientVariable, file: (config.path, config.client)) { text throws(CLIError) in
+            do throws(TokenCacheError) { try AccountStore.validate(clientID: text) } catch {
+                throw CLIError.usage("\(clientVariable) is '\(text)': \(error.message)", hint: "Set it to an application (client) ID, or unset it")
+            }
+            return text
+        }
+        let accountSetting = try Setting.first(option: ("--account", account), variable: accountVariable, file: (config.path, config.account))
+        let parsedOption: Authority?
+        do throws(TokenCacheError) { parsedOption = try authority.map { text throws(TokenCacheError) in try Authority(text) } } catch {
+            throw CLIError.usage("--authority '\(authority ?? "")': \(error.message)", hint: "Give an authority URL such as https://login.microsoftonline.com/organizations")
+        }
+        let authoritySetting = try Setting.first(option: ("--authority", parsedOption), variable: authorityVariable,
+                                                 file: (config.path, config.authority)) { text throws(CLIError) in
+            do throws(TokenCacheError) { return try Authority(text) } catch {
+                throw CLIError.usage("\(authorityVariable) is '\(text)': \(error.message)", hint: "Set it to an authority URL such as https://login.microsoftonline.com/organizations, or unset it")
+            }
+        }
+        return RequestSettings(client: clientSetting, account: accountSetting, authority: authoritySetting)
+    }
+}
+
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
 /// of "backend", "group", "collection", "stores" (other tools' MSAL caches, ``ExternalStoreConfig``)
 /// and "single_sign_on" (``SingleSignOnSetting``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
-    static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "key-source", "tpm-tcti"]
+    static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority",
+                       "key-source", "tpm-tcti"]
 
     var path: String
     var backend: BackendPolicy?
@@ -152,6 +188,10 @@ struct ConfigFile: Sendable {
     var stores: [ExternalStore] = []
     /// The store names listed under "single_sign_on" (``SingleSignOnSetting``).
     var singleSignOn: [String]?
+    /// A token request's client, account and authority (``RequestSettings``).
+    var client: String?
+    var account: String?
+    var authority: Authority?
     /// "key-source": how a new encrypted file is keyed.
     var keySource: KeySourceChoice?
     /// "tpm-tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
@@ -210,6 +250,19 @@ struct ConfigFile: Sendable {
             }
         }
         config.collection = try text("collection", "default, session or a collection's label")
+        if let text = try text("client", "an application (client) ID") {
+            do throws(TokenCacheError) { try AccountStore.validate(clientID: text) } catch {
+                throw CLIError.usage("The config file \(path) sets \"client\" to '\(text)': \(error.message)", hint: "Allowed values for \"client\": an application (client) ID")
+            }
+            config.client = text
+        }
+        config.account = try text("account", "a username or home account ID")
+        if let text = try text("authority", "an authority URL such as https://login.microsoftonline.com/organizations") {
+            do throws(TokenCacheError) { config.authority = try Authority(text) } catch {
+                throw CLIError.usage("The config file \(path) sets \"authority\" to '\(text)': \(error.message)",
+                                     hint: "Allowed values for \"authority\": an authority URL such as https://login.microsoftonline.com/organizations")
+            }
+        }
         if let text = try text("key-source", KeySourceChoice.allowed) {
             guard let value = KeySourceChoice(rawValue: text) else {
                 throw CLIError.usage("The config file \(path) sets \"key-source\" to '\(text)', which is not a key source.",

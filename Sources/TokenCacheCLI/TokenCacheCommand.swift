@@ -42,13 +42,17 @@ public struct TokenCacheCommand: ParsableCommand {
         its owner's lock.
 
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint), including a \
-        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, a passphrase file that is missing, empty or readable by others, a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked.
+        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an argument that is not UTF-8, an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, any path named that cannot be used as given (missing, a directory, unreadable, an --output that exists; a passphrase file that is empty or readable by others), a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked. `man tokencache` says more (EXIT STATUS).
 
         Examples:
-          tokencache login --device-code --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"
+          tokencache login --device-code \\
+              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations \\
+              --scopes "User.Read"
           tokencache list
           tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
-          tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
+          tokencache remove --account alice@contoso.com \\
+              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache token --client 04b07795-... --scopes "User.Read"
         """,
         version: TokenCacheVersion.string,
@@ -62,6 +66,47 @@ public struct TokenCacheCommand: ParsableCommand {
     )
 
     public init() {}
+
+    /// Refuses (exit 64), before anything is read or written, a command line that cannot be taken
+    /// as given: an argument that is not valid UTF-8 (parsed, it would reach the commands
+    /// rewritten, a path naming another file), or a mistyped subcommand, with the one meant.
+    public static func refuseUnusableArguments(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        if let argument = PathArgument.argumentNotUTF8() {
+            Terminal.error("The argument '\(argument)' is not valid UTF-8; nothing was done.",
+                           hint: "tokencache takes paths and names in UTF-8 only: rename the file, or choose a UTF-8 name")
+            exit(withError: ExitCode(64))
+        }
+        if let word = arguments.first, let meant = subcommand(meantBy: word) {
+            Terminal.error("'\(word)' is not a tokencache command.", hint: "Did you mean `tokencache \(meant)`? `tokencache --help` lists the commands")
+            exit(withError: ExitCode(64))
+        }
+    }
+
+    /// The subcommand a word that names none was probably meant to be: the nearest name within
+    /// two edits (one for short words), when only one is that near.
+    package static func subcommand(meantBy word: String) -> String? {
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        guard !word.hasPrefix("-"), !names.contains(word) else { return nil }
+        let limit = word.count <= 4 ? 1 : 2
+        let near = names.map { ($0, editDistance(word.lowercased(), $0)) }.filter { $0.1 <= limit }
+        guard let best = near.min(by: { $0.1 < $1.1 }), near.filter({ $0.1 == best.1 }).count == 1 else { return nil }
+        return best.0
+    }
+
+    /// Levenshtein distance, with a swap of two neighbours counting as one edit (`lsit` → `list`).
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var rows = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { rows[i][0] = i }
+        for j in 0...b.count { rows[0][j] = j }
+        for i in stride(from: 1, through: a.count, by: 1) {
+            for j in stride(from: 1, through: b.count, by: 1) {
+                rows[i][j] = min(rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { rows[i][j] = min(rows[i][j], rows[i - 2][j - 2] + 1) }
+            }
+        }
+        return rows[a.count][b.count]
+    }
 
     /// Whether a command line may open the cache on the Secret Service: it names a subcommand
     /// (each opens the cache), asks for no help, and does not choose `--backend file` (nor,

@@ -57,11 +57,16 @@ package struct LockWait: Sendable {
     package var timeout: Duration
     package var firstPause: Duration
     package var longestPause: Duration
+    /// The clock of ``run(_:timedOut:cancelled:)``'s pauses and timeout (tests pass a manual one);
+    /// ``runBlocking(_:timedOut:)`` pauses the thread, so it keeps the continuous clock.
+    package var clock: any Clock<Duration>
 
-    package init(timeout: Duration, firstPause: Duration = .milliseconds(15), longestPause: Duration = .milliseconds(15)) {
+    package init(timeout: Duration, firstPause: Duration = .milliseconds(15), longestPause: Duration = .milliseconds(15),
+                 clock: any Clock<Duration> = ContinuousClock()) {
         self.timeout = timeout
         self.firstPause = firstPause
         self.longestPause = longestPause
+        self.clock = clock
     }
 
     /// Tries `attempt` (nil: still held) until it returns a value, pausing by sleeping the thread:
@@ -69,7 +74,7 @@ package struct LockWait: Sendable {
     /// - Throws: `timedOut()` when the lock is still held after the timeout, or what `attempt` throws.
     package func runBlocking<Value>(_ attempt: () throws(TokenCacheError) -> Value?,
                                     timedOut: () -> TokenCacheError) throws(TokenCacheError) -> Value {
-        var rounds = Rounds(self)
+        var rounds = Rounds(self, clock: ContinuousClock())
         while true {
             switch try rounds.next(attempt, timedOut: timedOut) {
             case .done(let value): return value
@@ -78,18 +83,18 @@ package struct LockWait: Sendable {
         }
     }
 
-    /// Tries `attempt` (nil: still held) until it returns a value. The pauses are `Task.sleep`,
-    /// which cancelling the task ends at once: a cancelled wait throws `cancelled()` without
-    /// another round, whatever the timeout.
+    /// Tries `attempt` (nil: still held) until it returns a value. The pauses are sleeps on
+    /// ``clock``, which cancelling the task ends at once: a cancelled wait throws `cancelled()`
+    /// without another round, whatever the timeout.
     /// - Throws: `timedOut()` or `cancelled()`, or what `attempt` throws.
     package func run<Value>(_ attempt: () throws(TokenCacheError) -> Value?, timedOut: () -> TokenCacheError,
                             cancelled: () -> TokenCacheError) async throws(TokenCacheError) -> Value {
-        var rounds = Rounds(self)
+        var rounds = Rounds(self, clock: clock)
         while true {
             switch try rounds.next(attempt, timedOut: timedOut) {
             case .done(let value): return value
             case .pause(let pause):
-                do { try await Task.sleep(for: pause) } catch { throw cancelled() }
+                do { try await clock.sleep(for: pause) } catch { throw cancelled() }
             }
         }
     }
@@ -98,19 +103,19 @@ package struct LockWait: Sendable {
     private struct Rounds {
         enum Step<Value> { case done(Value), pause(Duration) }
         let longestPause: Duration
-        let deadline: ContinuousClock.Instant
+        let isPast: () -> Bool
         var pause: Duration
 
-        init(_ wait: LockWait) {
+        init(_ wait: LockWait, clock: any Clock<Duration>) {
             longestPause = wait.longestPause
-            deadline = .now + wait.timeout
+            isPast = clock.deadline(after: wait.timeout)
             pause = wait.firstPause
         }
 
         mutating func next<Value>(_ attempt: () throws(TokenCacheError) -> Value?,
                                   timedOut: () -> TokenCacheError) throws(TokenCacheError) -> Step<Value> {
             if let value = try attempt() { return .done(value) }
-            guard ContinuousClock.now < deadline else { throw timedOut() }
+            guard !isPast() else { throw timedOut() }
             defer { pause = min(pause * 2, longestPause) }
             return .pause(pause)
         }

@@ -16,6 +16,7 @@ struct TokenCacheMain {
         // tpm2-tss logs its own errors to stderr; the TPM key source reports them as typed errors
         // (and doctor as its TPM check). Set while the process has one thread; TSS2_LOG given wins.
         setenv("TSS2_LOG", "all+none", 0)
+        TokenCacheCommand.refuseUnusableArguments()
         // Connecting to the Secret Service (loading libsecret, the bus handshake, the session's
         // key exchange) overlaps parsing the command line.
         if TokenCacheCommand.mayUseSecretService(Array(CommandLine.arguments.dropFirst())) {

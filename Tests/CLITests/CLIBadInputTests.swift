@@ -40,10 +40,10 @@ struct CLIBadInputTests {
              input: response, status: 64),
         Case(name: "response that is not JSON", arguments: ["save", "--client", Fixtures.appOne, "--authority", authority, "--scopes", "User.Read"],
              input: "<html>", status: 1),
-        Case(name: "import of a missing file", arguments: ["import", "/nonexistent/cache.json"], status: 1),
-        Case(name: "import of a directory", arguments: ["import", "/"], status: 1),
+        Case(name: "import of a missing file", arguments: ["import", "/nonexistent/cache.json"], status: 64),
+        Case(name: "import of a directory", arguments: ["import", "/"], status: 64),
         Case(name: "import of a file that is not a cache", arguments: ["import", "/etc/hostname"], status: 1),
-        Case(name: "export into a missing directory", arguments: ["export", "--output", "/nonexistent/dir/cache.json"], status: 1),
+        Case(name: "export into a missing directory", arguments: ["export", "--output", "/nonexistent/dir/cache.json"], status: 64),
         Case(name: "remove of an unknown account", arguments: ["remove", "--account", "nobody@contoso.com", "--yes"], status: 2),
     ]
 

@@ -52,6 +52,28 @@ struct CLIConsistencyTests {
         }
     }
 
+    @Test("logout and remove --client follow one rule: neither asks nor needs --yes, both take --yes and --dry-run, and both say the same line")
+    func signOutOneRule() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let before = try cli.run(["list", "--json"]).stdout
+        let logoutDry = try cli.run(["logout", "--client", Fixtures.appOne, "--dry-run", "--yes"])
+        let removeDry = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appOne, "--dry-run"])
+        #expect(logoutDry.status == 0 && removeDry.status == 0, "\(logoutDry.stderr) \(removeDry.stderr)")
+        #expect(logoutDry.stdout.hasPrefix("Would sign client \(Fixtures.appOne) out of \(Fixtures.alice.username)"), "\(logoutDry.stdout)")
+        #expect(logoutDry.stdout == removeDry.stdout, "\(logoutDry.stdout) vs \(removeDry.stdout)")
+        #expect(try cli.run(["list", "--json"]).stdout == before, "a dry run changed the group")
+
+        // No terminal and no --yes: signing out still goes ahead, with the same line as logout's.
+        let removed = try cli.run(["remove", "--account", Fixtures.alice.username, "--client", Fixtures.appOne])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout == logoutDry.stdout.replacing("Would sign", with: "Signed"), "\(removed.stdout)")
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let loggedOut = try cli.run(["logout", "--client", Fixtures.appOne, "--yes"])
+        #expect(loggedOut.status == 0 && loggedOut.stdout == removed.stdout, "\(loggedOut.stdout) \(loggedOut.stderr)")
+    }
+
     @Test("logout --account picks the client's own account when two accounts share the username")
     func signOutSharedUsername() throws {
         let cli = try CLI(backend: "file")
@@ -81,16 +103,16 @@ struct CLIConsistencyTests {
         }
     }
 
-    @Test("token with no usable access token but a refresh token points to --refresh, not to a new sign-in")
+    @Test("token --no-refresh with no usable access token but a refresh token points to refreshing, not to a new sign-in")
     func tokenHintsRefresh() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "expired", expiresIn: 0)
         #expect(try cli.run(["save", "--client", Fixtures.appOne, "--authority", Self.authority, "--scopes", "User.Read"],
                             input: Fixtures.json(response)).status == 0)
-        let output = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        let output = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--no-refresh"])
         #expect(output.status == 2)
-        #expect(output.stderr.contains("--refresh --authority"), "\(output.stderr)")
+        #expect(output.stderr.contains("Drop --no-refresh") && !output.stderr.contains("tokencache login --client"), "\(output.stderr)")
     }
 
     @Test("A filter of list that matches nothing is exit 2 naming the filter, not 'No accounts.'")

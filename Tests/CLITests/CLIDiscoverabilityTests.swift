@@ -112,18 +112,18 @@ struct CLIDiscoverabilityTests {
         }
     }
 
-    @Test("export into a missing directory says to create it (exit 1); onto an existing file, to choose a new path")
+    @Test("export into a missing directory says to create it; onto an existing file, to choose a new path (both exit 64, a path problem)")
     func exportHints() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
         let missing = try cli.run(["export", "--output", cli.dataHome.path + "/no/such/dir/cache.json"])
-        #expect(missing.status == 1)
+        #expect(missing.status == 64)
         #expect(missing.stderr.contains("hint: Create the directory first (mkdir -p \(cli.dataHome.path)/no/such/dir)"), "\(missing.stderr)")
         let existing = cli.dataHome.appendingPathComponent("there.json")
         try Data().write(to: existing)
         let taken = try cli.run(["export", "--output", existing.path])
-        #expect(taken.status == 1)
+        #expect(taken.status == 64)
         #expect(taken.stderr.contains("hint: Choose a path that does not exist yet"), "\(taken.stderr)")
     }
 

@@ -88,7 +88,7 @@ struct CLIReferenceTests {
 
 @Suite("Man page and completions", .harness)
 struct CLIManPageAndCompletionTests {
-    @Test("scripts/install.sh with DESTDIR installs the binary, a man page naming every subcommand, and bash, zsh and fish completions")
+    @Test("scripts/install.sh with DESTDIR installs the binary, a man page naming every subcommand with ENVIRONMENT, FILES and EXIT STATUS, and bash, zsh and fish completions")
     func installed() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../..").standardizedFileURL
@@ -113,6 +113,14 @@ struct CLIManPageAndCompletionTests {
                                                  "groups", "unlock", "login", "logout"]), "\(subcommands)")
         for subcommand in subcommands {
             #expect(manual.contains(".It Em \(subcommand)\n"), "the man page has no section for \(subcommand)")
+        }
+        // ENVIRONMENT, FILES and EXIT STATUS written out, in mdoc's order, before AUTHORS.
+        let sections = manual.split(separator: "\n").filter { $0.hasPrefix(".Sh ") }.map(String.init)
+        #expect(sections.suffix(4) == [".Sh ENVIRONMENT", ".Sh FILES", ".Sh EXIT STATUS", ".Sh AUTHORS"], "\(sections)")
+        #expect(!manual.contains(".Ex -std"))
+        for status in ["0", "1", "2", "64"] { #expect(manual.contains(".It \(status)\n"), "EXIT STATUS leaves out \(status)") }
+        for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_PASSPHRASE_FILE", "TOKENCACHE_AGENT_SOCK", "XDG_CONFIG_HOME"] {
+            #expect(manual.contains(".It Ev \(name)"), "ENVIRONMENT leaves out \(name)")
         }
         let completions = [("share/bash-completion/completions/tokencache", "complete -o filenames -F _tokencache tokencache"),
                            ("share/zsh/site-functions/_tokencache", "#compdef tokencache"),

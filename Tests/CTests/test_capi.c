@@ -243,6 +243,9 @@ static void test_round_trip(tokencache_store *store) {
     CHECK(tokencache_store_find_access_token(store, CLIENT_A, USERNAME, "User.Read", NULL, &token, NULL, &error) == TOKENCACHE_E_NOT_FOUND, "A token after sign-out");
     CHECK(tokencache_store_accounts(store, CLIENT_B, &accounts, &error) == TOKENCACHE_OK && tokencache_accounts_count(accounts) == 1, "B after A's sign-out");
     tokencache_accounts_free(accounts);
+    /* Signing A out again: the same rule as `tokencache logout`, nothing changed. */
+    status = tokencache_store_sign_out(store, CLIENT_A, USERNAME, &error);
+    CHECK(status == TOKENCACHE_E_NOT_FOUND && tokencache_error_reason(&error) == TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN, "sign out twice: %s", tokencache_status_name(status));
 
     /* Remove everywhere. */
     size_t removed = 0;

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenCache
+@testable import TokenCacheAgent
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 import TokenCacheTestHelper

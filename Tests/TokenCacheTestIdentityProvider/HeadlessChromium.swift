@@ -92,11 +92,3 @@ extension FakeIdentityProvider {
                            "sign_in_user": ["uid": Fixtures.alice.uid, "utid": Fixtures.alice.tenant, "username": Fixtures.alice.username]])
     }
 }
-
-extension Result {
-    /// The failure, if any (for a task's result).
-    package var error: Failure? {
-        if case .failure(let error) = self { return error }
-        return nil
-    }
-}

@@ -459,8 +459,8 @@ class Store:
                              scopes: Union[str, List[str]], force_refresh: bool = False) -> Token:
         """A cached token, or one refreshed at the authority and saved. Raises INTERACTION_REQUIRED when the
         user must sign in. The account and token are chosen as the CLI's `token` and every other front end
-        chooses them: account None is the client's only account; authority None redeems nothing and takes
-        the cached token of the account's only tenant that has one. Errors carry the same reasons
+        chooses them: account None is the client's only account; authority None takes the home tenant's
+        cached token (else the only tenant's with one) and refreshes it on the account's own host. Errors carry the same reasons
         (no_account, several_accounts, account_in_several_clouds, tokens_in_several_tenants, no_usable_token).
         With TOKENCACHE_AGENT_SOCK set, a store opened with the default group and
         Backend.AUTO asks that token agent instead (docs/AGENT.md); BACKEND_UNAVAILABLE when it cannot be reached."""

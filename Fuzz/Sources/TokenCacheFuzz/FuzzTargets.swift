@@ -6,6 +6,8 @@
 //   encrypted-file  the encrypted-file reader: input starting with the file magic is a cache
 //                   file read through the backend; anything else is a decrypted payload, sealed
 //                   with the right key and group so it reaches the JSON reader behind the tag
+//   http-request-head  HTTPRequestHead.Reader (the loopback servers' request heads), whole and
+//                   split into pieces the input's first byte sets
 import Foundation
 @testable import EncryptedFileStore
 @testable import TokenCache
@@ -47,6 +49,8 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         _ = Base64URL.decode(text)
     case "encrypted-file":
         fuzzEncryptedFile(data)
+    case "http-request-head":
+        fuzzRequestHead(Array(data))
     default:
         fatalError("unknown TOKENCACHE_FUZZ_TARGET \(target)")
     }
@@ -103,5 +107,41 @@ func fuzzEncryptedFile(_ input: Data) {
         precondition((try? EncryptedFileBackend(directory: fuzzDirectory, keySource: .key(fuzzKey))
             .apply([], to: fuzzGroup, expected: nil)) == nil, "a write replaced a file that could not be read")
         precondition((try? Data(contentsOf: url)) == file, "a refused file was changed")
+    }
+}
+
+/// Reads `input` (after its first byte, which sets the piece size) whole and in pieces: both give
+/// the same head or the same failure, a head never comes from more than the bound, and a head
+/// written back as HTTP parses to itself.
+func fuzzRequestHead(_ input: [UInt8]) {
+    guard let first = input.first else { return }
+    let bytes = input.dropFirst()
+    func read(piece: Int) -> Result<HTTPRequestHead?, HTTPRequestHead.Failure> {
+        var reader = HTTPRequestHead.Reader()
+        var rest = bytes
+        repeat {
+            let chunk = rest.prefix(piece)
+            rest = rest.dropFirst(chunk.count)
+            do throws(HTTPRequestHead.Failure) {
+                if let head = try reader.append(chunk) { return .success(head) }
+            } catch {
+                return .failure(error)
+            }
+            precondition(reader.wanted > 0, "a reader wants no more bytes but gave no head or failure")
+        } while !rest.isEmpty
+        return .success(nil)
+    }
+    let whole = read(piece: .max)
+    precondition(read(piece: Int(first % 16) + 1) == whole, "a head split across reads parsed differently")
+    guard case .success(let head?) = whole else { return }
+    let end = bytes.firstRange(of: [13, 10, 13, 10])!
+    precondition(end.upperBound - bytes.startIndex <= HTTPRequestHead.maximumBytes, "a head over the bound was taken")
+    _ = head.path
+    _ = head.query
+    // The head as `init(parsing:)` takes it: its lines, without the blank line that ends it.
+    let text = (["\(head.method) \(head.target) \(head.version)"] + head.fields.map { "\($0.name): \($0.value)" }).joined(separator: "\r\n")
+    // Values are decoded as UTF-8: only a head of valid UTF-8 round-trips byte for byte.
+    if String(validating: bytes[..<end.lowerBound], as: UTF8.self) != nil {
+        precondition((try? HTTPRequestHead(parsing: Array(text.utf8))) == head, "a head written back parsed differently")
     }
 }

@@ -309,7 +309,10 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS = 103,
     /* NOT_FOUND: no usable cached access token, and none was redeemed (no authority given, or
        no refresh token). */
-    TOKENCACHE_REASON_NO_USABLE_TOKEN = 104
+    TOKENCACHE_REASON_NO_USABLE_TOKEN = 104,
+    /* NOT_FOUND: the account named exists, but the client is not signed in to it (or signed out
+       already). */
+    TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN = 105
 } tokencache_reason;
 
 /* Opaque handles. */
@@ -383,13 +386,15 @@ void tokencache_accounts_free(tokencache_accounts *accounts);
 
 /* Looks up a cached access token, without any network request.
    account: username or home account ID. scopes: space-separated ("User.Read Mail.Read").
-   authority: an authority URL to pick the tenant, or NULL for the account's home tenant.
+   authority: an authority URL to pick the tenant, or NULL for the account's home tenant (since
+   0.6: else the only tenant with a token for the scopes, as tokencache_acquire_token_silent).
    On success *access_token is the token (free with tokencache_secret_free) and, when info is
    not NULL, *info describes it (free with tokencache_token_info_free).
    An account is a home account ID at one cloud (MSAL's alias sets for Microsoft hosts, else
    the exact host): the authority's, when given.
-   Errors: NOT_FOUND when the account is unknown or no unexpired token grants the scopes;
-   AMBIGUOUS_ACCOUNT when authority is NULL and the account is at hosts of different clouds.
+   Errors: NOT_FOUND when the account is unknown (reason NO_ACCOUNT) or no unexpired token grants
+   the scopes (NO_USABLE_TOKEN); AMBIGUOUS_ACCOUNT when authority is NULL and the account is at
+   hosts of different clouds (ACCOUNT_IN_SEVERAL_CLOUDS) or has tokens in several tenants.
    Reads this process's cache only, never the token agent (the agent may refresh). */
 int tokencache_store_find_access_token(tokencache_store *store, const char *client_id,
                                        const char *account, const char *scopes,
@@ -403,10 +408,11 @@ int tokencache_store_find_access_token(tokencache_store *store, const char *clie
    issued it. flags: 0 or TOKENCACHE_FORCE_REFRESH. Blocks for up to about 30 s per request.
    The account and token are chosen by the rule every front end follows (the CLI's `token`,
    Python, Swift apps): `account` (username or home account ID) or, when NULL, the client's
-   only account; `authority` picks the cloud and tenant, and when NULL (since 0.6) nothing is
-   redeemed and the cached token of the account's only tenant that has one is returned.
+   only account; `authority` picks the cloud and tenant. When NULL (since 0.6): the home tenant's
+   cached token, else that of the account's only tenant with one, refreshed when stale at that
+   tenant on the account's own host (where its refresh token was issued; Entra accounts only).
    Errors: INTERACTION_REQUIRED (sign in interactively), NETWORK or SERVER_ERROR (retry later),
-   NOT_FOUND (reason NO_ACCOUNT, or NO_USABLE_TOKEN without an authority), AMBIGUOUS_ACCOUNT
+   NOT_FOUND (reason NO_ACCOUNT, or NO_USABLE_TOKEN), AMBIGUOUS_ACCOUNT
    (reason SEVERAL_ACCOUNTS, ACCOUNT_IN_SEVERAL_CLOUDS or TOKENS_IN_SEVERAL_TENANTS).
    Outputs as for tokencache_store_find_access_token.
    Token agent (docs/AGENT.md): when TOKENCACHE_AGENT_SOCK is set and the store chose no local
@@ -577,8 +583,10 @@ int tokencache_native_reset_password(tokencache_store *store, const char *client
 
 /* Signs one app out of an account, as MSAL's remove(account): the app's own tokens go and it no
    longer lists the account; other apps of the group keep it and their single sign-on.
-   Errors: NOT_FOUND (unknown account), AMBIGUOUS_ACCOUNT (at hosts of two clouds: use
-   `tokencache logout --authority URL`). */
+   The same rule as `tokencache logout`: the app must be signed in to the account.
+   Errors: NOT_FOUND (reason NO_ACCOUNT for an unknown account, CLIENT_NOT_SIGNED_IN when the app
+   is not signed in to it or signed out already), AMBIGUOUS_ACCOUNT (reason SEVERAL_ACCOUNTS, or
+   ACCOUNT_IN_SEVERAL_CLOUDS at hosts of two clouds: use `tokencache logout --authority URL`). */
 int tokencache_store_sign_out(tokencache_store *store, const char *client_id,
                               const char *account, tokencache_error *error);
 

@@ -91,6 +91,12 @@ package enum AgentProtocol {
         /// `granted`, or `refused: …` / `failed: …` with the reason.
         package var outcome: String
 
+        package init(time: Int64, channel: String, pid: Int32?, uid: UInt32?, command: String?, operation: String,
+                     clientID: String?, scopes: [String]?, account: String?, outcome: String) {
+            (self.time, self.channel, self.pid, self.uid, self.command) = (time, channel, pid, uid, command)
+            (self.operation, self.clientID, self.scopes, self.account, self.outcome) = (operation, clientID, scopes, account, outcome)
+        }
+
         enum CodingKeys: String, CodingKey {
             case time, channel, pid, uid, command, operation = "op", clientID = "client_id", scopes, account, outcome
         }
@@ -157,7 +163,7 @@ package enum AgentProtocol {
 
     /// Reads one message's bytes; nil when the peer closed, timed out or announced a length
     /// outside the protocol's bounds.
-    static func readMessage(from socket: SocketDescriptor) -> Data? {
+    package static func readMessage(from socket: SocketDescriptor) -> Data? {
         guard let head = socket.read(exactly: 4) else { return nil }
         let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
         guard length > 0, length <= maximumMessageBytes, let body = socket.read(exactly: length) else { return nil }
@@ -165,7 +171,7 @@ package enum AgentProtocol {
     }
 
     /// The version a message declares (1 when it declares none).
-    struct Versioned: Decodable {
-        var version: Int?
+    package struct Versioned: Decodable {
+        package var version: Int?
     }
 }

@@ -55,8 +55,7 @@ public struct BackendSelection: Sendable {
                 // reported, not a reason to fall back silently (unless the app allows it).
                 try backend.checkCollection(for: .universalStorage)
                 return BackendSelection(backend: backend, reason: "a Secret Service provider answers on the session bus")
-            } catch let error where [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
-                || (fallsBackWhenLocked && error.code == .keyringLocked) {
+            } catch let error where fallsBack(on: error, whenLocked: fallsBackWhenLocked) {
                 problem = error
             }
             let reason = "no usable Secret Service (\(problem.message)); using the encrypted file"
@@ -68,6 +67,54 @@ public struct BackendSelection: Sendable {
                 if first { logger.warning("Token cache falls back to the encrypted file", metadata: ["reason": .string(reason)]) }
             }
             return BackendSelection(backend: file(), reason: reason, isFallback: true)
+        }
+    }
+
+    /// Whether `automatic` uses the encrypted file after opening the Secret Service failed with
+    /// `error`: only when there is no Secret Service to use here (no session bus, no provider, a
+    /// library missing), or a locked keyring when the app allows it. Any other problem of a
+    /// provider that answers (no 'default' collection, a dismissed prompt) is reported, so the
+    /// accounts never seem to vanish into another backend. ``open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``
+    /// and ``diagnose(policy:group:fileDirectory:keySource:secretService:)`` both decide by it.
+    static func fallsBack(on error: TokenCacheError, whenLocked: Bool = false) -> Bool {
+        [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
+            || (whenLocked && error.code == .keyringLocked)
+    }
+
+    /// The other backend's copy of `group` when it holds entries, so a front end can say where
+    /// accounts are after the backend changed (a migration, a keyring that came or went):
+    /// beside the Secret Service the encrypted file, beside the encrypted file the Secret
+    /// Service (read without prompts). Nil when it holds nothing or cannot be read here.
+    package static func otherBackend(holding group: CacheGroup, besides backend: any CacheBackend,
+                                     fileDirectory: URL? = nil, keySource: EncryptedFileBackend.KeySource = .keyFile(),
+                                     secretService: SecretServiceBackend.Options = .init()) -> (policy: BackendPolicy, location: String, entries: Int)? {
+        let other: any CacheBackend
+        let policy: BackendPolicy
+        switch backend {
+        case is SecretServiceBackend:
+            let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
+            // No file: nothing to say, and no key file created by looking.
+            guard FileManager.default.fileExists(atPath: file.fileURL(for: group).path) else { return nil }
+            (other, policy) = (file, .file)
+        case is EncryptedFileBackend:
+            var options = secretService
+            options.allowsUnlockPrompt = false
+            guard let keyring = try? SecretServiceBackend(options: options) else { return nil }
+            (other, policy) = (keyring, .secretService)
+        default:
+            return nil
+        }
+        guard let count = try? other.load(group).entries.count, count > 0 else { return nil }
+        return (policy, other.location(of: group), count)
+    }
+
+    /// Whether `automatic` would open a backend of `policy`'s kind here (no prompt, nothing announced).
+    package static func automaticChooses(_ policy: BackendPolicy, secretService: SecretServiceBackend.Options = .init()) -> Bool {
+        guard let chosen = try? open(policy: .automatic, secretService: secretService, announcesFallback: false).backend else { return false }
+        switch policy {
+        case .file: return chosen is EncryptedFileBackend
+        case .secretService: return chosen is SecretServiceBackend
+        case .automatic: return true
         }
     }
 
@@ -107,7 +154,7 @@ public struct BackendSelection: Sendable {
             case .success(let number):
                 checks.append(.init(name: "Secret portal", status: number == 1 ? .ok : .warning, detail: "version \(number)"))
             case .failure(let error):
-                checks.append(.init(name: "Secret portal", status: .warning, detail: "\(error.code): \(error.message)"))
+                checks.append(.init(name: "Secret portal", status: .warning, detail: error.message))
             }
             if policy == .automatic, case .success(1) = version {
                 do {
@@ -117,7 +164,7 @@ public struct BackendSelection: Sendable {
                     return BackendDiagnosis(policy: policy, selected: backend.location(of: group),
                                             reason: sandboxWithSecretPortal() ?? "sandboxed", checks: checks, fix: nil)
                 } catch {
-                    checks.append(.init(name: "file keyring", status: .failed, detail: "\(error.code): \(error.message)"))
+                    checks.append(.init(name: "file keyring", status: .failed, detail: error.message))
                     return BackendDiagnosis(policy: policy, selected: nil, reason: "sandboxed, but the portal-keyed keyring cannot be used",
                                             checks: checks, fix: error.hint, problem: error)
                 }
@@ -143,7 +190,7 @@ public struct BackendSelection: Sendable {
         } catch {
             secretServiceProblem = error
             checks.append(.init(name: "Secret Service", status: policy == .secretService ? .failed : .warning,
-                                detail: "\(error.code): \(error.message)"))
+                                detail: error.message))
         }
         let hasLibgcrypt = SecretServiceBackend.isLibgcryptLoadable
         checks.append(.init(name: "libgcrypt", status: hasLibgcrypt ? .info : policy == .secretService ? .failed : .warning,
@@ -169,9 +216,13 @@ public struct BackendSelection: Sendable {
         case .automatic where secretServiceProblem == nil:
             return BackendDiagnosis(policy: policy, selected: secretServiceLocation,
                                     reason: "a Secret Service provider answers on the session bus", checks: checks, fix: nil)
-        case .automatic where secretServiceProblem?.code == .keyringLocked:
-            return BackendDiagnosis(policy: policy, selected: nil, reason: "the keyring is locked; automatic selection does not fall back silently",
-                                    checks: checks, fix: secretServiceProblem?.hint, problem: secretServiceProblem)
+        case .automatic where secretServiceProblem.map { !fallsBack(on: $0) } ?? false:
+            // What open() does too: a provider that answers but cannot be used is an error, not a fallback.
+            let problem = secretServiceProblem!
+            return BackendDiagnosis(policy: policy, selected: nil,
+                                    reason: problem.code == .keyringLocked ? "the keyring is locked; automatic selection does not fall back silently"
+                                        : "a Secret Service provider answers but cannot be used (\(problem.message)); automatic selection does not fall back to the encrypted file",
+                                    checks: checks, fix: problem.hint, problem: problem)
         case .file, .automatic:
             let reason = policy == .file ? "the file backend was requested"
                 : "no usable Secret Service (\(secretServiceProblem?.message ?? "")); using the encrypted file"

@@ -79,14 +79,21 @@ package final class TokenEngine: Sendable {
     ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)`` or
     ///   ``TokenCacheError/Reason/tokensInSeveralTenants(tenants:)``), and what the refresh throws.
     package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
+        if case .agent(let agent) = source { return try await Self.token(from: agent, request) }
+        return try await token(request, for: try await account(for: request))
+    }
+
+    /// The token of an account already chosen (``account(for:allowing:)``): its cached access
+    /// token, refreshed at the request's authority when it is missing or stale (and the request
+    /// lets it). An engine on the agent: the agent chooses and answers.
+    package func token(_ request: TokenRequest, for account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
         let store: AccountStore
         switch source {
         case .agent(let agent): return try await Self.token(from: agent, request)
         case .store(let local): store = local
         }
-        let app = redeemingApplication(for: request)
-        let account = try await Self.account(for: request, in: store, redeemingWith: app)
         let cached = try await BlockingWork.run { () throws(TokenCacheError) in try Self.cachedToken(request, account: account, in: store) }
+        let app = redeemingApplication(for: request, account: account, cached: cached)
         if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
@@ -102,10 +109,18 @@ package final class TokenEngine: Sendable {
                               reason: .noUsableToken(refreshable: refreshable))
     }
 
-    /// The app a request redeems with: one with an authority that lets it redeem.
-    private func redeemingApplication(for request: TokenRequest) -> PublicClientApplication? {
-        guard request.redeemsRefreshTokens, let authority = request.authority else { return nil }
-        return application(clientID: request.clientID, authority: authority)
+    /// The app a request redeems with, when it lets it: at the request's authority; without one,
+    /// at the tenant of the cached token it replaces, else at the account's home authority (its
+    /// host and home tenant, where its refresh token was issued; Microsoft Entra accounts only:
+    /// another kind's authority cannot be rebuilt from the account).
+    private func redeemingApplication(for request: TokenRequest, account: CachedAccount? = nil,
+                                      cached: TokenResult? = nil) -> PublicClientApplication? {
+        guard request.redeemsRefreshTokens else { return nil }
+        if let authority = request.authority { return application(clientID: request.clientID, authority: authority) }
+        guard let account, account.authorityType == "MSSTS",
+              let tenant = cached?.tenantID ?? account.homeTenantID,
+              let home = try? Authority("https://\(account.environment)/\(tenant)") else { return nil }
+        return application(clientID: request.clientID, authority: home)
     }
 
     /// The account's usable cached token at the request's authority; without one, the token of
@@ -133,18 +148,29 @@ package final class TokenEngine: Sendable {
     /// theirs too) in the authority's cloud when it has one there, the one named, or the only one.
     /// A named account the client has not signed out of also qualifies without a refresh token of
     /// its own (its cached access token may serve, as MSAL Python finds it).
-    private static func account(for request: TokenRequest, in store: AccountStore,
-                                redeemingWith app: PublicClientApplication?) async throws(TokenCacheError) -> CachedAccount {
+    /// `allowed` narrows the candidates first (the agent's policy). On the agent: the accounts it serves.
+    package func account(for request: TokenRequest,
+                         allowing allowed: @escaping @Sendable (CachedAccount) -> Bool = { _ in true }) async throws(TokenCacheError) -> CachedAccount {
+        let store: AccountStore
+        switch source {
+        case .agent(let agent):
+            let served = try await BlockingWork.run { () throws(TokenCacheError) in try Self.accounts(from: agent, clientID: request.clientID) }
+            return try Self.choose(among: served.filter(allowed), for: request, in: nil)
+        case .store(let local): store = local
+        }
+        let app = redeemingApplication(for: request)
         let candidates: [CachedAccount] = if let app, !app.options.singleSignOnStores.isEmpty {
             try await app.accounts()
         } else {
-            try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: request.clientID) }
+            try await BlockingWork.run { () throws(TokenCacheError) in try store.accounts(clientID: request.clientID) }
         }
-        return try await BlockingWork.run { () throws(TokenCacheError) in try choose(among: candidates, for: request, in: store) }
+        return try await BlockingWork.run { () throws(TokenCacheError) in try Self.choose(among: candidates.filter(allowed), for: request, in: store) }
     }
 
+    /// The rule itself, on candidates already read; `store` (when there is one) also finds a named
+    /// account that is not among them.
     static func choose(among candidates: [CachedAccount], for request: TokenRequest,
-                               in store: AccountStore) throws(TokenCacheError) -> CachedAccount {
+                       in store: AccountStore?) throws(TokenCacheError) -> CachedAccount {
         // An account is a home account ID in one cloud: the authority picks the cloud. At another
         // cloud the account is still found (and then refused a token there, saying why).
         let cloud = request.authority.map { Environment.canonical($0.environment) }
@@ -153,7 +179,7 @@ package final class TokenEngine: Sendable {
         var chosen = inScope
         if let name = request.account {
             chosen = inScope.filter { AccountName.matches(name, $0) }
-            if chosen.isEmpty, let named = try namedAccount(name, authority: request.authority, in: store),
+            if chosen.isEmpty, let store, let named = try namedAccount(name, authority: request.authority, in: store),
                try store.signInState(of: named, clientID: request.clientID) != .signedOut {
                 chosen = [named]
             }
@@ -169,7 +195,7 @@ package final class TokenEngine: Sendable {
                                   reason: .severalAccounts(accounts: listing))
         }
         guard let account = chosen.first else {
-            throw TokenCacheError(.notFound, "No account of client \(request.clientID)\(request.account.map { " matches '\($0)'" } ?? "") in group \(store.group).",
+            throw TokenCacheError(.notFound, "No account of client \(request.clientID)\(request.account.map { " matches '\($0)'" } ?? "")\(store.map { " in group \($0.group)" } ?? "").",
                                   hint: "Sign the user in with this client", reason: .noAccount)
         }
         return account

@@ -11,6 +11,8 @@ struct NativeAuthAPI: Sendable {
     let clientID: String
     /// `challenge_type` as sent: the app's methods, and always `redirect`.
     let challengeTypes: String
+    /// The clock of the waits: the retry after a 5xx, the password reset's completion polls.
+    let clock: any Clock<Duration>
 
     /// An error envelope (HTTP 400) with the native-auth fields the flows act on.
     struct Envelope: Sendable {
@@ -41,7 +43,7 @@ struct NativeAuthAPI: Sendable {
         form["client_id"] = clientID
         var response = try await post(form, to: url)
         if response.status >= 500 {
-            try? await Task.sleep(for: .milliseconds(500))
+            try? await clock.sleep(for: .milliseconds(500))
             response = try await post(form, to: url)
         }
         client.logger.debug("Native auth step answered", metadata: ["path": .string(path), "status": .stringConvertible(response.status)])

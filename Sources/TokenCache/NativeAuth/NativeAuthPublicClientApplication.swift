@@ -55,7 +55,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
         self.application = PublicClientApplication(clientID: clientID, authority: self.authority, store: store, options: options)
         let sent = ChallengeType.allCases.filter(challengeTypes.contains).map(\.rawValue) + ["redirect"]
         self.api = NativeAuthAPI(client: application.client, authority: self.authority, clientID: clientID,
-                                 challengeTypes: sent.joined(separator: " "))
+                                 challengeTypes: sent.joined(separator: " "), clock: options.clock)
     }
 
     /// The authority URL, with a bare `https://{tenant}.ciamlogin.com` completed as MSAL completes it.

@@ -189,7 +189,7 @@ public struct ResetPasswordRequiredState: Sendable {
         let pollToken = try submitted.continuationToken("reset submit")
         let interval = min(max(submitted["poll_interval"]?.secondsValue ?? 2, 0.1), 10)
         for _ in 0..<Self.maximumPolls {
-            try? await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+            try? await application.api.clock.sleep(for: .milliseconds(Int(interval * 1000)))
             let poll = try await application.api.step("/resetpassword/v1.0/poll_completion", ["continuation_token": pollToken])
             switch poll["status"]?.stringValue {
             case "succeeded"?:

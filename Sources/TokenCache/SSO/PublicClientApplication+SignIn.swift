@@ -121,7 +121,8 @@ extension PublicClientApplication {
                                       : "Use acquireToken (browser sign-in) with this authority",
                                   reason: .deviceCodeUnsupported(adfs: authority.kind == .adfs))
         }
-        let flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc)
+        let flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc,
+                                  clock: options.clock)
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
         onCode(authorization.message)
         let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token)

@@ -35,6 +35,9 @@ public final class PublicClientApplication: Sendable {
         /// redeemed from a store and rotated by the server is written back to the store, under
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
+        /// The clock of the waits (device code polling, another process's refresh, the checks of
+        /// ``accountChanges(checkingEvery:)``): tests of logic pass a manual one and advance it.
+        package var clock: any Clock<Duration> = ContinuousClock()
 
         public init() {}
     }
@@ -193,7 +196,7 @@ public final class PublicClientApplication: Sendable {
     /// again only when it moved. The sequence ends when the task iterating it is cancelled, and
     /// throws the ``TokenCacheError`` a read failed with (a locked keyring, a tampered file).
     public func accountChanges(checkingEvery interval: Duration = .seconds(1)) -> AccountChanges {
-        AccountChanges(store: store, clientID: clientID, interval: interval)
+        AccountChanges(store: store, clientID: clientID, interval: interval, clock: options.clock)
     }
 
     // MARK: Silent tokens
@@ -237,7 +240,7 @@ public final class PublicClientApplication: Sendable {
             return before
         }
         let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account, at: authority) }
-        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout)
+        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout, clock: options.clock)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only

@@ -25,11 +25,14 @@ enum RefreshLock {
 
     /// Takes the lock for a name, waiting up to `timeout` seconds, or until the task is cancelled
     /// (`cancelled`).
-    /// - Parameter directory: where the lock file lives (tests pass their own; default ``directory``).
+    /// - Parameters:
+    ///   - directory: where the lock file lives (tests pass their own; default ``directory``).
+    ///   - clock: the clock of the wait's pauses and timeout (tests pass a manual one).
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
     ///   block refreshes (the encrypted file's checks, ``FileIO/ensureDirectory(_:purpose:)``).
-    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory) async throws(TokenCacheError) -> FileLock {
+    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
+                        clock: any Clock<Duration> = ContinuousClock()) async throws(TokenCacheError) -> FileLock {
         try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")
         try FileIO.ensureDirectory(directory, purpose: "lock directory")
         // Opened without following links and checked again by descriptor: the directory checked
@@ -51,7 +54,7 @@ enum RefreshLock {
             throw TokenCacheError(.fileSystem, "Cannot open the lock file \(path): \(String(cString: strerror(errno))).",
                                   hint: "Check the permissions of \(directory.path)")
         }
-        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout)), timedOut: {
+        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout), clock: clock), timedOut: {
             TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
                             hint: "Retry; if it persists, look for a hung process using the token cache")
         }, cancelled: {

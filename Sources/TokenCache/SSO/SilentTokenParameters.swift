@@ -43,9 +43,10 @@ public struct AccountChanges: AsyncSequence, Sendable {
     let store: AccountStore
     let clientID: String
     let interval: Duration
+    let clock: any Clock<Duration>
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, clientID: clientID, interval: interval)
+        Iterator(store: store, clientID: clientID, interval: interval, clock: clock)
     }
 
     /// Yields the current accounts at once, then each differing list.
@@ -53,20 +54,22 @@ public struct AccountChanges: AsyncSequence, Sendable {
         let store: AccountStore
         let clientID: String
         let interval: Duration
+        let clock: any Clock<Duration>
         private var last: [CachedAccount]?
         private var revision: CacheRevision?
 
-        init(store: AccountStore, clientID: String, interval: Duration) {
+        init(store: AccountStore, clientID: String, interval: Duration, clock: any Clock<Duration>) {
             self.store = store
             self.clientID = clientID
             self.interval = interval
+            self.clock = clock
         }
 
         /// The next list of accounts; nil once the iterating task is cancelled.
         public mutating func next() async throws(TokenCacheError) -> [CachedAccount]? {
             while !Task.isCancelled {
                 if last != nil {
-                    do { try await Task.sleep(for: interval) } catch { return nil }
+                    do { try await clock.sleep(for: interval) } catch { return nil }
                 }
                 let (store, clientID, known) = (store, clientID, revision)
                 // The revision is read before the accounts: a change between the two is seen next time.

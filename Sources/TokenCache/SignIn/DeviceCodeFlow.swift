@@ -12,14 +12,18 @@ struct DeviceCodeFlow: Sendable {
         let message: DeviceCodeMessage
         /// The polling interval the authority asked for.
         let interval: Duration
+        /// How long the code is valid (`expires_in`).
+        let lifetime: Duration
     }
 
     let client: TokenEndpointClient
     let clientID: String
     let scopes: [String]
     let isMicrosoft: Bool
-    /// How much `slow_down` adds to the interval: 5 s (RFC 8628 section 3.5); tests shorten it.
-    var slowDownIncrement: Duration = .seconds(5)
+    /// The clock of the polling interval and the code's expiry (tests pass a manual one).
+    var clock: any Clock<Duration> = ContinuousClock()
+    /// How much `slow_down` adds to the interval (RFC 8628 section 3.5).
+    static let slowDownIncrement: Duration = .seconds(5)
     /// The least interval honoured, whatever the authority says.
     var minimumInterval: Duration = .seconds(1)
 
@@ -61,20 +65,22 @@ struct DeviceCodeFlow: Sendable {
                                         expiresOn: expiresOn, message: text)
         client.logger.debug("Device code issued", metadata: [
             "expires_in": .stringConvertible(Int(expiresIn)), "interval": .stringConvertible(interval.components.seconds)])
-        return Authorization(deviceCode: deviceCode, message: message, interval: interval)
+        return Authorization(deviceCode: deviceCode, message: message, interval: interval, lifetime: .seconds(expiresIn))
     }
 
-    /// Polls the token endpoint until the user finished, declined, the code expired, or the
-    /// task is cancelled.
+    /// Polls the token endpoint until the user finished, declined, the code expired (its
+    /// lifetime counted on ``clock`` from the first poll's wait, just after the code was shown),
+    /// or the task is cancelled.
     func poll(_ authorization: Authorization, tokenEndpoint: URL) async throws(TokenCacheError) -> TokenResponse {
+        let expired = clock.deadline(after: authorization.lifetime)
         var interval = authorization.interval
         while true {
             do {
-                try await Task.sleep(for: interval)
+                try await clock.sleep(for: interval)
             } catch {
                 throw Self.cancelled
             }
-            if Date() >= authorization.message.expiresOn {
+            if expired() {
                 throw Self.expired
             }
             let outcome = try await client.redeem(
@@ -89,7 +95,7 @@ struct DeviceCodeFlow: Sendable {
                 case "authorization_pending":
                     continue
                 case "slow_down":
-                    interval += slowDownIncrement
+                    interval += Self.slowDownIncrement
                     client.logger.debug("Device code polling slowed down", metadata: ["interval": .stringConvertible(interval.components.seconds)])
                 case "expired_token", "code_expired":
                     throw Self.expired

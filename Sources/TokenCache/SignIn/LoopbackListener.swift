@@ -22,7 +22,7 @@ import TokenCachePlatform
 /// that carries the expected `state`.
 ///
 /// It accepts several connections at once (browsers open speculative ones that never send a
-/// request) and reads at most ``maximumRequestBytes`` from each.
+/// request) and reads a request head of at most ``HTTPRequestHead/maximumBytes`` from each.
 final class LoopbackListener: @unchecked Sendable {
     // @unchecked: the descriptors are set in init; only the waiting thread uses the sockets, and
     // `cancel` only writes one byte to the wake pipe (a thread-safe system call).
@@ -39,8 +39,6 @@ final class LoopbackListener: @unchecked Sendable {
     /// What was refused during the wait, for the message of a sign-in that then times out.
     let refusals = Mutex(Refusals())
 
-    /// The largest request read: a redirect with a code is about 2 KiB.
-    static let maximumRequestBytes = 16 * 1024
     /// At most this many connections of each kind (ours, another user's) are held open; the
     /// oldest goes first, so another user's connections never push out the browser's.
     static let maximumConnections = 16
@@ -239,7 +237,7 @@ final class LoopbackListener: @unchecked Sendable {
         let fd: Int32
         /// Whether its peer socket is another user's (or of no user found): answered 403.
         let otherUser: Bool
-        var bytes: [UInt8] = []
+        var head = HTTPRequestHead.Reader()
     }
 
     /// The blocking loop: poll on the sockets, the wake pipe and the open connections.
@@ -313,24 +311,23 @@ final class LoopbackListener: @unchecked Sendable {
     private enum ReadResult {
         case more
         case closed
-        /// The request head (up to the blank line), bounded.
-        case request(String)
+        /// A whole request head, or a malformed one.
+        case request(HTTPRequestHead?)
     }
 
     private func read(into connection: inout Connection) -> ReadResult {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = Glibc.read(connection.fd, &buffer, min(buffer.count, Self.maximumRequestBytes - connection.bytes.count + 1))
+        let count = Glibc.read(connection.fd, &buffer, min(buffer.count, connection.head.wanted))
         if count < 0 { return errno == EAGAIN || errno == EINTR ? .more : .closed }
         if count == 0 { return .closed }
-        connection.bytes += buffer[..<count]
-        if let end = connection.bytes.firstRange(of: [13, 10, 13, 10]) {
-            return .request(String(decoding: connection.bytes[..<end.lowerBound], as: UTF8.self))
-        }
-        if connection.bytes.count > Self.maximumRequestBytes {
+        do throws(HTTPRequestHead.Failure) {
+            return try connection.head.append(buffer[..<count]).map { .request($0) } ?? .more
+        } catch .tooLarge {
             Self.respond(connection.fd, status: 431, html: Self.text("Request too large"))
             return .closed
+        } catch {
+            return .request(nil)
         }
-        return .more
     }
 
     private enum Route {
@@ -341,22 +338,14 @@ final class LoopbackListener: @unchecked Sendable {
     }
 
     /// The start page, the redirect with the expected state, or a refusal.
-    private static func route(_ head: String, _ expectation: Expectation) -> Route {
-        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
-        let parts = (lines.first ?? "").split(separator: " ")
-        guard parts.count == 3, parts[2].hasPrefix("HTTP/1.") else { return .reject(400, "Bad request") }
-        guard parts[0] == "GET" else { return .reject(405, "Method not allowed") }
+    private static func route(_ head: HTTPRequestHead?, _ expectation: Expectation) -> Route {
+        guard let head else { return .reject(400, "Bad request") }
+        guard head.method == "GET" else { return .reject(405, "Method not allowed") }
         // A page of another site resolving to 127.0.0.1 (DNS rebinding) names its own host.
-        let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { ASCII.lowercased(ASCII.trimmed($0.dropFirst(5))) }
-        guard let host, isLoopbackHost(host) else { return .reject(400, "Bad request") }
-        let target = parts[1]
-        let targetPath = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-        if let start = expectation.start, targetPath == start.path { return .start(start.location) }
-        guard targetPath == expectation.path, let components = URLComponents(string: String(target)) else { return .reject(404, "Not found") }
-        var query: [String: String] = [:]
-        for item in components.queryItems ?? [] where query[item.name] == nil {
-            query[item.name] = item.value ?? ""
-        }
+        let hosts = head.values(of: "host")
+        guard hosts.count == 1, isLoopbackHost(ASCII.lowercased(hosts[0])) else { return .reject(400, "Bad request") }
+        if let start = expectation.start, head.path == start.path { return .start(start.location) }
+        guard head.path == expectation.path, let query = head.query else { return .reject(404, "Not found") }
         // Only this sign-in's state ends the wait: a forged or stale answer must not end or fail it.
         guard let state = query["state"], state == expectation.state else { return .wrongState }
         guard query["code"] != nil || query["error"] != nil else { return .reject(400, "No authorization response") }
@@ -403,12 +392,12 @@ final class LoopbackListener: @unchecked Sendable {
 }
 
 /// A TCP endpoint as /proc/net/tcp6 shows it: 16 address bytes (IPv4 as ::ffff:a.b.c.d) and a port.
-struct SocketAddress: Hashable {
+package struct SocketAddress: Hashable {
     var address: [UInt8]
     var port: UInt16
 
-    static func local(_ fd: Int32) -> SocketAddress? { read(fd, getsockname) }
-    static func peer(_ fd: Int32) -> SocketAddress? { read(fd, getpeername) }
+    package static func local(_ fd: Int32) -> SocketAddress? { read(fd, getsockname) }
+    package static func peer(_ fd: Int32) -> SocketAddress? { read(fd, getpeername) }
 
     private static func read(_ fd: Int32, _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> SocketAddress? {
         var storage = sockaddr_storage()
@@ -454,11 +443,11 @@ struct SocketAddress: Hashable {
 }
 
 /// Who is at the other end of a loopback TCP connection.
-enum PeerCredentials {
+package enum PeerCredentials {
     /// The uid owning the peer's socket of an accepted loopback connection: the socket in
     /// /proc/net/tcp or tcp6 whose local end is our peer and whose remote end is us. Nil when
     /// none is found (then the connection is treated as another user's).
-    static func loopbackPeerUID(_ fd: Int32) -> uid_t? {
+    package static func loopbackPeerUID(_ fd: Int32) -> uid_t? {
         guard let us = SocketAddress.local(fd), let peer = SocketAddress.peer(fd) else { return nil }
         for table in ["/proc/net/tcp6", "/proc/net/tcp"] {
             guard let text = readProcFile(table) else { continue }

@@ -4,9 +4,9 @@ import TokenCachePlatform
 /// Runs blocking cache work — D-Bus calls, file I/O, file locks — on ``BlockingPool/shared``, so
 /// an async caller never holds one of Swift's cooperative threads while it waits (the pool has
 /// one thread per core; a blocked one stalls every other task of the app).
-enum BlockingWork {
+package enum BlockingWork {
     /// - Throws: what `work` throws, or `overloaded` when the pool is at its ceiling.
-    static func run<T: Sendable>(file: StaticString = #fileID, line: UInt = #line,
+    package static func run<T: Sendable>(file: StaticString = #fileID, line: UInt = #line,
                                  _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
         try await BlockingPool.shared.run("\(file):\(line)", work)
     }

@@ -3,6 +3,7 @@ internal import CLinux
 import Dispatch
 import FoundationEssentials
 import TokenCache
+import TokenCacheAgent
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,12 +45,13 @@ struct AgentCommand: ParsableCommand {
 
         Examples:
           eval "$(tokencache agent --daemon --authority https://login.microsoftonline.com/organizations)"
-          tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --confirm
-          tokencache agent --managed-identity --client 04b07795-... --account alice@contoso.com --authority https://login.microsoftonline.com/organizations
+          tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations --confirm
+          tokencache agent --managed-identity --client 04b07795-... \\
+              --account alice@contoso.com \\
+              --authority https://login.microsoftonline.com/organizations
           tokencache agent --list-requests
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @Option(help: ArgumentHelp("The socket's path (default $XDG_RUNTIME_DIR/tokencache/agent.sock; with --list-requests, TOKENCACHE_AGENT_SOCK's).", valueName: "path"))
     var socket: String?
@@ -83,6 +85,8 @@ struct AgentCommand: ParsableCommand {
 
     @Flag(help: .hidden)
     var detached = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         if managedIdentity && clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }
@@ -223,7 +227,7 @@ struct AgentCommand: ParsableCommand {
         }
         let requests = try AgentClient(path: path).requests()
         if json {
-            try JSONOutput.print(requests)
+            try JSONOutput.print(requests.map(RequestOutput.init))
             return
         }
         if requests.isEmpty { return Terminal.print("No requests yet.") }
@@ -234,5 +238,25 @@ struct AgentCommand: ParsableCommand {
              TerminalText(entry.scopes?.joined(separator: " ") ?? "-"), TerminalText(entry.account ?? "-"),
              TerminalText(entry.outcome)]
         }))
+    }
+}
+
+/// A line of the agent's request log as `--list-requests --json` prints it: its time in ISO 8601,
+/// as every other JSON output (the socket carries seconds since 1970).
+private struct RequestOutput: Encodable {
+    var time: Date
+    var channel: String
+    var pid: Int32?
+    var uid: UInt32?
+    var command: String?
+    var op: String
+    var clientId: String?
+    var scopes: [String]?
+    var account: String?
+    var outcome: String
+
+    init(_ entry: AgentProtocol.LoggedRequest) {
+        (time, channel, pid, uid, command) = (Date(timeIntervalSince1970: TimeInterval(entry.time)), entry.channel, entry.pid, entry.uid, entry.command)
+        (op, clientId, scopes, account, outcome) = (entry.operation, entry.clientID, entry.scopes, entry.account, entry.outcome)
     }
 }

@@ -35,13 +35,13 @@ struct DoctorCommand: ParsableCommand {
           tokencache doctor --backend file --accept-rollback
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
     @Flag(help: "Accept the encrypted file although it is older than one this machine has seen (a backup restored on purpose).")
     var acceptRollback = false
+
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
         var settings: StoreSettings!

@@ -18,10 +18,10 @@ struct GroupsCommand: ParsableCommand {
         "refresh_tokens", "id_tokens", "entries"}]}.
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     /// The documented `--json` document.
     struct Output: Encodable {

@@ -20,30 +20,31 @@ struct ImportCommand: ParsableCommand {
         back a refresh token the server no longer accepts. Nothing another SDK wrote is dropped: unknown fields and sections, app-only tokens and \
         entries with empty secrets are kept and exported as they are. Only entries that are not \
         JSON objects are skipped, each listed with the reason. A UTF-8 byte-order mark and MSAL \
-        .NET's trailing commas are accepted.
+        .NET's trailing commas are accepted. A file whose credential sections (AccessToken, \
+        RefreshToken, IdToken, Account, AppMetadata) are not objects is refused, and nothing is \
+        imported: no SDK could read it back.
 
-        Example:
+        Examples:
           tokencache import --format msal-json ~/.azure/msal_token_cache.json
+          ssh host cat .azure/msal_token_cache.json \\
+            | tokencache import -
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @Option(help: "The file format.")
     var format: CacheFormat = .msalJSON
 
-    @Argument(help: ArgumentHelp("The cache file.", valueName: "file"))
+    @Argument(help: ArgumentHelp("The cache file; - for standard input.", valueName: "file"), completion: .file())
     var file: String
+
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
-            let data: Data
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: file))
-            } catch {
-                var info = stat()
-                let why = stat(file, &info) != 0 ? String(cString: strerror(errno)).lowercased()
-                    : info.st_mode & S_IFMT == S_IFDIR ? "it is a directory" : "it cannot be read (check its permissions)"
-                throw CLIError.failed("Cannot read \(file): \(why); nothing was imported.", hint: "Name the MSAL JSON cache file to import")
+            let limit = AccountStore.maximumImportSize
+            guard let data = try PathArgument.read(file, limit: limit, unchanged: "nothing was imported",
+                                                   hint: "Name the MSAL JSON cache file to import, or - for standard input") else {
+                throw CLIError.failed("\(file == "-" ? "Standard input" : file) holds more than \(limit >> 20) MiB, more than a token cache; nothing was imported.",
+                                      hint: "Name the MSAL JSON cache file to import")
             }
             let store = try store.openStore()
             let report = try store.importMSALJSON(data)
@@ -80,13 +81,13 @@ struct ExportCommand: ParsableCommand {
           tokencache export --format msal-json --output cache.json
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: "The file format.")
     var format: CacheFormat = .msalJSON
 
-    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"))
+    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"), completion: .file())
     var output: String?
+
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
@@ -96,8 +97,8 @@ struct ExportCommand: ParsableCommand {
                 let descriptor = open(output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
                 guard descriptor >= 0 else {
                     let code = errno
-                    throw CLIError.failed("Cannot create \(output): \(String(cString: strerror(code))).",
-                                          hint: Self.createHint(output, errno: code))
+                    throw CLIError(message: "Cannot create \(output): \(String(cString: strerror(code)).lowercased()); nothing was written.",
+                                   hint: Self.createHint(output, errno: code), exitCode: PathArgument.isPathProblem(code) ? 64 : 1)
                 }
                 defer { close(descriptor) }
                 guard StandardIO.write(data, to: descriptor), fsync(descriptor) == 0 else {

@@ -26,19 +26,19 @@ struct ListCommand: ParsableCommand {
         "has_id_token", "access_tokens": [{"scopes", "tenant", "expires_on", "is_expired"}]}]}]}.
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: ArgumentHelp("Only this client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String?
 
     @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
 
-    @Option(name: .customLong("store"), help: ArgumentHelp("List another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("List another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
@@ -48,9 +48,16 @@ struct ListCommand: ParsableCommand {
             } else if let agent = store.agent() {
                 inventory = try Self.inventory(through: agent, client: client, account: account)
             } else {
-                let store = try store.openStore()
-                inventory = try store.inventory()
-                if inventory.accounts.isEmpty && store.group != .universalStorage { try Self.checkPresent(store) }
+                let opened = try store.openStore()
+                inventory = try opened.inventory()
+                if inventory.accounts.isEmpty {
+                    // Empty here but held by the other backend: say where (not "no such group").
+                    if let note = store.otherBackendNote(for: opened) {
+                        Terminal.note(note)
+                    } else if opened.group != .universalStorage {
+                        try Self.checkPresent(opened)
+                    }
+                }
             }
             if let account {
                 inventory.accounts = inventory.accounts.filter {

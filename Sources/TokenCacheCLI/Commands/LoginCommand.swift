@@ -24,12 +24,14 @@ struct LoginCommand: ParsableCommand {
         account signed in. Exit code 1 when the sign-in fails or is cancelled, 64 for bad arguments.
 
         Examples:
-          tokencache login --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --authority https://login.microsoftonline.com/organizations --scopes "User.Read"
-          tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read" --device-code
+          tokencache login --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations \\
+              --scopes "User.Read"
+          tokencache login --client 04b07795-... \\
+              --authority https://login.microsoftonline.com/common \\
+              --scopes "User.Read" --device-code
           BROWSER=firefox tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read"
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @OptionGroup var app: AppOptions
 
@@ -56,6 +58,8 @@ struct LoginCommand: ParsableCommand {
 
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     @OptionGroup var native: NativeLoginOptions
 
@@ -148,18 +152,17 @@ struct LogoutCommand: ParsableCommand {
         commandName: "logout",
         abstract: "Sign an app out of an account; other apps stay signed in.",
         discussion: """
-        The same as `tokencache remove --account NAME --client ID --yes`: the app's own tokens \
+        The same as `tokencache remove --account NAME --client ID`: the app's own tokens \
         are removed and it no longer lists the account; other apps of the group keep the account \
         and their single sign-on (a family refresh token the app saved stays, as MSAL keeps it: \
-        it is the family's). Without --account, the app's only account. To remove an \
-        account for every app, use `tokencache remove --account NAME`.
+        it is the family's). Without --account, the app's only account. It never asks (only \
+        that app's tokens go); --dry-run shows what would go. Exit 2 when the app is not signed \
+        in to the account. To remove an account for every app, use `tokencache remove --account NAME`.
 
         Examples:
           tokencache logout --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache logout --client 04b07795-... --account alice@contoso.com
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @Option(help: ArgumentHelp("The client app to sign out (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
     var client: String
@@ -170,13 +173,19 @@ struct LogoutCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
     var authority: String?
 
+    @Flag(help: "Show what would be signed out, and change nothing.")
+    var dryRun = false
+
+    @Flag(help: "Accepted, as `remove` takes it: signing one app out never asks.")
+    var yes = false
+
+    @OptionGroup var store: StoreOptions
+
     func run() throws {
         try reportingErrors {
             let store = try store.openStore()
             let authority = try self.authority.map { try Authority($0) }
-            let target = try AccountSelector.signOutTarget(client: client, account: account, authority: authority, in: store)
-            try store.signOut(target, clientID: client)
-            Terminal.print("Signed client \(client) out of \(Terminal.escape(target.username)); other apps stay signed in.")
+            try SignOut.run(client: client, account: account, authority: authority, in: store, dryRun: dryRun)
         }
     }
 }

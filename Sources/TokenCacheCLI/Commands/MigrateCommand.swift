@@ -37,10 +37,14 @@ struct MigrateCommand: ParsableCommand {
 
         Examples:
           tokencache migrate --from file --to secret-service
-          tokencache migrate --from secret-service --to sandbox     (inside a Flatpak or Snap)
-          tokencache migrate --from secret-service --from-collection session --to secret-service --to-collection default
+          # inside a Flatpak or Snap
+          tokencache migrate --from secret-service --to sandbox
+          tokencache migrate --from secret-service --from-collection session \\
+              --to secret-service --to-collection default
           tokencache migrate --from-store azure-cli --to secret-service
-          tokencache migrate --from-store azure-cli --to-store azure-cli-encrypted-2.91 --configure-azure-cli --remove-source
+          tokencache migrate --from-store azure-cli \\
+              --to-store azure-cli-encrypted-2.91 --configure-azure-cli \\
+              --remove-source
 
         --to-key-source (alone) re-encrypts every group of the encrypted file with another key \
         source: key-file, tpm (sealed to this machine's TPM 2.0) or passphrase. Each group is \
@@ -53,15 +57,18 @@ struct MigrateCommand: ParsableCommand {
             help: ArgumentHelp("Re-encrypt the encrypted file's groups with this key source instead: key-file, tpm or passphrase.", valueName: "source"))
     var toKeySource: KeySourceChoice?
 
-    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"), transform: Self.concreteBackend)
+    @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"),
+            completion: .list(["secret-service", "file"]), transform: Self.concreteBackend)
     var from: BackendPolicy?
 
     @Option(name: .customLong("from-store"),
-            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"))
+            help: ArgumentHelp("Copy another tool's MSAL cache instead (a name `tokencache stores` shows); it is left as it was unless --remove-source is given.", valueName: "name"),
+            completion: ExternalStores.completion)
     var fromStore: String?
 
     @Option(help: ArgumentHelp("The backend to move to: secret-service, file, or sandbox (inside a Flatpak or Snap: the app's file keyring keyed by the Secret portal, which auto uses there).",
-                               valueName: "backend"), transform: Self.destination)
+                               valueName: "backend"),
+            completion: .list(["secret-service", "file", "sandbox"]), transform: Self.destination)
     var to: Destination?
 
     /// Where --to points: a backend, or the sandboxed app's portal-keyed file keyring.
@@ -86,7 +93,8 @@ struct MigrateCommand: ParsableCommand {
     }
 
     @Option(name: .customLong("to-store"),
-            help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"))
+            help: ArgumentHelp("With --from-store, copy into another tool's store instead (created when missing).", valueName: "name"),
+            completion: ExternalStores.completion)
     var toStore: String?
 
     @Flag(help: "With --to-store azure-cli-encrypted-2.91 or azure-cli-encrypted, set encrypt_token_cache = true in Azure CLI's config once the copy is verified.")
@@ -162,6 +170,11 @@ struct MigrateCommand: ParsableCommand {
                                        hints: .migrate(collectionOption: "--to-collection"))
             let report = try CacheMigration.migrate(group, from: source, to: destination)
             Terminal.print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
+            // What later commands read: the backend setting without this command's --from.
+            if case .backend(let moved) = to, moved != .automatic,
+               let warning = Self.readersElsewhere(moved, settings: try StoreSettings.resolve(backend: nil, group: nil, collection: nil, passphraseFile: nil)) {
+                Terminal.warning(warning)
+            }
         }
     }
 
@@ -186,6 +199,19 @@ struct MigrateCommand: ParsableCommand {
             let result = try EncryptedFileBackend(keySource: current).changeKeySource(to: new)
             Terminal.print("Re-encrypted \(result.groups) group\(result.groups == 1 ? "" : "s") from \(current) to \(new); every one read back.")
         }
+    }
+
+    /// A warning when the commands will not read the backend the group was moved to (#46): the
+    /// backend setting names another one, or `auto` picks another one here.
+    static func readersElsewhere(_ moved: BackendPolicy, settings: StoreSettings) -> String? {
+        let set = settings.backend
+        let how = "set TOKENCACHE_BACKEND=\(moved.rawValue) or \"backend\": \"\(moved.rawValue)\" in the config file (or pass --backend \(moved.rawValue))"
+        if set.value == .automatic {
+            guard !BackendSelection.automaticChooses(moved) else { return nil }
+            return "The automatic backend (\(set.source)) does not read the \(moved == .file ? "encrypted file" : "Secret Service") here, so commands will not see the moved accounts: \(how)."
+        }
+        guard set.value != moved else { return nil }
+        return "The backend setting (\(set.source)) is \(set.value.rawValue), not \(moved.rawValue), so commands will not see the moved accounts: \(how)."
     }
 
     /// Copies another tool's cache into the group and verifies it; the source is only read.

@@ -13,7 +13,7 @@ struct NativeLoginOptions: ParsableArguments {
     @Option(help: ArgumentHelp("With --native: the user's email address.", valueName: "email"))
     var username: String?
 
-    @Option(help: ArgumentHelp("With --native: a file (mode 0600) whose first line is the password; without it a password is asked for on the terminal.", valueName: "path"))
+    @Option(help: ArgumentHelp("With --native: a file (mode 0600) whose first line is the password; without it a password is asked for on the terminal.", valueName: "path"), completion: .file())
     var passwordFile: String?
 
     func validate() throws {
@@ -69,18 +69,20 @@ struct SignUpCommand: ParsableCommand {
         --password-file only email-code accounts are offered (challenge types oob redirect).
 
         Examples:
-          tokencache signup --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username new@contoso.com --attribute displayName="New User"
-          tokencache signup --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username new@contoso.com --password-file ~/.pw
+          tokencache signup --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username new@contoso.com --attribute displayName="New User"
+          tokencache signup --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username new@contoso.com --password-file ~/.pw
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @OptionGroup var app: AppOptions
 
     @Option(help: ArgumentHelp("The new user's email address.", valueName: "email"))
     var username: String
 
-    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the new password: an email + password account.", valueName: "path"))
+    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the new password: an email + password account.", valueName: "path"), completion: .file())
     var passwordFile: String?
 
     @Option(name: .customLong("attribute"), help: ArgumentHelp("A user attribute the user flow collects (repeatable).", valueName: "name=value"))
@@ -88,6 +90,8 @@ struct SignUpCommand: ParsableCommand {
 
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         try app.requireScopes()
@@ -153,21 +157,23 @@ struct ResetPasswordCommand: ParsableCommand {
         in: the tokens are saved in the group. Codes and passwords are never printed.
 
         Example:
-          tokencache reset-password --client 11111111-... --authority https://contoso.ciamlogin.com --scopes User.Read --username user@contoso.com --new-password-file ~/.pw
+          tokencache reset-password --client 11111111-... \\
+              --authority https://contoso.ciamlogin.com --scopes User.Read \\
+              --username user@contoso.com --new-password-file ~/.pw
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @OptionGroup var app: AppOptions
 
     @Option(help: ArgumentHelp("The user's email address.", valueName: "email"))
     var username: String
 
-    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the new password.", valueName: "path"))
+    @Option(help: ArgumentHelp("A file (mode 0600) whose first line is the new password.", valueName: "path"), completion: .file())
     var newPasswordFile: String
 
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         try app.requireScopes()

@@ -8,13 +8,16 @@ struct RemoveCommand: ParsableCommand {
         abstract: "Remove an account for every app, sign one app out, or wipe the group.",
         discussion: """
         Without --client the account is removed for every app. With --client only that app is \
-        signed out; other apps keep the account and their single sign-on. --all wipes the group. \
-        It asks for confirmation on a terminal; where no question can be asked (standard input or \
-        output is not a terminal) it removes nothing unless --yes is given (exit 64).
+        signed out, as `tokencache logout` does: other apps keep the account and their single \
+        sign-on, and it is not asked about (only that app's own tokens go). Removing an account \
+        for every app and --all (which wipes the group) ask for confirmation on a terminal; where \
+        no question can be asked (standard input or output is not a terminal) they remove nothing \
+        unless --yes is given (exit 64). --dry-run shows what would go in every case.
 
         Examples:
           tokencache remove --account alice@contoso.com
-          tokencache remove --account alice@contoso.com --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --yes
+          tokencache remove --account alice@contoso.com \\
+              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache remove --all --dry-run
           tokencache remove --account alice@contoso.com --store azure-cli
           tokencache remove --account alice@contoso.com --all-stores --dry-run
@@ -25,8 +28,6 @@ struct RemoveCommand: ParsableCommand {
         and --all go with neither.
         """)
 
-    @OptionGroup var store: StoreOptions
-
     @Option(help: ArgumentHelp("The account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
 
@@ -36,7 +37,7 @@ struct RemoveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
     var authority: String?
 
-    @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("Remove the account from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
     @Flag(help: "Remove the account from every other tool's MSAL cache that holds it (see `tokencache stores`).")
@@ -50,6 +51,8 @@ struct RemoveCommand: ParsableCommand {
 
     @Flag(help: "Show what would be removed, and remove nothing.")
     var dryRun = false
+
+    @OptionGroup var store: StoreOptions
 
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }
@@ -75,16 +78,12 @@ struct RemoveCommand: ParsableCommand {
                 if count == 0, store.group != .universalStorage, try store.entries().isEmpty { try ListCommand.checkPresent(store) }
                 plan = "wipe group \(store.group) (\(count) account\(count == 1 ? "" : "s"))"
                 action = { try store.removeAll() }
+            } else if let client {
+                return try SignOut.run(client: client, account: account, authority: authority, in: store, dryRun: dryRun)
             } else {
-                if let client {
-                    let target = try AccountSelector.signOutTarget(client: client, account: account, authority: authority, in: store)
-                    plan = "sign client \(client) out of \(target.username) (\(target.homeAccountID)); other apps stay signed in"
-                    action = { try store.signOut(target, clientID: client) }
-                } else {
-                    let target = try AccountSelector.find(account!, in: store, authority: authority)
-                    plan = "remove \(target.username) (\(target.homeAccountID)) for every app"
-                    action = { try store.remove(target) }
-                }
+                let target = try AccountSelector.find(account!, in: store, authority: authority)
+                plan = "remove \(target.username) (\(target.homeAccountID)) for every app"
+                action = { try store.remove(target) }
             }
             try confirmAndRun(plan, action)
         }

@@ -18,14 +18,14 @@ struct SaveCommand: ParsableCommand {
 
         Example:
           curl -s -d @request https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token \\
-            | tokencache save --client 04b07795-... --authority https://login.microsoftonline.com/contoso.onmicrosoft.com --scopes "User.Read"
+            | tokencache save --client 04b07795-... \\
+              --authority https://login.microsoftonline.com/contoso.onmicrosoft.com \\
+              --scopes "User.Read"
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @OptionGroup var app: AppOptions
 
-    @Option(help: ArgumentHelp("A file with the response; standard input when omitted.", valueName: "file"))
+    @Option(help: ArgumentHelp("A file with the response; standard input when omitted.", valueName: "file"), completion: .file())
     var response: String?
 
     @Option(help: ArgumentHelp("A readable name for the app, shown by list (kept in its app metadata).", valueName: "name"))
@@ -33,6 +33,8 @@ struct SaveCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The account a response without client_info or id_token belongs to (it must be in the group).", valueName: "uid.utid"))
     var homeAccountId: String?
+
+    @OptionGroup var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
@@ -70,10 +72,8 @@ struct SaveCommand: ParsableCommand {
         let source = response.map { "in \($0)" } ?? "on standard input"
         let descriptor: Int32
         if let response {
-            descriptor = open(response, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else {
-                throw CLIError.failed("Cannot read \(response): \(String(cString: strerror(errno))).", hint: "Check the path and permissions")
-            }
+            descriptor = try PathArgument.openForReading(response, unchanged: "nothing was saved",
+                                                         hint: "Name the file holding the token endpoint's JSON response, or leave out --response to read standard input")
         } else {
             descriptor = STDIN_FILENO
             // Without this a terminal just sits there, and the user cannot tell why.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import Logging
 import TokenCache
 #if canImport(Glibc)
 import Glibc
@@ -8,16 +9,21 @@ import Glibc
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
-        abstract: "Print a usable cached access token, for scripts.",
+        abstract: "Print an access token for scripts: cached, or refreshed silently.",
         discussion: """
-        Prints the access token (or, with --json, the token result) of a cached, unexpired token \
-        for the client and scopes. With --refresh (and --authority), a missing or stale token is \
-        obtained silently by redeeming a cached refresh token at the token endpoint - the app's \
-        own, or its family's for single sign-on - and saved. Exit code 2 when there is none \
-        (or the user must sign in interactively), 1 on error.
+        Prints the access token (or, with --json, the token result) for the client and scopes: \
+        a cached, unexpired one, or - when it is missing or stale - one obtained silently by \
+        redeeming a cached refresh token (the app's own, or its family's for single sign-on) and \
+        saved, as `gh auth token` and `az account get-access-token` do. The refresh goes to \
+        --authority, else TOKENCACHE_AUTHORITY or the config file's "authority", else the \
+        account's own host and tenant (where its refresh token was issued). --no-refresh keeps \
+        it to the cache. The client and account can come from TOKENCACHE_CLIENT_ID and \
+        TOKENCACHE_ACCOUNT (or "client" and "account" in the config file) too. On success \
+        stdout has the token and stderr nothing. Exit code 2 when there is no token (the user \
+        must sign in), 64 when the request is ambiguous (several accounts or tenants), 1 on error.
 
         With --sso-store NAME (or TOKENCACHE_SSO_STORES, or "single_sign_on" in the config \
-        file), --refresh may also redeem a refresh token that tool keeps (see `tokencache \
+        file), a refresh may also redeem a refresh token that tool keeps (see `tokencache \
         stores`) when the group has none for the account: single sign-on with Azure CLI and \
         other msal-extensions tools. Off by default. The token is saved in the group; the tool \
         gets back only the rotated refresh token, under its own lock. `tokencache doctor` shows \
@@ -26,47 +32,56 @@ struct TokenCommand: ParsableCommand {
 
         Examples:
           TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
-          tokencache token --client 04b07795-... --scopes "User.Read" --account alice@contoso.com --json
-          tokencache token --client 04b07795-... --scopes "User.Read" --refresh --authority https://login.microsoftonline.com/organizations
-          tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 --scopes "https://management.azure.com//.default" \\
-            --refresh --authority https://login.microsoftonline.com/organizations --sso-store azure-cli
-          tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "https://management.core.windows.net//.default"
+          export TOKENCACHE_CLIENT_ID=04b07795-8ddb-461a-bbee-02f9e1bf7b46
+          tokencache token --scopes "User.Read" --account alice@contoso.com --json
+          tokencache token --scopes "User.Read" --no-refresh
+          tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 \\
+            --scopes "https://management.azure.com//.default" --sso-store azure-cli
+          tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+            --scopes "https://management.core.windows.net//.default"
         """)
 
-    @OptionGroup var store: StoreOptions
-
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
+    @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
+            transform: ClientIDArgument.parse)
+    var client: String?
 
     @Option(help: ArgumentHelp("Space-separated scopes the token must carry.", valueName: "scopes"))
     var scopes: String
 
-    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
+    @Option(help: ArgumentHelp("The account (username or home account ID), needed when the app has several; else TOKENCACHE_ACCOUNT or the config file's \"account\".", valueName: "name|home-id"))
     var account: String?
 
-    @Option(help: ArgumentHelp("The authority, to pick a tenant (and the cloud, when one account is at hosts of two clouds).", valueName: "url"))
+    @Option(help: ArgumentHelp("The authority: picks the tenant (and the cloud) and where to refresh; else TOKENCACHE_AUTHORITY, the config file's \"authority\", or the account's own.", valueName: "url"))
     var authority: String?
 
-    @Flag(help: "Redeem a refresh token at the token endpoint when no cached access token is usable (needs --authority).")
-    var refresh = false
+    @Flag(inversion: .prefixedNo, help: "Refresh a missing or stale token silently (the default), or keep to the cache.")
+    var refresh: Bool?
 
     @Option(name: .customLong("sso-store"), help: ArgumentHelp(
-        "With --refresh, also redeem this tool's refresh token (a name `tokencache stores` shows) when the group has none: single sign-on. Repeatable; off by default.",
+        "Also redeem this tool's refresh token (a name `tokencache stores` shows) when the group has none: single sign-on. Repeatable; off by default.",
         valueName: "name"))
     var singleSignOnStores: [String] = []
 
-    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
 
+    @Flag(help: "Print nothing but the token or the error (no notes, even with --verbose).")
+    var quiet = false
+
+    /// Whether a missing or stale token is refreshed: by default, except from another tool's store.
+    var refreshes: Bool { refresh ?? (externalStore == nil) }
+
+    @OptionGroup var store: StoreOptions
+
     func validate() throws {
-        if refresh && authority == nil { throw ValidationError("--refresh needs --authority URL (where to redeem the refresh token).") }
-        if !singleSignOnStores.isEmpty && !refresh { throw ValidationError("--sso-store is used by --refresh (and --authority): give them too.") }
-        if refresh && externalStore != nil {
-            throw ValidationError("--store only reads another tool's cache; to redeem its refresh token into the group, use --refresh --sso-store NAME instead.")
+        if !singleSignOnStores.isEmpty && refresh == false { throw ValidationError("--sso-store is used when refreshing: drop --no-refresh.") }
+        if refresh == true && externalStore != nil {
+            throw ValidationError("--store only reads another tool's cache; to redeem its refresh token into the group, use --sso-store NAME instead.")
         }
+        if quiet && store.verbose { throw ValidationError("--quiet and --verbose contradict each other: give one.") }
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
     }
 
@@ -82,16 +97,40 @@ struct TokenCommand: ParsableCommand {
         var homeAccountId: String?
     }
 
+    /// The token's tenant: its ID token's `tid`, else the tenant it is cached under unless that
+    /// is a generic path segment (`organizations`), which names no tenant.
+    static func tenant(of result: TokenResult) -> String? {
+        result.idTokenClaims?.tenantID ?? result.tenantID.flatMap { AccountStore.genericRealms.contains($0.lowercased()) ? nil : $0 }
+    }
+
     /// `--json`'s error line: `{"error": {"code", "reason", "message", "hint"}}`.
     struct ErrorOutput: Encodable {
-        struct Detail: Encodable { var code, reason, message: String; var hint: String? }
+        struct Detail: Encodable {
+            var code, reason, message: String
+            var hint: String?
+            var server: Server?
+        }
+        /// The identity provider's answer: `error`, `suberror`, `error_codes`, `error_description`.
+        struct Server: Encodable {
+            var error: String
+            var suberror: String?
+            var errorCodes: [Int]
+            var errorDescription: String?
+            enum CodingKeys: String, CodingKey {
+                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description"
+            }
+            init(_ details: ServerErrorDetails) {
+                (error, suberror, errorCodes, errorDescription) = (details.error, details.suberror, details.errorCodes, details.errorDescription)
+            }
+        }
         var error: Detail
     }
 
     /// How to get a token where none is cached: in another tool's store, from that tool.
-    private var signInHint: String {
+    private func signInHint(client: String, authority: Authority? = nil) -> String {
         guard let externalStore else {
-            return "Sign in with `tokencache login --client \(client) --authority URL --scopes …`, or with the app"
+            let at = authority?.url.absoluteString ?? "https://login.microsoftonline.com/organizations"
+            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopes)\"`, or with the app"
         }
         let owner = externalStore.hasPrefix("azure-cli") ? "Azure CLI (`az login`, `az account get-access-token`)" : "the tool that owns it"
         return "Store \(externalStore) is only read here: sign in or refresh with \(owner), or drop --store to use tokencache's own group"
@@ -99,31 +138,39 @@ struct TokenCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
+            guard let client = settings.client?.value else {
+                throw CLIError.usage("No client named.", hint: "Pass --client ID, or set TOKENCACHE_CLIENT_ID or \"client\" in the config file")
+            }
+            let account = settings.account?.value
             let localCacheChosen = store.localCacheChosen(otherStore: externalStore ?? singleSignOnStores.first)
             var options = PublicClientApplication.Options()
-            options.logger = StoreOptions.logger(verbose: store.verbose)
-            // Only --refresh redeems anything: the stores are not looked up otherwise.
-            options.singleSignOnStores = refresh ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
+            options.logger = quiet ? Logger(label: "tokencache", factory: { _ in SwiftLogNoOpLogHandler() }) : StoreOptions.logger(verbose: store.verbose)
+            // Only a refresh redeems anything: the stores are not looked up otherwise.
+            options.singleSignOnStores = refreshes ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
+            var group: AccountStore?
             let engine = try TokenEngine.open(localCacheChosen: localCacheChosen, options: options) {
                 if let externalStore {
                     return try ExternalStores.read(ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose))
                 }
-                return try store.openStore(account: account)
+                group = try store.openStore(account: account)
+                return group!
             }
-            var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account,
-                                       authority: try authority.map { try Authority($0) })
-            request.redeemsRefreshTokens = refresh
+            var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
+            request.redeemsRefreshTokens = refreshes
             let asked = request
             let result: TokenResult
             do {
                 result = try waitFor { try await engine.token(asked) }
             } catch let error as TokenCacheError {
-                throw translated(error)
+                // No account here, while the other backend holds the group: say so (#46).
+                if case .noAccount = error.reason, let group, let note = store.otherBackendNote(for: group) { Terminal.note(note) }
+                throw translated(error, client: client, account: account, authority: asked.authority)
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
                                             authorizationHeader: result.authorizationHeader, expiresOn: result.expiresOn,
-                                            refreshOn: result.refreshOn, tenantId: result.tenantID, scopes: result.scopes,
+                                            refreshOn: result.refreshOn, tenantId: Self.tenant(of: result), scopes: result.scopes,
                                             username: result.account?.username, homeAccountId: result.account?.homeAccountID))
             } else {
                 // Printed raw on purpose, for $(...): so only a token a terminal cannot act on.
@@ -137,18 +184,19 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
-    /// test for), a choice to make is a usage error (64); with --json also one JSON line on
+    /// test for), a choice to make or a value the library refuses is a usage error (64); with --json also one JSON line on
     /// standard error with the code and reason, for scripts.
-    private func translated(_ error: TokenCacheError) -> Error {
-        var message = error.message
+    private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?) -> Error {
+        var message = CLIHints.message(of: error)
         if case .noAccount = error.reason, let externalStore {
             message = "No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore)."
         }
-        let hint = hint(for: error)
+        let hint = hint(for: error, client: client, authority: authority)
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint)
+            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint,
+                                            server: error.server.map(ErrorOutput.Server.init))
             if let line = try? encoder.encode(ErrorOutput(error: detail)) {
                 StandardIO.write(JSONOutput.terminalSafe(line) + Data("\n".utf8), to: STDERR_FILENO)
             }
@@ -156,16 +204,17 @@ struct TokenCommand: ParsableCommand {
         switch error.code {
         case .notFound, .interactionRequired: return CLIError.notFound(message, hint: hint)
         case .ambiguousAccount: return CLIError.usage(message, hint: hint)
-        default: return CLIError.failed(message, hint: hint)
+        default: return error  // reported as every command reports it (64 for a value refused)
         }
     }
 
     /// The engine's reasons in this command's options.
-    private func hint(for error: TokenCacheError) -> String? {
+    private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
         switch error.reason {
         case .noUsableToken(refreshable: true) where externalStore == nil:
-            "Add --refresh --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
-        case .noAccount, .noUsableToken: signInHint
+            refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
+                : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
+        case .noAccount, .noUsableToken, .refreshTokenRejected, .noRefreshToken: signInHint(client: client, authority: authority)
         case .severalAccounts(let accounts): "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))"
         case .tokensInSeveralTenants: "Pick one with --authority https://<host>/<tenant>"
         default: CLIHints.hint(for: error)

@@ -24,15 +24,22 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// What kind of authority this is.
     public let kind: Kind
 
-    /// Parses an authority URL.
-    /// - Throws: ``TokenCacheError`` `invalidArgument` when the URL is not https (http on
-    ///   loopback) or has no tenant.
+    /// Parses an authority URL, taken exactly as given: it becomes part of every cache key
+    /// other MSAL apps read, so nothing in it is encoded or dropped on the way.
+    /// - Throws: ``TokenCacheError`` `invalidArgument` (field `authority`) when the text is not
+    ///   a URL (a space or other character a URL cannot hold, a query, a fragment, a user), is not
+    ///   https (http on loopback) or has no tenant.
     public init(_ string: String, kind: Kind? = nil) throws(TokenCacheError) {
         let trimmed = string.hasSuffix("/") ? String(string.dropLast()) : string
-        guard let components = URLComponents(string: trimmed), let url = components.url,
-              let host = components.host, !host.isEmpty else {
+        // Printable ASCII only: URLComponents would percent-encode a space into the key.
+        guard trimmed.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let components = URLComponents(string: trimmed),
+              let url = components.url, let host = components.host, !host.isEmpty else {
             throw TokenCacheError.invalidArgument("authority", "'\(string)' is not a URL",
                 hint: "Use the form https://login.microsoftonline.com/<tenant>")
+        }
+        guard components.query == nil, components.fragment == nil, components.user == nil, components.password == nil else {
+            throw TokenCacheError.invalidArgument("authority", "'\(string)' is not an authority URL: it has a query, a fragment or a user",
+                hint: "Use the form https://login.microsoftonline.com/<tenant>, with nothing after the tenant")
         }
         // http only on loopback, and no other scheme anywhere (file://localhost would reach a browser).
         let scheme = components.scheme?.lowercased()

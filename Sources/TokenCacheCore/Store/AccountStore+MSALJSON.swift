@@ -18,7 +18,8 @@ extension AccountStore {
     /// all (an entry that is not a JSON object) is skipped, and reported with the reason.
     ///
     /// - Throws: ``TokenCacheError`` `invalidCacheData` when the data is not a JSON object, saying
-    ///   what is wrong and at which byte; the store is then unchanged.
+    ///   what is wrong and at which byte, or a credential section (`AccessToken`, …) is not an
+    ///   object; the store is then unchanged.
     @discardableResult
     public func importMSALJSON(_ data: Data) throws(TokenCacheError) -> ImportReport {
         var (entries, report) = try Self.parseMSALJSON(data)
@@ -94,6 +95,12 @@ extension AccountStore {
             throw TokenCacheError(.invalidCacheData, "The data is JSON but not an MSAL cache: its top level is not an object.",
                                   hint: "Export the cache with MSAL's serialize() or `tokencache export`; nothing was imported")
         }
+        // Every MSAL SDK writes its sections as objects; kept as they are, another shape would be
+        // exported again and make every SDK that reads the export fail, so the file is refused.
+        if let (name, value) = root.sorted(by: { $0.key < $1.key }).first(where: { if case .object = $0.value { false } else { EntityKind(section: $0.key) != nil } }) {
+            throw TokenCacheError(.invalidCacheData, "The MSAL JSON cache's \(name) section is \(MSALDocument.describe(value)), not an object of entries; nothing was imported.",
+                                  hint: "Export the cache again with MSAL's serialize() or `tokencache export`; other SDKs cannot read it either")
+        }
         let (entries, skipped) = MSALDocument.entries(of: root)
         var report = ImportReport()
         report.skipped = skipped
@@ -156,7 +163,7 @@ package enum MSALDocument {
         CacheEntry(kind: .unknownSection, fields: ["section": .string(name), "value": value], key: name)
     }
 
-    private static func describe(_ value: JSONValue) -> String {
+    static func describe(_ value: JSONValue) -> String {
         switch value {
         case .null: "null"
         case .bool: "a boolean"

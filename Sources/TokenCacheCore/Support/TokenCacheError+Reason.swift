@@ -124,6 +124,9 @@ extension TokenCacheError {
         /// No cached access token is usable and none was redeemed (``TokenCacheError/Code/notFound``):
         /// `refreshable` when a cached refresh token could be redeemed with an authority.
         case noUsableToken(refreshable: Bool)
+        /// The account named exists but the client is not signed in to it (``TokenCacheError/Code/notFound``):
+        /// `signedOut` when it signed out already; `clients` are those signed in to it.
+        case clientNotSignedIn(signedOut: Bool, clients: [String])
 
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
@@ -170,6 +173,7 @@ extension TokenCacheError {
             case .accountInSeveralClouds: "accountInSeveralClouds"
             case .tokensInSeveralTenants: "tokensInSeveralTenants"
             case .noUsableToken: "noUsableToken"
+            case .clientNotSignedIn: "clientNotSignedIn"
             }
         }
     }

@@ -25,7 +25,7 @@ struct AgentManagedIdentityTests {
         return user.isEmpty ? try runProcess(curl[0], Array(curl.dropFirst())) : try runProcess("/usr/bin/setpriv", user + curl)
     }
 
-    @Test("requests without the identity header, with a wrong one, or another user's forged ones get 401 and an empty body; nothing is redeemed")
+    @Test("requests without the identity header, with a wrong one, or another user's forged ones get 401 and an empty body, a malformed head 400; nothing is redeemed")
     func forgedRequestsGet401() async throws {
         let scenario = try await AgentScenario()
         defer { scenario.cleanUp() }
@@ -48,6 +48,10 @@ struct AgentManagedIdentityTests {
         // Even a malformed request is not told more than 401.
         let malformed = try get(endpoint + "?resource=x", headers: ["X-IDENTITY-HEADER: nope"])
         #expect(malformed.stdout.hasPrefix("HTTP/1.1 401 "))
+        // A head that is not HTTP/1.1 (here a folded header line) gets 400 and nothing more, even with the right header.
+        let port = try #require(URL(string: endpoint)?.port)
+        let folded = try rawRequest(port: port, "GET /msi/token?api-version=2019-08-01&resource=x HTTP/1.1\r\nX-IDENTITY-HEADER: \(header)\r\n folded\r\n\r\n")
+        #expect(folded.hasPrefix("HTTP/1.1 400 Bad Request\r\n") && folded.contains("Content-Length: 0\r\n"), "\(folded)")
         #expect(try await scenario.idp.stats().token_requests == 0)
 
         let good = try get(url, headers: ["X-IDENTITY-HEADER: \(header)"])

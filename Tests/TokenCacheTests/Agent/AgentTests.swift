@@ -42,6 +42,10 @@ struct AgentTests {
         // Every request logged, with who asked; no secret in the log.
         let requests = try scenario.inContainer(["agent", "--list-requests", "--json"], socket: agent.socket)
         #expect(requests.stdout.contains("\"outcome\" : \"granted\"") && requests.stdout.contains("\"command\" : \"tokencache\""), "\(requests.stdout)")
+        // Times in ISO 8601, as every other JSON output (the socket carries seconds since 1970).
+        let logged = try JSONSerialization.jsonObject(with: Data(requests.stdout.utf8)) as? [[String: Any]] ?? []
+        #expect(!logged.isEmpty && logged.allSatisfy { ($0["time"] as? String)?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/) != nil },
+                "\(requests.stdout)")
         #expect(!agent.log.contains("rt-") && !agent.log.contains("at-issued"))
         #expect(agent.log.contains("token (client \(Fixtures.appTwo), scopes User.Read) -> granted"), "\(agent.log)")
     }

@@ -224,7 +224,8 @@ struct NativeAuthFlowTests {
         let stand = try await NativeAuthStandIn()
         try await stand.addUsers()
         try await stand.idp.control(["native_sspr_polls": 2])
-        let app = try stand.app()
+        let clock = ManualClock(immediate: true)
+        let app = try stand.app(clock: clock)
         let code = try await app.resetPassword(username: NativeAuthStandIn.passwordUser)
         #expect(code.sentTo == "p****@contoso.com")
         await expectReason("invalidCode") { _ = try await code.submitCode("73000003") }
@@ -238,6 +239,7 @@ struct NativeAuthFlowTests {
         let after = try await newPassword.submitNewPassword("Brand-new-pass-9")
         let polls = try await stand.stats().requests.filter { $0.path.hasSuffix("/poll_completion") }
         #expect(polls.count == 3)
+        #expect(clock.sleeps == [.seconds(1), .seconds(1), .seconds(1)])  // the stand-in's poll_interval before each poll
         #expect(try await after.signIn(scopes: scopes).username == NativeAuthStandIn.passwordUser)
         await expectReason("invalidCredentials") {
             _ = try await app.signIn(username: NativeAuthStandIn.passwordUser, password: NativeAuthStandIn.password, scopes: scopes)
@@ -360,11 +362,13 @@ struct NativeAuthFlowTests {
     func serverErrors() async throws {
         let stand = try await NativeAuthStandIn()
         try await stand.addUsers()
-        let app = try stand.app()
+        let clock = ManualClock(immediate: true)
+        let app = try stand.app(clock: clock)
         try await stand.idp.control(["native_fail_next": 1])
         guard case .codeRequired = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes) else {
             Issue.record("expected codeRequired after one retry"); return
         }
+        #expect(clock.sleeps == [.milliseconds(500)])  // the retry waits 0.5 s, as MSAL's
         try await stand.idp.control(["native_fail_next": 2])
         do {
             _ = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes)

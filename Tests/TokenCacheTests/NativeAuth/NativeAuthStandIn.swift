@@ -49,8 +49,12 @@ final class NativeAuthStandIn: @unchecked Sendable {
     /// The app on the stand-in (loopback http, as tests only may use), at the tenant's ID or
     /// its ``domain``.
     func app(_ types: Set<NativeAuthPublicClientApplication.ChallengeType> = [.oob, .password],
-             clientID: String = Fixtures.appOne, tenant: String = Fixtures.tenantA) throws -> NativeAuthPublicClientApplication {
-        try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority(tenant).description, challengeTypes: types, store: store)
+             clientID: String = Fixtures.appOne, tenant: String = Fixtures.tenantA,
+             clock: any Clock<Duration> = ContinuousClock()) throws -> NativeAuthPublicClientApplication {
+        var options = PublicClientApplication.Options()
+        options.clock = clock
+        return try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority(tenant).description, challengeTypes: types,
+                                                     store: store, options: options)
     }
 
     /// Saves the password user's tokens for the scope as versions before the fix did after a

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
+@testable import TokenCacheAgent
 @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport

@@ -23,12 +23,14 @@ struct AppAPITests {
 
     /// An app that opens its own store (the encrypted file in this test's directory), as an app
     /// built from a tokencache.json does.
-    func app(_ clientID: String, group: String? = nil, backend: BackendPolicy = .file) throws -> PublicClientApplication {
+    func app(_ clientID: String, group: String? = nil, backend: BackendPolicy = .file,
+             clock: any Clock<Duration> = ContinuousClock()) throws -> PublicClientApplication {
         let configuration = AppConfiguration(clientID: clientID, authority: idp.authority().url.absoluteString,
                                              scopes: ["User.Read"], group: group ?? self.group, backend: backend)
         var options = PublicClientApplication.Options()
         options.fileDirectory = directory
         options.requestTimeout = 60
+        options.clock = clock
         return try PublicClientApplication(configuration: configuration, options: options)
     }
 
@@ -167,14 +169,21 @@ struct AppAPITests {
 
     @Test("accountChanges ends when the iterating task is cancelled")
     func accountChangesCancellation() async throws {
-        let watcher = try app(Fixtures.appTwo)
+        let clock = ManualClock()
+        let watcher = try app(Fixtures.appTwo, clock: clock)
         let task = Task {
             var count = 0
             for try await _ in watcher.accountChanges(checkingEvery: .milliseconds(20)) { count += 1 }
             return count
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Ten checks with nothing changed, then the cancellation during the next wait.
+        for _ in 0..<10 {
+            await clock.sleeping()
+            clock.advance(by: .milliseconds(20))
+        }
+        await clock.sleeping()
         task.cancel()
         #expect(try await task.value == 1)
+        #expect(clock.sleeps == Array(repeating: .milliseconds(20), count: 11))
     }
 }

@@ -1,87 +1,77 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCachePlatform
 import TokenCacheTestSupport
 
-/// Waiting for another process's refresh ends when the waiting task is cancelled.
+/// Waiting for another process's refresh: it ends when the waiting task is cancelled, when the
+/// lock is released, or at the timeout. The wait's pauses and timeout run on a manual clock the
+/// test advances, so no test here sleeps or bounds wall-clock time.
 @Suite("Refresh-lock cancellation", .harness)
 struct SSORefreshLockCancellationTests {
-    @Test("A refresh wait whose task is cancelled returns cancelled within a second, long before the lock's timeout")
-    func cancelledWaitReturnsWithinASecond() async throws {
-        let root = try TestEnvironment.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: root) }
-        let directory = root.appendingPathComponent("tokencache/locks")
-        // Held here: flock locks belong to the open file, so the second open below waits for it.
-        let held = try await RefreshLock.acquire(name: "alice", timeout: 1, directory: directory)
-        // The wait runs on a thread of its own and notes when it returns, so the measure is the
-        // library's latency, not how long other suites keep the shared concurrency pool busy.
-        let thread = ThreadExecutor()
-        defer { thread.stop() }
-        let returned = Mutex<ContinuousClock.Instant?>(nil)
-        let waiter = Task(executorPreference: thread) { () async -> TokenCacheError? in
-            defer { returned.withLock { $0 = .now } }
+    let root: URL
+    let directory: URL
+    let clock = ManualClock()
+
+    init() throws {
+        root = try TestEnvironment.temporaryDirectory()
+        directory = root.appendingPathComponent("tokencache/locks")
+    }
+
+    /// Waits (on the manual clock) for the lock `held` elsewhere: flock locks belong to the open
+    /// file, so this second open waits for the first.
+    func waiter(_ name: String, timeout: TimeInterval) -> Task<Result<FileLock, TokenCacheError>, Never> {
+        let (directory, clock) = (directory, clock)
+        return Task { () async -> Result<FileLock, TokenCacheError> in
             do throws(TokenCacheError) {
-                // An hour: whenever this test gets to cancel, the wait has not timed out.
-                _ = try await RefreshLock.acquire(name: "alice", timeout: 3600, directory: directory)
-                return nil
+                return .success(try await RefreshLock.acquire(name: name, timeout: timeout, directory: directory, clock: clock))
             } catch {
-                return error
+                return .failure(error)
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
-        let cancelled = ContinuousClock.now
-        waiter.cancel()
-        let error = await waiter.value
-        let elapsed = try #require(returned.withLock { $0 }) - cancelled
-        withExtendedLifetime(held) {}
-        #expect(error?.code == .cancelled, "\(String(describing: error))")
-        #expect(elapsed < .seconds(1), "returned \(elapsed) after the cancellation")
-        // Written only with `swift test --attachments-path DIR`: the distribution over runs.
-        Attachment.record("\(elapsed)\n", named: "cancel-latency.txt")
     }
 
-    @Test("A lock held elsewhere still times out with timedOut when the task is not cancelled")
-    func uncancelledWaitTimesOut() async throws {
-        let root = try TestEnvironment.temporaryDirectory()
+    @Test("A refresh wait whose task is cancelled returns cancelled at once, the clock never moving toward the timeout")
+    func cancelledWaitReturnsAtOnce() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let directory = root.appendingPathComponent("tokencache/locks")
+        let held = try await RefreshLock.acquire(name: "alice", timeout: 1, directory: directory)
+        defer { withExtendedLifetime(held) {} }
+        let waiter = waiter("alice", timeout: 3600)
+        await clock.sleeping()  // it tried once and pauses before the next round
+        waiter.cancel()
+        let result = await waiter.value
+        #expect(result.error?.code == .cancelled, "\(result)")
+        #expect(clock.now.offset == .zero)
+    }
+
+    @Test("A lock held elsewhere is waited for up to the timeout, then the wait ends with timedOut")
+    func uncancelledWaitTimesOut() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
         let held = try await RefreshLock.acquire(name: "bob", timeout: 1, directory: directory)
         defer { withExtendedLifetime(held) {} }
-        let error = await #expect(throws: TokenCacheError.self) {
-            _ = try await RefreshLock.acquire(name: "bob", timeout: 0.3, directory: directory)
-        }
-        #expect(error?.code == .timedOut)
-    }
-}
-
-/// A task executor with one thread of its own, apart from the shared concurrency pool.
-private final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
-    // @unchecked: `jobs` and `stopped` are only touched with `condition` locked.
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
-    private var stopped = false
-
-    init() {
-        Thread { [self] in
-            while let job = next() { job.runSynchronously(on: asUnownedTaskExecutor()) }
-        }.start()
+        let waiter = waiter("bob", timeout: 60)
+        await clock.sleeping()
+        clock.advance(by: .milliseconds(59_990))
+        await clock.sleeping()  // still held, not yet timed out: another round, another 15 ms pause
+        clock.advance(by: .milliseconds(15))
+        let result = await waiter.value
+        #expect(result.error?.code == .timedOut, "\(result)")
+        // The pauses between rounds are the lock's 15 ms.
+        #expect(clock.sleeps.allSatisfy { $0 == .milliseconds(15) }, "\(clock.sleeps)")
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        condition.withLock { jobs.append(job); condition.signal() }
-    }
-
-    func stop() {
-        condition.withLock { stopped = true; condition.signal() }
-    }
-
-    private func next() -> UnownedJob? {
-        condition.withLock {
-            while jobs.isEmpty && !stopped { condition.wait() }
-            return jobs.isEmpty ? nil : jobs.removeFirst()
-        }
+    @Test("A lock released during the wait is taken at the next round")
+    func releasedLockIsTaken() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        var held: FileLock? = try await RefreshLock.acquire(name: "carol", timeout: 1, directory: directory)
+        let waiter = waiter("carol", timeout: 60)
+        await clock.sleeping()
+        withExtendedLifetime(held) {}
+        held = nil
+        clock.advance(by: .milliseconds(15))
+        let result = await waiter.value
+        #expect((try? result.get()) != nil, "\(result)")
+        #expect(clock.sleeps == [.milliseconds(15)])
     }
 }

@@ -200,14 +200,16 @@ struct SignInFlowTests {
     @Test("Cancelling the task ends the wait at once with cancelled")
     func taskCancellation() async throws {
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
-        parameters.browser = .custom { _ in }
+        let opened = AsyncStream<Void>.makeStream()
+        parameters.browser = .custom { _ in opened.continuation.yield() }
         let app = app()
         let task = Task { try await app.acquireToken(parameters) }
-        try await Task.sleep(for: .milliseconds(300))
+        for await _ in opened.stream { break }  // the browser was opened: the flow waits for the redirect
         let started = Date()
         task.cancel()
         let result = await task.result
-        // Far below the 300 s default timeout it would otherwise reach; loaded CI cores are slow.
+        // The listener waits on a blocking thread in real time, so no manual clock: a bound far
+        // below the 300 s default timeout it would otherwise reach, with slack for loaded CI cores.
         #expect(Date().timeIntervalSince(started) < 120)
         #expect((result.error as? TokenCacheError)?.code == .cancelled)
     }
@@ -251,7 +253,7 @@ struct SignInFlowTests {
         #expect(error?.reason == .noDisplay)
     }
 
-    @Test("The listener binds 127.0.0.1 and ::1 only, refuses other methods, paths, hosts and oversized requests, and serves the page to the redirect")
+    @Test("The listener binds 127.0.0.1 and ::1 only, refuses other methods, paths, hosts, malformed and oversized requests, and serves the page to the redirect")
     func listenerRequests() async throws {
         let listener = try LoopbackListener(port: 0)
         let port = listener.port
@@ -264,9 +266,12 @@ struct SignInFlowTests {
         #expect(try await offThePool { try rawRequest(port: port, "GET /?x=1 HTTP/1.1\r\nHost: localhost\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
         // A page of another site that resolves to 127.0.0.1 (DNS rebinding) names its own host.
         #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: evil.example:\(port)\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
+        // Nor can a second Host line, or a malformed head, slip past that check.
+        #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
+        #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: localhost\r\n folded\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
         // One byte over the bound and no end of head: the listener reads it all, so its close is a clean FIN.
         let head = "GET /?code=x HTTP/1.1\r\nX-Padding: "
-        let huge = head + String(repeating: "a", count: LoopbackListener.maximumRequestBytes + 1 - head.utf8.count)
+        let huge = head + String(repeating: "a", count: HTTPRequestHead.maximumBytes + 1 - head.utf8.count)
         #expect(try await offThePool { try rawRequest(port: port, huge) }.hasPrefix("HTTP/1.1 431"))
         #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: localhost\r\n\r\n") }
             .contains("You are signed in"))

@@ -14,17 +14,20 @@ import TokenCacheTestIdentityProvider
 
 /// The device code flow (RFC 8628) against the fake identity provider, which answers each poll
 /// as the test tells it (pending, slow_down, expired, denied) and "approves" a user code the way
-/// a user on another device would. The provider asks for a 1 s interval.
+/// a user on another device would. The provider asks for a 1 s interval; the polling waits run
+/// on a manual clock the test advances, so no test here sleeps or bounds wall-clock time.
 @Suite("Device code sign-in", .harness)
 struct DeviceCodeSignInTests {
     let idp: FakeIdentityProvider
     let store = AccountStore(backend: InMemoryBackend())
+    let clock = ManualClock()
 
     init() throws { idp = try FakeIdentityProvider() }
 
     func app(authority: Authority? = nil) -> PublicClientApplication {
         var options = PublicClientApplication.Options()
         options.requestTimeout = 60
+        options.clock = clock
         return PublicClientApplication(clientID: Fixtures.appOne, authority: authority ?? idp.authority(), store: store, options: options)
     }
 
@@ -32,16 +35,34 @@ struct DeviceCodeSignInTests {
         try await idp.actAsUser("none")
     }
 
-    /// Runs the flow, doing `userAction` with the user code once it is shown.
-    func signIn(authority: Authority? = nil,
-                userAction: @escaping @Sendable (FakeIdentityProvider, String) async throws -> Void) async throws(TokenCacheError) -> (TokenResult, DeviceCodeMessage?) {
-        let shown = Mutex<DeviceCodeMessage?>(nil)
-        let idp = idp
-        let result = try await app(authority: authority).acquireTokenWithDeviceCode(DeviceCodeParameters(scopes: ["User.Read"])) { message in
-            shown.withLock { $0 = message }
-            Task { try await userAction(idp, message.userCode) }
+    /// Starts the flow and returns it with the code it showed (nil when it failed before showing one).
+    func start(authority: Authority? = nil) async -> (flow: Task<TokenResult, any Error>, shown: DeviceCodeMessage?) {
+        let shown = AsyncStream<DeviceCodeMessage>.makeStream()
+        let app = app(authority: authority)
+        let flow = Task {
+            defer { shown.continuation.finish() }
+            return try await app.acquireTokenWithDeviceCode(DeviceCodeParameters(scopes: ["User.Read"])) { shown.continuation.yield($0) }
         }
-        return (result, shown.withLock { $0 })
+        var codes = shown.stream.makeAsyncIterator()
+        return (flow, await codes.next())
+    }
+
+    /// Passes the flow's next wait on the clock: returns once it is asleep, moved by `duration`.
+    func passWait(_ duration: Duration = .seconds(1)) async {
+        await clock.sleeping()
+        clock.advance(by: duration)
+    }
+
+    /// Runs the flow: once the code is shown, the user does `userAction` with it, then the first
+    /// poll's wait (the 1 s interval) passes and the flow ends with that poll's answer.
+    func signIn(authority: Authority? = nil,
+                userAction: @Sendable (FakeIdentityProvider, String) async throws -> Void) async throws -> (TokenResult, DeviceCodeMessage?) {
+        let (flow, shown) = await start(authority: authority)
+        if let shown {
+            try await userAction(idp, shown.userCode)
+            await passWait()
+        }
+        return (try await flow.value, shown)
     }
 
     @Test("Success: the user code is shown, the user approves, the tokens are saved for the group")
@@ -58,42 +79,59 @@ struct DeviceCodeSignInTests {
         #expect(try await idp.signInStats().device_polls.last?.outcome == "ok")
     }
 
-    @Test("authorization_pending: polling goes on at the interval until the user approves")
+    @Test("authorization_pending: polling goes on at the interval until the user approves, never sooner")
     func pending() async throws {
         try await playAlice()
-        let (result, _) = try await signIn { idp, code in
-            while try await idp.signInStats().device_polls.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
-            try await idp.control(["approve_device": code])
-        }
-        #expect(result.accessToken.hasPrefix("at-issued-"))
-        let polls = try await idp.signInStats().device_polls
-        #expect(polls.map(\.outcome).prefix(2) == ["authorization_pending", "authorization_pending"])
-        #expect(polls.last?.outcome == "ok")
-        // The interval is honoured (1 s, less a little for timer slack).
-        for (earlier, later) in zip(polls, polls.dropFirst()) { #expect(later.at - earlier.at >= 0.9) }
+        let (flow, shown) = await start()
+        let code = try #require(shown).userCode
+        await passWait()
+        await passWait()
+        await clock.sleeping()
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["authorization_pending", "authorization_pending"])
+        // A moment short of the interval the flow is still waiting: no third poll yet.
+        clock.advance(by: .milliseconds(999))
+        await clock.sleeping()
+        #expect(try await idp.signInStats().device_polls.count == 2)
+        try await idp.control(["approve_device": code])
+        clock.advance(by: .milliseconds(1))
+        #expect(try await flow.value.accessToken.hasPrefix("at-issued-"))
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["authorization_pending", "authorization_pending", "ok"])
+        #expect(clock.sleeps == [.seconds(1), .seconds(1), .seconds(1)])
     }
 
-    @Test("slow_down makes the poller wait longer before the next poll")
+    @Test("slow_down makes the poller wait 5 s longer before the next poll")
     func slowDown() async throws {
         try await playAlice()
         try await idp.control(["device_slow_down": 1])
-        // RFC 8628 adds 5 s; the test's poller adds 2 s to stay quick (the code path is the same).
-        let app = app()
-        let endpoints = try await app.client.endpoints(for: idp.authority())
-        var flow = DeviceCodeFlow(client: app.client, clientID: Fixtures.appOne, scopes: ["User.Read"], isMicrosoft: true)
-        flow.slowDownIncrement = .seconds(2)
-        let authorization = try await flow.start(at: try #require(endpoints.deviceAuthorization), claims: nil)
-        let approve = Task {  // after the slow_down answer, so the next poll (at the longer interval) succeeds
-            while try await idp.signInStats().device_polls.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
-            try await idp.control(["approve_device": authorization.message.userCode])
-        }
-        _ = try await flow.poll(authorization, tokenEndpoint: endpoints.token)
-        try await approve.value
-        let polls = try await idp.signInStats().device_polls
-        #expect(polls.first?.outcome == "slow_down")
-        #expect(polls.count >= 2)
-        // After slow_down the interval is 1 + 2 s.
-        if polls.count >= 2 { #expect(polls[1].at - polls[0].at >= 2.9) }
+        let (flow, shown) = await start()
+        let code = try #require(shown).userCode
+        await passWait()
+        await clock.sleeping()
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["slow_down"])
+        // RFC 8628 section 3.5: the interval grows by 5 s, to 6 s; at 5.999 s nothing is polled.
+        #expect(clock.sleeps == [.seconds(1), .seconds(6)])
+        try await idp.control(["approve_device": code])
+        clock.advance(by: .milliseconds(5_999))
+        await clock.sleeping()
+        #expect(try await idp.signInStats().device_polls.count == 1)
+        clock.advance(by: .milliseconds(1))
+        #expect(try await flow.value.accessToken.hasPrefix("at-issued-"))
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["slow_down", "ok"])
+    }
+
+    @Test("The code's lifetime passing on the clock ends the flow with timedOut, without another poll")
+    func lifetimeEnds() async throws {
+        try await playAlice()
+        try await idp.control(["device_expires_in": 3])
+        let (flow, shown) = await start()
+        #expect(shown != nil)
+        await passWait()
+        await passWait()
+        await passWait()
+        let error = await #expect(throws: TokenCacheError.self) { try await flow.value }
+        #expect(error?.code == .timedOut)
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["authorization_pending", "authorization_pending"])
+        #expect(try store.allAccounts().isEmpty)
     }
 
     @Test("expired_token ends the flow with timedOut and saves nothing")
@@ -116,21 +154,18 @@ struct DeviceCodeSignInTests {
         #expect(try store.allAccounts().isEmpty)
     }
 
-    @Test("Cancelling the task stops the polling with cancelled")
+    @Test("Cancelling the task stops the polling with cancelled, without the interval passing")
     func cancellation() async throws {
         try await playAlice()
         try await idp.control(["device_interval": 30])
-        let shown = AsyncStream<Void>.makeStream()
-        let app = app()
-        let task = Task {
-            try await app.acquireTokenWithDeviceCode(DeviceCodeParameters(scopes: ["User.Read"])) { _ in shown.continuation.yield() }
-        }
-        for await _ in shown.stream { break }
-        let started = Date()
-        task.cancel()
-        let result = await task.result
+        let (flow, shown) = await start()
+        #expect(shown != nil)
+        await clock.sleeping()
+        flow.cancel()
+        // The clock never moves: the wait ends by the cancellation alone.
+        let result = await flow.result
         #expect((result.error as? TokenCacheError)?.code == .cancelled)
-        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(clock.now.offset == .zero)
         #expect(try await idp.signInStats().device_polls.isEmpty)
     }
 

@@ -6,6 +6,7 @@ import Musl
 import Dispatch
 import FoundationEssentials
 import Synchronization
+import TokenCache
 import TokenCacheCore
 
 /// The token agent's App Service managed-identity endpoint on 127.0.0.1: what every Azure
@@ -32,7 +33,6 @@ package final class ManagedIdentityEndpoint: Sendable {
 
     static let path = "/msi/token"
     static let apiVersion = "2019-08-01"
-    static let maximumRequestBytes = 16 * 1024
     static let maximumConnections = 32
     /// Bound on reading a request head, from the connection's start: a client that sends a byte
     /// every few seconds is dropped after this, whatever its pace (#44).
@@ -111,11 +111,11 @@ package final class ManagedIdentityEndpoint: Sendable {
         Self.respond(connection, status: 401, body: nil)
     }
 
-    /// The request head up to the blank line, or nil (closed, too long, or not complete by `deadline`).
-    private static func readHead(_ connection: SocketDescriptor, until deadline: ContinuousClock.Instant) -> String? {
-        var bytes: [UInt8] = []
+    /// The request head, or nil (closed, too long, malformed, or not complete by `deadline`).
+    private static func readHead(_ connection: SocketDescriptor, until deadline: ContinuousClock.Instant) -> HTTPRequestHead? {
+        var head = HTTPRequestHead.Reader()
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count <= maximumRequestBytes {
+        while true {
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero else { return nil }
             var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
@@ -123,36 +123,28 @@ package final class ManagedIdentityEndpoint: Sendable {
             let polled = poll(&ready, 1, milliseconds)
             if polled < 0, errno == EINTR { continue }
             guard polled > 0 else { return nil }
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(connection.fd, $0.baseAddress, min($0.count, head.wanted)) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return nil }
-            bytes += buffer[..<count]
-            if let end = bytes.firstRange(of: [13, 10, 13, 10]) {
-                return String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
+            do throws(HTTPRequestHead.Failure) {
+                if let complete = try head.append(buffer[..<count]) { return complete }
+            } catch {
+                return nil
             }
         }
-        return nil
     }
 
-    /// The status and JSON body for a request head.
-    private func answer(_ head: String?) -> (Int, [String: String]?) {
+    /// The status and JSON body for a request head (nil: none, or not HTTP/1.1: 400 and nothing said).
+    private func answer(_ head: HTTPRequestHead?) -> (Int, [String: String]?) {
         guard let head else { return (400, nil) }
-        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         // The header first: without it nothing else is looked at or said.
-        let presented = lines.dropFirst().compactMap { line -> Substring? in
-            guard let colon = line.firstIndex(of: ":"), ASCII.equalsIgnoringCase(String(line[..<colon]), "x-identity-header") else { return nil }
-            return line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
-        }
+        let presented = head.values(of: "x-identity-header")
         guard presented.count == 1, Self.constantTimeEquals(Array(presented[0].utf8), Array(header.utf8)) else { return (401, nil) }
 
-        let parts = lines.first?.split(separator: " ") ?? []
-        guard parts.count == 3, parts[2].hasPrefix("HTTP/1.") else { return (400, Self.error("invalid_request", "Not an HTTP/1.1 request.")) }
-        guard parts[0] == "GET" else { return (405, Self.error("invalid_request", "Only GET is served.")) }
-        guard let components = URLComponents(string: String(parts[1])), components.path == Self.path else {
+        guard head.method == "GET" else { return (405, Self.error("invalid_request", "Only GET is served.")) }
+        guard head.path == Self.path, let query = head.query else {
             return (404, Self.error("invalid_request", "Not found: the endpoint is \(Self.path)."))
         }
-        var query: [String: String] = [:]
-        for item in components.queryItems ?? [] where query[item.name] == nil { query[item.name] = item.value ?? "" }
         guard query["api-version"] == Self.apiVersion else {
             return (400, Self.error("invalid_request", "api-version must be \(Self.apiVersion)."))
         }

@@ -6,6 +6,7 @@ import Musl
 import Dispatch
 import FoundationEssentials
 import Synchronization
+import TokenCache
 import TokenCacheCore
 
 /// The token agent's Unix socket: accepts connections of this user only (checked with

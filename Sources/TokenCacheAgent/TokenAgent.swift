@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Logging
 import Synchronization
+import TokenCache
 import TokenCacheCore
 
 /// What a token agent may hand out. Empty lists allow anything of their kind.
@@ -41,11 +42,11 @@ package final class TokenAgent: Sendable {
 
     package let store: AccountStore
     package let policy: AgentPolicy
-    private let options: PublicClientApplication.Options
+    /// The library's one token request: account, tenant and refresh as for every front end.
+    private let engine: TokenEngine
     private let confirmation: Confirmation?
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
     private let approved = Mutex<Set<String>>([])
-    private let apps = Mutex<[String: PublicClientApplication]>([:])
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
     private var logger: Logger { store.options.logger }
 
@@ -57,7 +58,7 @@ package final class TokenAgent: Sendable {
         self.observer = observer
         self.store = store
         self.policy = policy
-        self.options = options
+        self.engine = TokenEngine(store: store, options: options)
         self.confirmation = confirmation
     }
 
@@ -147,37 +148,24 @@ package final class TokenAgent: Sendable {
         guard disallowed.isEmpty else {
             throw Self.refused("scope \(disallowed.joined(separator: " ")) is not one the agent serves", allowed: policy.scopes, option: "--scopes")
         }
-        let resolvedAuthority = try resolve(authority: authority)
-        let target = try await resolve(account: account, clientID: clientID)
-        if policy.authorities.isEmpty, let named = resolvedAuthority {
-            // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named
-            // authority only picks among the cached tokens, and must be theirs (#44 item 4).
-            try await confirm(clientID: clientID, scopes: scopes, account: target, authority: named, asker: asker)
-            let cached = try await BlockingWork.run { [store] () throws(TokenCacheError) in
-                try store.accessToken(clientID: clientID, account: target, scopes: scopes, authority: named)
-            }
-            guard let cached else {
+        var request = TokenRequest(clientID: clientID, scopes: scopes, account: account, authority: try resolve(authority: authority))
+        request.forceRefresh = forceRefresh
+        // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named authority
+        // only picks among the cached tokens, and must be theirs (#44 item 4).
+        request.redeemsRefreshTokens = !policy.authorities.isEmpty
+        let target = try await engine.account(for: request) { [policy] in policy.allows(account: $0) }
+        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: request.authority, asker: asker)
+        do {
+            return try await engine.token(request, for: target)
+        } catch where error.reason == .noUsableToken(refreshable: true) || error.reason == .noUsableToken(refreshable: false) {
+            // Say which of the agent's settings stands in the way, not only that nothing is cached.
+            if let named = request.authority, policy.authorities.isEmpty {
                 throw Self.refused("authority \(named.url.absoluteString) holds no cached token of this account, and an agent started without --authority refreshes nowhere",
                                    allowed: [], option: "--authority")
             }
-            return cached
+            throw TokenCacheError(.notFound, "The agent has no usable cached access token for client \(clientID) and these scopes, and no authority to refresh at.",
+                                  hint: "Restart the agent with --authority URL, or pass --authority with the request", reason: error.reason)
         }
-        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: resolvedAuthority, asker: asker)
-        guard let resolvedAuthority else {
-            // No authority to refresh at: a cached token only (of the one tenant that has one).
-            let found = try await BlockingWork.run { [store] () throws(TokenCacheError) -> [TokenResult] in
-                if let token = try store.accessToken(clientID: clientID, account: target, scopes: scopes) { return [token] }
-                return try store.accessTokensByTenant(clientID: clientID, account: target, scopes: scopes)
-            }
-            guard found.count == 1, let token = found.first else {
-                throw TokenCacheError(.notFound, "The agent has no usable cached access token for client \(clientID) and these scopes, and no authority to refresh at.",
-                                      hint: "Restart the agent with --authority URL, or pass --authority with the request")
-            }
-            return token
-        }
-        var parameters = SilentTokenParameters(scopes: scopes, account: target)
-        parameters.forceRefresh = forceRefresh
-        return try await app(clientID: clientID, authority: resolvedAuthority).acquireTokenSilent(parameters)
     }
 
     private static func refused(_ what: String, allowed: [String], option: String) -> TokenCacheError {
@@ -194,24 +182,6 @@ package final class TokenAgent: Sendable {
             throw Self.refused("authority \(authority) is not one the agent serves", allowed: policy.authorities.map(\.url.absoluteString), option: "--authority")
         }
         return parsed
-    }
-
-    private func resolve(account identifier: String?, clientID: String) async throws(TokenCacheError) -> CachedAccount {
-        let candidates = try await BlockingWork.run { [store, policy] () throws(TokenCacheError) in
-            try store.accounts(clientID: clientID).filter { account in
-                policy.allows(account: account) && (identifier.map { AccountName.matches($0, account) } ?? true)
-            }
-        }
-        guard candidates.count < 2 else {
-            throw TokenCacheError(.invalidArgument, "Client \(clientID) has \(candidates.count) accounts the agent serves.",
-                                  hint: "Name one with --account: \(candidates.map(\.username).joined(separator: ", "))", field: "account")
-        }
-        guard let account = candidates.first else {
-            throw TokenCacheError(.interactionRequired,
-                                  "The agent's group \(store.group) holds no account of client \(clientID)\(identifier.map { " named '\($0)'" } ?? "") that it may hand out.",
-                                  hint: "Sign in on the agent's side (`tokencache login`), or check the agent's --account and --client")
-        }
-        return account
     }
 
     /// With a confirmation set, asks before the first token of each client, account, authority
@@ -231,16 +201,5 @@ package final class TokenAgent: Sendable {
                                   hint: "Ask whoever runs the agent to allow it (it asks on its terminal)")
         }
         approved.withLock { _ = $0.insert(pair) }
-    }
-
-    /// One app per client and authority, kept so its discovered token endpoint is reused.
-    private func app(clientID: String, authority: Authority) -> PublicClientApplication {
-        apps.withLock { apps in
-            let key = ASCII.lowercased(clientID) + "|" + authority.url.absoluteString
-            if let app = apps[key] { return app }
-            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
-            apps[key] = app
-            return app
-        }
     }
 }
