@@ -160,7 +160,7 @@ struct RequestSettings: Sendable {
         let accountSetting = try Setting.first(option: ("--account", account), variable: accountVariable, file: (config.path, config.account))
         let parsedOption: Authority?
         do throws(TokenCacheError) { parsedOption = try authority.map { text throws(TokenCacheError) in try Authority(text) } } catch {
-            throw CLIError.usage("--authority '\(authority ?? "")': \(error.message)", hint: "Give an authority URL such as https://login.microsoftonline.com/organizations")
+            throw CLIError.usage(error.message, hint: error.hint ?? "Give an authority URL such as https://login.microsoftonline.com/organizations")
         }
         let authoritySetting = try Setting.first(option: ("--authority", parsedOption), variable: authorityVariable,
                                                  file: (config.path, config.authority)) { text throws(CLIError) in
