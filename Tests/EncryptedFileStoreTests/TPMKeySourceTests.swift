@@ -81,37 +81,58 @@ struct TPMKeySourceTests {
         #expect(try store.allAccounts().count == 1)
     }
 
-    @Test("kill -9 during saves through the TPM key source loses nothing that was saved")
+    @Test("kill -9 while the key is sealed or during saves through the TPM key source loses nothing that was saved")
     func killDuringSaves() throws {
         let tpm = try SoftwareTPM()
         let helper = TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path
-        // A TPM round trip per writer start: a tenth of the key file's iterations cover the same windows.
-        let iterations = max(10, Int(ProcessInfo.processInfo.environment["TOKENCACHE_KILL_ITERATIONS"] ?? "30")! / 10)
         var environment = ProcessInfo.processInfo.environment
         environment["TOKENCACHE_TPM_TCTI"] = tpm.tcti
-        var previous = 0
-        for iteration in 0..<iterations {
+        func writer(_ directory: URL, _ prefix: String, _ count: Int) throws -> Process {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: helper)
-            process.arguments = ["file-writer", directory.path, group.name, "k\(iteration)", "1000", "tpm"]
+            process.arguments = ["file-writer", directory.path, group.name, prefix, String(count), "tpm"]
             process.environment = environment
             try process.run()
-            // Varied kill points: while creating and sealing the key (the first), and mid-save.
-            usleep(useconds_t(20_000 + (iteration * 7_919) % 60_000))
+            return process
+        }
+        func killed(_ process: Process) throws {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             try tpm.flushTransientObjects()
-            guard FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(group.name).tkc").path) else {
-                #expect(previous == 0, "iteration \(iteration): the file vanished")
-                continue
+        }
+        // While the first writer creates and seals the key: a fresh directory each time, and the
+        // next writer must find a whole sealed key or none (never a torn one).
+        for iteration in 0..<5 {
+            let fresh = directory.deletingLastPathComponent().appendingPathComponent("fresh-\(iteration)")
+            let first = try writer(fresh, "first", 1000)
+            usleep(useconds_t(5_000 + iteration * 10_000))
+            try killed(first)
+            let next = try writer(fresh, "next", 1)
+            next.waitUntilExit()
+            #expect(next.terminationStatus == 0, "iteration \(iteration): the key left by a killed writer is unusable")
+        }
+        // During saves: each writer is killed once its first save is on disk, at varied points after.
+        let seed = try writer(directory, "seed", 3)
+        seed.waitUntilExit()
+        #expect(seed.terminationStatus == 0)
+        let path = directory.appendingPathComponent("\(group.name).tkc").path
+        let iterations = max(10, Int(ProcessInfo.processInfo.environment["TOKENCACHE_KILL_ITERATIONS"] ?? "30")! / 10)
+        var previous = try EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)).load(group).entries.count
+        for iteration in 0..<iterations {
+            let before = try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int
+            let process = try writer(directory, "k\(iteration)", 1000)
+            // Polled, at most 10 s: waiting for the writer's first rename is not a timing under test.
+            for _ in 0..<1000 where (try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int) == before {
+                usleep(10_000)
             }
+            usleep(useconds_t((iteration * 7_919) % 30_000))
+            try killed(process)
             let entries = try EncryptedFileBackend(directory: directory, keySource: .tpm(tcti: tpm.tcti)).load(group).entries
-            #expect(entries.count >= previous, "iteration \(iteration) lost entries")
+            #expect(entries.count > previous, "iteration \(iteration): lost entries, or the writer saved nothing")
             previous = entries.count
             let mine = Set(entries.filter { $0.key.hasPrefix("k\(iteration)-") }.map(\.key))
             #expect(mine == Set((0..<mine.count).map { "k\(iteration)-\($0)" }))
         }
-        #expect(previous > 0, "no writer saved anything before it was killed")
-        print("KILL: \(iterations) TPM-keyed writers killed with SIGKILL, \(previous) entries kept")
+        print("KILL: 5 TPM-keyed writers killed while sealing, \(iterations) during saves, \(previous) entries kept")
     }
 }
