@@ -348,6 +348,10 @@ const char *tokencache_reason_name(int reason);
    group: reverse-DNS group name, NULL for "com.microsoft.identity.universalstorage" (the group
    MSAL shares accounts in). Apps opening the same group share accounts and sign-in.
    On success *store is a handle to close with tokencache_store_close.
+   On the encrypted file the key follows the cache: sealed to the TPM where cache.key.tpm exists
+   (or TOKENCACHE_KEY_SOURCE=tpm; the TPM TOKENCACHE_TPM_TCTI names, else /dev/tpmrm0); a
+   passphrase-protected group's from the session keyring (`tokencache unlock --file`), else
+   INVALID_ARGUMENT when it is read (no prompt).
    Errors: INVALID_ARGUMENT (bad group or backend value), BACKEND_UNAVAILABLE, NO_SESSION_BUS,
    NO_SECRET_SERVICE, KEYRING_LOCKED, ... Thread-safe. */
 int tokencache_store_open(const char *group, tokencache_backend backend,
