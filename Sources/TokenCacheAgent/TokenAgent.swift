@@ -157,6 +157,13 @@ package final class TokenAgent: Sendable {
         try await confirm(clientID: clientID, scopes: scopes, account: target, authority: request.authority, asker: asker)
         do {
             return try await engine.token(request, for: target)
+        } catch where !policy.authorities.isEmpty && {
+            if case .refreshTokenFromOtherHost = error.reason { return true } else { return false }
+        }() {
+            // The agent's --authority is the reason: a hint to use another authority would only be
+            // refused next as "not one the agent serves" (#46). Name the filter instead.
+            throw Self.refused("this account's refresh tokens were issued at another host than the agent's --authority \(request.authority?.url.absoluteString ?? ""), where it redeems",
+                               allowed: policy.authorities.map(\.url.absoluteString), option: "--authority")
         } catch where error.reason == .noUsableToken(refreshable: true) || error.reason == .noUsableToken(refreshable: false) {
             // Say which of the agent's settings stands in the way, not only that nothing is cached.
             if let named = request.authority, policy.authorities.isEmpty {

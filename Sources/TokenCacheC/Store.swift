@@ -143,15 +143,9 @@ public func tokencache_store_open(_ groupName: UnsafePointer<CChar>?, _ backend:
     return boundary(error) { () throws(TokenCacheError) in
         let out = try requiredOut(store, "store")
         let group = try cacheGroup(groupName)
-        // The TPM key source where the cache's key was sealed to it (or TOKENCACHE_KEY_SOURCE=tpm);
-        // a passphrase-protected group through the session keyring (`tokencache unlock --file`).
-        let selection = try BackendSelection.open(policy: try backendPolicy(backend), logger: silent,
-                                                  keySource: EncryptedFileBackend.defaultKeySource(group: group))
-        var options = AccountStore.Options()
-        options.logger = silent
+        let opened = try AccountStore.open(group: group, policy: try backendPolicy(backend), logger: silent).store
         let chosen = groupName != nil || backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue)
-        out.pointee = Handle.make(StoreHandle(store: AccountStore(backend: selection.backend, group: group, options: options),
-                                              mayUseAgent: !chosen))
+        out.pointee = Handle.make(StoreHandle(store: opened, mayUseAgent: !chosen))
     }
 }
 

@@ -106,22 +106,16 @@ struct StoreOptions: ParsableArguments {
     func openStore(account: String?) throws -> AccountStore {
         let settings = try settings()
         let cacheGroup = settings.group.value
-        var options = AccountStore.Options()
-        options.logger = Self.logger(verbose: verbose)
-        let selection = try BackendSelection.open(policy: settings.backend.value, logger: options.logger,
-                                                  keySource: try Self.fileKeySource(settings),
-                                                  secretService: secretServiceOptions(settings), announcesFallback: false)
+        let (store, selection) = try AccountStore.open(group: cacheGroup, policy: settings.backend.value, logger: Self.logger(verbose: verbose),
+                                                       keySource: try Self.fileKeySource(settings),
+                                                       secretService: secretServiceOptions(settings), announcesFallback: false,
+                                                       scopedTo: account)
         // Expected on headless machines, so not a warning on every command: doctor explains it,
         // --verbose says it in one plain sentence, and list shows where it read from.
         if selection.isFallback && verbose {
             let why = selection.reason.replacing("; using the encrypted file", with: "")
             Terminal.note("tokencache falls back to the encrypted file \(Terminal.escape(EncryptedFileBackend().fileURL(for: cacheGroup).path)): \(Terminal.escape(why)).")
         }
-        var storeBackend = selection.backend
-        if let account, storeBackend is SecretServiceBackend {
-            storeBackend = try AccountScopedBackend(storeBackend, account: account, in: cacheGroup)
-        }
-        let store = AccountStore(backend: storeBackend, group: cacheGroup, options: options)
         keepUntilExit(store)
         return store
     }

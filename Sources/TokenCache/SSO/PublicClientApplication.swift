@@ -106,11 +106,8 @@ public final class PublicClientApplication: Sendable {
     ///   or `backendUnavailable`, `keyringLocked`… when the policy's backend cannot be used.
     public convenience init(configuration: AppConfiguration, options: Options = Options()) throws(TokenCacheError) {
         try configuration.validate()
-        let selection = try BackendSelection.open(policy: configuration.backend, logger: options.logger,
-                                                  fileDirectory: options.fileDirectory, secretService: options.secretService)
-        var storeOptions = AccountStore.Options()
-        storeOptions.logger = options.logger
-        let store = AccountStore(backend: selection.backend, group: try configuration.cacheGroup, options: storeOptions)
+        let store = try AccountStore.open(group: try configuration.cacheGroup, policy: configuration.backend, logger: options.logger,
+                                          fileDirectory: options.fileDirectory, secretService: options.secretService).store
         let options = try Self.options(options, with: configuration)
         // The rule of every front end: the default group on the automatic backend, without single
         // sign-on stores, is no local cache chosen, so TOKENCACHE_AGENT_SOCK's agent answers.

@@ -16,6 +16,15 @@ extension StoreOptions {
     func agent(otherStore: String? = nil) -> AgentClient? {
         TokenEngine.agent(localCacheChosen: localCacheChosen(otherStore: otherStore))
     }
+
+    /// For a command that acts on this machine's cache only (`remove`, `logout`, `groups`, `login`)
+    /// while an agent would answer `token` and `list`: says so on stderr, so the user does not
+    /// take the local cache for the agent's (#46).
+    func noteLocalOnly(_ command: String) {
+        guard let agent = agent() else { return }
+        Terminal.note("tokencache \(command) acts on this machine's cache, not on the token agent's at \(Terminal.escape(agent.path)) "
+                      + "(TOKENCACHE_AGENT_SOCK): run it where the agent runs to change the agent's group.")
+    }
 }
 
 extension ListCommand {

@@ -83,6 +83,12 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: "With --list-requests, print JSON.")
     var json = false
 
+    @Flag(name: [.customShort("k"), .customLong("kill")], help: "Stop the agent TOKENCACHE_AGENT_PID names and print the lines that unset its variables (as ssh-agent -k).")
+    var kill = false
+
+    @Flag(name: [.customShort("c"), .customLong("csh")], help: "Print csh lines (setenv) instead of sh lines, as ssh-agent -c.")
+    var csh = false
+
     @Flag(help: .hidden)
     var detached = false
 
@@ -92,12 +98,19 @@ struct AgentCommand: ParsableCommand {
         if managedIdentity && clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }
         if managedIdentity && accounts.count > 1 { throw ValidationError("--managed-identity serves one account: give at most one --account.") }
         if confirm && daemon { throw ValidationError("--confirm asks on the agent's terminal: run it in the foreground, without --daemon.") }
+        if kill && (daemon || listRequests || managedIdentity) { throw ValidationError("--kill stops the running agent: give it alone (with -c for csh lines).") }
         if let scopes, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
     }
 
     func run() throws {
         try reportingErrors {
             if listRequests { return try printRequests() }
+            if kill { return try killAgent() }
+            if confirm && isatty(STDIN_FILENO) != 1 {
+                // It would refuse every request without asking anyone (#46): refuse to start instead.
+                throw CLIError.usage("--confirm asks on the agent's terminal, and its standard input is not a terminal.",
+                                     hint: "Run it in a terminal, or drop --confirm and limit what it serves with --client, --account and --scopes")
+            }
             if daemon { return try Self.runInBackground() }
             if detached { _ = setsid() }
             try serve()
@@ -127,7 +140,8 @@ struct AgentCommand: ParsableCommand {
         try endpoint?.start()
         var lines = [("TOKENCACHE_AGENT_SOCK", path), ("TOKENCACHE_AGENT_PID", "\(getpid())")]
         if let endpoint { lines += [("IDENTITY_ENDPOINT", endpoint.url), ("IDENTITY_HEADER", endpoint.header)] }
-        let shell = lines.map { "\($0)=\(Self.shellQuoted($1)); export \($0);\n" }.joined() + "echo Agent pid \(getpid());\n"
+        let shell = lines.map { csh ? "setenv \($0) \(Self.shellQuoted($1));\n" : "\($0)=\(Self.shellQuoted($1)); export \($0);\n" }.joined()
+            + "echo Agent pid \(getpid());\n"
         StandardIO.write(Data(shell.utf8), to: STDOUT_FILENO)
         Terminal.note("tokencache agent: serving group \(store.group) at \(path)\(endpoint.map { " and \($0.url)" } ?? "") (pid \(getpid()); Ctrl-C or kill to stop).")
         if detached {
@@ -219,6 +233,29 @@ struct AgentCommand: ParsableCommand {
             throw CLIError.failed("The agent did not start (its error is above).")
         }
         StandardIO.write(Data(output), to: STDOUT_FILENO)
+    }
+
+    /// `--kill`: stops the agent `TOKENCACHE_AGENT_PID` names, once it is sure that process is a
+    /// tokencache agent of this user, and prints the lines that unset its variables.
+    private func killAgent() throws {
+        guard let text = StoreSettings.environment("TOKENCACHE_AGENT_PID"), let pid = Int32(text), pid > 1 else {
+            throw CLIError.usage("No agent to stop: TOKENCACHE_AGENT_PID is not set.",
+                                 hint: "Set it to the pid `tokencache agent` printed, as `eval \"$(tokencache agent --daemon)\"` does")
+        }
+        // /proc tells whose process it is and what it runs: never signal another program that got the pid.
+        var info = stat()
+        let arguments = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline")))?.split(separator: 0).map { String(decoding: $0, as: UTF8.self) } ?? []
+        guard stat("/proc/\(pid)", &info) == 0, info.st_uid == getuid(),
+              arguments.first.map({ $0.hasSuffix("tokencache") }) == true, arguments.contains("agent") else {
+            throw CLIError.notFound("Process \(pid) (TOKENCACHE_AGENT_PID) is not a tokencache agent of yours; nothing was stopped.",
+                                    hint: "Unset TOKENCACHE_AGENT_PID and TOKENCACHE_AGENT_SOCK if the agent is gone")
+        }
+        guard Glibc.kill(pid, SIGTERM) == 0 else {
+            throw CLIError.failed("Could not stop agent \(pid): \(String(cString: strerror(errno))).")
+        }
+        let names = ["TOKENCACHE_AGENT_SOCK", "TOKENCACHE_AGENT_PID"]
+        let shell = names.map { csh ? "unsetenv \($0);\n" : "unset \($0);\n" }.joined() + "echo Agent pid \(pid) killed;\n"
+        StandardIO.write(Data(shell.utf8), to: STDOUT_FILENO)
     }
 
     private func printRequests() throws {

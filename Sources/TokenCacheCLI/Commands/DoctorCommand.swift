@@ -68,6 +68,17 @@ struct DoctorCommand: ParsableCommand {
                 diagnosis.checks[index].detail = "passphrase from \(file.value) (\(file.source))"
             }
         }
+        if let agent = store.agent() {
+            // `token` and `list` ask the agent, not the backend above (#46): say so, and whether it answers.
+            do {
+                let seen = try agent.inventory()
+                diagnosis.checks.insert(.init(name: "token agent", status: .ok,
+                                              detail: "TOKENCACHE_AGENT_SOCK=\(agent.path) answers (group \(seen.group), \(seen.accounts.count) account\(seen.accounts.count == 1 ? "" : "s") it shows): token and list ask it; the backend above is this machine's own cache"), at: 0)
+            } catch {
+                diagnosis.checks.insert(.init(name: "token agent", status: .warning,
+                                              detail: "TOKENCACHE_AGENT_SOCK=\(agent.path) does not answer: \(error.message)"), at: 0)
+            }
+        }
         // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
         diagnosis.checks.append(CoreDumps.areDisabled
             ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")

@@ -31,6 +31,7 @@ struct GroupsCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            store.noteLocalOnly("groups")
             let (location, groups) = try Self.groups(on: try store.openStore())
             if json {
                 try JSONOutput.print(Output(location: location, groups: groups))

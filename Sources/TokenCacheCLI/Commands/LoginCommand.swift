@@ -183,6 +183,7 @@ struct LogoutCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            store.noteLocalOnly("logout")
             let store = try store.openStore()
             let authority = try self.authority.map { try Authority($0) }
             try SignOut.run(client: client, account: account, authority: authority, in: store, dryRun: dryRun)

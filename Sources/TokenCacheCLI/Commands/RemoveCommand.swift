@@ -68,6 +68,7 @@ struct RemoveCommand: ParsableCommand {
         if let externalStore { return try removeFromExternalStores([externalStore], every: false) }
         if allStores { return try removeFromExternalStores(try ExternalStores.all().map(\.name), every: true) }
         try reportingErrors {
+            store.noteLocalOnly("remove")
             let store = try store.openStore()
             let authority = try self.authority.map { try Authority($0) }
             let plan: String
