@@ -65,7 +65,7 @@ enum TPMSealedKey {
         let tpm = try TPMConnection(tcti: tcti)
         let primary = try tpm.createPrimary()
         let sensitive = SecretPage(byteCount: TC_SIZEOF_TPM2B_SENSITIVE_CREATE)
-        do {
+        do {  // a scope of its own: the wire copy of the key is wiped as soon as it is parsed
             // TPM2B_SENSITIVE_CREATE on the wire: size, empty userAuth, data = the key.
             let wire = SecretPage(byteCount: 6 + SymmetricKey.byteCount)
             let prefix: [UInt8] = [0, UInt8(4 + SymmetricKey.byteCount), 0, 0, 0, UInt8(SymmetricKey.byteCount)]
