@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
         .systemLibrary(name: "COpenSSL"),
+        // tpm2-tss's declarations only: loaded at run time when the TPM key source is used.
+        .systemLibrary(name: "CTSS2"),
         // glibc calls Swift cannot make directly: secure_getenv, prctl, mallopt.
         .systemLibrary(name: "CLinux"),
 
@@ -67,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "EncryptedFileStore",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL", "CTSS2", "CLinux",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Sandboxed apps (Flatpak, Snap): the Secret portal and the libsecret/oo7 file keyring.

@@ -19,7 +19,10 @@ APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbu
               openssh-client openssh-server   # the agent's forwarding tests (#38): ssh -R to a private sshd
               bubblewrap           # the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache
               xdg-desktop-portal   # the real Secret portal (gnome-keyring is its backend)
-              xdg-dbus-proxy)      # the sandbox's filtered bus, as Flatpak's (portal only)
+              xdg-dbus-proxy       # the sandbox's filtered bus, as Flatpak's (portal only)
+              # The TPM key source (#49): tpm2-tss at run time (dlopen), a software TPM per test
+              # (swtpm) and tpm2-tools to flush what killed writers left in it; keyctl for the session key.
+              libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$package")

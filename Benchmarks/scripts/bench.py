@@ -356,6 +356,7 @@ def scenario_file(work):
             if len(json.loads(sh(ours).stdout)["accounts"]) != accounts:
                 raise SystemExit("file list shows the wrong number of accounts")
             result["list"] = hyperfine([("tokencache list --json (file)", quote(ours))], runs("list"), 1, work)
+    result["cold_token_tpm"] = cold_token_tpm(work)
     seconds = runs("aes_seconds")
     result["aes"] = {}
     for size in (16384, 1048576):
@@ -367,6 +368,60 @@ def scenario_file(work):
                                     "openssl_speed_MBps": openssl_rate / 1e6,
                                     "ratio": ours["seal_bytes_per_s"] / openssl_rate}
     return result
+
+
+def start_swtpm(work):
+    """A software TPM (swtpm) on two free loopback ports: its TCTI and process."""
+    import socket
+    state = tempfile.mkdtemp(dir=work)
+    for _ in range(20):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        swtpm = subprocess.Popen(["swtpm", "socket", "--tpm2", "--server", "type=tcp,port=%d,bindaddr=127.0.0.1" % port,
+                                  "--ctrl", "type=tcp,port=%d,bindaddr=127.0.0.1" % (port + 1), "--tpmstate", "dir=" + state,
+                                  "--flags", "not-need-init,startup-clear"])
+        for _ in range(1000):
+            if swtpm.poll() is not None:
+                break
+            try:
+                socket.create_connection(("127.0.0.1", port + 1)).close()
+                return "swtpm:host=127.0.0.1,port=%d" % port, swtpm
+            except OSError:
+                time.sleep(0.01)
+        swtpm.kill()
+        swtpm.wait()
+    raise SystemExit("swtpm did not start")
+
+
+def cold_token_tpm(work, accounts=10):
+    """Cold `tokencache token` on the encrypted file: the key file against the TPM-sealed key
+    (a software TPM here: a hardware TPM's unseal is slower, tens of milliseconds)."""
+    tcti, swtpm = start_swtpm(work)
+    try:
+        source = gen_cache(work, accounts)
+        username = "user%d@contoso.com" % (accounts // 2)
+        commands, tokens = [], set()
+        for name, options in (("key file", []), ("TPM", ["--key-source", "tpm"])):
+            home = tempfile.mkdtemp(dir=work)
+            env = ["env", "XDG_DATA_HOME=" + home, "TOKENCACHE_TPM_TCTI=" + tcti]
+            sh(env + [tool("tokencache"), "import", "--backend", "file", *options, "--format", "msal-json", source])
+            argv = env + [tool("tokencache"), "token", "--backend", "file", "--client", CLIENTS[1], "--scopes", "User.Read",
+                          "--account", username]
+            tokens.add(sh(argv).stdout.strip())
+            commands.append(("token (%s)" % name, " ".join("'%s'" % a for a in argv)))
+        if len(tokens) != 1:
+            raise SystemExit("the key file and the TPM give different tokens")
+        times = hyperfine(commands, runs("cold"), 2 if not SMOKE else 1, work, rounds=6 if not SMOKE else 1)
+        times["ratio"] = times["token (TPM)"]["median_ms"] / times["token (key file)"]["median_ms"]
+        return times
+    finally:
+        swtpm.kill()
+        swtpm.wait()
 
 
 def scenario_concurrent(work, backend):

@@ -46,7 +46,8 @@ extension EncryptedFileBackend {
                                     detail: "key file: \(keyFile.path) is missing, and the existing cache file cannot be decrypted without it"))
             } else {
                 let keyCheck = describe(keyFile.path, expectFile: true)
-                checks.append(.init(name: "key source", status: keyCheck.0, detail: "key file: " + keyCheck.1))
+                let kind = if case .tpm = keySource { "TPM-sealed key" } else { "key file" }
+                checks.append(.init(name: "key source", status: keyCheck.0, detail: "\(kind): " + keyCheck.1))
             }
         case (.key?, nil):
             let usesPassphrase = if case .key = keySource { false } else { true }
@@ -55,6 +56,13 @@ extension EncryptedFileBackend {
                                     : keySource.description))
         case (nil, nil):
             checks.append(.init(name: "key source", status: .info, detail: keySource.description))
+        }
+        // The TPM: needed with the TPM key source, else what --key-source tpm would use.
+        let tcti: String? = if case .tpm(_, let tcti) = keySource { tcti } else { nil }
+        let usesTPM = if case .tpm = keySource { true } else { false }
+        switch TPMSealedKey.describe(tcti: TPMSealedKey.tcti(tcti)) {
+        case .success(let tpm): checks.append(.init(name: "TPM", status: usesTPM ? .ok : .info, detail: tpm))
+        case .failure(let error): checks.append(.init(name: "TPM", status: usesTPM ? .failed : .info, detail: error.message))
         }
         if fileCheck.0 == .ok {
             do {

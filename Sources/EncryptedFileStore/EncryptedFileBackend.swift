@@ -40,6 +40,11 @@ public final class EncryptedFileBackend: CacheBackend {
         case passphraseProvider(@Sendable () throws -> String)
         /// A 32-byte key the app manages itself.
         case key([UInt8])
+        /// A random 256-bit key sealed to this machine's TPM 2.0 (default file: `cache.key.tpm`
+        /// in the cache directory, 0600), created on first use: a copy of the files on another
+        /// machine cannot be decrypted. `tcti` names the TPM in tpm2-tss syntax; nil:
+        /// `$TOKENCACHE_TPM_TCTI`, else `device:/dev/tpmrm0`. See docs/EncryptedFile.md.
+        case tpm(sealedKeyFile: URL? = nil, tcti: String? = nil)
 
         public var description: String {
             switch self {
@@ -48,6 +53,7 @@ public final class EncryptedFileBackend: CacheBackend {
             case .passphraseFromEnvironment(let variable): "passphrase from $\(variable)"
             case .passphraseProvider: "passphrase from the app"
             case .key: "app-supplied key"
+            case .tpm(let url, let tcti): "TPM-sealed key \(url?.path ?? "(default)") via \(TPMSealedKey.tcti(tcti))"
             }
         }
     }
@@ -143,9 +149,13 @@ public final class EncryptedFileBackend: CacheBackend {
         return header.kdf == nil ? .key : .passphrase
     }
 
-    var keyFileURL: URL? {
-        if case .keyFile(let url) = keySource { return url ?? directory.appendingPathComponent("cache.key") }
-        return nil
+    /// The file holding the key: the key file or the TPM-sealed key; nil for a passphrase or an app's key.
+    package var keyFileURL: URL? {
+        switch keySource {
+        case .keyFile(let url): url ?? directory.appendingPathComponent("cache.key")
+        case .tpm(let url, _): url ?? directory.appendingPathComponent("cache.key.tpm")
+        default: nil
+        }
     }
 
     /// Where the highest generation seen of the group's file is remembered: beside the key file
@@ -258,19 +268,19 @@ public final class EncryptedFileBackend: CacheBackend {
         return revision(info, tag: tag.prefix(max(count, 0)))
     }
 
-    private struct Current {
+    struct Current {
         var entries: [CacheEntry]
         var revision: CacheRevision
         var header: CacheFileFormat.Header?
     }
 
     /// What a read does about a file older than the remembered generation.
-    private enum RollbackPolicy { case refuse, accept }
+    enum RollbackPolicy { case refuse, accept }
 
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
     /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
     /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
-    private func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
+    func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
                       lockHeld: Bool = false, rollback: RollbackPolicy = .refuse, attempt: Int = 1) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
@@ -365,7 +375,7 @@ public final class EncryptedFileBackend: CacheBackend {
     /// Encrypts and atomically replaces the group's file with a generation above `previous` and
     /// above any remembered (the file may have been deleted), then remembers it. Call with the
     /// group's lock held.
-    private func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
+    func write(_ group: CacheGroup, entries: [CacheEntry], after previous: UInt64,
                        kdf existingKDF: CacheFileFormat.KDFParameters?) throws(TokenCacheError) -> CacheRevision {
         try FileIO.ensureDirectory(directory)
         let kdf = if let existingKDF { existingKDF } else { try newKDFParameters() }
@@ -397,21 +407,21 @@ public final class EncryptedFileBackend: CacheBackend {
         return revision
     }
 
-    private func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
+    func newKDFParameters() throws(TokenCacheError) -> CacheFileFormat.KDFParameters? {
         switch keySource {
         case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
             var salt = [UInt8](repeating: 0, count: 16)
             try OpenSSL.randomBytes(&salt)
             return CacheFileFormat.KDFParameters(salt: Data(salt).base64EncodedString(),
                                                  n: Self.scryptN, r: Self.scryptR, p: Self.scryptP)
-        case .keyFile, .key:
+        case .keyFile, .key, .tpm:
             return nil
         }
     }
 
     // MARK: Keys
 
-    private func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
+    func key(for kdf: CacheFileFormat.KDFParameters?, creating: Bool, path: String) throws(TokenCacheError) -> SymmetricKey {
         switch keySource {
         case .key(let bytes):
             guard bytes.count == SymmetricKey.byteCount else {
@@ -430,6 +440,28 @@ public final class EncryptedFileBackend: CacheBackend {
             let key = try KeyFile.load(url, creating: creating, directory: directory)
             keys.withLock { $0[url.path] = key }
             return key
+        case .tpm(_, let tcti):
+            guard kdf == nil else {
+                throw TokenCacheError(.fileMismatch, "\(path) was created with a passphrase, not a TPM-sealed key, and no passphrase was given.",
+                                      hint: "Read it with the passphrase it was created with (a passphrase key source); the file was not changed")
+            }
+            let url = keyFileURL!
+            if let cached = keys.withLock({ $0[url.path] }) { return cached }
+            let key = try KeyFile.load(url, creating: creating, directory: directory, sealing: TPMSealedKey.tcti(tcti))
+            keys.withLock { $0[url.path] = key }
+            return key
+        case .passphrase, .passphraseFromEnvironment, .passphraseProvider:
+            // Unlocked for this login session (`tokencache unlock --file`): no passphrase asked for.
+            if let kdf, let key = SessionKeyCache.key(for: kdf, in: directory) { return key }
+            return try passphraseKey(for: kdf, path: path)
+        }
+    }
+
+    /// The key a passphrase key source derives for the file's scrypt parameters.
+    private func passphraseKey(for kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> SymmetricKey {
+        switch keySource {
+        case .key, .keyFile, .tpm:
+            preconditionFailure("not a passphrase key source")
         case .passphrase(let passphrase):
             return try derive(passphrase, try Self.checkedKDF(kdf, path: path))
         case .passphraseFromEnvironment(let variable):
@@ -486,7 +518,7 @@ public final class EncryptedFileBackend: CacheBackend {
 
     // MARK: Locking
 
-    private func withExclusiveLock<T>(_ group: CacheGroup, _ body: () throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
+    func withExclusiveLock<T>(_ group: CacheGroup, _ body: () throws(TokenCacheError) -> T) throws(TokenCacheError) -> T {
         try FileIO.ensureDirectory(directory)
         let lock = try FileLock(path: directory.appendingPathComponent("\(group.name).lock").path)
         defer { withExtendedLifetime(lock) {} }

@@ -72,6 +72,9 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .secretServiceSessionLost: TOKENCACHE_REASON_SECRET_SERVICE_SESSION_LOST
     case .libraryMissing: TOKENCACHE_REASON_LIBRARY_MISSING
     case .fileRolledBack: TOKENCACHE_REASON_FILE_ROLLED_BACK
+    case .tpmUnavailable: TOKENCACHE_REASON_TPM_UNAVAILABLE
+    case .tpmLockedOut: TOKENCACHE_REASON_TPM_LOCKED_OUT
+    case .tpmSealedElsewhere: TOKENCACHE_REASON_TPM_SEALED_ELSEWHERE
     case .noDisplay: TOKENCACHE_REASON_NO_DISPLAY
     case .browserCommandFailed: TOKENCACHE_REASON_BROWSER_COMMAND_FAILED
     case .xdgOpenMissing: TOKENCACHE_REASON_XDG_OPEN_MISSING

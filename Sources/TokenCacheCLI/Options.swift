@@ -6,6 +6,7 @@ import Synchronization
 import TokenCache
 
 extension BackendPolicy: ExpressibleByArgument {}
+extension KeySourceChoice: ExpressibleByArgument {}
 
 /// Options every subcommand shares: where the cache lives. Backend, group and collection
 /// default to `TOKENCACHE_*` variables, then the config file (``StoreSettings``).
@@ -25,6 +26,10 @@ struct StoreOptions: ParsableArguments {
     @Option(help: ArgumentHelp("For the encrypted file: a file (mode 0600, yours) whose first line is the passphrase. A new file is then protected by the passphrase (scrypt) instead of the key file; one created with a passphrase needs it. Default: $TOKENCACHE_PASSPHRASE_FILE; without either, a passphrase-protected file asks for it on a terminal.",
                                valueName: "path"), completion: .file())
     var passphraseFile: String?
+
+    @Option(help: ArgumentHelp("For the encrypted file: how a new cache is keyed: key-file (cache.key, 0600), tpm (the key sealed to this machine's TPM 2.0 in cache.key.tpm; the TPM is $TOKENCACHE_TPM_TCTI or the config file's \"tpm-tcti\", else device:/dev/tpmrm0) or passphrase. An existing cache keeps its key (`tokencache migrate --to-key-source` changes it). Default: $TOKENCACHE_KEY_SOURCE, else the config file's \"key-source\", else tpm where cache.key.tpm exists, else key-file.",
+                               valueName: "source"))
+    var keySource: KeySourceChoice?
 
     @Flag(help: ArgumentHelp("On the Secret Service, let the provider show a prompt that needs you (an unlock dialog, an access confirmation) and wait up to 60 s for it. Without it a prompt is given 2 s: one that needs nobody (KWallet's unlock of an open wallet, KeePassXC's writes) still completes; any other is dismissed and the keyring reported locked."))
     var allowPrompt = false
@@ -48,7 +53,7 @@ struct StoreOptions: ParsableArguments {
     /// The effective backend, group, collection and passphrase file, and where each came from.
     /// - Throws: ``CLIError`` usage (exit 64) for a bad `TOKENCACHE_*` value or config file.
     func settings() throws(CLIError) -> StoreSettings {
-        try StoreSettings.resolve(backend: backend, group: group, collection: collection, passphraseFile: passphraseFile)
+        try StoreSettings.resolve(backend: backend, group: group, collection: collection, passphraseFile: passphraseFile, keySource: keySource)
     }
 
     /// Secret Service options for the collection setting and `--allow-prompt`.
@@ -74,11 +79,20 @@ struct StoreOptions: ParsableArguments {
             return .passphraseProvider { passphrase }
         }
         let file = EncryptedFileBackend()
+        let cachePath = file.fileURL(for: settings.group.value).path
         // A file whose header cannot be read is reported by the read itself.
         if (try? file.storedKeyKind(of: settings.group.value)) == .passphrase {
-            return Passphrase.keySource(cachePath: file.fileURL(for: settings.group.value).path)
+            return Passphrase.keySource(cachePath: cachePath)
         }
-        return .keyFile()
+        let tpm = EncryptedFileBackend.KeySource.tpm(tcti: settings.tpmTCTI?.value)
+        switch settings.keySource?.value {
+        case .tpm?: return tpm
+        case .passphrase?: return Passphrase.keySource(cachePath: cachePath)
+        case .keyFile?: return .keyFile()
+        case nil:
+            // A cache whose key was sealed to the TPM keeps using it without the option.
+            return EncryptedFileBackend.defaultKeySource(tcti: settings.tpmTCTI?.value)
+        }
     }
 
     /// Opens the account store for the chosen backend and group.

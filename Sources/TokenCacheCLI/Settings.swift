@@ -66,6 +66,10 @@ struct StoreSettings: Sendable {
     var collection: Setting<String>
     /// `--passphrase-file` or `TOKENCACHE_PASSPHRASE_FILE`, when either is set.
     var passphraseFile: Setting<String>?
+    /// `--key-source`, `TOKENCACHE_KEY_SOURCE` or the config file's "key-source", when set.
+    var keySource: Setting<KeySourceChoice>?
+    /// `TOKENCACHE_TPM_TCTI` or the config file's "tpm-tcti", when set.
+    var tpmTCTI: Setting<String>?
     /// The config file consulted (it may not exist).
     var configPath: String
 
@@ -73,13 +77,15 @@ struct StoreSettings: Sendable {
     static let groupVariable = "TOKENCACHE_GROUP"
     static let collectionVariable = "TOKENCACHE_COLLECTION"
     static let passphraseFileVariable = "TOKENCACHE_PASSPHRASE_FILE"
+    static let keySourceVariable = "TOKENCACHE_KEY_SOURCE"
+    static let tpmTCTIVariable = "TOKENCACHE_TPM_TCTI"
 
     static let allowedBackends = BackendPolicy.allCases.map(\.rawValue).joined(separator: ", ")
 
     /// Resolves the settings from the options given (nil when absent), the environment and the config file.
     /// - Throws: ``CLIError`` usage (exit 64) for a bad value in a variable or the file, naming where it is.
     static func resolve(backend: BackendPolicy?, group: String?, collection: String?,
-                        passphraseFile: String?) throws(CLIError) -> StoreSettings {
+                        passphraseFile: String?, keySource: KeySourceChoice? = nil) throws(CLIError) -> StoreSettings {
         let config = try ConfigFile.load()
         let backendSetting = try Setting.first(option: ("--backend", backend), variable: backendVariable, file: (config.path, config.backend)) { text throws(CLIError) in
             guard let value = BackendPolicy(rawValue: text) else {
@@ -99,8 +105,17 @@ struct StoreSettings: Sendable {
         let collectionSetting = try Setting.first(option: ("--collection", collection), variable: collectionVariable,
                                                   file: (config.path, config.collection)) ?? Setting(value: "default", source: .defaultValue)
         let passphraseSetting = try Setting.first(option: ("--passphrase-file", passphraseFile), variable: passphraseFileVariable)
+        let keySourceSetting = try Setting.first(option: ("--key-source", keySource), variable: keySourceVariable,
+                                                 file: (config.path, config.keySource)) { text throws(CLIError) in
+            guard let value = KeySourceChoice(rawValue: text) else {
+                throw CLIError.usage("\(keySourceVariable) is '\(text)', which is not a key source.",
+                                     hint: "Set it to one of \(KeySourceChoice.allowed), or unset it")
+            }
+            return value
+        }
+        let tctiSetting = try Setting.first(option: ("", nil), variable: tpmTCTIVariable, file: (config.path, config.tpmTCTI))
         return StoreSettings(backend: backendSetting, group: groupSetting, collection: collectionSetting,
-                             passphraseFile: passphraseSetting, configPath: config.path)
+                             passphraseFile: passphraseSetting, keySource: keySourceSetting, tpmTCTI: tctiSetting, configPath: config.path)
     }
 
     /// A variable, read with `secure_getenv` (ignored when tokencache runs setuid, setgid or with
@@ -108,6 +123,18 @@ struct StoreSettings: Sendable {
     static func environment(_ name: String) -> String? {
         tc_secure_getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
     }
+}
+
+/// How a new encrypted file is keyed (`--key-source`): an existing file keeps the key it has.
+enum KeySourceChoice: String, CaseIterable, Sendable {
+    /// A random key in `cache.key` (0600) beside the cache.
+    case keyFile = "key-file"
+    /// A random key sealed to this machine's TPM 2.0 (`cache.key.tpm`).
+    case tpm
+    /// A passphrase, asked for on a terminal or read from `--passphrase-file`.
+    case passphrase
+
+    static let allowed = allCases.map(\.rawValue).joined(separator: ", ")
 }
 
 /// A token request's client, account and authority, each with precedence option >
@@ -150,7 +177,8 @@ struct RequestSettings: Sendable {
 /// and "single_sign_on" (``SingleSignOnSetting``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
-    static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority"]
+    static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority",
+                       "key-source", "tpm-tcti"]
 
     var path: String
     var backend: BackendPolicy?
@@ -164,6 +192,10 @@ struct ConfigFile: Sendable {
     var client: String?
     var account: String?
     var authority: Authority?
+    /// "key-source": how a new encrypted file is keyed.
+    var keySource: KeySourceChoice?
+    /// "tpm-tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
+    var tpmTCTI: String?
 
     /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
     static var path: String {
@@ -231,6 +263,14 @@ struct ConfigFile: Sendable {
                                      hint: "Allowed values for \"authority\": an authority URL such as https://login.microsoftonline.com/organizations")
             }
         }
+        if let text = try text("key-source", KeySourceChoice.allowed) {
+            guard let value = KeySourceChoice(rawValue: text) else {
+                throw CLIError.usage("The config file \(path) sets \"key-source\" to '\(text)', which is not a key source.",
+                                     hint: "Allowed values for \"key-source\": \(KeySourceChoice.allowed)")
+            }
+            config.keySource = value
+        }
+        config.tpmTCTI = try text("tpm-tcti", "a TCTI in tpm2-tss syntax, such as device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
         }

@@ -61,7 +61,7 @@ public struct TokenCacheCommand: ParsableCommand {
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
             LoginCommand.self, LogoutCommand.self,
             SignUpCommand.self, ResetPasswordCommand.self,
-            GroupsCommand.self, UnlockCommand.self, StoresCommand.self,
+            GroupsCommand.self, UnlockCommand.self, LockCommand.self, StoresCommand.self,
         ]
     )
 

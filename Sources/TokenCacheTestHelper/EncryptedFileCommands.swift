@@ -6,14 +6,15 @@ import Glibc
 
 /// Test-helper commands for the encrypted-file tests.
 let encryptedFileCommands: [String: HelperCommand] = [
-    // file-writer DIR GROUP PREFIX COUNT: saves COUNT entries with keys PREFIX-i, one
-    // read-modify-write each, as a separate process would.
+    // file-writer DIR GROUP PREFIX COUNT [tpm]: saves COUNT entries with keys PREFIX-i, one
+    // read-modify-write each, as a separate process would; with tpm, keyed by the TPM that
+    // TOKENCACHE_TPM_TCTI names.
     "file-writer": { arguments in
         let directory = URL(fileURLWithPath: arguments[0])
         let group = try CacheGroup(arguments[1])
         let prefix = arguments[2]
         let count = Int(arguments[3])!
-        let backend = EncryptedFileBackend(directory: directory)
+        let backend = EncryptedFileBackend(directory: directory, keySource: arguments.count > 4 && arguments[4] == "tpm" ? .tpm() : .keyFile())
         for index in 0..<count {
             let entry = CacheEntry(kind: .appMetadata, fields: [
                 "client_id": .string("\(prefix)-\(index)"), "environment": "login.microsoftonline.com",

@@ -38,7 +38,8 @@ package struct CLI {
         environment["XDG_DATA_HOME"] = dataHome.path
         // No config file or TOKENCACHE_* setting of the machine's may change what a test runs.
         environment["XDG_CONFIG_HOME"] = dataHome.appendingPathComponent("config").path
-        for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE"] {
+        for name in ["TOKENCACHE_BACKEND", "TOKENCACHE_GROUP", "TOKENCACHE_COLLECTION", "TOKENCACHE_PASSPHRASE_FILE",
+                     "TOKENCACHE_KEY_SOURCE", "TOKENCACHE_TPM_TCTI"] {
             environment[name] = nil
         }
         environment["NO_COLOR"] = "1"

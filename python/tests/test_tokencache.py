@@ -674,5 +674,90 @@ class NativeAuthTests(unittest.TestCase):
         self.assertEqual(token.username, email)
 
 
+
+class TPMKeySourceTests(unittest.TestCase):
+    """The encrypted file keyed by a TPM (#49), against a real software TPM (swtpm)."""
+
+    def start_swtpm(self):
+        import socket
+        import tempfile
+        import time
+        state = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", state])
+        for _ in range(20):
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", 0))
+                port = first.getsockname()[1]
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            swtpm = subprocess.Popen(["swtpm", "socket", "--tpm2", "--server", f"type=tcp,port={port},bindaddr=127.0.0.1",
+                                      "--ctrl", f"type=tcp,port={port + 1},bindaddr=127.0.0.1", "--tpmstate", f"dir={state}",
+                                      "--flags", "not-need-init,startup-clear"])
+            for _ in range(1000):  # waits for it to listen (at most 10 s), not a timing under test
+                if swtpm.poll() is not None:
+                    break
+                try:
+                    socket.create_connection(("127.0.0.1", port + 1)).close()
+                    self.addCleanup(swtpm.wait)
+                    self.addCleanup(swtpm.kill)
+                    return f"swtpm:host=127.0.0.1,port={port}"
+                except OSError:
+                    time.sleep(0.01)
+            swtpm.kill()
+            swtpm.wait()
+        self.fail("swtpm did not start")
+
+    def test_reads_the_cache_the_cli_sealed_to_the_tpm(self):
+        import tempfile
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        home = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", home])
+        environment = {"XDG_DATA_HOME": f"{home}/data", "XDG_CONFIG_HOME": f"{home}/config", "TOKENCACHE_TPM_TCTI": self.start_swtpm()}
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        os.environ.update(environment)
+        subprocess.run([cli, "save", "--backend", "file", "--key-source", "tpm", "--group", GROUP, "--client", CLIENT_A,
+                        "--authority", AUTHORITY, "--scopes", "User.Read"], input=response("tpm"), text=True,
+                       capture_output=True, check=True)
+        self.assertTrue(os.path.exists(f"{home}/data/tokencache/cache.key.tpm"))
+        store = tokencache.Store.open(GROUP, tokencache.Backend.FILE)
+        self.addCleanup(store.close)
+        self.assertEqual(store.find_access_token(CLIENT_A, USERNAME, "User.Read").access_token, "at-py-tpm")
+
+
+class SessionKeyTests(unittest.TestCase):
+    """A passphrase-protected encrypted file unlocked for the login session (#49): a Python app
+    of the session reads it without a passphrase."""
+
+    def test_app_reads_without_a_passphrase_after_unlock(self):
+        import tempfile
+        cli = os.environ.get("TOKENCACHE_CLI")
+        self.assertTrue(cli, "TOKENCACHE_CLI names the tokencache binary")
+        home = tempfile.mkdtemp()
+        self.addCleanup(subprocess.run, ["rm", "-rf", home])
+        passphrase = os.path.join(home, "passphrase")
+        with open(os.open(passphrase, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+            handle.write("a session passphrase\n")
+        environment = dict(os.environ, XDG_DATA_HOME=f"{home}/data", XDG_CONFIG_HOME=f"{home}/config", CLI=cli, GROUP=GROUP)
+        subprocess.run([cli, "save", "--backend", "file", "--group", GROUP, "--client", CLIENT_A, "--authority", AUTHORITY,
+                        "--scopes", "User.Read"], input=response("session"), text=True, capture_output=True, check=True,
+                       env=dict(environment, TOKENCACHE_PASSPHRASE_FILE=passphrase))
+        app = ("import tokencache, sys\n"
+               "store = tokencache.Store.open(sys.argv[1], tokencache.Backend.FILE)\n"
+               f"print(store.find_access_token({CLIENT_A!r}, {USERNAME!r}, 'User.Read').access_token)\n")
+        # One login session of its own (keyctl session): unlock, then the app, then lock.
+        script = ('TOKENCACHE_PASSPHRASE_FILE="$1" "$CLI" unlock --file --group "$GROUP" --timeout 1h >/dev/null || exit 1\n'
+                  '"$2" -c "$3" "$GROUP" < /dev/null; status=$?\n"$CLI" lock --file > /dev/null\n'
+                  '"$2" -c "$3" "$GROUP" < /dev/null 2>/dev/null && echo "READ AFTER LOCK"\nexit $status\n')
+        done = subprocess.run(["keyctl", "session", "-", "bash", "-c", script, "session", passphrase, sys.executable, app],
+                              env=environment, capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.split("\n")[-2], "at-py-session", done.stdout)
+        self.assertNotIn("READ AFTER LOCK", done.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

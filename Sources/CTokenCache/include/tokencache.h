@@ -214,6 +214,12 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_LIBRARY_MISSING = 10,
     /* The encrypted file is older than one this machine has seen (FILE_ROLLED_BACK). */
     TOKENCACHE_REASON_FILE_ROLLED_BACK = 20,
+    /* The TPM key source: no TPM 2.0 answered through the TCTI, or its storage hierarchy has a password. */
+    TOKENCACHE_REASON_TPM_UNAVAILABLE = 21,
+    /* The TPM is busy or in dictionary-attack lockout: try again later. */
+    TOKENCACHE_REASON_TPM_LOCKED_OUT = 22,
+    /* The cache key was sealed by another machine's TPM (a copied home directory). */
+    TOKENCACHE_REASON_TPM_SEALED_ELSEWHERE = 23,
 
     /* Sign-in (tokencache_sign_in_*). */
     /* No browser: BROWSER not set, no desktop portal and no display. Use the device code sign-in. */
@@ -342,6 +348,10 @@ const char *tokencache_reason_name(int reason);
    group: reverse-DNS group name, NULL for "com.microsoft.identity.universalstorage" (the group
    MSAL shares accounts in). Apps opening the same group share accounts and sign-in.
    On success *store is a handle to close with tokencache_store_close.
+   On the encrypted file the key follows the cache: sealed to the TPM where cache.key.tpm exists
+   (or TOKENCACHE_KEY_SOURCE=tpm; the TPM TOKENCACHE_TPM_TCTI names, else /dev/tpmrm0); a
+   passphrase-protected group's from the session keyring (`tokencache unlock --file`), else
+   INVALID_ARGUMENT when it is read (no prompt).
    Errors: INVALID_ARGUMENT (bad group or backend value), BACKEND_UNAVAILABLE, NO_SESSION_BUS,
    NO_SECRET_SERVICE, KEYRING_LOCKED, ... Thread-safe. */
 int tokencache_store_open(const char *group, tokencache_backend backend,

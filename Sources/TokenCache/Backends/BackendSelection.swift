@@ -238,12 +238,15 @@ extension AccountStore {
     /// so they pick the same backend for the same settings.
     /// - Parameter account: on the Secret Service, a store that reads only this account's items
     ///   (``AccountScopedBackend``: cheaper for one lookup); elsewhere the whole group.
+    /// - Parameter keySource: the encrypted file's; nil: the one the cache has (sealed to the TPM,
+    ///   a passphrase from the session keyring, else the key file: ``EncryptedFileBackend/defaultKeySource(directory:tcti:group:)``).
     /// - Returns: the store, and the selection it was made from (why this backend; a fallback).
     package static func open(group: CacheGroup, policy: BackendPolicy, logger: Logger, fileDirectory: URL? = nil,
-                             keySource: EncryptedFileBackend.KeySource = .keyFile(),
+                             keySource: EncryptedFileBackend.KeySource? = nil,
                              secretService: SecretServiceBackend.Options = .init(), announcesFallback: Bool = true,
                              scopedTo account: String? = nil) throws(TokenCacheError) -> (store: AccountStore, selection: BackendSelection) {
-        let selection = try BackendSelection.open(policy: policy, logger: logger, fileDirectory: fileDirectory, keySource: keySource,
+        let selection = try BackendSelection.open(policy: policy, logger: logger, fileDirectory: fileDirectory,
+                                                  keySource: keySource ?? EncryptedFileBackend.defaultKeySource(directory: fileDirectory, group: group),
                                                   secretService: secretService, announcesFallback: announcesFallback)
         var backend = selection.backend
         if let account, backend is SecretServiceBackend {

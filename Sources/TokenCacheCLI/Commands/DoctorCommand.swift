@@ -123,7 +123,9 @@ struct DoctorCommand: ParsableCommand {
         [("backend", settings.backend.value.rawValue, settings.backend.source),
          ("group", settings.group.value.name, settings.group.source),
          ("collection", settings.collection.value, settings.collection.source),
-         ("passphrase file", settings.passphraseFile?.value ?? "none", settings.passphraseFile?.source ?? .defaultValue)]
+         ("passphrase file", settings.passphraseFile?.value ?? "none", settings.passphraseFile?.source ?? .defaultValue),
+         ("key-source", settings.keySource?.value.rawValue ?? "key-file (tpm where cache.key.tpm exists)", settings.keySource?.source ?? .defaultValue),
+         ("tpm-tcti", settings.tpmTCTI?.value ?? "device:/dev/tpmrm0", settings.tpmTCTI?.source ?? .defaultValue)]
     }
 
     /// `doctor --json`: the diagnosis with the settings beside it.

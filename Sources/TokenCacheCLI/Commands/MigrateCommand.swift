@@ -45,7 +45,17 @@ struct MigrateCommand: ParsableCommand {
           tokencache migrate --from-store azure-cli \\
               --to-store azure-cli-encrypted-2.91 --configure-azure-cli \\
               --remove-source
+
+        --to-key-source (alone) re-encrypts every group of the encrypted file with another key \
+        source: key-file, tpm (sealed to this machine's TPM 2.0) or passphrase. Each group is \
+        read back with the new key before the old key file or sealed key is removed.
+          tokencache migrate --to-key-source tpm
+          TOKENCACHE_PASSPHRASE_FILE=~/.pass tokencache migrate --to-key-source passphrase
         """)
+
+    @Option(name: .customLong("to-key-source"),
+            help: ArgumentHelp("Re-encrypt the encrypted file's groups with this key source instead: key-file, tpm or passphrase.", valueName: "source"))
+    var toKeySource: KeySourceChoice?
 
     @Option(help: ArgumentHelp("The backend to move from: secret-service or file.", valueName: "backend"),
             completion: .list(["secret-service", "file"]), transform: Self.concreteBackend)
@@ -118,6 +128,10 @@ struct MigrateCommand: ParsableCommand {
         if let group {
             do { _ = try CacheGroup(group) } catch { throw ValidationError(error.description) }
         }
+        if toKeySource != nil {
+            guard from == nil, to == nil, fromStore == nil, toStore == nil else { throw ValidationError("--to-key-source goes alone: it changes the encrypted file's key, not its backend.") }
+            return
+        }
         guard (to == nil) != (toStore == nil) else { throw ValidationError("Give --to (a backend) or --to-store (another tool's store), one of them.") }
         if toStore != nil && fromStore == nil { throw ValidationError("--to-store copies a store: give --from-store NAME too.") }
         if configureAzureCli && !["azure-cli-encrypted-2.91", "azure-cli-encrypted"].contains(toStore ?? "") {
@@ -140,6 +154,7 @@ struct MigrateCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let toKeySource { return try changeKeySource(to: toKeySource) }
         if let fromStore, let toStore { return try copy(fromStore, toStore: toStore) }
         if let fromStore { return try copy(fromStore) }
         guard let from, let to else { return }
@@ -160,6 +175,29 @@ struct MigrateCommand: ParsableCommand {
                let warning = Self.readersElsewhere(moved, settings: try StoreSettings.resolve(backend: nil, group: nil, collection: nil, passphraseFile: nil)) {
                 Terminal.warning(warning)
             }
+        }
+    }
+
+    /// Re-encrypts the encrypted file with another key source (the library reads each group back first).
+    private func changeKeySource(to choice: KeySourceChoice) throws {
+        try reportingErrors(.migrate(collectionOption: "--from-collection")) {
+            let settings = try StoreSettings.resolve(backend: .file, group: group, collection: nil, passphraseFile: nil)
+            // The current key as the cache's files say; to a passphrase, a passphrase file is the new one.
+            var now = settings
+            now.keySource = nil
+            if choice == .passphrase { now.passphraseFile = nil }
+            let current = try StoreOptions.fileKeySource(now)
+            let new: EncryptedFileBackend.KeySource = switch choice {
+            case .keyFile: .keyFile()
+            case .tpm: .tpm(tcti: settings.tpmTCTI?.value)
+            case .passphrase: if let file = settings.passphraseFile {
+                .passphrase(try Passphrase.read(file.value, from: file.source))
+            } else {
+                Passphrase.keySource(cachePath: EncryptedFileBackend().fileURL(for: settings.group.value).path)
+            }
+            }
+            let result = try EncryptedFileBackend(keySource: current).changeKeySource(to: new)
+            Terminal.print("Re-encrypted \(result.groups) group\(result.groups == 1 ? "" : "s") from \(current) to \(new); every one read back.")
         }
     }
 

@@ -36,6 +36,15 @@ extension TokenCacheError {
         /// The cache file of `group` is older than one this machine has seen; it can be accepted
         /// deliberately.
         case fileRolledBack(group: String)
+        /// No TPM 2.0 answered through the TCTI `tcti` ("device:/dev/tpmrm0"), or its storage
+        /// hierarchy cannot be used (``TokenCacheError/Code/backendUnavailable``).
+        case tpmUnavailable(tcti: String)
+        /// The TPM is busy or in dictionary-attack lockout; try again later
+        /// (``TokenCacheError/Code/backendUnavailable``).
+        case tpmLockedOut
+        /// The cache key was sealed by another TPM: the cache was copied from another machine
+        /// (``TokenCacheError/Code/fileAuthenticationFailed``).
+        case tpmSealedElsewhere
 
         // Sign-in
         /// No browser can be opened: `BROWSER` is not set, the desktop portal did not open the
@@ -133,6 +142,9 @@ extension TokenCacheError {
             case .secretServiceSessionLost: "secretServiceSessionLost"
             case .libraryMissing: "libraryMissing"
             case .fileRolledBack: "fileRolledBack"
+            case .tpmUnavailable: "tpmUnavailable"
+            case .tpmLockedOut: "tpmLockedOut"
+            case .tpmSealedElsewhere: "tpmSealedElsewhere"
             case .noDisplay: "noDisplay"
             case .browserCommandFailed: "browserCommandFailed"
             case .xdgOpenMissing: "xdgOpenMissing"
