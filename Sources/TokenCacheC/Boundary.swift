@@ -100,6 +100,11 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .accountInSeveralClouds: TOKENCACHE_REASON_ACCOUNT_IN_SEVERAL_CLOUDS
     case .tokensInSeveralTenants: TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS
     case .noUsableToken: TOKENCACHE_REASON_NO_USABLE_TOKEN
+    case .noGraph: TOKENCACHE_REASON_NO_GRAPH
+    case .graphUnreachable: TOKENCACHE_REASON_GRAPH_UNREACHABLE
+    case .graphRefused: TOKENCACHE_REASON_GRAPH_REFUSED
+    case .photoNotAnImage: TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE
+    case .photoTooLarge: TOKENCACHE_REASON_PHOTO_TOO_LARGE
     }
     return Int32(code.rawValue)
 }

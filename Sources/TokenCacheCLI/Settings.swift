@@ -112,10 +112,10 @@ struct StoreSettings: Sendable {
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
 /// of "backend", "group", "collection", "stores" (other tools' MSAL caches, ``ExternalStoreConfig``)
-/// and "single_sign_on" (``SingleSignOnSetting``). JSON rather than TOML: the project already parses
+/// "single_sign_on" (``SingleSignOnSetting``) and "graph_endpoint" (``GraphEndpointSetting``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
-    static let keys = ["backend", "group", "collection", "stores", "single_sign_on"]
+    static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "graph_endpoint"]
 
     var path: String
     var backend: BackendPolicy?
@@ -125,6 +125,8 @@ struct ConfigFile: Sendable {
     var stores: [ExternalStore] = []
     /// The store names listed under "single_sign_on" (``SingleSignOnSetting``).
     var singleSignOn: [String]?
+    /// "graph_endpoint": Microsoft Graph for the account photo, as written (checked where used).
+    var graphEndpoint: String?
 
     /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
     static var path: String {
@@ -179,6 +181,7 @@ struct ConfigFile: Sendable {
             }
         }
         config.collection = try text("collection", "default, session or a collection's label")
+        config.graphEndpoint = try text("graph_endpoint", "https://HOST or http://127.0.0.1:PORT")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
         }

@@ -35,6 +35,10 @@ public final class PublicClientApplication: Sendable {
         /// redeemed from a store and rotated by the server is written back to the store, under
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
+        /// Microsoft Graph's endpoint for ``PublicClientApplication/photo(for:refresh:)``
+        /// (`https://HOST`, or `http://127.0.0.1:PORT` for a local stand-in); nil for
+        /// `TOKENCACHE_GRAPH_ENDPOINT`, else the account's cloud's Graph host.
+        public var graphEndpoint: URL?
 
         public init() {}
     }

@@ -116,6 +116,19 @@ extension TokenCacheError {
         /// `refreshable` when a cached refresh token could be redeemed with an authority.
         case noUsableToken(refreshable: Bool)
 
+        // The account photo (Microsoft Graph)
+        /// Accounts of the authority `authority` (a host) have no Microsoft Graph: B2C, a generic
+        /// OpenID provider, or a cloud without a known Graph host (``TokenCacheError/Code/unsupportedFlow``).
+        case noGraph(authority: String)
+        /// Microsoft Graph at `host` did not answer (``TokenCacheError/Code/network``).
+        case graphUnreachable(host: String)
+        /// Graph answered with HTTP `status`, neither 200 nor a photo's 404 (``TokenCacheError/Code/serverError``).
+        case graphRefused(status: Int)
+        /// Graph's photo answer had the content type `contentType`, not `image/*`; nothing was cached.
+        case photoNotAnImage(contentType: String)
+        /// The photo was larger than `limit` bytes; nothing was cached.
+        case photoTooLarge(limit: Int)
+
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
         public var name: String {
@@ -158,6 +171,11 @@ extension TokenCacheError {
             case .accountInSeveralClouds: "accountInSeveralClouds"
             case .tokensInSeveralTenants: "tokensInSeveralTenants"
             case .noUsableToken: "noUsableToken"
+            case .noGraph: "noGraph"
+            case .graphUnreachable: "graphUnreachable"
+            case .graphRefused: "graphRefused"
+            case .photoNotAnImage: "photoNotAnImage"
+            case .photoTooLarge: "photoTooLarge"
             }
         }
     }
