@@ -314,7 +314,7 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_GRAPH_UNREACHABLE = 111,
     /* SERVER_ERROR: Graph answered neither 200 nor a photo's 404 (401/403: no User.Read consent). */
     TOKENCACHE_REASON_GRAPH_REFUSED = 112,
-    /* SERVER_ERROR: the answer was not image/*; nothing was cached. */
+    /* SERVER_ERROR: the answer was not an image (image/...); nothing was cached. */
     TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE = 113,
     /* SERVER_ERROR: the photo was over 4 MiB; nothing was cached. */
     TOKENCACHE_REASON_PHOTO_TOO_LARGE = 114
