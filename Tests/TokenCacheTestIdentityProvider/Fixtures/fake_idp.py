@@ -28,7 +28,7 @@ tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/
                                   the S256 challenge, redirect_uri and client_id matched, each code
                                   redeemable once) and urn:ietf:params:oauth:grant-type:device_code
   POST /control  also {"browser_action": "submit|cancel|none"} | {"sign_in_user": {"uid", "utid",
-                 "username"}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
+                 "username"[, "name"]}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
                  (the redirect carries another state) | {"pkce_challenge_override": str|null} (the
                  code is bound to another challenge, as an injected code would be) |
                  {"nonce_override": str|null} (the ID token of a code carries that nonce, not the request's) |
@@ -84,6 +84,8 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
     """The token response every grant gives: the refresh grant's shape (an ID token of a code
     whose request had a nonce carries it, as OIDC Core 3.1.3.6 requires)."""
     claims = {"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid, "preferred_username": who.get("username", "user@example.com")}
+    if "name" in who:
+        claims["name"] = who["name"]
     if nonce is not None:
         claims["nonce"] = nonce
     response = {
@@ -175,7 +177,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/v1.0/me":
             username = who.get("username", "user@example.com")
             return self.reply(200, {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#users/$entity", "id": who["uid"],
-                                    "displayName": username.split("@")[0].capitalize(), "userPrincipalName": username, "mail": username})
+                                    "displayName": who.get("name", username.split("@")[0].capitalize()),
+                                    "userPrincipalName": username, "mail": username})
         if photo is None:
             return self.reply(404, {"error": {"code": "ImageNotFound", "message": "Exception of type 'Microsoft.Fast.Profile.Core.Exception.ImageNotFoundException' was thrown."}})
         data = base64.b64decode(photo["base64"]) if "base64" in photo else (b"\x89PNG\r\n\x1a\n" + b"\0" * max(photo["size"] - 8, 0))[:photo["size"]]
