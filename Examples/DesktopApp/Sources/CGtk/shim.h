@@ -19,7 +19,7 @@ static inline void tc_label_set_wrap(GtkWidget *label) {
     gtk_label_set_wrap(GTK_LABEL(label), TRUE);
     gtk_label_set_xalign(GTK_LABEL(label), 0);
 }
-static inline gboolean tc_check_button_get_active(GtkWidget *button) { return gtk_check_button_get_active(GTK_CHECK_BUTTON(button)); }
+static inline gboolean tc_toggle_button_get_active(GtkWidget *button) { return gtk_toggle_button_get_active(GTK_TOGGLE_BUTTON(button)); }
 static inline GtkWidget *tc_application_window_new(gpointer application) { return gtk_application_window_new(GTK_APPLICATION(application)); }
 static inline void tc_window_present(GtkWidget *window) { gtk_window_present(GTK_WINDOW(window)); }
 

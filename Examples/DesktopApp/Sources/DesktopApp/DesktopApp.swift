@@ -51,7 +51,7 @@ final class Window {
     let signIn = gtk_button_new_with_label("Sign in")!
     let callGraph = gtk_button_new_with_label("Call Graph")!
     let signOut = gtk_button_new_with_label("Sign out")!
-    let logging = gtk_check_button_new_with_label("Logging")!
+    let logging = gtk_toggle_button_new_with_label("Logging")!
     private var actions: [Action] = []
 
     static func open(on application: UnsafeMutableRawPointer?) {
@@ -93,7 +93,7 @@ final class Window {
         connect(callGraph, "clicked") { [weak self] in self?.showGraphProfile() }
         connect(logging, "toggled") { [weak self] in
             guard let self else { return }
-            SwitchableLogHandler.enabled.withLock { $0 = tc_check_button_get_active(self.logging) != 0 }
+            SwitchableLogHandler.enabled.withLock { $0 = tc_toggle_button_get_active(self.logging) != 0 }
         }
         render()
         model.start()
