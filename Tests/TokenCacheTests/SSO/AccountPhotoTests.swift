@@ -3,6 +3,7 @@ import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
 @testable import EncryptedFileStore
+@testable import SecretServiceStore
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider
 
@@ -138,6 +139,27 @@ struct AccountPhotoTests {
         #expect(try store.entries().filter { $0.kind == .accountPhoto }.isEmpty)
         try store.savePhoto(AccountPhoto(data: image, contentType: "image/png"), of: alice, now: Date())
         #expect(try store.entries().filter { $0.kind == .accountPhoto }.isEmpty)
+    }
+
+    @Test("On the Secret Service the photo (4 MiB at most) is an item of the group like its tokens, read back by another connection and removed with the account")
+    func onTheSecretService() async throws {
+        let group = try CacheGroup("org.swift-tokencache.photo-\(UUID().uuidString.prefix(8).lowercased())")
+        let keyring = AccountStore(backend: try SecretServiceBackend(), group: group)
+        defer { try? keyring.removeAll() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "Files.Read", foci: nil, tag: "ss")
+        response["refresh_token"] = "rt-ss"
+        try keyring.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: idp.authority(), scopes: [])
+        try await idp.seed(refreshToken: "rt-ss", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        let alice = try #require(try keyring.account(Fixtures.alice.username))
+        try await idp.setPhoto(of: Fixtures.alice, size: AccountPhoto.maximumBytes)
+        var options = PublicClientApplication.Options()
+        options.graphEndpoint = idp.graphEndpoint
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: keyring, options: options)
+        let photo = try #require(try await app.photo(for: alice))
+        let items = try SecretServiceBackend().load(group).entries.filter { $0.kind == .accountPhoto }
+        #expect(items.count == 1 && AccountPhotoRecord(entry: items[0]).photo == photo)
+        try await app.removeFromEveryApp(alice)
+        #expect(try SecretServiceBackend().load(group).entries.filter { $0.kind == .accountPhoto || $0.kind == .account }.isEmpty)
     }
 
     @Test("B2C and generic OIDC authorities, and a host of no known cloud without an endpoint, have no Graph: noGraph")
