@@ -125,6 +125,7 @@ def pixel(path, x, y):
 def photo_shown(app, path):
     """Whether the image widget shows the photo: its centre, on screen, has the photo's colour."""
     image = find(app, "image", "Account photo")
+    # Window coordinates are the screen's: Xvfb runs no window manager, so the window is at 0,0.
     box = image.queryComponent().getExtents(pyatspi.WINDOW_COORDS)
     if box.width <= 0 or box.height <= 0:
         return False

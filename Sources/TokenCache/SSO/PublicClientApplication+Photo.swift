@@ -53,10 +53,8 @@ package enum GraphEndpoint {
             throw noGraph(authority)
         }
         if let configured {
-            guard configured.scheme?.lowercased() == "https" || Authority.isLoopback(configured.host ?? "") else {
-                throw TokenCacheError.invalidArgument("graphEndpoint", "must be https, or http on loopback")
-            }
-            return (configured, scope)
+            // An app's own URL gets the variable's checks too (scheme, loopback for http, no query).
+            return (try parse(configured.absoluteString, source: "Options.graphEndpoint"), scope)
         }
         guard let host, let base = URL(string: "https://\(host)") else { throw noGraph(authority) }
         return (base, scope)
