@@ -58,6 +58,9 @@ struct AccountPhotoTests {
                                  group: store.group)
         #expect(try other.photoRecord(of: alice)?.photo == photo)
         #expect(try other.inventory().accounts.map(\.hasPhoto) == [true])
+        // A listing reads the file without the photo's bytes, and still knows one is cached.
+        let listed = try #require(try EncryptedFileBackend(directory: directory).loadForListing(store.group).entries.first { $0.kind == .accountPhoto })
+        #expect(listed["data"] == nil && AccountPhotoRecord(entry: listed).hasPhoto)
         #expect(try await app().photo(for: alice, refresh: false, now: now + 23 * 3600) == photo)
         #expect(try await photoRequests() == 1)
     }
