@@ -8,6 +8,7 @@ signs out from the CLI (reflected within a second) and from the app, and saves a
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -198,6 +199,21 @@ def main():
         with open(os.path.join(work, "app.log")) as file:
             log = file.read()
         check("the logging toggle made the library log", "[debug]" in log, log[-500:])
+        app_process.kill()
+        app_process.wait()
+
+        # No browser (the BROWSER command fails): Sign in falls back to a device code, shown in the window.
+        environment["BROWSER"] = "/bin/false"
+        app_process = subprocess.Popen([arguments.app], env=environment, stdout=app_log, stderr=subprocess.STDOUT)
+        processes.append(app_process)
+        app = find_app("DesktopApp", app_process)
+        wait_for("the second app starts signed out", lambda: label_text(app, "Signed out"))
+        click(app, "push button", "Sign in")
+        code = wait_for("without a browser, the window shows a device code",
+                        lambda: next((m.group(0) for text in labels(app) for m in [re.search(r"\bUC\d{4}\b", text)] if m), None))
+        provider.control({"approve_device": code})
+        wait_for("the device code sign-in completes", lambda: label_text(app, "Signed in"), timeout=60)
+        check("the device code sign-in shows the account", label_text(app, "Email:") == "Email: alice@contoso.com", str(labels(app)))
         print(f"desktop: {len(checks)} passed, 0 failed", flush=True)
     except SystemExit:
         with open(os.path.join(work, "app.log")) as file:
