@@ -14,6 +14,9 @@ let package = Package(
         // model and account store (no C library at all), or that with the encrypted file (OpenSSL,
         // loaded at run time; no GLib/GIO, no libcurl).
         .library(name: "TokenCacheCore", targets: ["TokenCacheCore"]),
+        // The observable model a desktop UI binds to (Observation): apart, so that the C library
+        // (static stdlib) and the command-line tools do not link Observation.
+        .library(name: "TokenCacheModel", targets: ["TokenCacheModel"]),
         .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
@@ -91,6 +94,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // AccountsModel, the @Observable state of a desktop app's accounts (see the product).
+        .target(name: "TokenCacheModel", dependencies: ["TokenCache"]),
 
         // The token agent's servers, out of the library apps link (#45): in no product; only the
         // CLI (and the tests) depend on it, and scripts/check-no-agent-server.sh checks an app and
@@ -229,7 +234,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
-                           "TokenCacheAdmin", "TokenCacheAgent", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+                           "TokenCacheAdmin", "TokenCacheAgent", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper", "TokenCacheModel"],
             resources: [.copy("Fixtures")]
         ),
     ],

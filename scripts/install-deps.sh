@@ -13,34 +13,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/apt.sh  # apt_get
 
-APT_PACKAGES=(libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc
-              python3 python3-venv python3-gi gir1.2-secret-1
-              keepassxc libkf5wallet-bin libqca-qt5-2-plugins
-              openssh-client openssh-server   # the agent's forwarding tests (#38): ssh -R to a private sshd
-              bubblewrap           # the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache
-              xdg-desktop-portal   # the real Secret portal (gnome-keyring is its backend)
-              xdg-dbus-proxy       # the sandbox's filtered bus, as Flatpak's (portal only)
-              # The TPM key source (#49): tpm2-tss at run time (dlopen), a software TPM per test
-              # (swtpm) and tpm2-tools to flush what killed writers left in it; keyctl for the session key.
-              libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils)
-missing=()
-for package in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$package")
-done
-if ((${#missing[@]})); then
-    echo "Installing: ${missing[*]}" >&2
+# install_missing [--no-install-recommends] PACKAGE...: installs those not installed yet.
+install_missing() {
+    local options=() missing=() package
+    if [ "$1" = --no-install-recommends ]; then options=("$1"); shift; fi
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$package")
+    done
+    ((${#missing[@]})) || return 0
+    echo "Installing: ${missing[*]} ${options[*]:+(${options[*]})}" >&2
     apt_get update -qq
-    apt_get install -y -qq "${missing[@]}" >/dev/null
-fi
+    apt_get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
+}
+
+install_missing libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc \
+    python3 python3-venv python3-gi gir1.2-secret-1 \
+    keepassxc libkf5wallet-bin libqca-qt5-2-plugins \
+    openssh-client openssh-server `# the agent's forwarding tests (#38): ssh -R to a private sshd` \
+    bubblewrap `# the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache` \
+    xdg-desktop-portal `# the real Secret portal (gnome-keyring is its backend)` \
+    xdg-dbus-proxy `# the sandbox's filtered bus, as Flatpak's (portal only)`
+
+# The TPM key source (#49): tpm2-tss at run time (dlopen), a software TPM per test (swtpm) and
+# tpm2-tools to flush what killed writers left in it; keyctl for the session key.
+install_missing libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils
+
+# The GTK 4 desktop sample (#48) and its test: GTK 4, Xvfb, the AT-SPI bus and the Python bindings
+# that drive it, ImageMagick for the screenshot and the photo's pixels. Without recommends (GTK's
+# pull in a desktop's worth of packages); the test was checked on a machine with exactly these.
+install_missing --no-install-recommends libgtk-4-dev xvfb xauth at-spi2-core python3-pyatspi gir1.2-atspi-2.0 imagemagick
 
 # Headless Chromium for the interactive sign-in tests (a real browser completes the flow).
 # Without recommends: its one recommendation, chromium-sandbox, is not needed (the tests run it with
 # --no-sandbox); headless sign-in was checked on a machine without it.
-if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep "install ok installed" >/dev/null; then
-    echo "Installing: chromium (--no-install-recommends)" >&2
-    apt_get update -qq
-    apt_get install -y -qq --no-install-recommends chromium >/dev/null
-fi
+install_missing --no-install-recommends chromium
 
 # MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings.
 VENV=.venv

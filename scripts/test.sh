@@ -44,4 +44,9 @@ fi
 scripts/check-no-secrets.sh "$TOKENCACHE_TEST_LOG_FILE" "$TOKENCACHE_TEST_OUTPUT_FILE" "$RUN_DIR/tmp" || status=1
 # The SwiftPM plugins as an app uses them (skipped when running a filtered subset).
 if ((status == 0 && $# == 0)); then scripts/check-example.sh || status=$?; fi
+# The GTK 4 desktop sample under Xvfb, driven through AT-SPI (#48); its screenshot is kept as an
+# artefact in .build/artefacts (or $TOKENCACHE_ARTEFACTS).
+if ((status == 0 && $# == 0)); then
+    Examples/DesktopApp/test-desktop.sh "${TOKENCACHE_ARTEFACTS:-$PWD/.build/artefacts}/desktop-app.png" || status=$?
+fi
 exit $status

@@ -255,6 +255,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
         case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
         case .appMetadata: return "App metadata · \(client)"
         case .accountMetadata: return "Sign-in state · \(user) · \(client) · \(entry["sign_in_state"] ?? "")"
+        case .accountPhoto: return "Account photo · \(user)"
         case .unknownSection: return "Other SDK data · \(entry.key)"
         }
     }

@@ -104,6 +104,11 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .tokensInSeveralTenants: TOKENCACHE_REASON_TOKENS_IN_SEVERAL_TENANTS
     case .noUsableToken: TOKENCACHE_REASON_NO_USABLE_TOKEN
     case .clientNotSignedIn: TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN
+    case .noGraph: TOKENCACHE_REASON_NO_GRAPH
+    case .graphUnreachable: TOKENCACHE_REASON_GRAPH_UNREACHABLE
+    case .graphRefused: TOKENCACHE_REASON_GRAPH_REFUSED
+    case .photoNotAnImage: TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE
+    case .photoTooLarge: TOKENCACHE_REASON_PHOTO_TOO_LARGE
     }
     return Int32(code.rawValue)
 }

@@ -174,11 +174,11 @@ struct RequestSettings: Sendable {
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
 /// of "backend", "group", "collection", "stores" (other tools' MSAL caches, ``ExternalStoreConfig``)
-/// and "single_sign_on" (``SingleSignOnSetting``). JSON rather than TOML: the project already parses
+/// "single_sign_on" (``SingleSignOnSetting``) and "graph_endpoint" (``GraphEndpointSetting``). JSON rather than TOML: the project already parses
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
     static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority",
-                       "key-source", "tpm-tcti"]
+                       "key-source", "tpm-tcti", "graph_endpoint"]
 
     var path: String
     var backend: BackendPolicy?
@@ -196,6 +196,8 @@ struct ConfigFile: Sendable {
     var keySource: KeySourceChoice?
     /// "tpm-tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
     var tpmTCTI: String?
+    /// "graph_endpoint": Microsoft Graph for the account photo, as written (checked where used).
+    var graphEndpoint: String?
 
     /// The config file's path; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says.
     static var path: String {
@@ -271,6 +273,7 @@ struct ConfigFile: Sendable {
             config.keySource = value
         }
         config.tpmTCTI = try text("tpm-tcti", "a TCTI in tpm2-tss syntax, such as device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321")
+        config.graphEndpoint = try text("graph_endpoint", "https://HOST or http://127.0.0.1:PORT")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
         }

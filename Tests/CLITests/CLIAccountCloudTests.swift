@@ -110,7 +110,7 @@ struct CLIAccountCloudTests {
         #expect(other.status == 0 && other.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "at-planted", "\(other.stderr)")
 
         let after = try #require(try account(at: "127.0.0.1"))
-        #expect(NSDictionary(dictionary: after).isEqual(to: before), "alice's row changed: \(before) -> \(after)")
+        #expect(NSDictionary(dictionary: after).isEqual(NSDictionary(dictionary: before)), "alice's row changed: \(before) -> \(after)")
         #expect(try account(at: "127.0.0.2")?["name"] as? String == "Mallory Planted", "the planted account is listed apart")
     }
 
@@ -128,7 +128,7 @@ struct CLIAccountCloudTests {
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(try account(at: "127.0.0.2") == nil)
         let after = try #require(try account(at: "127.0.0.1"))
-        #expect(NSDictionary(dictionary: after).isEqual(to: before), "alice's row changed: \(before) -> \(after)")
+        #expect(NSDictionary(dictionary: after).isEqual(NSDictionary(dictionary: before)), "alice's row changed: \(before) -> \(after)")
         let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username])
         #expect(token.status == 0 && token.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == aliceToken, "\(token.stderr)")
     }

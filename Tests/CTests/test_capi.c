@@ -465,7 +465,33 @@ static int silent(const char *backend, const char *client, const char *authority
     return status == TOKENCACHE_OK ? 0 : 1;
 }
 
+/* The account's Graph photo on the default group of the encrypted file: writes it to `path` and
+   prints its type and size, or prints "none" when the account has none. */
+static int photo(const char *client, const char *authority, const char *account, const char *path, unsigned flags) {
+    tokencache_store *store = NULL;
+    tokencache_error error = {0};
+    int status = tokencache_store_open(NULL, TOKENCACHE_BACKEND_FILE, &store, &error);
+    unsigned char *data = NULL;
+    size_t length = 0;
+    char *type = NULL;
+    if (status == TOKENCACHE_OK)
+        status = tokencache_account_photo(store, client, authority, strcmp(account, "-") == 0 ? NULL : account, flags,
+                                          &data, &length, &type, &error);
+    if (status == TOKENCACHE_OK && data == NULL) printf("none\n");
+    else if (status == TOKENCACHE_OK) {
+        FILE *file = fopen(path, "wb");
+        if (file == NULL || fwrite(data, 1, length, file) != length || fclose(file) != 0) status = -1;
+        printf("%s %zu\n", type, length);
+    } else fprintf(stderr, "photo: %s %s: %s (%s)\n", tokencache_status_name(status),
+                   tokencache_reason_name(tokencache_error_reason(&error)), error.message, error.hint);
+    tokencache_photo_free(data);
+    tokencache_string_free(type);
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 7 && strcmp(argv[1], "photo") == 0) return photo(argv[2], argv[3], argv[4], argv[5], (unsigned)atoi(argv[6]));
     if (argc == 7 && strcmp(argv[1], "silent") == 0) return silent(argv[2], argv[3], argv[4], argv[5], argv[6]);
     if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
@@ -486,7 +512,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES | photo CLIENT AUTHORITY ACCOUNT|- FILE FLAGS]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_reasons();

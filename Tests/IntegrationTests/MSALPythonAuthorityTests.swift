@@ -104,4 +104,29 @@ struct MSALPythonAuthorityTests {
         grants = try await idp.stats().grants
         #expect(grants.count == 3 && grants.last?.sdk == "MSAL.Python" && grants.last?.redeemed == "rt-rotated-2")
     }
+
+    @Test("A cached account photo does not disturb MSAL Python: it lists and refreshes the account, and writes the AccountPhoto section back unchanged, which imports back as it was")
+    func photoSectionKeptByMSALPython() async throws {
+        let store = AccountStore(backend: InMemoryBackend())
+        var response = Fixtures.response(for: Fixtures.alice, scope: "Files.Read", foci: nil, tag: "swift")
+        response["refresh_token"] = "rt-photo"
+        try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: idp.authority(), scopes: [])
+        try await idp.seed(refreshToken: "rt-photo", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        try await idp.setPhoto(of: Fixtures.alice, data: Data([0x89, 0x50, 0x4E, 0x47] + Array(repeating: 1, count: 40)))
+        var options = PublicClientApplication.Options()
+        options.graphEndpoint = idp.graphEndpoint
+        let account = try #require(try store.account(Fixtures.alice.username))
+        let photo = try #require(try await PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: store,
+                                                                   options: options).photo(for: account))
+        let exported = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: Any])
+
+        let python = try await pythonSilent(store)
+        #expect(python.accounts == [Fixtures.alice.username])
+        #expect((python.result["access_token"] as? String)?.hasPrefix("at-issued-") == true, "\(python.result)")
+        let kept = try #require(python.cache["AccountPhoto"] as? NSDictionary)
+        #expect(kept == exported["AccountPhoto"] as? NSDictionary)
+        let back = AccountStore(backend: InMemoryBackend())
+        _ = try back.importMSALJSON(try JSONSerialization.data(withJSONObject: python.cache))
+        #expect(try back.photoRecord(of: account)?.photo == photo)
+    }
 }

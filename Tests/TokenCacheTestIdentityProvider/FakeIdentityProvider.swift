@@ -110,6 +110,24 @@ package final class FakeIdentityProvider: @unchecked Sendable {
         try await control(["seed": seed])
     }
 
+    /// Its Microsoft Graph stand-in (`/v1.0/me`, `/v1.0/me/photo/$value`), for `graphEndpoint`.
+    package var graphEndpoint: URL { URL(string: "http://\(host):\(port)")! }
+
+    /// The photo Graph gives `user` (nil: none, Graph's 404), or `size` bytes of a PNG when `data` is nil.
+    package func setPhoto(of user: Fixtures.User, contentType: String = "image/png", data: Data? = nil, size: Int? = nil) async throws {
+        var photo: [String: Any] = ["content_type": contentType]
+        if let data { photo["base64"] = data.base64EncodedString() }
+        if let size { photo["size"] = size }
+        try await control(["graph_photos": [user.uid: data == nil && size == nil ? NSNull() as Any : photo as Any]])
+    }
+
+    /// The Graph requests received so far, by path, with the user whose token they carried.
+    package func graphRequests() async throws -> [(path: String, user: String?)] {
+        struct Requests: Decodable { struct Request: Decodable { var path: String; var user: String? }; var requests: [Request] }
+        let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/graph/stats")!)
+        return try JSONDecoder().decode(Requests.self, from: data).requests.map { ($0.path, $0.user) }
+    }
+
     package struct Stats: Decodable {
         package struct Grant: Decodable {
             package var client_id: String

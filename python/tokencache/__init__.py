@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
-__all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Store", "Token",
+__all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Photo", "Store", "Token",
            "TokenCacheError", "Watch", "diagnose", "library_version",
            "AMBIGUOUS_ACCOUNT", "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
@@ -228,6 +228,9 @@ _PROTOTYPES = {
     "tokencache_diagnose": (ctypes.c_int, [_S, ctypes.c_int, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_int),
                                            ctypes.POINTER(_Error)]),
     "tokencache_string_free": (None, [_P]),
+    "tokencache_account_photo": (ctypes.c_int, [_P, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t),
+                                                ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_photo_free": (None, [_P]),
     "tokencache_native_sign_in": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, _NATIVE_PROMPT, _P, ctypes.POINTER(_P),
                                                  ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_native_sign_up": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, _S, _NATIVE_PROMPT, _P, ctypes.POINTER(_P),
@@ -311,6 +314,16 @@ class DeviceCode:
     user_code: str
     verification_uri: str
     message: str
+
+
+@dataclass(frozen=True)
+class Photo:
+    """An account's Microsoft Graph photo: the image's bytes and its MIME type ("image/jpeg")."""
+    data: bytes
+    content_type: str
+
+    def __repr__(self) -> str:
+        return f"Photo(content_type={self.content_type!r}, {len(self.data)} bytes)"
 
 
 @dataclass(frozen=True)
@@ -470,6 +483,26 @@ class Store:
                                                         _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
                                                         ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
             return _token(secret, info)
+
+    def account_photo(self, client_id: str, authority: str, account: Optional[str] = None,
+                      refresh: bool = False) -> Optional[Photo]:
+        """The account's Microsoft Graph photo (bytes and MIME type), or None when it has none (Graph's 404).
+        Fetched with a silent User.Read token of client_id at authority from the account's cloud's Graph
+        (or TOKENCACHE_GRAPH_ENDPOINT), cached with the account for a day; refresh asks Graph again.
+        The account is chosen as acquire_token_silent chooses it. Errors carry the reasons no_graph,
+        graph_unreachable, graph_refused, photo_not_an_image and photo_too_large."""
+        with self._handle.use() as store:
+            data, length, content_type, error = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_void_p(), _Error()
+            _check(_lib.tokencache_account_photo(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
+                                                 _arg(account, "account"), 1 if refresh else 0, ctypes.byref(data),
+                                                 ctypes.byref(length), ctypes.byref(content_type), ctypes.byref(error)), error)
+            if not data.value:
+                return None
+            try:
+                return Photo(ctypes.string_at(data.value, length.value), ctypes.string_at(content_type.value).decode())
+            finally:
+                _lib.tokencache_photo_free(data.value)
+                _lib.tokencache_string_free(content_type.value)
 
     def set_sso_stores(self, names: Union[None, str, List[str]]) -> None:
         """Single sign-on with other tools' MSAL caches (off by default): accounts(client_id) then lists, and

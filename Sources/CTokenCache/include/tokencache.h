@@ -21,6 +21,7 @@
  *        tokencache_watch *          tokencache_watch_stop
  *        char * secret (tokens)      tokencache_secret_free  (wipes, then frees)
  *        char * text (reports)       tokencache_string_free
+ *        unsigned char * photo       tokencache_photo_free
  *    Every free function accepts NULL. Inputs remain the caller's: the library copies what it
  *    keeps and never frees or keeps a pointer it was given.
  *  - Blocking. Functions block until done (D-Bus calls to the keyring, file I/O, and for
@@ -39,7 +40,8 @@
  *  - Versioning. The soname is libtokencache.so.0. Symbols carry the version of the release
  *    that added them: TOKENCACHE_0.1, TOKENCACHE_0.2 for tokencache_sign_in_*, and
  *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores, TOKENCACHE_0.4 for tokencache_native_*,
- *    TOKENCACHE_0.5 for tokencache_error_reason and tokencache_reason_name. Functions
+ *    TOKENCACHE_0.5 for tokencache_error_reason and tokencache_reason_name, TOKENCACHE_0.6 for
+ *    tokencache_account_photo and tokencache_photo_free. Functions
  *    are only ever added (under a new symbol version node); an incompatible change would raise
  *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
@@ -312,7 +314,19 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_NO_USABLE_TOKEN = 104,
     /* NOT_FOUND: the account named exists, but the client is not signed in to it (or signed out
        already). */
-    TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN = 105
+    TOKENCACHE_REASON_CLIENT_NOT_SIGNED_IN = 105,
+
+    /* The account photo, Microsoft Graph (tokencache_account_photo; since 0.6). */
+    /* UNSUPPORTED_FLOW: B2C, generic OIDC or a host of no known cloud: no Graph photo. */
+    TOKENCACHE_REASON_NO_GRAPH = 110,
+    /* NETWORK: Graph did not answer. */
+    TOKENCACHE_REASON_GRAPH_UNREACHABLE = 111,
+    /* SERVER_ERROR: Graph answered neither 200 nor a photo's 404 (401/403: no User.Read consent). */
+    TOKENCACHE_REASON_GRAPH_REFUSED = 112,
+    /* SERVER_ERROR: the answer was not an image (image/...); nothing was cached. */
+    TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE = 113,
+    /* SERVER_ERROR: the photo was over 4 MiB; nothing was cached. */
+    TOKENCACHE_REASON_PHOTO_TOO_LARGE = 114
 } tokencache_reason;
 
 /* Opaque handles. */
@@ -429,6 +443,31 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
                                     const char *authority, const char *account,
                                     const char *scopes, unsigned flags, char **access_token,
                                     tokencache_token_info **info, tokencache_error *error);
+
+/* Flags for tokencache_account_photo. */
+#define TOKENCACHE_PHOTO_REFRESH 0x1u
+
+/* The account's photo from Microsoft Graph (/me/photo/$value), or none: MSAL Quick
+   Authentication's base64Photo. The account is chosen as by tokencache_acquire_token_silent
+   (`account` or, when NULL, the client's only one); `authority` (required) is where the silent
+   User.Read token comes from. Graph is the account's cloud's (graph.microsoft.com, .us, China's),
+   or TOKENCACHE_GRAPH_ENDPOINT (https, or http on loopback). The answer is cached with the
+   account in the group (protected as its tokens), used for a day unless flags has
+   TOKENCACHE_PHOTO_REFRESH, and removed with the account. Blocks for up to about 30 s per request.
+   On success *data is the image (free with tokencache_photo_free), *length its size (at most
+   4 MiB) and *content_type its MIME type, "image/..." (free with tokencache_string_free); when
+   the account has no photo (Graph's 404) the call succeeds with *data and *content_type NULL
+   and *length 0.
+   Errors: UNSUPPORTED_FLOW (reason NO_GRAPH), NETWORK (GRAPH_UNREACHABLE), SERVER_ERROR
+   (GRAPH_REFUSED, PHOTO_NOT_AN_IMAGE, PHOTO_TOO_LARGE), NOT_FOUND (NO_ACCOUNT),
+   AMBIGUOUS_ACCOUNT, INTERACTION_REQUIRED (no User.Read token). A cached photo is kept on every
+   error. Reads and writes this process's cache (never the token agent). Since TOKENCACHE_0.6. */
+int tokencache_account_photo(tokencache_store *store, const char *client_id, const char *authority,
+                             const char *account, unsigned flags, unsigned char **data, size_t *length,
+                             char **content_type, tokencache_error *error);
+
+/* Frees a photo from tokencache_account_photo; NULL is ignored. Since TOKENCACHE_0.6. */
+void tokencache_photo_free(unsigned char *data);
 
 /* Single sign-on with other tools' MSAL caches (Azure CLI's and others), off by default.
    names: the stores tokencache_acquire_token_silent may also use, as `tokencache stores` names

@@ -38,6 +38,10 @@ public final class PublicClientApplication: Sendable {
         /// The clock of the waits (device code polling, another process's refresh, the checks of
         /// ``accountChanges(checkingEvery:)``): tests of logic pass a manual one and advance it.
         package var clock: any Clock<Duration> = ContinuousClock()
+        /// Microsoft Graph's endpoint for ``PublicClientApplication/photo(for:refresh:)``
+        /// (`https://HOST`, or `http://127.0.0.1:PORT` for a local stand-in); nil for
+        /// `TOKENCACHE_GRAPH_ENDPOINT`, else the account's cloud's Graph host.
+        public var graphEndpoint: URL?
 
         public init() {}
     }

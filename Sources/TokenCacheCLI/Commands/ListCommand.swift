@@ -21,7 +21,8 @@ struct ListCommand: ParsableCommand {
         (exit 2). Its --json "group" is then the store's name and "location" where its blob lives.
 
         --json prints {"group", "location", "accounts": [{"username", "home_account_id", \
-        "environment", "tenants", "authority_type", "name", "clients": [{"client_id", \
+        "environment", "tenants", "authority_type", "name", "has_photo" (a Graph photo is cached: \
+        `tokencache photo`), "clients": [{"client_id", \
         "display_name", "sign_in_state", "family_id", "refresh_token" (own|family|none), \
         "has_id_token", "access_tokens": [{"scopes", "tenant", "expires_on", "is_expired"}]}]}]}.
         """)

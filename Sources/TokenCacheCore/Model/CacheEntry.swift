@@ -9,6 +9,10 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// Per-client sign-in state (`signed_in`/`signed_out`), as MSAL for iOS/macOS keeps it.
     /// MSAL Python and other SDKs keep this top-level section and ignore it.
     case accountMetadata = "AccountMetadata"
+    /// The account's Microsoft Graph photo (``AccountPhotoRecord``), this library's own section:
+    /// MSAL SDKs keep an unknown top-level section as they read it and ignore it, as they do
+    /// ``accountMetadata``.
+    case accountPhoto = "AccountPhoto"
     /// A top-level member of the document this library does not know (another SDK's section,
     /// such as `AccessToken_With_AuthScheme`, or a scalar), kept as it is so no data is lost:
     /// the entry's key and its `section` field are the member's name, its `value` field the
@@ -16,7 +20,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     case unknownSection = "UnknownSection"
 
     /// The kinds that are MSAL sections of their own name.
-    public static let sections: [EntityKind] = [.accessToken, .refreshToken, .idToken, .account, .appMetadata, .accountMetadata]
+    public static let sections: [EntityKind] = [.accessToken, .refreshToken, .idToken, .account, .appMetadata, .accountMetadata, .accountPhoto]
 
     /// The kind stored under a top-level member of an MSAL document, or nil for an unknown one.
     public init?(section name: String) {
@@ -34,6 +38,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
         case .appMetadata: 4
         case .accountMetadata: 5
         case .unknownSection: 6
+        case .accountPhoto: 7
         }
         hasher.combine(ordinal)
     }
@@ -42,7 +47,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     public var isCredential: Bool {
         switch self {
         case .accessToken, .refreshToken, .idToken: true
-        case .account, .appMetadata, .accountMetadata, .unknownSection: false
+        case .account, .appMetadata, .accountMetadata, .accountPhoto, .unknownSection: false
         }
     }
 }
@@ -123,6 +128,8 @@ package enum CacheKeys {
             return "appmetadata-\(field("environment"))-\(field("client_id"))"
         case .accountMetadata:
             return "accountmetadata-\(field("home_account_id"))-\(field("client_id"))".lowercased()
+        case .accountPhoto:
+            return "accountphoto-\(field("home_account_id"))-\(field("environment"))".lowercased()
         case .unknownSection:
             return field("section")  // JSON member names are case-sensitive
         }

@@ -15,16 +15,15 @@
 package struct JSONParser {
     /// Members a reader does not need, left out of the entries of an MSAL cache document (the
     /// objects two levels below the root: sections, then entries by key). A listing shows no
-    /// access or refresh token, so their secrets stay in the decrypted document instead of being
-    /// copied out.
+    /// access or refresh token and no photo, so their secrets and bytes stay in the decrypted
+    /// document instead of being copied out.
     package struct Omission: Sendable {
-        /// The sections (root keys) whose entries lose the member.
-        package let sections: Set<String>
-        /// The member's name.
-        package let member: String
+        /// The member each section's entries lose, by section (root key).
+        package let members: [String: String]
 
-        /// The secrets of access and refresh tokens (ID tokens keep theirs: listings read names from them).
-        package static let tokenSecrets = Omission(sections: ["AccessToken", "RefreshToken"], member: "secret")
+        /// The secrets of access and refresh tokens (ID tokens keep theirs: listings read names
+        /// from them), and account photos' bytes (a listing says only whether one is cached).
+        package static let tokenSecrets = Omission(members: ["AccessToken": "secret", "RefreshToken": "secret", "AccountPhoto": "data"])
     }
 
     package struct SyntaxError: Error, Sendable {
@@ -40,8 +39,9 @@ package struct JSONParser {
     private var members: [(String, JSONValue)] = []
     private let maximumDepth: Int
     private let omission: Omission?
-    /// While inside a member of the root object: its key (a cache's section).
-    private var section: String?
+    /// While inside a member of the root object (a cache's section): the member its entries lose.
+    private var omittedMember: String?
+
     /// Whether `[1,]` and `{"a":1,}` are accepted (MSAL .NET writes and reads them).
     private var allowsTrailingCommas = false
 
@@ -124,8 +124,8 @@ package struct JSONParser {
         let first = members.count
         while true {
             let key = try parseKey()
-            if depth == 1 { section = key }
-            if depth == 3, let omission, key == omission.member, let section, omission.sections.contains(section) {
+            if depth == 1 { omittedMember = omission?.members[key] }
+            if depth == 3, let omittedMember, key == omittedMember {
                 try checkValue()
             } else {
                 members.append((key, try parseValue()))

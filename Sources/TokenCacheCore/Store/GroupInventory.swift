@@ -12,6 +12,8 @@ package struct GroupInventory: Sendable, Hashable, Codable {
         package var authorityType: String
         package var name: String?
         package var clients: [Client]
+        /// Whether the account's Graph photo is cached (nil: not known, as an agent's inventory).
+        package var hasPhoto: Bool? = nil
     }
 
     /// One client app's view of an account.
@@ -110,7 +112,8 @@ extension AccountStore {
         }
         return GroupInventory.Account(username: account.username, homeAccountID: home, environment: account.environment,
                                       tenants: account.tenants, authorityType: account.authorityType,
-                                      name: account.claims?.name, clients: clients)
+                                      name: account.claims?.name, clients: clients,
+                                      hasPhoto: Self.hasPhoto(home: home, inCloud: cloud, in: index))
     }
 }
 
@@ -153,6 +156,10 @@ extension GroupInventory.Account {
         writer.endArray()
         writer.key("environment")
         writer.string(environment)
+        if let hasPhoto {
+            writer.key("has_photo")
+            writer.bool(hasPhoto)
+        }
         writer.key("home_account_id")
         writer.string(homeAccountID)
         if let name {

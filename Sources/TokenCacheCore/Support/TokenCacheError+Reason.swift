@@ -128,6 +128,19 @@ extension TokenCacheError {
         /// `signedOut` when it signed out already; `clients` are those signed in to it.
         case clientNotSignedIn(signedOut: Bool, clients: [String])
 
+        // The account photo (Microsoft Graph)
+        /// Accounts of the authority `authority` (a host) have no Microsoft Graph: B2C, a generic
+        /// OpenID provider, or a cloud without a known Graph host (``TokenCacheError/Code/unsupportedFlow``).
+        case noGraph(authority: String)
+        /// Microsoft Graph at `host` did not answer (``TokenCacheError/Code/network``).
+        case graphUnreachable(host: String)
+        /// Graph answered with HTTP `status`, neither 200 nor a photo's 404 (``TokenCacheError/Code/serverError``).
+        case graphRefused(status: Int)
+        /// Graph's photo answer had the content type `contentType`, not `image/*`; nothing was cached.
+        case photoNotAnImage(contentType: String)
+        /// The photo was larger than `limit` bytes; nothing was cached.
+        case photoTooLarge(limit: Int)
+
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
         public var name: String {
@@ -174,6 +187,11 @@ extension TokenCacheError {
             case .tokensInSeveralTenants: "tokensInSeveralTenants"
             case .noUsableToken: "noUsableToken"
             case .clientNotSignedIn: "clientNotSignedIn"
+            case .noGraph: "noGraph"
+            case .graphUnreachable: "graphUnreachable"
+            case .graphRefused: "graphRefused"
+            case .photoNotAnImage: "photoNotAnImage"
+            case .photoTooLarge: "photoTooLarge"
             }
         }
     }

@@ -28,13 +28,21 @@ tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/
                                   the S256 challenge, redirect_uri and client_id matched, each code
                                   redeemable once) and urn:ietf:params:oauth:grant-type:device_code
   POST /control  also {"browser_action": "submit|cancel|none"} | {"sign_in_user": {"uid", "utid",
-                 "username"}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
+                 "username"[, "name"]}} | {"family_clients": {client_id: family}} | {"tamper_state": bool}
                  (the redirect carries another state) | {"pkce_challenge_override": str|null} (the
                  code is bound to another challenge, as an injected code would be) |
                  {"nonce_override": str|null} (the ID token of a code carries that nonce, not the request's) |
                  {"approve_device"|"deny_device"|"expire_device": user_code} | {"device_slow_down": n}
                  (the next n polls answer slow_down) | {"device_interval": s, "device_expires_in": s}
                  | {"omit_device_endpoint": bool} | {"device_message": str}
+Microsoft Graph stand-in (as Graph documents /me and /me/photo/$value), for the access tokens
+this provider issued (another token, or none, is 401 InvalidAuthenticationToken):
+  GET  /v1.0/me                   the token's user: id, displayName, userPrincipalName, mail
+  GET  /v1.0/me/photo/$value      the user's photo with its Content-Type, or 404 ImageNotFound
+  POST /control  also {"graph_photos": {uid: {"content_type": str, "base64": str} | {"content_type": str,
+                 "size": n} (n bytes of a PNG signature and padding) | null}} | {"graph_offline": bool}
+                 (Graph requests are answered 503)
+  GET  /graph/stats  {"requests": [{"path", "user"}]}
 Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
@@ -59,10 +67,12 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
          "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
-         "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {}}
+         "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {},
+         # the Graph stand-in
+         "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False}
 CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
-                    "nonce_override")
+                    "nonce_override", "graph_offline")
 RESERVED = ("openid", "profile", "offline_access")
 
 
@@ -74,6 +84,8 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
     """The token response every grant gives: the refresh grant's shape (an ID token of a code
     whose request had a nonce carries it, as OIDC Core 3.1.3.6 requires)."""
     claims = {"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid, "preferred_username": who.get("username", "user@example.com")}
+    if "name" in who:
+        claims["name"] = who["name"]
     if nonce is not None:
         claims["nonce"] = nonce
     response = {
@@ -81,6 +93,7 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
         "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": refresh_token,
         "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig",
     }
+    state["access_tokens"][response["access_token"]] = who
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
     if family:
@@ -149,7 +162,38 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def graph(self):
+        """Graph's /me and /me/photo/$value for the user of an access token this provider issued."""
+        authorization = self.headers.get("Authorization", "")
+        with lock:
+            who = state["access_tokens"].get(authorization[len("Bearer "):]) if authorization.startswith("Bearer ") else None
+            state["graph_requests"].append({"path": self.path, "user": who["uid"] if who else None})
+            offline = state["graph_offline"]
+            photo = state["graph_photos"].get(who["uid"]) if who else None
+        if offline:
+            return self.reply(503, {"error": {"code": "serviceNotAvailable", "message": "Service unavailable"}})
+        if who is None:
+            return self.reply(401, {"error": {"code": "InvalidAuthenticationToken", "message": "Access token is empty."}})
+        if self.path == "/v1.0/me":
+            username = who.get("username", "user@example.com")
+            return self.reply(200, {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#users/$entity", "id": who["uid"],
+                                    "displayName": who.get("name", username.split("@")[0].capitalize()),
+                                    "userPrincipalName": username, "mail": username})
+        if photo is None:
+            return self.reply(404, {"error": {"code": "ImageNotFound", "message": "Exception of type 'Microsoft.Fast.Profile.Core.Exception.ImageNotFoundException' was thrown."}})
+        data = base64.b64decode(photo["base64"]) if "base64" in photo else (b"\x89PNG\r\n\x1a\n" + b"\0" * max(photo["size"] - 8, 0))[:photo["size"]]
+        self.send_response(200)
+        self.send_header("Content-Type", photo["content_type"])
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_GET(self):
+        if self.path in ("/v1.0/me", "/v1.0/me/photo/$value"):
+            return self.graph()
+        if self.path == "/graph/stats":
+            with lock:
+                return self.reply(200, {"requests": state["graph_requests"]})
         if self.path.endswith("/.well-known/openid-configuration"):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
             with lock:
@@ -182,6 +226,8 @@ class Handler(BaseHTTPRequestHandler):
                     state["non_family_clients"] = set(command["non_family_clients"])
                 if "error_body" in command:
                     state["error_body"] = command["error_body"]
+                for uid, photo in command.get("graph_photos", {}).items():
+                    state["graph_photos"][uid] = photo
                 native_auth.control(command)
                 for key in CONTROL_SETTINGS:
                     if key in command:
