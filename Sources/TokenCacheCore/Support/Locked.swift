@@ -4,8 +4,7 @@ import Glibc
 /// ThreadSanitizer understands. `Mutex`'s contended path on Linux (a raw futex) is invisible to
 /// TSan, which then reports every access inside `withLock` as a race (reproduced in five lines,
 /// see RELIABILITY.md); pthread mutexes are intercepted, so a TSan run reports only real races.
-package final class Locked<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched between lock and unlock of `mutex`.
+package final class Locked<Value> {
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
@@ -28,3 +27,7 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+// @unchecked: `value` is only touched between lock and unlock of `mutex`; sendable only when the
+// value is, so a lock never carries a non-Sendable value to another thread.
+extension Locked: @unchecked Sendable where Value: Sendable {}
