@@ -122,7 +122,9 @@ struct DeviceCodeSignInTests {
     @Test("The code's lifetime passing on the clock ends the flow with timedOut, without another poll")
     func lifetimeEnds() async throws {
         try await playAlice()
-        try await idp.control(["device_expires_in": 3])
+        // 3 s advertised, counted on the manual clock; the stand-in keeps the code 10 minutes of
+        // real time, so a loaded machine's slow polls cannot expire it first (the test hung when they did).
+        try await idp.control(["device_expires_in": 3, "device_kept_for": 600])
         let (flow, shown) = await start()
         #expect(shown != nil)
         await passWait()
