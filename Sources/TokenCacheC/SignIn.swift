@@ -73,7 +73,9 @@ private func waitForSignIn(timeoutSeconds: UInt32, show: (DeviceCodeMessage) -> 
         let (message, outcome) = mailbox.take()
         if let message { show(message) }
         guard let outcome else { continue }
-        if timedOut, case .failure(let failure) = outcome, failure.code == .cancelled {
+        // Cancelled by the timeout: whatever the cancellation ended (a poll's wait, or a request in
+        // flight, which ends as a network error) is the timeout's doing, reported as such.
+        if timedOut, case .failure(let failure) = outcome, failure.code == .cancelled || failure.code == .network {
             throw TokenCacheError(.timedOut, "The device code sign-in did not finish within the timeout; nothing was saved.",
                                   hint: "Give the user more time (timeout_seconds, 0 waits until the code expires)",
                                   reason: .deviceCodeTimedOut)
