@@ -91,7 +91,7 @@ extension EncryptedFileBackend {
             }
         }
         let tpm = KeySource.tpm(tcti: tcti)
-        if ProcessInfo.processInfo.environment["TOKENCACHE_KEY_SOURCE"] == "tpm" { return tpm }
+        if SecureEnvironment.value("TOKENCACHE_KEY_SOURCE") == "tpm" { return tpm }
         let sealed = EncryptedFileBackend(directory: directory, keySource: tpm).keyFileURL
         return sealed.map { FileManager.default.fileExists(atPath: $0.path) } == true ? tpm : .keyFile()
     }

@@ -56,7 +56,8 @@ enum TPMSealedKey {
     /// The TCTI `configured` names, else `TOKENCACHE_TPM_TCTI`, else ``defaultTCTI``.
     static func tcti(_ configured: String?) -> String {
         if let configured, !configured.isEmpty { return configured }
-        if let variable = ProcessInfo.processInfo.environment[tctiVariable], !variable.isEmpty { return variable }
+        // Read as secure_getenv reads it: the TCTI names a library tpm2-tss loads.
+        if let variable = SecureEnvironment.value(tctiVariable) { return variable }
         return defaultTCTI
     }
 

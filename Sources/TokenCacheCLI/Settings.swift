@@ -1,6 +1,7 @@
 internal import CLinux
 import FoundationEssentials
 import TokenCache
+import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -121,7 +122,7 @@ struct StoreSettings: Sendable {
     /// A variable, read with `secure_getenv` (ignored when tokencache runs setuid, setgid or with
     /// file capabilities); empty counts as unset.
     static func environment(_ name: String) -> String? {
-        tc_secure_getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        SecureEnvironment.value(name)
     }
 }
 

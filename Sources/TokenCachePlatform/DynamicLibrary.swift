@@ -30,7 +30,7 @@ package struct DynamicLibrary<Functions> {
     package static func open(_ candidates: [String], override: String,
                      resolve: (UnsafeMutableRawPointer) -> (Functions, missing: UnsafePointer<CChar>?),
                      prepare: (Functions) -> String? = { _ in nil }) -> Result<Self, LoadFailure> {
-        let requested = tc_secure_getenv(override).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        let requested = SecureEnvironment.value(override)
         var failure = LoadFailure()
         for candidate in requested.map({ [$0] }) ?? systemPaths(candidates) {
             guard let handle = dlopen(candidate, RTLD_NOW | RTLD_LOCAL) else {

@@ -46,7 +46,7 @@ package enum GraphEndpoint {
         // Graph's own resource names the scope when the cloud is known; a stand-in takes the plain name.
         let scope = host.map { "https://\($0)/User.Read" } ?? "User.Read"
         let configured: URL? = if let override { override } else {
-            try tc_secure_getenv(variable).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+            try SecureEnvironment.value(variable)
                 .map { text throws(TokenCacheError) in try parse(text) }
         }
         if authority.kind == .b2c || authority.kind == .oidc {
