@@ -103,10 +103,10 @@ struct StoreOptions: ParsableArguments {
     /// A store for `account` only, where that is cheaper: on the Secret Service a lookup for
     /// one account then reads that account's items by attribute search instead of the whole
     /// group (``AccountScopedBackend``). Elsewhere, or without an account, the whole group.
-    func openStore(account: String?) throws -> AccountStore {
+    func openStore(account: String?, quiet: Bool = false) throws -> AccountStore {
         let settings = try settings()
         let cacheGroup = settings.group.value
-        let (store, selection) = try AccountStore.open(group: cacheGroup, policy: settings.backend.value, logger: Self.logger(verbose: verbose),
+        let (store, selection) = try AccountStore.open(group: cacheGroup, policy: settings.backend.value, logger: Self.logger(verbose: verbose, quiet: quiet),
                                                        keySource: try Self.fileKeySource(settings),
                                                        secretService: secretServiceOptions(settings), announcesFallback: false,
                                                        scopedTo: account)
@@ -135,8 +135,9 @@ struct StoreOptions: ParsableArguments {
 
     /// Warnings (with --verbose, debug) to stderr; with `TOKENCACHE_LOG_FILE` set, every record
     /// at trace level appended to that file too (never secrets).
-    static func logger(verbose: Bool) -> Logger {
-        let stderrLevel: Logger.Level = verbose ? .debug : .warning
+    /// With `quiet` (`token --quiet`), stderr gets nothing but what is critical; the file still everything.
+    static func logger(verbose: Bool, quiet: Bool = false) -> Logger {
+        let stderrLevel: Logger.Level = quiet ? .critical : verbose ? .debug : .warning
         let fileHandler = logFile
         // One handler with or without the file, so stderr is always escaped.
         var logger = Logger(label: "tokencache") { label in

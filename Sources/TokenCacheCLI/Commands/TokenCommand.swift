@@ -1,6 +1,5 @@
 import ArgumentParser
 import FoundationEssentials
-import Logging
 import TokenCache
 #if canImport(Glibc)
 import Glibc
@@ -145,7 +144,7 @@ struct TokenCommand: ParsableCommand {
             let account = settings.account?.value
             let localCacheChosen = store.localCacheChosen(otherStore: externalStore ?? singleSignOnStores.first)
             var options = PublicClientApplication.Options()
-            options.logger = quiet ? Logger(label: "tokencache", factory: { _ in SwiftLogNoOpLogHandler() }) : StoreOptions.logger(verbose: store.verbose)
+            options.logger = StoreOptions.logger(verbose: store.verbose, quiet: quiet)
             // Only a refresh redeems anything: the stores are not looked up otherwise.
             options.singleSignOnStores = refreshes ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
             var group: AccountStore?
@@ -153,7 +152,7 @@ struct TokenCommand: ParsableCommand {
                 if let externalStore {
                     return try ExternalStores.read(ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose))
                 }
-                group = try store.openStore(account: account)
+                group = try store.openStore(account: account, quiet: quiet)
                 return group!
             }
             var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
