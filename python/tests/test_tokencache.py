@@ -401,6 +401,29 @@ class AgentTests(unittest.TestCase):
             listener.accept()
 
 
+    def test_sign_in_on_a_default_store_with_an_agent_set_runs_locally(self):
+        """The agent answers token requests only: a sign-in on a default store (the agent set) runs here
+        and fails with its own typed error at an unreachable authority, never a crash of the host (it
+        aborted on a precondition before the fix)."""
+        import shutil
+        import tempfile
+        home = tempfile.mkdtemp(prefix="tc-signin-agent-")
+        self.addCleanup(shutil.rmtree, home, True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENCACHE_") or k == "TOKENCACHE_LIBRARY"}
+        env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+        env.update(HOME=home, XDG_DATA_HOME=f"{home}/data", XDG_CONFIG_HOME=f"{home}/config", XDG_RUNTIME_DIR=home,
+                   TOKENCACHE_AGENT_SOCK=f"{home}/agent.sock")
+        code = ("import sys, tokencache\n"
+                "store = tokencache.Store.open()\n"
+                "try:\n"
+                "    store.sign_in_device_code(sys.argv[1], 'http://127.0.0.1:9/common', 'User.Read', lambda code: None, timeout_seconds=5)\n"
+                "except tokencache.TokenCacheError as error:\n"
+                "    print(error.name)\n")
+        run = subprocess.run([sys.executable, "-c", code, CLIENT_A], env=env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.split(), ["TOKENCACHE_E_NETWORK"])
+
+
 class LibraryPathTests(unittest.TestCase):
     """#44 item 6: TOKENCACHE_LIBRARY is ignored when the process runs setuid or setgid."""
 

@@ -14,6 +14,10 @@ package final class TokenEngine: Sendable {
         case store(AccountStore)
     }
     package let source: Source
+    /// The local store, also when the agent answers token requests: sign-in (C's
+    /// `tokencache_sign_in_*` on a default store) still saves here. Nil only on an engine
+    /// ``open(localCacheChosen:options:store:)`` made on the agent, which opens no store.
+    private let localStore: AccountStore?
     /// Transport, timeouts and single sign-on stores of the apps it redeems with.
     package let options: PublicClientApplication.Options
     /// The apps per client and authority: made once, so their endpoints are discovered once.
@@ -22,17 +26,20 @@ package final class TokenEngine: Sendable {
     /// An engine on `store`, unless `agent` is given: then the agent answers.
     package init(store: AccountStore, agent: AgentClient? = nil, options: PublicClientApplication.Options = .init()) {
         source = agent.map(Source.agent) ?? .store(store)
+        localStore = store
         self.options = options
     }
 
     private init(agent: AgentClient) {
         source = .agent(agent)
+        localStore = nil
         options = .init()
     }
 
     /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
     init(application app: PublicClientApplication) {
         source = app.agent.map(Source.agent) ?? .store(app.store)
+        localStore = app.store
         options = app.options
         applications.withLock { $0[Self.key(app.clientID, app.authority)] = app }
     }
@@ -55,10 +62,11 @@ package final class TokenEngine: Sendable {
         return TokenEngine(store: try open(), options: options)
     }
 
-    /// The app that redeems for `clientID` at `authority`, on this engine's store and options.
-    /// - Precondition: the engine is on a store.
+    /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local
+    /// store and options.
+    /// - Precondition: the engine has a local store (every engine but one opened on the agent alone).
     package func application(clientID: String, authority: Authority) -> PublicClientApplication {
-        guard case .store(let store) = source else { preconditionFailure("an engine on the agent redeems nowhere") }
+        guard let store = localStore else { preconditionFailure("an engine opened on the agent alone has no store to sign in to") }
         let key = Self.key(clientID, authority)
         return applications.withLock { applications in
             if let kept = applications[key] { return kept }
