@@ -17,7 +17,6 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .ambiguousAccount: status(TOKENCACHE_E_AMBIGUOUS_ACCOUNT),
     .noSessionBus: status(TOKENCACHE_E_NO_SESSION_BUS),
     .noSecretService: status(TOKENCACHE_E_NO_SECRET_SERVICE),
-    .libsecretMissing: status(TOKENCACHE_E_LIBSECRET_MISSING),
     .libgcryptMissing: status(TOKENCACHE_E_LIBGCRYPT_MISSING),
     .collectionMissing: status(TOKENCACHE_E_COLLECTION_MISSING),
     .keyringLocked: status(TOKENCACHE_E_KEYRING_LOCKED),
