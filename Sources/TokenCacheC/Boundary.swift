@@ -108,6 +108,8 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .graphRefused: TOKENCACHE_REASON_GRAPH_REFUSED
     case .photoNotAnImage: TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE
     case .photoTooLarge: TOKENCACHE_REASON_PHOTO_TOO_LARGE
+    case .brokerUnavailable: TOKENCACHE_REASON_BROKER_UNAVAILABLE
+    case .brokerRefused: TOKENCACHE_REASON_BROKER_REFUSED
     }
     return Int32(code.rawValue)
 }

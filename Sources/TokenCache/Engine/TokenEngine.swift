@@ -88,6 +88,7 @@ package final class TokenEngine: Sendable {
     ///   ``TokenCacheError/Reason/tokensInSeveralTenants(tenants:)``), and what the refresh throws.
     package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         if case .agent(let agent) = source { return try await Self.token(from: agent, request) }
+        if let broker = try await brokerToAsk() { return try await token(request, through: broker) }
         return try await token(request, for: try await account(for: request))
     }
 

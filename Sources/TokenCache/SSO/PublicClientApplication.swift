@@ -42,6 +42,11 @@ public final class PublicClientApplication: Sendable {
         /// (`https://HOST`, or `http://127.0.0.1:PORT` for a local stand-in); nil for
         /// `TOKENCACHE_GRAPH_ENDPOINT`, else the account's cloud's Graph host.
         public var graphEndpoint: URL?
+        /// Whether silent tokens come from the identity broker on the session bus
+        /// (`com.microsoft.identity.broker1`: Microsoft's broker on an enrolled machine gives
+        /// device-bound tokens and passes Conditional Access device compliance). Never by
+        /// default; a broker that is this cache's own provider (`tokencache broker`) is never asked.
+        public var broker: BrokerUse = .never
 
         public init() {}
     }
