@@ -108,6 +108,18 @@ struct CLIBrokerClientTests {
         #expect((listed["accounts"] as? [Any])?.isEmpty == true, "\(listed)")
     }
 
+    @Test("a Swift app with Options.broker gets its token from the broker, as the CLI does")
+    func swiftApp() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                       "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
+        let (lines, requests) = try run(scenario, """
+            token=$("$H" app-token file \(Fixtures.authority().url.absoluteString) \(Self.client) - User.Read always 2>err.txt)
+            printf '{"token": "%s", "error": "%s"}\\n' "$token" "$(cat err.txt)"
+            """)
+        #expect(lines.first?["token"] as? String == Self.brokerToken, "\(lines)")
+        #expect(requests.last?["method"] as? String == "acquireTokenSilently")
+    }
+
     @Test("the broker's accounts are chosen by the cache's rule: a name picks one, two without a name are refused with the same reason")
     func accountRule() throws {
         let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],

@@ -107,7 +107,7 @@ package final class TokenEngine: Sendable {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
             parameters.claims = request.claims
-            return try await app.acquireTokenSilent(parameters)
+            return try await app.acquireTokenSilentHere(parameters)
         }
         if let cached { return cached }
         let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in
