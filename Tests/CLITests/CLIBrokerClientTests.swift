@@ -188,12 +188,13 @@ struct CLIBrokerClientTests {
         #expect(Set(requests.map { $0["method"] as? String ?? "" }) == ["getLinuxBrokerVersion"], "\(requests)")
     }
 
-    @Test("list --broker shows the broker's accounts apart and marked, and --json names them held_by broker")
+    @Test("list --broker shows the broker's accounts apart and marked, --json names them held_by broker, and doctor names the broker")
     func listing() throws {
         let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"], "getAccounts": ["accounts": [Self.dave]]]
         let (lines, _) = try run(scenario, """
             TC list --broker --client \(Self.client) --json 2>/dev/null | tr -d '\\n'; echo
             TC list --broker --client \(Self.client) 2>/dev/null | grep -q 'dave@contoso.com .*\\[broker\\]' && echo '{"marked": true}'
+            TC doctor 2>/dev/null | grep -q 'identity broker.*version 2.0.4' && echo '{"doctor": true}'
             """)
         let listed = try #require(lines.first)
         let held = try #require(listed["broker_accounts"] as? [[String: Any]])
@@ -202,5 +203,6 @@ struct CLIBrokerClientTests {
         #expect(held.first?["held_by"] as? String == "broker")
         #expect((listed["accounts"] as? [Any])?.isEmpty == true, "the broker's accounts are not the group's")
         #expect(lines.contains { $0["marked"] as? Bool == true }, "\(lines)")
+        #expect(lines.contains { $0["doctor"] as? Bool == true }, "doctor names the broker and its version")
     }
 }
