@@ -8,6 +8,9 @@
 # this package), made 6.4 MB of it resident for a `token` lookup. Laid out together, the same run
 # keeps about 2.7 MB less resident (peak RSS 15.6 -> 12.9 MB). A stale list only loses some of
 # that: symbols it names that no longer exist are ignored, and new code is laid out as usual.
+# The linker moves sections, not symbols: scripts/build-release.sh compiles with -function-sections
+# so that each function is one (code of the toolchain's static libraries stays in the few large
+# sections it was built with).
 #
 # Records, with callgrind, a Secret Service `token` lookup (in a throw-away keyring), then a
 # `token` lookup and a `list --json` on the encrypted file (100 accounts). Needs valgrind and the interop venv

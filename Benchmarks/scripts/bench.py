@@ -159,6 +159,20 @@ def peak_rss_kb(argv, count):
     return {"median_kb": statistics.median(values), "min_kb": min(values), "max_kb": max(values), "runs": count}
 
 
+def cpu_ms(argv, count):
+    """User + system CPU of each whole run (wait4's accounting), which other processes' load barely
+    moves, unlike wall time: the figure to compare on a shared machine."""
+    values = []
+    for _ in range(count):
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise SystemExit("%s exited %d" % (argv[0], process.returncode))
+        values.append((usage.ru_utime + usage.ru_stime) * 1e9)
+    return stats(values)
+
+
 def dbus_calls(argv, check=True):
     """Method calls sent to the Secret Service (and to the bus itself) while argv runs.
 
@@ -356,6 +370,7 @@ def scenario_file(work):
             if len(json.loads(sh(ours).stdout)["accounts"]) != accounts:
                 raise SystemExit("file list shows the wrong number of accounts")
             result["list"] = hyperfine([("tokencache list --json (file)", quote(ours))], runs("list"), 1, work)
+            result["list_cpu"] = cpu_ms(ours, runs("list"))
     result["cold_token_tpm"] = cold_token_tpm(work)
     seconds = runs("aes_seconds")
     result["aes"] = {}

@@ -97,25 +97,25 @@ package enum FileIO {
     package static func readAll(_ descriptor: Int32, path: String) throws(TokenCacheError) -> Data {
         let limit = readLimit
         // Read straight into a buffer of the file's size (plus room to see the end), not through
-        // a bounce buffer: a large cache is copied once, not twice.
+        // a bounce buffer: a large cache is copied once, not twice. Not zero-filled first
+        // (`Data(count:)` does): read(2) writes every byte that is kept.
         var info = stat()
         let expected = fstat(descriptor, &info) == 0 ? min(max(Int(info.st_size), 0), limit) : 0
-        var data = Data(count: expected + 4096)
+        var capacity = expected + 4096
+        guard var buffer = malloc(capacity) else { throw Self.error("read", path, .noMemory) }
         var filled = 0
         while true {
-            if filled == data.count { data.count += max(data.count, 64 * 1024) }
-            // Data's withUnsafeMutableBytes rethrows untyped: the result carries the typed error out.
-            let count = try data.withUnsafeMutableBytes { buffer in
-                Result { () throws(TokenCacheError) in
-                    try readSome(descriptor, into: buffer.baseAddress! + filled, count: buffer.count - filled, path: path)
-                }
-            }.get()
-            if count == 0 {
-                data.count = filled
-                return data
+            if filled == capacity {
+                capacity += max(capacity, 64 * 1024)
+                guard let grown = realloc(buffer, capacity) else { free(buffer); throw Self.error("read", path, .noMemory) }
+                buffer = grown
             }
+            let count: Int
+            do { count = try readSome(descriptor, into: buffer + filled, count: capacity - filled, path: path) } catch { free(buffer); throw error }
+            if count == 0 { return Data(bytesNoCopy: buffer, count: filled, deallocator: .free) }
             filled += count
             if filled > limit {
+                free(buffer)
                 throw TokenCacheError(.fileMismatch, "\(path) is larger than 256 MiB; it is not a token cache.")
             }
         }

@@ -45,6 +45,10 @@ package struct CacheIndex: Sendable {
 
     private init(inserting entries: [CacheEntry], digestingAccessTokens: Bool) {
         digestsAccessTokens = digestingAccessTokens
+        // Each kind's table at its final size: growing one rehashes every (long) key at each doubling.
+        var counts: [EntityKind: Int] = [:]
+        for entry in entries { counts[entry.kind, default: 0] += 1 }
+        for (kind, count) in counts { self.entries[kind] = Dictionary(minimumCapacity: count) }
         for entry in entries { insert(entry) }
     }
 

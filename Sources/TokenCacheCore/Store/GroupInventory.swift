@@ -75,10 +75,11 @@ extension AccountStore {
         guard let account = self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index) else { return nil }
         // Each kind's entries once per account, not once per client.
         let inCloud = { (entry: CacheEntry) in Self.cloud(of: entry) == cloud }
-        let tokens = index.entries(.accessToken, homeAccountID: home) + index.entries(.idToken, homeAccountID: home)
-            + index.entries(.refreshToken, homeAccountID: home)
-        let accessTokens = index.entries(.accessToken, homeAccountID: home).filter(inCloud)
-        let idTokens = index.entries(.idToken, homeAccountID: home).filter(inCloud)
+        let allAccessTokens = index.entries(.accessToken, homeAccountID: home)
+        let allIDTokens = index.entries(.idToken, homeAccountID: home)
+        let tokens = allAccessTokens + allIDTokens + index.entries(.refreshToken, homeAccountID: home)
+        let accessTokens = allAccessTokens.filter(inCloud)
+        let idTokens = allIDTokens.filter(inCloud)
         var clientIDs = Set<String>()
         for entry in tokens where inCloud(entry) { if let id = entry["client_id"] { clientIDs.insert(id) } }
         // A sign-in state names no cloud: its client shows where it has tokens, or everywhere when

@@ -19,6 +19,7 @@ package enum ASCII {
     /// both are ASCII (identifiers are; otherwise Unicode lower-casing decides, as before).
     package static func equalLowercased(_ a: String?, _ b: String) -> Bool {
         guard var a else { return false }
+        if a == b { return true }  // as stored, before walking both for non-ASCII bytes
         var b = b
         if a.withUTF8({ isASCII($0) }) && b.withUTF8({ isASCII($0) }) { return equalsIgnoringCase(a, b) }
         return a.lowercased() == b.lowercased()
