@@ -8,8 +8,8 @@ let package = Package(
     products: [
         // Every module the façade is built from is listed, so that `swift package
         // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
-        .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
-                                               "EncryptedFileStore", "SandboxStore"]),
+        .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto",
+                                               "TokenCacheDBus", "SecretServiceStore", "EncryptedFileStore", "SandboxStore"]),
         // For apps that use only part of it, without linking what they do not use (#35): the MSAL
         // model and account store (no C library at all), or that with the encrypted file (OpenSSL,
         // loaded at run time; no GLib/GIO, no libcurl).
@@ -17,7 +17,7 @@ let package = Package(
         // The observable model a desktop UI binds to (Observation): apart, so that the C library
         // (static stdlib) and the command-line tools do not link Observation.
         .library(name: "TokenCacheModel", targets: ["TokenCacheModel"]),
-        .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform"]),
+        .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
         // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
@@ -32,13 +32,15 @@ let package = Package(
     ],
     targets: [
         // C shims: the only places C types live.
-        // GLib/GIO headers and libraries (the Secret Service client's GDBus calls), plus
-        // libgcrypt's declarations: it is loaded at run time; libsecret is not used at all.
+        // GLib/GIO headers and libraries (the Secret Service client's GDBus calls, the portals);
+        // libsecret is not used at all.
         .systemLibrary(
             name: "CLibSecret",
             pkgConfig: "gio-2.0",
             providers: [.apt(["libglib2.0-dev"])]
         ),
+        // libgcrypt's declarations only (the Secret Service's transfer crypto): loaded at run time.
+        .systemLibrary(name: "CGcrypt"),
         // libcurl's declarations only: loaded at run time on the first HTTP request.
         .systemLibrary(name: "CCurl"),
         // OpenSSL libcrypto's declarations only: loaded at run time when the encrypted file is used.
@@ -48,13 +50,24 @@ let package = Package(
         // glibc calls Swift cannot make directly: secure_getenv, prctl, mallopt.
         .systemLibrary(name: "CLinux"),
 
-        // The layers, each a module, so the package graph keeps them apart:
+        // The layers, each a module, so the package graph keeps them apart (docs/ARCHITECTURE.md
+        // draws it). "->" lists each one's Swift dependencies here, C modules in parentheses:
         //   TokenCacheCore      MSAL model, JSON, MSAL rules, account store, backend protocol (no C)
-        //   TokenCachePlatform  Linux glue shared by the stores: one dlopen loader, safe file I/O
-        //   SecretServiceStore  the Secret Service client and the backend on it (libsecret, GLib)
-        //   EncryptedFileStore  the encrypted-file backend (OpenSSL)
-        //   TokenCache          the façade apps import: backend selection, silent SSO (libcurl),
-        //                       the agent's client
+        //   TokenCachePlatform  Linux glue: one dlopen loader, safe file I/O       -> Core (CLinux)
+        //   TokenCacheCrypto    the primitives: libcrypto and libgcrypt, both dlopened; SHA-256,
+        //                       AES-GCM, the Secret Service's DH transfer crypto, random
+        //                                                          -> Platform, Core (COpenSSL, CGcrypt)
+        //   TokenCacheDBus      GVariant/GDBus ownership, the typed Secret Service client and its
+        //                       session, the item schema, the desktop portals
+        //                                                  -> Crypto, Platform, Core (CLibSecret: GLib)
+        //   SecretServiceStore  the Secret Service backend    -> DBus, Crypto, Platform, Core (CLibSecret)
+        //   EncryptedFileStore  the encrypted-file backend    -> Crypto, Platform, Core (COpenSSL, CTSS2, CLinux)
+        //   SandboxStore        the Secret portal's file keyring (Flatpak, Snap)
+        //                                                     -> DBus, Crypto, Platform, Core (CLibSecret)
+        //   The three stores are leaves: none imports another; sign-in (TokenCache/SignIn) imports
+        //   none either (scripts/check-module-graph.sh).
+        //   TokenCache          the façade apps import: backend selection, sign-in, silent SSO, the
+        //                       agent's client -> the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         .target(
             name: "TokenCacheCore",
@@ -66,19 +79,27 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
+            name: "TokenCacheCrypto",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL", "CGcrypt"]
+        ),
+        .target(
+            name: "TokenCacheDBus",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "CLibSecret"]
+        ),
+        .target(
             name: "SecretServiceStore",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "CLibSecret",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "TokenCacheDBus", "CLibSecret",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "EncryptedFileStore",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "COpenSSL", "CTSS2", "CLinux",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "COpenSSL", "CTSS2", "CLinux",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Sandboxed apps (Flatpak, Snap): the Secret portal and the libsecret/oo7 file keyring.
         .target(
             name: "SandboxStore",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore", "CLibSecret",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "TokenCacheDBus", "CLibSecret",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
@@ -87,10 +108,11 @@ let package = Package(
                 "SandboxStore",
                 "TokenCacheCore",
                 "TokenCachePlatform",
+                "TokenCacheCrypto",
+                "TokenCacheDBus",
                 "SecretServiceStore",
                 "EncryptedFileStore",
                 "CCurl",
-                "CLibSecret",  // GDBus, for the identity broker's client
                 "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -203,19 +225,24 @@ let package = Package(
             name: "TokenCacheCoreTests",
             dependencies: ["TokenCacheCore", "TokenCacheTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
+        // The primitives with fixed vectors: SHA-256, AES-256-GCM, the transfer's DH, HKDF and AES-CBC, random.
+        .testTarget(
+            name: "TokenCacheCryptoTests",
+            dependencies: ["TokenCacheCrypto", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport"]
+        ),
         .testTarget(
             name: "EncryptedFileStoreTests",
-            dependencies: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
+            dependencies: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "TokenCacheTestSupport",
                            "TokenCacheTestHelper"]
         ),
         .testTarget(
             name: "SecretServiceStoreTests",
-            dependencies: ["SecretServiceStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
-                           "TokenCache", "CLibSecret", "TokenCacheTestHelper"]
+            dependencies: ["SecretServiceStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "TokenCacheDBus",
+                           "TokenCacheTestSupport", "TokenCache", "CLibSecret", "TokenCacheTestHelper"]
         ),
         .testTarget(
             name: "SandboxStoreTests",
-            dependencies: ["SandboxStore", "EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
+            dependencies: ["SandboxStore", "TokenCacheCrypto", "TokenCacheCore", "TokenCachePlatform", "TokenCacheTestSupport",
                            "TokenCacheTestHelper"]
         ),
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
@@ -234,7 +261,7 @@ let package = Package(
         // tools' stores, the SDK cache corpus, the C interface beside the CLI.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore", "EncryptedFileStore",
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheDBus", "SecretServiceStore", "EncryptedFileStore",
                            "TokenCacheAdmin", "TokenCacheAgent", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper", "TokenCacheModel"],
             resources: [.copy("Fixtures")]
         ),

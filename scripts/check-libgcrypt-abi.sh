@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the hand-copied declarations of libgcrypt, which the Secret Service backend loads with
-# dlopen (so its header is not needed to build), in Sources/CLibSecret/transfer.h: the header is
+# dlopen (so its header is not needed to build), in Sources/CGcrypt/transfer.h: the header is
 # compiled after libgcrypt's own, so every function in its table must have exactly the real
 # signature, and the enum values it prints must equal those printed by the header alone. Needs
 # libgcrypt20-dev and a C compiler; run it after changing the header or when a new libgcrypt
@@ -17,7 +17,7 @@ trap 'rm -rf "$WORK"' EXIT
 #   PRINT: a printf of the layouts and enum values; REAL_PRELUDE: the real header's includes and
 #   the define that leaves the header's own copies out.
 check() {
-    local name="$1" header="$PWD/Sources/CLibSecret/$2" table="$3" macro="$4" print="$5" prelude="$6"
+    local name="$1" header="$PWD/Sources/CGcrypt/$2" table="$3" macro="$4" print="$5" prelude="$6"
     local real_flags="$7" ours_flags="$8" version="$9"
     local assignments
     assignments="$(grep -o "$macro([a-z_]*)" "$header" | grep -vx "$macro(name)" | sed "s/$macro(\(.*\))/    table.\1 = \1;/")"

@@ -14,8 +14,8 @@ check=0
 if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 modules=("$@")
 if ((${#modules[@]} == 0)); then
-    modules=(TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore
-             TokenCacheAdmin TokenCacheAgent TokenCache TokenCacheModel TokenCacheCLI)
+    modules=(TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore
+             SandboxStore TokenCacheAdmin TokenCacheAgent TokenCache TokenCacheModel TokenCacheCLI)
 fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
@@ -39,7 +39,8 @@ printf '%-20s %5d\n' "total" "$total"
 ((check)) || exit 0
 # The budget: public symbols of the modules in library products apps link.
 app_total=0
-for module in TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore TokenCache TokenCacheModel; do
+for module in TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore SandboxStore \
+              TokenCache TokenCacheModel; do
     files=()
     for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && files+=("$file"); done
     ((${#files[@]})) || continue
@@ -56,7 +57,8 @@ echo "Public API of the modules apps link: $app_total symbols, within the budget
 forbidden='^(RefreshToken\.secret|AccountStore\.(refreshToken|refreshTokens|entries|exportMSALJSON)\(.*|CacheEntry\.(fields|subscript\(_:\)|init\(.*)|JSONValue(\..*)?|JSONObject|CacheRevision\.init\(.*|IDTokenClaims\.all|ExternalStoreAccess\.(read|modify|delete)\(.*|AzureCLIConfiguration(\..*)?)$'
 # The modules of the library products, which apps can import (TokenCacheAdmin, TokenCacheAgent and the CLI's are in none).
 graphs=()
-for module in TokenCacheCore TokenCachePlatform SecretServiceStore EncryptedFileStore SandboxStore TokenCache TokenCacheC; do
+for module in TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore SandboxStore \
+              TokenCache TokenCacheC; do
     for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && graphs+=("$file"); done
 done
 public="$(jq -r '.symbols[] | select(.accessLevel == "public" or .accessLevel == "open") | .pathComponents | join(".")' "${graphs[@]}")"

@@ -34,6 +34,10 @@ install_missing libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring d
     xdg-desktop-portal `# the real Secret portal (gnome-keyring is its backend)` \
     xdg-dbus-proxy `# the sandbox's filtered bus, as Flatpak's (portal only)`
 
+# JSON on the command line: the symbol graphs (scripts/count-public-api.sh) and the package's
+# manifest (scripts/check-module-graph.sh).
+install_missing jq
+
 # The TPM key source (#49): tpm2-tss at run time (dlopen), a software TPM per test (swtpm) and
 # tpm2-tools to flush what killed writers left in it; keyctl for the session key.
 install_missing libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils

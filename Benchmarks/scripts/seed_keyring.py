@@ -27,7 +27,7 @@ def escape(value):
 
 
 def label(kind, fields, usernames):
-    """The label SecretServiceBackend.label(of:username:) gives: the username where the group knows it."""
+    """The label SecretItemSchema.label(of:username:) gives: the username where the group knows it."""
     client = fields.get("client_id", "")
     home = usernames.get(fields.get("home_account_id", ""), fields.get("home_account_id", ""))
     if kind == "AccessToken":

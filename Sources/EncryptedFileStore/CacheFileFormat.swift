@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 
 /// The encrypted cache file, format version 1 (see docs/EncryptedFile.md):

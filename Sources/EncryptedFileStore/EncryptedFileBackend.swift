@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 
 /// The default key file: 32 random bytes, mode 0600. Created whole or not at all: under a

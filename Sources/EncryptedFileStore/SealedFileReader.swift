@@ -1,4 +1,5 @@
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 import FoundationEssentials
 #if canImport(Glibc)

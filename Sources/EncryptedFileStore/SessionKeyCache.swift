@@ -2,6 +2,7 @@ internal import CLinux
 internal import COpenSSL
 import FoundationEssentials
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

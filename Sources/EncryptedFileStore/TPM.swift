@@ -2,6 +2,7 @@ internal import COpenSSL
 internal import CTSS2
 import FoundationEssentials
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 
 /// tpm2-tss's ESAPI (`libtss2-esys`, which loads `libtss2-mu`), loaded at run time like

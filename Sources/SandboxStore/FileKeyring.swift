@@ -1,7 +1,7 @@
-import EncryptedFileStore
 import FoundationEssentials
 import Logging
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,8 @@
 internal import CLibSecret
-import EncryptedFileStore
 import FoundationEssentials
-import SecretServiceStore
 import TokenCacheCore
+import TokenCacheCrypto
+import TokenCacheDBus
 
 /// The contents of a libsecret/oo7 file keyring (libsecret `secret-file-collection.c` and
 /// `secret-file-item.c`, oo7 `client/src/file/api/`), byte for byte: the header
@@ -203,21 +203,7 @@ private func withVariantType<T>(_ type: String, _ body: (OpaquePointer) -> T) ->
     type.withCString { body(OpaquePointer($0)) }
 }
 
-/// Readers that keep the value alive for the whole C call (a child value's only reference is
-/// the wrapper: `value[0].pointer` alone could let it go before the call reads it).
 extension GVariantRef {
-    var uint32: UInt32 { withExtendedLifetime(self) { g_variant_get_uint32(pointer) } }
-    var uint64: UInt64 { withExtendedLifetime(self) { UInt64(g_variant_get_uint64(pointer)) } }
-
-    /// Lends the bytes of an `ay` where they lie.
-    func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
-        withExtendedLifetime(self) {
-            var count: gsize = 0
-            let base = g_variant_get_fixed_array(pointer, &count, 1)
-            return body(UnsafeRawBufferPointer(start: count > 0 ? base : nil, count: Int(count)))
-        }
-    }
-
     /// A dictionary entry `{key value}`.
     static func dictionaryEntry(_ key: GVariantRef, _ value: GVariantRef) -> GVariantRef {
         withExtendedLifetime((key, value)) { GVariantRef(sinking: g_variant_new_dict_entry(key.pointer, value.pointer)) }

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import SecretServiceStore
 import TokenCacheCore
+import TokenCacheDBus
 
 /// The backend of sandboxed apps (Flatpak, Snap): each cache entry is one item of the app's
 /// libsecret/oo7 file keyring (`$XDG_DATA_HOME/keyrings/default.keyring`, in Flatpak
@@ -32,14 +32,14 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
 
     /// The attributes every item of the group has.
     private static func groupAttributes(_ group: CacheGroup) -> [String: String] {
-        ["xdg:schema": SecretServiceBackend.schemaName, "group": group.name]
+        ["xdg:schema": SecretItemSchema.name, "group": group.name]
     }
 
     private func entries(matching attributes: [String: String]) throws(TokenCacheError) -> [CacheEntry] {
         try keyring.items(matching: attributes).compactMap { item in
             var secret = item.secret
             defer { secret.resetBytes(in: secret.indices) }
-            return SecretServiceBackend.entry(fromSecret: secret)
+            return SecretItemSchema.entry(fromSecret: secret)
         }
     }
 
@@ -58,8 +58,8 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         var found: [CacheEntry] = [], seen: Set<String> = []
         for query in queries {
-            var attributes = SecretServiceBackend.searchAttributes(query, group: group)
-            attributes["xdg:schema"] = SecretServiceBackend.schemaName
+            var attributes = SecretItemSchema.searchAttributes(query, group: group)
+            attributes["xdg:schema"] = SecretItemSchema.name
             for entry in try entries(matching: attributes) where seen.insert("\(entry.kind.rawValue)/\(entry.key)").inserted {
                 found.append(entry)
             }
@@ -84,16 +84,16 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
                 switch change {
                 case .upsert(let entry):
                     var json: Data
-                    do { json = try JSON.encode(SecretServiceBackend.secret(of: entry)) } catch {
+                    do { json = try JSON.encode(SecretItemSchema.secret(of: entry)) } catch {
                         throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
                     }
                     defer { json.resetBytes(in: json.indices) }
-                    var attributes = SecretServiceBackend.attributes(of: entry, group: group)
-                    attributes["xdg:schema"] = SecretServiceBackend.schemaName
+                    var attributes = SecretItemSchema.attributes(of: entry, group: group)
+                    attributes["xdg:schema"] = SecretItemSchema.name
                     // Every older copy goes, also one whose other attributes (a username) changed.
                     try edit.remove(matching: Self.groupAttributes(group).merging(["kind": entry.kind.rawValue, "key": entry.key]) { $1 })
                     try edit.store(attributes: attributes,
-                                   label: SecretServiceBackend.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }),
+                                   label: SecretItemSchema.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }),
                                    secret: json)
                 case .remove(let kind, let key):
                     try edit.remove(matching: Self.groupAttributes(group).merging(["kind": kind.rawValue, "key": key]) { $1 })

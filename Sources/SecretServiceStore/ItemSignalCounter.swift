@@ -1,5 +1,6 @@
 internal import CLibSecret
 import TokenCacheCore
+import TokenCacheDBus
 import TokenCachePlatform
 import Dispatch
 import FoundationEssentials

@@ -1,5 +1,7 @@
 internal import CLibSecret
 import TokenCacheCore
+import TokenCacheCrypto
+import TokenCacheDBus
 import TokenCachePlatform
 import Dispatch
 import FoundationEssentials

@@ -1,4 +1,5 @@
 import TokenCacheCore
+import TokenCacheDBus
 import TokenCachePlatform
 import FoundationEssentials
 

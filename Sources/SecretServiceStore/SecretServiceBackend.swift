@@ -1,4 +1,5 @@
 import TokenCacheCore
+import TokenCacheDBus
 import TokenCachePlatform
 import FoundationEssentials
 
@@ -63,9 +64,9 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// The schema name every item carries (`xdg:schema`).
-    public static let schemaName = "org.swift-tokencache.Entry"
+    public static let schemaName = SecretItemSchema.name
     /// The version of the attribute schema.
-    public static let schemaVersion = "1"
+    public static let schemaVersion = SecretItemSchema.version
 
     /// The Secret Service's well-known bus name.
     static let busName = "org.freedesktop.secrets"
@@ -134,7 +135,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         let collection = try collectionPath(for: group)
         var paths: [String] = [], seen: Set<String> = []
-        for matches in try searchPaths(queries.map { Self.searchAttributes($0, group: group) }, collection: collection) {
+        for matches in try searchPaths(queries.map { SecretItemSchema.searchAttributes($0, group: group) }, collection: collection) {
             for path in matches where seen.insert(path).inserted { paths.append(path) }
         }
         return try items(at: paths, in: collection)
@@ -157,17 +158,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The paths of the query's matches in the group's collection.
     func searchPaths(_ query: CacheQuery, in group: CacheGroup) throws(TokenCacheError) -> [String] {
-        try searchPaths(Self.searchAttributes(query, group: group), collection: try collectionPath(for: group))
-    }
-
-    /// The item attributes a query matches: the group's, the kind's and the query's, normalized.
-    package static func searchAttributes(_ query: CacheQuery, group: CacheGroup) -> [String: String] {
-        var attributes = ["group": group.name]
-        if let kind = query.kind { attributes["kind"] = kind.rawValue }
-        for (attribute, value) in query.attributes {
-            attributes[attribute.rawValue] = attribute.normalized(value)
-        }
-        return attributes
+        try searchPaths(SecretItemSchema.searchAttributes(query, group: group), collection: try collectionPath(for: group))
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
@@ -198,7 +189,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             switch change {
             case .upsert(let entry):
                 try store(entry, group: group, collection: collection,
-                          label: Self.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }))
+                          label: SecretItemSchema.label(of: entry, username: entry["home_account_id"].flatMap { usernames[$0] }))
                 operations += 1
                 if entry.kind == .account {
                     operations += try removeStaleCopies(of: entry, group: group, collection: collection)
@@ -234,42 +225,16 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     // MARK: Items
 
-    /// Attributes of an entry, as stored on its item.
-    package static func attributes(of entry: CacheEntry, group: CacheGroup) -> [String: String] {
-        var attributes = ["schema_version": schemaVersion, "group": group.name, "kind": entry.kind.rawValue, "key": entry.key]
-        for (attribute, value) in entry.queryableAttributes { attributes[attribute.rawValue] = value }
-        return attributes
-    }
-
-    /// A label a person can read in a keyring browser (Seahorse, KeePassXC).
-    /// - Parameter username: the account's username when known, else the home account ID is shown.
-    package static func label(of entry: CacheEntry, username: String? = nil) -> String {
-        let client = entry["client_id"] ?? ""
-        let user = username ?? entry["home_account_id"] ?? ""
-        switch entry.kind {
-        case .accessToken: return "Access token · \(user) · \(client) · \(entry["target"] ?? "")"
-        case .refreshToken:
-            let family = entry["family_id"].map { " · family \($0)" } ?? ""
-            return "Refresh token · \(user) · \(client)\(family)"
-        case .idToken: return "ID token · \(user) · \(client)"
-        case .account: return "Account · \(entry["username"] ?? "") · \(entry["realm"] ?? "")"
-        case .appMetadata: return "App metadata · \(client)"
-        case .accountMetadata: return "Sign-in state · \(user) · \(client) · \(entry["sign_in_state"] ?? "")"
-        case .accountPhoto: return "Account photo · \(user)"
-        case .unknownSection: return "Other SDK data · \(entry.key)"
-        }
-    }
-
     /// One CreateItem call with `replace`: an atomic upsert of the item with exactly these
     /// attributes (``write(in:_:)`` handles a prompt).
     private func store(_ entry: CacheEntry, group: CacheGroup, collection: String, label: String) throws(TokenCacheError) {
         var json: Data
-        do { json = try JSON.encode(Self.secret(of: entry)) } catch {
+        do { json = try JSON.encode(SecretItemSchema.secret(of: entry)) } catch {
             throw TokenCacheError(.invalidCacheData, "An entry could not be encoded as JSON.")
         }
         defer { json.resetBytes(in: json.indices) }
-        var attributes = Self.attributes(of: entry, group: group)
-        attributes["xdg:schema"] = Self.schemaName  // as libsecret's own stores do
+        var attributes = SecretItemSchema.attributes(of: entry, group: group)
+        attributes["xdg:schema"] = SecretItemSchema.name  // as libsecret's own stores do
         let current = try session.session()
         func create(in transfer: TransferSession) throws(TokenCacheError) {
             let sealed = GVariantRef(sinking: try transfer.secretStruct(json, contentType: "application/json"))
@@ -325,7 +290,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     private func removeStaleCopies(of entry: CacheEntry, group: CacheGroup, collection: String) throws(TokenCacheError) -> Int {
         let sameKey = try searchPaths(["group": group.name, "kind": entry.kind.rawValue, "key": entry.key], collection: collection)
         guard sameKey.count > 1 else { return 0 }
-        let current = Set(try searchPaths(Self.attributes(of: entry, group: group), collection: collection))
+        let current = Set(try searchPaths(SecretItemSchema.attributes(of: entry, group: group), collection: collection))
         guard !current.isEmpty else { return 0 }  // never delete without the new item in sight
         var deleted = 0
         for path in sameKey where !current.contains(path) {
@@ -351,7 +316,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     func searchPaths(_ queries: [[String: String]], collection: String) throws(TokenCacheError) -> [[String]] {
         let searches = queries.map { query in
             var attributes = query
-            attributes["xdg:schema"] = Self.schemaName  // as libsecret's own searches do
+            attributes["xdg:schema"] = SecretItemSchema.name  // as libsecret's own searches do
             return attributes
         }
         return try zip(searches, try client.searchItems(in: collection, eachOf: searches)).map { (search, paths) throws(TokenCacheError) -> [String] in
@@ -365,7 +330,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     /// (Service.SearchItems; for diagnostics).
     func searchAllPaths(_ query: [String: String]) throws(TokenCacheError) -> (unlocked: [String], locked: [String]) {
         var attributes = query
-        attributes["xdg:schema"] = Self.schemaName
+        attributes["xdg:schema"] = SecretItemSchema.name
         return try client.searchItems(attributes)
     }
 
@@ -393,7 +358,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             var decrypted = 0, read = 0
             let answered = try client.getSecrets(batch, session: session) { _, plaintext in
                 decrypted += 1
-                if let entry = Self.entry(fromSecret: plaintext) { entries.append(entry); read += 1 }
+                if let entry = SecretItemSchema.entry(fromSecret: plaintext) { entries.append(entry); read += 1 }
             }
             // Not read: locked, deleted since the search, an empty or undecryptable secret, or one
             // this backend cannot interpret.
@@ -428,31 +393,8 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     static func entries(fromGetSecrets reply: GVariantRef, session: TransferSession) throws(TokenCacheError) -> (entries: [CacheEntry], answered: Int) {
         var entries: [CacheEntry] = []
         let answered = try SecretServiceClient.secrets(inGetSecretsReply: reply, session: session) { _, plaintext in
-            if let entry = entry(fromSecret: plaintext) { entries.append(entry) }
+            if let entry = SecretItemSchema.entry(fromSecret: plaintext) { entries.append(entry) }
         }
         return (entries, answered)
-    }
-
-    /// The secret of an item: the entry as a one-entity MSAL unified JSON cache,
-    /// `{"AccessToken": {"<key>": {...}}}`, which MSAL Python can load as it is and which
-    /// carries the entry's kind and key, so bulk reads need no per-item attribute calls. A
-    /// top-level member this library does not know is an item of its own, `{"<name>": <value>}`.
-    package static func secret(of entry: CacheEntry) -> JSONObject {
-        MSALDocument.fragment(entry)
-    }
-
-    /// The entry in a decrypted secret; nil for a secret this backend cannot interpret. Reads the
-    /// bytes in place: no copy of the plaintext is left unwiped.
-    static func entry(fromSecret plaintext: UnsafeRawBufferPointer) -> CacheEntry? {
-        guard let base = plaintext.baseAddress else { return nil }
-        return entry(fromSecret: Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: plaintext.count, deallocator: .none))
-    }
-
-    package static func entry(fromSecret data: Data) -> CacheEntry? {
-        guard let root = try? JSON.decodeObject(data), root.count == 1, let (section, value) = root.first else { return nil }
-        guard let kind = EntityKind(section: section) else { return MSALDocument.unknownMember(section, value) }
-        guard case .object(let items) = value, items.count == 1,
-              let (key, item) = items.first, case .object(let fields) = item else { return nil }
-        return CacheEntry(kind: kind, fields: fields, key: key)
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import TokenCacheCore
+import TokenCacheDBus
 import TokenCachePlatform
 import FoundationEssentials
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import EncryptedFileStore
 @testable import TokenCacheCore
+@testable import TokenCacheCrypto
 @testable import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

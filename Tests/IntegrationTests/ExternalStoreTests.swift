@@ -3,6 +3,7 @@ import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCacheDBus
 @testable import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

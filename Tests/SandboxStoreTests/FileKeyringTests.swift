@@ -1,8 +1,8 @@
 import Foundation
 import Testing
-@testable import EncryptedFileStore
 @testable import SandboxStore
 @testable import TokenCacheCore
+@testable import TokenCacheCrypto
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 

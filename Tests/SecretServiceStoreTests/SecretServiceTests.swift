@@ -3,6 +3,7 @@ import Testing
 @testable import SecretServiceStore
 @_spi(Testing) @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCacheDBus
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
@@ -256,10 +257,10 @@ struct SecretServiceTests {
         try save(store, Fixtures.alice, client: Fixtures.appOne)
         let record = try #require(try backend.entries(of: .account, matching: [.username: "ALICE@contoso.com"], in: group).first)
         // Replace the record by one with the previous attribute set, stored by libsecret itself.
-        var attributes = SecretServiceBackend.attributes(of: record, group: group)
+        var attributes = SecretItemSchema.attributes(of: record, group: group)
         #expect(attributes.removeValue(forKey: "username") == Fixtures.alice.username.lowercased())
         _ = try backend.apply([.remove(.account, key: record.key)], to: group, expected: nil)
-        let secret = String(decoding: try JSON.encode(SecretServiceBackend.secret(of: record)), as: UTF8.self)
+        let secret = String(decoding: try JSON.encode(SecretItemSchema.secret(of: record)), as: UTF8.self)
         let python = try #require(TestEnvironment.python, "the venv is missing: run scripts/install-deps.sh")
         // kwalletd5 sometimes drops libsecret's fresh transfer session before its first call ("Can't
         // find session"; our own client retries that in a new session): libsecret does not, so

@@ -4,6 +4,7 @@ import Testing
 import CLibSecret
 @testable import SecretServiceStore
 @testable import TokenCacheCore
+@testable import TokenCacheDBus
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
@@ -13,66 +14,6 @@ import TokenCacheTestSupport
 /// parts one by one, against a real gnome-keyring where a session is needed.
 @Suite("Secret Service transfer session", .harness, .enabled(if: TestEnvironment.runsSecretServiceTests))
 struct TransferSessionTests {
-    @Test("HKDF-SHA256 gives RFC 5869's test case 1 (salt and info) and test case 3 (no salt, no info, as the session uses it)")
-    func hkdfKnownAnswer() throws {
-        let gcrypt = try Gcrypt.shared()
-        let input = [UInt8](repeating: 0x0b, count: 22)
-        let one = try #require(TransferCrypto.hkdf(input, salt: Array(0x00...0x0c), info: Array(0xf0...0xf9), length: 42, gcrypt))
-        #expect(Self.hex(one) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
-        let three = try #require(TransferCrypto.hkdf(input, salt: nil, info: nil, length: 42, gcrypt))
-        #expect(Self.hex(three) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
-        // The session's use: the first 16 bytes.
-        #expect(try #require(TransferCrypto.hkdf(input, length: 16, gcrypt)) == Array(three.prefix(16)))
-    }
-
-    @Test("AES-128-CBC gives NIST SP 800-38A's F.2.1 (encrypt) and F.2.2 (decrypt); a partial block is refused")
-    func aesKnownAnswer() throws {
-        let gcrypt = try Gcrypt.shared()
-        let key = Self.bytes("2b7e151628aed2a6abf7158809cf4f3c"), iv = Self.bytes("000102030405060708090a0b0c0d0e0f")
-        let plaintext = Self.bytes("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51"
-                                   + "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710")
-        let ciphertext = "7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b2"
-            + "73bed6b8e3c1743b7116e69e222295163ff1caa1681fac09120eca307586e1a7"
-        var buffer = plaintext
-        #expect(TransferCrypto.cipher(encrypt: true, key: key, iv: iv, &buffer, gcrypt))
-        #expect(Self.hex(buffer) == ciphertext)
-        #expect(TransferCrypto.cipher(encrypt: false, key: key, iv: iv, &buffer, gcrypt))
-        #expect(buffer == plaintext)
-        var partial = Array(plaintext.prefix(17))
-        #expect(!TransferCrypto.cipher(encrypt: true, key: key, iv: iv, &partial, gcrypt))
-    }
-
-    @Test("Diffie-Hellman known answers (computed with Python's pow): a fixed exponent's public value, left-padded to 128 bytes; a shared value with a leading zero byte is refused (another session is opened: kwalletd5 drops those zeros)")
-    func diffieHellmanKnownAnswer() throws {
-        let gcrypt = try Gcrypt.shared()
-        // pow(2, 0x800102…1f, p), 128 bytes.
-        let exponent = Self.bytes("800102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
-        let publicValue = try #require(TransferCrypto.publicValue(exponent: exponent, gcrypt))
-        #expect(Self.hex(publicValue) == "ff2f22817ed9fcb52eb84299e01daf054628e462504ec4f57dd646cb77314a8c5d0f0ed2d588085a49c0de73e8c64db4"
-                + "82e2b3e7f21ebcb9768873857f61963a3ce9fd8092c1dee1486e3a62162a2d8d7bfc481836b10c8694220dc2bb5dc4349feb44b8"
-                + "fadba98f56d63a6ed248a3acfc2eebad12106bd3e166d91ab3f93cee")
-        // pow(2, e, p) is below 2^1016 for this e: its first byte is zero. As a shared value it is
-        // refused: the specification hashes all 128 bytes (0870…) but kwalletd5 hashes it without
-        // the zero (d485…), so no key is derived and the caller opens another session.
-        let small = Self.bytes("de9ffe754b70ecd7ca144093a1e67b7962758fabaedb7a042f1d86f49269f380")
-        let padded = try #require(TransferCrypto.publicValue(exponent: small, gcrypt))
-        #expect(padded.count == 128 && padded[0] == 0 && Self.hex(Array(padded.prefix(4))) == "003f2bec")
-        var key = [UInt8](repeating: 0, count: 16)
-        let status = key.withUnsafeMutableBufferPointer { TransferCrypto.sessionKey(peer: [2], exponent: small, gcrypt, into: $0.baseAddress!) }
-        #expect(status == TransferCrypto.leadingZero)
-        #expect(key == [UInt8](repeating: 0, count: 16))
-    }
-
-    @Test("A public value that kwalletd5 would misread (0xFF then a byte with its top bit set) is recognised, and only such a value")
-    func kwalletMisreadValues() {
-        var value = [UInt8](repeating: 0x11, count: 128)
-        for (first, second, misread) in [(0xFF, 0x80, true), (0xFF, 0xFF, true), (0xFF, 0x9B, true),
-                                         (0xFF, 0x7F, false), (0xFE, 0x80, false), (0x80, 0xFF, false), (0x00, 0x80, false)] {
-            value[0] = UInt8(first); value[1] = UInt8(second)
-            #expect(TransferCrypto.isMisreadByKWallet(value) == misread, "\(first) \(second)")
-        }
-    }
-
     /// Before the fix about 1 session in 170 failed to decrypt against kwalletd5 (18 of 3,000,
     /// each a leading zero in the shared value or a misread public value), and the backend had
     /// to open another; now none may. TOKENCACHE_FRESH_SESSIONS sets the count (default 3,000
@@ -89,67 +30,11 @@ struct TransferSessionTests {
             let session = try TransferSession.open(backend.client.bus, timeoutMilliseconds: 5000)
             var read = 0
             _ = try backend.client.getSecrets([item], session: session) { _, plaintext in
-                if SecretServiceBackend.entry(fromSecret: plaintext) != nil { read += 1 }
+                if SecretItemSchema.entry(fromSecret: plaintext) != nil { read += 1 }
             }
             if read != 1 { failures += 1 }
         }
         #expect(failures == 0, "\(failures) of \(count) fresh sessions did not decrypt")
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
-
-    static func bytes(_ hex: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            bytes.append(UInt8(hex[index..<next], radix: 16)!)
-            index = next
-        }
-        return bytes
-    }
-
-    @Test("Both sides of the Diffie-Hellman exchange agree on the key; public values outside 2...p-2 are refused")
-    func agreement() throws {
-        let gcrypt = try Gcrypt.shared()
-        func key(_ peer: [UInt8], _ exponent: [UInt8]) -> (Int32, [UInt8]) {
-            var key = [UInt8](repeating: 0, count: 16)
-            let status = key.withUnsafeMutableBufferPointer { TransferCrypto.sessionKey(peer: peer, exponent: exponent, gcrypt, into: $0.baseAddress!) }
-            return (status, key)
-        }
-        var a = [UInt8](repeating: 0, count: 32), b = [UInt8](repeating: 0, count: 32)
-        var publicA: [UInt8] = [], publicB: [UInt8] = []
-        var (statusA, keyA, statusB, keyB): (Int32, [UInt8], Int32, [UInt8]) = (-1, [], -1, [])
-        // One pair in 256 shares a value with a leading zero byte, which both sides refuse alike
-        // (the session then opens again); such a pair is drawn again.
-        for _ in 0..<8 {
-            try TransferSession.fillRandom(&a)
-            try TransferSession.fillRandom(&b)
-            publicA = try #require(TransferCrypto.publicValue(exponent: a, gcrypt))
-            publicB = try #require(TransferCrypto.publicValue(exponent: b, gcrypt))
-            (statusA, keyA) = key(publicB, a)
-            (statusB, keyB) = key(publicA, b)
-            #expect(statusA == statusB)
-            if statusA != TransferCrypto.leadingZero { break }
-        }
-        #expect(publicA != publicB && publicA.count == 128)
-        #expect(statusA == 0 && statusB == 0)
-        #expect(keyA == keyB && keyA != [UInt8](repeating: 0, count: 16))
-        // Leading zero bytes of a public value do not change it.
-        #expect(key([0, 0] + publicB, a).1 == keyA)
-
-        let prime = TransferCrypto.prime  // RFC 2409's
-        #expect(prime.count == 128 && prime.prefix(8).allSatisfy { $0 == 0xFF } && prime.suffix(8).allSatisfy { $0 == 0xFF })
-        var primeMinusOne = prime
-        primeMinusOne[127] -= 1
-        var primeMinusTwo = prime
-        primeMinusTwo[127] -= 2
-        for invalid in [[], [0], [1], primeMinusOne, prime, [1] + prime] {
-            #expect(key(invalid, a).0 == TransferCrypto.invalidPeer, "\(invalid.count) bytes")
-        }
-        // The bounds themselves are accepted (a leading-zero refusal is a different status).
-        #expect(key([2], a).0 != TransferCrypto.invalidPeer)
-        #expect(key(primeMinusTwo, a).0 != TransferCrypto.invalidPeer)
     }
 
     @Test("A secret sealed for the session opens to the same bytes; a fresh IV every time; another length, IV or padding is refused, not guessed")

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import SecretServiceStore
+@testable import TokenCacheCrypto
+@testable import TokenCacheDBus
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 

@@ -12,6 +12,7 @@ import Foundation
 @testable import EncryptedFileStore
 @testable import TokenCache
 @testable import TokenCacheCore
+@testable import TokenCacheCrypto
 @testable import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,7 @@ import EncryptedFileStore
 import SandboxStore
 import SecretServiceStore
 import TokenCacheCore
+import TokenCacheDBus
 import TokenCachePlatform
 import Logging
 

@@ -1,6 +1,6 @@
-internal import CLibSecret
 import FoundationEssentials
 import TokenCacheCore
+import TokenCacheDBus
 
 /// The identity broker on the session bus (`com.microsoft.identity.broker1`), asked as Microsoft's
 /// own runtime (MSALRuntime 0.20.7, behind MSAL Python, .NET and Node) asks it, request for
@@ -29,11 +29,11 @@ package final class BrokerClient: Sendable {
         case ourProvider
     }
 
-    private let connection: BusConnection
+    private let connection: SessionBusStrings
     /// Bound on one silent call (the broker may refresh over the network).
     let timeoutMilliseconds: Int32
 
-    private init(connection: BusConnection, timeoutMilliseconds: Int32) {
+    private init(connection: SessionBusStrings, timeoutMilliseconds: Int32) {
         self.connection = connection
         self.timeoutMilliseconds = timeoutMilliseconds
     }
@@ -41,21 +41,13 @@ package final class BrokerClient: Sendable {
     /// A client on the session bus, without asking anything yet.
     /// - Throws: `noSessionBus` (reason ``TokenCacheError/Reason/brokerUnavailable(name:)``).
     package static func onSessionBus(timeoutSeconds: Double = 60) throws(TokenCacheError) -> BrokerClient {
-        let environment = ProcessInfo.processInfo.environment
-        // Without an address GDBus would try X11 autolaunch (which can start a bus of its own).
-        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-        guard !(environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || runtimeBus else {
-            throw TokenCacheError(.noSessionBus, "No D-Bus session bus: the identity broker cannot be asked.",
-                                  hint: "Run it inside the desktop session, or sign in with this cache instead of the broker",
+        let bus: SessionBusStrings
+        do { bus = try SessionBusStrings.connect() } catch {
+            throw TokenCacheError(.noSessionBus, "No D-Bus session bus (\(error.message)): the identity broker cannot be asked.",
+                                  hint: "Run it inside the desktop session, or use this cache instead of the broker",
                                   reason: .brokerUnavailable(name: busName))
         }
-        var error: UnsafeMutablePointer<GError>?
-        guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-            let failure = BusFailure(error)
-            throw TokenCacheError(.noSessionBus, "No D-Bus session bus: \(failure.message)",
-                                  hint: "Run it inside the desktop session", reason: .brokerUnavailable(name: busName))
-        }
-        return BrokerClient(connection: BusConnection(bus), timeoutMilliseconds: Int32(max(1, min(timeoutSeconds * 1000, Double(Int32.max)))))
+        return BrokerClient(connection: bus, timeoutMilliseconds: Int32(max(1, min(timeoutSeconds * 1000, Double(Int32.max)))))
     }
 
     // MARK: The methods
@@ -171,8 +163,13 @@ package final class BrokerClient: Sendable {
             throw TokenCacheError(.invalidArgument, "The broker request could not be written as JSON.")
         }
         let correlationID = UUID().uuidString.lowercased()
-        let replyText = try connection.call(busName: Self.busName, path: Self.objectPath, interface: Self.interface, method: method,
+        let replyText: String
+        do {
+            replyText = try connection.call(busName: Self.busName, path: Self.objectPath, interface: Self.interface, method: method,
                                             strings: [Self.protocolVersion, correlationID, body], timeoutMilliseconds: timeoutMilliseconds)
+        } catch {
+            throw Self.busError(error, method: method)
+        }
         let reply: JSONObject
         do { reply = try JSON.decodeObject(Data(replyText.utf8)) } catch {
             throw TokenCacheError(.invalidTokenResponse, "The identity broker's answer to \(method) is not a JSON object.",
@@ -204,61 +201,20 @@ package struct BrokerAccount: Sendable, Hashable {
     }
 }
 
-/// The failure of a GLib call, read and freed at once.
-private struct BusFailure {
-    let message: String
-    let remote: String?
-    init(_ error: UnsafeMutablePointer<GError>?) {
-        guard let error else { message = "unknown error"; remote = nil; return }
-        defer { g_error_free(error) }
-        message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
-        if g_dbus_error_is_remote_error(error) != 0, let name = g_dbus_error_get_remote_error(error) {
-            remote = String(cString: name)
-            g_free(name)
-        } else {
-            remote = nil
+extension BrokerClient {
+    /// A failed bus call as a typed error: nobody owns the name, no answer in time, or the broker failed.
+    static func busError(_ failure: SessionBusStrings.Failure, method: String) -> TokenCacheError {
+        switch failure.remote {
+        case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+            TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(busName)).",
+                            hint: "Install and enrol Microsoft's identity broker, start `tokencache broker`, or use this cache without the broker",
+                            reason: .brokerUnavailable(name: busName))
+        case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout":
+            TokenCacheError(.timedOut, "The identity broker did not answer \(method) in time.",
+                            hint: "Try again; see the broker's log", reason: .brokerRefused(status: -1, code: nil))
+        default:
+            TokenCacheError(.serverError, "The identity broker failed \(method): \(failure.message)",
+                            hint: "See the broker's log", reason: .brokerRefused(status: -1, code: failure.remote))
         }
-    }
-}
-
-/// A reference to the session bus connection, released in `deinit`.
-private final class BusConnection: @unchecked Sendable {
-    // @unchecked: GDBusConnection is thread-safe; the pointer never changes.
-    let pointer: OpaquePointer
-
-    init(_ pointer: OpaquePointer) { self.pointer = pointer }
-    deinit { g_object_unref(UnsafeMutableRawPointer(pointer)) }
-
-    /// A method taking strings and answering one string.
-    func call(busName: String, path: String, interface: String, method: String, strings: [String],
-              timeoutMilliseconds: Int32) throws(TokenCacheError) -> String {
-        let arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
-        let replyType = g_variant_type_new("(s)")
-        defer { g_variant_type_free(replyType) }
-        var error: UnsafeMutablePointer<GError>?
-        let reply = arguments.withUnsafeBufferPointer { pointers in
-            g_dbus_connection_call_sync(pointer, busName, path, interface, method,
-                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
-                                        replyType, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
-        }
-        guard let reply else {
-            let failure = BusFailure(error)
-            switch failure.remote {
-            case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
-                throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(busName)).",
-                                      hint: "Install and enrol Microsoft's identity broker, start `tokencache broker`, or use this cache without the broker",
-                                      reason: .brokerUnavailable(name: busName))
-            case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout":
-                throw TokenCacheError(.timedOut, "The identity broker did not answer \(method) in time.",
-                                      hint: "Try again; see the broker's log", reason: .brokerRefused(status: -1, code: nil))
-            default:
-                throw TokenCacheError(.serverError, "The identity broker failed \(method): \(failure.message)",
-                                      hint: "See the broker's log", reason: .brokerRefused(status: -1, code: failure.remote))
-            }
-        }
-        defer { g_variant_unref(reply) }
-        let child = g_variant_get_child_value(reply, 0)!
-        defer { g_variant_unref(child) }
-        return String(cString: g_variant_get_string(child, nil))
     }
 }

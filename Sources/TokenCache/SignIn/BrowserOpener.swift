@@ -6,7 +6,7 @@ import Musl
 import CLinux
 import Dispatch
 import FoundationEssentials
-import SecretServiceStore
+import TokenCacheDBus
 import TokenCacheCore
 import TokenCachePlatform
 

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import EncryptedFileStore
 import TokenCacheCore
+import TokenCacheCrypto
 
 /// Proof Key for Code Exchange (RFC 7636) with the S256 method: the verifier stays in this
 /// process; only its SHA-256 goes into the browser's URL.

@@ -1,4 +1,4 @@
-internal import CLibSecret
+internal import CGcrypt
 import Glibc
 
 /// The Secret Service's `dh-ietf1024-sha256-aes128-cbc-pkcs7` transfer, composed in Swift from
@@ -14,27 +14,27 @@ import Glibc
 /// bytes, is the input of HKDF-SHA256 (no salt, so 32 zero bytes; no info) for a 16-byte AES-128
 /// key; each secret is AES-128-CBC with PKCS#7 padding (the caller's), its IV sent beside it.
 /// Intermediate secrets live in scratch memory wiped with `explicit_bzero` before it is freed.
-enum TransferCrypto {
+package enum TransferCrypto {
     /// Bytes of the prime, of a public value and of the shared value.
-    static let primeByteCount = 128
+    package static let primeByteCount = 128
     /// Bytes of the AES-128 session key.
-    static let keyByteCount = 16
+    package static let keyByteCount = 16
     /// Bytes of an AES block, and of an IV.
-    static let blockByteCount = 16
+    package static let blockByteCount = 16
     /// Bytes of a SHA-256 digest.
-    static let digestByteCount = 32
+    package static let digestByteCount = 32
 
     /// ``sessionKey(peer:exponent:_:into:)``'s status when the peer's public value is invalid.
-    static let invalidPeer: Int32 = -1
+    package static let invalidPeer: Int32 = -1
     /// The shared value starts with a zero byte: kwalletd5 hashes it without its leading zeros
     /// (the specification keeps them, as libsecret does), so such a session would hold a key the
     /// daemon does not share. The caller opens another session (1 in 256).
-    static let leadingZero: Int32 = -3
+    package static let leadingZero: Int32 = -3
     /// The status when libgcrypt failed.
-    static let libraryFailed: Int32 = -2
+    package static let libraryFailed: Int32 = -2
 
     /// The 1024-bit MODP group's prime (RFC 2409, section 6.2; its generator is 2).
-    static let prime: [UInt8] = [
+    package static let prime: [UInt8] = [
         0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xC9, 0x0F, 0xDA, 0xA2, 0x21, 0x68, 0xC2, 0x34,
         0xC4, 0xC6, 0x62, 0x8B, 0x80, 0xDC, 0x1C, 0xD1, 0x29, 0x02, 0x4E, 0x08, 0x8A, 0x67, 0xCC, 0x74,
         0x02, 0x0B, 0xBE, 0xA6, 0x3B, 0x13, 0x9B, 0x22, 0x51, 0x4A, 0x08, 0x79, 0x8E, 0x34, 0x04, 0xDD,
@@ -48,7 +48,7 @@ enum TransferCrypto {
     // MARK: The exchange
 
     /// The generator raised to `exponent`: the public value, 128 bytes; nil when libgcrypt failed.
-    static func publicValue(exponent: [UInt8], _ gcrypt: Gcrypt) -> [UInt8]? {
+    package static func publicValue(exponent: [UInt8], _ gcrypt: Gcrypt) -> [UInt8]? {
         var value = [UInt8](repeating: 0, count: primeByteCount)
         let status = exponent.withUnsafeBufferPointer { exponent in
             value.withUnsafeMutableBufferPointer { power(base: nil, exponent: exponent, gcrypt, into: $0) }
@@ -59,7 +59,7 @@ enum TransferCrypto {
     /// Writes the session key agreed with `peer`'s public value into `key` (16 bytes): the shared
     /// value through HKDF-SHA256. Returns 0; ``invalidPeer`` when `peer` is not a valid public
     /// value; ``libraryFailed`` when libgcrypt failed. The shared value is wiped.
-    static func sessionKey(peer: [UInt8], exponent: [UInt8], _ gcrypt: Gcrypt, into key: UnsafeMutablePointer<UInt8>) -> Int32 {
+    package static func sessionKey(peer: [UInt8], exponent: [UInt8], _ gcrypt: Gcrypt, into key: UnsafeMutablePointer<UInt8>) -> Int32 {
         withWipedScratch(primeByteCount) { shared in
             let status = peer.withUnsafeBufferPointer { peer in
                 exponent.withUnsafeBufferPointer { power(base: peer, exponent: $0, gcrypt, into: shared) }
@@ -78,7 +78,7 @@ enum TransferCrypto {
     /// key would then differ from ours. About 1 value in 512; the caller draws another key pair
     /// (measured against kwalletd5: every such session failed to decrypt, and no other did
     /// apart from ``leadingZero``'s).
-    static func isMisreadByKWallet(_ publicValue: [UInt8]) -> Bool {
+    package static func isMisreadByKWallet(_ publicValue: [UInt8]) -> Bool {
         publicValue.count > 1 && publicValue[0] == 0xFF && publicValue[1] & 0x80 != 0
     }
 
@@ -87,7 +87,7 @@ enum TransferCrypto {
     /// libsecret's egg_dh_gen_secret pad it. `base` nil means the generator, 2. Returns 0;
     /// ``invalidPeer`` when `base` is outside 2 ... p-2 (which would give away the exponent or a
     /// trivial key); ``libraryFailed`` when libgcrypt failed.
-    static func power(base: UnsafeBufferPointer<UInt8>?, exponent: UnsafeBufferPointer<UInt8>, _ g: Gcrypt,
+    package static func power(base: UnsafeBufferPointer<UInt8>?, exponent: UnsafeBufferPointer<UInt8>, _ g: Gcrypt,
                       into result: UnsafeMutableBufferPointer<UInt8>) -> Int32 {
         precondition(result.count == primeByteCount)
         var modulus: gcry_mpi_t?, b: gcry_mpi_t?, e: gcry_mpi_t?, limit: gcry_mpi_t?, r: gcry_mpi_t?
@@ -125,12 +125,12 @@ enum TransferCrypto {
     // MARK: HKDF and HMAC
 
     /// HKDF-SHA256 (RFC 5869) with no salt and no info, `length` bytes; nil when libgcrypt failed.
-    static func hkdf(_ input: [UInt8], length: Int, _ gcrypt: Gcrypt) -> [UInt8]? {
+    package static func hkdf(_ input: [UInt8], length: Int, _ gcrypt: Gcrypt) -> [UInt8]? {
         hkdf(input, salt: nil, info: nil, length: length, gcrypt)
     }
 
     /// HKDF-SHA256 (RFC 5869), `length` bytes (at most 255 digests); nil when libgcrypt failed.
-    static func hkdf(_ input: [UInt8], salt: [UInt8]?, info: [UInt8]?, length: Int, _ gcrypt: Gcrypt) -> [UInt8]? {
+    package static func hkdf(_ input: [UInt8], salt: [UInt8]?, info: [UInt8]?, length: Int, _ gcrypt: Gcrypt) -> [UInt8]? {
         var output = [UInt8](repeating: 0, count: length)
         let derived = input.withUnsafeBufferPointer { input in
             output.withUnsafeMutableBufferPointer { output in
@@ -142,7 +142,7 @@ enum TransferCrypto {
 
     /// HKDF-SHA256 of `input` into `output`: extract with `salt` (none: 32 zero bytes), then
     /// expand with `info` (none: empty). The pseudorandom key and each block are wiped.
-    static func hkdf(_ input: UnsafeBufferPointer<UInt8>, salt: UnsafeBufferPointer<UInt8>?, info: UnsafeBufferPointer<UInt8>?,
+    package static func hkdf(_ input: UnsafeBufferPointer<UInt8>, salt: UnsafeBufferPointer<UInt8>?, info: UnsafeBufferPointer<UInt8>?,
                      into output: UnsafeMutableBufferPointer<UInt8>, _ g: Gcrypt) -> Bool {
         guard output.count <= 255 * digestByteCount else { return false }
         let zeros = [UInt8](repeating: 0, count: digestByteCount)  // RFC 5869 2.2: no salt is HashLen zeros
@@ -170,7 +170,7 @@ enum TransferCrypto {
     }
 
     /// HMAC-SHA256 under `key` of the concatenation of `parts`, into `mac` (32 bytes).
-    static func hmacSHA256(key: UnsafeBufferPointer<UInt8>, _ parts: [UnsafeBufferPointer<UInt8>], _ g: Gcrypt,
+    package static func hmacSHA256(key: UnsafeBufferPointer<UInt8>, _ parts: [UnsafeBufferPointer<UInt8>], _ g: Gcrypt,
                            into mac: UnsafeMutableBufferPointer<UInt8>) -> Bool {
         precondition(mac.count == digestByteCount)
         var md: gcry_md_hd_t?
@@ -186,7 +186,7 @@ enum TransferCrypto {
     // MARK: AES-128-CBC
 
     /// AES-128-CBC over `buffer` in place (a whole number of blocks; the padding is the caller's).
-    static func cipher(encrypt: Bool, key: UnsafePointer<UInt8>, iv: [UInt8], _ buffer: inout [UInt8], _ g: Gcrypt) -> Bool {
+    package static func cipher(encrypt: Bool, key: UnsafePointer<UInt8>, iv: [UInt8], _ buffer: inout [UInt8], _ g: Gcrypt) -> Bool {
         guard buffer.count % blockByteCount == 0, iv.count == blockByteCount else { return false }
         var handle: gcry_cipher_hd_t?
         guard g.gcry_cipher_open(&handle, Int32(GCRY_CIPHER_AES.rawValue), Int32(GCRY_CIPHER_MODE_CBC.rawValue), 0) == 0 else {
@@ -207,7 +207,7 @@ enum TransferCrypto {
 
     /// Runs `body` with `count` zeroed bytes that are wiped with `explicit_bzero` (which the
     /// compiler may not drop as a dead store) before they are freed.
-    static func withWipedScratch<Result>(_ count: Int, _ body: (UnsafeMutableBufferPointer<UInt8>) -> Result) -> Result {
+    package static func withWipedScratch<Result>(_ count: Int, _ body: (UnsafeMutableBufferPointer<UInt8>) -> Result) -> Result {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { scratch in
             scratch.initialize(repeating: 0)
             defer { if let start = scratch.baseAddress { explicit_bzero(start, count) } }

@@ -10,7 +10,7 @@ extension SecretServiceClient {
     /// Unlocks `collection` (Service.Unlock), showing the provider's prompt if it asks for one
     /// and waiting at most `timeout` for it.
     /// - Throws: `promptDismissed` when the prompt was dismissed; `timedOut` when nobody answered.
-    func unlock(_ collection: ObjectPath, timeout: TimeInterval) throws(TokenCacheError) {
+    package func unlock(_ collection: ObjectPath, timeout: TimeInterval) throws(TokenCacheError) {
         let action = "unlock \(collection)"
         let reply = try call("Unlock", on: Self.servicePath, interface: Self.serviceInterface,
                              arguments: [.objectPaths([collection])], replyType: "(aoo)", action: action)
@@ -33,7 +33,7 @@ extension SecretServiceClient {
     /// Creates a collection labelled `label` (Service.CreateCollection), waiting at most
     /// `timeout` for its password prompt.
     /// - Throws: `promptDismissed` when the prompt was dismissed, could not be shown or timed out.
-    func createCollection(labelled label: String, timeout: TimeInterval) throws(TokenCacheError) -> ObjectPath {
+    package func createCollection(labelled label: String, timeout: TimeInterval) throws(TokenCacheError) -> ObjectPath {
         let action = "create the collection '\(label)'"
         let dismissed = TokenCacheError(.promptDismissed,
                                         "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
@@ -55,13 +55,13 @@ extension SecretServiceClient {
     }
 
     /// Dismisses a prompt the provider asked for (no reply awaited): one not completed in time.
-    func dismiss(_ prompt: ObjectPath) {
+    package func dismiss(_ prompt: ObjectPath) {
         bus.send("Dismiss", on: prompt, interface: "org.freedesktop.Secret.Prompt", arguments: [])
     }
 
     /// How a prompt ended: completed with its result, dismissed, or not answered in time
     /// (then dismissed by us, so no prompt is left on screen).
-    enum PromptOutcome {
+    package enum PromptOutcome {
         case completed(GVariantRef?)
         case dismissed
         case timedOut
@@ -69,7 +69,7 @@ extension SecretServiceClient {
 
     /// Shows a prompt (Prompt.Prompt) and waits at most `timeout` for its Completed signal,
     /// on a GLib main context of this thread's own.
-    func complete(_ prompt: ObjectPath, timeout: TimeInterval, action: String) throws(TokenCacheError) -> PromptOutcome {
+    package func complete(_ prompt: ObjectPath, timeout: TimeInterval, action: String) throws(TokenCacheError) -> PromptOutcome {
         let context = g_main_context_new()
         g_main_context_push_thread_default(context)
         defer {
@@ -113,11 +113,11 @@ extension SecretServiceClient {
 
 /// What a prompt's Completed signal said, filled in on the waiting thread (its main context).
 private final class PromptWaiter {
-    var outcome: SecretServiceClient.PromptOutcome?
-    var expired = false
+    package var outcome: SecretServiceClient.PromptOutcome?
+    package var expired = false
 
     /// Completed's `(bv)`: dismissed, then the result.
-    func complete(_ parameters: GVariantRef) {
+    package func complete(_ parameters: GVariantRef) {
         guard parameters.typeString == "(bv)" else { return }
         outcome = parameters[0].bool == false ? .completed(parameters[1].unboxed) : .dismissed
     }

@@ -7,7 +7,7 @@ extension SecretServiceClient {
     /// them: one round trip for all instead of one after another (a cold lookup's app-metadata
     /// and account searches come after the session's key exchange, so each round trip counts).
     /// The replies are taken on this thread, from a GLib main context of its own.
-    func searchItems(in collection: ObjectPath, eachOf queries: [[String: String]]) throws(TokenCacheError) -> [[ObjectPath]] {
+    package func searchItems(in collection: ObjectPath, eachOf queries: [[String: String]]) throws(TokenCacheError) -> [[ObjectPath]] {
         guard queries.count > 1 else {
             return try queries.map { (query) throws(TokenCacheError) -> [ObjectPath] in try searchItems(in: collection, query) }
         }
@@ -44,7 +44,7 @@ extension SecretServiceClient {
 /// The replies of calls sent together, filled in by their callbacks on the caller's thread
 /// (the GLib main context it iterates), then taken in order. Owns the errors until then.
 private final class PendingReplies {
-    final class Slot {
+    package final class Slot {
         let replies: PendingReplies
         let position: Int
         init(replies: PendingReplies, position: Int) { self.replies = replies; self.position = position }
@@ -54,7 +54,7 @@ private final class PendingReplies {
     private var errors: [UnsafeMutablePointer<GError>?]
     private(set) var outstanding: Int
 
-    init(count: Int) {
+    package init(count: Int) {
         replies = Array(repeating: nil, count: count)
         errors = Array(repeating: nil, count: count)
         outstanding = count
@@ -62,7 +62,7 @@ private final class PendingReplies {
 
     deinit { for error in errors { if let error { g_error_free(error) } } }
 
-    func store(_ reply: GVariantRef?, _ error: UnsafeMutablePointer<GError>?, at position: Int) {
+    package func store(_ reply: GVariantRef?, _ error: UnsafeMutablePointer<GError>?, at position: Int) {
         replies[position] = reply
         errors[position] = error
         outstanding -= 1
@@ -70,7 +70,7 @@ private final class PendingReplies {
 
     /// Each reply read in order (`read` takes the error, if any, and owns it); the first failure
     /// is thrown. The errors not handed to `read` are freed with this.
-    func take<T>(_ read: (GVariantRef?, UnsafeMutablePointer<GError>?) throws(TokenCacheError) -> T) throws(TokenCacheError) -> [T] {
+    package func take<T>(_ read: (GVariantRef?, UnsafeMutablePointer<GError>?) throws(TokenCacheError) -> T) throws(TokenCacheError) -> [T] {
         var values: [T] = []
         for position in replies.indices {
             let error = errors[position]

@@ -1,8 +1,7 @@
 internal import CLibSecret
-import EncryptedFileStore
 import FoundationEssentials
-import SecretServiceStore
 import TokenCacheCore
+import TokenCacheCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,9 +11,9 @@ import Glibc
 /// secret of its own (64 bytes, stable across runs), from which the app's file keyring key is
 /// derived. gnome-keyring implements its backend and keeps the secret in the login keyring.
 package enum SecretPortal {
-    static let busName = "org.freedesktop.portal.Desktop"
-    static let objectPath = "/org/freedesktop/portal/desktop"
-    static let interface = "org.freedesktop.portal.Secret"
+    package static let busName = "org.freedesktop.portal.Desktop"
+    package static let objectPath = "/org/freedesktop/portal/desktop"
+    package static let interface = "org.freedesktop.portal.Secret"
     /// The secret's size: libsecret refuses any other (PASSWORD_SIZE).
     package static let secretByteCount = 64
 

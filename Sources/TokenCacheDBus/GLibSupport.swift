@@ -1,13 +1,13 @@
-internal import CLibSecret
+package import CLibSecret
 import TokenCacheCore
 import TokenCachePlatform
 import Dispatch
 import FoundationEssentials
 
 /// GError handling for the Secret Service client.
-enum GLib {
+package enum GLib {
     /// Converts and frees a GError right after the failed call.
-    static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
+    package static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
         guard let error else { return ("", 0, "unknown error", nil) }
         defer { g_error_free(error) }
         let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
@@ -23,12 +23,12 @@ enum GLib {
 
 /// A GCancellable cancelled after a deadline, so no D-Bus call waits longer than its bound
 /// (GDBus's own default is 25 s, and prompts can wait for as long as the user does).
-final class Deadline: @unchecked Sendable {
+package final class Deadline: @unchecked Sendable {
     // @unchecked: g_cancellable_cancel is thread-safe, and the pointer is immutable.
-    let cancellable: UnsafeMutablePointer<GCancellable>
+    package let cancellable: UnsafeMutablePointer<GCancellable>
     private let timer: DispatchWorkItem
 
-    init(seconds: TimeInterval) {
+    package init(seconds: TimeInterval) {
         let cancellable = g_cancellable_new()!
         self.cancellable = cancellable
         let box = GObjectReference(cancellable)
@@ -36,7 +36,7 @@ final class Deadline: @unchecked Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: timer)
     }
 
-    var isExpired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
+    package var isExpired: Bool { g_cancellable_is_cancelled(cancellable) != 0 }
 
     deinit {
         timer.cancel()
@@ -46,10 +46,10 @@ final class Deadline: @unchecked Sendable {
 
 /// A strong reference to a GObject (a GCancellable, the service proxy) for closures and threads
 /// that outlive the call that made them.
-final class GObjectReference<Object>: @unchecked Sendable {
+package final class GObjectReference<Object>: @unchecked Sendable {
     // @unchecked: only handed to thread-safe GLib and libsecret calls.
-    let pointer: UnsafeMutablePointer<Object>
-    init(_ pointer: UnsafeMutablePointer<Object>) {
+    package let pointer: UnsafeMutablePointer<Object>
+    package init(_ pointer: UnsafeMutablePointer<Object>) {
         self.pointer = pointer
         g_object_ref(UnsafeMutableRawPointer(pointer))
     }
@@ -58,28 +58,28 @@ final class GObjectReference<Object>: @unchecked Sendable {
 
 /// The Secret Service's bus name on a GDBus connection, for plain method calls (libsecret's
 /// proxies load properties and item lists the backend does not need). Keeps the connection alive.
-final class GDBusTarget: @unchecked Sendable {
+package final class GDBusTarget: @unchecked Sendable {
     // @unchecked: immutable; GDBus connections are thread-safe.
     private let connection: OpaquePointer
     /// The bus name called.
-    let name: String
+    package let name: String
 
     /// Calls to `name` on `connection` (which this keeps a reference to).
-    init(connection: OpaquePointer, name: String) {
+    package init(connection: OpaquePointer, name: String) {
         self.connection = connection
         g_object_ref(UnsafeMutableRawPointer(connection))
         self.name = name
     }
 
     /// The bus connection, for calls this type does not make (asynchronous ones, signals).
-    var unownedConnection: OpaquePointer { connection }
+    package var unownedConnection: OpaquePointer { connection }
 
     deinit { g_object_unref(UnsafeMutableRawPointer(connection)) }
 
     /// One method call, bounded by `timeoutMilliseconds` (GDBus's own timeout). GDBus checks the
     /// reply against `replyType`, so a malformed answer is an error, never a crash in `read`.
     /// `arguments` are floating references, consumed by the call.
-    func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?], replyType: String,
+    package func call<Value>(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?], replyType: String,
                      timeoutMilliseconds: Int32, action: String,
                      read: (OpaquePointer) throws(TokenCacheError) -> Value) throws(TokenCacheError) -> Value {
         var error: UnsafeMutablePointer<GError>?
@@ -95,7 +95,7 @@ final class GDBusTarget: @unchecked Sendable {
     }
 
     /// A method call whose answer nobody waits for (such as closing a session).
-    func send(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?]) {
+    package func send(_ method: String, on path: String, interface: String, arguments: [OpaquePointer?]) {
         arguments.withUnsafeBufferPointer { pointers in
             g_dbus_connection_call(connection, name, path, interface, method,
                                    g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
@@ -105,16 +105,16 @@ final class GDBusTarget: @unchecked Sendable {
 }
 
 /// GVariant values the Secret Service calls take and give.
-enum GVariants {
+package enum GVariants {
     /// Bytes as an `ay` value (copied; a floating reference).
-    static func bytes(_ bytes: UnsafeRawBufferPointer) -> OpaquePointer {
+    package static func bytes(_ bytes: UnsafeRawBufferPointer) -> OpaquePointer {
         let type = g_variant_type_new("y")
         defer { g_variant_type_free(type) }
         return g_variant_new_fixed_array(type, bytes.baseAddress, gsize(bytes.count), 1)
     }
 
     /// The bytes of an `ay` value; nil for another type.
-    static func byteArray(_ value: OpaquePointer) -> [UInt8]? {
+    package static func byteArray(_ value: OpaquePointer) -> [UInt8]? {
         guard String(cString: g_variant_get_type_string(value)) == "ay" else { return nil }
         var count: gsize = 0
         guard let bytes = g_variant_get_fixed_array(value, &count, 1), count > 0 else { return [] }

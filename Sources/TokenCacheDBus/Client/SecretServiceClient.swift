@@ -4,7 +4,7 @@ import TokenCachePlatform
 import FoundationEssentials
 
 /// A D-Bus object path, such as `/org/freedesktop/secrets/collection/login/12`.
-typealias ObjectPath = String
+package typealias ObjectPath = String
 
 /// Typed calls to the Secret Service API (`org.freedesktop.Secret.*`) on one bus connection:
 /// Swift values in, Swift values out, each call bounded by the call timeout and its errors typed
@@ -14,19 +14,19 @@ typealias ObjectPath = String
 /// Plain GDBus calls rather than libsecret's proxies, whose construction loads every property
 /// (a GetAll round trip, and each collection's item list); prompts are shown and waited for
 /// here too (SecretServiceClient+Prompts.swift).
-final class SecretServiceClient: Sendable {
-    static let servicePath: ObjectPath = "/org/freedesktop/secrets"
-    static let serviceInterface = "org.freedesktop.Secret.Service"
-    static let collectionInterface = "org.freedesktop.Secret.Collection"
-    static let itemInterface = "org.freedesktop.Secret.Item"
+package final class SecretServiceClient: Sendable {
+    package static let servicePath: ObjectPath = "/org/freedesktop/secrets"
+    package static let serviceInterface = "org.freedesktop.Secret.Service"
+    package static let collectionInterface = "org.freedesktop.Secret.Collection"
+    package static let itemInterface = "org.freedesktop.Secret.Item"
 
     /// The bus and the Secret Service's name on it (also what ``TransferSession`` calls through).
-    let bus: GDBusTarget
+    package let bus: GDBusTarget
     /// The bound on each call, in seconds and as GDBus's milliseconds.
-    let callTimeout: TimeInterval
-    let timeoutMilliseconds: Int32
+    package let callTimeout: TimeInterval
+    package let timeoutMilliseconds: Int32
 
-    init(bus: GDBusTarget, callTimeout: TimeInterval) {
+    package init(bus: GDBusTarget, callTimeout: TimeInterval) {
         self.bus = bus
         self.callTimeout = callTimeout
         timeoutMilliseconds = Self.milliseconds(callTimeout)
@@ -35,7 +35,7 @@ final class SecretServiceClient: Sendable {
     /// A bound in seconds as GDBus's milliseconds, clamped as a Double before the conversion,
     /// which traps out of range: G_MAXINT is GDBus's "no timeout" (for +infinity or NaN), and a
     /// bound below a millisecond is one millisecond.
-    static func milliseconds(_ seconds: TimeInterval) -> Int32 {
+    package static func milliseconds(_ seconds: TimeInterval) -> Int32 {
         let bound = (seconds * 1000).rounded(.up)
         return bound.isNaN ? Int32.max : Int32(max(1, min(bound, Double(Int32.max))))
     }
@@ -44,7 +44,7 @@ final class SecretServiceClient: Sendable {
 
     /// One method call, bounded by the call timeout. GDBus checks the reply against `replyType`,
     /// so the readers below only meet the types they expect.
-    func call(_ method: String, on path: ObjectPath, interface: String, arguments: [GVariantRef],
+    package func call(_ method: String, on path: ObjectPath, interface: String, arguments: [GVariantRef],
               replyType: String, action: String) throws(TokenCacheError) -> GVariantRef {
         try withExtendedLifetime(arguments) { () throws(TokenCacheError) -> GVariantRef in
             try bus.call(method, on: path, interface: interface, arguments: arguments.map(\.pointer), replyType: replyType,
@@ -53,12 +53,12 @@ final class SecretServiceClient: Sendable {
     }
 
     /// Opens the encrypted transfer session (one OpenSession call and the key agreement).
-    func openSession() throws(TokenCacheError) -> TransferSession {
+    package func openSession() throws(TokenCacheError) -> TransferSession {
         try TransferSession.open(bus, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// The collection an alias (`default`, `session`) points at; nil when it points nowhere.
-    func readAlias(_ name: String) throws(TokenCacheError) -> ObjectPath? {
+    package func readAlias(_ name: String) throws(TokenCacheError) -> ObjectPath? {
         let reply = try call("ReadAlias", on: Self.servicePath, interface: Self.serviceInterface, arguments: [.string(name)],
                              replyType: "(o)", action: "find the '\(name)' collection")
         return Self.path(reply[0])
@@ -66,7 +66,7 @@ final class SecretServiceClient: Sendable {
 
     /// Items of every collection whose attributes include `attributes`, split by lock state
     /// (Service.SearchItems).
-    func searchItems(_ attributes: [String: String]) throws(TokenCacheError) -> (unlocked: [ObjectPath], locked: [ObjectPath]) {
+    package func searchItems(_ attributes: [String: String]) throws(TokenCacheError) -> (unlocked: [ObjectPath], locked: [ObjectPath]) {
         let reply = try call("SearchItems", on: Self.servicePath, interface: Self.serviceInterface,
                              arguments: [.stringDictionary(attributes)], replyType: "(aoao)", action: "search the keyring")
         return (reply[0].objectPaths ?? [], reply[1].objectPaths ?? [])
@@ -74,7 +74,7 @@ final class SecretServiceClient: Sendable {
 
     /// Items of `collection` whose attributes include `attributes` (Collection.SearchItems;
     /// gnome-keyring lists locked items too).
-    func searchItems(in collection: ObjectPath, _ attributes: [String: String]) throws(TokenCacheError) -> [ObjectPath] {
+    package func searchItems(in collection: ObjectPath, _ attributes: [String: String]) throws(TokenCacheError) -> [ObjectPath] {
         let reply = try call("SearchItems", on: collection, interface: Self.collectionInterface,
                              arguments: [.stringDictionary(attributes)], replyType: "(ao)", action: "search the keyring")
         return reply[0].objectPaths ?? []
@@ -85,7 +85,7 @@ final class SecretServiceClient: Sendable {
     /// ones deleted meanwhile. The plaintext is wiped once `each` returns, so it is never kept
     /// in a collection that could be copied unwiped.
     @discardableResult
-    func getSecrets(_ items: some Sequence<ObjectPath>, session: TransferSession,
+    package func getSecrets(_ items: some Sequence<ObjectPath>, session: TransferSession,
                     each: (ObjectPath, UnsafeRawBufferPointer) throws(TokenCacheError) -> Void) throws(TokenCacheError) -> Int {
         let reply = try call("GetSecrets", on: Self.servicePath, interface: Self.serviceInterface,
                              arguments: [.objectPaths(items), .objectPath(session.path)],
@@ -97,7 +97,7 @@ final class SecretServiceClient: Sendable {
     /// answered for. A secret that does not decrypt (bad IV, length or padding) is skipped.
     /// - Throws: `secretServiceFailure` when a secret belongs to another session (the whole read
     ///   fails: an answer the backend did not ask for is never read as a partial one).
-    static func secrets(inGetSecretsReply reply: GVariantRef, session: TransferSession,
+    package static func secrets(inGetSecretsReply reply: GVariantRef, session: TransferSession,
                         each: (ObjectPath, UnsafeRawBufferPointer) throws(TokenCacheError) -> Void) throws(TokenCacheError) -> Int {
         let pairs = reply[0]
         let count = pairs.count
@@ -115,7 +115,7 @@ final class SecretServiceClient: Sendable {
     /// Stores an item (Collection.CreateItem): `secret` is a Secret struct sealed with the
     /// transfer session; with `replace`, an item with exactly these attributes is replaced
     /// (an atomic upsert). Returns the item, or the prompt the provider asks for instead.
-    func createItem(in collection: ObjectPath, label: String, attributes: [String: String], secret: GVariantRef,
+    package func createItem(in collection: ObjectPath, label: String, attributes: [String: String], secret: GVariantRef,
                     replace: Bool) throws(TokenCacheError) -> (item: ObjectPath?, prompt: ObjectPath?) {
         let properties = GVariantRef.properties([("org.freedesktop.Secret.Item.Label", .string(label)),
                                                  ("org.freedesktop.Secret.Item.Attributes", .stringDictionary(attributes))])
@@ -125,14 +125,14 @@ final class SecretServiceClient: Sendable {
     }
 
     /// Deletes an item (Item.Delete). Returns the prompt the provider asks for instead, if any.
-    func delete(_ item: ObjectPath) throws(TokenCacheError) -> ObjectPath? {
+    package func delete(_ item: ObjectPath) throws(TokenCacheError) -> ObjectPath? {
         let reply = try call("Delete", on: item, interface: Self.itemInterface, arguments: [], replyType: "(o)",
                              action: "delete an item")
         return Self.path(reply[0])
     }
 
     /// "/" is the protocol's "none" (no prompt, no collection).
-    static func path(_ value: GVariantRef) -> ObjectPath? {
+    package static func path(_ value: GVariantRef) -> ObjectPath? {
         value.objectPath.flatMap { $0 == "/" ? nil : $0 }
     }
 
@@ -140,7 +140,7 @@ final class SecretServiceClient: Sendable {
 
     /// One property of a Secret Service object (one Properties.Get call), converted by `read`.
     /// - Throws: `secretServiceFailure` when the value has another type (a protocol error).
-    func property<Value>(_ name: String, of path: ObjectPath, interface: String = collectionInterface,
+    package func property<Value>(_ name: String, of path: ObjectPath, interface: String = collectionInterface,
                          as read: (GVariantRef) -> Value?) throws(TokenCacheError) -> Value {
         let reply = try call("Get", on: path, interface: "org.freedesktop.DBus.Properties",
                              arguments: [.string(interface), .string(name)], replyType: "(v)",
@@ -153,22 +153,22 @@ final class SecretServiceClient: Sendable {
     }
 
     /// Whether a collection is locked (its Locked property).
-    func isLocked(_ collection: ObjectPath) throws(TokenCacheError) -> Bool {
+    package func isLocked(_ collection: ObjectPath) throws(TokenCacheError) -> Bool {
         try property("Locked", of: collection, as: \.bool)
     }
 
     /// A collection's Label.
-    func label(of collection: ObjectPath) throws(TokenCacheError) -> String {
+    package func label(of collection: ObjectPath) throws(TokenCacheError) -> String {
         try property("Label", of: collection, as: { $0.typeString == "s" ? $0.string : nil })
     }
 
     /// The service's Collections.
-    func collections() throws(TokenCacheError) -> [ObjectPath] {
+    package func collections() throws(TokenCacheError) -> [ObjectPath] {
         try property("Collections", of: Self.servicePath, interface: Self.serviceInterface, as: \.objectPaths)
     }
 
     /// An item's Attributes (no secret is transferred).
-    func attributes(of item: ObjectPath) throws(TokenCacheError) -> [String: String] {
+    package func attributes(of item: ObjectPath) throws(TokenCacheError) -> [String: String] {
         try property("Attributes", of: item, interface: Self.itemInterface, as: \.stringDictionary)
     }
 }
@@ -177,7 +177,7 @@ extension SecretServiceClient {
     /// The process that owns the Secret Service's bus name, by its `/proc/<pid>/comm` name
     /// (`gnome-keyring-d`, `keepassxc`, `kwalletd5`), with its pid; nil when the bus does not say
     /// (GetConnectionUnixProcessID on org.freedesktop.DBus; for diagnostics only).
-    func providerProcess() -> (name: String, pid: UInt32)? {
+    package func providerProcess() -> (name: String, pid: UInt32)? {
         let daemon = GDBusTarget(connection: bus.unownedConnection, name: "org.freedesktop.DBus")
         let pid = try? daemon.call("GetConnectionUnixProcessID", on: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
                                    arguments: [g_variant_new_string(bus.name)], replyType: "(u)",

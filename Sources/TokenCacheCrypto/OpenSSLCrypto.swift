@@ -33,16 +33,16 @@ package final class SecretPage: @unchecked Sendable {
 
 /// 256-bit key material in a ``SecretPage`` (left out of core dumps, zeroed when released).
 /// Never printed.
-final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
+package final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
     // @unchecked: the buffer is written once, before the key is returned, and only read afterwards.
-    static let byteCount = 32
+    package static let byteCount = 32
     private let page: SecretPage
     private var buffer: UnsafeMutableRawBufferPointer { page.bytes }
 
     private init(page: SecretPage) { self.page = page }
 
     /// Takes a copy of the bytes; the caller zeroes its own copy.
-    convenience init(copying bytes: UnsafeRawBufferPointer) {
+    package convenience init(copying bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == Self.byteCount)
         self.init(page: SecretPage(byteCount: Self.byteCount))
         buffer.copyMemory(from: bytes)
@@ -50,37 +50,37 @@ final class SymmetricKey: @unchecked Sendable, CustomStringConvertible {
 
     /// A key whose bytes `fill` writes where they stay (scrypt, a key file read): no other copy
     /// to zero. The page is zeroed and released if `fill` throws.
-    static func filling(_ fill: (UnsafeMutableRawBufferPointer) throws(TokenCacheError) -> Void) throws(TokenCacheError) -> SymmetricKey {
+    package static func filling(_ fill: (UnsafeMutableRawBufferPointer) throws(TokenCacheError) -> Void) throws(TokenCacheError) -> SymmetricKey {
         let page = SecretPage(byteCount: byteCount)
         try fill(page.bytes)
         return SymmetricKey(page: page)
     }
 
     /// A fresh random key.
-    static func random() throws(TokenCacheError) -> SymmetricKey {
+    package static func random() throws(TokenCacheError) -> SymmetricKey {
         try filling { (bytes) throws(TokenCacheError) in try OpenSSL.randomBytes(bytes) }
     }
 
-    func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    package func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         try body(UnsafeRawBufferPointer(buffer))
     }
 
     /// A public identifier: the first 8 bytes of SHA-256 of the key, in hex. Reveals nothing.
-    func identifier() throws(TokenCacheError) -> String {
+    package func identifier() throws(TokenCacheError) -> String {
         let digest = try OpenSSL.sha256(UnsafeRawBufferPointer(buffer))
         return ASCII.hex(digest.prefix(8))
     }
 
-    var description: String { "SymmetricKey(<redacted>)" }
+    package var description: String { "SymmetricKey(<redacted>)" }
 }
 
 /// The few OpenSSL libcrypto operations the encrypted file needs (libcrypto loaded on first
 /// use, see ``LibCrypto``), with errors drained from the OpenSSL error queue right at the call site.
-enum OpenSSL {
-    static let nonceByteCount = 12
-    static let tagByteCount = 16
+package enum OpenSSL {
+    package static let nonceByteCount = 12
+    package static let tagByteCount = 16
 
-    static func randomBytes(_ bytes: inout [UInt8]) throws(TokenCacheError) {
+    package static func randomBytes(_ bytes: inout [UInt8]) throws(TokenCacheError) {
         let crypto = try LibCrypto.shared()
         let count = Int32(bytes.count)
         guard bytes.withUnsafeMutableBytes({ crypto.functions.RAND_bytes!($0.baseAddress!.assumingMemoryBound(to: UInt8.self), count) }) == 1 else {
@@ -88,7 +88,7 @@ enum OpenSSL {
         }
     }
 
-    static func randomBytes(_ bytes: UnsafeMutableRawBufferPointer) throws(TokenCacheError) {
+    package static func randomBytes(_ bytes: UnsafeMutableRawBufferPointer) throws(TokenCacheError) {
         let crypto = try LibCrypto.shared()
         guard let base = bytes.baseAddress else { return }
         guard crypto.functions.RAND_bytes!(base.assumingMemoryBound(to: UInt8.self), Int32(bytes.count)) == 1 else {
@@ -97,26 +97,26 @@ enum OpenSSL {
     }
 
     /// Zeroes key material and plaintext (explicit_bzero: needs no libcrypto, is not optimized away).
-    static func cleanse(_ bytes: inout [UInt8]) {
+    package static func cleanse(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { tc_cleanse($0.baseAddress, $0.count) }
     }
 
-    static func cleanse(_ bytes: UnsafeMutableRawPointer, count: Int) {
+    package static func cleanse(_ bytes: UnsafeMutableRawPointer, count: Int) {
         tc_cleanse(bytes, count)
     }
 
-    static func cleanse(_ data: inout Data) {
+    package static func cleanse(_ data: inout Data) {
         cleanse(&data, data.indices)
     }
 
     /// Zeroes `data[range]` (the data's own indexes).
-    static func cleanse(_ data: inout Data, _ range: Range<Int>) {
+    package static func cleanse(_ data: inout Data, _ range: Range<Int>) {
         guard !range.isEmpty else { return }
         let offset = range.lowerBound - data.startIndex
         data.withUnsafeMutableBytes { tc_cleanse($0.baseAddress! + offset, range.count) }
     }
 
-    static func sha256(_ data: some ContiguousBytes) throws(TokenCacheError) -> [UInt8] {
+    package static func sha256(_ data: some ContiguousBytes) throws(TokenCacheError) -> [UInt8] {
         let crypto = try LibCrypto.shared()
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
@@ -128,7 +128,7 @@ enum OpenSSL {
     }
 
     /// scrypt (RFC 7914) from OpenSSL.
-    static func scrypt(passphrase: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) throws(TokenCacheError) -> SymmetricKey {
+    package static func scrypt(passphrase: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) throws(TokenCacheError) -> SymmetricKey {
         let crypto = try LibCrypto.shared()
         var passphraseBytes = Array(passphrase.utf8)
         defer { cleanse(&passphraseBytes) }
@@ -149,7 +149,7 @@ enum OpenSSL {
     /// call cost three quarters of the throughput at 1 MiB).
     // libcrypto is called through its table (`crypto.functions.X!`), not the loader's key-path
     // member lookup, which instantiates a generic key path per call (HISTORY.md: 78 -> 88 % at 16 KiB).
-    static func seal(_ plaintext: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data {
+    package static func seal(_ plaintext: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data {
         let crypto = try LibCrypto.shared()
         let context = try CipherContext(crypto)
         let ok = key.withUnsafeBytes { key in
@@ -187,7 +187,7 @@ enum OpenSSL {
     }
 
     /// AES-256-GCM decryption of ciphertext followed by its tag; nil when authentication fails.
-    static func open(_ sealed: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data? {
+    package static func open(_ sealed: Data, key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) -> Data? {
         var buffer = Data(sealed)
         guard let plaintext = try openInPlace(&buffer, sealed: buffer.indices, key: key, nonce: nonce, authenticating: aad) else { return nil }
         return buffer[plaintext]
@@ -197,7 +197,7 @@ enum OpenSSL {
     /// it lies and returns the range of the plaintext, or nil when authentication fails, after
     /// cleansing the unauthenticated plaintext. In place, a large cache needs no second buffer
     /// of its size (GCM is a stream mode; OpenSSL decrypts with the output equal to the input).
-    static func openInPlace(_ buffer: inout Data, sealed: Range<Int>, key: SymmetricKey, nonce: [UInt8],
+    package static func openInPlace(_ buffer: inout Data, sealed: Range<Int>, key: SymmetricKey, nonce: [UInt8],
                             authenticating aad: Data) throws(TokenCacheError) -> Range<Int>? {
         precondition(sealed.lowerBound >= buffer.startIndex && sealed.upperBound <= buffer.endIndex, "sealed range outside the buffer")
         guard sealed.count >= tagByteCount else { return nil }
@@ -221,7 +221,7 @@ enum OpenSSL {
     }
 
     /// A TokenCacheError for a failed OpenSSL call, with the drained error queue.
-    static func failure(_ crypto: LibCrypto, _ function: String) -> TokenCacheError {
+    package static func failure(_ crypto: LibCrypto, _ function: String) -> TokenCacheError {
         var reasons: [String] = []
         while case let code = crypto.functions.ERR_get_error!(), code != 0 {
             var buffer = [CChar](repeating: 0, count: 256)
@@ -236,11 +236,11 @@ enum OpenSSL {
 /// AES-256-GCM decryption in place, piece by piece, for a file decrypted while it is still
 /// being read: the pieces must follow each other, and nothing decrypted may be used before
 /// ``finish(tag:)`` returns true.
-final class GCMDecryptor {
+package final class GCMDecryptor {
     private let crypto: LibCrypto
     private let context: CipherContext
 
-    init(key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) {
+    package init(key: SymmetricKey, nonce: [UInt8], authenticating aad: Data) throws(TokenCacheError) {
         crypto = try LibCrypto.shared()
         context = try CipherContext(crypto)
         let (crypto, context) = (crypto, context)
@@ -256,7 +256,7 @@ final class GCMDecryptor {
     }
 
     /// Decrypts the next `count` bytes where they lie.
-    func decrypt(_ bytes: UnsafeMutablePointer<UInt8>, count: Int) throws(TokenCacheError) {
+    package func decrypt(_ bytes: UnsafeMutablePointer<UInt8>, count: Int) throws(TokenCacheError) {
         var done = 0
         while done < count {  // OpenSSL takes an Int32 length
             let piece = min(count - done, 1 << 30)
@@ -269,7 +269,7 @@ final class GCMDecryptor {
     }
 
     /// Checks the tag against everything decrypted: true when the ciphertext and associated data are authentic.
-    func finish(tag: UnsafeRawBufferPointer) -> Bool {
+    package func finish(tag: UnsafeRawBufferPointer) -> Bool {
         guard tag.count == OpenSSL.tagByteCount else { return false }
         var expected = [UInt8](tag)
         var finalLength: Int32 = 0
@@ -283,36 +283,15 @@ final class GCMDecryptor {
 }
 
 /// Owns an EVP_CIPHER_CTX and frees it.
-final class CipherContext {
-    let pointer: OpaquePointer
+package final class CipherContext {
+    package let pointer: OpaquePointer
     private let crypto: LibCrypto
 
-    init(_ crypto: LibCrypto) throws(TokenCacheError) {
+    package init(_ crypto: LibCrypto) throws(TokenCacheError) {
         guard let pointer = crypto.functions.EVP_CIPHER_CTX_new!() else { throw OpenSSL.failure(crypto, "EVP_CIPHER_CTX_new") }
         self.pointer = pointer
         self.crypto = crypto
     }
 
     deinit { crypto.functions.EVP_CIPHER_CTX_free!(pointer) }
-}
-
-/// For the benchmarks only (Benchmarks/, `bench-tool aes`): AES-256-GCM through exactly the wrapper
-/// the encrypted file uses, so its throughput can be compared with `openssl speed`.
-@_spi(Benchmarks) public final class AESGCMBenchmarkHook {
-    /// The key, made once as the backend makes it once per file operation (a key lives in a page
-    /// of its own, kept out of core dumps: mapping one per call would time the mapping).
-    private let key: SymmetricKey
-
-    /// A sealer for a 32-byte key.
-    public init(key: [UInt8]) { self.key = key.withUnsafeBytes { SymmetricKey(copying: $0) } }
-
-    /// Seals `plaintext` (ciphertext + tag) with a 12-byte nonce.
-    public func seal(_ plaintext: Data, nonce: [UInt8]) throws(TokenCacheError) -> Data {
-        try OpenSSL.seal(plaintext, key: key, nonce: nonce, authenticating: Data())
-    }
-
-    /// Opens what ``seal(_:nonce:)`` returned; nil when authentication fails.
-    public func open(_ sealed: Data, nonce: [UInt8]) throws(TokenCacheError) -> Data? {
-        try OpenSSL.open(sealed, key: key, nonce: nonce, authenticating: Data())
-    }
 }

@@ -31,11 +31,11 @@ package final class GVariantRef: @unchecked Sendable {
     // MARK: Builders
 
     package static func string(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_string(value)) }
-    static func objectPath(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_object_path(value)) }
-    static func boolean(_ value: Bool) -> GVariantRef { GVariantRef(sinking: g_variant_new_boolean(value ? 1 : 0)) }
+    package static func objectPath(_ value: String) -> GVariantRef { GVariantRef(sinking: g_variant_new_object_path(value)) }
+    package static func boolean(_ value: Bool) -> GVariantRef { GVariantRef(sinking: g_variant_new_boolean(value ? 1 : 0)) }
 
     /// `value` boxed as a `v`.
-    static func variant(_ value: GVariantRef) -> GVariantRef { GVariantRef(sinking: g_variant_new_variant(value.pointer)) }
+    package static func variant(_ value: GVariantRef) -> GVariantRef { GVariantRef(sinking: g_variant_new_variant(value.pointer)) }
 
     /// A tuple of `children` (each gets a reference of the tuple's own).
     package static func tuple(_ children: [GVariantRef]) -> GVariantRef {
@@ -59,7 +59,7 @@ package final class GVariantRef: @unchecked Sendable {
     }
 
     /// Object paths as an `ao`.
-    static func objectPaths(_ paths: some Sequence<String>) -> GVariantRef {
+    package static func objectPaths(_ paths: some Sequence<String>) -> GVariantRef {
         array("ao", paths.map(objectPath))
     }
 
@@ -97,14 +97,28 @@ package final class GVariantRef: @unchecked Sendable {
     }
 
     /// The text of an `o` only (an object path); nil for another type.
-    var objectPath: String? { typeString == "o" ? String(cString: g_variant_get_string(pointer, nil)) : nil }
+    package var objectPath: String? { typeString == "o" ? String(cString: g_variant_get_string(pointer, nil)) : nil }
 
-    var bool: Bool? { typeString == "b" ? g_variant_get_boolean(pointer) != 0 : nil }
+    package var bool: Bool? { typeString == "b" ? g_variant_get_boolean(pointer) != 0 : nil }
 
     /// The paths of an `ao`; nil for another type.
-    var objectPaths: [String]? {
+    package var objectPaths: [String]? {
         guard typeString == "ao" else { return nil }
         return children.compactMap(\.objectPath)
+    }
+
+    // Readers that keep the value alive for the whole C call (a child value's only reference is
+    // the wrapper: `value[0].pointer` alone could let it go before the call reads it).
+    package var uint32: UInt32 { withExtendedLifetime(self) { g_variant_get_uint32(pointer) } }
+    package var uint64: UInt64 { withExtendedLifetime(self) { UInt64(g_variant_get_uint64(pointer)) } }
+
+    /// Lends the bytes of an `ay` where they lie.
+    package func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        withExtendedLifetime(self) {
+            var count: gsize = 0
+            let base = g_variant_get_fixed_array(pointer, &count, 1)
+            return body(UnsafeRawBufferPointer(start: count > 0 ? base : nil, count: Int(count)))
+        }
     }
 
     /// The pairs of an `a{ss}`, such as an item's Attributes; nil for another type.

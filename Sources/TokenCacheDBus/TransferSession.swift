@@ -1,5 +1,6 @@
 internal import CLibSecret
 import TokenCacheCore
+import TokenCacheCrypto
 import TokenCachePlatform
 import FoundationEssentials
 import Glibc
@@ -15,14 +16,14 @@ import Glibc
 /// (about 80 bits), as RFC 3526 (section 8) and NIST SP 800-56A size it. The daemon's side is
 /// the same whoever opens the session. The steps are ``TransferCrypto``'s, on libgcrypt's
 /// primitives; key material is wiped when no longer needed.
-final class TransferSession: @unchecked Sendable {
+package final class TransferSession: @unchecked Sendable {
     // @unchecked: immutable after init; GDBus calls are thread-safe.
-    static let algorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+    package static let algorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
     /// Bytes of the private exponent.
-    static let exponentByteCount = 32
+    package static let exponentByteCount = 32
 
     /// The session's object path, sent with every secret.
-    let path: String
+    package let path: String
     private let gcrypt: Gcrypt
     private let key: UnsafeMutablePointer<UInt8>
     private let bus: GDBusTarget
@@ -45,7 +46,7 @@ final class TransferSession: @unchecked Sendable {
     /// Opens a session: one OpenSession call, the key agreed, and the session's path.
     /// - Throws: `libgcryptMissing` without libgcrypt; the call's typed error; `secretServiceFailure`
     ///   when the service answers with an invalid public value or without this algorithm.
-    static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32, attempt: Int = 1) throws(TokenCacheError) -> TransferSession {
+    package static func open(_ bus: GDBusTarget, timeoutMilliseconds: Int32, attempt: Int = 1) throws(TokenCacheError) -> TransferSession {
         let gcrypt = try Gcrypt.shared()
         var exponent = [UInt8](repeating: 0, count: exponentByteCount)
         defer { explicit_bzero(&exponent, exponent.count) }
@@ -85,7 +86,7 @@ final class TransferSession: @unchecked Sendable {
 
     /// A secret as the Secret Service's `(oayays)` Secret struct: this session, a fresh IV, the
     /// PKCS#7-padded plaintext encrypted, and the content type (a floating reference).
-    func secretStruct(_ plaintext: Data, contentType: String) throws(TokenCacheError) -> OpaquePointer {
+    package func secretStruct(_ plaintext: Data, contentType: String) throws(TokenCacheError) -> OpaquePointer {
         var iv = [UInt8](repeating: 0, count: TransferCrypto.blockByteCount)
         try Self.fillRandom(&iv)
         let padding = iv.count - plaintext.count % iv.count
@@ -105,7 +106,7 @@ final class TransferSession: @unchecked Sendable {
     /// The caller wipes the result once read (`explicit_bzero`).
     /// - Throws: `secretServiceFailure` when the secret names another session: it was not
     ///   encrypted for this one, so the answer is not the service's answer to this call.
-    func plaintext(ofSecretStruct secret: OpaquePointer) throws(TokenCacheError) -> [UInt8]? {
+    package func plaintext(ofSecretStruct secret: OpaquePointer) throws(TokenCacheError) -> [UInt8]? {
         guard String(cString: g_variant_get_type_string(secret)) == "(oayays)" else { return nil }
         let sessionField = g_variant_get_child_value(secret, 0)!
         let session = String(cString: g_variant_get_string(sessionField, nil))
@@ -134,19 +135,11 @@ final class TransferSession: @unchecked Sendable {
         TransferCrypto.cipher(encrypt: encrypt, key: key, iv: iv, &buffer, gcrypt)
     }
 
-    static let servicePath = "/org/freedesktop/secrets"
+    package static let servicePath = "/org/freedesktop/secrets"
 
-    /// Fills `bytes` from the kernel's random source (getrandom).
-    static func fillRandom(_ bytes: inout [UInt8]) throws(TokenCacheError) {
-        var filled = 0
-        while filled < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { getrandom($0.baseAddress! + filled, $0.count - filled, 0) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure("could not read random bytes (getrandom: errno \(errno))")
-            }
-            filled += count
-        }
+    /// Fills `bytes` from the kernel's random source (``SecureRandom``).
+    package static func fillRandom(_ bytes: inout [UInt8]) throws(TokenCacheError) {
+        if let error = SecureRandom.fill(&bytes) { throw failure("could not read random bytes (getrandom: errno \(error))") }
     }
 
     private static func failure(_ problem: String) -> TokenCacheError {

@@ -1,5 +1,5 @@
-#ifndef TOKENCACHE_CLIBSECRET_TRANSFER_H
-#define TOKENCACHE_CLIBSECRET_TRANSFER_H
+#ifndef TOKENCACHE_CGCRYPT_TRANSFER_H
+#define TOKENCACHE_CGCRYPT_TRANSFER_H
 // The libgcrypt functions the Secret Service's encrypted transfer uses
 // ("dh-ietf1024-sha256-aes128-cbc-pkcs7", composed in Swift: TransferCrypto.swift), the library
 // libsecret uses for it. Opened with dlopen (see Gcrypt.swift); the few declarations needed are
@@ -8,7 +8,7 @@
 // variadic gcry_control call, which Swift cannot make) are C.
 #include <dlfcn.h>
 #include <stddef.h>
-#include <sys/random.h>  // getrandom, for TransferSession
+#include <sys/random.h>  // getrandom, for SecureRandom
 
 #ifndef TC_CHECK_AGAINST_GCRYPT_HEADERS
 typedef struct gcry_mpi *gcry_mpi_t;

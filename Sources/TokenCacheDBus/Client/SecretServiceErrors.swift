@@ -1,4 +1,4 @@
-internal import CLibSecret
+package import CLibSecret
 import TokenCacheCore
 import FoundationEssentials
 
@@ -6,8 +6,8 @@ import FoundationEssentials
 /// ``TokenCacheError``, keyed on the D-Bus error name (`g_dbus_error_get_remote_error`) and on
 /// GIO's error codes, not on the message text, which providers and locales word differently
 /// (save kwalletd5's lost session, which only its text names).
-enum SecretServiceErrors {
-    static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
+package enum SecretServiceErrors {
+    package static let noProvider = TokenCacheError(.noSecretService, "No Secret Service provider is running on the session bus.",
                                             hint: "Start gnome-keyring-daemon (or KWallet, KeePassXC), or use --backend file")
 
     /// Turns a GError from a call into a typed error, freeing it.
@@ -15,7 +15,7 @@ enum SecretServiceErrors {
     ///   - deadline: the call's deadline, if it had one rather than GDBus's own timeout.
     ///   - object: the object path called, when known: an unknown method on a collection or
     ///     item is gnome-keyring's answer for an object that is gone.
-    static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline? = nil, action: String,
+    package static func map(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline? = nil, action: String,
                     object: String? = nil) -> TokenCacheError {
         let expired = deadline?.isExpired ?? false
         let (domain, code, message, remote) = GLib.take(error)
@@ -52,7 +52,7 @@ enum SecretServiceErrors {
 
     /// Turns the GError of a failed connection to the session bus into a typed error, freeing it:
     /// whatever GIO says (no socket, refused, no X11 to autolaunch from), the bus is out of reach.
-    static func connectionFailure(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline) -> TokenCacheError {
+    package static func connectionFailure(_ error: UnsafeMutablePointer<GError>?, deadline: Deadline) -> TokenCacheError {
         guard !deadline.isExpired else { return map(error, deadline: deadline, action: "connect to the D-Bus session bus") }
         return TokenCacheError(.noSessionBus, "Cannot reach the D-Bus session bus: \(GLib.take(error).message)",
                                hint: "Use --backend file, or run inside a desktop session")

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Checks the layering docs/ARCHITECTURE.md draws (#45): the stores are leaves and sign-in stands
+# on the primitives, not on a store.
+#   - No store (SecretServiceStore, EncryptedFileStore, SandboxStore) imports another store, in
+#     its sources or as a dependency in Package.swift.
+#   - Sign-in (Sources/TokenCache/SignIn) imports no store.
+#   - The primitives (TokenCacheCrypto, TokenCacheDBus) import no store, and TokenCacheCrypto no
+#     GLib (CLibSecret) nor TokenCacheDBus: the encrypted file, on Crypto alone, links no GLib/GIO.
+# Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
+# internal/package/public import). Exits 1 and names each offending line.
+#   scripts/check-module-graph.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stores=(SecretServiceStore EncryptedFileStore SandboxStore)
+status=0
+
+# The import lines of the Swift files under $1 that name one of the modules $2 (a regex).
+imports() {
+    grep -rnE --include='*.swift' "^[[:space:]]*(@[A-Za-z_]+(\([^)]*\))?[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+(class[[:space:]]+|struct[[:space:]]+|enum[[:space:]]+|func[[:space:]]+)?($2)([[:space:].]|$)" "$1" || true
+}
+refuse() {
+    echo "check-module-graph: $1:" >&2
+    sed 's/^/    /' <<<"$2" >&2
+    status=1
+}
+
+for store in "${stores[@]}"; do
+    others="$(printf '%s\n' "${stores[@]}" | grep -vx "$store" | paste -sd '|')"
+    found="$(imports "Sources/$store" "$others")"
+    [ -z "$found" ] || refuse "$store imports another store" "$found"
+done
+found="$(imports Sources/TokenCache/SignIn "$(printf '%s|' "${stores[@]}" | sed 's/|$//')")"
+[ -z "$found" ] || refuse "sign-in imports a store" "$found"
+for module in TokenCacheCrypto TokenCacheDBus; do
+    found="$(imports "Sources/$module" "$(printf '%s|' "${stores[@]}" | sed 's/|$//')")"
+    [ -z "$found" ] || refuse "$module imports a store" "$found"
+done
+found="$(imports Sources/TokenCacheCrypto 'CLibSecret|TokenCacheDBus')"
+[ -z "$found" ] || refuse "TokenCacheCrypto imports GLib or the D-Bus layer" "$found"
+
+# The manifest's target dependencies (a store that only depended on another could still import it
+# tomorrow; SwiftPM also lets a target import what its dependencies depend on, so both are checked).
+manifest="$(swift package dump-package)"
+storeList="$(printf '"%s",' "${stores[@]}" | sed 's/,$//')"
+found="$(jq -r --argjson stores "[$storeList]" '
+    .targets[] | select(.name as $n | $stores | index($n)) | .name as $target
+    | .dependencies[] | (.byName // .target // empty)[0] | select(. as $d | $stores | index($d))
+    | "\($target) depends on \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: a store depends on another store" "$found"
+found="$(jq -r '
+    .targets[] | select(.name == "TokenCacheCrypto") | .dependencies[] | (.byName // .target // empty)[0]
+    | select(. == "CLibSecret" or . == "TokenCacheDBus") | "TokenCacheCrypto depends on \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: TokenCacheCrypto depends on GLib or the D-Bus layer" "$found"
+
+((status)) || echo "check-module-graph: the stores are leaves; sign-in and the primitives import no store; TokenCacheCrypto uses no GLib."
+exit "$status"
