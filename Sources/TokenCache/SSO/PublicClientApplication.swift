@@ -35,7 +35,8 @@ public final class PublicClientApplication: Sendable {
         /// redeemed from a store and rotated by the server is written back to the store, under
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
-        /// The clock of the waits (device code polling, another process's refresh, the checks of
+        /// The clock of the waits (device code polling and its timeout, the browser sign-in's
+        /// timeout, another process's refresh, the checks of
         /// ``accountChanges(checkingEvery:)``): tests of logic pass a manual one and advance it.
         package var clock: any Clock<Duration> = ContinuousClock()
         /// Microsoft Graph's endpoint for ``PublicClientApplication/photo(for:refresh:)``

@@ -140,6 +140,25 @@ enum SystemBrowser {
         case failed(Int32)
     }
 
+    /// Whether child `pid` exits within `grace`: one poll on its pidfd, woken by the exit itself
+    /// (not a loop checking every few milliseconds). It is not reaped here.
+    private static func exits(_ pid: pid_t, within grace: Duration) -> Bool {
+        let descriptor = tc_pidfd_open(pid)
+        // No pidfd (a kernel before 5.3): not watched, taken as handed over, as a command still running.
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let end = ContinuousClock.now + grace
+        while true {
+            let left = ContinuousClock.now.duration(to: end)
+            guard left > .zero else { return false }
+            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&watched, 1, milliseconds)
+            if ready > 0 { return true }
+            if ready == 0 || errno != EINTR { return false }
+        }
+    }
+
     /// Runs a command (found on PATH, with /dev/null for its standard streams) and waits a
     /// moment for an early failure.
     private static func run(_ command: [String]) -> RunResult {
@@ -158,17 +177,14 @@ enum SystemBrowser {
             posix_spawnp(&pid, command[0], &actions, nil, argv.baseAddress!, environ)
         }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
-        let giveUp = ContinuousClock.now + commandGrace
-        var status: Int32 = 0
-        while ContinuousClock.now < giveUp {
-            let done = waitpid(pid, &status, WNOHANG)
-            if done == pid {
-                // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
-                let exitCode = (status >> 8) & 0xff
-                return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
+        if exits(pid, within: commandGrace) {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 {
+                if errno != EINTR { return .opened }
             }
-            if done < 0 && errno != EINTR { return .opened }
-            usleep(50_000)
+            // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
+            let exitCode = (status >> 8) & 0xff
+            return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
         }
         // Still running: it handed the URL over. Reap it whenever it ends, so it leaves no zombie.
         let child = pid
