@@ -176,19 +176,15 @@ struct BrowserSignInSecurityTests {
     @Test("A redirect from this user with no state, a wrong state or ?error=x is answered 400 and the sign-in keeps waiting; the real redirect then completes it")
     func forgedRedirectsDoNotEndTheSignIn() async throws {
         try await idp.actAsUser("submit")
-        let opened = Mutex<URL?>(nil)
+        let opened = AsyncStream<URL>.makeStream()
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
         parameters.timeout = 120
-        parameters.browser = .custom { url in opened.withLock { $0 = url } }
+        parameters.browser = .custom { url in opened.continuation.yield(url) }
         let app = app()
         let signIn = Task { try await app.acquireToken(parameters) }
         defer { signIn.cancel() }
-        var startURL: URL?
-        for _ in 0..<600 where startURL == nil {
-            startURL = opened.withLock { $0 }
-            if startURL == nil { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        let start = try #require(startURL)
+        var urls = opened.stream.makeAsyncIterator()
+        let start = try #require(await urls.next())
         let port = try #require(start.port)
         for target in ["/?error=x", "/?code=forged", "/?code=forged&state=wrong", "/?error=access_denied&state="] {
             let answer = try await offThePool { try rawRequest(port: port, "GET \(target) HTTP/1.1\r\nHost: localhost:\(port)\r\n\r\n") }
