@@ -97,11 +97,9 @@ final class TokenInfoHandle {
     }
 }
 
-/// A client (application) ID argument: required, one word.
+/// A client (application) ID argument: required, checked as ``ClientID``.
 func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> String {
-    let clientID = try requiredString(pointer, "client_id")
-    try AccountStore.validate(clientID: clientID)
-    return clientID
+    try ClientID(try requiredString(pointer, "client_id")).value
 }
 
 /// The library's logger behind the C interface: a C app has no swift-log to configure, and a

@@ -64,6 +64,13 @@ public final class PublicClientApplication: Sendable {
 
     /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
     /// caller is never replaced by the token agent).
+    public convenience init(clientID: ClientID, authority: Authority, store: AccountStore, options: Options = Options()) {
+        self.init(clientID: clientID.value, authority: authority, store: store, options: options, agent: nil)
+    }
+
+    /// Creates the app for a client ID not checked yet: an ID ``ClientID`` would refuse finds no
+    /// account and cannot be saved. Prefer the initializer taking a ``ClientID``,
+    /// which checks it where it enters.
     public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
         self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
     }

@@ -88,7 +88,6 @@ struct LoginCommand: ParsableCommand {
             let store = try store.openStore()
             let client = app.client, scopes = app.scopeList, authority = try Authority(app.authority)
             let app = PublicClientApplication(clientID: client, authority: authority, store: store)
-            try AccountStore.validate(clientID: client)
             let result: TokenResult
             if deviceCode {
                 var parameters = DeviceCodeParameters(scopes: scopes)
