@@ -109,12 +109,7 @@ struct CLILoginTests {
             .write(to: config.appendingPathComponent("mimeapps.list"), atomically: true, encoding: .utf8)
         defer {
             // End the browser and its helpers (they write the profile after the main process), then remove it.
-            if let pid = Int32(text(pidFile).trimmingCharacters(in: .whitespacesAndNewlines)) {
-                kill(-pid, SIGTERM)
-                let giveUp = Date().addingTimeInterval(10)
-                while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
-                if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
-            }
+            if let pid = Int32(text(pidFile).trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(pid) }
             try? FileManager.default.removeItem(at: desktop)
         }
         // xdg-open needs a display to pick the desktop's browser (none is used: Chromium is headless),

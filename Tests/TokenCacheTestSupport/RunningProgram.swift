@@ -3,7 +3,7 @@ import Synchronization
 
 /// A program a test started and talks to while it runs (`tokencache login` showing a device
 /// code, a prompt waiting for input): its output is read as it arrives and its end awaited,
-/// each woken by the program's own event (the pipe's readability, the exit), never by polling
+/// each woken by the program's own event (data or EOF on its pipes, its exit), never by polling
 /// on time. A program that never shows what a test waits for is caught by the test's time limit.
 package final class RunningProgram: @unchecked Sendable {  // Process is not Sendable; it is only started and signalled here
     private struct State {
@@ -27,20 +27,29 @@ package final class RunningProgram: @unchecked Sendable {  // Process is not Sen
         process.standardOutput = stdout
         process.standardError = stderr
         process.standardInput = input
-        for (pipe, isError) in [(stdout, false), (stderr, true)] {
-            pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-                let data = handle.availableData
-                if data.isEmpty { handle.readabilityHandler = nil }
-                self?.update { state in
-                    if data.isEmpty { state.openStreams -= 1 } else if isError { state.stderr += data } else { state.stdout += data }
-                }
-            }
-        }
         process.terminationHandler = { [weak self] process in
             let status = process.terminationStatus
             self?.update { $0.status = status }
         }
         try process.run()
+        // A blocking reader thread per stream, ended by EOF (read gives 0): Foundation's
+        // readabilityHandler on Linux crashed when cleared from inside itself at EOF.
+        for (pipe, isError) in [(stdout, false), (stderr, true)] {
+            // The thread keeps the pipe, so its read end stays open until EOF.
+            Thread.detachNewThread { [self, pipe] in
+                let descriptor = pipe.fileHandleForReading.fileDescriptor
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while true {
+                    let count = read(descriptor, &buffer, buffer.count)
+                    if count < 0 && errno == EINTR { continue }
+                    let data = count > 0 ? Data(buffer[0..<count]) : Data()
+                    update { state in
+                        if data.isEmpty { state.openStreams -= 1 } else if isError { state.stderr += data } else { state.stdout += data }
+                    }
+                    if count <= 0 { return }
+                }
+            }
+        }
     }
 
     /// What it printed so far.

@@ -60,14 +60,6 @@ struct BrowserSignInSecurityTests {
         return nil
     }
 
-    /// Ends a process group and waits for it (Chromium's helpers write its profile after it).
-    static func endGroup(_ pid: Int32) {
-        kill(-pid, SIGTERM)
-        let giveUp = Date().addingTimeInterval(10)
-        while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
-        if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
-    }
-
     @Test("Through $BROWSER with no display: another user finds no state, code_challenge or nonce in any process's arguments, cannot open the start page, cannot bind [::1] or 127.0.0.1 on the port, and its forged redirects (?error=x, a forged code, a wrong state) are refused while the real sign-in completes")
     func anotherUserCannotHijack() async throws {
         try await idp.actAsUser("submit")
@@ -85,7 +77,7 @@ struct BrowserSignInSecurityTests {
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
-        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { Self.endGroup(group) } }
+        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(group) } }
 
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
         parameters.timeout = 120
@@ -150,7 +142,7 @@ struct BrowserSignInSecurityTests {
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
-        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { Self.endGroup(group) } }
+        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(group) } }
         cli.environmentOverrides = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": standIn.path, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
         let authority = idp.authority().url.absoluteString
         let output = try await offThePool { [cli] in
