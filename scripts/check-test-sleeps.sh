@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # No test of logic sleeps or bounds wall-clock time (#45 item 6): such tests inject a clock
 # (PublicClientApplication.Options.clock, ManualClock in Tests/TokenCacheTestSupport) and advance
-# it, and wait for a program through its own events (RunningProgram). This greps Tests/ for
+# it, and wait for a program through its own events (RunningProgram). This greps Tests/ and
+# python/tests/ for
 # sleeps, wall-clock reads and time limits; each file may hold at most the number of such lines
 # .ci/test-sleep-allowlist grants it, with the reason written there (tests that measure time on
 # purpose, wait for another process that gives no event, or stand in for a slow server).
@@ -11,9 +12,9 @@ cd "$(dirname "$0")/.."
 allowlist=.ci/test-sleep-allowlist
 # Swift and C sleeps, Python's and the shell's (in scripts the tests write), wall-clock reads
 # and bounds, and swift-testing's time limits.
-pattern='Task\.sleep|Thread\.sleep|usleep\(|(^|[^_[:alnum:].])sleep\(|time\.sleep|(^|[^[:alnum:]])sleep [0-9]|ContinuousClock\(\)|ContinuousClock\.now|Date\(\) *[<>]|Date\(\)\.timeIntervalSince\(|\.timeLimit\('
+pattern='time\.monotonic\(\)|Task\.sleep|Thread\.sleep|usleep\(|(^|[^_[:alnum:].])sleep\(|time\.sleep|(^|[^[:alnum:]])sleep [0-9]|ContinuousClock\(\)|ContinuousClock\.now|Date\(\) *[<>]|Date\(\)\.timeIntervalSince\(|\.timeLimit\('
 # ManualClock implements the virtual sleep itself.
-hits="$(grep -rEc "$pattern" Tests --include='*.swift' --include='*.c' --include='*.py' --include='*.sh' \
+hits="$(grep -rEc "$pattern" Tests python/tests --include='*.swift' --include='*.c' --include='*.py' --include='*.sh' \
         | grep -v ':0$' | grep -v '^Tests/TokenCacheTestSupport/ManualClock.swift:' || true)"
 status=0
 while IFS=: read -r file count; do
