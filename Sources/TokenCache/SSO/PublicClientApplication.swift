@@ -96,15 +96,8 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: `invalidArgument` (field `singleSignOnStores`) for a name the catalogue does not have.
     static func options(_ options: Options, with configuration: AppConfiguration) throws(TokenCacheError) -> Options {
         var options = options
-        let catalogue = ExternalStore.catalogue()
-        for name in configuration.singleSignOnStores where !options.singleSignOnStores.contains(where: { $0.name == name }) {
-            guard let store = catalogue.first(where: { $0.name == name }) else {
-                throw TokenCacheError(.invalidArgument, "singleSignOnStores names '\(name)', which is not a built-in store.",
-                                      hint: "Use one of \(catalogue.map(\.name).joined(separator: ", ")), or pass the ExternalStore in Options.singleSignOnStores",
-                                      field: "singleSignOnStores")
-            }
-            options.singleSignOnStores.append(store)
-        }
+        let named = try ExternalStore.named(configuration.singleSignOnStores)
+        options.singleSignOnStores += named.filter { store in !options.singleSignOnStores.contains { $0.name == store.name } }
         return options
     }
 
