@@ -25,10 +25,6 @@ static inline int tc_spawn_close_from(posix_spawn_file_actions_t *actions, int f
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
-/// pidfd_open(2) (Linux 5.3+): a descriptor that turns readable when process `pid` exits, so a
-/// wait for a child's exit can be one poll with a bound instead of a loop. -1 with errno on failure.
-static inline int tc_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-
 // The kernel keyring (keyutils) through its raw system calls: libkeyutils is not needed, and
 // syscall is variadic. Numbers from <sys/syscall.h>; constants from <linux/keyctl.h>.
 enum {

@@ -140,25 +140,6 @@ enum SystemBrowser {
         case failed(Int32)
     }
 
-    /// Whether child `pid` exits within `grace`: one poll on its pidfd, woken by the exit itself
-    /// (not a loop checking every few milliseconds). It is not reaped here.
-    private static func exits(_ pid: pid_t, within grace: Duration) -> Bool {
-        let descriptor = tc_pidfd_open(pid)
-        // No pidfd (a kernel before 5.3): not watched, taken as handed over, as a command still running.
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        let end = ContinuousClock.now + grace
-        while true {
-            let left = ContinuousClock.now.duration(to: end)
-            guard left > .zero else { return false }
-            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
-            let ready = poll(&watched, 1, milliseconds)
-            if ready > 0 { return true }
-            if ready == 0 || errno != EINTR { return false }
-        }
-    }
-
     /// Runs a command (found on PATH, with /dev/null for its standard streams) and waits a
     /// moment for an early failure.
     private static func run(_ command: [String]) -> RunResult {
@@ -177,18 +158,28 @@ enum SystemBrowser {
             posix_spawnp(&pid, command[0], &actions, nil, argv.baseAddress!, environ)
         }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
-        if exits(pid, within: commandGrace) {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 {
-                if errno != EINTR { return .opened }
-            }
-            // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
-            let exitCode = (status >> 8) & 0xff
-            return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
-        }
-        // Still running: it handed the URL over. Reap it whenever it ends, so it leaves no zombie.
+        // A pool thread waits for the command's exit (and reaps it whenever it ends, so it leaves
+        // no zombie); this one waits for that exit at most the grace, woken by it, not polling.
         let child = pid
-        try? BlockingPool.shared.submit("browser command reaper") { var ignored: Int32 = 0; _ = waitpid(child, &ignored, 0) }
-        return .opened
+        let exitStatus = Locked<Int32?>(nil), exited = DispatchSemaphore(value: 0)
+        do {
+            try BlockingPool.shared.submit("browser command reaper") {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) < 0 {
+                    if errno != EINTR { return }
+                }
+                exitStatus.withLock { $0 = status }
+                exited.signal()
+            }
+        } catch {
+            return .opened  // no thread to watch it: taken as handed over, as one still running
+        }
+        guard exited.wait(timeout: .now() + .milliseconds(Int(commandGrace.components.seconds * 1000))) == .success,
+              let status = exitStatus.withLock({ $0 }) else {
+            return .opened  // still running: it handed the URL over
+        }
+        // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
+        let exitCode = (status >> 8) & 0xff
+        return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
     }
 }
