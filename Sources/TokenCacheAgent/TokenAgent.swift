@@ -139,7 +139,8 @@ package final class TokenAgent: Sendable {
     /// policy's first). `asker` names who asks, for `--confirm`.
     package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
                        asker: String) async throws(TokenCacheError) -> TokenResult {
-        guard !clientID.isEmpty else { throw TokenCacheError.invalidArgument("client_id", "is missing") }
+        // From another process: checked as every front end checks it, before any policy or cache sees it.
+        _ = try ClientID(clientID)
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
         guard policy.allows(client: clientID) else {
             throw Self.refused("client \(clientID) is not one the agent serves", allowed: policy.clients, option: "--client")

@@ -31,11 +31,8 @@ private final class SignInMailbox: Sendable {
         arrived.signal()
     }
 
-    /// Waits for the next signal (until `deadline`, when given): false when the deadline passed.
-    func wait(until deadline: DispatchTime?) -> Bool {
-        guard let deadline else { arrived.wait(); return true }
-        return arrived.wait(timeout: deadline) == .success
-    }
+    /// Waits for the next signal.
+    func wait() { arrived.wait() }
 
     /// What arrived: the message (handed out once) and the outcome, if any.
     func take() -> (DeviceCodeMessage?, Result<TokenResult, TokenCacheError>?) {
@@ -48,39 +45,24 @@ private final class SignInMailbox: Sendable {
 
 /// Runs a device code sign-in on the Swift concurrency pool while the calling (C) thread waits;
 /// the code message is delivered to `show` on the calling thread, so the C callback runs outside
-/// the pool and may call this library. After `timeoutSeconds` (0: none) the sign-in task is
-/// cancelled and its end reported as `timedOut`.
-private func waitForSignIn(timeoutSeconds: UInt32, show: (DeviceCodeMessage) -> Void,
+/// the pool and may call this library. The sign-in keeps its own timeout
+/// (``DeviceCodeParameters/timeout``): this only waits.
+private func waitForSignIn(show: (DeviceCodeMessage) -> Void,
                            _ work: @escaping @Sendable (_ post: @escaping @Sendable (DeviceCodeMessage) -> Void) async throws(TokenCacheError) -> TokenResult)
     throws(TokenCacheError) -> TokenResult {
     let mailbox = SignInMailbox()
-    let task = Task.detached {
+    Task.detached {
         do throws(TokenCacheError) {
             mailbox.finish(.success(try await work { mailbox.post($0) }))
         } catch {
             mailbox.finish(.failure(error))
         }
     }
-    var deadline = timeoutSeconds == 0 ? nil : DispatchTime.now() + .seconds(Int(timeoutSeconds))
-    var timedOut = false
     while true {
-        if !mailbox.wait(until: deadline) {
-            timedOut = true
-            deadline = nil
-            task.cancel()
-            continue
-        }
+        mailbox.wait()
         let (message, outcome) = mailbox.take()
         if let message { show(message) }
-        guard let outcome else { continue }
-        // Cancelled by the timeout: whatever the cancellation ended (a poll's wait, or a request in
-        // flight, which ends as a network error) is the timeout's doing, reported as such.
-        if timedOut, case .failure(let failure) = outcome, failure.code == .cancelled || failure.code == .network {
-            throw TokenCacheError(.timedOut, "The device code sign-in did not finish within the timeout; nothing was saved.",
-                                  hint: "Give the user more time (timeout_seconds, 0 waits until the code expires)",
-                                  reason: .deviceCodeTimedOut)
-        }
-        return try outcome.get()
+        if let outcome { return try outcome.get() }
     }
 }
 
@@ -107,14 +89,15 @@ public func tokencache_sign_in_device_code(_ store: OpaquePointer?, _ clientID: 
     tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
         guard let onCode else { throw .invalidArgument("on_code", "is NULL") }
         let app = try application(store, clientID, authority)
-        let parameters = DeviceCodeParameters(scopes: try scopeList(scopes))
-        return try waitForSignIn(timeoutSeconds: timeoutSeconds, show: { message in
+        var parameters = DeviceCodeParameters(scopes: try scopeList(scopes))
+        parameters.timeout = timeoutSeconds == 0 ? nil : TimeInterval(timeoutSeconds)
+        return try waitForSignIn(show: { message in
             message.userCode.withCString { code in
                 message.verificationURI.absoluteString.withCString { uri in
                     message.message.withCString { text in onCode(code, uri, text, userData) }
                 }
             }
-        }, { post async throws(TokenCacheError) in
+        }, { [parameters] post async throws(TokenCacheError) in
             try await app.acquireTokenWithDeviceCode(parameters, onCode: post)
         })
     }

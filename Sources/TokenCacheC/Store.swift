@@ -97,11 +97,9 @@ final class TokenInfoHandle {
     }
 }
 
-/// A client (application) ID argument: required, one word.
+/// A client (application) ID argument: required, checked as ``ClientID``.
 func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> String {
-    let clientID = try requiredString(pointer, "client_id")
-    try AccountStore.validate(clientID: clientID)
-    return clientID
+    try ClientID(try requiredString(pointer, "client_id")).value
 }
 
 /// The library's logger behind the C interface: a C app has no swift-log to configure, and a
@@ -352,14 +350,12 @@ public func tokencache_store_set_sso_stores(_ store: OpaquePointer?, _ names: Un
     boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let text = try optionalString(names, "names") ?? ""
-        let catalogue = ExternalStore.catalogue()
-        var chosen: [ExternalStore] = []
-        for name in text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init) where !chosen.contains(where: { $0.name == name }) {
-            guard let found = catalogue.first(where: { $0.name == name }) else {
-                throw TokenCacheError(.invalidArgument, "'\(name)' is not a store.",
-                                      hint: "Use names `tokencache stores` shows: \(catalogue.map(\.name).joined(separator: ", "))", field: "names")
-            }
-            chosen.append(found)
+        let names = text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init)
+        let chosen: [ExternalStore]
+        do throws(TokenCacheError) {
+            chosen = try ExternalStore.named(names)
+        } catch {
+            throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "names")  // this function's argument
         }
         handle.singleSignOnStores.withLock { $0 = chosen }
     }

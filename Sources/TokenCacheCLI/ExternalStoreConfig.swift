@@ -168,14 +168,11 @@ enum SingleSignOnSetting {
         let (names, source) = (chosen.value, chosen.source)
         guard !names.isEmpty else { return Setting(value: [], source: source) }
         let known = try ExternalStores.all()
-        var stores: [ExternalStore] = []
-        for name in names where !stores.contains(where: { $0.name == name }) {
-            guard let store = known.first(where: { $0.name == name }) else {
-                throw CLIError.usage("\(source) names '\(name)' for single sign-on, which is not a store.",
-                                     hint: "Known stores: \(known.map(\.name).joined(separator: ", ")); declare others under \"stores\" in the config file")
-            }
-            stores.append(store)
+        do throws(TokenCacheError) {
+            return Setting(value: try ExternalStore.named(names, in: known), source: source)
+        } catch {
+            throw CLIError.usage("\(source): \(error.message)",
+                                 hint: "Known stores: \(known.map(\.name).joined(separator: ", ")); declare others under \"stores\" in the config file")
         }
-        return Setting(value: stores, source: source)
     }
 }

@@ -232,7 +232,7 @@ struct AppOptions: ParsableArguments {
 /// so every command takes the same client IDs.
 enum ClientIDArgument {
     static func parse(_ value: String) throws -> String {
-        do { try AccountStore.validate(clientID: value) } catch { throw ValidationError(error.message) }
+        do { _ = try ClientID(value) } catch { throw ValidationError(error.message) }
         return value
     }
 }

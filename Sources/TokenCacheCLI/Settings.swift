@@ -153,7 +153,7 @@ struct RequestSettings: Sendable {
     static func resolve(client: String?, account: String?, authority: String?) throws(CLIError) -> RequestSettings {
         let config = try ConfigFile.load()
         let clientSetting = try Setting.first(option: ("--client", client), variable: clientVariable, file: (config.path, config.client)) { text throws(CLIError) in
-            do throws(TokenCacheError) { try AccountStore.validate(clientID: text) } catch {
+            do throws(TokenCacheError) { _ = try ClientID(text) } catch {
                 throw CLIError.usage("\(clientVariable) is '\(text)': \(error.message)", hint: "Set it to an application (client) ID, or unset it")
             }
             return text
@@ -254,7 +254,7 @@ struct ConfigFile: Sendable {
         }
         config.collection = try text("collection", "default, session or a collection's label")
         if let text = try text("client", "an application (client) ID") {
-            do throws(TokenCacheError) { try AccountStore.validate(clientID: text) } catch {
+            do throws(TokenCacheError) { _ = try ClientID(text) } catch {
                 throw CLIError.usage("The config file \(path) sets \"client\" to '\(text)': \(error.message)", hint: "Allowed values for \"client\": an application (client) ID")
             }
             config.client = text

@@ -4,17 +4,19 @@ import TokenCache
 
 /// Test-helper commands for the silent-SSO tests.
 let ssoCommands: [String: HelperCommand] = [
-    // app-token BACKEND AUTHORITY CLIENT ACCOUNT|- SCOPES [BROKER]: a Swift app opened from its configuration
-    // (default group; TOKENCACHE_AGENT_SOCK applies; Options.broker BROKER, else never), asking
-    // for the named or only account's token.
+    // app-token BACKEND AUTHORITY CLIENT ACCOUNT|- SCOPES [SSO-STORES [BROKER]]: a Swift app opened
+    // from its configuration (default group; TOKENCACHE_AGENT_SOCK applies; single sign-on stores
+    // named as `tokencache stores` shows them, space-separated; Options.broker BROKER, else never),
+    // asking for the named or only account's token.
     // Prints the token, or "CODE REASON" on standard error and exits 1.
     "app-token": { arguments in
         let configuration = AppConfiguration(clientID: arguments[2], authority: arguments[1],
-                                             backend: arguments[0] == "file" ? .file : .automatic)
+                                             backend: arguments[0] == "file" ? .file : .automatic,
+                                             singleSignOnStores: arguments.count > 5 ? arguments[5].split(separator: " ").map(String.init) : [])
         let scopes = arguments[4].split(separator: " ").map(String.init)
         let name = arguments[3] == "-" ? nil : arguments[3]
         var options = PublicClientApplication.Options()
-        options.broker = arguments.count > 5 ? BrokerUse(rawValue: arguments[5]) ?? .never : .never
+        options.broker = arguments.count > 6 ? BrokerUse(rawValue: arguments[6]) ?? .never : .never
         let answer = try runAsync { [options] () async -> Result<String, TokenCacheError> in
             do throws(TokenCacheError) {
                 let app = try await PublicClientApplication.open(configuration: configuration, options: options)

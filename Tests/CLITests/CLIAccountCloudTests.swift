@@ -24,31 +24,14 @@ struct CLIAccountCloudTests {
     /// home account ID (another username and object ID) saved for 127.0.0.2.
     func signInAndPlant() async throws -> (list: [String: Any], token: String) {
         try await idp.actAsUser("none", family: [Fixtures.appOne: "1"])
-        let stderr = cli.dataHome.appendingPathComponent("login-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: stderr.path, contents: nil)
-        let login = Process()
-        login.executableURL = TestEnvironment.binDirectory.appendingPathComponent("tokencache")
-        login.arguments = ["login", "--device-code", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
-                           "--scopes", "User.Read", "--backend", cli.backend, "--group", cli.group]
-        login.environment = cli.environment
-        login.standardOutput = FileHandle.nullDevice
-        login.standardError = try FileHandle(forWritingTo: stderr)
-        login.standardInput = FileHandle.nullDevice
-        try login.run()
+        let login = try RunningProgram(TestEnvironment.binDirectory.appendingPathComponent("tokencache"),
+                                       arguments: ["login", "--device-code", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
+                                                   "--scopes", "User.Read", "--backend", cli.backend, "--group", cli.group],
+                                       environment: cli.environment)
+        defer { login.terminate() }
         // The user enters the code login shows, while it waits.
-        let regex = try NSRegularExpression(pattern: #"enter the code (\w+)"#)
-        var code: String?
-        for _ in 0..<1200 where code == nil && login.isRunning {
-            let shown = (try? String(contentsOf: stderr, encoding: .utf8)) ?? ""
-            code = regex.firstMatch(in: shown, range: NSRange(shown.startIndex..., in: shown))
-                .flatMap { Range($0.range(at: 1), in: shown) }.map { String(shown[$0]) }
-            if code == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        try await idp.control(["approve_device": try #require(code, "login showed no code")])
-        for _ in 0..<1200 where login.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        if login.isRunning { login.terminate() }
-        login.waitUntilExit()
-        try #require(login.terminationStatus == 0, "\((try? String(contentsOf: stderr, encoding: .utf8)) ?? "")")
+        try await idp.control(["approve_device": try await login.shown(#"enter the code (\w+)"#)])
+        try #require(await login.exitStatus() == 0, "\(login.stderr)")
         let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", Fixtures.alice.username])
         try #require(token.status == 0, "\(token.stderr)")
         let before = try #require(try account(at: "127.0.0.1"), "alice is listed")

@@ -113,7 +113,7 @@ struct CLIBrokerClientTests {
         let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
                                        "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
         let (lines, requests) = try run(scenario, """
-            token=$("$H" app-token file \(Fixtures.authority().url.absoluteString) \(Self.client) - User.Read always 2>err.txt)
+            token=$("$H" app-token file \(Fixtures.authority().url.absoluteString) \(Self.client) - User.Read "" always 2>err.txt)
             printf '{"token": "%s", "error": "%s"}\\n' "$token" "$(cat err.txt)"
             """)
         #expect(lines.first?["token"] as? String == Self.brokerToken, "\(lines)")

@@ -446,11 +446,13 @@ static int refresh(const char *group, const char *client, int port, const char *
 
 /* One silent token on the default store (NULL group, backend AUTO, or "file"): the token agent's
    when TOKENCACHE_AGENT_SOCK is set. Prints the token and the account it is for. */
-static int silent(const char *backend, const char *client, const char *authority, const char *account, const char *scopes) {
+static int silent(const char *backend, const char *client, const char *authority, const char *account, const char *scopes,
+                  const char *sso_stores) {
     tokencache_store *store = NULL;
     tokencache_error error = {0};
     int status = tokencache_store_open(NULL, strcmp(backend, "file") == 0 ? TOKENCACHE_BACKEND_FILE : TOKENCACHE_BACKEND_AUTO,
                                        &store, &error);
+    if (status == TOKENCACHE_OK && sso_stores) status = tokencache_store_set_sso_stores(store, sso_stores, &error);
     char *token = NULL;
     tokencache_token_info *info = NULL;
     if (status == TOKENCACHE_OK)
@@ -492,7 +494,8 @@ static int photo(const char *client, const char *authority, const char *account,
 
 int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "photo") == 0) return photo(argv[2], argv[3], argv[4], argv[5], (unsigned)atoi(argv[6]));
-    if (argc == 7 && strcmp(argv[1], "silent") == 0) return silent(argv[2], argv[3], argv[4], argv[5], argv[6]);
+    if ((argc == 7 || argc == 8) && strcmp(argv[1], "silent") == 0)
+        return silent(argv[2], argv[3], argv[4], argv[5], argv[6], argc == 8 ? argv[7] : NULL);
     if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "save") == 0) {
@@ -512,7 +515,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES | photo CLIENT AUTHORITY ACCOUNT|- FILE FLAGS]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES [SSO-STORES] | photo CLIENT AUTHORITY ACCOUNT|- FILE FLAGS]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_reasons();

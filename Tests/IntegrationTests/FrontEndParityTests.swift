@@ -5,8 +5,9 @@ import Testing
 @testable import TokenCacheCore
 import TokenCacheTestSupport
 import TokenCacheTestHelper
+import TokenCacheTestIdentityProvider
 
-/// One rule decides which account, cloud, tenant and agent a token request gets (`TokenEngine`):
+/// One rule decides which account, cloud, tenant, single sign-on store and agent a token request gets (`TokenEngine`):
 /// the same cases through the CLI, C, Python and a Swift app (each a process of its own, on one
 /// encrypted file) give the same token or the same code and typed reason.
 @Suite("Every front end chooses alike", .harness)
@@ -41,6 +42,9 @@ struct FrontEndParityTests {
         var authority: String?
         var backend = "file"
         var scopes = "User.Read"
+        /// Other tools' stores opted into for single sign-on, as `tokencache stores` names them
+        /// (each front end's own way: --sso-store, tokencache_store_set_sso_stores, set_sso_stores, AppConfiguration).
+        var singleSignOnStores: [String] = []
     }
 
     let dataHome: URL
@@ -70,6 +74,7 @@ struct FrontEndParityTests {
         if request.backend == "file" { arguments += ["--backend", "file"] }
         if let account = request.account { arguments += ["--account", account] }
         if let authority = request.authority { arguments += ["--authority", authority] }
+        arguments += request.singleSignOnStores.flatMap { ["--sso-store", $0] }
         let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, arguments, environment: environment)
         if output.status == 0 {
             let object = try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any]
@@ -81,7 +86,8 @@ struct FrontEndParityTests {
     }
 
     func viaC(_ request: Request, environment: [String: String], program: String) throws -> Outcome {
-        let output = try runProcess(program, ["silent", request.backend, Fixtures.appOne, request.authority ?? "-", request.account ?? "-", request.scopes],
+        let stores = request.singleSignOnStores.isEmpty ? [] : [request.singleSignOnStores.joined(separator: " ")]
+        let output = try runProcess(program, ["silent", request.backend, Fixtures.appOne, request.authority ?? "-", request.account ?? "-", request.scopes] + stores,
                                     environment: environment)
         if output.status == 0 { return .token(String(output.stdout.split(separator: " ").first ?? "")) }
         // "silent: STATUS REASON: message (hint)"
@@ -93,8 +99,10 @@ struct FrontEndParityTests {
     func viaPython(_ request: Request, environment: [String: String]) throws -> Outcome {
         let source = """
             import sys, tokencache
-            backend, client, authority, account, scopes = sys.argv[1:]
+            backend, client, authority, account, scopes, sso_stores = sys.argv[1:]
             store = tokencache.Store.open(backend=tokencache.Backend.FILE if backend == "file" else tokencache.Backend.AUTO)
+            if sso_stores:
+                store.set_sso_stores(sso_stores.split())
             try:
                 print(store.acquire_token_silent(client, authority if authority != "-" else None,
                                                  account if account != "-" else None, scopes).access_token)
@@ -106,7 +114,8 @@ struct FrontEndParityTests {
         environment["PYTHONPATH"] = Self.repositoryRoot.appendingPathComponent("python").path
         environment["TOKENCACHE_LIBRARY"] = library
         let output = try runProcess("/usr/bin/python3", ["-c", source, request.backend, Fixtures.appOne, request.authority ?? "-",
-                                                         request.account ?? "-", request.scopes], environment: environment)
+                                                         request.account ?? "-", request.scopes, request.singleSignOnStores.joined(separator: " ")],
+                                    environment: environment)
         if output.status == 0 { return .token(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
         let words = output.stderr.split(whereSeparator: \.isWhitespace)
         guard words.count >= 2 else { return .failure("unparsed: \(output.stderr)", "") }
@@ -117,7 +126,8 @@ struct FrontEndParityTests {
     func viaSwift(_ request: Request, environment: [String: String]) throws -> Outcome? {
         guard let authority = request.authority else { return nil }
         let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("TokenCacheTestHelper").path,
-                                    ["app-token", request.backend, authority, Fixtures.appOne, request.account ?? "-", request.scopes],
+                                    ["app-token", request.backend, authority, Fixtures.appOne, request.account ?? "-", request.scopes]
+                                        + (request.singleSignOnStores.isEmpty ? [] : [request.singleSignOnStores.joined(separator: " ")]),
                                     environment: environment)
         if output.status == 0 { return .token(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
         let words = output.stderr.split(whereSeparator: \.isWhitespace)
@@ -125,14 +135,19 @@ struct FrontEndParityTests {
         return .failure(String(words[words.count - 2]), String(words[words.count - 1]))
     }
 
+    /// The front ends by name: each runs `request` in a process of its own (the Swift app's nil
+    /// when the request has no authority).
+    func frontEnds() throws -> [(name: String, run: @Sendable (Request, [String: String]) throws -> Outcome?)] {
+        let program = try CTestPrograms.testCAPI(in: dataHome)
+        return [("cli", { try viaCLI($0, environment: $1) }), ("c", { try viaC($0, environment: $1, program: program) }),
+                ("python", { try viaPython($0, environment: $1) }), ("swift", { try viaSwift($0, environment: $1) })]
+    }
+
     /// Every front end's outcome for `request` (the Swift app's where the request has an authority).
     func outcomes(_ request: Request, environment: [String: String]? = nil) throws -> [String: Outcome] {
         let environment = environment ?? self.environment
-        let program = try CTestPrograms.testCAPI(in: dataHome)
-        var outcomes = ["cli": try viaCLI(request, environment: environment),
-                        "c": try viaC(request, environment: environment, program: program),
-                        "python": try viaPython(request, environment: environment)]
-        outcomes["swift"] = try viaSwift(request, environment: environment)
+        var outcomes: [String: Outcome] = [:]
+        for frontEnd in try frontEnds() { outcomes[frontEnd.name] = try frontEnd.run(request, environment) }
         return outcomes
     }
 
@@ -185,6 +200,50 @@ struct FrontEndParityTests {
         try save(Fixtures.alice, realm: "33333333-3333-3333-3333-333333333333", tag: "c")
         expectAll(try outcomes(Request(account: Fixtures.alice.username)), .failure("ambiguousAccount", "tokensInSeveralTenants"), "two tenants")
     }
+
+    @Test("A single sign-on store opted in (Azure CLI's cache, its family refresh token): the token it gets, from every front end, saved in the group; not opted in: notFound, reason noAccount")
+    func singleSignOnStore() async throws {
+        defer { cli.cleanUp() }
+        let idp = try FakeIdentityProvider()
+        let authority = idp.authority()
+        var environment = self.environment
+        // Azure CLI's configuration directory, as Azure CLI and every front end's catalogue read it.
+        let azure = dataHome.appendingPathComponent("azure")
+        try FileManager.default.createDirectory(at: azure, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        environment["AZURE_CONFIG_DIR"] = azure.path
+        let environmentNow = environment
+        let request = Request(account: Fixtures.alice.username, authority: authority.url.absoluteString, singleSignOnStores: ["azure-cli"])
+        let off = Request(account: request.account, authority: request.authority)
+        for frontEnd in try frontEnds() {
+            // Azure CLI signed Alice in: its plain cache holds her family refresh token, which the provider knows.
+            let refreshToken = "rt-az-\(frontEnd.name)"
+            var response = Fixtures.response(for: Fixtures.alice, scope: Self.armScope, foci: "1", tag: "az")
+            response["refresh_token"] = refreshToken
+            let azureCLI = AccountStore(backend: InMemoryBackend())
+            try azureCLI.save(Fixtures.tokenResponse(response), clientID: Self.azureCLIClient, authority: authority, scopes: [Self.armScope])
+            let file = azure.appendingPathComponent("msal_token_cache.json")
+            try azureCLI.exportMSALJSON().write(to: file)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            try await idp.seed(refreshToken: refreshToken, user: Fixtures.alice, clientID: Self.azureCLIClient, family: "1")
+
+            let without = try await offThePool { try frontEnd.run(off, environmentNow) }
+            #expect(without == .failure("notFound", "noAccount"), "not opted in: \(frontEnd.name) answered \(String(describing: without))")
+            let with = try await offThePool { try frontEnd.run(request, environmentNow) }
+            let grants = try await idp.stats().grants
+            // The provider's counter names the access token it issued for this grant.
+            let issued = grants.filter { $0.outcome == "ok" }.count
+            #expect(grants.last?.redeemed == refreshToken && grants.last?.client_id == Fixtures.appOne, "\(frontEnd.name): \(grants)")
+            #expect(with == .token("at-issued-\(issued)"), "opted in: \(frontEnd.name) answered \(String(describing: with))")
+            // Saved in the group: the same token again without the store, then the group is emptied for the next front end.
+            let again = try await offThePool { try frontEnd.run(off, environmentNow) }
+            #expect(again == with, "\(frontEnd.name) from the group: \(String(describing: again))")
+            let removed = try cli.run(["remove", "--backend", "file", "--all", "--yes"], withGroup: false)
+            try #require(removed.status == 0, "\(removed.stderr)")
+        }
+    }
+
+    static let azureCLIClient = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+    static let armScope = "https://management.core.windows.net//user_impersonation"
 
     @Test("TOKENCACHE_AGENT_SOCK set and no local cache chosen: the agent's token, from every front end (a Swift app too); an agent that is not there: agentUnavailable, reason agentUnreachable")
     func agent() async throws {

@@ -79,6 +79,23 @@ struct BadInputTests {
         #expect(error.field == "scopes")
     }
 
+    @Test("ClientID takes a GUID and other providers' free-form IDs, and refuses empty, spaced, non-ASCII and over-long ones with a hint naming the app registration")
+    func clientIDs() throws {
+        for good in [Fixtures.appOne, "my-oidc-app", "https://contoso.com/app", String(repeating: "x", count: 256)] {
+            #expect(try ClientID(good).value == good)
+            #expect(try ClientID(good).description == good)
+        }
+        for bad in ["", "has space", "tab\there", "line\nbreak", "caf\u{E9}", String(repeating: "x", count: 257)] {
+            let error = try #require(throws: TokenCacheError.self) { try ClientID(bad) }
+            #expect(error.code == .invalidArgument && error.field == "client ID", "\(bad): \(error)")
+            #expect(error.hint?.contains("application (client) ID") == true)
+        }
+        // The configuration an app is generated from checks it the same way, under its own key.
+        let configuration = AppConfiguration(clientID: "has space", authority: Fixtures.authority().url.absoluteString)
+        let error = try #require(throws: TokenCacheError.self) { try configuration.validate() }
+        #expect(error.field == "clientId")
+    }
+
     @Test("AAD v1 string-typed numbers are accepted")
     func stringNumbersAccepted() throws {
         let response = try TokenResponse(json: Self.with("expires_in", "3599"))

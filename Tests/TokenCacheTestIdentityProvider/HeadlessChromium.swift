@@ -53,12 +53,22 @@ package final class HeadlessChromium: Sendable {
         let ownGroup = getpgid(pid) == pid
         if ownGroup { kill(-pid, SIGTERM) } else { process.terminate() }
         process.waitUntilExit()
-        if ownGroup {
-            let giveUp = Date().addingTimeInterval(10)
-            while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
-            if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
-        }
+        if ownGroup { Self.awaitGroupEnd(pid) }
         try? FileManager.default.removeItem(at: profile)
+    }
+
+    /// Ends process group `pid` (a browser and the helpers that joined it) and waits for it, since
+    /// the helpers write the profile after the main process is gone. Clean-up after a test, not
+    /// logic: a group has no exit event to wait on, so it checks every 20 ms, then kills what is left after 10 s.
+    package static func endGroup(_ pid: Int32) {
+        kill(-pid, SIGTERM)
+        awaitGroupEnd(pid)
+    }
+
+    private static func awaitGroupEnd(_ pid: Int32) {
+        let giveUp = Date().addingTimeInterval(10)
+        while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
+        if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
     }
 
     deinit { close() }

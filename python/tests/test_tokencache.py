@@ -525,11 +525,12 @@ class SignInTests(unittest.TestCase):
         self.assertEqual(self.store.accounts(), [])
 
     def test_device_code_timeout(self):
-        start = time.monotonic()
+        # The provider's code lives 600 s: only timeout_seconds can end the wait with this reason
+        # (when it ends is the library's, tested on a manual clock: DeviceCodeSignInTests/callerTimeout).
         with self.assertRaises(tokencache.TokenCacheError) as caught:
             self.sign_in(None, timeout_seconds=2)
         self.assertEqual(caught.exception.code, tokencache.TIMED_OUT)
-        self.assertLess(time.monotonic() - start, 30)
+        self.assertEqual(caught.exception.reason, "device_code_timed_out")
         self.assertEqual(self.store.accounts(), [])
 
     def test_device_code_needs_a_callback(self):
@@ -608,8 +609,7 @@ class SignInTests(unittest.TestCase):
     def test_browser_without_display_or_portal_is_unavailable_at_once(self):
         (name, hint), elapsed = self.sign_in_browser_in_child(display=None)
         self.assertEqual(name, "TOKENCACHE_E_BROWSER_UNAVAILABLE")
-        self.assertIn("tokencache_sign_in_device_code", hint)  # the C name, not the Swift one
-        self.assertLess(elapsed, 60)  # not the 120 s timeout
+        self.assertIn("tokencache_sign_in_device_code", hint)  # the C name, not the Swift one (a wait for the timeout would be TIMED_OUT)
         print(f"browser unavailable after {elapsed:.1f} s", file=sys.stderr)
 
     def test_browser_sign_in_through_xdg_open(self):

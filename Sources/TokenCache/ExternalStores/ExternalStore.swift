@@ -188,3 +188,22 @@ extension ExternalStore {
         ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? defaultHome + "/.local/share"
     }
 }
+
+extension ExternalStore {
+    /// The stores `names` name (as `tokencache stores` shows them: `azure-cli`), in order and
+    /// each once, from `known` (the catalogue unless a front end adds its own): the one lookup
+    /// behind a configuration's `singleSignOnStores`, C's `tokencache_store_set_sso_stores`
+    /// (and Python's `set_sso_stores`) and the CLI's `--sso-store`, so all accept the same names.
+    /// - Throws: `invalidArgument` (field `singleSignOnStores`) naming the first unknown name and the known ones.
+    package static func named(_ names: [String], in known: [ExternalStore] = catalogue()) throws(TokenCacheError) -> [ExternalStore] {
+        var chosen: [ExternalStore] = []
+        for name in names where !chosen.contains(where: { $0.name == name }) {
+            guard let store = known.first(where: { $0.name == name }) else {
+                throw TokenCacheError(.invalidArgument, "'\(name)' names no single sign-on store.",
+                                      hint: "Use one of \(known.map(\.name).joined(separator: ", "))", field: "singleSignOnStores")
+            }
+            chosen.append(store)
+        }
+        return chosen
+    }
+}

@@ -38,14 +38,15 @@ public final class NativeAuthPublicClientApplication: Sendable {
     ///     `https://{tenant}.ciamlogin.com/{tenant}.onmicrosoft.com`, as MSAL rewrites it),
     ///     `https://{tenant}.ciamlogin.com/{tenant ID or domain}`, or a custom domain with the tenant in the path.
     ///   - challengeTypes: the methods the app's UI offers; `redirect` is always sent besides.
-    /// - Throws: `invalidArgument` (``NativeAuthError/Reason/tokenCache(_:)``) for an authority
-    ///   that is not https (http only on loopback, for tests).
+    /// - Throws: `invalidArgument` (``NativeAuthError/Reason/tokenCache(_:)``) for a client ID
+    ///   ``ClientID`` refuses, or an authority that is not https (http only on loopback, for tests).
     public init(clientID: String, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
                 store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
         guard !challengeTypes.isEmpty else {
             throw NativeAuthError(TokenCacheError.invalidArgument("challengeTypes", "is empty", hint: "Offer oob, password or both"))
         }
         do {
+            _ = try ClientID(clientID)
             self.authority = try Self.authority(authority)
         } catch {
             throw NativeAuthError(error)

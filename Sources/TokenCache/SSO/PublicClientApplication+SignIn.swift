@@ -47,13 +47,19 @@ extension PublicClientApplication {
             "port": .stringConvertible(listener.port), "addresses": .string(listener.addresses.joined(separator: " ")),
             "authority": .string(authority.description)])
 
-        let deadline = ContinuousClock.now + .seconds(max(parameters.timeout, 0))
         let expectation = LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))
         let waiting = Task {
-            await listener.waitForRedirect(expectation, deadline: deadline) { query in
+            await listener.waitForRedirect(expectation) { query in
                 query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
             }
         }
+        // The timeout on the app's clock, counted from the listener's start as before.
+        let clock = options.clock, timeout = Duration.milliseconds(Int64(max(parameters.timeout, 0) * 1000))
+        let timer = Task {
+            do { try await clock.sleep(for: timeout) } catch { return }
+            listener.timeOut()
+        }
+        defer { timer.cancel() }
         do {
             try await parameters.browser.open(startURL)
         } catch {
@@ -107,7 +113,7 @@ extension PublicClientApplication {
     /// authorities must name it in discovery.
     ///
     /// - Throws: ``TokenCacheError`` with code `accessDenied` (the user declined), `timedOut`
-    ///   (the code expired), `cancelled` (the task was cancelled), `unsupportedFlow` (no device
+    ///   (the code expired, or ``DeviceCodeParameters/timeout`` passed: reason `deviceCodeTimedOut`), `cancelled` (the task was cancelled), `unsupportedFlow` (no device
     ///   authorization endpoint, as on some AD FS versions), `authorizationFailed`, `network`,
     ///   `serverError`. Nothing is saved on an error.
     public func acquireTokenWithDeviceCode(_ parameters: DeviceCodeParameters,
@@ -121,8 +127,9 @@ extension PublicClientApplication {
                                       : "Use acquireToken (browser sign-in) with this authority",
                                   reason: .deviceCodeUnsupported(adfs: authority.kind == .adfs))
         }
-        let flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc,
+        var flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc,
                                   clock: options.clock)
+        flow.timeout = parameters.timeout.map { .milliseconds(Int64(max($0, 0) * 1000)) }
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
         onCode(authorization.message)
         let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token)

@@ -35,7 +35,8 @@ public final class PublicClientApplication: Sendable {
         /// redeemed from a store and rotated by the server is written back to the store, under
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
-        /// The clock of the waits (device code polling, another process's refresh, the checks of
+        /// The clock of the waits (device code polling and its timeout, the browser sign-in's
+        /// timeout, another process's refresh, the checks of
         /// ``accountChanges(checkingEvery:)``): tests of logic pass a manual one and advance it.
         package var clock: any Clock<Duration> = ContinuousClock()
         /// Microsoft Graph's endpoint for ``PublicClientApplication/photo(for:refresh:)``
@@ -68,6 +69,13 @@ public final class PublicClientApplication: Sendable {
 
     /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
     /// caller is never replaced by the token agent).
+    public convenience init(clientID: ClientID, authority: Authority, store: AccountStore, options: Options = Options()) {
+        self.init(clientID: clientID.value, authority: authority, store: store, options: options, agent: nil)
+    }
+
+    /// Creates the app for a client ID not checked yet: an ID ``ClientID`` would refuse finds no
+    /// account and cannot be saved. Prefer the initializer taking a ``ClientID``,
+    /// which checks it where it enters.
     public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
         self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
     }
@@ -93,15 +101,8 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: `invalidArgument` (field `singleSignOnStores`) for a name the catalogue does not have.
     static func options(_ options: Options, with configuration: AppConfiguration) throws(TokenCacheError) -> Options {
         var options = options
-        let catalogue = ExternalStore.catalogue()
-        for name in configuration.singleSignOnStores where !options.singleSignOnStores.contains(where: { $0.name == name }) {
-            guard let store = catalogue.first(where: { $0.name == name }) else {
-                throw TokenCacheError(.invalidArgument, "singleSignOnStores names '\(name)', which is not a built-in store.",
-                                      hint: "Use one of \(catalogue.map(\.name).joined(separator: ", ")), or pass the ExternalStore in Options.singleSignOnStores",
-                                      field: "singleSignOnStores")
-            }
-            options.singleSignOnStores.append(store)
-        }
+        let named = try ExternalStore.named(configuration.singleSignOnStores)
+        options.singleSignOnStores += named.filter { store in !options.singleSignOnStores.contains { $0.name == store.name } }
         return options
     }
 

@@ -158,21 +158,28 @@ enum SystemBrowser {
             posix_spawnp(&pid, command[0], &actions, nil, argv.baseAddress!, environ)
         }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
-        let giveUp = ContinuousClock.now + commandGrace
-        var status: Int32 = 0
-        while ContinuousClock.now < giveUp {
-            let done = waitpid(pid, &status, WNOHANG)
-            if done == pid {
-                // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
-                let exitCode = (status >> 8) & 0xff
-                return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
-            }
-            if done < 0 && errno != EINTR { return .opened }
-            usleep(50_000)
-        }
-        // Still running: it handed the URL over. Reap it whenever it ends, so it leaves no zombie.
+        // A pool thread waits for the command's exit (and reaps it whenever it ends, so it leaves
+        // no zombie); this one waits for that exit at most the grace, woken by it, not polling.
         let child = pid
-        try? BlockingPool.shared.submit("browser command reaper") { var ignored: Int32 = 0; _ = waitpid(child, &ignored, 0) }
-        return .opened
+        let exitStatus = Locked<Int32?>(nil), exited = DispatchSemaphore(value: 0)
+        do {
+            try BlockingPool.shared.submit("browser command reaper") {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) < 0 {
+                    if errno != EINTR { return }
+                }
+                exitStatus.withLock { $0 = status }
+                exited.signal()
+            }
+        } catch {
+            return .opened  // no thread to watch it: taken as handed over, as one still running
+        }
+        guard exited.wait(timeout: .now() + .milliseconds(Int(commandGrace.components.seconds * 1000))) == .success,
+              let status = exitStatus.withLock({ $0 }) else {
+            return .opened  // still running: it handed the URL over
+        }
+        // WIFEXITED/WEXITSTATUS are macros: exited normally is a zero low byte.
+        let exitCode = (status >> 8) & 0xff
+        return status & 0x7f == 0 && exitCode == 0 ? .opened : .failed(status & 0x7f == 0 ? exitCode : 128 + (status & 0x7f))
     }
 }

@@ -26,6 +26,8 @@ struct DeviceCodeFlow: Sendable {
     static let slowDownIncrement: Duration = .seconds(5)
     /// The least interval honoured, whatever the authority says.
     var minimumInterval: Duration = .seconds(1)
+    /// The caller's bound on the wait (``DeviceCodeParameters/timeout``); nil waits as long as the code lives.
+    var timeout: Duration?
 
     /// Asks the device authorization endpoint for a user code.
     func start(at endpoint: URL, claims: String?, now: Date = Date()) async throws(TokenCacheError) -> Authorization {
@@ -68,17 +70,22 @@ struct DeviceCodeFlow: Sendable {
         return Authorization(deviceCode: deviceCode, message: message, interval: interval, lifetime: .seconds(expiresIn))
     }
 
-    /// Polls the token endpoint until the user finished, declined, the code expired (its
-    /// lifetime counted on ``clock`` from the first poll's wait, just after the code was shown),
-    /// or the task is cancelled.
+    /// Polls the token endpoint until the user finished, declined, the code expired or
+    /// ``timeout`` passed (both counted on ``clock`` from the first poll's wait, just after the
+    /// code was shown), or the task is cancelled.
     func poll(_ authorization: Authorization, tokenEndpoint: URL) async throws(TokenCacheError) -> TokenResponse {
         let expired = clock.deadline(after: authorization.lifetime)
+        let left = timeout.map { clock.countdown(from: $0) }
         var interval = authorization.interval
         while true {
             do {
-                try await clock.sleep(for: interval)
+                // Woken at the timeout itself, not at the next poll after it.
+                try await clock.sleep(for: left.map { min(interval, max($0(), .zero)) } ?? interval)
             } catch {
                 throw Self.cancelled
+            }
+            if let timeout, let left, left() <= .zero {
+                throw Self.timedOut(timeout)
             }
             if expired() {
                 throw Self.expired
@@ -111,6 +118,11 @@ struct DeviceCodeFlow: Sendable {
 
     static let cancelled = TokenCacheError(.cancelled, "The device code sign-in was cancelled; nothing was saved.",
                                            hint: "Start the sign-in again when the user is ready")
+    /// The caller's timeout passed first; the code itself was still valid.
+    static func timedOut(_ timeout: Duration) -> TokenCacheError {
+        TokenCacheError(.timedOut, "The device code sign-in did not finish within \(timeout.components.seconds) s (the sign-in's timeout); nothing was saved.",
+                        hint: "Start the sign-in again, with a longer timeout if the user needs more time", reason: .deviceCodeTimedOut)
+    }
     static let expired = TokenCacheError(.timedOut, "The device code expired before the user finished signing in; nothing was saved.",
                                          hint: "Start the sign-in again and enter the new code sooner")
 

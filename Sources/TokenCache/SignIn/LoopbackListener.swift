@@ -36,6 +36,8 @@ final class LoopbackListener: @unchecked Sendable {
     /// Whether the listening sockets are closed: when the wait ends, not when the object goes, so
     /// the port is free as soon as the sign-in returns.
     private let socketsClosed = Mutex(false)
+    /// Set by ``timeOut()``: the wake that follows ends the wait as `.timedOut`.
+    private let timedOut = Mutex(false)
     /// What was refused during the wait, for the message of a sign-in that then times out.
     let refusals = Mutex(Refusals())
 
@@ -211,17 +213,24 @@ final class LoopbackListener: @unchecked Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
 
+    /// Ends a wait in progress (or the next one) with `.timedOut`: the sign-in's timeout,
+    /// kept on its clock by the caller, was reached.
+    func timeOut() {
+        timedOut.withLock { $0 = true }
+        cancel()
+    }
+
     /// Waits for the redirect on a thread of the blocking pool (never on the cooperative pool,
     /// and never behind other work: Dispatch's global queue adds a thread only about once a
-    /// second when its threads block), until `deadline`, a ``cancel()``, or the calling task's
-    /// cancellation; serves `page(query)` to it.
-    func waitForRedirect(_ expectation: Expectation, deadline: ContinuousClock.Instant,
+    /// second when its threads block), until ``timeOut()``, ``cancel()``, or the calling task's
+    /// cancellation; serves `page(query)` to it. It keeps no time itself: the caller's clock does.
+    func waitForRedirect(_ expectation: Expectation,
                          page: @escaping @Sendable ([String: String]) -> Page) async -> Outcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 do throws(TokenCacheError) {
                     try BlockingPool.shared.submit("loopback redirect listener") { [self] in
-                        continuation.resume(returning: serve(expectation, deadline: deadline, page: page))
+                        continuation.resume(returning: serve(expectation, page: page))
                     }
                 } catch {
                     closeSockets()
@@ -241,7 +250,7 @@ final class LoopbackListener: @unchecked Sendable {
     }
 
     /// The blocking loop: poll on the sockets, the wake pipe and the open connections.
-    private func serve(_ expectation: Expectation, deadline: ContinuousClock.Instant, page: ([String: String]) -> Page) -> Outcome {
+    private func serve(_ expectation: Expectation, page: ([String: String]) -> Page) -> Outcome {
         var connections: [Connection] = []
         defer {
             for connection in connections { Glibc.close(connection.fd) }
@@ -250,17 +259,14 @@ final class LoopbackListener: @unchecked Sendable {
         let me = getuid()
         let first = sockets.count + 1  // poll index of the first connection
         while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { return .timedOut }
-            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
             var fds = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) } + [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), milliseconds)
+            let ready = poll(&fds, nfds_t(fds.count), -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .failed(String(cString: strerror(errno)))
             }
-            if fds[sockets.count].revents != 0 { return .cancelled }
+            if fds[sockets.count].revents != 0 { return timedOut.withLock { $0 } ? .timedOut : .cancelled }
             // Connections first (indices shift when one closes): walk them backwards.
             for index in stride(from: connections.count - 1, through: 0, by: -1) where fds[index + first].revents != 0 {
                 switch read(into: &connections[index]) {

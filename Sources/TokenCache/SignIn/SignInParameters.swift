@@ -58,6 +58,9 @@ public struct DeviceCodeParameters: Sendable {
     public var claims: String?
     /// The authority of this sign-in; nil uses the app's.
     public var authority: Authority?
+    /// Gives up (`timedOut`, reason `deviceCodeTimedOut`) after this many seconds of waiting for the
+    /// user, though the code lives longer; nil waits as long as the authority's code lives.
+    public var timeout: TimeInterval?
 
     /// Parameters for the scopes.
     public init(scopes: [String]) {

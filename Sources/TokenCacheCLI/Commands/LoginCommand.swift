@@ -72,23 +72,6 @@ struct LoginCommand: ParsableCommand {
         }
     }
 
-    /// `operation`, cancelled after `seconds` (nil: never), which is then `timedOut`: the device
-    /// code flow itself waits as long as the server's code lives.
-    private static func cancelled<T: Sendable>(after seconds: Int?, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard let seconds else { return try await operation() }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
-            defer { group.cancelAll() }
-            if let first = try await group.next(), let value = first { return value }
-            // Time is up: stop the sign-in, but a result it was saving meanwhile still counts.
-            group.cancelAll()
-            if let late = try? await group.next(), let value = late { return value }
-            throw TokenCacheError(.timedOut, "The device code sign-in did not finish within \(seconds) s (--timeout); nothing was saved.",
-                                  hint: "Run tokencache login again, with a larger --timeout if the user needs more time")
-        }
-    }
-
     struct Output: Encodable {
         var username: String
         var homeAccountId: String
@@ -105,19 +88,23 @@ struct LoginCommand: ParsableCommand {
             let store = try store.openStore()
             let client = app.client, scopes = app.scopeList, authority = try Authority(app.authority)
             let app = PublicClientApplication(clientID: client, authority: authority, store: store)
-            try AccountStore.validate(clientID: client)
             let result: TokenResult
             if deviceCode {
                 var parameters = DeviceCodeParameters(scopes: scopes)
                 parameters.claims = claims
-                let timeout = timeout
-                result = try waitFor { [parameters] in
-                    try await Self.cancelled(after: timeout) {
+                parameters.timeout = timeout.map(TimeInterval.init)
+                do {
+                    result = try waitFor { [parameters] in
                         try await app.acquireTokenWithDeviceCode(parameters) { code in
                             // The server's own instructions, escaped: they name the URL and the code.
                             Terminal.note(Terminal.escape(code.message))
                         }
                     }
+                } catch let error as TokenCacheError where error.reason == .deviceCodeTimedOut {
+                    // The library's timeout is this command's --timeout: say so in its words.
+                    throw TokenCacheError(.timedOut, "The device code sign-in did not finish within \(timeout ?? 0) s (--timeout); nothing was saved.",
+                                          hint: "Run tokencache login again, with a larger --timeout if the user needs more time",
+                                          reason: .deviceCodeTimedOut)
                 }
             } else {
                 var parameters = InteractiveTokenParameters(scopes: scopes)

@@ -201,7 +201,6 @@ struct NativeSession {
 
     init(store storeOptions: StoreOptions, app options: AppOptions, types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
         let store = try storeOptions.openStore()
-        try AccountStore.validate(clientID: options.client)
         self.app = try NativeAuthPublicClientApplication(clientID: options.client, authority: options.authority, challengeTypes: types, store: store)
         self.group = "\(store.group)"
         self.client = options.client

@@ -81,7 +81,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     /// Checks every field.
     /// - Throws: ``TokenCacheError`` `invalidArgument` naming the field at fault.
     public func validate() throws(TokenCacheError) {
-        do { try AccountStore.validate(clientID: clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
+        do { _ = try ClientID(clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
         do { _ = try Authority(authority) } catch { throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "authority") }
         do { _ = try CacheGroup(group) } catch { throw .invalidArgument("group", "'\(group)' is not a reverse-DNS name") }
         if let redirectURI, !Self.isRedirectURI(redirectURI) {

@@ -78,7 +78,7 @@ public final class AccountStore: Sendable {
     @discardableResult
     package func save(_ response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
               homeAccountID: String?, redeemedRefreshToken: String? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
-        try Self.validate(clientID: clientID)
+        _ = try ClientID(clientID)
         let entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
                                             scopes: scopes, knownHomeAccountID: homeAccountID, now: now)
         if entities.accessToken["target"]?.isEmpty ?? true {
@@ -427,7 +427,7 @@ public final class AccountStore: Sendable {
     /// other SDKs keep and ignore), so admins see "Notes" rather than a client ID in
     /// `tokencache list`. Later saves keep it. It may be called before the app's first sign-in.
     public func setAppDisplayName(_ name: String, clientID: String, authority: Authority) throws(TokenCacheError) {
-        try Self.validate(clientID: clientID)
+        _ = try ClientID(clientID)
         try Self.validate(appDisplayName: name)
         try mutate { index in
             var entry = CacheEntry(kind: .appMetadata, fields: ["client_id": .string(clientID),
@@ -549,14 +549,6 @@ public final class AccountStore: Sendable {
     }
 
     // MARK: Rules
-
-    package static func validate(clientID: String) throws(TokenCacheError) {
-        guard !clientID.isEmpty, clientID.utf8.count <= 256,
-              clientID.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
-            throw TokenCacheError.invalidArgument("client ID", "must be a non-empty ASCII string without spaces",
-                                                  hint: "Pass the application (client) ID of the app registration")
-        }
-    }
 
     /// An upsert, or nothing when an entry with the same fields is already stored. An entry
     /// another SDK stored under a different key is updated under its own key.

@@ -6,3 +6,12 @@ extension Clock where Duration == Swift.Duration {
         return { [self] in now >= end }
     }
 }
+
+extension Clock where Duration == Swift.Duration {
+    /// The time left until `timeout` from now on this clock (zero or less once it passed),
+    /// usable through `any Clock<Duration>`.
+    package func countdown(from timeout: Duration) -> @Sendable () -> Duration {
+        let end = now.advanced(by: timeout)
+        return { [self] in now.duration(to: end) }
+    }
+}

@@ -34,8 +34,8 @@ tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/
                  {"nonce_override": str|null} (the ID token of a code carries that nonce, not the request's) |
                  {"approve_device"|"deny_device"|"expire_device": user_code} | {"device_slow_down": n}
                  (the next n polls answer slow_down) | {"device_interval": s, "device_expires_in": s}
-                 | {"device_kept_for": s} (how long, in real seconds, this provider honours a code: a
-                 test on a manual clock advertises a short lifetime without racing real time)
+                 (a code is honoured until expire_device: the provider keeps no time of its own, so a
+                 client on a manual clock is never raced by real time)
                  | {"omit_device_endpoint": bool} | {"device_message": str}
 Microsoft Graph stand-in (as Graph documents /me and /me/photo/$value), for the access tokens
 this provider issued (another token, or none, is 401 InvalidAuthenticationToken):
@@ -68,12 +68,12 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
-         "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600, "device_kept_for": None,
+         "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
          "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {},
          # the Graph stand-in
          "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False}
 CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
-                    "device_slow_down", "device_interval", "device_expires_in", "device_kept_for", "omit_device_endpoint", "device_message",
+                    "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
                     "nonce_override", "graph_offline")
 RESERVED = ("openid", "profile", "offline_access")
 
@@ -381,7 +381,7 @@ class Handler(BaseHTTPRequestHandler):
             user_code = "UC%04d" % n
             state["device_codes"]["devicecode-%d" % n] = {
                 "user_code": user_code, "client_id": form.get("client_id"), "scope": form.get("scope", ""), "status": "pending",
-                "expires_at": time.time() + (state["device_kept_for"] or state["device_expires_in"]), "claims": form.get("claims")}
+                "claims": form.get("claims")}
             message = state["device_message"] or "To sign in, use a web browser to open the page %s/device and enter the code %s to authenticate." % (host, user_code)
             self.reply(200, {"device_code": "devicecode-%d" % n, "user_code": user_code, "verification_uri": host + "/device",
                              "expires_in": state["device_expires_in"], "interval": state["device_interval"], "message": message})
@@ -391,7 +391,7 @@ class Handler(BaseHTTPRequestHandler):
             record = state["device_codes"].get(form.get("device_code"))
             if record is None:
                 outcome = "invalid_grant"
-            elif record["status"] == "expired" or time.time() > record["expires_at"]:
+            elif record["status"] == "expired":
                 outcome = "expired_token"
             elif record["status"] == "denied":
                 outcome = "access_denied"

@@ -40,38 +40,28 @@ struct NativeAuthCLITests {
     /// Runs `tokencache`, typing each line of `lines` on its standard input: a line nil is the
     /// latest code mailed to `email`, typed once it arrived (the `n`-th code for the `n`-th nil).
     func run(_ arguments: [String], typing lines: [String?] = [], email: String? = nil) async throws -> Finished {
-        let out = cli.dataHome.appendingPathComponent("out-\(UUID().uuidString)"), err = cli.dataHome.appendingPathComponent("err-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process(), input = Pipe()
-        process.executableURL = TestEnvironment.binDirectory.appendingPathComponent("tokencache")
-        process.arguments = arguments + common
-        process.environment = cli.environment
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        process.standardInput = input
-        try process.run()
+        let program = try RunningProgram(TestEnvironment.binDirectory.appendingPathComponent("tokencache"),
+                                         arguments: arguments + common, environment: cli.environment)
+        defer { program.terminate() }
         var codesTyped = 0
         for line in lines {
             var text = line
             if text == nil, let email {
                 codesTyped += 1
+                // The stand-in mails the code when the CLI asks it to send one; a CLI reading a pipe
+                // prints no prompt, so its mailbox is the only sign (checked, not slept on, below a minute).
                 let giveUp = Date().addingTimeInterval(60)
-                while stand.codeCount(for: email) < codesTyped, Date() < giveUp, process.isRunning {
+                while stand.codeCount(for: email) < codesTyped, Date() < giveUp, program.isRunning {
                     try await Task.sleep(for: .milliseconds(50))
                 }
                 text = try? stand.latestCode(for: email)
             }
-            try? input.fileHandleForWriting.write(contentsOf: Data(((text ?? "") + "\n").utf8))
+            program.type(text ?? "")
         }
-        try? input.fileHandleForWriting.close()
-        let giveUp = Date().addingTimeInterval(120)
-        while process.isRunning && Date() < giveUp { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? "", stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
-        recordOutput(ProcessOutput(status: process.terminationStatus, stdout: stdout, stderr: stderr), of: "tokencache", arguments)
-        return Finished(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        program.closeInput()
+        let status = await program.exitStatus()
+        recordOutput(ProcessOutput(status: status, stdout: program.stdout, stderr: program.stderr), of: "tokencache", arguments)
+        return Finished(status: status, stdout: program.stdout, stderr: program.stderr)
     }
 
     func expectNoSecrets(_ finished: Finished, _ secrets: [String]) {

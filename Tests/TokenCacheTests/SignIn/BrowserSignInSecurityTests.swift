@@ -60,14 +60,6 @@ struct BrowserSignInSecurityTests {
         return nil
     }
 
-    /// Ends a process group and waits for it (Chromium's helpers write its profile after it).
-    static func endGroup(_ pid: Int32) {
-        kill(-pid, SIGTERM)
-        let giveUp = Date().addingTimeInterval(10)
-        while kill(-pid, 0) == 0 && Date() < giveUp { usleep(20_000) }
-        if kill(-pid, 0) == 0 { kill(-pid, SIGKILL); usleep(100_000) }
-    }
-
     @Test("Through $BROWSER with no display: another user finds no state, code_challenge or nonce in any process's arguments, cannot open the start page, cannot bind [::1] or 127.0.0.1 on the port, and its forged redirects (?error=x, a forged code, a wrong state) are refused while the real sign-in completes")
     func anotherUserCannotHijack() async throws {
         try await idp.actAsUser("submit")
@@ -85,7 +77,7 @@ struct BrowserSignInSecurityTests {
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
-        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { Self.endGroup(group) } }
+        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(group) } }
 
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
         parameters.timeout = 120
@@ -150,7 +142,7 @@ struct BrowserSignInSecurityTests {
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
-        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { Self.endGroup(group) } }
+        defer { if let pid = try? String(contentsOf: browserPID, encoding: .utf8), let group = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(group) } }
         cli.environmentOverrides = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": standIn.path, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
         let authority = idp.authority().url.absoluteString
         let output = try await offThePool { [cli] in
@@ -176,19 +168,15 @@ struct BrowserSignInSecurityTests {
     @Test("A redirect from this user with no state, a wrong state or ?error=x is answered 400 and the sign-in keeps waiting; the real redirect then completes it")
     func forgedRedirectsDoNotEndTheSignIn() async throws {
         try await idp.actAsUser("submit")
-        let opened = Mutex<URL?>(nil)
+        let opened = AsyncStream<URL>.makeStream()
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
         parameters.timeout = 120
-        parameters.browser = .custom { url in opened.withLock { $0 = url } }
+        parameters.browser = .custom { url in opened.continuation.yield(url) }
         let app = app()
         let signIn = Task { try await app.acquireToken(parameters) }
         defer { signIn.cancel() }
-        var startURL: URL?
-        for _ in 0..<600 where startURL == nil {
-            startURL = opened.withLock { $0 }
-            if startURL == nil { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        let start = try #require(startURL)
+        var urls = opened.stream.makeAsyncIterator()
+        let start = try #require(await urls.next())
         let port = try #require(start.port)
         for target in ["/?error=x", "/?code=forged", "/?code=forged&state=wrong", "/?error=access_denied&state="] {
             let answer = try await offThePool { try rawRequest(port: port, "GET \(target) HTTP/1.1\r\nHost: localhost:\(port)\r\n\r\n") }

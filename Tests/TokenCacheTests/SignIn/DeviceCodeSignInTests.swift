@@ -36,12 +36,13 @@ struct DeviceCodeSignInTests {
     }
 
     /// Starts the flow and returns it with the code it showed (nil when it failed before showing one).
-    func start(authority: Authority? = nil) async -> (flow: Task<TokenResult, any Error>, shown: DeviceCodeMessage?) {
+    func start(authority: Authority? = nil, parameters: DeviceCodeParameters = DeviceCodeParameters(scopes: ["User.Read"]))
+        async -> (flow: Task<TokenResult, any Error>, shown: DeviceCodeMessage?) {
         let shown = AsyncStream<DeviceCodeMessage>.makeStream()
         let app = app(authority: authority)
         let flow = Task {
             defer { shown.continuation.finish() }
-            return try await app.acquireTokenWithDeviceCode(DeviceCodeParameters(scopes: ["User.Read"])) { shown.continuation.yield($0) }
+            return try await app.acquireTokenWithDeviceCode(parameters) { shown.continuation.yield($0) }
         }
         var codes = shown.stream.makeAsyncIterator()
         return (flow, await codes.next())
@@ -122,9 +123,9 @@ struct DeviceCodeSignInTests {
     @Test("The code's lifetime passing on the clock ends the flow with timedOut, without another poll")
     func lifetimeEnds() async throws {
         try await playAlice()
-        // 3 s advertised, counted on the manual clock; the stand-in keeps the code 10 minutes of
-        // real time, so a loaded machine's slow polls cannot expire it first (the test hung when they did).
-        try await idp.control(["device_expires_in": 3, "device_kept_for": 600])
+        // 3 s advertised, counted on the manual clock; the stand-in keeps no time, so a loaded
+        // machine's slow polls cannot expire the code first (the test hung when it did).
+        try await idp.control(["device_expires_in": 3])
         let (flow, shown) = await start()
         #expect(shown != nil)
         await passWait()
@@ -132,6 +133,25 @@ struct DeviceCodeSignInTests {
         await passWait()
         let error = await #expect(throws: TokenCacheError.self) { try await flow.value }
         #expect(error?.code == .timedOut)
+        #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["authorization_pending", "authorization_pending"])
+        #expect(try store.allAccounts().isEmpty)
+    }
+
+    @Test("DeviceCodeParameters.timeout passing on the clock ends the flow with deviceCodeTimedOut at that moment, though the code lives on")
+    func callerTimeout() async throws {
+        try await playAlice()
+        var parameters = DeviceCodeParameters(scopes: ["User.Read"])
+        parameters.timeout = 2.5
+        let (flow, shown) = await start(parameters: parameters)
+        #expect(shown != nil)
+        await passWait()
+        await passWait()
+        // Half an interval left: the flow wakes at the timeout, not at the next poll after it.
+        await passWait(.milliseconds(500))
+        let error = await #expect(throws: TokenCacheError.self) { try await flow.value }
+        #expect(error?.code == .timedOut)
+        #expect(error?.reason == .deviceCodeTimedOut)
+        #expect(clock.sleeps == [.seconds(1), .seconds(1), .milliseconds(500)])
         #expect(try await idp.signInStats().device_polls.map(\.outcome) == ["authorization_pending", "authorization_pending"])
         #expect(try store.allAccounts().isEmpty)
     }

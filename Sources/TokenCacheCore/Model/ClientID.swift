@@ -1,0 +1,20 @@
+/// An application (client) ID, checked once where it enters: Entra ID's are GUIDs, but B2C,
+/// AD FS and other OpenID providers name clients freely, so any non-empty ASCII text without
+/// whitespace of at most 256 bytes is accepted (as MSAL does not check the form either), and
+/// nothing else reaches a cache key, a form field or a keyring attribute.
+public struct ClientID: Sendable, Hashable, CustomStringConvertible {
+    /// The ID as the app registration gives it.
+    public let value: String
+
+    /// - Throws: ``TokenCacheError`` `invalidArgument` (field `client ID`) for an empty ID, one
+    ///   with whitespace or non-ASCII characters, or one over 256 bytes.
+    public init(_ value: String) throws(TokenCacheError) {
+        guard !value.isEmpty, value.utf8.count <= 256, value.allSatisfy({ $0.isASCII && !$0.isWhitespace && !$0.isNewline }) else {
+            throw TokenCacheError.invalidArgument("client ID", "must be a non-empty ASCII string without spaces",
+                                                  hint: "Pass the application (client) ID of the app registration")
+        }
+        self.value = value
+    }
+
+    public var description: String { value }
+}
