@@ -33,7 +33,8 @@ import TokenCacheCore
 
 extension AppConfiguration {
     /// This target's token-cache configuration, validated at build time from tokencache.json.
-    static let current = AppConfiguration(
+    static let current: AppConfiguration = {
+        var configuration = AppConfiguration(
         clientID: \(literal(configuration.clientID)),
         authority: \(literal(configuration.authority)),
         redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
@@ -41,7 +42,10 @@ extension AppConfiguration {
         group: \(literal(configuration.group)),
         backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
         singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
-    )
+        )
+        configuration.clientCapabilities = [\(configuration.clientCapabilities.map(literal).joined(separator: ", "))]
+        return configuration
+    }()
 }
 
 """
