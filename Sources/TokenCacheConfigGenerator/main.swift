@@ -35,13 +35,13 @@ extension AppConfiguration {
     /// This target's token-cache configuration, validated at build time from tokencache.json.
     static let current: AppConfiguration = {
         var configuration = AppConfiguration(
-        clientID: \(literal(configuration.clientID)),
-        authority: \(literal(configuration.authority)),
-        redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
-        scopes: [\(configuration.scopes.map(literal).joined(separator: ", "))],
-        group: \(literal(configuration.group)),
-        backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
-        singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
+            clientID: \(literal(configuration.clientID)),
+            authority: \(literal(configuration.authority)),
+            redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
+            scopes: [\(configuration.scopes.map(literal).joined(separator: ", "))],
+            group: \(literal(configuration.group)),
+            backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
+            singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
         )
         configuration.clientCapabilities = [\(configuration.clientCapabilities.map(literal).joined(separator: ", "))]
         return configuration

@@ -14,7 +14,8 @@ on the second line (MSAL Python accepts only https authorities).
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
-                 "device_polls": [...]}
+                 "device_polls": [...], "device_authorizations": [{"client_id", "claims"}]} (grants and polls
+                 record the `claims` they carried too)
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
 (/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
@@ -81,7 +82,7 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
-         "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600, "device_kept_for": None,
+         "device_polls": [], "device_authorizations": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600, "device_kept_for": None,
          "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {},
          # the Graph stand-in
          "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False,
@@ -263,7 +264,8 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 return self.reply(200, {"token_requests": state["token_requests"], "discovery_requests": state["discovery_requests"],
                                         "grants": state["grants"],
-                                        "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
+                                        "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"],
+                                        "device_authorizations": state["device_authorizations"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()
         self.reply(404, {"error": "not_found"})
@@ -401,7 +403,7 @@ class Handler(BaseHTTPRequestHandler):
                 params = {"code": code, "state": request_state}
         self.page(302, "", {"Location": redirect_uri + ("&" if "?" in redirect_uri else "?") + urllib.parse.urlencode(params)})
 
-    def issue(self, client_id, scope, username, tenant, client_info, user=None, nonce=None):
+    def issue(self, client_id, scope, username, tenant, client_info, user=None, nonce=None, request_claims=None):
         """Tokens for the signed-in user (`user`, else sign_in_user, else one made from the username);
         the new refresh token is redeemable like a seeded one. Call with the lock held."""
         user = dict(user or state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
@@ -412,11 +414,12 @@ class Handler(BaseHTTPRequestHandler):
         new_rt = "rt-rotated-%d" % n
         state["refresh_tokens"][new_rt] = dict(user, refresh_token=new_rt, client_id=client_id, family=family)
         scopes = [s for s in scope.split() if s not in RESERVED]
-        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info, nonce)
+        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info, nonce, request_claims)
 
     def redeem_code(self, form, tenant):
         grant = {"client_id": form.get("client_id"), "redeemed": None, "issued": None, "sdk": self.headers.get("x-client-sku", "-"),
-                 "arrived": time.time(), "grant_type": "authorization_code", "client_info": form.get("client_info") == "1"}
+                 "arrived": time.time(), "grant_type": "authorization_code", "client_info": form.get("client_info") == "1",
+                 "claims": form.get("claims")}
         with lock:
             record = state["auth_codes"].pop(form.get("code"), None)  # single use
             problem = None
@@ -431,7 +434,7 @@ class Handler(BaseHTTPRequestHandler):
                 state["grants"].append(grant)
                 return self.reply(400, {"error": "invalid_grant", "error_description": problem, "error_codes": [int(problem[6:problem.index(":")])]})
             response = self.issue(form["client_id"], form.get("scope", ""), record["username"], tenant, form.get("client_info") == "1",
-                                   nonce=record.get("nonce"))
+                                   nonce=record.get("nonce"), request_claims=form.get("claims"))
             grant.update(outcome="ok", issued=response["refresh_token"], answered=time.time())
             state["grants"].append(grant)
         self.reply(200, response)
@@ -445,6 +448,7 @@ class Handler(BaseHTTPRequestHandler):
             state["device_codes"]["devicecode-%d" % n] = {
                 "user_code": user_code, "client_id": form.get("client_id"), "scope": form.get("scope", ""), "status": "pending",
                 "expires_at": time.time() + (state["device_kept_for"] or state["device_expires_in"]), "claims": form.get("claims")}
+            state["device_authorizations"].append({"client_id": form.get("client_id"), "claims": form.get("claims")})
             message = state["device_message"] or "To sign in, use a web browser to open the page %s/device and enter the code %s to authenticate." % (host, user_code)
             self.reply(200, {"device_code": "devicecode-%d" % n, "user_code": user_code, "verification_uri": host + "/device",
                              "expires_in": state["device_expires_in"], "interval": state["device_interval"], "message": message})
@@ -465,14 +469,14 @@ class Handler(BaseHTTPRequestHandler):
                 outcome = "authorization_pending"
             else:
                 outcome = "ok"
-            state["device_polls"].append({"outcome": outcome, "at": time.time(), "client_id": form.get("client_id")})
+            state["device_polls"].append({"outcome": outcome, "at": time.time(), "client_id": form.get("client_id"), "claims": form.get("claims")})
             if outcome != "ok":
                 return self.reply(400, {"error": outcome, "error_description": "device code: " + outcome})
             del state["device_codes"][form["device_code"]]  # single use
             user = state["sign_in_user"] or {}
             # The scopes of the device authorization request (RFC 8628's token request carries none).
             response = self.issue(form["client_id"], form.get("scope") or record["scope"], user.get("username", "user@example.com"), tenant,
-                                  form.get("client_info") == "1")
+                                  form.get("client_info") == "1", request_claims=form.get("claims"))
         self.reply(200, response)
 
 
