@@ -9,7 +9,8 @@
 #   - interop with the Swift library through the tokencache CLI: saved through C, found by
 #     `tokencache token`; saved by `tokencache save`, found through C;
 #   - tokencache_sign_in_device_code at the local identity provider (fake_idp.py): approved
-#     (found by the CLI; also under AddressSanitizer), denied (TOKENCACHE_E_ACCESS_DENIED);
+#     (found by the CLI; also under AddressSanitizer), denied (TOKENCACHE_E_ACCESS_DENIED); then a
+#     claims challenge answered and refused (required claims) under AddressSanitizer;
 #   - Examples/c/example.c with no session bus: the fallback to the encrypted file works and the
 #     library writes nothing to the app's standard output or error.
 #   scripts/test-c-api.sh               against the library scripts/build-c-library.sh builds
@@ -76,9 +77,20 @@ found="$("$CLI" token --backend secret-service --group "$GROUP" --client "$CLIEN
 ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 "$WORK/test_capi_asan" device-code "$GROUP" "$CLIENT" "$port" approve_device >/dev/null
 denied="$("$WORK/test_capi" device-code "$GROUP" "$CLIENT" "$port" deny_device || true)"
 [ "$denied" = "TOKENCACHE_E_ACCESS_DENIED" ] || { echo "FAIL: denied device code gave '$denied'" >&2; exit 1; }
+# A claims challenge through C under AddressSanitizer/LeakSanitizer (carol's device-code refresh
+# token): the decoded claims, the token and, after a refusal asking for claims (AADSTS50076), the
+# required claims are all freed; the refusal exits 1 (a leak would exit 23).
+header="Bearer error=\"insufficient_claims\", claims=\"$(printf '%s' '{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}' | base64 -w0)\""
+ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 "$WORK/test_capi_asan" claims "$GROUP" "$CLIENT" "$port" cp1 "$header" >/dev/null
+python3 -c 'import json, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=json.dumps({"refresh_interaction_claims": sys.argv[2]}).encode()))' \
+    "http://127.0.0.1:$port/control" '{"access_token":{"capolids":{"essential":true}}}'
+status=0
+required="$(ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 "$WORK/test_capi_asan" claims "$GROUP" "$CLIENT" "$port" cp1 "$header" 2>/dev/null)" || status=$?
+[ "$status" = 1 ] && [ "$required" = 'required_claims {"access_token":{"capolids":{"essential":true}}}' ] \
+    || { echo "FAIL: a refused claims challenge through C exited $status and printed '$required'" >&2; exit 1; }
 eval "exec ${IDP[1]}>&-"
 wait "$IDP_PID"
-echo "device code sign-in through C (approved, found by the CLI, under ASan; denied): $((SECONDS - start)) s" >&2
+echo "device code sign-in through C (approved, found by the CLI, under ASan; denied), a claims challenge and its refusal under ASan: $((SECONDS - start)) s" >&2
 # No session bus: the automatic policy falls back to the encrypted file, and the library says
 # nothing on the app's standard output or error (the example prints only its own lines).
 mkdir -p "$WORK/nobus"

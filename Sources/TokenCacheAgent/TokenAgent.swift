@@ -83,6 +83,7 @@ package final class TokenAgent: Sendable {
             do throws(TokenCacheError) {
                 let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
+                                             claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
                                              asker: "\(peer.command)[\(peer.pid)]")
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(token: AgentProtocol.Token(result))
@@ -138,6 +139,7 @@ package final class TokenAgent: Sendable {
     /// redeeming a refresh token of the group at the authority (the request's, else the
     /// policy's first). `asker` names who asks, for `--confirm`.
     package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
+                       claims: String? = nil, clientCapabilities: [String] = [],
                        asker: String) async throws(TokenCacheError) -> TokenResult {
         // From another process: checked as every front end checks it, before any policy or cache sees it.
         _ = try ClientID(clientID)
@@ -151,6 +153,8 @@ package final class TokenAgent: Sendable {
         }
         var request = TokenRequest(clientID: clientID, scopes: scopes, account: account, authority: try resolve(authority: authority))
         request.forceRefresh = forceRefresh
+        (request.claims, request.clientCapabilities) = (claims, clientCapabilities)
+        _ = try request.claimsParameter  // claims that cannot carry the capabilities: refused before any lookup
         // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named authority
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty

@@ -9,6 +9,8 @@ final class StoreHandle {
     let store: AccountStore
     /// The stores set by tokencache_store_set_sso_stores.
     let singleSignOnStores = Locked<[ExternalStore]>([])
+    /// The client capabilities set by tokencache_store_set_client_capabilities (`cp1`).
+    let clientCapabilities = Locked<[String]>([])
     /// The Secret Service connection their keyring items are read through, opened once.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The engine that answers this handle's token requests, made again when the single
@@ -38,7 +40,7 @@ final class StoreHandle {
 
     /// The handle's app for a client and authority (for sign-in): the engine's.
     func application(clientID: String, authority: Authority) -> PublicClientApplication {
-        engine.application(clientID: clientID, authority: authority)
+        engine.application(clientID: clientID, authority: authority, capabilities: clientCapabilities.withLock { $0 })
     }
 
     /// The handle behind a C pointer, refused when NULL or of another kind.
@@ -358,5 +360,24 @@ public func tokencache_store_set_sso_stores(_ store: OpaquePointer?, _ names: Un
             throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "names")  // this function's argument
         }
         handle.singleSignOnStores.withLock { $0 = chosen }
+    }
+}
+
+/// Sets the client capabilities (`cp1`) the store's token requests and sign-ins declare (none: off).
+@_cdecl("tokencache_store_set_client_capabilities")
+public func tokencache_store_set_client_capabilities(_ store: OpaquePointer?, _ capabilities: UnsafePointer<CChar>?,
+                                                     _ error: UnsafeMutableRawPointer?) -> Int32 {
+    boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        var chosen: [String] = []
+        for name in (try optionalString(capabilities, "capabilities") ?? "").split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init)
+        where !chosen.contains(name) {
+            guard AppConfiguration.isCapability(name) else {
+                throw TokenCacheError(.invalidArgument, "'\(name)' is not a client capability.", hint: "Use a capability name such as cp1",
+                                      field: "capabilities")
+            }
+            chosen.append(name)
+        }
+        handle.clientCapabilities.withLock { $0 = chosen }
     }
 }

@@ -145,10 +145,14 @@ struct RequestSettings: Sendable {
     var client: Setting<String>?
     var account: Setting<String>?
     var authority: Setting<Authority>?
+    /// The client capabilities (`cp1`) token requests declare: `TOKENCACHE_CLIENT_CAPABILITIES`
+    /// (comma- or space-separated) > the config file's "client_capabilities"; none by default.
+    var capabilities: [String] = []
 
     static let clientVariable = "TOKENCACHE_CLIENT_ID"
     static let accountVariable = "TOKENCACHE_ACCOUNT"
     static let authorityVariable = "TOKENCACHE_AUTHORITY"
+    static let capabilitiesVariable = "TOKENCACHE_CLIENT_CAPABILITIES"
 
     static func resolve(client: String?, account: String?, authority: String?) throws(CLIError) -> RequestSettings {
         let config = try ConfigFile.load()
@@ -169,7 +173,15 @@ struct RequestSettings: Sendable {
                 throw CLIError.usage("\(authorityVariable) is '\(text)': \(error.message)", hint: "Set it to an authority URL such as https://login.microsoftonline.com/organizations, or unset it")
             }
         }
-        return RequestSettings(client: clientSetting, account: accountSetting, authority: authoritySetting)
+        var capabilities = config.clientCapabilities
+        if let text = StoreSettings.environment(capabilitiesVariable) {
+            capabilities = text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init)
+            if let bad = capabilities.first(where: { !AppConfiguration.isCapability($0) }) {
+                throw CLIError.usage("\(capabilitiesVariable) names '\(bad)', which is not a client capability.",
+                                     hint: "Set it to capability names such as cp1, or unset it")
+            }
+        }
+        return RequestSettings(client: clientSetting, account: accountSetting, authority: authoritySetting, capabilities: capabilities)
     }
 }
 
@@ -179,7 +191,7 @@ struct RequestSettings: Sendable {
 /// JSON, and a TOML library would add a dependency and build time for three keys.
 struct ConfigFile: Sendable {
     static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority",
-                       "key-source", "tpm-tcti", "graph_endpoint"]
+                       "client_capabilities", "key-source", "tpm-tcti", "graph_endpoint"]
 
     var path: String
     var backend: BackendPolicy?
@@ -193,6 +205,8 @@ struct ConfigFile: Sendable {
     var client: String?
     var account: String?
     var authority: Authority?
+    /// "client_capabilities": what token requests declare (`["cp1"]`: claims challenges handled).
+    var clientCapabilities: [String] = []
     /// "key-source": how a new encrypted file is keyed.
     var keySource: KeySourceChoice?
     /// "tpm-tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
@@ -277,6 +291,15 @@ struct ConfigFile: Sendable {
         config.graphEndpoint = try text("graph_endpoint", "https://HOST or http://127.0.0.1:PORT")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
+        }
+        if let capabilities = object["client_capabilities"] {
+            let usage = CLIError.usage("The config file \(path) sets \"client_capabilities\" to something other than a list of capability names.",
+                                       hint: #"Write it as "client_capabilities": ["cp1"]"#)
+            guard case .array(let values) = capabilities else { throw usage }
+            for value in values {
+                guard case .string(let name) = value, AppConfiguration.isCapability(name) else { throw usage }
+                config.clientCapabilities.append(name)
+            }
         }
         if let names = object["single_sign_on"] {
             guard case .array(let values) = names else {

@@ -33,15 +33,19 @@ import TokenCacheCore
 
 extension AppConfiguration {
     /// This target's token-cache configuration, validated at build time from tokencache.json.
-    static let current = AppConfiguration(
-        clientID: \(literal(configuration.clientID)),
-        authority: \(literal(configuration.authority)),
-        redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
-        scopes: [\(configuration.scopes.map(literal).joined(separator: ", "))],
-        group: \(literal(configuration.group)),
-        backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
-        singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
-    )
+    static let current: AppConfiguration = {
+        var configuration = AppConfiguration(
+            clientID: \(literal(configuration.clientID)),
+            authority: \(literal(configuration.authority)),
+            redirectURI: \(configuration.redirectURI.map(literal) ?? "nil"),
+            scopes: [\(configuration.scopes.map(literal).joined(separator: ", "))],
+            group: \(literal(configuration.group)),
+            backend: .\(configuration.backend == .automatic ? "automatic" : configuration.backend == .secretService ? "secretService" : "file"),
+            singleSignOnStores: [\(configuration.singleSignOnStores.map(literal).joined(separator: ", "))]
+        )
+        configuration.clientCapabilities = [\(configuration.clientCapabilities.map(literal).joined(separator: ", "))]
+        return configuration
+    }()
 }
 
 """

@@ -21,21 +21,32 @@ struct CLITokenRefreshTests {
     /// Alice signed in to app one at the local provider with an access token that has expired,
     /// and a refresh token the provider knows.
     func signInExpired() async throws {
+        try await Self.signInExpired(cli: cli, idp: idp)
+    }
+
+    /// `cli` as the guide's script runs it: client and authority exported once.
+    static func script(_ cli: CLI, _ idp: FakeIdentityProvider) -> CLI {
+        var script = cli
+        script.environmentOverrides["TOKENCACHE_CLIENT_ID"] = Fixtures.appOne
+        script.environmentOverrides["TOKENCACHE_AUTHORITY"] = idp.authority().url.absoluteString
+        return script
+    }
+
+    /// Alice signed in to app one through `cli` at `idp`, her access token expired, her refresh token known there.
+    static func signInExpired(cli: CLI, idp: FakeIdentityProvider, refreshToken: String = "rt-script") async throws {
         var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "expired", expiresIn: 0)
-        response["refresh_token"] = "rt-script"
+        response["refresh_token"] = refreshToken
         let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"],
                                 input: Fixtures.json(response))
         try #require(saved.status == 0, "\(saved.stderr)")
-        try await idp.seed(refreshToken: "rt-script", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        try await idp.seed(refreshToken: refreshToken, user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
     }
 
     @Test("The guide's script (client and authority exported once, `token --scopes`) gets a refreshed token after expiry: stdout the token, stderr empty; --no-refresh keeps to the cache (exit 2, naming the way)")
     func scriptKeepsWorking() async throws {
         defer { cli.cleanUp() }
         try await signInExpired()
-        var script = cli
-        script.environmentOverrides["TOKENCACHE_CLIENT_ID"] = Fixtures.appOne
-        script.environmentOverrides["TOKENCACHE_AUTHORITY"] = idp.authority().url.absoluteString
+        let script = Self.script(cli, idp)
         let cached = try script.run(["token", "--scopes", "User.Read", "--no-refresh"])
         #expect(cached.status == 2 && cached.stdout.isEmpty, "\(cached.stderr)")
         #expect(cached.stderr.contains("--no-refresh"), "\(cached.stderr)")

@@ -26,11 +26,12 @@ struct ConfigGeneratorTests {
             {"clientId": "04b07795-8ddb-461a-bbee-02f9e1bf7b46",
              "authority": "https://login.microsoftonline.com/organizations",
              "redirectUri": "http://localhost", "scopes": ["User.Read", "Mail.Read"],
-             "group": "com.example.notes", "backend": "secret-service"}
+             "group": "com.example.notes", "backend": "secret-service", "clientCapabilities": ["cp1"]}
             """)
         #expect(result.status == 0, "\(result.stderr)")
         let generated = try #require(source)
-        #expect(generated.contains("static let current = AppConfiguration("))
+        #expect(generated.contains("static let current: AppConfiguration = {"))
+        #expect(generated.contains(#"configuration.clientCapabilities = ["cp1"]"#))
         #expect(generated.contains(#"clientID: "04b07795-8ddb-461a-bbee-02f9e1bf7b46""#))
         #expect(generated.contains(#"authority: "https://login.microsoftonline.com/organizations""#))
         #expect(generated.contains(#"redirectURI: "http://localhost""#))

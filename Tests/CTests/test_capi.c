@@ -444,6 +444,34 @@ static int refresh(const char *group, const char *client, int port, const char *
     return status == TOKENCACHE_OK ? 0 : 1;
 }
 
+/* Continuous access evaluation on a group's store: declares `capabilities` ("-": none), reads the
+   claims of a resource's WWW-Authenticate value `header` ("-": none) and asks for a token with
+   them at the local provider on `port`. Prints the token, or on failure the status and, when the
+   refusal asked for claims, "required_claims <json>". */
+static int claims(const char *group, const char *client, int port, const char *capabilities, const char *header) {
+    char authority[128];
+    snprintf(authority, sizeof authority, "http://127.0.0.1:%d/11111111-1111-1111-1111-111111111111", port);
+    tokencache_store *store = open_store(group);
+    tokencache_error error = {0};
+    char *decoded = NULL, *token = NULL, *required = NULL;
+    int status = tokencache_store_set_client_capabilities(store, strcmp(capabilities, "-") == 0 ? NULL : capabilities, &error);
+    if (status == TOKENCACHE_OK && strcmp(header, "-") != 0)
+        status = tokencache_claims_from_www_authenticate(header, &decoded, &error);
+    if (status == TOKENCACHE_OK)
+        status = tokencache_acquire_token_with_claims(store, client, authority, NULL, "User.Read", decoded, &token, NULL,
+                                                      &required, &error);
+    if (status == TOKENCACHE_OK) printf("%s\n", token);
+    else {
+        fprintf(stderr, "claims: %s: %s\n", tokencache_status_name(status), error.message);
+        if (required != NULL) printf("required_claims %s\n", required);
+    }
+    tokencache_secret_free(token);
+    tokencache_string_free(decoded);
+    tokencache_string_free(required);
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK ? 0 : 1;
+}
+
 /* One silent token on the default store (NULL group, backend AUTO, or "file"): the token agent's
    when TOKENCACHE_AGENT_SOCK is set. Prints the token and the account it is for. */
 static int silent(const char *backend, const char *client, const char *authority, const char *account, const char *scopes,
@@ -496,6 +524,7 @@ int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "photo") == 0) return photo(argv[2], argv[3], argv[4], argv[5], (unsigned)atoi(argv[6]));
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "silent") == 0)
         return silent(argv[2], argv[3], argv[4], argv[5], argv[6], argc == 8 ? argv[7] : NULL);
+    if (argc == 7 && strcmp(argv[1], "claims") == 0) return claims(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
     if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "save") == 0) {

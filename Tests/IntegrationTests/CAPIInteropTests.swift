@@ -18,6 +18,16 @@ struct CAPIInteropTests {
 
     let group = "org.swift-tokencache.capi-\(UUID().uuidString.prefix(8).lowercased())"
 
+    /// The test group on the keyring with alice signed in to app one at `idp` (refresh token `rt-initial-TAG`, known there).
+    func signedIn(at idp: FakeIdentityProvider, tag: String) async throws -> AccountStore {
+        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: tag)
+        response["refresh_token"] = "rt-initial-\(tag)"
+        try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: idp.authority(), scopes: [])
+        try await idp.seed(refreshToken: "rt-initial-\(tag)", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        return store
+    }
+
     @Test("a token saved through C is found by the Swift library")
     func savedThroughCFoundFromSwift() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
@@ -61,12 +71,8 @@ struct CAPIInteropTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let program = try CTestPrograms.testCAPI(in: directory)
         let idp = try FakeIdentityProvider()
-        let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
+        let store = try await signedIn(at: idp, tag: "warm")
         defer { _ = try? store.backend.removeAll(in: store.group) }
-        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "warm")
-        response["refresh_token"] = "rt-initial-warm"
-        try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne, authority: idp.authority(), scopes: [])
-        try await idp.seed(refreshToken: "rt-initial-warm", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
 
         let refreshed = try await offThePool { [group] in
             try runProcess(program, ["refresh", group, Fixtures.appOne, String(idp.port), Fixtures.alice.username, "3"])
@@ -77,6 +83,52 @@ struct CAPIInteropTests {
         #expect(stats.token_requests == 3)
         #expect(stats.discovery_requests == 1, "one discovery for three refreshes on one handle")
         #expect(stats.grants.map(\.redeemed) == ["rt-initial-warm", "rt-rotated-1", "rt-rotated-2"])
+    }
+
+    @Test("CAE through C: capabilities set on the store go merged into claims (cp1 only, claims only, both); a resource's insufficient_claims header is decoded and answered with a refresh whose token the resource accepts; a refusal's claims come back in required_claims")
+    func claimsChallengeThroughC() async throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = try CTestPrograms.testCAPI(in: directory)
+        let idp = try FakeIdentityProvider()
+        let store = try await signedIn(at: idp, tag: "cae")
+        defer { _ = try? store.backend.removeAll(in: store.group) }
+        let challenge = #"{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}"#
+        let header = #"Bearer realm="", error="insufficient_claims", claims="\#(Data(challenge.utf8).base64EncodedString())""#
+        func run(_ capabilities: String, _ header: String) async throws -> ProcessOutput {
+            try await offThePool { [group] in try runProcess(program, ["claims", group, Fixtures.appOne, String(idp.port), capabilities, header]) }
+        }
+        func sent() async throws -> NSDictionary? {
+            let claims = try #require(try await idp.stats().grants.last?.claims)
+            return try JSONSerialization.jsonObject(with: Data(claims.utf8)) as? NSDictionary
+        }
+        func object(_ json: String) throws -> NSDictionary? { try JSONSerialization.jsonObject(with: Data(json.utf8)) as? NSDictionary }
+
+        let capabilitiesOnly = try await run("cp1", "-")
+        #expect(capabilitiesOnly.status == 0 && capabilitiesOnly.stdout == "at-issued-1\n", "\(capabilitiesOnly.stderr)")
+        #expect(try await sent() == object(#"{"access_token":{"xms_cc":{"values":["cp1"]}}}"#))
+        #expect(try await idp.resource(accessToken: "at-issued-1").status == 200)
+        let claimsOnly = try await run("-", header)
+        #expect(claimsOnly.status == 0, "\(claimsOnly.stderr)")
+        #expect(try await idp.stats().grants.last?.claims == challenge, "sent as given without capabilities")
+
+        try await idp.challengeAtResource(challenge)
+        let refused = try await idp.resource(accessToken: "at-issued-1")
+        #expect(refused.status == 401)
+        let both = try await run("cp1", try #require(refused.wwwAuthenticate))
+        #expect(both.status == 0 && both.stdout == "at-issued-3\n", "\(both.stderr)")
+        #expect(try await sent() == object(#"{"access_token":{"nbf":{"essential":true,"value":"1604106651"},"xms_cc":{"values":["cp1"]}}}"#))
+        #expect(try await idp.resource(accessToken: "at-issued-3").status == 200)
+
+        let mfa = #"{"access_token":{"capolids":{"essential":true,"values":["c0ffee00-0000-0000-0000-000000000000"]}}}"#
+        try await idp.control(["refresh_interaction_claims": mfa])
+        let mfaRefused = try await run("cp1", header)
+        #expect(mfaRefused.status == 1 && mfaRefused.stderr.contains("TOKENCACHE_E_INTERACTION_REQUIRED"), "\(mfaRefused.stderr)")
+        #expect(mfaRefused.stdout == "required_claims \(mfa)\n")
+        let noChallenge = try await run("cp1", #"Bearer error="invalid_token""#)
+        #expect(noChallenge.status == 1 && noChallenge.stderr.contains("TOKENCACHE_E_NOT_FOUND"), "\(noChallenge.stderr)")
+        let badCapability = try await run("cp 1;", "-")
+        #expect(badCapability.status == 1 && badCapability.stderr.contains("TOKENCACHE_E_INVALID_ARGUMENT"), "\(badCapability.stderr)")
     }
 
     @Test("find_access_token with a NULL authority refuses an account at hosts of two clouds (TOKENCACHE_E_AMBIGUOUS_ACCOUNT naming both), never the planted token; with an authority each gets its own")

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Testing
 import TokenCacheCore
 import TokenCacheTestSupport
 
@@ -126,6 +127,21 @@ package final class FakeIdentityProvider: @unchecked Sendable {
         struct Requests: Decodable { struct Request: Decodable { var path: String; var user: String? }; var requests: [Request] }
         let (data, _) = try await URLSession.shared.data(from: URL(string: "http://\(host):\(port)/graph/stats")!)
         return try JSONDecoder().decode(Requests.self, from: data).requests.map { ($0.path, $0.user) }
+    }
+
+    /// Calls its protected resource (`GET /resource`, continuous access evaluation) with a bearer
+    /// token: the status and the `WWW-Authenticate` header of the answer.
+    package func resource(accessToken: String) async throws -> (status: Int, wwwAuthenticate: String?) {
+        var request = URLRequest(url: URL(string: "http://\(host):\(port)/resource")!)
+        request.setValue("Bearer \(accessToken)", forHTTPHeaderField: "Authorization")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        return (http.statusCode, http.value(forHTTPHeaderField: "WWW-Authenticate"))
+    }
+
+    /// Makes the resource challenge tokens whose request did not carry these claims (nil: none).
+    package func challengeAtResource(_ claims: String?) async throws {
+        try await control(["cae_challenge": claims as Any? ?? NSNull()])
     }
 
     package struct Stats: Decodable {

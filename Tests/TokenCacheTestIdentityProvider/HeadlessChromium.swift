@@ -80,14 +80,23 @@ extension FakeIdentityProvider {
         package struct Poll: Decodable {
             package var outcome: String
             package var at: Double
+            /// The `claims` parameter the poll carried.
+            package var claims: String?
+        }
+        /// A device authorization request and the `claims` it carried.
+        package struct DeviceAuthorization: Decodable {
+            package var client_id: String?
+            package var claims: String?
         }
         /// Token requests; grant_type and client_info are set for authorization codes.
         package struct Grant: Decodable {
             package var grant_type: String?
             package var client_info: Bool?
+            package var claims: String?
         }
         package var authorize_requests: [[String: String]]
         package var device_polls: [Poll]
+        package var device_authorizations: [DeviceAuthorization]
         package var grants: [Grant]
     }
 

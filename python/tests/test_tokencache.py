@@ -137,6 +137,63 @@ class BindingTests(unittest.TestCase):
         self.assertEqual(stats["token_requests"], 1)
         self.assertEqual((stats["grants"][0]["client_id"], stats["grants"][0]["redeemed"]), (CLIENT_B, "rt-py-family"))
 
+    def test_claims_challenge_with_client_capabilities(self):
+        """CAE (#47): cp1 merged into claims as MSAL sends it (capabilities only, claims only, both); a resource's
+        insufficient_claims header answered with a refresh whose token the resource accepts; a refusal's claims
+        on the error."""
+        import base64
+        import urllib.error
+        import urllib.request
+        authority, control = start_idp(self)
+        base = authority.rsplit("/", 1)[0]
+        body = json.loads(response("idp"))
+        body["refresh_token"] = "rt-py-cae"
+        self.store.save_response(CLIENT_A, authority, "User.Read", json.dumps(body))
+        control("/control", {"seed": {"refresh_token": "rt-py-cae", "uid": UID, "utid": TENANT, "client_id": CLIENT_A,
+                                      "username": USERNAME}})
+
+        def resource(token):
+            request = urllib.request.Request(f"{base}/resource", headers={"Authorization": f"Bearer {token}"})
+            try:
+                urllib.request.urlopen(request)
+                return 200, None
+            except urllib.error.HTTPError as refused:
+                return refused.code, refused.headers.get("WWW-Authenticate")
+
+        def sent():
+            return json.loads(control("/stats")["grants"][-1]["claims"])
+
+        challenge = '{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}'
+        self.store.set_client_capabilities(["cp1"])
+        first = self.store.acquire_token_silent(CLIENT_A, authority, USERNAME, "User.Read", force_refresh=True)
+        self.assertEqual(sent(), {"access_token": {"xms_cc": {"values": ["cp1"]}}})
+        self.assertEqual(resource(first.access_token), (200, None))
+        self.store.set_client_capabilities(None)
+        self.store.acquire_token_silent(CLIENT_A, authority, USERNAME, "User.Read", claims_challenge=challenge)
+        self.assertEqual(control("/stats")["grants"][-1]["claims"], challenge)
+
+        self.store.set_client_capabilities("cp1")
+        control("/control", {"cae_challenge": challenge})
+        status, header = resource(first.access_token)
+        self.assertEqual(status, 401)
+        claims = tokencache.claims_from_www_authenticate(header)
+        self.assertEqual(claims, challenge)
+        self.assertIsNone(tokencache.claims_from_www_authenticate('Bearer error="invalid_token"'))
+        token = self.store.acquire_token_silent(CLIENT_A, authority, USERNAME, "User.Read", claims_challenge=claims)
+        self.assertFalse(token.is_from_cache)
+        self.assertEqual(sent(), {"access_token": {"nbf": {"essential": True, "value": "1604106651"}, "xms_cc": {"values": ["cp1"]}}})
+        self.assertEqual(resource(token.access_token), (200, None))
+
+        mfa = '{"access_token":{"capolids":{"essential":true,"values":["c0ffee00-0000-0000-0000-000000000000"]}}}'
+        control("/control", {"refresh_interaction_claims": mfa})
+        with self.assertRaises(tokencache.TokenCacheError) as caught:
+            self.store.acquire_token_silent(CLIENT_A, authority, USERNAME, "User.Read", claims_challenge=claims)
+        self.assertEqual(caught.exception.code, tokencache.INTERACTION_REQUIRED)
+        self.assertEqual(caught.exception.claims, mfa)
+        with self.assertRaises(tokencache.TokenCacheError) as bad:
+            self.store.set_client_capabilities(["cp1;"])
+        self.assertEqual(bad.exception.code, tokencache.INVALID_ARGUMENT)
+
     def test_single_sign_on_with_azure_cli_cache(self):
         import tempfile
         authority, control = start_idp(self)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Callable, List, Optional, Tuple, Union
 
 __all__ = ["Account", "AmbiguousAccountError", "Backend", "ClosedError", "DeviceCode", "NativePrompt", "Photo", "Store", "Token",
-           "TokenCacheError", "Watch", "diagnose", "library_version",
+           "TokenCacheError", "Watch", "claims_from_www_authenticate", "diagnose", "library_version",
            "AMBIGUOUS_ACCOUNT", "NOT_FOUND", "INVALID_ARGUMENT", "INTERACTION_REQUIRED", "TIMED_OUT", "CANCELLED", "ACCESS_DENIED",
            "AUTHORIZATION_FAILED", "STATE_MISMATCH", "PORT_UNAVAILABLE", "BROWSER_UNAVAILABLE", "UNSUPPORTED_FLOW",
            "BROWSER_REQUIRED", "USER_NOT_FOUND", "INVALID_CREDENTIALS", "INVALID_CODE", "USER_ALREADY_EXISTS",
@@ -87,6 +87,9 @@ class TokenCacheError(Exception):
         self.reason = reason
         self.message = message
         self.hint = hint
+        # The claims (JSON) to sign in with, when a refresh with claims_challenge was refused for them
+        # (INTERACTION_REQUIRED, e.g. AADSTS50076), as MSAL Python's result["claims"]; else None.
+        self.claims: Optional[str] = None
 
 
 class AmbiguousAccountError(TokenCacheError):
@@ -209,6 +212,10 @@ _PROTOTYPES = {
     "tokencache_sign_in_browser": (ctypes.c_int, [_P, _S, _S, _S, _S, ctypes.c_uint, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                                   ctypes.POINTER(_Error)]),
     "tokencache_store_set_sso_stores": (ctypes.c_int, [_P, _S, ctypes.POINTER(_Error)]),
+    "tokencache_store_set_client_capabilities": (ctypes.c_int, [_P, _S, ctypes.POINTER(_Error)]),
+    "tokencache_claims_from_www_authenticate": (ctypes.c_int, [_S, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
+    "tokencache_acquire_token_with_claims": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, ctypes.POINTER(_P), ctypes.POINTER(_P),
+                                                            ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_store_save_response": (ctypes.c_int, [_P, _S, _S, _S, ctypes.c_char_p, ctypes.c_size_t,
                                                       ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_secret_free": (None, [_P]),
@@ -469,20 +476,51 @@ class Store:
             return _token(secret, info)
 
     def acquire_token_silent(self, client_id: str, authority: Optional[str], account: Optional[str],
-                             scopes: Union[str, List[str]], force_refresh: bool = False) -> Token:
+                             scopes: Union[str, List[str]], force_refresh: bool = False,
+                             claims_challenge: Optional[str] = None) -> Token:
         """A cached token, or one refreshed at the authority and saved. Raises INTERACTION_REQUIRED when the
         user must sign in. The account and token are chosen as the CLI's `token` and every other front end
         chooses them: account None is the client's only account; authority None takes the home tenant's
         cached token (else the only tenant's with one) and refreshes it on the account's own host. Errors carry the same reasons
         (no_account, several_accounts, account_in_several_clouds, tokens_in_several_tenants, no_usable_token).
         With TOKENCACHE_AGENT_SOCK set, a store opened with the default group and
-        Backend.AUTO asks that token agent instead (docs/AGENT.md); BACKEND_UNAVAILABLE when it cannot be reached."""
+        Backend.AUTO asks that token agent instead (docs/AGENT.md); BACKEND_UNAVAILABLE when it cannot be reached.
+        claims_challenge (decoded JSON, e.g. claims_from_www_authenticate of a resource's 401), as MSAL Python's:
+        the cached token is skipped and the refresh carries the claims, merged with set_client_capabilities';
+        a refusal that asks for more claims raises INTERACTION_REQUIRED with them in the error's `claims`."""
+        if claims_challenge is not None:
+            return self._acquire_token_with_claims(client_id, authority, account, scopes, claims_challenge)
         with self._handle.use() as store:
             secret, info, error = ctypes.c_void_p(), ctypes.c_void_p(), _Error()
             _check(_lib.tokencache_acquire_token_silent(store, _arg(client_id, "client_id"), _arg(authority, "authority"),
                                                         _arg(account, "account"), _scopes(scopes), 1 if force_refresh else 0,
                                                         ctypes.byref(secret), ctypes.byref(info), ctypes.byref(error)), error)
             return _token(secret, info)
+
+    def _acquire_token_with_claims(self, client_id: str, authority: Optional[str], account: Optional[str],
+                                   scopes: Union[str, List[str]], claims: str) -> Token:
+        with self._handle.use() as store:
+            secret, info, required, error = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p(), _Error()
+            status = _lib.tokencache_acquire_token_with_claims(
+                store, _arg(client_id, "client_id"), _arg(authority, "authority"), _arg(account, "account"), _scopes(scopes),
+                _arg(claims, "claims_challenge"), ctypes.byref(secret), ctypes.byref(info), ctypes.byref(required), ctypes.byref(error))
+            if status != 0:
+                failure = _error(status, error)
+                if required.value:
+                    failure.claims = ctypes.string_at(required.value).decode("utf-8")
+                    _lib.tokencache_string_free(required.value)
+                raise failure
+            return _token(secret, info)
+
+    def set_client_capabilities(self, capabilities: Union[None, str, List[str]]) -> None:
+        """Declares client capabilities, as MSAL Python's client_capabilities: ["cp1"] says the app handles
+        claims challenges (continuous access evaluation). Every token request of the store then sends them merged
+        into `claims` ({"access_token":{"xms_cc":{"values":["cp1"]}}}). None or [] turns it off. Raises
+        INVALID_ARGUMENT for a malformed name."""
+        with self._handle.use() as store:
+            text = " ".join(capabilities) if isinstance(capabilities, (list, tuple)) else (capabilities or "")
+            error = _Error()
+            _check(_lib.tokencache_store_set_client_capabilities(store, text.encode("utf-8"), ctypes.byref(error)), error)
 
     def account_photo(self, client_id: str, authority: str, account: Optional[str] = None,
                       refresh: bool = False) -> Optional[Photo]:
@@ -660,6 +698,21 @@ class Store:
                                                         None, ctypes.byref(handle), ctypes.byref(error)), error)
             watch._started(handle.value, self)
             return watch
+
+
+def claims_from_www_authenticate(header: str) -> Optional[str]:
+    """The claims (decoded JSON) of a resource's claims challenge: its 401 answer's WWW-Authenticate value with
+    Bearer error="insufficient_claims" and claims="<base64>"; None when the value has no such challenge. Pass them
+    as acquire_token_silent's claims_challenge."""
+    claims, error = ctypes.c_void_p(), _Error()
+    status = _lib.tokencache_claims_from_www_authenticate(_arg(header, "header"), ctypes.byref(claims), ctypes.byref(error))
+    if status == NOT_FOUND:
+        return None
+    _check(status, error)
+    try:
+        return ctypes.string_at(claims.value).decode("utf-8")
+    finally:
+        _lib.tokencache_string_free(claims.value)
 
 
 def diagnose(group: Optional[str] = None, backend: Backend = Backend.AUTO) -> Tuple[str, bool]:

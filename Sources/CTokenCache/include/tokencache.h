@@ -451,6 +451,42 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
                                     const char *scopes, unsigned flags, char **access_token,
                                     tokencache_token_info **info, tokencache_error *error);
 
+/* ---- Continuous access evaluation (since TOKENCACHE_0.7) ---- */
+
+/* Declares client capabilities, as MSAL's client_capabilities: "cp1" says the app handles claims
+   challenges, so resources may apply continuous access evaluation to its tokens. capabilities:
+   names separated by commas or spaces; NULL or "" turns it off. From then on every token request
+   of the store (tokencache_acquire_token_silent, tokencache_acquire_token_with_claims, the
+   tokencache_sign_in_* calls) sends them in the `claims` parameter, merged as MSAL merges them:
+   {"access_token":{"xms_cc":{"values":["cp1"]}}}, with any claims of the call. With the token
+   agent, the agent's refresh carries them. Errors: INVALID_ARGUMENT naming a malformed name
+   (nothing changes). Not to be called while another thread uses the same store. */
+int tokencache_store_set_client_capabilities(tokencache_store *store, const char *capabilities,
+                                             tokencache_error *error);
+
+/* The claims (decoded JSON) of a resource's claims challenge: its 401 answer's WWW-Authenticate
+   value with Bearer error="insufficient_claims" and claims="<base64>". *claims is freed with
+   tokencache_string_free. Errors: NOT_FOUND when the value has no such challenge,
+   INVALID_ARGUMENT for NULL arguments. Thread-safe. */
+int tokencache_claims_from_www_authenticate(const char *header, char **claims, tokencache_error *error);
+
+/* A token that answers a claims challenge, as MSAL's acquire_token_silent with claims_challenge:
+   as tokencache_acquire_token_silent with TOKENCACHE_FORCE_REFRESH, the cached access token
+   skipped and the refresh carrying `claims` (decoded JSON, e.g. from
+   tokencache_claims_from_www_authenticate; NULL or "": none) merged with the store's client
+   capabilities. When the token endpoint refuses and asks for claims (INTERACTION_REQUIRED, e.g.
+   AADSTS50076: multi-factor authentication), *required_claims (when required_claims is not
+   NULL) is set to them, to pass to an interactive sign-in (free with tokencache_string_free);
+   otherwise it is NULL. Errors: as tokencache_acquire_token_silent; INVALID_ARGUMENT when claims
+   is not a JSON object and capabilities are set; NOT_FOUND (NO_USABLE_TOKEN) when there is no
+   authority to refresh at (the refused token is never returned). With the token agent, the
+   agent refreshes with the claims. */
+int tokencache_acquire_token_with_claims(tokencache_store *store, const char *client_id,
+                                         const char *authority, const char *account,
+                                         const char *scopes, const char *claims, char **access_token,
+                                         tokencache_token_info **info, char **required_claims,
+                                         tokencache_error *error);
+
 /* Flags for tokencache_account_photo. */
 #define TOKENCACHE_PHOTO_REFRESH 0x1u
 

@@ -68,11 +68,13 @@ package struct AgentClient: Sendable {
         return response
     }
 
-    /// An access token from the agent.
+    /// An access token from the agent; with `claims` (a claims challenge) it refreshes, carrying them.
     package func token(clientID: String, scopes: [String], account: String? = nil, authority: String? = nil,
-                       forceRefresh: Bool = false) throws(TokenCacheError) -> AgentProtocol.Token {
+                       forceRefresh: Bool = false, claims: String? = nil,
+                       clientCapabilities: [String] = []) throws(TokenCacheError) -> AgentProtocol.Token {
         let response = try send(AgentProtocol.Request(operation: .token, clientID: clientID, scopes: scopes, account: account,
-                                                      authority: authority, forceRefresh: forceRefresh ? true : nil))
+                                                      authority: authority, forceRefresh: forceRefresh ? true : nil, claims: claims,
+                                                      clientCapabilities: clientCapabilities.isEmpty ? nil : clientCapabilities))
         guard let token = response.token else { throw Self.missing("token", path) }
         return token
     }

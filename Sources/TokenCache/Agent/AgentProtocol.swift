@@ -30,19 +30,26 @@ package enum AgentProtocol {
         package var account: String?
         package var authority: String?
         package var forceRefresh: Bool?
+        /// A claims challenge (decoded JSON): the agent skips its cached token and refreshes with it.
+        package var claims: String?
+        /// The caller's client capabilities (`cp1`), merged into `claims` of the agent's refresh.
+        package var clientCapabilities: [String]?
 
         package init(operation: Operation, clientID: String? = nil, scopes: [String]? = nil, account: String? = nil,
-                     authority: String? = nil, forceRefresh: Bool? = nil) {
+                     authority: String? = nil, forceRefresh: Bool? = nil, claims: String? = nil, clientCapabilities: [String]? = nil) {
             self.operation = operation
             self.clientID = clientID
             self.scopes = scopes
             self.account = account
             self.authority = authority
             self.forceRefresh = forceRefresh
+            self.claims = claims
+            self.clientCapabilities = clientCapabilities
         }
 
         enum CodingKeys: String, CodingKey {
-            case version, operation = "op", clientID = "client_id", scopes, account, authority, forceRefresh = "force_refresh"
+            case version, operation = "op", clientID = "client_id", scopes, account, authority, forceRefresh = "force_refresh",
+                 claims, clientCapabilities = "client_capabilities"
         }
     }
 

@@ -42,8 +42,9 @@ extension TokenEngine {
             }
             let home = "https://\(account.environment.isEmpty ? "login.microsoftonline.com" : account.environment)/\(account.realm ?? "common")"
             let authority = if let asked = request.authority { asked } else { try Authority(home) }
+            // The claims as MSAL sends them: the caller's challenge with the app's capabilities (cp1) merged in.
             return try broker.token(clientID: request.clientID, authority: authority, scopes: request.scopes,
-                                    account: account, claims: request.claims)
+                                    account: account, claims: try request.claimsParameter)
         }
     }
 

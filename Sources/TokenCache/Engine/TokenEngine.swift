@@ -41,11 +41,11 @@ package final class TokenEngine: Sendable {
         source = app.agent.map(Source.agent) ?? .store(app.store)
         localStore = app.store
         options = app.options
-        applications.withLock { $0[Self.key(app.clientID, app.authority)] = app }
+        applications.withLock { $0[Self.key(app.clientID, app.authority, app.options.clientCapabilities)] = app }
     }
 
-    private static func key(_ clientID: String, _ authority: Authority) -> String {
-        clientID.lowercased() + " " + authority.url.absoluteString
+    private static func key(_ clientID: String, _ authority: Authority, _ capabilities: [String]) -> String {
+        clientID.lowercased() + " " + authority.url.absoluteString + " " + capabilities.joined(separator: ",")
     }
 
     /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache (named a
@@ -65,11 +65,13 @@ package final class TokenEngine: Sendable {
     /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local
     /// store and options.
     /// - Precondition: the engine has a local store (every engine but one opened on the agent alone).
-    package func application(clientID: String, authority: Authority) -> PublicClientApplication {
+    package func application(clientID: String, authority: Authority, capabilities: [String] = []) -> PublicClientApplication {
         guard let store = localStore else { preconditionFailure("an engine opened on the agent alone has no store to sign in to") }
-        let key = Self.key(clientID, authority)
+        let key = Self.key(clientID, authority, capabilities)
         return applications.withLock { applications in
             if let kept = applications[key] { return kept }
+            var options = options
+            options.clientCapabilities = capabilities
             let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
             applications[key] = app
             return app
@@ -109,6 +111,12 @@ package final class TokenEngine: Sendable {
             parameters.claims = request.claims
             return try await app.acquireTokenSilentHere(parameters)
         }
+        if request.claims != nil {
+            // The resource refused the cached token: serving it again would only be refused again.
+            throw TokenCacheError(.notFound, "A claims challenge needs a refresh, and no authority to redeem at is known for client \(request.clientID).",
+                                  hint: "Give an authority to redeem the cached refresh token with the claims",
+                                  reason: .noUsableToken(refreshable: true))
+        }
         if let cached { return cached }
         let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in
             !(try store.refreshTokens(clientID: request.clientID, account: account).isEmpty)
@@ -125,11 +133,13 @@ package final class TokenEngine: Sendable {
     private func redeemingApplication(for request: TokenRequest, account: CachedAccount? = nil,
                                       cached: TokenResult? = nil) -> PublicClientApplication? {
         guard request.redeemsRefreshTokens else { return nil }
-        if let authority = request.authority { return application(clientID: request.clientID, authority: authority) }
+        if let authority = request.authority {
+            return application(clientID: request.clientID, authority: authority, capabilities: request.clientCapabilities)
+        }
         guard let account, account.authorityType == "MSSTS",
               let tenant = cached?.tenantID ?? account.homeTenantID,
               let home = try? Authority("https://\(account.environment)/\(tenant)") else { return nil }
-        return application(clientID: request.clientID, authority: home)
+        return application(clientID: request.clientID, authority: home, capabilities: request.clientCapabilities)
     }
 
     /// The account's usable cached token at the request's authority; without one, the token of
@@ -223,7 +233,8 @@ package final class TokenEngine: Sendable {
     static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         let token = try await BlockingWork.run { () throws(TokenCacheError) in
             try agent.token(clientID: request.clientID, scopes: request.scopes, account: request.account,
-                            authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh)
+                            authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
+                            claims: request.claims, clientCapabilities: request.clientCapabilities)
         }
         let account = token.homeAccountID.map {
             CachedAccount(homeAccountID: $0, environment: request.authority?.environment ?? "", username: token.username ?? "")

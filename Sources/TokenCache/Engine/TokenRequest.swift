@@ -17,8 +17,16 @@ package struct TokenRequest: Sendable {
     package var redeemsRefreshTokens = true
     /// Skips the access token cached when the request starts (a refresh happens).
     package var forceRefresh = false
-    /// A claims challenge: the cache is skipped and the refresh carries it.
+    /// A claims challenge (decoded JSON): the cache is skipped and the refresh carries it.
     package var claims: String?
+    /// The client capabilities (`cp1`) the caller declares: merged into `claims` on every token
+    /// request made for it (``ClaimsRequest``), here, at the agent and at a broker.
+    package var clientCapabilities: [String] = []
+    /// The `claims` parameter a token request for this carries (claims and capabilities merged,
+    /// as MSAL sends them); nil when there is none.
+    package var claimsParameter: String? {
+        get throws(TokenCacheError) { try ClaimsRequest.merged(capabilities: clientCapabilities, claims: claims) }
+    }
 
     package init(clientID: String, scopes: [String], account: String? = nil, authority: Authority? = nil) {
         self.clientID = clientID

@@ -37,7 +37,8 @@ extension PublicClientApplication {
         // with any port; the listener holds both addresses it resolves to (127.0.0.1 and ::1).
         let redirectURI = "http://localhost:\(listener.port)"
         let url = try AuthorizationRequest.url(endpoint: authorizationEndpoint, clientID: clientID, redirectURI: redirectURI,
-                                               state: state, challenge: pkce.challenge, nonce: nonce, parameters: parameters)
+                                               state: state, challenge: pkce.challenge, nonce: nonce, parameters: parameters,
+                                               claims: try client.claimsParameter(parameters.claims))
         // The browser gets only this page, which redirects this user's browser to `url`: the
         // state, challenge and nonce stay out of every process's arguments.
         let startPath = "/start/" + PKCE.randomState()
@@ -132,7 +133,7 @@ extension PublicClientApplication {
         flow.timeout = parameters.timeout.map { .milliseconds(Int64(max($0, 0) * 1000)) }
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
         onCode(authorization.message)
-        let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token)
+        let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims)
         return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
     }
 
@@ -155,7 +156,7 @@ enum AuthorizationRequest {
                                         "code_challenge_method", "nonce", "prompt", "login_hint", "domain_hint", "claims"]
 
     static func url(endpoint: URL, clientID: String, redirectURI: String, state: String, challenge: String, nonce: String,
-                    parameters: InteractiveTokenParameters) throws(TokenCacheError) -> URL {
+                    parameters: InteractiveTokenParameters, claims: String? = nil) throws(TokenCacheError) -> URL {
         if let clash = parameters.extraQueryParameters.keys.sorted().first(where: { reserved.contains($0.lowercased()) }) {
             throw TokenCacheError.invalidArgument("extraQueryParameters", "'\(clash)' is set by the sign-in itself",
                                                   hint: "Use the matching InteractiveTokenParameters property instead")
@@ -171,7 +172,7 @@ enum AuthorizationRequest {
         if let prompt = parameters.prompt { fields.append(("prompt", prompt.rawValue)) }
         if let hint = parameters.loginHint { fields.append(("login_hint", hint)) }
         if let hint = parameters.domainHint { fields.append(("domain_hint", hint)) }
-        if let claims = parameters.claims { fields.append(("claims", claims)) }
+        if let claims { fields.append(("claims", claims)) }
         fields += parameters.extraQueryParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         // Appended to any query the endpoint has (B2C's `p=<policy>`).
         let query = fields.map { "\(ASCII.percentEncoded($0.0))=\(ASCII.percentEncoded($0.1))" }.joined(separator: "&")

@@ -43,6 +43,11 @@ public final class PublicClientApplication: Sendable {
         /// (`https://HOST`, or `http://127.0.0.1:PORT` for a local stand-in); nil for
         /// `TOKENCACHE_GRAPH_ENDPOINT`, else the account's cloud's Graph host.
         public var graphEndpoint: URL?
+        /// The client capabilities the app declares, as MSAL's `clientCapabilities`: `["cp1"]`
+        /// says it handles claims challenges (``ClaimsChallenge``), so the resource may use
+        /// continuous access evaluation. Sent on every token request merged into `claims`
+        /// (`{"access_token":{"xms_cc":{"values":["cp1"]}}}`). None by default.
+        public var clientCapabilities: [String] = []
         /// Whether silent tokens come from the identity broker on the session bus
         /// (`com.microsoft.identity.broker1`: Microsoft's broker on an enrolled machine gives
         /// device-bound tokens and passes Conditional Access device compliance). Never by
@@ -87,7 +92,7 @@ public final class PublicClientApplication: Sendable {
         self.options = options
         self.agent = agent
         self.client = TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
-                                          logger: store.options.logger)
+                                          logger: store.options.logger, capabilities: options.clientCapabilities)
     }
 
     /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
@@ -97,10 +102,13 @@ public final class PublicClientApplication: Sendable {
                   options: try Self.options(options, with: configuration))
     }
 
-    /// `options` with the configuration's single sign-on stores added from the catalogue.
+    /// `options` with the configuration's client capabilities and single sign-on stores (from the catalogue) added.
     /// - Throws: `invalidArgument` (field `singleSignOnStores`) for a name the catalogue does not have.
     static func options(_ options: Options, with configuration: AppConfiguration) throws(TokenCacheError) -> Options {
         var options = options
+        for capability in configuration.clientCapabilities where !options.clientCapabilities.contains(capability) {
+            options.clientCapabilities.append(capability)
+        }
         let named = try ExternalStore.named(configuration.singleSignOnStores)
         options.singleSignOnStores += named.filter { store in !options.singleSignOnStores.contains { $0.name == store.name } }
         return options
@@ -177,8 +185,27 @@ public final class PublicClientApplication: Sendable {
     ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)``).
     public func acquireTokenSilent(scopes: [String], accountNamed name: String?,
                                    forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
+        try await acquireTokenSilent(scopes: scopes, accountNamed: name, forceRefresh: forceRefresh, claims: nil)
+    }
+
+    /// A token that answers a resource's claims challenge (``ClaimsChallenge``, from its
+    /// `WWW-Authenticate` header): as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``,
+    /// but the cached access token is skipped and the refresh carries the challenge's claims
+    /// (merged with ``Options/clientCapabilities``), as MSAL does with `WithClaims`.
+    /// - Throws: as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``; when the token
+    ///   endpoint wants the user (`interactionRequired`), ``TokenCacheError/server`` has the
+    ///   claims to sign in with.
+    public func acquireTokenSilent(scopes: [String], accountNamed name: String?,
+                                   answering challenge: ClaimsChallenge) async throws(TokenCacheError) -> TokenResult {
+        try await acquireTokenSilent(scopes: scopes, accountNamed: name, forceRefresh: true, claims: challenge.claims)
+    }
+
+    private func acquireTokenSilent(scopes: [String], accountNamed name: String?, forceRefresh: Bool,
+                                    claims: String?) async throws(TokenCacheError) -> TokenResult {
         var request = TokenRequest(clientID: clientID, scopes: scopes, account: name, authority: authority)
         request.forceRefresh = forceRefresh
+        request.claims = claims
+        request.clientCapabilities = options.clientCapabilities
         return try await TokenEngine(application: self).token(request)
     }
 
@@ -247,6 +274,7 @@ public final class PublicClientApplication: Sendable {
                 var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID,
                                            authority: try parameters.resolvedAuthority(default: authority))
                 (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
+                request.clientCapabilities = options.clientCapabilities
                 return try await engine.token(request, through: broker)
             }
         }
@@ -260,6 +288,7 @@ public final class PublicClientApplication: Sendable {
         if let agent {
             var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
             (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
+            request.clientCapabilities = options.clientCapabilities
             return try await TokenEngine.token(from: agent, request)
         }
         let (scopes, account) = (parameters.scopes, parameters.account)

@@ -12,12 +12,20 @@ final class TokenEndpointClient: Sendable {
     let transport: any HTTPTransport
     let timeout: TimeInterval
     let logger: Logger
+    /// The app's client capabilities (`cp1`), merged into the `claims` of every request (``ClaimsRequest``).
+    let capabilities: [String]
     private let endpoints = Locked<[String: Endpoints]>([:])
 
-    init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger) {
+    init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger, capabilities: [String] = []) {
         self.transport = transport
         self.timeout = timeout
         self.logger = logger
+        self.capabilities = capabilities
+    }
+
+    /// The `claims` parameter of a request carrying the caller's `claims`: merged with the capabilities.
+    func claimsParameter(_ claims: String?) throws(TokenCacheError) -> String? {
+        try ClaimsRequest.merged(capabilities: capabilities, claims: claims)
     }
 
     /// The endpoints OpenID discovery gives for an authority.
@@ -89,6 +97,7 @@ final class TokenEndpointClient: Sendable {
     func redeem(grant: [String: String], clientID: String, scopes: [String], at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var form = grant
+        form["claims"] = try claimsParameter(grant["claims"])
         form["client_id"] = clientID
         form["scope"] = (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")
         if isMicrosoft { form["client_info"] = "1" }

@@ -32,7 +32,7 @@ struct DeviceCodeFlow: Sendable {
     /// Asks the device authorization endpoint for a user code.
     func start(at endpoint: URL, claims: String?, now: Date = Date()) async throws(TokenCacheError) -> Authorization {
         var form = ["client_id": clientID, "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")]
-        if let claims { form["claims"] = claims }
+        form["claims"] = try client.claimsParameter(claims)
         let response = try await client.post(form, to: endpoint, what: "The device authorization endpoint")
         guard response.status == 200 else {
             let details = TokenEndpointClient.errorDetails(response)
@@ -73,7 +73,7 @@ struct DeviceCodeFlow: Sendable {
     /// Polls the token endpoint until the user finished, declined, the code expired or
     /// ``timeout`` passed (both counted on ``clock`` from the first poll's wait, just after the
     /// code was shown), or the task is cancelled.
-    func poll(_ authorization: Authorization, tokenEndpoint: URL) async throws(TokenCacheError) -> TokenResponse {
+    func poll(_ authorization: Authorization, tokenEndpoint: URL, claims: String? = nil) async throws(TokenCacheError) -> TokenResponse {
         let expired = clock.deadline(after: authorization.lifetime)
         let left = timeout.map { clock.countdown(from: $0) }
         var interval = authorization.interval
@@ -90,8 +90,11 @@ struct DeviceCodeFlow: Sendable {
             if expired() {
                 throw Self.expired
             }
+            // The claims go with the code's redemption too, as MSAL's acquire_token_by_device_flow sends them.
+            var grant = ["grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": authorization.deviceCode]
+            if let claims { grant["claims"] = claims }
             let outcome = try await client.redeem(
-                grant: ["grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": authorization.deviceCode],
+                grant: grant,
                 clientID: clientID, scopes: scopes, at: tokenEndpoint, isMicrosoft: isMicrosoft)
             if Task.isCancelled { throw Self.cancelled }
             switch outcome {

@@ -87,7 +87,10 @@ struct LoginCommand: ParsableCommand {
         try reportingErrors {
             let store = try store.openStore()
             let client = app.client, scopes = app.scopeList, authority = try Authority(app.authority)
-            let app = PublicClientApplication(clientID: client, authority: authority, store: store)
+            var options = PublicClientApplication.Options()
+            // TOKENCACHE_CLIENT_CAPABILITIES or the config file's "client_capabilities", as `token` reads them.
+            options.clientCapabilities = try RequestSettings.resolve(client: client, account: nil, authority: nil).capabilities
+            let app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
             let result: TokenResult
             if deviceCode {
                 var parameters = DeviceCodeParameters(scopes: scopes)

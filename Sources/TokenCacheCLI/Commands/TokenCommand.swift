@@ -29,11 +29,20 @@ struct TokenCommand: ParsableCommand {
         which stores are opted in. With --store NAME the token is read from that tool's cache \
         instead of the group (nothing is redeemed or written).
 
+        Continuous access evaluation: TOKENCACHE_CLIENT_CAPABILITIES=cp1 (or "client_capabilities": \
+        ["cp1"] in the config file) declares that the caller handles claims challenges; every \
+        refresh then sends it merged into the claims parameter, as MSAL does. When a resource \
+        answers 401 with an insufficient_claims challenge, pass its WWW-Authenticate value with \
+        --challenge (or the decoded claims with --claims): the cached token is skipped and the \
+        refresh carries the claims. A refresh refused for more (multi-factor authentication) \
+        exits 2; --json's error line has the claims under server.claims for `tokencache login --claims`.
+
         Examples:
           TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
           export TOKENCACHE_CLIENT_ID=04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache token --scopes "User.Read" --account alice@contoso.com --json
           tokencache token --scopes "User.Read" --no-refresh
+          tokencache token --scopes "User.Read" --challenge "$(curl -sI https://api.example.com/ | sed -n 's/^www-authenticate: //Ip')"
           tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 \\
             --scopes "https://management.azure.com//.default" --sso-store azure-cli
           tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
@@ -64,6 +73,12 @@ struct TokenCommand: ParsableCommand {
     @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
+    @Option(help: ArgumentHelp("A claims challenge (decoded JSON) to answer: the cached token is skipped and the refresh carries the claims.", valueName: "json"))
+    var claims: String?
+
+    @Option(help: ArgumentHelp("A resource's WWW-Authenticate value with an insufficient_claims challenge: refresh with its claims (as --claims).", valueName: "header"))
+    var challenge: String?
+
     @Option(help: ArgumentHelp("Ask the identity broker on the session bus (Microsoft's, on an enrolled machine): always (fail without one), when-available, or never (the default); `tokencache broker` itself is never asked.", valueName: "when"))
     var broker: BrokerUse = .never
 
@@ -85,6 +100,13 @@ struct TokenCommand: ParsableCommand {
         }
         if quiet && store.verbose { throw ValidationError("--quiet and --verbose contradict each other: give one.") }
         if scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+        if claims != nil && challenge != nil { throw ValidationError("--claims and --challenge both give the claims: pass one.") }
+        if (claims != nil || challenge != nil) && (refresh == false || externalStore != nil) {
+            throw ValidationError("--claims and --challenge need a refresh: drop --no-refresh and --store.")
+        }
+        if let challenge, ClaimsChallenge(wwwAuthenticate: challenge) == nil {
+            throw ValidationError("--challenge has no claims challenge (Bearer error=\"insufficient_claims\" with claims=\"...\"): pass the resource's whole WWW-Authenticate value.")
+        }
     }
 
     struct Output: Encodable {
@@ -118,11 +140,14 @@ struct TokenCommand: ParsableCommand {
             var suberror: String?
             var errorCodes: [Int]
             var errorDescription: String?
+            /// A claims challenge to sign in with (a refresh refused for multi-factor authentication).
+            var claims: String?
             enum CodingKeys: String, CodingKey {
-                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description"
+                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description", claims
             }
             init(_ details: ServerErrorDetails) {
                 (error, suberror, errorCodes, errorDescription) = (details.error, details.suberror, details.errorCodes, details.errorDescription)
+                claims = details.claims
             }
         }
         var error: Detail
@@ -161,6 +186,9 @@ struct TokenCommand: ParsableCommand {
             }
             var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
             request.redeemsRefreshTokens = refreshes
+            request.claims = claims ?? challenge.flatMap { ClaimsChallenge(wwwAuthenticate: $0)?.claims }
+            request.forceRefresh = request.claims != nil
+            request.clientCapabilities = settings.capabilities
             let asked = request
             let result: TokenResult
             do {

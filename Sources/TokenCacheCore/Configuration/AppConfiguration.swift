@@ -19,9 +19,13 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     /// Other tools' caches this app may use for single sign-on, by the names `tokencache stores`
     /// shows (such as `azure-cli`); none when absent. See `PublicClientApplication.Options.singleSignOnStores`.
     public var singleSignOnStores: [String]
+    /// The client capabilities the app declares (`clientCapabilities`), as MSAL's: `["cp1"]` says
+    /// it handles claims challenges, so resources may apply continuous access evaluation to its
+    /// tokens. Sent merged into `claims` on every token request; none when absent.
+    public var clientCapabilities: [String] = []
 
     package enum CodingKeys: String, CodingKey {
-        case clientID = "clientId", authority, redirectURI = "redirectUri", scopes, group, backend, singleSignOnStores
+        case clientID = "clientId", authority, redirectURI = "redirectUri", scopes, group, backend, singleSignOnStores, clientCapabilities
     }
 
     /// Creates a configuration; see ``validate()``.
@@ -46,6 +50,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         group = try container.decodeIfPresent(String.self, forKey: .group) ?? CacheGroup.universalStorage.name
         backend = try container.decodeIfPresent(BackendPolicy.self, forKey: .backend) ?? .automatic
         singleSignOnStores = try container.decodeIfPresent([String].self, forKey: .singleSignOnStores) ?? []
+        clientCapabilities = try container.decodeIfPresent([String].self, forKey: .clientCapabilities) ?? []
     }
 
     /// Reads and validates a `tokencache.json`.
@@ -78,6 +83,12 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         return true
     }
 
+    /// Whether a client capability is well formed: a word of up to 64 ASCII letters, digits, `-`, `_` or `.` (`cp1`).
+    package static func isCapability(_ capability: String) -> Bool {
+        !capability.isEmpty && capability.utf8.count <= 64
+            && capability.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
+    }
+
     /// Checks every field.
     /// - Throws: ``TokenCacheError`` `invalidArgument` naming the field at fault.
     public func validate() throws(TokenCacheError) {
@@ -94,6 +105,9 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         }
         if singleSignOnStores.contains(where: { $0.isEmpty || !$0.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) } }) {
             throw .invalidArgument("singleSignOnStores", "each entry must be a store name such as azure-cli (see `tokencache stores`)")
+        }
+        if let bad = clientCapabilities.first(where: { !Self.isCapability($0) }) {
+            throw .invalidArgument("clientCapabilities", "'\(bad)' is not a capability name such as cp1")
         }
     }
 

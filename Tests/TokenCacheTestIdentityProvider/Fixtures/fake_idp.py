@@ -14,7 +14,8 @@ on the second line (MSAL Python accepts only https authorities).
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
-                 "device_polls": [...]}
+                 "device_polls": [...], "device_authorizations": [{"client_id", "claims"}]} (grants and polls
+                 record the `claims` they carried too)
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
 (/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
@@ -45,6 +46,19 @@ this provider issued (another token, or none, is 401 InvalidAuthenticationToken)
                  "size": n} (n bytes of a PNG signature and padding) | null}} | {"graph_offline": bool}
                  (Graph requests are answered 503)
   GET  /graph/stats  {"requests": [{"path", "user"}]}
+Continuous access evaluation (docs: "Claims challenges, claims requests and client capabilities"):
+  GET  /resource                  a protected resource for the access tokens this provider issued:
+                                  200 {"user": uid}; with a challenge set, a token whose request
+                                  declared cp1 (claims access_token.xms_cc.values) but did not carry
+                                  the challenge's access_token claims gets 401 with
+                                  WWW-Authenticate: Bearer realm="", authorization_uri="...",
+                                  error="insufficient_claims", claims="<base64 of the challenge>"; a
+                                  token of a client without cp1 gets a plain 401 invalid_token (the
+                                  resource may only challenge capable clients); unknown token: 401
+  POST /control  also {"cae_challenge": claims JSON str|null} | {"refresh_interaction_claims": claims
+                 JSON str|null} (every refresh grant refused as Entra refuses one that conditional
+                 access stops: interaction_required, AADSTS50076, suberror basic_action, with `claims`)
+  GET  /resource/stats  {"requests": [{"user", "status"}]}
 Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered.
@@ -68,13 +82,15 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
-         "device_polls": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
+         "device_polls": [], "device_authorizations": [], "device_slow_down": 0, "device_interval": 1, "device_expires_in": 600,
          "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {},
          # the Graph stand-in
-         "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False}
+         "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False,
+         # continuous access evaluation: the claims each access token's request carried
+         "access_token_claims": {}, "cae_challenge": None, "refresh_interaction_claims": None, "resource_requests": []}
 CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
-                    "nonce_override", "graph_offline")
+                    "nonce_override", "graph_offline", "cae_challenge", "refresh_interaction_claims")
 RESERVED = ("openid", "profile", "offline_access")
 
 
@@ -82,7 +98,15 @@ def b64(obj):
     return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
 
 
-def token_response(n, refresh_token, scopes, who, tid, family, client_info=True, nonce=None):
+def parsed_claims(text):
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        value = {}
+    return value if isinstance(value, dict) else {}
+
+
+def token_response(n, refresh_token, scopes, who, tid, family, client_info=True, nonce=None, request_claims=None):
     """The token response every grant gives: the refresh grant's shape (an ID token of a code
     whose request had a nonce carries it, as OIDC Core 3.1.3.6 requires)."""
     claims = {"sub": "sub-" + who["uid"], "oid": who["uid"], "tid": tid, "preferred_username": who.get("username", "user@example.com")}
@@ -96,6 +120,7 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
         "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig",
     }
     state["access_tokens"][response["access_token"]] = who
+    state["access_token_claims"][response["access_token"]] = parsed_claims(request_claims)
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
     if family:
@@ -190,9 +215,40 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def resource(self):
+        """A resource enforcing continuous access evaluation for this provider's access tokens."""
+        authorization = self.headers.get("Authorization", "")
+        token = authorization[len("Bearer "):] if authorization.startswith("Bearer ") else None
+        with lock:
+            who = state["access_tokens"].get(token)
+            requested = state["access_token_claims"].get(token, {})
+            challenge = state["cae_challenge"]
+
+            def answer(status, body, headers=None):
+                state["resource_requests"].append({"user": who["uid"] if who else None, "status": status})
+                return self.reply(status, body, headers)
+            if who is None:
+                return answer(401, {"error": "invalid_token"}, {"WWW-Authenticate": 'Bearer realm="", error="invalid_token"'})
+            if challenge is not None:
+                wanted = parsed_claims(challenge).get("access_token", {})
+                carried = requested.get("access_token", {}) if isinstance(requested.get("access_token"), dict) else {}
+                capable = "cp1" in ((carried.get("xms_cc") or {}).get("values") or [])
+                if any(carried.get(name) != value for name, value in wanted.items()):
+                    if not capable:
+                        return answer(401, {"error": "invalid_token"}, {"WWW-Authenticate": 'Bearer realm="", error="invalid_token"'})
+                    header = ('Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/authorize", '
+                              'error="insufficient_claims", claims="%s"' % base64.b64encode(challenge.encode()).decode())
+                    return answer(401, {"error": "insufficient_claims"}, {"WWW-Authenticate": header})
+            return answer(200, {"user": who["uid"]})
+
     def do_GET(self):
         if self.path in ("/v1.0/me", "/v1.0/me/photo/$value"):
             return self.graph()
+        if self.path == "/resource":
+            return self.resource()
+        if self.path == "/resource/stats":
+            with lock:
+                return self.reply(200, {"requests": state["resource_requests"]})
         if self.path == "/graph/stats":
             with lock:
                 return self.reply(200, {"requests": state["graph_requests"]})
@@ -208,7 +264,8 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 return self.reply(200, {"token_requests": state["token_requests"], "discovery_requests": state["discovery_requests"],
                                         "grants": state["grants"],
-                                        "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
+                                        "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"],
+                                        "device_authorizations": state["device_authorizations"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()
         self.reply(404, {"error": "not_found"})
@@ -278,6 +335,13 @@ class Handler(BaseHTTPRequestHandler):
 
         with lock:
             record = state["refresh_tokens"].get(form.get("refresh_token"))
+            if state["refresh_interaction_claims"] is not None and record is not None:
+                # As Entra refuses a refresh that conditional access stops (MFA required): the
+                # refresh token stays valid; the claims go to the interactive sign-in.
+                return refuse("interaction_required", {
+                    "error": "interaction_required", "suberror": "basic_action", "error_codes": [50076],
+                    "error_description": "AADSTS50076: Due to a configuration change made by your administrator, or because you moved to a new location, you must use multi-factor authentication to access the resource.",
+                    "error_uri": "https://login.microsoftonline.com/error?code=50076", "claims": state["refresh_interaction_claims"]})
             if record is None:
                 return refuse("invalid_grant", {
                     "error": "invalid_grant", "error_description": "AADSTS70000: token was already used or is unknown",
@@ -295,7 +359,8 @@ class Handler(BaseHTTPRequestHandler):
             state["grants"].append(grant)
         scopes = [s for s in form.get("scope", "").split() if s not in RESERVED]
         who = dict(record, **record.get("respond_as", {}))
-        self.reply(200, token_response(n, new_rt, scopes, who, who["utid"] if "respond_as" in record else tenant, record.get("family")))
+        self.reply(200, token_response(n, new_rt, scopes, who, who["utid"] if "respond_as" in record else tenant, record.get("family"),
+                                       request_claims=form.get("claims")))
 
     # --- Sign-in flows ---
 
@@ -338,7 +403,7 @@ class Handler(BaseHTTPRequestHandler):
                 params = {"code": code, "state": request_state}
         self.page(302, "", {"Location": redirect_uri + ("&" if "?" in redirect_uri else "?") + urllib.parse.urlencode(params)})
 
-    def issue(self, client_id, scope, username, tenant, client_info, user=None, nonce=None):
+    def issue(self, client_id, scope, username, tenant, client_info, user=None, nonce=None, request_claims=None):
         """Tokens for the signed-in user (`user`, else sign_in_user, else one made from the username);
         the new refresh token is redeemable like a seeded one. Call with the lock held."""
         user = dict(user or state["sign_in_user"] or {"uid": "uid-" + username.split("@")[0], "utid": tenant})
@@ -349,11 +414,12 @@ class Handler(BaseHTTPRequestHandler):
         new_rt = "rt-rotated-%d" % n
         state["refresh_tokens"][new_rt] = dict(user, refresh_token=new_rt, client_id=client_id, family=family)
         scopes = [s for s in scope.split() if s not in RESERVED]
-        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info, nonce)
+        return token_response(n, new_rt, scopes, user, user["utid"], family, client_info, nonce, request_claims)
 
     def redeem_code(self, form, tenant):
         grant = {"client_id": form.get("client_id"), "redeemed": None, "issued": None, "sdk": self.headers.get("x-client-sku", "-"),
-                 "arrived": time.time(), "grant_type": "authorization_code", "client_info": form.get("client_info") == "1"}
+                 "arrived": time.time(), "grant_type": "authorization_code", "client_info": form.get("client_info") == "1",
+                 "claims": form.get("claims")}
         with lock:
             record = state["auth_codes"].pop(form.get("code"), None)  # single use
             problem = None
@@ -368,7 +434,7 @@ class Handler(BaseHTTPRequestHandler):
                 state["grants"].append(grant)
                 return self.reply(400, {"error": "invalid_grant", "error_description": problem, "error_codes": [int(problem[6:problem.index(":")])]})
             response = self.issue(form["client_id"], form.get("scope", ""), record["username"], tenant, form.get("client_info") == "1",
-                                   nonce=record.get("nonce"))
+                                   nonce=record.get("nonce"), request_claims=form.get("claims"))
             grant.update(outcome="ok", issued=response["refresh_token"], answered=time.time())
             state["grants"].append(grant)
         self.reply(200, response)
@@ -382,6 +448,7 @@ class Handler(BaseHTTPRequestHandler):
             state["device_codes"]["devicecode-%d" % n] = {
                 "user_code": user_code, "client_id": form.get("client_id"), "scope": form.get("scope", ""), "status": "pending",
                 "claims": form.get("claims")}
+            state["device_authorizations"].append({"client_id": form.get("client_id"), "claims": form.get("claims")})
             message = state["device_message"] or "To sign in, use a web browser to open the page %s/device and enter the code %s to authenticate." % (host, user_code)
             self.reply(200, {"device_code": "devicecode-%d" % n, "user_code": user_code, "verification_uri": host + "/device",
                              "expires_in": state["device_expires_in"], "interval": state["device_interval"], "message": message})
@@ -402,14 +469,14 @@ class Handler(BaseHTTPRequestHandler):
                 outcome = "authorization_pending"
             else:
                 outcome = "ok"
-            state["device_polls"].append({"outcome": outcome, "at": time.time(), "client_id": form.get("client_id")})
+            state["device_polls"].append({"outcome": outcome, "at": time.time(), "client_id": form.get("client_id"), "claims": form.get("claims")})
             if outcome != "ok":
                 return self.reply(400, {"error": outcome, "error_description": "device code: " + outcome})
             del state["device_codes"][form["device_code"]]  # single use
             user = state["sign_in_user"] or {}
             # The scopes of the device authorization request (RFC 8628's token request carries none).
             response = self.issue(form["client_id"], form.get("scope") or record["scope"], user.get("username", "user@example.com"), tenant,
-                                  form.get("client_info") == "1")
+                                  form.get("client_info") == "1", request_claims=form.get("claims"))
         self.reply(200, response)
 
 

@@ -172,7 +172,7 @@ def handle(path, form, issue, tenant):
     """Answers one request: (status, body). `issue(client_id, scope, username, tenant, client_info, user)`
     gives the token response of fake_idp.py."""
     requests.append({"path": path.split("?")[0], "challenge_type": form.get("challenge_type"), "grant_type": form.get("grant_type"),
-                     "capabilities": form.get("capabilities")})
+                     "capabilities": form.get("capabilities"), "claims": form.get("claims")})
     if settings["fail_next"] > 0:
         settings["fail_next"] -= 1
         return 503, {"error": "temporarily_unavailable", "error_codes": [50034]}  # an auth-looking body MSAL must not act on

@@ -10,6 +10,8 @@ Against a live authority (the loopback fake IdP's TLS port; "ca_bundle" is its c
       -> acquire_token_silent(force_refresh=True; "force_refresh": false looks in the cache first) for
          the account with that username:
          {"accounts": [username, ...], "result": {...}, "cache": <serialized cache object>}
+      with "client_capabilities": [...] the app declares them (MSAL's client_capabilities) and with
+      "claims_challenge": JSON the call passes it (claims_challenge=); "claims" of a refusal is answered
   {"op": "redeem", "authority", "ca_bundle", "client_id", "refresh_token", "scopes"}
       -> acquire_token_by_refresh_token on an empty cache: {"result": {...}, "cache": ...}
   {"op": "device", "authority", "ca_bundle", "client_id", "scopes", "control"}
@@ -32,11 +34,12 @@ def app(request, cache):
     session.verify = request["ca_bundle"]
     # A non-Microsoft host: no instance discovery; tenant discovery at <authority>/v2.0/.well-known/...
     return msal.PublicClientApplication(request["client_id"], authority=request["authority"], token_cache=cache,
-                                        http_client=session, instance_discovery=False)
+                                        http_client=session, instance_discovery=False,
+                                        client_capabilities=request.get("client_capabilities"))
 
 
 def outcome(result):
-    keys = ("access_token", "refresh_token", "error", "error_description", "token_source")
+    keys = ("access_token", "refresh_token", "error", "error_description", "token_source", "claims")
     return {k: result[k] for k in keys if k in (result or {})}
 
 request = json.load(sys.stdin)
@@ -57,7 +60,8 @@ elif request["op"] == "silent":
     client = app(request, cache)
     accounts = client.get_accounts()
     account = next(a for a in accounts if a["username"] == request["username"])
-    result = client.acquire_token_silent(request["scopes"], account, force_refresh=request.get("force_refresh", True))
+    result = client.acquire_token_silent(request["scopes"], account, force_refresh=request.get("force_refresh", True),
+                                         claims_challenge=request.get("claims_challenge"))
     print(json.dumps({"accounts": [a["username"] for a in accounts], "result": outcome(result),
                       "cache": json.loads(cache.serialize())}))
 elif request["op"] == "redeem":

@@ -50,6 +50,31 @@ struct AgentTests {
         #expect(agent.log.contains("token (client \(Fixtures.appTwo), scopes User.Read) -> granted"), "\(agent.log)")
     }
 
+    @Test("claims and client capabilities pass through the agent: token --challenge in the container makes the agent refresh (not serve its cached token) with the claims and cp1")
+    func claimsThroughAgent() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority])
+        defer { agent.stop() }
+        let arguments = ["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"]
+        let first = try scenario.inContainer(arguments, socket: agent.socket)
+        #expect(first.stdout == "at-issued-1\n", "\(first.stderr)")
+        // The agent serves its cached token to a request without a challenge.
+        #expect(try scenario.inContainer(arguments, socket: agent.socket).stdout == "at-issued-1\n")
+        let claims = #"{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}"#
+        let header = #"Bearer realm="", error="insufficient_claims", claims="\#(Data(claims.utf8).base64EncodedString())""#
+        var environment = scenario.containerEnvironment(socket: agent.socket)
+        environment["TOKENCACHE_CLIENT_CAPABILITIES"] = "cp1"
+        let answered = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path,
+                                      arguments + ["--challenge", header], environment: environment)
+        #expect(answered.status == 0 && answered.stdout == "at-issued-2\n", "\(answered.stderr)")
+        let grants = try await scenario.idp.stats().grants
+        #expect(grants.count == 2)
+        let sent = try #require(grants.last?.claims)
+        #expect(try JSONSerialization.jsonObject(with: Data(sent.utf8)) as? NSDictionary == JSONSerialization.jsonObject(with: Data(
+            #"{"access_token":{"nbf":{"essential":true,"value":"1604106651"},"xms_cc":{"values":["cp1"]}}}"#.utf8)) as? NSDictionary)
+    }
+
     @Test("what the socket sends holds the access token and never a refresh token or ID token (captured bytes)")
     func socketBytesHoldNoRefreshToken() async throws {
         let scenario = try await AgentScenario()

@@ -48,6 +48,20 @@ struct NativeAuthFlowTests {
                 == ["v2.0/initiate", "v2.0/challenge", "v2.0/token"])
     }
 
+    @Test("An app with cp1 sends it in claims on native authentication's token request only (not on initiate or challenge)")
+    func capabilitiesOnNativeTokenRequest() async throws {
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        let app = try stand.app(capabilities: ["cp1"])
+        guard case .codeRequired(let state) = try await app.signIn(username: NativeAuthStandIn.otpUser, scopes: scopes) else {
+            Issue.record("expected codeRequired"); return
+        }
+        _ = try await state.submitCode(try stand.latestCode(for: NativeAuthStandIn.otpUser))
+        let requests = try await stand.stats().requests
+        #expect(requests.map { $0.path.split(separator: "/").last ?? "" } == ["initiate", "challenge", "token"])
+        #expect(requests.map(\.claims) == [nil, nil, #"{"access_token":{"xms_cc":{"values":["cp1"]}}}"#])
+    }
+
     @Test("OTP sign-in: a wrong code is invalidCode and the same state then takes the right one")
     func wrongThenRightCode() async throws {
         let stand = try await NativeAuthStandIn()

@@ -50,9 +50,10 @@ final class NativeAuthStandIn: @unchecked Sendable {
     /// its ``domain``.
     func app(_ types: Set<NativeAuthPublicClientApplication.ChallengeType> = [.oob, .password],
              clientID: String = Fixtures.appOne, tenant: String = Fixtures.tenantA,
-             clock: any Clock<Duration> = ContinuousClock()) throws -> NativeAuthPublicClientApplication {
+             clock: any Clock<Duration> = ContinuousClock(), capabilities: [String] = []) throws -> NativeAuthPublicClientApplication {
         var options = PublicClientApplication.Options()
         options.clock = clock
+        options.clientCapabilities = capabilities
         return try NativeAuthPublicClientApplication(clientID: clientID, authority: idp.authority(tenant).description, challengeTypes: types,
                                                      store: store, options: options)
     }
@@ -80,6 +81,8 @@ final class NativeAuthStandIn: @unchecked Sendable {
             var path: String
             var challenge_type: String?
             var grant_type: String?
+            /// The `claims` parameter (client capabilities merged in).
+            var claims: String?
         }
         var requests: [Request]
         var users: [String]

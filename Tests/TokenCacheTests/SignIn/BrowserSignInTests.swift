@@ -82,6 +82,25 @@ struct BrowserSignInTests {
         #expect(try await other.stats().token_requests == 0)
     }
 
+    @Test("An app with cp1 sends it merged with the caller's claims on the authorization request and on the code's redemption, as MSAL does")
+    func capabilitiesOnBrowserSignIn() async throws {
+        try await idp.actAsUser("submit")
+        var options = PublicClientApplication.Options()
+        options.requestTimeout = 60
+        options.clientCapabilities = ["cp1"]
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: idp.authority(), store: store, options: options)
+        var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
+        parameters.claims = #"{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}"#
+        _ = try await signIn(parameters, app: app)
+        func object(_ json: String?) -> NSDictionary? {
+            json.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary }
+        }
+        let merged = object(#"{"access_token":{"nbf":{"essential":true,"value":"1604106651"},"xms_cc":{"values":["cp1"]}}}"#)
+        let stats = try await idp.signInStats()
+        #expect(merged != nil && object(stats.authorize_requests.first?["claims"]) == merged)
+        #expect(object(stats.grants.first?.claims) == merged)
+    }
+
     @Test("The user cancels on the login page: cancelled, nothing saved, no code redeemed")
     func userCancels() async throws {
         try await idp.actAsUser("cancel")

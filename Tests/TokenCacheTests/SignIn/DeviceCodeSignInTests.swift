@@ -24,8 +24,9 @@ struct DeviceCodeSignInTests {
 
     init() throws { idp = try FakeIdentityProvider() }
 
-    func app(authority: Authority? = nil) -> PublicClientApplication {
+    func app(authority: Authority? = nil, capabilities: [String] = []) -> PublicClientApplication {
         var options = PublicClientApplication.Options()
+        options.clientCapabilities = capabilities
         options.requestTimeout = 60
         options.clock = clock
         return PublicClientApplication(clientID: Fixtures.appOne, authority: authority ?? idp.authority(), store: store, options: options)
@@ -36,10 +37,11 @@ struct DeviceCodeSignInTests {
     }
 
     /// Starts the flow and returns it with the code it showed (nil when it failed before showing one).
-    func start(authority: Authority? = nil, parameters: DeviceCodeParameters = DeviceCodeParameters(scopes: ["User.Read"]))
+    func start(authority: Authority? = nil, capabilities: [String] = [],
+               parameters: DeviceCodeParameters = DeviceCodeParameters(scopes: ["User.Read"]))
         async -> (flow: Task<TokenResult, any Error>, shown: DeviceCodeMessage?) {
         let shown = AsyncStream<DeviceCodeMessage>.makeStream()
-        let app = app(authority: authority)
+        let app = app(authority: authority, capabilities: capabilities)
         let flow = Task {
             defer { shown.continuation.finish() }
             return try await app.acquireTokenWithDeviceCode(parameters) { shown.continuation.yield($0) }
@@ -78,6 +80,26 @@ struct DeviceCodeSignInTests {
         #expect(shown.expiresOn > Date())
         #expect(try store.account(Fixtures.alice.username)?.homeAccountID == "\(Fixtures.alice.uid).\(Fixtures.alice.tenant)")
         #expect(try await idp.signInStats().device_polls.last?.outcome == "ok")
+    }
+
+    @Test("An app with cp1 sends it merged into claims on the device authorization and on every poll, as MSAL's device flow; the resource accepts the token")
+    func capabilitiesOnDeviceCode() async throws {
+        try await playAlice()
+        let (flow, shown) = await start(capabilities: ["cp1"])
+        let code = try #require(shown).userCode
+        await passWait()
+        try await idp.control(["approve_device": code])
+        await passWait()
+        let token = try await flow.value
+        let cp1 = #"{"access_token":{"xms_cc":{"values":["cp1"]}}}"#
+        let stats = try await idp.signInStats()
+        #expect(stats.device_authorizations.map(\.claims) == [cp1])
+        #expect(stats.device_polls.map(\.outcome) == ["authorization_pending", "ok"])
+        #expect(stats.device_polls.map(\.claims) == [cp1, cp1])
+        try await idp.challengeAtResource(#"{"access_token":{"nbf":{"essential":true,"value":"1604106651"}}}"#)
+        // A cp1 token without the challenge's claims is challenged (not refused outright): the resource saw cp1.
+        let answer = try await idp.resource(accessToken: token.accessToken)
+        #expect(answer.status == 401 && answer.wwwAuthenticate.flatMap(ClaimsChallenge.init(wwwAuthenticate:)) != nil)
     }
 
     @Test("authorization_pending: polling goes on at the interval until the user approves, never sooner")
