@@ -3,7 +3,11 @@
 Prints its port on the first line of stdout, then serves until stdin closes. `--bind HOST`
 listens on another loopback address (127.0.0.2 plays a foreign host). With
 `--https CERT KEY` it also serves the same state over TLS on a second loopback port, printed
-on the second line (MSAL Python accepts only https authorities).
+on the second line (MSAL Python accepts only https authorities). `--https-port PORT` (before
+`--https`) makes that port PORT (443: the provider plays a real host such as login.microsoftonline.com,
+mapped to loopback by scripts/with-broker-harness.sh); that server's discovery then names endpoints
+at the host the request's Host header names, as the real service does. `--log FILE` appends a line
+for every request no endpoint serves (method, path), to find out what a client asks for.
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
@@ -198,6 +202,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, {"requests": state["graph_requests"]})
         if self.path.endswith("/.well-known/openid-configuration"):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
+            if self.server.named_host and self.headers.get("Host"):
+                host = "%s://%s" % (self.server.scheme, self.headers["Host"])
             with lock:
                 state["discovery_requests"] += 1
                 return self.reply(200, endpoints(host, prefix_of(self.path)))
@@ -211,6 +217,12 @@ class Handler(BaseHTTPRequestHandler):
                                         "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()
+        self.not_found()
+
+    def not_found(self):
+        if unserved_log:
+            with lock, open(unserved_log, "a") as log:
+                log.write("%s %s %s\n" % (self.command, self.headers.get("Host", "-"), self.path))
         self.reply(404, {"error": "not_found"})
 
     def do_POST(self):
@@ -244,7 +256,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/devicecode") or self.path.endswith("/device_authorization"):
             return self.device_authorization(dict(urllib.parse.parse_qsl(body.decode())))
         if not (native_auth.handles(self.path, {}) or self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
-            return self.reply(404, {"error": "not_found"})
+            return self.not_found()
         form = dict(urllib.parse.parse_qsl(body.decode()))
         with lock:
             tenant = tenant_of(self.path.split("/")[1])
@@ -423,23 +435,30 @@ class TLSServer(ThreadingHTTPServer):
         return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
 
 
-def serve(scheme, context=None, host="127.0.0.1"):
-    server = (TLSServer if context else ThreadingHTTPServer)((host, 0), Handler)
+def serve(scheme, context=None, host="127.0.0.1", port=0):
+    server = (TLSServer if context else ThreadingHTTPServer)((host, port), Handler)
     server.scheme = scheme
     server.context = context
+    server.named_host = port != 0  # on a fixed port it plays a named host (discovery answers with the Host header)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
 arguments = sys.argv[1:]
-bind = "127.0.0.1"
-if arguments[:1] == ["--bind"]:
-    bind, arguments = arguments[1], arguments[2:]
+bind, https_port, unserved_log = "127.0.0.1", 0, None
+while arguments[:1] in (["--bind"], ["--https-port"], ["--log"]):
+    if arguments[0] == "--bind":
+        bind = arguments[1]
+    elif arguments[0] == "--https-port":
+        https_port = int(arguments[1])
+    else:
+        unserved_log = arguments[1]
+    arguments = arguments[2:]
 servers = [serve("http", host=bind)]
 if len(arguments) == 3 and arguments[0] == "--https":
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(arguments[1], arguments[2])
-    servers.append(serve("https", context))
+    servers.append(serve("https", context, port=https_port))
 for server in servers:
     print(server.server_port, flush=True)
 sys.stdin.read()  # serve until the test closes stdin
