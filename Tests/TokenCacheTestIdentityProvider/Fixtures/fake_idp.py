@@ -9,6 +9,7 @@ mapped to loopback by scripts/with-broker-harness.sh); that server's discovery t
 at the host the request's Host header names, as the real service does. `--log FILE` appends a line
 for every request no endpoint serves (method, path), to find out what a client asks for.
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
+  GET  /common/discovery/instance?authorization_endpoint=U  Entra's instance discovery (the public cloud's aliases)
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
   POST /control  {"tenant_domains": {domain: tenant ID}} (as Entra resolves a tenant's domain: discovery at
@@ -18,7 +19,8 @@ for every request no endpoint serves (method, path), to find out what a client a
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
-                 "device_polls": [...]}
+                 "device_polls": [...], "issued_refresh_tokens": [every refresh token it issued, by any grant]}
+  POST /control  also {"expires_in": s} (the lifetime of the access tokens it issues from then on; default 3600)
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
 (/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
@@ -68,7 +70,7 @@ import native_auth
 
 lock = threading.Lock()
 state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
-         "counter": 0, "token_requests": 0, "discovery_requests": 0, "grants": [],
+         "counter": 0, "token_requests": 0, "discovery_requests": 0, "grants": [], "expires_in": 3600, "issued_refresh_tokens": [],
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
@@ -76,7 +78,7 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          "omit_device_endpoint": False, "device_message": None, "nonce_override": None, "tenant_domains": {},
          # the Graph stand-in
          "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False}
-CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
+CONTROL_SETTINGS = ("expires_in", "tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "device_kept_for", "omit_device_endpoint", "device_message",
                     "nonce_override", "graph_offline")
 RESERVED = ("openid", "profile", "offline_access")
@@ -95,11 +97,12 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
     if nonce is not None:
         claims["nonce"] = nonce
     response = {
-        "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+        "token_type": "Bearer", "expires_in": state["expires_in"], "ext_expires_in": state["expires_in"],
         "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": refresh_token,
         "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig",
     }
     state["access_tokens"][response["access_token"]] = who
+    state["issued_refresh_tokens"].append(refresh_token)
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
     if family:
@@ -200,6 +203,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/graph/stats":
             with lock:
                 return self.reply(200, {"requests": state["graph_requests"]})
+        if self.path.split("?")[0] == "/common/discovery/instance":
+            return self.instance_discovery()
         if self.path.endswith("/.well-known/openid-configuration"):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
             if self.server.named_host and self.headers.get("Host"):
@@ -213,11 +218,24 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/stats":
             with lock:
                 return self.reply(200, {"token_requests": state["token_requests"], "discovery_requests": state["discovery_requests"],
-                                        "grants": state["grants"],
+                                        "grants": state["grants"], "issued_refresh_tokens": state["issued_refresh_tokens"],
                                         "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()
         self.not_found()
+
+    def instance_discovery(self):
+        """Entra's instance discovery (GET /common/discovery/instance?api-version=1.1&authorization_endpoint=...),
+        which MSAL calls to learn a cloud's host aliases: the public cloud's metadata, and the tenant discovery
+        endpoint of the authority the authorization endpoint names."""
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        endpoint = urllib.parse.urlsplit(query.get("authorization_endpoint", ""))
+        tenant = (endpoint.path.split("/") + ["", ""])[1] or "common"
+        host = self.headers.get("Host") if self.server.named_host else "%s:%d" % self.server.server_address[:2]
+        self.reply(200, {"tenant_discovery_endpoint": "%s://%s/%s/v2.0/.well-known/openid-configuration" % (self.server.scheme, host, tenant),
+                         "api-version": "1.1",
+                         "metadata": [{"preferred_network": "login.microsoftonline.com", "preferred_cache": "login.windows.net",
+                                       "aliases": ["login.microsoftonline.com", "login.windows.net", "login.microsoft.com", "sts.windows.net"]}]})
 
     def not_found(self):
         if unserved_log:
