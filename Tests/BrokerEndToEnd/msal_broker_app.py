@@ -8,8 +8,11 @@ Actions (the answer is one JSON object on stdout):
   accounts    get_accounts() ({"accounts": [{"username", "home_account_id", "local_account_id", "account_source"}]})
   silent      acquire_token_silent(scopes, the account named "username") ({"result": ...} or {"result": null})
   remove      remove_account(the account named "username") ({"removed": true})
-  time_silent N runs of acquire_token_silent after one warm-up, in this one process
-              ({"seconds": [...], "token_source": ...}); "broker": false makes the same app without the broker
+  time_silent "runs" timed calls of acquire_token_silent in this one process ({"seconds": [...]}), each
+              asserted to return a token from "expect_source" ("broker" or "cache"); with "drop_cached": true,
+              before each call (untimed) the access tokens are dropped from the app's cache and from the
+              runtime's own (its Secret Service items), so each token comes from the broker
+  drop_runtime_tokens  drops the runtime's cached access tokens only ({"dropped": n})
 "broker": false makes the app without the broker (its own cache only).
 """
 import json
@@ -17,6 +20,28 @@ import sys
 import time
 
 import msal
+
+
+def drop_runtime_access_tokens():
+    """Deletes the access tokens MSALRuntime keeps in the Secret Service (schema com.microsoft.identity.secret,
+    one item per client and account whose secret is base64 JSON keyed by scopes): the account stays."""
+    import base64
+    import gi
+    gi.require_version("Secret", "1")
+    from gi.repository import Secret
+    service = Secret.Service.get_sync(Secret.ServiceFlags.OPEN_SESSION | Secret.ServiceFlags.LOAD_COLLECTIONS)
+    dropped = 0
+    for item in service.search_sync(None, {"xdg:schema": "com.microsoft.identity.secret"},
+                                    Secret.SearchFlags.ALL | Secret.SearchFlags.UNLOCK | Secret.SearchFlags.LOAD_SECRETS):
+        text = item.get_secret().get_text() or ""
+        try:
+            value = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except ValueError:
+            continue
+        if any(isinstance(entry, dict) and entry.get("credential_type") == "AccessToken" for entry in value.values()):
+            item.delete_sync(None)
+            dropped += 1
+    return dropped
 
 
 def main():
@@ -61,14 +86,19 @@ def main():
         answer = {"removed": True}
     elif action == "time_silent":
         found = account()
-        first = app.acquire_token_silent(scopes, found)
         seconds = []
         for _ in range(request.get("runs", 20)):
+            if request.get("drop_cached"):
+                for at in list(cache.search(msal.TokenCache.CredentialType.ACCESS_TOKEN)):
+                    cache.remove_at(at)
+                drop_runtime_access_tokens()
             start = time.perf_counter()
             result = app.acquire_token_silent(scopes, found)
             seconds.append(time.perf_counter() - start)
-            assert result and "access_token" in result, result
-        answer = {"seconds": seconds, "token_source": first and first.get("token_source")}
+            assert result and result.get("token_source") == request["expect_source"], summary(result)
+        answer = {"seconds": seconds}
+    elif action == "drop_runtime_tokens":
+        answer = {"dropped": drop_runtime_access_tokens()}
     else:
         raise SystemExit("unknown action " + action)
     if cache.has_state_changed:

@@ -122,6 +122,30 @@ def issued_access_token(grant):
     return "at-issued-" + grant["issued"].rsplit("-", 1)[1]
 
 
+def sign_in_with_tokencache_login():
+    """The user signs in with `tokencache login` (device code, approved at the provider as the user would) for
+    LOGIN_CLIENT, the family's apps known to the provider; returns the access token login saved."""
+    idp("/control", {"sign_in_user": USER, "device_interval": 1,
+                     "family_clients": {LOGIN_CLIENT: "1", APP_FAMILY: "1", APP_REFUSED: "1"}})
+    login = subprocess.Popen([CLI, "login", "--device-code", "--client", LOGIN_CLIENT, "--authority", AUTHORITY,
+                              "--scopes", "User.Read"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    code = None
+    for line in login.stderr:
+        found = re.search(r"enter the code (\w+)", line)
+        if found:
+            code = found.group(1)
+            break
+    assert code, "tokencache login showed no device code"
+    idp("/control", {"approve_device": code})
+    out, err = login.communicate(timeout=60)
+    assert login.returncode == 0, "tokencache login failed: " + err
+    assert USER["username"] in out, out
+    token = run([CLI, "token", "--client", LOGIN_CLIENT, "--scopes", "User.Read", "--no-refresh"]).stdout.strip()
+    assert token.startswith("at-issued-"), "tokencache token after login printed no token"
+    return token
+
+
 class BrokerEndToEnd(unittest.TestCase):
     broker = None
     monitor = None
@@ -133,25 +157,7 @@ class BrokerEndToEnd(unittest.TestCase):
         # with the brokers' logs.
         cls.capture = tempfile.NamedTemporaryFile("w+", prefix="bus-", suffix=".txt", dir=os.environ["HOME"], delete=False)
         cls.monitor = subprocess.Popen(["dbus-monitor", "--session"], stdout=cls.capture, stderr=subprocess.STDOUT)
-        idp("/control", {"sign_in_user": USER, "device_interval": 1,
-                         "family_clients": {LOGIN_CLIENT: "1", APP_FAMILY: "1", APP_REFUSED: "1"}})
-        # The user signs in with `tokencache login` (device code, approved at the provider as the user would).
-        login = subprocess.Popen([CLI, "login", "--device-code", "--client", LOGIN_CLIENT, "--authority", AUTHORITY,
-                                  "--scopes", "User.Read"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-        code = None
-        for line in login.stderr:
-            found = re.search(r"enter the code (\w+)", line)
-            if found:
-                code = found.group(1)
-                break
-        assert code, "tokencache login showed no device code"
-        idp("/control", {"approve_device": code})
-        out, err = login.communicate(timeout=60)
-        assert login.returncode == 0, "tokencache login failed: " + err
-        assert USER["username"] in out, out
-        cls.login_token = run([CLI, "token", "--client", LOGIN_CLIENT, "--scopes", "User.Read", "--no-refresh"]).stdout.strip()
-        assert cls.login_token.startswith("at-issued-"), cls.login_token
+        cls.login_token = sign_in_with_tokencache_login()
         cls.broker = Broker()
 
     @classmethod
