@@ -280,5 +280,62 @@ class BrokerEndToEnd(unittest.TestCase):
         self.assertNotRegex(capture, r"rt-rotated-\d+", "no refresh token of the provider's form at all")
 
 
+class WireFormat(unittest.TestCase):
+    """docs/BROKER.md's "Wire format as accepted by MSALRuntime 0.20.7", checked against the runtime: the stand-in
+    broker (stand_in_broker.py) answers the documented shapes, one member changed at a time, and the runtime
+    (runtime_probe.py, pymsalruntime called directly) accepts or rejects them as documented. Runs after
+    BrokerEndToEnd (unittest orders classes by name), which gives the name back when it stops its broker."""
+
+    CLIENT = "0c0c0c0c-0000-0000-0000-0000000b0047"  # new to the runtime's own cache
+
+    def test_documented_shapes_are_accepted_and_the_rest_rejected_as_documented(self):
+        self.assertIsNone(owner(BROKER_NAME), "tokencache broker still owns the name")
+        work = tempfile.mkdtemp(prefix="wire-", dir=os.environ["HOME"])
+        log, replies = os.path.join(work, "calls.jsonl"), os.path.join(work, "replies.json")
+        stand_in = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "stand_in_broker.py"), log, replies],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(stand_in.stdout.readline().strip(), "ready")
+            probe = run([PYTHON, os.path.join(HERE, "runtime_probe.py"), replies, self.CLIENT], timeout=120)
+            self.assertEqual(probe.returncode, 0, probe.stderr[-3000:])
+        finally:
+            stand_in.stdin.close()
+            stand_in.wait(timeout=10)
+            stand_in.stdout.close()
+        results = json.loads(probe.stdout)
+        with open(log) as file:
+            calls = [json.loads(line) for line in file]
+
+        documented = results["documented"]
+        self.assertEqual((documented.get("token"), documented["scopes"]), ("at-wire-format", ["User.Read"]), documented)
+        self.assertTrue(3590 <= documented["expires_in"] <= 3600, "expiresOn is in milliseconds")
+        for member in ("accessTokenType", "expiresOn", "extendedExpiresOn", "clientInfo", "idToken"):
+            self.assertNotIn("token", results["without " + member], member + " is required")
+        for member in ("account", "grantedScopes"):
+            self.assertEqual(results["without " + member].get("token"), "at-wire-format", member + " is optional")
+        self.assertLess(results["expiresOn in seconds"]["expires_in"], 0, "seconds are read as milliseconds")
+        self.assertEqual(results["declined scope"]["status"], "Status_ApiContractViolation")
+        self.assertIn("declined scopes", results["declined scope"]["context"])
+        self.assertEqual(results["granted superset"].get("token"), "at-wire-format")
+        for status, name in ((2, "InteractionRequired"), (9, "IncorrectConfiguration"), (13, "AccountUnusable"),
+                             (19, "AccountNotFound"), (22, "Unexpected")):
+            self.assertEqual(results["status %d" % status]["status"], "Status_" + name, status)
+        self.assertEqual(results["status 9"]["error_code"], 47, "errorCode is passed on")
+        self.assertIn("'tag'", results["error without tag"]["context"])
+        self.assertIn("'errorCode'", results["error without errorCode"]["context"])
+        self.assertEqual(results["error with extra members"]["status"], "Status_IncorrectConfiguration")
+        self.assertEqual(results["silent from the runtime's cache"].get("token"), "at-cached-by-runtime")
+
+        first = calls[0]
+        self.assertEqual((first["method"], first["protocol"], first["request"]),
+                         ("getAccounts", "0.0", {"clientId": self.CLIENT, "redirectUri": self.CLIENT}))
+        silently = calls[1]["request"]["authParameters"]
+        self.assertEqual((calls[1]["method"], silently["clientId"], silently["requestedScopes"], silently["account"]["homeAccountId"]),
+                         ("acquireTokenSilently", self.CLIENT, ["User.Read"], "c0c0c0c0-0000-0000-0000-000000000047." + TENANT))
+        self.assertEqual(silently["redirectUri"], "https://login.microsoftonline.com/common/oauth2/nativeclient")
+        self.assertEqual(calls[-1]["method"], "acquireTokenSilently", "the cached token was served without asking the broker")
+        self.assertEqual(calls[-1]["reply"]["brokerTokenResponse"]["accessToken"], "at-cached-by-runtime")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
