@@ -13,6 +13,9 @@
 #   Entra's endpoints) on https://login.microsoftonline.com (127.0.0.1:443) and on a plain-http
 #   loopback port for its /control and /stats;
 # - then scripts/with-test-keyring.sh: a private session bus with gnome-keyring and a temporary HOME.
+# A script, not a test fixture: the namespaces must hold every process of the run (the test runner, the
+# bus, `tokencache broker`, MSAL apps, the provider) from before the bus starts, and the benchmark and a
+# person debugging use the same environment.
 # The command sees TOKENCACHE_TEST_IDP (the provider's http://127.0.0.1:PORT), TOKENCACHE_TEST_CA (the
 # test CA's certificate), TOKENCACHE_TEST_IDP_UNSERVED (the provider's log of requests it had no
 # endpoint for) and REQUESTS_CA_BUNDLE (the combined bundle, for Python's requests, which has its own).

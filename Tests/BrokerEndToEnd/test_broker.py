@@ -214,6 +214,8 @@ class BrokerEndToEnd(unittest.TestCase):
                              (APP_FAMILY, redeemed["issued"], "ok"),
                              "after expiry tokencache redeems the app's rotated refresh token")
             self.assertEqual(refreshed["sdk"], "-", "the refresh is tokencache's (MSAL Python sends x-client-sku)")
+            self.assertEqual((refreshed["host"], refreshed["path"]), ("login.microsoftonline.com", "/%s/oauth2/v2.0/token" % TENANT),
+                             "redeemed at the host and tenant that issued it")
             self.assertEqual(silent["result"].get("access_token"), issued_access_token(refreshed), silent)
             self.assertEqual(silent["result"].get("token_source"), "broker", silent)
         finally:

@@ -53,7 +53,8 @@ this provider issued (another token, or none, is 401 InvalidAuthenticationToken)
   GET  /graph/stats  {"requests": [{"path", "user"}]}
 Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
-(x-client-sku header, "-" when absent), and when the request arrived and was answered.
+(x-client-sku header, "-" when absent), and when the request arrived and was answered; a refresh grant also
+the Host header and path it was sent to.
 """
 import base64
 import hashlib
@@ -299,7 +300,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, {"error": "unsupported_grant_type"})
         client_id = form.get("client_id")
         grant = {"client_id": client_id, "redeemed": form.get("refresh_token"), "issued": None, "claims": form.get("claims"),
-                 "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived}
+                 "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived, "host": self.headers.get("Host", "-"),
+                 "path": self.path}
 
         def refuse(outcome, body):
             grant.update(outcome=outcome, answered=time.time())
