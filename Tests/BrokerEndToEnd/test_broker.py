@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -109,8 +108,8 @@ def bus_call(method, request, as_nobody=False):
         call = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--reset-env", "env",
                 "DBUS_SESSION_BUS_ADDRESS=" + os.environ["DBUS_SESSION_BUS_ADDRESS"], *call]
     result = run(call)
-    found = re.search(r'string "(.*)"\s*$', result.stdout, re.S)
-    return result.returncode, json.loads(found.group(1).replace('\\"', '"')) if found else None, result.stderr
+    found = re.search(r'string "(.*)"\s*$', result.stdout, re.S)  # dbus-send prints the string as is, unescaped
+    return result.returncode, json.loads(found.group(1)) if found else None, result.stderr
 
 
 def grants():
@@ -310,7 +309,7 @@ class WireFormat(unittest.TestCase):
 
         documented = results["documented"]
         self.assertEqual((documented.get("token"), documented["scopes"]), ("at-wire-format", ["User.Read"]), documented)
-        self.assertTrue(3590 <= documented["expires_in"] <= 3600, "expiresOn is in milliseconds")
+        self.assertTrue(3000 <= documented["expires_in"] <= 3600, "expiresOn is in milliseconds")
         for member in ("accessTokenType", "expiresOn", "extendedExpiresOn", "clientInfo", "idToken"):
             self.assertNotIn("token", results["without " + member], member + " is required")
         for member in ("account", "grantedScopes"):
