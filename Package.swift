@@ -229,7 +229,7 @@ let package = Package(
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
                            "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),

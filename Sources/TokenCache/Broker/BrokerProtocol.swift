@@ -198,6 +198,7 @@ package enum BrokerProtocol {
             "localAccountId": .string(account.localAccountID), "realm": .string(account.homeTenantID ?? account.tenants.first ?? ""),
             "username": .string(account.username), "passwordExpiry": .integer(0),
         ]
+        if let info = clientInfo(account.homeAccountID) { object["clientInfo"] = .string(info) }
         if let name = account.claims?.name { object["name"] = .string(name) }
         if let given = account.claims?.givenName { object["givenName"] = .string(given) }
         return .object(object)
@@ -232,8 +233,14 @@ package enum BrokerProtocol {
         return Base64URL.encode(data)
     }
 
-    /// `{"linuxBrokerVersion": ...}`.
-    package static func versionReply(_ version: String) -> String { write(["linuxBrokerVersion": .string(version)]) }
+    /// Who answers `getLinuxBrokerVersion` when it is tokencache (`provider`; the runtime reads
+    /// only `linuxBrokerVersion`): a broker client never asks its own cache through the bus.
+    package static let providerName = "swift-tokencache"
+
+    /// `{"linuxBrokerVersion": ..., "provider": "swift-tokencache"}`.
+    package static func versionReply(_ version: String) -> String {
+        write(["linuxBrokerVersion": .string(version), "provider": .string(providerName)])
+    }
 
     package static func write(_ object: JSONObject) -> String {
         // Only strings and integers are written: encoding cannot fail.
