@@ -20,8 +20,12 @@ chmod 755 "$RUN_DIR"
 mkdir "$RUN_DIR/tmp"  # the brokers' logs (the cases' temporary files): scanned for secrets below
 export TOKENCACHE_CLI TOKENCACHE_TEST_PYTHON="$PYTHON" TOKENCACHE_LOG_FILE="$RUN_DIR/trace.log" TMPDIR="$RUN_DIR/tmp"
 : >"$TOKENCACHE_LOG_FILE"
+# The harness changes nothing outside its namespaces: the machine's hosts file and CA bundle are compared after.
+machine_files() { sha256sum /etc/hosts "$(readlink -f /etc/ssl/certs/ca-certificates.crt)"; }
+before="$(machine_files)"
 status=0
 scripts/with-broker-harness.sh "$PYTHON" Tests/BrokerEndToEnd/test_broker.py 2>&1 | tee "$RUN_DIR/output.log" || status=$?
+if [ "$(machine_files)" != "$before" ]; then echo "FAILED: the machine's /etc/hosts or CA bundle changed during the run" >&2; status=1; fi
 # Tokens the run's provider issued are test secrets: none may appear in a log or in the output.
 MIN_LOG_LINES=20 scripts/check-no-secrets.sh "$TOKENCACHE_LOG_FILE" "$RUN_DIR/output.log" "$RUN_DIR/tmp" || status=1
 exit "$status"
