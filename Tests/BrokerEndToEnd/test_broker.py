@@ -253,6 +253,9 @@ class BrokerEndToEnd(unittest.TestCase):
         answer = app(APP_REFUSED, "sign_in")["result"]
         self.assertNotIn("access_token", answer, answer)
         self.assertEqual(answer.get("error"), "broker_error", answer)
+        # The policy's refusal reaches the app as the runtime's IncorrectConfiguration (status 9), which MSAL Python
+        # returns as is (it would go on to an interactive sign-in only after InteractionRequired or AccountUnusable).
+        self.assertIn("Status_IncorrectConfiguration", answer.get("error_description", ""), answer)
         self.assertEqual(len(grants()), before, "nothing is redeemed for a refused client")
         self.assertRegex(type(self).broker.text(), "client %s.*refused" % APP_REFUSED, "the request log names the refusal")
         status, reply, error = bus_call("getAccounts", {"clientId": LOGIN_CLIENT, "redirectUri": LOGIN_CLIENT})
