@@ -273,6 +273,29 @@ class BrokerEndToEnd(unittest.TestCase):
         self.assertIn('Failed to open connection to "session" message bus', error)
         self.assertNotIn("uid 65534", type(self).broker.text())
 
+    def test_e_malformed_requests_get_a_typed_error_and_the_broker_keeps_serving(self):
+        from gi.repository import Gio, GLib
+        bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+
+        def ask(method, request):
+            reply = bus.call_sync(BROKER_NAME, "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1", method,
+                                  GLib.Variant("(sss)", ("0.0", str(uuid.uuid4()), request)), GLib.VariantType("(s)"),
+                                  Gio.DBusCallFlags.NONE, 30000, None)
+            return json.loads(reply.unpack()[0])
+
+        for method, request in (("getAccounts", "not json"), ("acquireTokenSilently", "[1, 2]"),
+                                ("getAccounts", json.dumps({"clientId": 47, "redirectUri": []})),
+                                ("acquireTokenSilently", json.dumps({"authParameters": {"clientId": LOGIN_CLIENT, "requestedScopes": "User.Read"}})),
+                                ("acquireTokenSilently", json.dumps({"authParameters": {"clientId": LOGIN_CLIENT, "pad": "x" * (4 << 20)}}))):
+            answer = ask(method, request)
+            error = answer.get("error", {})
+            # The runtime's ApiContractViolation, with the members it requires (docs/BROKER.md, Errors).
+            self.assertEqual(error.get("status"), 6, (method, request[:80], answer))
+            self.assertTrue(all(isinstance(error.get(key), int) for key in ("errorCode", "tag")), answer)
+        self.assertIsNone(type(self).broker.process.poll(), "the broker is still running")
+        self.assertEqual([a["username"] for a in ask("getAccounts", json.dumps({"clientId": LOGIN_CLIENT, "redirectUri": LOGIN_CLIENT}))["accounts"]],
+                         [USER["username"]], "and still serves")
+
     def test_f_no_refresh_token_ever_crosses_the_bus(self):
         issued = idp("/stats")["issued_refresh_tokens"]
         self.assertGreaterEqual(len(issued), 2, "the flows above redeemed refresh tokens")
