@@ -91,6 +91,7 @@ let package = Package(
                 "SecretServiceStore",
                 "EncryptedFileStore",
                 "CCurl",
+                "CLibSecret",  // GDBus, for the identity broker's client
                 "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]

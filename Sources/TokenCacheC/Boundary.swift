@@ -17,7 +17,6 @@ private let statusCodes: [TokenCacheError.Code: Int32] = [
     .ambiguousAccount: status(TOKENCACHE_E_AMBIGUOUS_ACCOUNT),
     .noSessionBus: status(TOKENCACHE_E_NO_SESSION_BUS),
     .noSecretService: status(TOKENCACHE_E_NO_SECRET_SERVICE),
-    .libsecretMissing: status(TOKENCACHE_E_LIBSECRET_MISSING),
     .libgcryptMissing: status(TOKENCACHE_E_LIBGCRYPT_MISSING),
     .collectionMissing: status(TOKENCACHE_E_COLLECTION_MISSING),
     .keyringLocked: status(TOKENCACHE_E_KEYRING_LOCKED),
@@ -109,6 +108,8 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .graphRefused: TOKENCACHE_REASON_GRAPH_REFUSED
     case .photoNotAnImage: TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE
     case .photoTooLarge: TOKENCACHE_REASON_PHOTO_TOO_LARGE
+    case .brokerUnavailable: TOKENCACHE_REASON_BROKER_UNAVAILABLE
+    case .brokerRefused: TOKENCACHE_REASON_BROKER_REFUSED
     }
     return Int32(code.rawValue)
 }

@@ -56,8 +56,7 @@ enum CLIHints {
             return "Run \(context.action) inside the desktop session, where the Secret Service is"
         case (.noSecretService, _) where sidesOnly:
             return "Start gnome-keyring-daemon (or KWallet, KeePassXC), then run \(context.action) again"
-        case (.libsecretMissing, .libraryMissing(_, let install)) where sidesOnly,
-             (.libgcryptMissing, .libraryMissing(_, let install)) where sidesOnly:
+        case (.libgcryptMissing, .libraryMissing(_, let install)) where sidesOnly:
             return "Install it (\(install)); \(context.action) needs it"
         case (.libcurlMissing, .libraryMissing(_, let install)):
             return "Install it (\(install)), or leave out --refresh: cached tokens need no libcurl"

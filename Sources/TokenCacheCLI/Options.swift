@@ -7,6 +7,7 @@ import TokenCache
 
 extension BackendPolicy: ExpressibleByArgument {}
 extension KeySourceChoice: ExpressibleByArgument {}
+extension BrokerUse: ExpressibleByArgument {}
 
 /// Options every subcommand shares: where the cache lives. Backend, group and collection
 /// default to `TOKENCACHE_*` variables, then the config file (``StoreSettings``).

@@ -4,17 +4,20 @@ import TokenCache
 
 /// Test-helper commands for the silent-SSO tests.
 let ssoCommands: [String: HelperCommand] = [
-    // app-token BACKEND AUTHORITY CLIENT ACCOUNT|- SCOPES: a Swift app opened from its configuration
-    // (default group; TOKENCACHE_AGENT_SOCK applies), asking for the named or only account's token.
+    // app-token BACKEND AUTHORITY CLIENT ACCOUNT|- SCOPES [BROKER]: a Swift app opened from its configuration
+    // (default group; TOKENCACHE_AGENT_SOCK applies; Options.broker BROKER, else never), asking
+    // for the named or only account's token.
     // Prints the token, or "CODE REASON" on standard error and exits 1.
     "app-token": { arguments in
         let configuration = AppConfiguration(clientID: arguments[2], authority: arguments[1],
                                              backend: arguments[0] == "file" ? .file : .automatic)
         let scopes = arguments[4].split(separator: " ").map(String.init)
         let name = arguments[3] == "-" ? nil : arguments[3]
-        let answer = try runAsync { () async -> Result<String, TokenCacheError> in
+        var options = PublicClientApplication.Options()
+        options.broker = arguments.count > 5 ? BrokerUse(rawValue: arguments[5]) ?? .never : .never
+        let answer = try runAsync { [options] () async -> Result<String, TokenCacheError> in
             do throws(TokenCacheError) {
-                let app = try await PublicClientApplication.open(configuration: configuration)
+                let app = try await PublicClientApplication.open(configuration: configuration, options: options)
                 return .success(try await app.acquireTokenSilent(scopes: scopes, accountNamed: name).accessToken)
             } catch {
                 return .failure(error)

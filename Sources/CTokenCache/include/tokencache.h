@@ -326,7 +326,14 @@ typedef enum tokencache_reason {
     /* SERVER_ERROR: the answer was not an image (image/...); nothing was cached. */
     TOKENCACHE_REASON_PHOTO_NOT_AN_IMAGE = 113,
     /* SERVER_ERROR: the photo was over 4 MiB; nothing was cached. */
-    TOKENCACHE_REASON_PHOTO_TOO_LARGE = 114
+    TOKENCACHE_REASON_PHOTO_TOO_LARGE = 114,
+
+    /* The identity broker on the session bus (since 0.7). */
+    /* BACKEND_UNAVAILABLE or NO_SESSION_BUS: no broker answers (none installed, or no bus). */
+    TOKENCACHE_REASON_BROKER_UNAVAILABLE = 120,
+    /* INTERACTION_REQUIRED, SERVER_ERROR, TIMED_OUT or INVALID_TOKEN_RESPONSE: the broker refused
+       the request or answered outside its protocol. */
+    TOKENCACHE_REASON_BROKER_REFUSED = 121
 } tokencache_reason;
 
 /* Opaque handles. */

@@ -77,7 +77,7 @@ public struct BackendSelection: Sendable {
     /// accounts never seem to vanish into another backend. ``open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``
     /// and ``diagnose(policy:group:fileDirectory:keySource:secretService:)`` both decide by it.
     static func fallsBack(on error: TokenCacheError, whenLocked: Bool = false) -> Bool {
-        [.noSessionBus, .noSecretService, .libsecretMissing, .libgcryptMissing].contains(error.code)
+        [.noSessionBus, .noSecretService, .libgcryptMissing].contains(error.code)
             || (whenLocked && error.code == .keyringLocked)
     }
 

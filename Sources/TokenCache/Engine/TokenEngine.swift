@@ -88,6 +88,7 @@ package final class TokenEngine: Sendable {
     ///   ``TokenCacheError/Reason/tokensInSeveralTenants(tenants:)``), and what the refresh throws.
     package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         if case .agent(let agent) = source { return try await Self.token(from: agent, request) }
+        if let broker = try await brokerToAsk() { return try await token(request, through: broker) }
         return try await token(request, for: try await account(for: request))
     }
 
@@ -106,7 +107,7 @@ package final class TokenEngine: Sendable {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
             parameters.claims = request.claims
-            return try await app.acquireTokenSilent(parameters)
+            return try await app.acquireTokenSilentHere(parameters)
         }
         if let cached { return cached }
         let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in

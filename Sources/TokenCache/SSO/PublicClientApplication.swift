@@ -42,6 +42,11 @@ public final class PublicClientApplication: Sendable {
         /// (`https://HOST`, or `http://127.0.0.1:PORT` for a local stand-in); nil for
         /// `TOKENCACHE_GRAPH_ENDPOINT`, else the account's cloud's Graph host.
         public var graphEndpoint: URL?
+        /// Whether silent tokens come from the identity broker on the session bus
+        /// (`com.microsoft.identity.broker1`: Microsoft's broker on an enrolled machine gives
+        /// device-bound tokens and passes Conditional Access device compliance). Never by
+        /// default; a broker that is this cache's own provider (`tokencache broker`) is never asked.
+        public var broker: BrokerUse = .never
 
         public init() {}
     }
@@ -130,9 +135,13 @@ public final class PublicClientApplication: Sendable {
     /// The accounts this app can use silently: those with a refresh token of the app or of its
     /// family that the app has not signed out of (MSAL's `allAccounts`).
     /// With ``Options/singleSignOnStores``, the accounts of those stores follow the group's.
-    /// With the token agent (``init(configuration:options:)``), the accounts it serves this app.
+    /// With the token agent (``init(configuration:options:)``), the accounts it serves this app;
+    /// with ``Options/broker`` and a broker that answers, the broker's.
     public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
-        try await BlockingWork.run { [self] () throws(TokenCacheError) in
+        if agent == nil, options.broker != .never, let held = try await TokenEngine(application: self).brokerAccounts(clientID: clientID) {
+            return held
+        }
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
             if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
             let own = try store.accounts(clientID: clientID)
             return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
@@ -224,10 +233,28 @@ public final class PublicClientApplication: Sendable {
     /// is returned); with ``SilentTokenParameters/claims`` (a claims challenge) the cache is
     /// skipped and the refresh carries the claims, as MSAL does.
     ///
+    /// With ``Options/broker`` and a broker that answers, the broker gives the token instead
+    /// (nothing of it is saved here).
+    ///
     /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        if agent == nil, options.broker != .never {
+            let engine = TokenEngine(application: self)
+            if let broker = try await engine.brokerToAsk() {
+                var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID,
+                                           authority: try parameters.resolvedAuthority(default: authority))
+                (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
+                return try await engine.token(request, through: broker)
+            }
+        }
+        return try await acquireTokenSilentHere(parameters)
+    }
+
+    /// ``acquireTokenSilent(_:)`` from this cache or the agent, the broker aside: the engine's
+    /// local path, once it decided against the broker.
+    func acquireTokenSilentHere(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
         let authority = try parameters.resolvedAuthority(default: self.authority)
         if let agent {
             var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)

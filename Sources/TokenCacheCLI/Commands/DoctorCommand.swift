@@ -24,6 +24,10 @@ struct DoctorCommand: ParsableCommand {
         file's "single_sign_on" names some (--json: "single_sign_on_stores", names joined by \
         commas, "none" when off).
 
+        "identity broker" says who answers on the session bus as com.microsoft.identity.broker1: \
+        another broker (Microsoft's, with its version; `token --broker` and apps with the broker \
+        option use it), `tokencache broker` (which serves this cache), or none.
+
         --accept-rollback first accepts the group's encrypted file although it is older than one \
         this machine has already seen (error "older than one this machine has already seen", \
         after restoring a backup on purpose): the remembered generation is reset to the file's. \
@@ -79,6 +83,7 @@ struct DoctorCommand: ParsableCommand {
                                               detail: "TOKENCACHE_AGENT_SOCK=\(agent.path) does not answer: \(error.message)"), at: 0)
             }
         }
+        diagnosis.checks.append(Self.brokerCheck())
         // Read back from the kernel, not assumed: tokencache's main sets it before anything else.
         diagnosis.checks.append(CoreDumps.areDisabled
             ? .init(name: "core dumps", status: .ok, detail: "disabled for this process (not dumpable)")
@@ -115,6 +120,23 @@ struct DoctorCommand: ParsableCommand {
         if !diagnosis.isUsable {
             if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.problem.flatMap { CLIHints.hint(for: $0) } ?? diagnosis.fix) }
             throw ExitCode(1)
+        }
+    }
+
+    /// Who answers as the identity broker on the session bus, and what that means for `token --broker`.
+    static func brokerCheck() -> BackendDiagnosis.Check {
+        let name = "identity broker"
+        do {
+            switch try BrokerClient.onSessionBus(timeoutSeconds: 5).owner() {
+            case .broker(let version)?:
+                return .init(name: name, status: .ok, detail: "a broker (version \(version)) answers on \(BrokerClient.busName): `token --broker` and apps with the broker option get their tokens from it")
+            case .ourProvider?:
+                return .init(name: name, status: .info, detail: "`tokencache broker` answers on \(BrokerClient.busName): broker-enabled MSAL apps get this cache's accounts; `token --broker` uses this cache")
+            case nil:
+                return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
+            }
+        } catch {
+            return .init(name: name, status: .info, detail: "not asked: \(error.message)")
         }
     }
 

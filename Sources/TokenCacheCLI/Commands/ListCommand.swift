@@ -36,10 +36,18 @@ struct ListCommand: ParsableCommand {
     @Option(name: .customLong("store"), help: ArgumentHelp("List another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
+    @Flag(help: "Also list the accounts the identity broker on the session bus holds for --client (Microsoft's broker; never `tokencache broker`, which serves this cache).")
+    var broker = false
+
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
     @OptionGroup var store: StoreOptions
+
+    func validate() throws {
+        if broker && client == nil { throw ValidationError("--broker lists one client's accounts at the broker: give --client.") }
+        if broker && externalStore != nil { throw ValidationError("--broker lists this cache's and the broker's accounts: drop --store.") }
+    }
 
     func run() throws {
         try reportingErrors {
@@ -72,14 +80,22 @@ struct ListCommand: ParsableCommand {
                     return account.clients.isEmpty ? nil : account
                 }
             }
-            if inventory.accounts.isEmpty && (account != nil || client != nil) {
+            // Held by the broker: listed apart, marked, never merged into the group's accounts.
+            let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
+            if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
                 // A filter that matches nothing is not an empty cache: say which filter.
                 let filter = [account.map { "account '\($0)'" }, client.map { "client \($0)" }].compactMap { $0 }.joined(separator: " and ")
                 throw CLIError.notFound("Nothing in \(inventory.group) matches \(filter).",
                                         hint: "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there")
             }
             keepUntilExit(inventory)
-            if json { JSONOutput.print(inventory.jsonData()) } else { Terminal.print(Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")) }
+            if json {
+                JSONOutput.print(brokerHeld.map { Self.json(inventory, adding: $0) } ?? inventory.jsonData())
+            } else {
+                var text = Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")
+                if let brokerHeld { text = "\(text)\n\n\(Self.render(brokerHeld))" }
+                Terminal.print(text)
+            }
         }
     }
 
@@ -91,6 +107,34 @@ struct ListCommand: ParsableCommand {
         throw CLIError.notFound("No group \(store.group) on \(location); groups present: \(groups.isEmpty ? "none" : groups.map(\.name).joined(separator: ", ")).",
                                 hint: groups.isEmpty ? "Save or import into it first (tokencache save, tokencache import), or check --backend and --collection"
                                     : "Pass one of them with --group; `tokencache groups` shows what each holds")
+    }
+
+    /// The accounts the identity broker holds for `client`, through the engine (which asks only a
+    /// broker other than `tokencache broker`).
+    static func brokerAccounts(client: String, store options: StoreOptions) throws -> [CachedAccount] {
+        var settings = PublicClientApplication.Options()
+        settings.broker = .always
+        let engine = TokenEngine(store: try options.openStore(), options: settings)
+        return try waitFor { () async throws(TokenCacheError) in try await engine.brokerAccounts(clientID: client) ?? [] }
+    }
+
+    static func render(_ brokerHeld: [CachedAccount]) -> TerminalText {
+        var lines: [TerminalText] = ["\(Terminal.bold("Held by the identity broker")) (its own cache: tokencache stores no refresh token for them)"]
+        if brokerHeld.isEmpty { lines.append("No accounts.") }
+        for account in brokerHeld {
+            lines.append("\(Terminal.bold(account.username.isEmpty ? "(no username)" : account.username))  home account \(account.homeAccountID)  \(account.environment)  [broker]")
+        }
+        return join(lines)
+    }
+
+    /// `--json` with `"broker_accounts": [{"username", "home_account_id", "environment", "held_by": "broker"}]`.
+    static func json(_ inventory: GroupInventory, adding brokerHeld: [CachedAccount]) -> Data {
+        guard var object = try? JSON.decodeObject(inventory.jsonData()) else { return inventory.jsonData() }
+        object["broker_accounts"] = .array(brokerHeld.map { account in
+            .object(["username": .string(account.username), "home_account_id": .string(account.homeAccountID),
+                     "environment": .string(account.environment), "held_by": "broker"])
+        })
+        return (try? JSON.encode(object, pretty: true)) ?? inventory.jsonData()
     }
 
     static func render(_ inventory: GroupInventory, heading: String = "Group", now: Date = Date()) -> TerminalText {

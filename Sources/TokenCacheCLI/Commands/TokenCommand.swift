@@ -64,6 +64,9 @@ struct TokenCommand: ParsableCommand {
     @Option(name: .customLong("store"), help: ArgumentHelp("Read the token from another tool's MSAL cache instead (a name `tokencache stores` shows).", valueName: "name"), completion: ExternalStores.completion)
     var externalStore: String?
 
+    @Option(help: ArgumentHelp("Ask the identity broker on the session bus (Microsoft's, on an enrolled machine): always (fail without one), when-available, or never (the default); `tokencache broker` itself is never asked.", valueName: "when"))
+    var broker: BrokerUse = .never
+
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
 
@@ -147,6 +150,7 @@ struct TokenCommand: ParsableCommand {
             options.logger = StoreOptions.logger(verbose: store.verbose, quiet: quiet)
             // Only a refresh redeems anything: the stores are not looked up otherwise.
             options.singleSignOnStores = refreshes ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
+            options.broker = broker
             var group: AccountStore?
             let engine = try TokenEngine.open(localCacheChosen: localCacheChosen, options: options) {
                 if let externalStore {

@@ -141,6 +141,14 @@ extension TokenCacheError {
         /// The photo was larger than `limit` bytes; nothing was cached.
         case photoTooLarge(limit: Int)
 
+        // The identity broker (com.microsoft.identity.broker1)
+        /// No identity broker answers on the session bus name `name` (none installed, or no bus)
+        /// (``TokenCacheError/Code/backendUnavailable``, ``TokenCacheError/Code/noSessionBus``).
+        case brokerUnavailable(name: String)
+        /// The identity broker refused the request or answered outside its protocol: its `status`
+        /// (MSALRuntime's ResponseStatus; -1 when there was none) and error `code` when it gave one.
+        case brokerRefused(status: Int, code: String?)
+
         /// The reason's stable name (`collectionMissing`), for logs and other languages; its
         /// context is not part of it.
         public var name: String {
@@ -192,6 +200,8 @@ extension TokenCacheError {
             case .graphRefused: "graphRefused"
             case .photoNotAnImage: "photoNotAnImage"
             case .photoTooLarge: "photoTooLarge"
+            case .brokerUnavailable: "brokerUnavailable"
+            case .brokerRefused: "brokerRefused"
             }
         }
     }

@@ -30,6 +30,7 @@ public struct TokenCacheError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let noSecretService = Code("noSecretService")
         /// libsecret could not be loaded at run time. No longer raised: the library does not load
         /// libsecret (its Secret Service client makes plain D-Bus calls); kept so code that names it builds.
+        @available(*, deprecated, message: "Never raised: the Secret Service client does not load libsecret")
         public static let libsecretMissing = Code("libsecretMissing")
         /// libgcrypt, which encrypts secrets on their way to and from the Secret Service, could
         /// not be loaded at run time.

@@ -1,0 +1,264 @@
+internal import CLibSecret
+import FoundationEssentials
+import TokenCacheCore
+
+/// The identity broker on the session bus (`com.microsoft.identity.broker1`), asked as Microsoft's
+/// own runtime (MSALRuntime 0.20.7, behind MSAL Python, .NET and Node) asks it, request for
+/// request as measured on a private bus (docs/BROKER.md): each method takes a protocol
+/// version, a correlation ID and a request in JSON, and answers JSON (docs/BROKER.md has every
+/// shape). Microsoft's broker (`microsoft-identity-broker`, on Intune-enrolled machines) holds
+/// its accounts and device-bound tokens itself: nothing it answers is saved in this cache, and
+/// no refresh token ever crosses the bus.
+///
+/// Blocking calls, each bounded: the engine runs them off the cooperative pool.
+package final class BrokerClient: Sendable {
+    package static let busName = "com.microsoft.identity.broker1"
+    static let objectPath = "/com/microsoft/identity/broker1"
+    static let interface = "com.microsoft.identity.Broker1"
+    /// The protocol version MSAL's runtime sends; the broker names no lower bound.
+    static let protocolVersion = "0.0"
+    /// What our own provider (`tokencache broker`) says it is in `getLinuxBrokerVersion`'s reply:
+    /// the engine never asks it, since it answers from this very cache.
+    package static let ourProvider = "swift-tokencache"
+
+    /// Who answers on the name.
+    package enum Owner: Sendable, Equatable {
+        /// Another broker (Microsoft's), with the version it reports.
+        case broker(version: String)
+        /// `tokencache broker`: the same cache this process reads.
+        case ourProvider
+    }
+
+    private let connection: BusConnection
+    /// Bound on one silent call (the broker may refresh over the network).
+    let timeoutMilliseconds: Int32
+
+    private init(connection: BusConnection, timeoutMilliseconds: Int32) {
+        self.connection = connection
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    /// A client on the session bus, without asking anything yet.
+    /// - Throws: `noSessionBus` (reason ``TokenCacheError/Reason/brokerUnavailable(name:)``).
+    package static func onSessionBus(timeoutSeconds: Double = 60) throws(TokenCacheError) -> BrokerClient {
+        let environment = ProcessInfo.processInfo.environment
+        // Without an address GDBus would try X11 autolaunch (which can start a bus of its own).
+        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
+        guard !(environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || runtimeBus else {
+            throw TokenCacheError(.noSessionBus, "No D-Bus session bus: the identity broker cannot be asked.",
+                                  hint: "Run it inside the desktop session, or sign in with this cache instead of the broker",
+                                  reason: .brokerUnavailable(name: busName))
+        }
+        var error: UnsafeMutablePointer<GError>?
+        guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
+            let failure = BusFailure(error)
+            throw TokenCacheError(.noSessionBus, "No D-Bus session bus: \(failure.message)",
+                                  hint: "Run it inside the desktop session", reason: .brokerUnavailable(name: busName))
+        }
+        return BrokerClient(connection: BusConnection(bus), timeoutMilliseconds: Int32(max(1, min(timeoutSeconds * 1000, Double(Int32.max)))))
+    }
+
+    // MARK: The methods
+
+    /// Who owns the broker's name (a service file may start it), or nil when nobody answers.
+    package func owner() throws(TokenCacheError) -> Owner? {
+        let reply: JSONObject
+        do {
+            reply = try call("getLinuxBrokerVersion", ["msalCppVersion": .string("1.28.0")])
+        } catch where error.reason == .brokerUnavailable(name: Self.busName) {
+            return nil
+        }
+        if reply["provider"]?.stringValue == Self.ourProvider { return .ourProvider }
+        return .broker(version: reply["linuxBrokerVersion"]?.stringValue ?? "unknown")
+    }
+
+    /// The accounts the broker lets `clientID` use, each kept whole to be handed back.
+    package func accounts(clientID: String) throws(TokenCacheError) -> [BrokerAccount] {
+        // MSALRuntime sends the client ID as the redirect URI here.
+        let reply = try call("getAccounts", ["clientId": .string(clientID), "redirectUri": .string(clientID)])
+        guard case .array(let list)? = reply["accounts"] else { return [] }
+        return list.compactMap { value in
+            guard case .object(let object) = value else { return nil }
+            return BrokerAccount(object)
+        }
+    }
+
+    /// An access token for `account` without user interaction: the broker's cache, or its refresh.
+    /// - Throws: `interactionRequired` or `serverError` (reason ``TokenCacheError/Reason/brokerRefused(status:code:)``).
+    package func token(clientID: String, authority: Authority, scopes: [String], account: BrokerAccount,
+                       claims: String?) throws(TokenCacheError) -> TokenResult {
+        // Every member MSALRuntime sends, with its values for a silent request of a public client.
+        let parameters: JSONObject = [
+            "accessTokenToRenew": "",
+            "account": .object(account.object),
+            "additionalQueryParametersForAuthorization": .object([:]),
+            "authority": .string(authority.url.absoluteString),
+            "authorizationType": .integer(1),
+            "clientId": .string(clientID),
+            "decodedClaims": .string(claims ?? ""),
+            "enrollmentId": "",
+            "isTestMode": .bool(false),
+            "password": "",
+            "popParams": .null,
+            "redirectUri": .string(Self.nativeClientRedirectURI),
+            "requestedScopes": .array(scopes.map(JSONValue.string)),
+            "username": .string(account.username),
+            "uxContextHandle": .integer(-1),
+        ]
+        let reply = try call("acquireTokenSilently", ["authParameters": .object(parameters)])
+        return try Self.tokenResult(reply, account: account)
+    }
+
+    /// Signs `account` out of `clientID` at the broker.
+    package func removeAccount(clientID: String, account: BrokerAccount) throws(TokenCacheError) {
+        _ = try call("removeAccount", ["account": .object(account.object), "clientId": .string(clientID),
+                                       "redirectUri": .string(clientID)])
+    }
+
+    /// The redirect URI MSALRuntime sends in a token request's parameters.
+    static let nativeClientRedirectURI = "https://login.microsoftonline.com/common/oauth2/nativeclient"
+
+    // MARK: Replies
+
+    /// A `brokerTokenResponse` as a result, or the broker's error as a typed one.
+    static func tokenResult(_ reply: JSONObject, account: BrokerAccount) throws(TokenCacheError) -> TokenResult {
+        guard case .object(let response)? = reply["brokerTokenResponse"],
+              let accessToken = response["accessToken"]?.stringValue, !accessToken.isEmpty,
+              let expiresOnMilliseconds = response["expiresOn"]?.secondsValue else {
+            throw TokenCacheError(.invalidTokenResponse, "The identity broker answered without an access token.",
+                                  hint: "Update the broker, or report its version (tokencache doctor)",
+                                  reason: .brokerRefused(status: -1, code: nil))
+        }
+        let replied = (response["account"]).flatMap { value -> BrokerAccount? in
+            guard case .object(let object) = value else { return nil }
+            return BrokerAccount(object)
+        } ?? account
+        let scopes = (response["grantedScopes"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        let scheme = response["accessTokenType"].flatMap { value -> String? in
+            if case .integer(let type) = value { return type == 0 ? "Bearer" : "pop" }
+            return nil
+        } ?? "Bearer"
+        return TokenResult(accessToken: accessToken, authenticationScheme: scheme,
+                           expiresOn: Date(timeIntervalSince1970: expiresOnMilliseconds / 1000), refreshOn: nil,
+                           tenantID: replied.realm, scopes: scopes, account: replied.cachedAccount, cachedAt: nil,
+                           idToken: response["idToken"]?.stringValue, isFromCache: false)
+    }
+
+    /// The broker's error object (`{"error": {"status": …}}`) as a typed error.
+    static func brokerError(_ error: JSONObject) -> TokenCacheError {
+        let status: Int = if case .integer(let value)? = error["status"] { Int(value) } else { -1 }
+        let code: String? = switch error["errorCode"] {
+        case .integer(let value)?: String(value)
+        case .string(let value)?: value
+        default: nil
+        }
+        let context = error["context"]?.stringValue.map { ": " + String($0.prefix(200)) } ?? ""
+        // MSALRuntime's ResponseStatus: 3 is InteractionRequired; the others are failures of the request.
+        let needsUser = status == 3
+        return TokenCacheError(needsUser ? .interactionRequired : .serverError,
+                               "The identity broker refused the request (status \(status)\(code.map { ", error \($0)" } ?? ""))\(context).",
+                               hint: needsUser ? "Sign in interactively through the broker" : "Try again, or see the broker's log",
+                               reason: .brokerRefused(status: status, code: code))
+    }
+
+    // MARK: The bus
+
+    /// One method call: `(s protocolVersion, s correlationId, s request) -> (s reply)`. A reply
+    /// with an `error` member is thrown as the broker's error.
+    func call(_ method: String, _ request: JSONObject) throws(TokenCacheError) -> JSONObject {
+        let body: String
+        do { body = String(decoding: try JSON.encode(request), as: UTF8.self) } catch {
+            throw TokenCacheError(.invalidArgument, "The broker request could not be written as JSON.")
+        }
+        let correlationID = UUID().uuidString.lowercased()
+        let replyText = try connection.call(busName: Self.busName, path: Self.objectPath, interface: Self.interface, method: method,
+                                            strings: [Self.protocolVersion, correlationID, body], timeoutMilliseconds: timeoutMilliseconds)
+        let reply: JSONObject
+        do { reply = try JSON.decodeObject(Data(replyText.utf8)) } catch {
+            throw TokenCacheError(.invalidTokenResponse, "The identity broker's answer to \(method) is not a JSON object.",
+                                  hint: "Update the broker, or report its version (tokencache doctor)",
+                                  reason: .brokerRefused(status: -1, code: nil))
+        }
+        if case .object(let error)? = reply["error"] { throw Self.brokerError(error) }
+        return reply
+    }
+}
+
+/// An account as the broker describes it (`homeAccountId`, `environment`, `realm`, `username`,
+/// `localAccountId`, …), kept whole: the broker wants it back as it gave it.
+package struct BrokerAccount: Sendable, Hashable {
+    package let object: JSONObject
+    package var homeAccountID: String { object["homeAccountId"]?.stringValue ?? "" }
+    package var environment: String { object["environment"]?.stringValue ?? "" }
+    package var username: String { object["username"]?.stringValue ?? "" }
+    package var realm: String? { object["realm"]?.stringValue }
+
+    init?(_ object: JSONObject) {
+        guard let home = object["homeAccountId"]?.stringValue, !home.isEmpty else { return nil }
+        self.object = object
+    }
+
+    /// The account as this library's accounts are, for the engine's choice and for callers.
+    package var cachedAccount: CachedAccount {
+        CachedAccount(homeAccountID: homeAccountID, environment: environment, username: username)
+    }
+}
+
+/// The failure of a GLib call, read and freed at once.
+private struct BusFailure {
+    let message: String
+    let remote: String?
+    init(_ error: UnsafeMutablePointer<GError>?) {
+        guard let error else { message = "unknown error"; remote = nil; return }
+        defer { g_error_free(error) }
+        message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        if g_dbus_error_is_remote_error(error) != 0, let name = g_dbus_error_get_remote_error(error) {
+            remote = String(cString: name)
+            g_free(name)
+        } else {
+            remote = nil
+        }
+    }
+}
+
+/// A reference to the session bus connection, released in `deinit`.
+private final class BusConnection: @unchecked Sendable {
+    // @unchecked: GDBusConnection is thread-safe; the pointer never changes.
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { g_object_unref(UnsafeMutableRawPointer(pointer)) }
+
+    /// A method taking strings and answering one string.
+    func call(busName: String, path: String, interface: String, method: String, strings: [String],
+              timeoutMilliseconds: Int32) throws(TokenCacheError) -> String {
+        let arguments: [OpaquePointer?] = strings.map { g_variant_new_string($0) }
+        let replyType = g_variant_type_new("(s)")
+        defer { g_variant_type_free(replyType) }
+        var error: UnsafeMutablePointer<GError>?
+        let reply = arguments.withUnsafeBufferPointer { pointers in
+            g_dbus_connection_call_sync(pointer, busName, path, interface, method,
+                                        g_variant_new_tuple(pointers.baseAddress, gsize(pointers.count)),
+                                        replyType, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
+        }
+        guard let reply else {
+            let failure = BusFailure(error)
+            switch failure.remote {
+            case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+                throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(busName)).",
+                                      hint: "Install and enrol Microsoft's identity broker, start `tokencache broker`, or use this cache without the broker",
+                                      reason: .brokerUnavailable(name: busName))
+            case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout":
+                throw TokenCacheError(.timedOut, "The identity broker did not answer \(method) in time.",
+                                      hint: "Try again; see the broker's log", reason: .brokerRefused(status: -1, code: nil))
+            default:
+                throw TokenCacheError(.serverError, "The identity broker failed \(method): \(failure.message)",
+                                      hint: "See the broker's log", reason: .brokerRefused(status: -1, code: failure.remote))
+            }
+        }
+        defer { g_variant_unref(reply) }
+        let child = g_variant_get_child_value(reply, 0)!
+        defer { g_variant_unref(child) }
+        return String(cString: g_variant_get_string(child, nil))
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import Testing
+import TokenCacheCore
+import TokenCacheTestSupport
+
+/// The identity broker's client (#47 item 2) through `tokencache token --broker` and `list
+/// --broker`, against a stand-in broker on a private session bus that answers with the reply
+/// shapes MSALRuntime 0.20.7 accepts (Fixtures/stand_in_broker.py) and logs every request: the
+/// requests are MSALRuntime's own, the engine's account rule decides among the broker's
+/// accounts, nothing the broker answers is saved, its refusals and its absence are typed, and
+/// `tokencache broker` (our own provider) is never asked.
+@Suite("The identity broker's client", .harness)
+struct CLIBrokerClientTests {
+    static let client = Fixtures.appOne
+    static var dave: [String: Any] { [
+        "clientInfo": Fixtures.base64URL(["uid": "d0000000-0000-0000-0000-00000000da7e", "utid": Fixtures.tenantA]),
+        "environment": "login.microsoftonline.com", "givenName": "Dave",
+        "homeAccountId": "d0000000-0000-0000-0000-00000000da7e.\(Fixtures.tenantA)",
+        "localAccountId": "d0000000-0000-0000-0000-00000000da7e", "name": "Dave", "passwordExpiry": 0,
+        "realm": Fixtures.tenantA, "username": "dave@contoso.com",
+    ] }
+    static var erin: [String: Any] { dave.merging(["homeAccountId": "e0000000-0000-0000-0000-0000000000e1.\(Fixtures.tenantA)",
+                                                    "localAccountId": "e0000000-0000-0000-0000-0000000000e1",
+                                                    "username": "erin@contoso.com", "name": "Erin"]) { $1 } }
+    static let brokerToken = "at-from-the-broker-0f3c9a"
+    static var tokenReply: [String: Any] { ["brokerTokenResponse": [
+        "accessToken": brokerToken, "accessTokenType": 0, "account": dave,
+        "clientInfo": dave["clientInfo"]!, "expiresOn": 4_102_444_800_000, "extendedExpiresOn": 4_102_444_800_000,
+        "grantedScopes": "User.Read", "idToken": Fixtures.idToken(["tid": Fixtures.tenantA, "preferred_username": "dave@contoso.com"]),
+    ] as [String: Any]] }
+
+    /// Runs `commands` (shell, `$TC` the CLI with a file backend) in a fresh session bus where the
+    /// stand-in broker answers `scenario` (none: no broker on the bus). Returns the JSON lines
+    /// printed and the requests the broker logged.
+    func run(_ scenario: [String: Any]?, _ commands: String, files: [String: Data] = [:]) throws -> (lines: [[String: Any]], requests: [[String: Any]]) {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let requests = directory.appendingPathComponent("requests.jsonl")
+        for (name, data) in files { try data.write(to: directory.appendingPathComponent(name)) }
+        var script = """
+            TC() { "\(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path)" "$@" --backend file; }
+            cd "\(directory.path)"
+            """
+        if let scenario {
+            try Fixtures.json(scenario).write(to: directory.appendingPathComponent("scenario.json"))
+            let standIn = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .appendingPathComponent("../TokenCacheTestIdentityProvider/Fixtures/stand_in_broker.py").standardizedFileURL.path
+            script += """
+
+                /usr/bin/python3 "\(standIn)" scenario.json "\(requests.path)" > ready.txt 2> broker.log &
+                broker=$!
+                for _ in $(seq 200); do grep -q ready ready.txt && break; kill -0 $broker || break; sleep 0.05; done
+                grep -q ready ready.txt || { cat broker.log >&2; exit 3; }
+                """
+        }
+        script += "\n" + commands + "\n"
+        let lines = try inFreshKeyring(script)
+        let logged = (try? String(contentsOf: requests, encoding: .utf8)) ?? ""
+        let parsed = logged.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        return (lines, parsed)
+    }
+
+    /// `token --json` as one printed line: `{"status", "token"?, "error"?}`.
+    static let token = """
+        token() { TC token --client \(client) --scopes User.Read --json "$@" > out.txt 2> err.txt; status=$?
+                  out=$(tr -d '\\n' < out.txt)
+                  printf '{"status": %d, "result": %s, "error": %s}\\n' $status "${out:-null}" "$(grep '^{' err.txt || echo null)"; }
+        """
+
+    @Test("a silent token comes from the broker, asked exactly as MSALRuntime asks, and nothing of it is saved here")
+    func silentToken() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                       "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
+        let (lines, requests) = try run(scenario, Self.token + """
+
+            token --broker always
+            TC list --json > list.json 2>/dev/null; printf '{"listed": %s}\\n' "$(tr -d '\\n' < list.json)"
+            """)
+        let result = try #require(lines.first)
+        #expect(result["status"] as? Int == 0, "\(result)")
+        let token = try #require(result["result"] as? [String: Any])
+        #expect(token["access_token"] as? String == Self.brokerToken)
+        #expect(token["username"] as? String == "dave@contoso.com")
+        #expect((token["scopes"] as? [String]) == ["User.Read"])
+
+        let methods = requests.map { $0["method"] as? String ?? "" }
+        #expect(methods == ["getLinuxBrokerVersion", "getAccounts", "acquireTokenSilently"], "\(methods)")
+        #expect(requests.allSatisfy { $0["protocol"] as? String == "0.0" })
+        let accounts = try #require(requests.first { $0["method"] as? String == "getAccounts" }?["request"] as? [String: Any])
+        #expect(accounts["clientId"] as? String == Self.client)
+        #expect(accounts["redirectUri"] as? String == Self.client, "MSALRuntime sends the client ID as the redirect URI")
+        let silent = try #require(requests.last?["request"] as? [String: Any])
+        let parameters = try #require(silent["authParameters"] as? [String: Any])
+        #expect(parameters["clientId"] as? String == Self.client)
+        #expect(parameters["authority"] as? String == "https://login.microsoftonline.com/\(Fixtures.tenantA)",
+                "without --authority: the account's home tenant at its host")
+        #expect(parameters["requestedScopes"] as? [String] == ["User.Read"])
+        #expect(parameters["authorizationType"] as? Int == 1)
+        #expect(parameters["redirectUri"] as? String == "https://login.microsoftonline.com/common/oauth2/nativeclient")
+        #expect(parameters["username"] as? String == "dave@contoso.com")
+        let handedBack = try #require(parameters["account"] as? [String: Any])
+        #expect(Fixtures.json(handedBack) == Fixtures.json(Self.dave), "the broker's account is handed back whole")
+
+        // Nothing the broker answered is in this cache: no account, so no refresh token either.
+        let listed = try #require(lines.first { $0["listed"] != nil }?["listed"] as? [String: Any], "\(lines)")
+        #expect((listed["accounts"] as? [Any])?.isEmpty == true, "\(listed)")
+    }
+
+    @Test("a Swift app with Options.broker gets its token from the broker, as the CLI does")
+    func swiftApp() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                       "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
+        let (lines, requests) = try run(scenario, """
+            token=$("$H" app-token file \(Fixtures.authority().url.absoluteString) \(Self.client) - User.Read always 2>err.txt)
+            printf '{"token": "%s", "error": "%s"}\\n' "$token" "$(cat err.txt)"
+            """)
+        #expect(lines.first?["token"] as? String == Self.brokerToken, "\(lines)")
+        #expect(requests.last?["method"] as? String == "acquireTokenSilently")
+    }
+
+    @Test("the broker's accounts are chosen by the cache's rule: a name picks one, two without a name are refused with the same reason")
+    func accountRule() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                       "getAccounts": ["accounts": [Self.dave, Self.erin]], "acquireTokenSilently": Self.tokenReply]
+        let (lines, requests) = try run(scenario, Self.token + """
+
+            token --broker always
+            token --broker always --account erin@contoso.com
+            """)
+        #expect(lines.count == 2)
+        let several = try #require(lines.first?["error"] as? [String: Any])["error"] as? [String: Any]
+        #expect(lines.first?["status"] as? Int == 64)
+        #expect(several?["reason"] as? String == "severalAccounts", "\(String(describing: several))")
+        #expect(lines.last?["status"] as? Int == 0)
+        let asked = requests.filter { $0["method"] as? String == "acquireTokenSilently" }
+        #expect(asked.count == 1, "the ambiguous request sent nothing")
+        let parameters = (asked.first?["request"] as? [String: Any])?["authParameters"] as? [String: Any]
+        #expect(parameters?["username"] as? String == "erin@contoso.com")
+    }
+
+    @Test("a refusal by the broker is a typed reason with its status; interaction required is not found (exit 2)")
+    func refusal() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                       "getAccounts": ["accounts": [Self.dave]],
+                                       "acquireTokenSilently": ["error": ["status": 3, "errorCode": 50076, "context": "MFA required"]]]
+        let (lines, _) = try run(scenario, Self.token + "\ntoken --broker always")
+        let line = try #require(lines.first)
+        #expect(line["status"] as? Int == 2, "\(line)")
+        let error = (line["error"] as? [String: Any])?["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "interactionRequired")
+        #expect(error?["reason"] as? String == "brokerRefused")
+        #expect((error?["message"] as? String)?.contains("status 3") == true)
+    }
+
+    @Test("no broker on the bus: required is brokerUnavailable; when-available falls back to this cache's token")
+    func absence() throws {
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read")
+        let (lines, _) = try run(nil, Self.token + """
+
+            TC save --client \(Self.client) --authority \(Fixtures.authority().url.absoluteString) --scopes User.Read < response.json >/dev/null 2>&1
+            token --broker always
+            token --broker when-available
+            """, files: ["response.json": Fixtures.json(response)])
+        #expect(lines.count == 2)
+        let required = (lines.first?["error"] as? [String: Any])?["error"] as? [String: Any]
+        #expect(required?["code"] as? String == "backendUnavailable", "\(lines)")
+        #expect(required?["reason"] as? String == "brokerUnavailable")
+        #expect(lines.last?["status"] as? Int == 0)
+        #expect((lines.last?["result"] as? [String: Any])?["access_token"] as? String == response["access_token"] as? String)
+    }
+
+    @Test("our own provider (tokencache broker) on the name is never asked for tokens: the cache answers")
+    func ourProviderIsNotAsked() throws {
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read")
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "0.7.0", "provider": "swift-tokencache"],
+                                       "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
+        let (lines, requests) = try run(scenario, Self.token + """
+
+            TC save --client \(Self.client) --authority \(Fixtures.authority().url.absoluteString) --scopes User.Read < response.json >/dev/null 2>&1
+            token --broker when-available
+            token --broker always
+            """, files: ["response.json": Fixtures.json(response)])
+        #expect((lines.first?["result"] as? [String: Any])?["access_token"] as? String == response["access_token"] as? String, "\(lines)")
+        let required = (lines.last?["error"] as? [String: Any])?["error"] as? [String: Any]
+        #expect(required?["reason"] as? String == "brokerUnavailable")
+        #expect(Set(requests.map { $0["method"] as? String ?? "" }) == ["getLinuxBrokerVersion"], "\(requests)")
+    }
+
+    @Test("list --broker shows the broker's accounts apart and marked, --json names them held_by broker, and doctor names the broker")
+    func listing() throws {
+        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"], "getAccounts": ["accounts": [Self.dave]]]
+        let (lines, _) = try run(scenario, """
+            TC list --broker --client \(Self.client) --json 2>/dev/null | tr -d '\\n'; echo
+            TC list --broker --client \(Self.client) 2>/dev/null | grep -q 'dave@contoso.com .*\\[broker\\]' && echo '{"marked": true}'
+            TC doctor 2>/dev/null | grep -q 'identity broker.*version 2.0.4' && echo '{"doctor": true}'
+            """)
+        let listed = try #require(lines.first)
+        let held = try #require(listed["broker_accounts"] as? [[String: Any]])
+        #expect(held.count == 1)
+        #expect(held.first?["username"] as? String == "dave@contoso.com")
+        #expect(held.first?["held_by"] as? String == "broker")
+        #expect((listed["accounts"] as? [Any])?.isEmpty == true, "the broker's accounts are not the group's")
+        #expect(lines.contains { $0["marked"] as? Bool == true }, "\(lines)")
+        #expect(lines.contains { $0["doctor"] as? Bool == true }, "doctor names the broker and its version")
+    }
+}
