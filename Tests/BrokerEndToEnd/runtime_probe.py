@@ -1,7 +1,8 @@
 """Drives Microsoft's authentication runtime (pymsalruntime) directly against the stand-in broker
-(stand_in_broker.py), for the wire-format cases of test_broker.py: each case writes the stand-in's
-replies, makes one runtime call and records what the runtime returned.
-  python probe.py REPLIES CLIENT_ID   (the stand-in owns the name and reads REPLIES on every call)
+(Tests/TokenCacheTestIdentityProvider/Fixtures/stand_in_broker.py), for the wire-format case of
+test_broker.py: each case writes the stand-in's replies, makes one runtime call and records what
+the runtime returned.
+  python runtime_probe.py REPLIES CLIENT_ID   (the stand-in owns the name and reads REPLIES on every call)
 Prints {"<case>": {"token": ..., "expires_in": ..., "scopes": [...], "status": "Status_X", "context": ...}}.
 """
 import base64

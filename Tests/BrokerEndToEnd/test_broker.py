@@ -34,6 +34,7 @@ APP_SAME = LOGIN_CLIENT                            # (a): the app is the client 
 APP_FAMILY = "1950a258-0000-0000-0000-0000000b0047"  # (b), (c): another app of the family
 APP_REFUSED = "d3590ed6-0000-0000-0000-0000000b0047"  # (d): outside `--client`
 BROKER_NAME = "com.microsoft.identity.broker1"
+STAND_IN = os.path.join(HERE, "..", "TokenCacheTestIdentityProvider", "Fixtures", "stand_in_broker.py")
 
 
 def idp(path, body=None):
@@ -309,7 +310,7 @@ class BrokerEndToEnd(unittest.TestCase):
 
 class WireFormat(unittest.TestCase):
     """docs/BROKER.md's "Wire format as accepted by MSALRuntime 0.20.7", checked against the runtime: the stand-in
-    broker (stand_in_broker.py) answers the documented shapes, one member changed at a time, and the runtime
+    broker (STAND_IN, also the broker client's tests') answers the documented shapes, one member changed at a time, and the runtime
     (runtime_probe.py, pymsalruntime called directly) accepts or rejects them as documented. Runs after
     BrokerEndToEnd (unittest orders classes by name), which gives the name back when it stops its broker."""
 
@@ -319,14 +320,15 @@ class WireFormat(unittest.TestCase):
         self.assertIsNone(owner(BROKER_NAME), "tokencache broker still owns the name")
         work = tempfile.mkdtemp(prefix="wire-", dir=os.environ["HOME"])
         log, replies = os.path.join(work, "calls.jsonl"), os.path.join(work, "replies.json")
-        stand_in = subprocess.Popen(["/usr/bin/python3", os.path.join(HERE, "stand_in_broker.py"), log, replies],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        with open(replies, "w") as file:
+            json.dump({}, file)
+        stand_in = subprocess.Popen(["/usr/bin/python3", STAND_IN, replies, log], stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(stand_in.stdout.readline().strip(), "ready")
             probe = run([PYTHON, os.path.join(HERE, "runtime_probe.py"), replies, self.CLIENT], timeout=120)
             self.assertEqual(probe.returncode, 0, probe.stderr[-3000:])
         finally:
-            stand_in.stdin.close()
+            stand_in.terminate()
             stand_in.wait(timeout=10)
             stand_in.stdout.close()
         results = json.loads(probe.stdout)
