@@ -69,6 +69,7 @@ let package = Package(
         //   TokenCache          the façade apps import: backend selection, sign-in, silent SSO, the
         //                       agent's client -> the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
+        //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only
         .target(
             name: "TokenCacheCore",
             dependencies: [.product(name: "Logging", package: "swift-log")]
@@ -128,6 +129,13 @@ let package = Package(
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The identity broker on the session bus (`tokencache broker`, #47): like the agent's
+        // servers, in no product; scripts/check-no-agent-server.sh checks apps hold none of it.
+        .target(
+            name: "TokenCacheBroker",
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+        ),
+
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
         .target(
             name: "TokenCacheAdmin",
@@ -140,6 +148,7 @@ let package = Package(
             dependencies: [
                 "TokenCache",
                 "TokenCacheAgent",
+                "TokenCacheBroker",
                 "TokenCacheAdmin",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -248,7 +257,7 @@ let package = Package(
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
                            "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),

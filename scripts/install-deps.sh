@@ -6,8 +6,8 @@
 # D-Bus for the isolated test keyring, KeePassXC and kwalletd5 (with QCA's OpenSSL plugin, which its
 # Secret Service sessions need) for the other Secret Service providers (scripts/with-test-keepassxc.sh,
 # scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, a C compiler with
-# AddressSanitizer (gcc) for the C interface's tests, and a Python venv with MSAL Python for the
-# interop tests.
+# AddressSanitizer (gcc) for the C interface's tests, a Python venv with MSAL Python (and its broker
+# runtime) for the interop tests, and what the identity broker's end-to-end harness needs.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,12 +52,19 @@ install_missing --no-install-recommends libgtk-4-dev xvfb xauth at-spi2-core pyt
 # --no-sandbox); headless sign-in was checked on a machine without it.
 install_missing --no-install-recommends chromium
 
-# MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings.
+# The identity broker's end-to-end tests (#47, scripts/test-broker.sh): Microsoft's authentication
+# runtime (pymsalruntime, below) links WebKitGTK 4.1, JavaScriptCore and libsoup 3 (its wheel bundles
+# none of them); unshare, setpriv (util-linux), ip and openssl build the harness's namespace and test CA.
+# Without recommends: the runtime only links these libraries (ldd), their Depends bring the rest.
+install_missing --no-install-recommends libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libsoup-3.0-0 iproute2 openssl dbus-bin
+
+# MSAL Python (the interop reference) in a venv that can also see Debian's gi bindings, with its broker
+# extra (pymsalruntime 0.20.7, the runtime broker-enabled apps load).
 VENV=.venv
-if ! "$VENV/bin/python" -c 'import msal, msal_extensions' 2>/dev/null; then
-    echo "Creating $VENV with msal 1.39.0 and msal-extensions" >&2
+if ! "$VENV/bin/python" -c 'import msal, msal_extensions, importlib.util as u; assert u.find_spec("pymsalruntime")' 2>/dev/null; then
+    echo "Creating $VENV with msal[broker] 1.39.0 and msal-extensions" >&2
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "msal==1.39.0" "msal-extensions==1.3.1"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "msal[broker]==1.39.0" "msal-extensions==1.3.1"
 fi
 
 # The real Azure CLI (from PyPI, about 40 s and 700 MB) for the tests that check what it reads from

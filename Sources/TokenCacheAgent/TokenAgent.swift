@@ -18,14 +18,14 @@ package struct AgentPolicy: Sendable {
 
     package init() {}
 
-    func allows(client: String) -> Bool { clients.isEmpty || clients.contains { ASCII.equalsIgnoringCase($0, client) } }
+    package func allows(client: String) -> Bool { clients.isEmpty || clients.contains { ASCII.equalsIgnoringCase($0, client) } }
 
-    func allows(account: CachedAccount) -> Bool {
+    package func allows(account: CachedAccount) -> Bool {
         accounts.isEmpty || accounts.contains { AccountName.matches($0, account) }
     }
 
     /// The scopes of `requested` that are not allowed.
-    func disallowed(scopes requested: [String]) -> [String] {
+    package func disallowed(scopes requested: [String]) -> [String] {
         scopes.isEmpty ? [] : requested.filter { wanted in !scopes.contains { ASCII.equalsIgnoringCase($0, wanted) } }
     }
 }

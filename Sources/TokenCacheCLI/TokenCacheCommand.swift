@@ -57,7 +57,7 @@ public struct TokenCacheCommand: ParsableCommand {
         """,
         version: TokenCacheVersion.string,
         subcommands: [
-            ListCommand.self, RemoveCommand.self, TokenCommand.self, PhotoCommand.self, SaveCommand.self, AgentCommand.self,
+            ListCommand.self, RemoveCommand.self, TokenCommand.self, PhotoCommand.self, SaveCommand.self, AgentCommand.self, BrokerCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
             LoginCommand.self, LogoutCommand.self,
             SignUpCommand.self, ResetPasswordCommand.self,

@@ -8,6 +8,7 @@
 //                   with the right key and group so it reaches the JSON reader behind the tag
 //   http-request-head  HTTPRequestHead.Reader (the loopback servers' request heads), whole and
 //                   split into pieces the input's first byte sets
+//   broker-request  BrokerProtocol.parse (the identity broker's request JSON) for every method
 import Foundation
 @testable import EncryptedFileStore
 @testable import TokenCache
@@ -52,6 +53,8 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         fuzzEncryptedFile(data)
     case "http-request-head":
         fuzzRequestHead(Array(data))
+    case "broker-request":
+        fuzzBrokerRequest(String(decoding: data, as: UTF8.self))
     default:
         fatalError("unknown TOKENCACHE_FUZZ_TARGET \(target)")
     }
@@ -144,5 +147,23 @@ func fuzzRequestHead(_ input: [UInt8]) {
     // Values are decoded as UTF-8: only a head of valid UTF-8 round-trips byte for byte.
     if String(validating: bytes[..<end.lowerBound], as: UTF8.self) != nil {
         precondition((try? HTTPRequestHead(parsing: Array(text.utf8))) == head, "a head written back parsed differently")
+    }
+}
+
+/// Parses `text` as every method's request: a request or a typed error, never a trap; what is
+/// accepted keeps to the bounds, and every error reply is a JSON object with an integer status.
+func fuzzBrokerRequest(_ text: String) {
+    for method in BrokerProtocol.Method.allCases {
+        do throws(BrokerProtocol.RequestError) {
+            let request = try BrokerProtocol.parse(text, method: method)
+            precondition(text.utf8.count <= BrokerProtocol.maximumRequestBytes, "an oversized request was taken")
+            precondition(request.scopes.count <= BrokerProtocol.maximumScopes, "too many scopes were taken")
+            precondition(request.scopes.allSatisfy { !$0.isEmpty && !$0.contains(" ") }, "an empty or spaced scope was taken")
+        } catch {
+            let reply = BrokerProtocol.errorReply(error)
+            guard case .object(let status)? = (try? JSON.decodeObject(Data(reply.utf8)))?["error"], case .integer(6)? = status["status"] else {
+                preconditionFailure("an error reply is not {\"error\": {\"status\": 6}}: \(reply)")
+            }
+        }
     }
 }

@@ -59,17 +59,7 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: "Run in the background: print the shell lines, then detach.")
     var daemon = false
 
-    @Option(name: .customLong("client"), help: ArgumentHelp("Serve only this client app (repeatable).", valueName: "id"), transform: ClientIDArgument.parse)
-    var clients: [String] = []
-
-    @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
-    var accounts: [String] = []
-
-    @Option(help: ArgumentHelp("Serve only these space-separated scopes.", valueName: "scopes"))
-    var scopes: String?
-
-    @Option(name: .customLong("authority"), help: ArgumentHelp("Serve only this authority (repeatable); the first is where refresh tokens are redeemed.", valueName: "url"))
-    var authorities: [String] = []
+    @OptionGroup var served: ServedOptions
 
     @Flag(help: "Ask on the agent's terminal before the first token of each client and scope set.")
     var confirm = false
@@ -95,11 +85,10 @@ struct AgentCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func validate() throws {
-        if managedIdentity && clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }
-        if managedIdentity && accounts.count > 1 { throw ValidationError("--managed-identity serves one account: give at most one --account.") }
+        if managedIdentity && served.clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }
+        if managedIdentity && served.accounts.count > 1 { throw ValidationError("--managed-identity serves one account: give at most one --account.") }
         if confirm && daemon { throw ValidationError("--confirm asks on the agent's terminal: run it in the foreground, without --daemon.") }
         if kill && (daemon || listRequests || managedIdentity) { throw ValidationError("--kill stops the running agent: give it alone (with -c for csh lines).") }
-        if let scopes, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
     }
 
     func run() throws {
@@ -118,11 +107,7 @@ struct AgentCommand: ParsableCommand {
     }
 
     private func serve() throws {
-        var policy = AgentPolicy()
-        policy.clients = clients
-        policy.accounts = accounts
-        policy.scopes = scopes.map(scopeList) ?? []
-        policy.authorities = try authorities.map { try Authority($0) }
+        let policy = try served.policy()
         let store = try self.store.openStore()
         let path = try socket ?? Self.defaultSocketPath()
         var options = PublicClientApplication.Options()
@@ -135,7 +120,7 @@ struct AgentCommand: ParsableCommand {
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let server = try AgentServer(path: path, agent: agent)
-        let endpoint = managedIdentity ? try ManagedIdentityEndpoint(agent: agent, clientID: clients[0], account: accounts.first) : nil
+        let endpoint = managedIdentity ? try ManagedIdentityEndpoint(agent: agent, clientID: served.clients[0], account: served.accounts.first) : nil
         try server.start()
         try endpoint?.start()
         var lines = [("TOKENCACHE_AGENT_SOCK", path), ("TOKENCACHE_AGENT_PID", "\(getpid())")]
@@ -262,7 +247,11 @@ struct AgentCommand: ParsableCommand {
         guard let path = socket ?? AgentClient.fromEnvironment?.path else {
             throw CLIError.usage("No agent to ask: TOKENCACHE_AGENT_SOCK is not set.", hint: "Pass --socket PATH, or set TOKENCACHE_AGENT_SOCK")
         }
-        let requests = try AgentClient(path: path).requests()
+        try Self.printLog(try AgentClient(path: path).requests(), json: json)
+    }
+
+    /// A request log as a table, or JSON (`agent --list-requests`, `broker --list-requests`).
+    static func printLog(_ requests: [AgentProtocol.LoggedRequest], json: Bool) throws {
         if json {
             try JSONOutput.print(requests.map(RequestOutput.init))
             return
@@ -295,5 +284,33 @@ private struct RequestOutput: Encodable {
     init(_ entry: AgentProtocol.LoggedRequest) {
         (time, channel, pid, uid, command) = (Date(timeIntervalSince1970: TimeInterval(entry.time)), entry.channel, entry.pid, entry.uid, entry.command)
         (op, clientId, scopes, account, outcome) = (entry.operation, entry.clientID, entry.scopes, entry.account, entry.outcome)
+    }
+}
+
+/// What a token server (`agent`, `broker`) serves: its policy's options.
+struct ServedOptions: ParsableArguments {
+    @Option(name: .customLong("client"), help: ArgumentHelp("Serve only this client app (repeatable).", valueName: "id"), transform: ClientIDArgument.parse)
+    var clients: [String] = []
+
+    @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
+    var accounts: [String] = []
+
+    @Option(help: ArgumentHelp("Serve only these space-separated scopes.", valueName: "scopes"))
+    var scopes: String?
+
+    @Option(name: .customLong("authority"), help: ArgumentHelp("Serve only this authority (repeatable); the first is where refresh tokens are redeemed.", valueName: "url"))
+    var authorities: [String] = []
+
+    func validate() throws {
+        if let scopes, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+    }
+
+    func policy() throws -> AgentPolicy {
+        var policy = AgentPolicy()
+        policy.clients = clients
+        policy.accounts = accounts
+        policy.scopes = scopes.map(scopeList) ?? []
+        policy.authorities = try authorities.map { try Authority($0) }
+        return policy
     }
 }

@@ -3,8 +3,13 @@
 Prints its port on the first line of stdout, then serves until stdin closes. `--bind HOST`
 listens on another loopback address (127.0.0.2 plays a foreign host). With
 `--https CERT KEY` it also serves the same state over TLS on a second loopback port, printed
-on the second line (MSAL Python accepts only https authorities).
+on the second line (MSAL Python accepts only https authorities). `--https-port PORT` (before
+`--https`) makes that port PORT (443: the provider plays a real host such as login.microsoftonline.com,
+mapped to loopback by scripts/with-broker-harness.sh); that server's discovery then names endpoints
+at the host the request's Host header names, as the real service does. `--log FILE` appends a line
+for every request no endpoint serves (method, path), to find out what a client asks for.
   GET  /<tenant>/v2.0/.well-known/openid-configuration   discovery
+  GET  /common/discovery/instance?authorization_endpoint=U  Entra's instance discovery (the public cloud's aliases)
   POST /<tenant>/oauth2/v2.0/token                       refresh_token grant; refresh tokens
                                                          rotate (each is redeemable once)
   POST /control  {"tenant_domains": {domain: tenant ID}} (as Entra resolves a tenant's domain: discovery at
@@ -14,8 +19,10 @@ on the second line (MSAL Python accepts only https authorities).
                  {"non_family_clients": [...]} | {"error_body": {...}|null} (every token request
                  answered 400 with that body, for hostile-server tests)
   GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
-                 "device_polls": [...], "device_authorizations": [{"client_id", "claims"}]} (grants and polls
+                 "device_polls": [...], "device_authorizations": [{"client_id", "claims"}],
+                 "issued_refresh_tokens": [every refresh token it issued, by any grant]} (grants and polls
                  record the `claims` they carried too)
+  POST /control  also {"expires_in": s} (the lifetime of the access tokens it issues from then on; default 3600)
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
 (/adfs/oauth2/..., no device endpoint) and a generic OIDC issuer (/oidc/authorize, /oidc/token,
@@ -61,7 +68,8 @@ Continuous access evaluation (docs: "Claims challenges, claims requests and clie
   GET  /resource/stats  {"requests": [{"user", "status"}]}
 Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
-(x-client-sku header, "-" when absent), and when the request arrived and was answered.
+(x-client-sku header, "-" when absent), and when the request arrived and was answered; a refresh grant also
+the Host header and path it was sent to.
 """
 import base64
 import hashlib
@@ -78,7 +86,7 @@ import native_auth
 
 lock = threading.Lock()
 state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients": set(), "refresh_tokens": {},
-         "counter": 0, "token_requests": 0, "discovery_requests": 0, "grants": [],
+         "counter": 0, "token_requests": 0, "discovery_requests": 0, "grants": [], "expires_in": 3600, "issued_refresh_tokens": [],
          # sign-in flows
          "browser_action": "none", "sign_in_user": None, "family_clients": {}, "tamper_state": False,
          "pkce_challenge_override": None, "auth_codes": {}, "authorize_requests": [], "device_codes": {},
@@ -88,7 +96,7 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False,
          # continuous access evaluation: the claims each access token's request carried
          "access_token_claims": {}, "cae_challenge": None, "refresh_interaction_claims": None, "resource_requests": []}
-CONTROL_SETTINGS = ("tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
+CONTROL_SETTINGS = ("expires_in", "tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
                     "nonce_override", "graph_offline", "cae_challenge", "refresh_interaction_claims")
 RESERVED = ("openid", "profile", "offline_access")
@@ -115,12 +123,13 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
     if nonce is not None:
         claims["nonce"] = nonce
     response = {
-        "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600,
+        "token_type": "Bearer", "expires_in": state["expires_in"], "ext_expires_in": state["expires_in"],
         "scope": " ".join(scopes), "access_token": "at-issued-%d" % n, "refresh_token": refresh_token,
         "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig",
     }
     state["access_tokens"][response["access_token"]] = who
     state["access_token_claims"][response["access_token"]] = parsed_claims(request_claims)
+    state["issued_refresh_tokens"].append(refresh_token)
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
     if family:
@@ -252,8 +261,12 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/graph/stats":
             with lock:
                 return self.reply(200, {"requests": state["graph_requests"]})
+        if self.path.split("?")[0] == "/common/discovery/instance":
+            return self.instance_discovery()
         if self.path.endswith("/.well-known/openid-configuration"):
             host = "%s://%s:%d" % (self.server.scheme, self.server.server_address[0], self.server.server_port)
+            if self.server.named_host and self.headers.get("Host"):
+                host = "%s://%s" % (self.server.scheme, self.headers["Host"])
             with lock:
                 state["discovery_requests"] += 1
                 return self.reply(200, endpoints(host, prefix_of(self.path)))
@@ -263,11 +276,30 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/stats":
             with lock:
                 return self.reply(200, {"token_requests": state["token_requests"], "discovery_requests": state["discovery_requests"],
-                                        "grants": state["grants"],
+                                        "grants": state["grants"], "issued_refresh_tokens": state["issued_refresh_tokens"],
                                         "authorize_requests": state["authorize_requests"], "device_polls": state["device_polls"],
                                         "device_authorizations": state["device_authorizations"]})
         if self.path.split("?")[0].endswith("/authorize"):
             return self.login_page()
+        self.not_found()
+
+    def instance_discovery(self):
+        """Entra's instance discovery (GET /common/discovery/instance?api-version=1.1&authorization_endpoint=...),
+        which MSAL calls to learn a cloud's host aliases: the public cloud's metadata, and the tenant discovery
+        endpoint of the authority the authorization endpoint names."""
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+        endpoint = urllib.parse.urlsplit(query.get("authorization_endpoint", ""))
+        tenant = (endpoint.path.split("/") + ["", ""])[1] or "common"
+        host = self.headers.get("Host") if self.server.named_host else "%s:%d" % self.server.server_address[:2]
+        self.reply(200, {"tenant_discovery_endpoint": "%s://%s/%s/v2.0/.well-known/openid-configuration" % (self.server.scheme, host, tenant),
+                         "api-version": "1.1",
+                         "metadata": [{"preferred_network": "login.microsoftonline.com", "preferred_cache": "login.windows.net",
+                                       "aliases": ["login.microsoftonline.com", "login.windows.net", "login.microsoft.com", "sts.windows.net"]}]})
+
+    def not_found(self):
+        if unserved_log:
+            with lock, open(unserved_log, "a") as log:
+                log.write("%s %s %s\n" % (self.command, self.headers.get("Host", "-"), self.path))
         self.reply(404, {"error": "not_found"})
 
     def do_POST(self):
@@ -301,7 +333,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/devicecode") or self.path.endswith("/device_authorization"):
             return self.device_authorization(dict(urllib.parse.parse_qsl(body.decode())))
         if not (native_auth.handles(self.path, {}) or self.path.endswith("/oauth2/v2.0/token") or self.path.endswith("/oauth2/token") or self.path == "/oidc/token"):
-            return self.reply(404, {"error": "not_found"})
+            return self.not_found()
         form = dict(urllib.parse.parse_qsl(body.decode()))
         with lock:
             tenant = tenant_of(self.path.split("/")[1])
@@ -326,7 +358,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, {"error": "unsupported_grant_type"})
         client_id = form.get("client_id")
         grant = {"client_id": client_id, "redeemed": form.get("refresh_token"), "issued": None, "claims": form.get("claims"),
-                 "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived}
+                 "sdk": self.headers.get("x-client-sku", "-"), "arrived": arrived, "host": self.headers.get("Host", "-"),
+                 "path": self.path}
 
         def refuse(outcome, body):
             grant.update(outcome=outcome, answered=time.time())
@@ -490,23 +523,30 @@ class TLSServer(ThreadingHTTPServer):
         return self.context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
 
 
-def serve(scheme, context=None, host="127.0.0.1"):
-    server = (TLSServer if context else ThreadingHTTPServer)((host, 0), Handler)
+def serve(scheme, context=None, host="127.0.0.1", port=0):
+    server = (TLSServer if context else ThreadingHTTPServer)((host, port), Handler)
     server.scheme = scheme
     server.context = context
+    server.named_host = port != 0  # on a fixed port it plays a named host (discovery answers with the Host header)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
 arguments = sys.argv[1:]
-bind = "127.0.0.1"
-if arguments[:1] == ["--bind"]:
-    bind, arguments = arguments[1], arguments[2:]
+bind, https_port, unserved_log = "127.0.0.1", 0, None
+while arguments[:1] in (["--bind"], ["--https-port"], ["--log"]):
+    if arguments[0] == "--bind":
+        bind = arguments[1]
+    elif arguments[0] == "--https-port":
+        https_port = int(arguments[1])
+    else:
+        unserved_log = arguments[1]
+    arguments = arguments[2:]
 servers = [serve("http", host=bind)]
 if len(arguments) == 3 and arguments[0] == "--https":
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(arguments[1], arguments[2])
-    servers.append(serve("https", context))
+    servers.append(serve("https", context, port=https_port))
 for server in servers:
     print(server.server_port, flush=True)
 sys.stdin.read()  # serve until the test closes stdin

@@ -3,12 +3,13 @@
 tests: it owns com.microsoft.identity.broker1, answers each method with the reply a scenario file
 names (the shapes MSALRuntime 0.20.7 accepts and sso-mib's mock broker replays; docs/BROKER.md),
 and appends every request it gets to a log, one JSON line each: {"method", "protocol",
-"correlation_id", "request"}.
+"correlation_id", "request", "reply"}.
 
     stand_in_broker.py SCENARIO.json REQUESTS.jsonl
 
 SCENARIO maps a method name to the reply (a JSON value, sent as its text). A method it does not
-name answers "{}". Prints "ready" on stdout once it owns the name. Needs python3-gi (Debian's:
+name answers "{}". The file is read again for every call, so a test may change the replies while
+it runs (the broker end-to-end tests' wire-format case, Tests/BrokerEndToEnd, does). Prints "ready" on stdout once it owns the name. Needs python3-gi (Debian's:
 run with /usr/bin/python3).
 """
 import json
@@ -27,16 +28,15 @@ XML = "<node><interface name='com.microsoft.identity.Broker1'>" + "".join(
 
 def main():
     scenario_path, log_path = sys.argv[1], sys.argv[2]
-    with open(scenario_path) as f:
-        scenario = json.load(f)
     loop = GLib.MainLoop()
 
     def on_call(connection, sender, path, interface, method, parameters, invocation):
         protocol, correlation, request = parameters.unpack()
+        with open(scenario_path) as f:
+            reply = json.load(f).get(method, {})
         with open(log_path, "a") as log:
             log.write(json.dumps({"method": method, "protocol": protocol, "correlation_id": correlation,
-                                  "request": json.loads(request)}) + "\n")
-        reply = scenario.get(method, {})
+                                  "request": json.loads(request), "reply": reply}) + "\n")
         invocation.return_value(GLib.Variant("(s)", (json.dumps(reply),)))
 
     def on_bus(connection, name):

@@ -1,0 +1,200 @@
+import FoundationEssentials
+import Logging
+import Synchronization
+import TokenCache
+import TokenCacheAgent
+import TokenCacheCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who called, as the bus daemon vouches for it (`GetConnectionCredentials`).
+package struct BrokerCaller: Sendable, Hashable {
+    /// The caller's unique bus name (`:1.42`).
+    package var sender: String
+    package var pid: UInt32?
+    package var uid: UInt32?
+
+    package init(sender: String, pid: UInt32?, uid: UInt32?) { (self.sender, self.pid, self.uid) = (sender, pid, uid) }
+
+    /// The command name from /proc (what `ps` shows), for the request log.
+    var command: String? {
+        guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return nil }
+        return String(text.prefix { $0 != "\n" })
+    }
+}
+
+/// The identity broker's answers (`tokencache broker`): each method's request parsed by
+/// ``BrokerProtocol``, answered from the group's store through the library's ``TokenEngine``
+/// under the agent's policy (``AgentPolicy``: clients, accounts, scopes, authorities), and logged
+/// without secrets. A reply never holds a refresh token; a refresh token is redeemed only at the
+/// host that issued it (the engine's rule).
+package final class BrokerService: Sendable {
+    package typealias Confirmation = @Sendable (String) async -> Bool
+
+    package let store: AccountStore
+    package let policy: AgentPolicy
+    /// What `getLinuxBrokerVersion` answers.
+    package let version: String
+    private let engine: TokenEngine
+    private let confirmation: Confirmation?
+    private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
+    private let ownUID: UInt32
+    private let approved = Mutex<Set<String>>([])
+    private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
+
+    /// The request log keeps this many entries (the oldest go first).
+    package static let logCapacity = 1000
+
+    package init(store: AccountStore, policy: AgentPolicy, version: String, options: PublicClientApplication.Options = .init(),
+                 ownUID: UInt32 = getuid(), confirmation: Confirmation? = nil,
+                 observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
+        self.store = store
+        self.policy = policy
+        self.version = version
+        self.engine = TokenEngine(store: store, options: options)
+        self.ownUID = ownUID
+        self.confirmation = confirmation
+        self.observer = observer
+    }
+
+    /// The logged requests, oldest first.
+    package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
+
+    /// Answers one call of the interface: the reply JSON, an error reply when it fails (never a throw).
+    package func handle(_ method: BrokerProtocol.Method, protocolVersion: String, correlationID: String,
+                        json: String, caller: BrokerCaller) async -> String {
+        // The bus lets only this user's processes in, but a bus may be configured otherwise: refuse others.
+        guard caller.uid == ownUID else {
+            record(method, nil, caller, outcome: "refused: uid \(caller.uid.map { "\($0)" } ?? "unknown") is not the broker's")
+            return BrokerProtocol.errorReply(.incorrectConfiguration, code: TokenCacheError.Code.accessDenied.description,
+                                             context: "The broker serves only the user it runs as.")
+        }
+        let request: BrokerProtocol.Request
+        do throws(BrokerProtocol.RequestError) {
+            request = try BrokerProtocol.parse(json, method: method)
+        } catch {
+            record(method, nil, caller, outcome: "failed: invalidRequest \(error.message)")
+            return BrokerProtocol.errorReply(error)
+        }
+        do throws(TokenCacheError) {
+            let reply = try await answer(method, request, caller: caller)
+            record(method, request, caller, outcome: "granted")
+            return reply
+        } catch {
+            let refused = error.code == .accessDenied
+            record(method, request, caller, outcome: "\(refused ? "refused" : "failed"): \(error.code) \(error.message)")
+            return BrokerProtocol.errorReply(error)
+        }
+    }
+
+    private func answer(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request,
+                        caller: BrokerCaller) async throws(TokenCacheError) -> String {
+        switch method {
+        case .getAccounts:
+            return BrokerProtocol.accountsReply(try await accounts(clientID: try allowedClient(request)))
+        case .acquireTokenSilently:
+            let (result, account) = try await token(request, caller: caller)
+            return BrokerProtocol.tokenReply(result, account: account)
+        case .acquireTokenInteractively:
+            // A cached or refreshable token serves without interaction, as Microsoft's broker does;
+            // signing in through the broker is not offered yet (docs/BROKER.md).
+            do throws(TokenCacheError) {
+                let (result, account) = try await token(request, caller: caller)
+                return BrokerProtocol.tokenReply(result, account: account)
+            } catch where error.code == .notFound || error.code == .ambiguousAccount {
+                throw TokenCacheError(.unsupportedFlow, "tokencache broker does not sign users in interactively; client \(request.clientID ?? "") has no usable account here.",
+                                      hint: "Sign in with `tokencache login --client \(request.clientID ?? "CLIENT")`, then retry")
+            }
+        case .removeAccount:
+            let client = try allowedClient(request)
+            try await BlockingWork.run { [store] () throws(TokenCacheError) in
+                let target = try store.signOutTarget(clientID: client, account: request.account?.name)
+                try store.signOut(target, clientID: client)
+            }
+            return "{}"
+        case .getLinuxBrokerVersion:
+            return BrokerProtocol.versionReply(version)
+        case .cancelInteractiveFlow:
+            // Nothing interactive runs here, so there is nothing to cancel.
+            return "{}"
+        case .acquirePrtSsoCookie, .generateSignedHttpRequest:
+            throw TokenCacheError(.unsupportedFlow, "tokencache broker has no device identity: \(method.rawValue) is not supported.",
+                                  hint: "Use Microsoft's identity broker on an enrolled device for device-bound tokens")
+        }
+    }
+
+    private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> String {
+        let client = request.clientID ?? ""
+        guard policy.allows(client: client) else {
+            throw TokenCacheError(.accessDenied, "The broker refused: client \(client) is not one it serves (allowed: \(policy.clients.joined(separator: ", "))).",
+                                  hint: "Restart the broker with --client naming it")
+        }
+        return client
+    }
+
+    /// The client's accounts (signed in, not signed out) the policy lets it see.
+    func accounts(clientID: String) async throws(TokenCacheError) -> [CachedAccount] {
+        let accounts = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
+        return accounts.filter { policy.allows(account: $0) }
+    }
+
+    /// The token a silent request asks for: the engine chooses the account (within the policy),
+    /// serves the cached token or redeems at the request's authority, whose host must be the
+    /// refresh token's issuer.
+    private func token(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
+        let client = try allowedClient(request)
+        let disallowed = policy.disallowed(scopes: request.scopes)
+        guard disallowed.isEmpty else {
+            throw TokenCacheError(.accessDenied, "The broker refused: scope \(disallowed.joined(separator: " ")) is not one it serves.",
+                                  hint: "Restart the broker with --scopes naming it")
+        }
+        var authority = try request.authority.map { (text) throws(TokenCacheError) in try Authority(text) }
+        if !policy.authorities.isEmpty {
+            if let named = authority {
+                guard policy.authorities.contains(where: { $0.url == named.url }) else {
+                    throw TokenCacheError(.accessDenied, "The broker refused: authority \(named.url.absoluteString) is not one it serves.",
+                                          hint: "Restart the broker with --authority naming it")
+                }
+            } else {
+                authority = policy.authorities.first
+            }
+        }
+        var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
+        tokenRequest.claims = request.claims
+        let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
+        try await confirm(client: client, account: target, authority: authority, caller: caller)
+        return (try await engine.token(tokenRequest, for: target), target)
+    }
+
+    /// With `--confirm`, asks before the first token of each client, account and authority.
+    private func confirm(client: String, account: CachedAccount, authority: Authority?, caller: BrokerCaller) async throws(TokenCacheError) {
+        guard let confirmation else { return }
+        let place = authority?.url.absoluteString ?? "the account's home authority"
+        let key = [client.lowercased(), account.homeAccountID, place].joined(separator: "|")
+        if approved.withLock({ $0.contains(key) }) { return }
+        let who = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]"
+        let question = "\(who) asks the broker for a token of client \(client) for \(account.username.isEmpty ? account.homeAccountID : account.username) at \(place)."
+        guard await confirmation(question) else {
+            throw TokenCacheError(.accessDenied, "The broker's user did not allow client \(client) a token of this account.",
+                                  hint: "Ask whoever runs the broker to allow it (it asks on its terminal)")
+        }
+        approved.withLock { _ = $0.insert(key) }
+    }
+
+    /// A log line: who (pid, uid, command), what (method, client, scopes, account), the outcome. No secrets.
+    private func record(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request?, _ caller: BrokerCaller, outcome: String) {
+        let entry = AgentProtocol.LoggedRequest(
+            time: Int64(Date().timeIntervalSince1970), channel: "bus", pid: caller.pid.map { Int32(bitPattern: $0) }, uid: caller.uid,
+            command: caller.command, operation: method.rawValue, clientID: request?.clientID,
+            scopes: request.flatMap { $0.scopes.isEmpty ? nil : $0.scopes }, account: request?.accountName, outcome: outcome)
+        log.withLock { log in
+            if log.count >= Self.logCapacity { log.removeFirst(log.count - Self.logCapacity + 1) }
+            log.append(entry)
+        }
+        observer?(entry)
+        store.options.logger.info("Broker request", metadata: [
+            "pid": "\(caller.pid.map { "\($0)" } ?? "-")", "uid": "\(caller.uid.map { "\($0)" } ?? "-")", "op": "\(method.rawValue)",
+            "client": "\(request?.clientID ?? "-")", "outcome": "\(outcome)"])
+    }
+}

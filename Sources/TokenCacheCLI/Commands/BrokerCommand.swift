@@ -1,0 +1,187 @@
+import ArgumentParser
+import Dispatch
+import FoundationEssentials
+import TokenCache
+import TokenCacheAgent
+import TokenCacheBroker
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct BrokerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broker",
+        abstract: "Answer broker-enabled MSAL apps on the session bus (com.microsoft.identity.broker1) from the group's cache.",
+        discussion: """
+        Runs in the foreground and owns the session-bus name com.microsoft.identity.broker1, \
+        which MSAL apps with the broker turned on (MSAL Python's enable_broker_on_linux through \
+        pymsalruntime, MSAL.NET, MSAL Node, azure-identity-broker) ask for their tokens. They \
+        then find the accounts already signed in here and get their tokens silently: getAccounts \
+        lists the accounts the calling client is signed in to; acquireTokenSilently serves the \
+        cached access token or redeems the account's refresh token, only at the host that issued \
+        it; removeAccount signs that client out (other apps stay signed in). Refresh tokens never \
+        cross the bus. acquireTokenInteractively answers from the cache too, and otherwise asks the \
+        user to run `tokencache login` (the broker does not show a sign-in itself); \
+        acquirePrtSsoCookie and generateSignedHttpRequest (device identity) are not supported.
+
+        Who can ask: any process of yours on the session bus; callers of another uid are \
+        refused. --client, --account, --scopes and --authority limit what it serves, as for \
+        `tokencache agent`; --confirm asks on its terminal before the first token of each client, \
+        account and authority. Every request is logged on standard error with the caller's pid \
+        and uid (from the bus daemon), and `tokencache broker --list-requests` shows the log.
+
+        It refuses to start when another process owns the name (Microsoft's \
+        microsoft-identity-broker on an Intune-enrolled machine, or another broker). \
+        --install writes a D-Bus service file ($XDG_DATA_HOME/dbus-1/services) and a systemd \
+        user unit ($XDG_CONFIG_HOME/systemd/user/tokencache-broker.service) that start it on \
+        the first call, with the options given; it refuses while the name has an owner or \
+        Microsoft's broker is installed. --uninstall removes both files.
+
+        Examples:
+          tokencache broker --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
+          tokencache broker --install
+          tokencache broker --list-requests
+          tokencache broker --uninstall
+        """)
+
+    @OptionGroup var served: ServedOptions
+
+    @Flag(help: "Ask on the broker's terminal before the first token of each client, account and authority.")
+    var confirm = false
+
+    @Flag(help: "Write a D-Bus service file and a systemd user unit that start the broker on demand, then exit.")
+    var install = false
+
+    @Flag(help: "Remove the files --install wrote, then exit.")
+    var uninstall = false
+
+    @Flag(name: .customLong("list-requests"), help: "Show the running broker's log of requests (who asked for what) and exit.")
+    var listRequests = false
+
+    @Flag(help: "With --list-requests, print JSON.")
+    var json = false
+
+    @OptionGroup var store: StoreOptions
+
+    static let unitName = "tokencache-broker.service"
+
+    func validate() throws {
+        if [install, uninstall, listRequests].filter({ $0 }).count > 1 {
+            throw ValidationError("Give one of --install, --uninstall and --list-requests.")
+        }
+        if confirm && install { throw ValidationError("--confirm asks on a terminal; a broker started by the bus has none.") }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            if listRequests { return try printRequests() }
+            if uninstall { return try removeFiles() }
+            if install { return try writeFiles() }
+            if confirm && isatty(STDIN_FILENO) != 1 {
+                throw CLIError.usage("--confirm asks on the broker's terminal, and its standard input is not a terminal.",
+                                     hint: "Run it in a terminal, or drop --confirm and limit what it serves with --client, --account and --scopes")
+            }
+            try serve()
+        }
+    }
+
+    private func serve() throws {
+        let policy = try served.policy()
+        let store = try self.store.openStore()
+        var options = PublicClientApplication.Options()
+        options.logger = store.options.logger
+        let service = BrokerService(store: store, policy: policy, version: TokenCacheVersion.string, options: options,
+                                    confirmation: confirm ? AgentCommand.askOnTerminal : nil, observer: AgentCommand.show)
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let bus = BrokerBus(service: service)
+        try bus.start()
+        Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerProtocol.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        bus.stop()
+    }
+
+    // MARK: --install, --uninstall
+
+    private var serviceFile: String { Self.dataHome() + "/dbus-1/services/\(BrokerProtocol.busName).service" }
+    private var unitFile: String { Self.configHome() + "/systemd/user/\(Self.unitName)" }
+
+    private static func dataHome() -> String {
+        StoreSettings.environment("XDG_DATA_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (home() + "/.local/share")
+    }
+
+    private static func configHome() -> String {
+        StoreSettings.environment("XDG_CONFIG_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (home() + "/.config")
+    }
+
+    private static func home() -> String { StoreSettings.environment("HOME") ?? "/" }
+
+    /// Where Microsoft's broker installs itself (its package's D-Bus service file, unit and
+    /// binary), and the D-Bus service directories of the system (XDG_DATA_DIRS).
+    static func microsoftBroker() -> String? {
+        let dataDirectories = (StoreSettings.environment("XDG_DATA_DIRS") ?? "/usr/local/share:/usr/share").split(separator: ":").map(String.init)
+        let candidates = dataDirectories.map { "\($0)/dbus-1/services/\(BrokerProtocol.busName).service" } + [
+            "/usr/lib/systemd/user/microsoft-identity-broker.service", "/opt/microsoft/identity-broker",
+            "/usr/bin/microsoft-identity-broker",
+        ]
+        return candidates.first { access($0, F_OK) == 0 }
+    }
+
+    private func writeFiles() throws {
+        if let found = Self.microsoftBroker() {
+            throw CLIError.failed("Microsoft's identity broker is installed here (\(found)); nothing was written.",
+                                  hint: "Leave com.microsoft.identity.broker1 to it; remove microsoft-identity-broker first to use tokencache broker instead")
+        }
+        if try BrokerBus.nameHasOwner() {
+            throw CLIError.failed("Another process owns \(BrokerProtocol.busName) on this session bus; nothing was written.",
+                                  hint: "Stop it first (`tokencache broker` in a terminal, or Microsoft's broker), then run --install again")
+        }
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        arguments.removeAll { $0 == "--install" }
+        for argument in arguments where argument.contains(where: { " \t\n\"'\\%$;".contains($0) }) {
+            throw CLIError.usage("The argument '\(Terminal.escape(argument))' cannot be written into a service file.",
+                                 hint: "Use values without spaces, quotes, backslashes, %, $ or ;")
+        }
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let command = ([executable] + arguments).joined(separator: " ")
+        let service = """
+            [D-BUS Service]
+            Name=\(BrokerProtocol.busName)
+            Exec=\(command)
+            SystemdService=\(Self.unitName)
+
+            """
+        let unit = """
+            [Unit]
+            Description=tokencache identity broker (\(BrokerProtocol.busName)) on the shared token cache
+
+            [Service]
+            Type=dbus
+            BusName=\(BrokerProtocol.busName)
+            ExecStart=\(command)
+
+            """
+        for (path, text) in [(serviceFile, service), (unitFile, unit)] {
+            try FileManager.default.createDirectory(atPath: String(path[..<path.lastIndex(of: "/")!]), withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        }
+        Terminal.print("Installed: \(serviceFile) and \(unitFile). Broker-enabled MSAL apps start `\(command)` on their first call.")
+    }
+
+    private func removeFiles() throws {
+        var removed: [String] = []
+        for path in [serviceFile, unitFile] where access(path, F_OK) == 0 {
+            try FileManager.default.removeItem(atPath: path)
+            removed.append(path)
+        }
+        if removed.isEmpty { throw CLIError.notFound("No broker files were installed (\(serviceFile), \(unitFile)).") }
+        Terminal.print("Removed: \(removed.joined(separator: " and ")). A broker already running keeps running until stopped.")
+    }
+
+    private func printRequests() throws {
+        try AgentCommand.printLog(try BrokerBus.requests(), json: json)
+    }
+}
