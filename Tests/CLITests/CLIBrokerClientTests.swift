@@ -47,10 +47,10 @@ struct CLIBrokerClientTests {
                 .appendingPathComponent("../TokenCacheTestIdentityProvider/Fixtures/stand_in_broker.py").standardizedFileURL.path
             script += """
 
-                /usr/bin/python3 "\(standIn)" scenario.json "\(requests.path)" > ready.txt 2> broker.log &
-                broker=$!
-                for _ in $(seq 200); do grep -q ready ready.txt && break; kill -0 $broker || break; sleep 0.05; done
-                grep -q ready ready.txt || { cat broker.log >&2; exit 3; }
+                mkfifo ready
+                /usr/bin/python3 "\(standIn)" scenario.json "\(requests.path)" > ready 2> broker.log &
+                # Its one line once it owns the name (read -t: a guard against a hang, not a wait).
+                read -r -t 30 line < ready; [ "$line" = ready ] || { cat broker.log >&2; exit 3; }
                 """
         }
         script += "\n" + commands + "\n"
