@@ -164,7 +164,15 @@ package final class BrokerService: Sendable {
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
         try await confirm(client: client, account: target, authority: authority, caller: caller)
-        return (try await engine.token(tokenRequest, for: target), target)
+        let result = try await engine.token(tokenRequest, for: target)
+        // The runtime takes a reply without these as a success with no token or no account
+        // (docs/BROKER.md): say instead that the account needs signing in again.
+        guard !result.accessToken.isEmpty, result.idToken?.split(separator: ".", omittingEmptySubsequences: false).count == 3,
+              target.homeAccountID.split(separator: ".").count == 2 else {
+            throw TokenCacheError(.notFound, "The cache holds no ID token or client info for \(target.username.isEmpty ? target.homeAccountID : target.username) of client \(client), which a broker reply must carry.",
+                                  hint: "Sign in again with `tokencache login --client \(client)`", reason: .noUsableToken(refreshable: false))
+        }
+        return (result, target)
     }
 
     /// With `--confirm`, asks before the first token of each client, account and authority.

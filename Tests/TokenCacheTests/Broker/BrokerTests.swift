@@ -202,6 +202,20 @@ struct BrokerTests {
         #expect(try await idp.stats().grants.count == 1)
     }
 
+    @Test("A cached token without an ID token is not sent as a reply the runtime would take for success with no account: status 2 (InteractionRequired)")
+    func noIDTokenAsksForSignIn() async throws {
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "broker")
+        response["id_token"] = nil
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"],
+                                input: Fixtures.json(response))
+        try #require(saved.status == 0, "\(saved.stderr)")
+        let broker = try RunningBroker(cli, bus: bus)
+        let reply = try broker.object("acquireTokenSilently", silent(Fixtures.appOne, authority: idp.authority().url.absoluteString))
+        #expect(Self.status(reply) == 2 && reply["brokerTokenResponse"] == nil, "\(reply)")
+        #expect(((reply["error"] as? [String: Any])?["context"] as? String)?.contains("no ID token") == true, "\(reply)")
+    }
+
     @Test("removeAccount signs that client out; the account stays for the other client")
     func removeAccountKeepsOthers() async throws {
         defer { cli.cleanUp() }
