@@ -98,13 +98,13 @@ package final class BrokerService: Sendable {
             return BrokerProtocol.tokenReply(result, account: account)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
-            // signing in through the broker is not offered yet (docs/BROKER.md).
+            // otherwise the user signs in in the system browser, and the account joins the group.
             do throws(TokenCacheError) {
                 let (result, account) = try await token(request, caller: caller)
                 return BrokerProtocol.tokenReply(result, account: account)
-            } catch where error.code == .notFound || error.code == .ambiguousAccount {
-                throw TokenCacheError(.unsupportedFlow, "tokencache broker does not sign users in interactively; client \(request.clientID ?? "") has no usable account here.",
-                                      hint: "Sign in with `tokencache login --client \(request.clientID ?? "CLIENT")`, then retry")
+            } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {
+                let (result, account) = try await signIn(request, caller: caller)
+                return BrokerProtocol.tokenReply(result, account: account)
             }
         case .removeAccount:
             let client = try allowedClient(request)
@@ -149,32 +149,75 @@ package final class BrokerService: Sendable {
             throw TokenCacheError(.accessDenied, "The broker refused: scope \(disallowed.joined(separator: " ")) is not one it serves.",
                                   hint: "Restart the broker with --scopes naming it")
         }
-        var authority = try request.authority.map { (text) throws(TokenCacheError) in try Authority(text) }
-        if !policy.authorities.isEmpty {
-            if let named = authority {
-                guard policy.authorities.contains(where: { $0.url == named.url }) else {
-                    throw TokenCacheError(.accessDenied, "The broker refused: authority \(named.url.absoluteString) is not one it serves.",
-                                          hint: "Restart the broker with --authority naming it")
-                }
-            } else {
-                authority = policy.authorities.first
-            }
-        }
+        let authority = try resolve(request.authority)
         var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
-        try await confirm(client: client, account: target, authority: authority, caller: caller)
-        return (try await engine.token(tokenRequest, for: target), target)
+        try await confirm(client: client, accountName: target.username.isEmpty ? target.homeAccountID : target.username,
+                          key: target.homeAccountID, authority: authority, caller: caller)
+        return (try Self.replyable(try await engine.token(tokenRequest, for: target), of: target, client: client), target)
+    }
+
+    /// The request's authority when the policy allows it, else the policy's first (nil: none named, no policy).
+    private func resolve(_ text: String?) throws(TokenCacheError) -> Authority? {
+        guard let named = try text.map({ (text) throws(TokenCacheError) in try Authority(text) }) else { return policy.authorities.first }
+        guard policy.authorities.isEmpty || policy.authorities.contains(where: { $0.url == named.url }) else {
+            throw TokenCacheError(.accessDenied, "The broker refused: authority \(named.url.absoluteString) is not one it serves.",
+                                  hint: "Restart the broker with --authority naming it")
+        }
+        return named
+    }
+
+    /// The user signs in in the system browser (the library's sign-in: PKCE, loopback redirect,
+    /// `$BROWSER`, the desktop portal or xdg-open), at the request's authority, with its username
+    /// as the login hint; the result is saved to the group like any sign-in.
+    private func signIn(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
+        let client = try allowedClient(request)
+        guard policy.disallowed(scopes: request.scopes).isEmpty, !request.scopes.isEmpty else {
+            throw TokenCacheError(.accessDenied, "The broker refused: the scopes asked for are not ones it serves.", hint: "Restart the broker with --scopes naming them")
+        }
+        guard let authority = try resolve(request.authority) else {
+            throw TokenCacheError(.invalidArgument, "An interactive request must name an authority (authParameters.authority).", field: "authority")
+        }
+        let hint = request.account?.username ?? request.username.flatMap { $0.isEmpty ? nil : $0 }
+        try await confirm(client: client, accountName: hint ?? "a new account", key: "sign-in " + (hint ?? ""), authority: authority, caller: caller)
+        var parameters = InteractiveTokenParameters(scopes: request.scopes)
+        parameters.loginHint = hint
+        parameters.claims = request.claims
+        parameters.authority = authority
+        let result: TokenResult
+        do {
+            result = try await engine.application(clientID: client, authority: authority).acquireToken(parameters)
+        } catch where error.code == .browserUnavailable {
+            throw TokenCacheError(.unsupportedFlow, "The broker cannot open a browser to sign in (\(error.message))",
+                                  hint: "Sign in with `tokencache login --device-code --client \(client)`, then retry")
+        }
+        guard let account = result.account, policy.allows(account: account) else {
+            throw TokenCacheError(.accessDenied, "The broker refused: the account signed in is not one it serves.", hint: "Restart the broker with --account naming it")
+        }
+        return (try Self.replyable(result, of: account, client: client), account)
+    }
+
+    /// The result, when a reply can carry it.
+    private static func replyable(_ result: TokenResult, of target: CachedAccount, client: String) throws(TokenCacheError) -> TokenResult {
+        // The runtime takes a reply without these as a success with no token or no account
+        // (docs/BROKER.md): say instead that the account needs signing in again.
+        guard !result.accessToken.isEmpty, result.idToken?.split(separator: ".", omittingEmptySubsequences: false).count == 3,
+              target.homeAccountID.split(separator: ".").count == 2 else {
+            throw TokenCacheError(.notFound, "The cache holds no ID token or client info for \(target.username.isEmpty ? target.homeAccountID : target.username) of client \(client), which a broker reply must carry.",
+                                  hint: "Sign in again with `tokencache login --client \(client)`", reason: .noUsableToken(refreshable: false))
+        }
+        return result
     }
 
     /// With `--confirm`, asks before the first token of each client, account and authority.
-    private func confirm(client: String, account: CachedAccount, authority: Authority?, caller: BrokerCaller) async throws(TokenCacheError) {
+    private func confirm(client: String, accountName: String, key account: String, authority: Authority?, caller: BrokerCaller) async throws(TokenCacheError) {
         guard let confirmation else { return }
         let place = authority?.url.absoluteString ?? "the account's home authority"
-        let key = [client.lowercased(), account.homeAccountID, place].joined(separator: "|")
+        let key = [client.lowercased(), account, place].joined(separator: "|")
         if approved.withLock({ $0.contains(key) }) { return }
         let who = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]"
-        let question = "\(who) asks the broker for a token of client \(client) for \(account.username.isEmpty ? account.homeAccountID : account.username) at \(place)."
+        let question = "\(who) asks the broker for a token of client \(client) for \(accountName) at \(place)."
         guard await confirmation(question) else {
             throw TokenCacheError(.accessDenied, "The broker's user did not allow client \(client) a token of this account.",
                                   hint: "Ask whoever runs the broker to allow it (it asks on its terminal)")

@@ -95,21 +95,13 @@ struct CLILoginTests {
         let applications = desktop.appendingPathComponent("data/applications"), config = desktop.appendingPathComponent("config")
         try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
-        let profile = desktop.appendingPathComponent("profile"), pidFile = desktop.appendingPathComponent("browser.pid")
-        let wrapper = desktop.appendingPathComponent("browser.sh")
-        try """
-            #!/bin/sh
-            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(profile.path)' "$1" </dev/null >/dev/null 2>&1 &
-            echo $! > '\(pidFile.path)'
-            """.write(to: wrapper, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
-        try "[Desktop Entry]\nType=Application\nName=Test browser\nExec=\(wrapper.path) %u\nMimeType=x-scheme-handler/http;\n"
+        let browser = try BrowserCommand(in: desktop)
+        try "[Desktop Entry]\nType=Application\nName=Test browser\nExec=\(browser.path.path) %u\nMimeType=x-scheme-handler/http;\n"
             .write(to: applications.appendingPathComponent("test-browser.desktop"), atomically: true, encoding: .utf8)
         try "[Default Applications]\nx-scheme-handler/http=test-browser.desktop\n"
             .write(to: config.appendingPathComponent("mimeapps.list"), atomically: true, encoding: .utf8)
         defer {
-            // End the browser and its helpers (they write the profile after the main process), then remove it.
-            if let pid = Int32(text(pidFile).trimmingCharacters(in: .whitespacesAndNewlines)) { HeadlessChromium.endGroup(pid) }
+            browser.close()
             try? FileManager.default.removeItem(at: desktop)
         }
         // xdg-open needs a display to pick the desktop's browser (none is used: Chromium is headless),

@@ -111,3 +111,32 @@ extension FakeIdentityProvider {
                            "sign_in_user": ["uid": Fixtures.alice.uid, "utid": Fixtures.alice.tenant, "username": Fixtures.alice.username]])
     }
 }
+
+/// Headless Chromium as a command the program under test runs itself (`$BROWSER`, a .desktop
+/// file's `Exec`): a script in `directory` that starts it detached and records its pid, so
+/// ``close()`` can end its whole process group.
+package struct BrowserCommand {
+    /// The script: `browser.sh URL`.
+    package let path: URL
+    private let pidFile: URL
+
+    package init(in directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let profile = directory.appendingPathComponent("profile")
+        pidFile = directory.appendingPathComponent("browser.pid")
+        path = directory.appendingPathComponent("browser.sh")
+        try """
+            #!/bin/sh
+            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(profile.path)' "$1" </dev/null >/dev/null 2>&1 &
+            echo $! > '\(pidFile.path)'
+            """.write(to: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path.path)
+    }
+
+    /// Ends the browser and its helpers (they write the profile after the main process).
+    package func close() {
+        let text = (try? String(contentsOf: pidFile, encoding: .utf8)) ?? ""
+        guard let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return }
+        HeadlessChromium.endGroup(pid)
+    }
+}

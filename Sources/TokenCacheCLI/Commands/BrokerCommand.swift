@@ -20,8 +20,9 @@ struct BrokerCommand: ParsableCommand {
         lists the accounts the calling client is signed in to; acquireTokenSilently serves the \
         cached access token or redeems the account's refresh token, only at the host that issued \
         it; removeAccount signs that client out (other apps stay signed in). Refresh tokens never \
-        cross the bus. acquireTokenInteractively answers from the cache too, and otherwise asks the \
-        user to run `tokencache login` (the broker does not show a sign-in itself); \
+        cross the bus. acquireTokenInteractively answers from the cache too, and otherwise signs the \
+        user in in the system browser ($BROWSER, the desktop portal or xdg-open; without one it \
+        answers an error that says to run `tokencache login --device-code`); \
         acquirePrtSsoCookie and generateSignedHttpRequest (device identity) are not supported.
 
         Who can ask: any process of yours on the session bus; callers of another uid are \

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import TokenCache
 @testable import TokenCacheCore
@@ -99,6 +100,35 @@ struct BrokerProtocolTests {
         let own = await service.handle(.getAccounts, protocolVersion: "0.0", correlationID: "x", json: #"{"clientId": "c"}"#,
                                        caller: BrokerCaller(sender: ":1.9", pid: 77, uid: 4242))
         #expect(own == #"{"accounts":[]}"#)
+    }
+
+    @Test("--confirm asks once per client, account and authority: the same three again are not asked, another authority is; a refusal is status 9 and serves nothing")
+    func confirmKeyedByClientAccountAuthority() async throws {
+        let store = AccountStore(backend: InMemoryBackend())
+        _ = try store.save(responseJSON: Fixtures.json(Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil)),
+                           clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: ["User.Read"])
+        let questions = Mutex<[String]>([]), answer = Atomic<Bool>(true)
+        let service = BrokerService(store: store, policy: AgentPolicy(), version: "test", confirmation: { question in
+            questions.withLock { $0.append(question) }
+            return answer.load(ordering: .sequentiallyConsistent)
+        })
+        func ask(authority: String?) async -> [String: Any] {
+            var parameters: [String: Any] = ["clientId": Fixtures.appOne, "requestedScopes": ["User.Read"], "account": ["username": Fixtures.alice.username]]
+            if let authority { parameters["authority"] = authority }
+            let json = String(decoding: try! JSONSerialization.data(withJSONObject: ["authParameters": parameters]), as: UTF8.self)
+            let reply = await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x", json: json,
+                                             caller: BrokerCaller(sender: ":1.5", pid: 1, uid: getuid()))
+            return (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]) ?? [:]
+        }
+        let named = Fixtures.authority().url.absoluteString
+        #expect(await ask(authority: named)["brokerTokenResponse"] != nil)
+        #expect(await ask(authority: named)["brokerTokenResponse"] != nil)
+        #expect(questions.withLock { $0.count } == 1, "the same client, account and authority are asked once")
+        #expect(questions.withLock { $0[0].contains(Fixtures.appOne) && $0[0].contains(Fixtures.alice.username) && $0[0].contains(named) })
+        answer.store(false, ordering: .sequentiallyConsistent)
+        let refused = await ask(authority: nil)
+        #expect(questions.withLock { $0.count } == 2, "another authority is asked again")
+        #expect((refused["error"] as? [String: Any])?["status"] as? Int == 9 && refused["brokerTokenResponse"] == nil, "\(refused)")
     }
 
     @Test("A token reply holds the access token, its type and expiry in milliseconds, never a refresh token")

@@ -56,7 +56,7 @@ final class RunningBroker: @unchecked Sendable {
     }
 
     /// Starts `tokencache broker ARGUMENTS` and waits until it says it owns the name (or exits).
-    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = []) throws {
+    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = [], environment extra: [String: String] = [:]) throws {
         self.bus = bus
         self.cli = cli
         logFile = cli.dataHome.appendingPathComponent("broker-\(UUID().uuidString.prefix(6)).log")
@@ -64,7 +64,7 @@ final class RunningBroker: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["broker", "--backend", cli.backend, "--group", cli.group] + arguments
-        process.environment = Self.environment(cli, bus)
+        process.environment = Self.environment(cli, bus).merging(extra) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: logFile)
         process.standardInput = FileHandle.nullDevice
@@ -79,7 +79,7 @@ final class RunningBroker: @unchecked Sendable {
     /// Calls METHOD with protocol "0.0" and `json`; the reply string as sent.
     func call(_ method: String, _ json: String) throws -> String {
         let output = try runProcess("/usr/bin/dbus-send", [
-            "--session", "--print-reply=literal", "--dest=com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
+            "--session", "--print-reply=literal", "--reply-timeout=180000", "--dest=com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
             "com.microsoft.identity.Broker1.\(method)", "string:0.0", "string:\(UUID().uuidString)", "string:\(json)",
         ], environment: Self.environment(cli, bus))
         guard output.status == 0 else { throw TokenCacheError(.agentUnavailable, "dbus-send failed: \(output.stderr)") }
@@ -200,6 +200,57 @@ struct BrokerTests {
         let again = try broker.object("acquireTokenSilently", silent(Fixtures.appOne, authority: idp.authority().url.absoluteString))
         #expect((again["brokerTokenResponse"] as? [String: Any])?["accessToken"] as? String == token["accessToken"] as? String)
         #expect(try await idp.stats().grants.count == 1)
+    }
+
+    @Test("A cached token without an ID token is not sent as a reply the runtime would take for success with no account: status 2 (InteractionRequired)")
+    func noIDTokenAsksForSignIn() async throws {
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "broker")
+        response["id_token"] = nil
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"],
+                                input: Fixtures.json(response))
+        try #require(saved.status == 0, "\(saved.stderr)")
+        let broker = try RunningBroker(cli, bus: bus)
+        let reply = try broker.object("acquireTokenSilently", silent(Fixtures.appOne, authority: idp.authority().url.absoluteString))
+        #expect(Self.status(reply) == 2 && reply["brokerTokenResponse"] == nil, "\(reply)")
+        #expect(((reply["error"] as? [String: Any])?["context"] as? String)?.contains("no ID token") == true, "\(reply)")
+    }
+
+    /// An acquireTokenInteractively request as msalruntime's `signin_interactively` sends it.
+    func interactive(_ client: String) -> [String: Any] {
+        ["authParameters": [
+            "accessTokenToRenew": "", "account": NSNull(), "authority": idp.authority().url.absoluteString, "authorizationType": 6,
+            "clientId": client, "decodedClaims": "", "isSignIn": true, "parentWindow": ["handle": 1], "popParams": NSNull(),
+            "redirectUri": "https://login.microsoftonline.com/common/oauth2/nativeclient", "requestedScopes": ["User.Read"],
+            "username": Fixtures.alice.username, "uxContextHandle": -1,
+        ] as [String: Any], "parentWindowHandle": 1]
+    }
+
+    @Test("acquireTokenInteractively with no account here: the user signs in in the browser ($BROWSER), the reply carries the token and the group keeps the account",
+          .enabled(if: HeadlessChromium.runsBrowserTests))
+    func interactiveSignInThroughBrowser() async throws {
+        defer { cli.cleanUp() }
+        try await idp.actAsUser("submit")
+        let browser = try BrowserCommand(in: cli.dataHome.appendingPathComponent("desktop"))
+        defer { browser.close() }
+        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": browser.path.path])
+        let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
+        let token = try #require(reply["brokerTokenResponse"] as? [String: Any], "\(reply) \(broker.log)")
+        #expect((token["accessToken"] as? String)?.isEmpty == false && (token["idToken"] as? String)?.split(separator: ".").count == 3)
+        #expect((token["account"] as? [String: Any])?["username"] as? String == Fixtures.alice.username, "\(token)")
+        let requests = try await idp.signInStats().authorize_requests
+        #expect(requests.count == 1 && requests.first?["login_hint"] == Fixtures.alice.username, "\(requests)")
+        #expect(Self.usernames(try broker.object("getAccounts", ["clientId": Fixtures.appOne])) == [Fixtures.alice.username])
+    }
+
+    @Test("acquireTokenInteractively with no account and no browser to open: status 9 naming `tokencache login --device-code`; nothing is asked of the provider")
+    func interactiveWithoutBrowser() async throws {
+        defer { cli.cleanUp() }
+        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""])
+        let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
+        let error = try #require(reply["error"] as? [String: Any], "\(reply)")
+        #expect(error["status"] as? Int == 9 && (error["context"] as? String)?.contains("--device-code") == true, "\(reply)")
+        #expect(try await idp.signInStats().authorize_requests.isEmpty)
     }
 
     @Test("removeAccount signs that client out; the account stays for the other client")

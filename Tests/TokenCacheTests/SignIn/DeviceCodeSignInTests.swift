@@ -88,8 +88,10 @@ struct DeviceCodeSignInTests {
         let (flow, shown) = await start(capabilities: ["cp1"])
         let code = try #require(shown).userCode
         await passWait()
+        // Poll 1 was answered (pending) once the flow waits again: approving sooner could race it.
+        await clock.sleeping()
         try await idp.control(["approve_device": code])
-        await passWait()
+        clock.advance(by: .seconds(1))
         let token = try await flow.value
         let cp1 = #"{"access_token":{"xms_cc":{"values":["cp1"]}}}"#
         let stats = try await idp.signInStats()
