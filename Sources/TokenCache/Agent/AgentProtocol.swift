@@ -109,7 +109,7 @@ package enum AgentProtocol {
         }
     }
 
-    /// An error as it crosses the socket: the ``TokenCacheError`` code's name, reason, message and hint.
+    /// An error as it crosses the socket: the `TokenCacheError` code's name, reason, message and hint.
     package struct Failure: Codable, Sendable, Hashable {
         package var code: String
         package var reason: TokenCacheError.Reason

@@ -108,7 +108,7 @@ package enum UnixSocket {
     }
 
     /// Connects to the socket at `path`.
-    /// - Throws: ``TokenCacheError`` `agentUnavailable` when nothing listens there or it may not be used.
+    /// - Throws: `TokenCacheError` `agentUnavailable` when nothing listens there or it may not be used.
     package static func connect(_ path: String) throws(TokenCacheError) -> SocketDescriptor {
         var address = try address(path)
         let socket = try newSocket()

@@ -22,13 +22,13 @@ public struct BackendSelection: Sendable {
     /// Opens the backend a policy selects.
     ///
     /// - `automatic`: inside a Flatpak or Snap sandbox whose Secret portal answers, the app's
-    ///   file keyring keyed by the portal (``PortalKeyringBackend``); else the Secret Service
+    ///   file keyring keyed by the portal (`PortalKeyringBackend`); else the Secret Service
     ///   when a session bus and a provider answer, else the
     ///   encrypted file, announced once per process at warning level unless `announcesFallback`
     ///   is false (a tool that tells people itself; ``isFallback`` says it happened).
     /// - `secretService`, `file`: that backend only.
     ///
-    /// - Throws: ``TokenCacheError`` `backendUnavailable` when the policy's backend cannot work here.
+    /// - Throws: `TokenCacheError` `backendUnavailable` when the policy's backend cannot work here.
     public static func open(policy: BackendPolicy, logger: Logger = Logger(label: "tokencache"),
                             fileDirectory: URL? = nil,
                             keySource: EncryptedFileBackend.KeySource = .keyFile(),
@@ -121,9 +121,9 @@ public struct BackendSelection: Sendable {
 
     /// The sandboxed app's portal-keyed file keyring, the backend `automatic` picks inside a
     /// Flatpak or Snap sandbox, opened by itself: the destination of a one-time
-    /// ``CacheMigration/migrate(_:from:to:)`` from the host's Secret Service or the encrypted
+    /// `CacheMigration.migrate(_:from:to:)` from the host's Secret Service or the encrypted
     /// file (as `oo7::migrate` does; ours verifies the copy before removing the source).
-    /// - Throws: ``TokenCacheError`` `backendUnavailable` outside a sandbox (the host's keyring
+    /// - Throws: `TokenCacheError` `backendUnavailable` outside a sandbox (the host's keyring
     ///   file would be keyed by no app); `portalCancelled`, `portalFailed`, `noSessionBus`, `timedOut`.
     public static func openSandboxKeyring(portalTimeout: Double = 60) throws(TokenCacheError) -> any CacheBackend {
         guard SecretPortal.isSandboxed() else {
@@ -238,9 +238,9 @@ extension AccountStore {
     /// (``PublicClientApplication/init(configuration:options:)``), the C interface and the CLI,
     /// so they pick the same backend for the same settings.
     /// - Parameter account: on the Secret Service, a store that reads only this account's items
-    ///   (``AccountScopedBackend``: cheaper for one lookup); elsewhere the whole group.
+    ///   (`AccountScopedBackend`: cheaper for one lookup); elsewhere the whole group.
     /// - Parameter keySource: the encrypted file's; nil: the one the cache has (sealed to the TPM,
-    ///   a passphrase from the session keyring, else the key file: ``EncryptedFileBackend/defaultKeySource(directory:tcti:group:)``).
+    ///   a passphrase from the session keyring, else the key file: `EncryptedFileBackend.defaultKeySource(directory:tcti:group:)`).
     /// - Returns: the store, and the selection it was made from (why this backend; a fallback).
     package static func open(group: CacheGroup, policy: BackendPolicy, logger: Logger, fileDirectory: URL? = nil,
                              keySource: EncryptedFileBackend.KeySource? = nil,

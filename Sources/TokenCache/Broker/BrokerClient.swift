@@ -39,7 +39,7 @@ package final class BrokerClient: Sendable {
     }
 
     /// A client on the session bus, without asking anything yet.
-    /// - Throws: `noSessionBus` (reason ``TokenCacheError/Reason/brokerUnavailable(name:)``).
+    /// - Throws: `noSessionBus` (reason `TokenCacheError.Reason.brokerUnavailable(name:)`).
     package static func onSessionBus(timeoutSeconds: Double = 60) throws(TokenCacheError) -> BrokerClient {
         let bus: SessionBusStrings
         do { bus = try SessionBusStrings.connect() } catch {
@@ -76,7 +76,7 @@ package final class BrokerClient: Sendable {
     }
 
     /// An access token for `account` without user interaction: the broker's cache, or its refresh.
-    /// - Throws: `interactionRequired` or `serverError` (reason ``TokenCacheError/Reason/brokerRefused(status:code:)``).
+    /// - Throws: `interactionRequired` or `serverError` (reason `TokenCacheError.Reason.brokerRefused(status:code:)`).
     package func token(clientID: String, authority: Authority, scopes: [String], account: BrokerAccount,
                        claims: String?) throws(TokenCacheError) -> TokenResult {
         // Every member MSALRuntime sends, with its values for a silent request of a public client.

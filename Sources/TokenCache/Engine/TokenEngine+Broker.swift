@@ -7,7 +7,7 @@ import TokenCacheCore
 extension TokenEngine {
     /// The broker this engine's requests go to, or nil for this cache.
     /// - Throws: `backendUnavailable` / `noSessionBus` (reason
-    ///   ``TokenCacheError/Reason/brokerUnavailable(name:)``) when the app requires a broker and none answers.
+    ///   `TokenCacheError.Reason.brokerUnavailable(name:)`) when the app requires a broker and none answers.
     func brokerToAsk() async throws(TokenCacheError) -> BrokerClient? {
         let use = options.broker
         guard use != .never else { return nil }

@@ -83,11 +83,11 @@ package final class TokenEngine: Sendable {
     /// The token the request asks for: from the agent when there is one; otherwise the chosen
     /// account's cached access token, refreshed at the request's authority when it is missing
     /// or stale (and the request lets it).
-    /// - Throws: `notFound` (reason ``TokenCacheError/Reason/noAccount`` or
-    ///   ``TokenCacheError/Reason/noUsableToken(refreshable:)``), `ambiguousAccount` (reason
-    ///   ``TokenCacheError/Reason/severalAccounts(accounts:)``,
-    ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)`` or
-    ///   ``TokenCacheError/Reason/tokensInSeveralTenants(tenants:)``), and what the refresh throws.
+    /// - Throws: `notFound` (reason `TokenCacheError.Reason.noAccount` or
+    ///   `TokenCacheError.Reason.noUsableToken(refreshable:)`), `ambiguousAccount` (reason
+    ///   `TokenCacheError.Reason.severalAccounts(accounts:)`,
+    ///   `TokenCacheError.Reason.accountInSeveralClouds(hosts:)` or
+    ///   `TokenCacheError.Reason.tokensInSeveralTenants(tenants:)`), and what the refresh throws.
     package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         if case .agent(let agent) = source { return try await Self.token(from: agent, request) }
         if let broker = try await brokerToAsk() { return try await token(request, through: broker) }

@@ -7,7 +7,7 @@ import Glibc
 
 /// Reads and changes an ``ExternalStore`` the way its owner does: the blob is MSAL JSON kept
 /// through the lossless codec (unknown fields and sections are written back as they were), a
-/// change is a read-modify-write under every lock file the owner takes (``MSALExtensionsLock``),
+/// change is a read-modify-write under every lock file the owner takes (`MSALExtensionsLock`),
 /// the file is replaced atomically with mode 0600, a keyring item is replaced in place in the
 /// owner's encoding, and the mtimes peers compare are moved forward. Store files and the folders
 /// of store, lock and signal files pass the encrypted file's checks (this user's, not reachable by
@@ -342,7 +342,7 @@ public struct ExternalStoreAccess: Sendable {
     // MARK: Files
 
     /// The file's content, nil when it or its folder does not exist. The encrypted file's checks
-    /// (``FileIO/openExisting(_:emptyMayBeReadable:)``): a link, another user's file or one others
+    /// (`FileIO.openExisting(_:emptyMayBeReadable:)`): a link, another user's file or one others
     /// can read or write is refused with `unsafeFile`, and so is such a folder.
     private static func readFile(_ path: String) throws(TokenCacheError) -> Data? {
         guard try checkFolder(of: path), let file = try FileIO.openExisting(path, emptyMayBeReadable: true) else { return nil }

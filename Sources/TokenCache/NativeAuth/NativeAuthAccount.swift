@@ -18,7 +18,7 @@ public struct NativeAuthAccount: Sendable {
 
     /// An access token for the scopes without user interaction: a cached one, or one redeemed
     /// with the account's refresh token at the host that issued it.
-    /// - Throws: ``TokenCacheError`` `interactionRequired` (sign in again), `network`, `serverError`.
+    /// - Throws: `TokenCacheError` `interactionRequired` (sign in again), `network`, `serverError`.
     public func getAccessToken(scopes: [String], forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
         var parameters = SilentTokenParameters(scopes: scopes, account: account)
         parameters.forceRefresh = forceRefresh

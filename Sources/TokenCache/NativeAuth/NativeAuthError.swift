@@ -36,7 +36,7 @@ public struct NativeAuthError: Error, Sendable, Hashable, CustomStringConvertibl
         /// Any other answer of the server; ``NativeAuthError/server`` has it.
         case server
         /// Not a native-auth answer: the network, the cache or a malformed response;
-        /// the ``TokenCacheError`` says which.
+        /// the `TokenCacheError` says which.
         case tokenCache(TokenCacheError)
     }
 

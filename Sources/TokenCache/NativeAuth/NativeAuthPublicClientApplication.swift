@@ -34,12 +34,15 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// Creates the app on a store the caller opened.
     ///
     /// - Parameters:
+    ///   - clientID: the app's application (client) ID.
     ///   - authority: `https://{tenant}.ciamlogin.com` (which becomes
     ///     `https://{tenant}.ciamlogin.com/{tenant}.onmicrosoft.com`, as MSAL rewrites it),
     ///     `https://{tenant}.ciamlogin.com/{tenant ID or domain}`, or a custom domain with the tenant in the path.
     ///   - challengeTypes: the methods the app's UI offers; `redirect` is always sent besides.
+    ///   - store: the shared cache the tokens are saved to.
+    ///   - options: transport, timeouts and the rest, as ``PublicClientApplication/Options``.
     /// - Throws: `invalidArgument` (``NativeAuthError/Reason/tokenCache(_:)``) for a client ID
-    ///   ``ClientID`` refuses, or an authority that is not https (http only on loopback, for tests).
+    ///   `ClientID` refuses, or an authority that is not https (http only on loopback, for tests).
     public init(clientID: String, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
                 store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
         guard !challengeTypes.isEmpty else {

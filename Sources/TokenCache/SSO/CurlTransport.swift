@@ -44,7 +44,7 @@ public struct CurlTransport: HTTPTransport {
     }
 }
 
-/// libcurl, loaded at run time (``LoadedLibrary``) on the first request. `TOKENCACHE_LIBCURL_PATH`
+/// libcurl, loaded at run time (`LoadedLibrary`) on the first request. `TOKENCACHE_LIBCURL_PATH`
 /// overrides the file (default: `libcurl.so.4`, then Debian's `libcurl-gnutls.so.4`).
 typealias LibCurl = LoadedLibrary<LibCurlDescriptor>
 

@@ -37,7 +37,7 @@ package enum GraphEndpoint {
     }
 
     /// The endpoint and the scope a photo of `account` is fetched with, for an app at `authority`.
-    /// - Throws: `unsupportedFlow` (reason ``TokenCacheError/Reason/noGraph(authority:)``) for a
+    /// - Throws: `unsupportedFlow` (reason `TokenCacheError.Reason.noGraph(authority:)`) for a
     ///   B2C or generic OIDC authority, or a host of no Microsoft cloud without an override;
     ///   `invalidArgument` for a bad override.
     package static func resolve(override: URL?, authority: Authority,
@@ -82,12 +82,12 @@ extension PublicClientApplication {
     /// microsoftgraph.chinacloudapi.cn), or at ``Options/graphEndpoint`` /
     /// `TOKENCACHE_GRAPH_ENDPOINT` when set.
     ///
-    /// - Throws: ``TokenCacheError`` with code `unsupportedFlow` (reason
-    ///   ``TokenCacheError/Reason/noGraph(authority:)``: a B2C or generic OIDC authority), `network`
-    ///   (reason ``TokenCacheError/Reason/graphUnreachable(host:)``), `serverError` (reasons
-    ///   ``TokenCacheError/Reason/photoNotAnImage(contentType:)``,
-    ///   ``TokenCacheError/Reason/photoTooLarge(limit:)``,
-    ///   ``TokenCacheError/Reason/graphRefused(status:)``), and what ``acquireTokenSilent(_:)``
+    /// - Throws: `TokenCacheError` with code `unsupportedFlow` (reason
+    ///   `TokenCacheError.Reason.noGraph(authority:)`: a B2C or generic OIDC authority), `network`
+    ///   (reason `TokenCacheError.Reason.graphUnreachable(host:)`), `serverError` (reasons
+    ///   `TokenCacheError.Reason.photoNotAnImage(contentType:)`,
+    ///   `TokenCacheError.Reason.photoTooLarge(limit:)`,
+    ///   `TokenCacheError.Reason.graphRefused(status:)`), and what ``acquireTokenSilent(_:)``
     ///   throws for the token. A cached photo is kept on every error.
     public func photo(for account: CachedAccount, refresh: Bool = false) async throws(TokenCacheError) -> AccountPhoto? {
         try await photo(for: account, refresh: refresh, now: Date())
@@ -96,7 +96,7 @@ extension PublicClientApplication {
     /// The photo of the account named (a username or home account ID; nil: the app's only
     /// account), chosen by the rule every front end follows (the CLI's `photo --account`, C and
     /// Python): then as ``photo(for:refresh:)``.
-    /// - Throws: as ``photo(for:refresh:)``, and `notFound` (reason ``TokenCacheError/Reason/noAccount``)
+    /// - Throws: as ``photo(for:refresh:)``, and `notFound` (reason `TokenCacheError.Reason.noAccount`)
     ///   or `ambiguousAccount` as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``.
     public func photo(accountNamed name: String?, refresh: Bool = false) async throws(TokenCacheError) -> AccountPhoto? {
         let request = TokenRequest(clientID: clientID, scopes: [], account: name, authority: authority)

@@ -16,7 +16,7 @@ extension PublicClientApplication {
     /// saved to the shared cache, so every app of the group sees the account. The redirect URI
     /// `http://localhost` must be registered for the app (Entra ID accepts any port on it).
     ///
-    /// - Throws: ``TokenCacheError`` with code `cancelled` (the user cancelled, or the task was
+    /// - Throws: `TokenCacheError` with code `cancelled` (the user cancelled, or the task was
     ///   cancelled), `accessDenied`, `authorizationFailed` (the authority's error; `server` has
     ///   it), `interactionRequired` (`prompt` `none` and the user would have to act),
     ///   `stateMismatch` (field `nonce`: the ID token's nonce is not this sign-in's), `timedOut`
@@ -113,7 +113,7 @@ extension PublicClientApplication {
     /// `<authority>/oauth2/v2.0/devicecode` when discovery does not name one; other
     /// authorities must name it in discovery.
     ///
-    /// - Throws: ``TokenCacheError`` with code `accessDenied` (the user declined), `timedOut`
+    /// - Throws: `TokenCacheError` with code `accessDenied` (the user declined), `timedOut`
     ///   (the code expired, or ``DeviceCodeParameters/timeout`` passed: reason `deviceCodeTimedOut`), `cancelled` (the task was cancelled), `unsupportedFlow` (no device
     ///   authorization endpoint, as on some AD FS versions), `authorizationFailed`, `network`,
     ///   `serverError`. Nothing is saved on an error.

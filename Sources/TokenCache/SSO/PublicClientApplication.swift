@@ -78,8 +78,8 @@ public final class PublicClientApplication: Sendable {
         self.init(clientID: clientID.value, authority: authority, store: store, options: options, agent: nil)
     }
 
-    /// Creates the app for a client ID not checked yet: an ID ``ClientID`` would refuse finds no
-    /// account and cannot be saved. Prefer the initializer taking a ``ClientID``,
+    /// Creates the app for a client ID not checked yet: an ID `ClientID` would refuse finds no
+    /// account and cannot be saved. Prefer the initializer taking a `ClientID`,
     /// which checks it where it enters.
     public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
         self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
@@ -120,7 +120,7 @@ public final class PublicClientApplication: Sendable {
     ///
     /// Opening connects to the session bus when the policy may use the Secret Service, which can
     /// take a few milliseconds; from async code prefer ``open(configuration:options:)``.
-    /// - Throws: ``TokenCacheError`` `invalidArgument` naming the configuration field at fault,
+    /// - Throws: `TokenCacheError` `invalidArgument` naming the configuration field at fault,
     ///   or `backendUnavailable`, `keyringLocked`… when the policy's backend cannot be used.
     public convenience init(configuration: AppConfiguration, options: Options = Options()) throws(TokenCacheError) {
         try configuration.validate()
@@ -160,7 +160,7 @@ public final class PublicClientApplication: Sendable {
     /// The account with this username (case-insensitive), among those this app can use; nil when
     /// there is none (MSAL's `account(forUsername:)`). An account is a home account ID in one
     /// cloud: the one in this app's authority's cloud when there is one; otherwise the same
-    /// account at hosts of two other clouds throws ``TokenCacheError/Code/ambiguousAccount``.
+    /// account at hosts of two other clouds throws `TokenCacheError.Code.ambiguousAccount`.
     /// Chosen by the rule of every front end (the CLI's `--account`, C and Python).
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
         let candidates = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
@@ -180,9 +180,9 @@ public final class PublicClientApplication: Sendable {
     /// ``acquireTokenSilent(_:)``. With the token agent (``init(configuration:options:)``), the
     /// agent chooses and answers.
     /// - Throws: as ``acquireTokenSilent(_:)``, and `notFound` (reason
-    ///   ``TokenCacheError/Reason/noAccount``) or `ambiguousAccount` (reason
-    ///   ``TokenCacheError/Reason/severalAccounts(accounts:)`` or
-    ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)``).
+    ///   `TokenCacheError.Reason.noAccount`) or `ambiguousAccount` (reason
+    ///   `TokenCacheError.Reason.severalAccounts(accounts:)` or
+    ///   `TokenCacheError.Reason.accountInSeveralClouds(hosts:)`).
     public func acquireTokenSilent(scopes: [String], accountNamed name: String?,
                                    forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
         try await acquireTokenSilent(scopes: scopes, accountNamed: name, forceRefresh: forceRefresh, claims: nil)
@@ -193,7 +193,7 @@ public final class PublicClientApplication: Sendable {
     /// but the cached access token is skipped and the refresh carries the challenge's claims
     /// (merged with ``Options/clientCapabilities``), as MSAL does with `WithClaims`.
     /// - Throws: as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``; when the token
-    ///   endpoint wants the user (`interactionRequired`), ``TokenCacheError/server`` has the
+    ///   endpoint wants the user (`interactionRequired`), `TokenCacheError.server` has the
     ///   claims to sign in with.
     public func acquireTokenSilent(scopes: [String], accountNamed name: String?,
                                    answering challenge: ClaimsChallenge) async throws(TokenCacheError) -> TokenResult {
@@ -232,7 +232,7 @@ public final class PublicClientApplication: Sendable {
     /// The group's revision is checked every `interval` (on the Secret Service a counter of its
     /// change signals, on the encrypted file the file's identity), and the accounts are read
     /// again only when it moved. The sequence ends when the task iterating it is cancelled, and
-    /// throws the ``TokenCacheError`` a read failed with (a locked keyring, a tampered file).
+    /// throws the `TokenCacheError` a read failed with (a locked keyring, a tampered file).
     public func accountChanges(checkingEvery interval: Duration = .seconds(1)) -> AccountChanges {
         AccountChanges(store: store, clientID: clientID, interval: interval, clock: options.clock)
     }
@@ -264,7 +264,7 @@ public final class PublicClientApplication: Sendable {
     /// With ``Options/broker`` and a broker that answers, the broker gives the token instead
     /// (nothing of it is saved here).
     ///
-    /// - Throws: ``TokenCacheError`` with code `interactionRequired` (sign in interactively;
+    /// - Throws: `TokenCacheError` with code `interactionRequired` (sign in interactively;
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {

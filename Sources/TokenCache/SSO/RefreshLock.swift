@@ -9,7 +9,7 @@ import Glibc
 
 /// A cross-process lock serialising refreshes of one account and client (or family, for apps
 /// redeeming their family's refresh token), so two processes never redeem the same (rotating)
-/// refresh token at once. It is a ``FileLock`` on a file that is never deleted: the kernel
+/// refresh token at once. It is a `FileLock` on a file that is never deleted: the kernel
 /// releases it when a process dies, so a crash never leaves a stale lock.
 enum RefreshLock {
     /// Where lock files live: `$XDG_RUNTIME_DIR/tokencache/locks` (per-user tmpfs), else the cache dir.
@@ -30,7 +30,7 @@ enum RefreshLock {
     ///   - clock: the clock of the wait's pauses and timeout (tests pass a manual one).
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
-    ///   block refreshes (the encrypted file's checks, ``FileIO/ensureDirectory(_:purpose:)``).
+    ///   block refreshes (the encrypted file's checks, `FileIO.ensureDirectory(_:purpose:)`).
     static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
                         clock: any Clock<Duration> = ContinuousClock()) async throws(TokenCacheError) -> FileLock {
         try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")

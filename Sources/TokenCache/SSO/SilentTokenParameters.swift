@@ -18,7 +18,7 @@ public struct SilentTokenParameters: Sendable, Hashable {
     /// Skip the access token cached when the call starts and redeem a refresh token.
     public var forceRefresh = false
     /// A claims challenge (JSON, from a resource's `WWW-Authenticate` header or an
-    /// `interactionRequired` error's ``TokenCacheError/server``): the cache is skipped and the
+    /// `interactionRequired` error's `TokenCacheError.server`): the cache is skipped and the
     /// refresh request carries the claims.
     public var claims: String?
 

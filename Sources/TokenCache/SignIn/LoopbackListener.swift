@@ -83,7 +83,7 @@ final class LoopbackListener: @unchecked Sendable {
     }
 
     /// Binds 127.0.0.1 and ::1 (never all interfaces) on `port`, 0 for an ephemeral one free on both.
-    /// - Throws: ``TokenCacheError`` `portUnavailable` naming the address, `invalidArgument`.
+    /// - Throws: `TokenCacheError` `portUnavailable` naming the address, `invalidArgument`.
     init(port: Int) throws(TokenCacheError) {
         guard (0...65535).contains(port) else {
             throw TokenCacheError.invalidArgument("redirectPort", "\(port) is not a TCP port", hint: "Use 0 for an ephemeral port")

@@ -26,7 +26,7 @@ public struct InteractiveTokenParameters: Sendable {
     public var loginHint: String?
     /// The home realm to skip discovery for (`domain_hint`, for example `contoso.com`).
     public var domainHint: String?
-    /// A claims challenge (JSON), for example ``ServerErrorDetails/claims`` of an
+    /// A claims challenge (JSON), for example `ServerErrorDetails.claims` of an
     /// `interactionRequired` error; sent as `claims`.
     public var claims: String?
     /// Scopes of other resources to consent to now, so later silent calls for them succeed; the

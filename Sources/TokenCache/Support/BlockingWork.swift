@@ -1,7 +1,7 @@
 import Dispatch
 import TokenCachePlatform
 
-/// Runs blocking cache work — D-Bus calls, file I/O, file locks — on ``BlockingPool/shared``, so
+/// Runs blocking cache work — D-Bus calls, file I/O, file locks — on `BlockingPool.shared`, so
 /// an async caller never holds one of Swift's cooperative threads while it waits (the pool has
 /// one thread per core; a blocked one stalls every other task of the app).
 package enum BlockingWork {
