@@ -11,11 +11,13 @@ final class StoreHandle {
     let singleSignOnStores = Locked<[ExternalStore]>([])
     /// The client capabilities set by tokencache_store_set_client_capabilities (`cp1`).
     let clientCapabilities = Locked<[String]>([])
+    /// When the identity broker answers, set by tokencache_store_set_broker.
+    let brokerUse = Locked<BrokerUse>(.never)
     /// The Secret Service connection their keyring items are read through, opened once.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The engine that answers this handle's token requests, made again when the single
     /// sign-on stores change (its apps are kept: their endpoints are discovered once).
-    private let engines = Locked<(stores: [String], engine: TokenEngine)?>(nil)
+    private let engines = Locked<(stores: [String], broker: BrokerUse, engine: TokenEngine)?>(nil)
     /// Opened with TOKENCACHE_BACKEND_AUTO and a NULL group: no local cache chosen, so
     /// TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
     let mayUseAgent: Bool
@@ -28,12 +30,14 @@ final class StoreHandle {
     /// so the agent does not answer.
     var engine: TokenEngine {
         let stores = singleSignOnStores.withLock { $0 }
+        let broker = brokerUse.withLock { $0 }
         return engines.withLock { kept in
-            if let kept, kept.stores == stores.map(\.name) { return kept.engine }
+            if let kept, kept.stores == stores.map(\.name), kept.broker == broker { return kept.engine }
             var options = PublicClientApplication.Options()
             options.singleSignOnStores = stores
+            options.broker = broker
             let engine = TokenEngine(store: store, agent: TokenEngine.agent(localCacheChosen: !mayUseAgent || !stores.isEmpty), options: options)
-            kept = (stores.map(\.name), engine)
+            kept = (stores.map(\.name), broker, engine)
             return engine
         }
     }
@@ -379,5 +383,23 @@ public func tokencache_store_set_client_capabilities(_ store: OpaquePointer?, _ 
             chosen.append(name)
         }
         handle.clientCapabilities.withLock { $0 = chosen }
+    }
+}
+
+/// Sets when the store's silent requests ask the identity broker (TOKENCACHE_BROKER_*).
+@_cdecl("tokencache_store_set_broker")
+public func tokencache_store_set_broker(_ store: OpaquePointer?, _ use: UInt32, _ error: UnsafeMutableRawPointer?) -> Int32 {
+    boundary(error) { () throws(TokenCacheError) in
+        let handle = try StoreHandle.from(store)
+        let chosen: BrokerUse
+        switch use {
+        case UInt32(TOKENCACHE_BROKER_NEVER): chosen = .never
+        case UInt32(TOKENCACHE_BROKER_WHEN_AVAILABLE): chosen = .whenAvailable
+        case UInt32(TOKENCACHE_BROKER_ALWAYS): chosen = .always
+        default:
+            throw TokenCacheError(.invalidArgument, "\(use) is not a broker setting.",
+                                  hint: "Use TOKENCACHE_BROKER_NEVER, TOKENCACHE_BROKER_WHEN_AVAILABLE or TOKENCACHE_BROKER_ALWAYS", field: "use")
+        }
+        handle.brokerUse.withLock { $0 = chosen }
     }
 }

@@ -481,6 +481,11 @@ static int silent(const char *backend, const char *client, const char *authority
     int status = tokencache_store_open(NULL, strcmp(backend, "file") == 0 ? TOKENCACHE_BACKEND_FILE : TOKENCACHE_BACKEND_AUTO,
                                        &store, &error);
     if (status == TOKENCACHE_OK && sso_stores) status = tokencache_store_set_sso_stores(store, sso_stores, &error);
+    /* TEST_BROKER=always|when-available: the store asks the identity broker. */
+    const char *broker = getenv("TEST_BROKER");
+    if (status == TOKENCACHE_OK && broker)
+        status = tokencache_store_set_broker(store, strcmp(broker, "always") == 0 ? TOKENCACHE_BROKER_ALWAYS
+                                                    : TOKENCACHE_BROKER_WHEN_AVAILABLE, &error);
     char *token = NULL;
     tokencache_token_info *info = NULL;
     if (status == TOKENCACHE_OK)

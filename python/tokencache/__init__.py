@@ -213,6 +213,7 @@ _PROTOTYPES = {
                                                   ctypes.POINTER(_Error)]),
     "tokencache_store_set_sso_stores": (ctypes.c_int, [_P, _S, ctypes.POINTER(_Error)]),
     "tokencache_store_set_client_capabilities": (ctypes.c_int, [_P, _S, ctypes.POINTER(_Error)]),
+    "tokencache_store_set_broker": (ctypes.c_int, [_P, ctypes.c_uint, ctypes.POINTER(_Error)]),
     "tokencache_claims_from_www_authenticate": (ctypes.c_int, [_S, ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
     "tokencache_acquire_token_with_claims": (ctypes.c_int, [_P, _S, _S, _S, _S, _S, ctypes.POINTER(_P), ctypes.POINTER(_P),
                                                             ctypes.POINTER(_P), ctypes.POINTER(_Error)]),
@@ -521,6 +522,19 @@ class Store:
             text = " ".join(capabilities) if isinstance(capabilities, (list, tuple)) else (capabilities or "")
             error = _Error()
             _check(_lib.tokencache_store_set_client_capabilities(store, text.encode("utf-8"), ctypes.byref(error)), error)
+
+    _BROKER_USES = {"never": 0, "when-available": 1, "always": 2}
+
+    def set_broker(self, use: str) -> None:
+        """When silent requests ask the identity broker on the session bus (Microsoft's, on an enrolled
+        machine) instead of the cache: "never" (the default), "when-available" (else the cache) or "always"
+        (else BACKEND_UNAVAILABLE, reason broker_unavailable). `tokencache broker` itself is never asked.
+        Raises INVALID_ARGUMENT for another value."""
+        if use not in self._BROKER_USES:
+            raise ValueError("use must be one of: never, when-available, always")
+        with self._handle.use() as store:
+            error = _Error()
+            _check(_lib.tokencache_store_set_broker(store, self._BROKER_USES[use], ctypes.byref(error)), error)
 
     def account_photo(self, client_id: str, authority: str, account: Optional[str] = None,
                       refresh: bool = False) -> Optional[Photo]:

@@ -464,6 +464,23 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
 int tokencache_store_set_client_capabilities(tokencache_store *store, const char *capabilities,
                                              tokencache_error *error);
 
+/* ---- The identity broker (since TOKENCACHE_0.7) ---- */
+
+/* When the store's silent requests ask the identity broker on the session bus
+   (com.microsoft.identity.broker1: Microsoft's broker on an enrolled machine gives device-bound
+   tokens) instead of the cache. `tokencache broker`, this cache's own provider, is never asked. */
+#define TOKENCACHE_BROKER_NEVER 0u          /* the cache only (the default) */
+#define TOKENCACHE_BROKER_WHEN_AVAILABLE 1u /* the broker when another broker answers, else the cache */
+#define TOKENCACHE_BROKER_ALWAYS 2u         /* the broker only: without one, BACKEND_UNAVAILABLE
+                                               (reason BROKER_UNAVAILABLE) */
+
+/* Sets when tokencache_acquire_token_silent and tokencache_acquire_token_with_claims ask the
+   broker: TOKENCACHE_BROKER_NEVER, _WHEN_AVAILABLE or _ALWAYS. The broker's account is chosen
+   by the cache's rule; nothing it answers is saved here. Its refusal is INTERACTION_REQUIRED or
+   SERVER_ERROR with reason BROKER_REFUSED. Errors: INVALID_ARGUMENT for another value (nothing
+   changes). Not to be called while another thread uses the same store. */
+int tokencache_store_set_broker(tokencache_store *store, unsigned use, tokencache_error *error);
+
 /* The claims (decoded JSON) of a resource's claims challenge: its 401 answer's WWW-Authenticate
    value with Bearer error="insufficient_claims" and claims="<base64>". *claims is freed with
    tokencache_string_free. Errors: NOT_FOUND when the value has no such challenge,
