@@ -63,7 +63,7 @@ grep -o '^ *TOKENCACHE_[A-Z_]* = [0-9]*' "$HEADER" | awk '{ print $1 }' > "$WORK
     echo "#include \"$PWD/$HEADER\""
     echo 'int main(void) {'
     while read -r constant; do echo "    printf(\"constant $constant %d\\n\", (int)$constant);"; done < "$WORK/constants"
-    for value in TOKENCACHE_FORCE_REFRESH; do
+    for value in TOKENCACHE_FORCE_REFRESH TOKENCACHE_BROKER_NEVER TOKENCACHE_BROKER_WHEN_AVAILABLE TOKENCACHE_BROKER_ALWAYS; do
         echo "    printf(\"constant $value %d\\n\", (int)$value);"
     done
     echo '    printf("layout tokencache_error size %zu code %zu message %zu hint %zu\n", sizeof(tokencache_error),'
