@@ -219,6 +219,31 @@ struct CLIBrokerClientTests {
         #expect(Set(requests.map { $0["method"] as? String ?? "" }) == ["getLinuxBrokerVersion"], "\(requests)")
     }
 
+    @Test("the real tokencache broker on the name is recognised as this cache's provider: required is brokerUnavailable, when-available reads the cache")
+    func realProviderIsNotAsked() throws {
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read")
+        let (lines, _) = try run(nil, Self.token + """
+
+            TC save --client \(Self.client) --authority \(Fixtures.authority().url.absoluteString) --scopes User.Read < response.json >/dev/null 2>&1
+            mkfifo log
+            TC broker 2> log &
+            broker=$!
+            # Held open, so the broker's later log lines never meet a closed pipe.
+            exec 3< log
+            # Its first line once it owns the name (read -t: a guard against a hang, not a wait).
+            read -r -t 30 line <&3; case "$line" in *serving*) ;; *) echo "broker: $line" >&2; exit 3;; esac
+            token --broker always
+            token --broker when-available
+            kill -0 $broker && echo '{"alive": true}'
+            kill $broker
+            """, files: ["response.json": Fixtures.json(response)])
+        #expect(lines.count == 3, "\(lines)")
+        let required = (lines.first?["error"] as? [String: Any])?["error"] as? [String: Any]
+        #expect(required?["reason"] as? String == "brokerUnavailable", "\(lines)")
+        #expect((lines.dropFirst().first?["result"] as? [String: Any])?["access_token"] as? String == response["access_token"] as? String)
+        #expect(lines.last?["alive"] as? Bool == true, "the provider answered throughout: recognised, not absent")
+    }
+
     @Test("list --broker shows the broker's accounts apart and marked, --json names them held_by broker, and doctor names the broker")
     func listing() throws {
         let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"], "getAccounts": ["accounts": [Self.dave]]]
