@@ -35,11 +35,8 @@ extension SecretServiceBackend {
             // Loaded first, though only the session's key exchange uses it: a machine without it
             // gets the encrypted file from automatic selection rather than a failing first read.
             _ = try Gcrypt.shared()
-            let environment = ProcessInfo.processInfo.environment
-            let busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""
-            // With the variable unset, GDBus falls back to $XDG_RUNTIME_DIR/bus, then X11 autolaunch.
-            let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-            if busAddress.isEmpty && !runtimeBus && environment["DISPLAY"] == nil {
+            // Without an address GDBus falls back to X11 autolaunch: allowed here where there is a display.
+            if !GLib.sessionBusIsAddressed && ProcessInfo.processInfo.environment["DISPLAY"] == nil {
                 throw TokenCacheError(.noSessionBus, "There is no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set).",
                                       hint: "Use the encrypted-file backend (--backend file), or run inside a desktop session")
             }

@@ -11,11 +11,7 @@ package enum DesktopPortal {
     /// on it, refused): the caller then opens the URL another way. Blocks: call it off the
     /// cooperative pool.
     package static func openURI(_ uri: String, timeoutMilliseconds: Int32) -> String? {
-        let environment = ProcessInfo.processInfo.environment
-        // Without a bus address GDBus would try $XDG_RUNTIME_DIR/bus, then X11 autolaunch (which
-        // can start a bus of its own): only ask a bus that exists.
-        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-        guard !(environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || runtimeBus else { return "no D-Bus session bus" }
+        guard GLib.sessionBusIsAddressed else { return "no D-Bus session bus" }
         var error: UnsafeMutablePointer<GError>?
         guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
             return "no D-Bus session bus (\(GLib.take(error).message))"

@@ -6,6 +6,15 @@ import FoundationEssentials
 
 /// GError handling for the Secret Service client.
 package enum GLib {
+    /// Whether the session bus has an address: DBUS_SESSION_BUS_ADDRESS is set, or
+    /// $XDG_RUNTIME_DIR/bus exists. Without either GDBus would try X11 autolaunch, which can start
+    /// a bus of its own: callers ask only a bus that exists.
+    package static var sessionBusIsAddressed: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        if !(environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty { return true }
+        return environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
+    }
+
     /// Converts and frees a GError right after the failed call.
     package static func take(_ error: UnsafeMutablePointer<GError>?) -> (domain: String, code: Int32, message: String, remote: String?) {
         guard let error else { return ("", 0, "unknown error", nil) }

@@ -15,12 +15,9 @@ package final class SessionBusStrings: @unchecked Sendable {
         package let remote: String?
     }
 
-    /// The session bus, when there is one. Only a bus that exists is asked: without an address
-    /// GDBus would try X11 autolaunch, which can start a bus of its own.
+    /// The session bus, when there is one (``GLib/sessionBusIsAddressed``).
     package static func connect() throws(Failure) -> SessionBusStrings {
-        let environment = ProcessInfo.processInfo.environment
-        let runtimeBus = environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: $0 + "/bus") } ?? false
-        guard !(environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || runtimeBus else {
+        guard GLib.sessionBusIsAddressed else {
             throw Failure(message: "no D-Bus session bus", remote: nil)
         }
         var error: UnsafeMutablePointer<GError>?
