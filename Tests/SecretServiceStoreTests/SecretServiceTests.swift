@@ -422,25 +422,10 @@ struct SecretServiceTests {
               </policy>
             </busconfig>
             """.utf8).write(to: config)
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        daemon.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1"]
-        let output = Pipe()
-        daemon.standardOutput = output
-        daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
-        // SIGKILL: a process started from a Dispatch thread inherits its blocked signals, SIGTERM among them.
-        defer { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
-        var printed = Data()  // the address, on a line of its own once the bus listens
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            printed += chunk
-        }
-        let address = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        try #require(address.hasPrefix("unix:"), "\(address)")
+        let bus = try PrivateBus(configuration: config)
+        defer { withExtendedLifetime(bus) {} }  // the bus lives until the last probe ran
         var environment = ProcessInfo.processInfo.environment
-        environment["DBUS_SESSION_BUS_ADDRESS"] = address
+        environment["DBUS_SESSION_BUS_ADDRESS"] = bus.address
         environment["XDG_DATA_HOME"] = folder.appendingPathComponent("data").path
         for mode in [[], ["early"]] {
             let probe = try runProcess(Self.helper, ["ss-probe"] + mode, environment: environment)

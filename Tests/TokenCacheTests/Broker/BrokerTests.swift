@@ -5,37 +5,6 @@ import Testing
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider
 
-/// A session bus of its own (dbus-daemon), so each test owns com.microsoft.identity.broker1 alone.
-final class PrivateBus: @unchecked Sendable {
-    // @unchecked: set once in init, only read afterwards.
-    let daemon: Process
-    let address: String
-
-    init() throws {
-        daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        daemon.arguments = ["--session", "--nofork", "--print-address=1"]
-        let output = Pipe()
-        daemon.standardOutput = output
-        daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
-        var printed = Data()  // the address, on a line of its own once the bus listens
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            printed += chunk
-        }
-        address = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard address.hasPrefix("unix:") else { throw TokenCacheError(.noSessionBus, "dbus-daemon printed no address: \(address)") }
-    }
-
-    deinit {
-        // SIGKILL: a process started from a Dispatch thread inherits its blocked signals, SIGTERM among them.
-        kill(daemon.processIdentifier, SIGKILL)
-        daemon.waitUntilExit()
-    }
-}
-
 /// `tokencache broker` on a private bus, on a CLI test store, and calls to it with `dbus-send`.
 final class RunningBroker: @unchecked Sendable {
     // @unchecked: set once in init, only read afterwards.
