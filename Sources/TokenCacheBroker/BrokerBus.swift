@@ -1,6 +1,9 @@
 import CLibSecret
 import Dispatch
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import TokenCache
 import TokenCacheAgent
@@ -20,7 +23,9 @@ package final class BrokerBus: @unchecked Sendable {
     private var node: NodeInfo?
     private var registration: guint = 0
     private var ownership: guint = 0
-    private var thread: Thread?
+    /// The loop's thread (a pthread: Foundation's `Thread` links the whole of Foundation into
+    /// the executable, whose start-up then initialises CoreFoundation and ICU for every command).
+    private var thread: pthread_t?
     /// The name's fate, once known: owned, or the reason it is not.
     private let outcome = Mutex<Result<Void, TokenCacheError>?>(nil)
     private let decided = DispatchSemaphore(value: 0)
@@ -53,10 +58,16 @@ package final class BrokerBus: @unchecked Sendable {
     /// Connects to the session bus, exports the object and owns the name; returns once the name
     /// is owned. Throws `backendUnavailable` when another process owns it (or the bus refuses).
     package func start() throws(TokenCacheError) {
-        let started = Thread { [self] in runLoop() }
-        started.name = "tokencache-broker-bus"
+        var started = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        guard pthread_create(&started, nil, { context in
+            Unmanaged<BrokerBus>.fromOpaque(context!).takeRetainedValue().runLoop()
+            return nil
+        }, context) == 0 else {
+            Unmanaged<BrokerBus>.fromOpaque(context).release()
+            throw TokenCacheError(.backendUnavailable, "The broker could not start a thread for the session bus.", hint: "Check the process and thread limits (ulimit -u)")
+        }
         thread = started
-        started.start()
         decided.wait()
         let result = outcome.withLock { $0 } ?? .failure(TokenCacheError(.backendUnavailable, "The broker did not start."))
         if case .failure(let error) = result {
@@ -67,12 +78,9 @@ package final class BrokerBus: @unchecked Sendable {
 
     /// Gives the name up and stops the loop.
     package func stop() {
-        guard let loop else {
-            thread = nil
-            return
-        }
-        g_main_loop_quit(loop.pointer)
-        while thread?.isFinished == false { usleep(1000) }
+        if let loop { g_main_loop_quit(loop.pointer) }
+        // The thread ends once its loop is quit, or has ended when it failed to start serving.
+        if let thread { pthread_join(thread, nil) }
         thread = nil
     }
 
