@@ -200,10 +200,10 @@ public final class EncryptedFileBackend: CacheBackend {
         return CacheSnapshot(entries: current.entries, revision: current.revision)
     }
 
-    /// The group without the secrets of access and refresh tokens, unless a whole copy is at
-    /// hand; not kept for later reads.
+    /// The group with what a listing reads of each entry (``JSONParser/Omission/listing``: no
+    /// access or refresh token secret), unless a whole copy is at hand; not kept for later reads.
     public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
-        let current = try read(group, tokenSecrets: false)
+        let current = try read(group, forListing: true)
         return CacheSnapshot(entries: current.entries, revision: current.revision)
     }
 
@@ -279,9 +279,10 @@ public final class EncryptedFileBackend: CacheBackend {
     enum RollbackPolicy { case refuse, accept }
 
     /// Reads and decrypts the group's file (or returns the cached copy if it did not change).
-    /// Without `tokenSecrets`, access and refresh tokens are read without their secrets, and
-    /// what is read is not cached. `lockHeld`: the caller holds the group's lock.
-    func read(_ group: CacheGroup, keepHeader: Bool = false, tokenSecrets: Bool = true,
+    /// `forListing`: entries are read with only what a listing needs (``JSONParser/Omission/listing``:
+    /// no access or refresh token secret), and what is read is not cached. `lockHeld`: the caller
+    /// holds the group's lock.
+    func read(_ group: CacheGroup, keepHeader: Bool = false, forListing: Bool = false,
                       lockHeld: Bool = false, rollback: RollbackPolicy = .refuse, attempt: Int = 1) throws(TokenCacheError) -> Current {
         let path = fileURL(for: group).path
         guard let file = try FileIO.openExisting(path) else {
@@ -322,11 +323,11 @@ public final class EncryptedFileBackend: CacheBackend {
                     try currentRevision(of: group) != revision
                 }
                 guard replaced else { throw error }
-                return try read(group, keepHeader: keepHeader, tokenSecrets: tokenSecrets, rollback: rollback, attempt: attempt + 1)
+                return try read(group, keepHeader: keepHeader, forListing: forListing, rollback: rollback, attempt: attempt + 1)
             }
         }
-        let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: tokenSecrets ? nil : .tokenSecrets)
-        if tokenSecrets { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
+        let entries = try Self.decodeEntries(opened.data[plaintext], path: path, omitting: forListing ? .listing : nil)
+        if !forListing { loaded.withLock { $0[group] = Loaded(revision: revision, entries: entries) } }
         return Current(entries: entries, revision: revision, header: opened.header)
     }
 

@@ -317,7 +317,7 @@ struct EncryptedFileTests {
         #expect(throws: TokenCacheError.self) { _ = try EncryptedFileBackend(directory: directory).apply([], to: group, expected: nil) }
     }
 
-    @Test("A listing reads access and refresh tokens without their secrets, keeps ID tokens', and leaves later reads whole")
+    @Test("A listing reads access and refresh tokens without their secrets and unread members, keeps ID tokens' secrets, and leaves later reads whole")
     func listingWithoutTokenSecrets() throws {
         _ = try savedStore(backend())
         let fresh = backend()  // a new process: nothing read yet
@@ -326,9 +326,10 @@ struct EncryptedFileTests {
         #expect(listed.count == full.count)
         for entry in full {
             let twin = try #require(listed.first { $0.kind == entry.kind && $0.key == entry.key })
-            var expected = entry.fields
-            if entry.kind == .accessToken || entry.kind == .refreshToken { expected["secret"] = nil }
+            let rule = JSONParser.Omission.listing.rules[entry.kind.rawValue]
+            let expected = entry.fields.filter { !(rule?.omits($0.key) ?? false) }
             #expect(twin.fields == expected, "\(entry.kind)")
+            #expect(expected.count < entry.fields.count || rule == nil, "\(entry.kind) loses something")
         }
         #expect(full.contains { $0.kind == .accessToken && $0["secret"] != nil }, "the full read after a listing has the secrets")
         #expect(full.contains { $0.kind == .idToken } && listed.filter { $0.kind == .idToken }.allSatisfy { $0["secret"] != nil })
@@ -339,9 +340,19 @@ struct EncryptedFileTests {
     @Test("A store lists the same inventory with or without the group loaded, follows changes, and still finds tokens after listing")
     func inventoryFromListingRead() throws {
         let writer = try savedStore(backend())
+        // What a listing shows of each kind: a second client signed out, a display name, family and own refresh tokens.
+        try writer.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: "two")), clientID: Fixtures.appTwo,
+                        authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
+        try writer.signOut(try #require(try writer.account(Fixtures.alice.username, clientID: Fixtures.appTwo)), clientID: Fixtures.appTwo)
+        try writer.setAppDisplayName("Notes", clientID: Fixtures.appOne, authority: Fixtures.authority())
         let loaded = try writer.inventory(now: Fixtures.now)
+        #expect(loaded.accounts.first?.name != nil && loaded.accounts.first?.clients.count == 2)
+        #expect(loaded.accounts.first?.clients.contains { $0.signInState == .signedOut } == true)
+        #expect(loaded.accounts.first?.clients.contains { $0.displayName == "Notes" && !$0.accessTokens.isEmpty && $0.refreshToken != .none } == true)
         let reader = AccountStore(backend: backend(), group: group)  // nothing loaded: reads for listing
-        #expect(try reader.inventory(now: Fixtures.now) == loaded)
+        let listed = try reader.inventory(now: Fixtures.now)
+        #expect(listed == loaded)
+        #expect(listed.jsonData() == loaded.jsonData(), "`list --json` prints the same bytes")
         try writer.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.bob, tag: "list")), clientID: Fixtures.appTwo,
                         authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
         let changed = try reader.inventory(now: Fixtures.now)

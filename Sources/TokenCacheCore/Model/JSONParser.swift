@@ -15,15 +15,40 @@
 package struct JSONParser {
     /// Members a reader does not need, left out of the entries of an MSAL cache document (the
     /// objects two levels below the root: sections, then entries by key). A listing shows no
-    /// access or refresh token and no photo, so their secrets and bytes stay in the decrypted
-    /// document instead of being copied out.
+    /// token and no photo, so their secrets and bytes stay in the decrypted document instead of
+    /// being copied out, and of the three token sections (nearly all of a large cache) it reads
+    /// a few members only: fewer strings to make and smaller dictionaries to fill.
     package struct Omission: Sendable {
-        /// The member each section's entries lose, by section (root key).
-        package let members: [String: String]
+        /// What a section's entries lose.
+        package enum Rule: Sendable {
+            /// This member.
+            case member(String)
+            /// Every member but these.
+            case allBut([String])
 
-        /// The secrets of access and refresh tokens (ID tokens keep theirs: listings read names
-        /// from them), and account photos' bytes (a listing says only whether one is cached).
-        package static let tokenSecrets = Omission(members: ["AccessToken": "secret", "RefreshToken": "secret", "AccountPhoto": "data"])
+            /// Whether an entry's member of this name is left out.
+            @inline(__always)
+            package func omits(_ key: String) -> Bool {
+                switch self {
+                case .member(let name): key == name
+                case .allBut(let kept): !kept.contains(key)
+                }
+            }
+        }
+
+        /// The rule of each section (root key); sections not named keep every member.
+        package let rules: [String: Rule]
+
+        /// What a listing (``GroupInventory``, ``GroupSummary``) reads of each entry: access and
+        /// refresh tokens without their secrets, ID tokens with theirs (the account's name comes
+        /// from one), and account photos without their bytes (whether one is cached is enough).
+        /// Whatever else a listing reads of an entry must be kept here.
+        package static let listing = Omission(rules: [
+            "AccessToken": .allBut(["home_account_id", "environment", "client_id", "realm", "target", "expires_on"]),
+            "RefreshToken": .allBut(["home_account_id", "environment", "client_id", "family_id", "last_modification_time"]),
+            "IdToken": .allBut(["home_account_id", "environment", "client_id", "realm", "secret"]),
+            "AccountPhoto": .member("data"),
+        ])
     }
 
     package struct SyntaxError: Error, Sendable {
@@ -39,8 +64,8 @@ package struct JSONParser {
     private var members: [(String, JSONValue)] = []
     private let maximumDepth: Int
     private let omission: Omission?
-    /// While inside a member of the root object (a cache's section): the member its entries lose.
-    private var omittedMember: String?
+    /// While inside a member of the root object (a cache's section): what its entries lose.
+    private var sectionRule: Omission.Rule?
 
     /// Whether `[1,]` and `{"a":1,}` are accepted (MSAL .NET writes and reads them).
     private var allowsTrailingCommas = false
@@ -124,8 +149,8 @@ package struct JSONParser {
         let first = members.count
         while true {
             let key = try parseKey()
-            if depth == 1 { omittedMember = omission?.members[key] }
-            if depth == 3, let omittedMember, key == omittedMember {
+            if depth == 1 { sectionRule = omission?.rules[key] }
+            if depth == 3, let sectionRule, sectionRule.omits(key) {
                 try checkValue()
             } else {
                 members.append((key, try parseValue()))

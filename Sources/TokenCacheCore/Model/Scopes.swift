@@ -46,6 +46,9 @@ package enum Environment {
     /// The first name of the host's alias group, or the host itself, lower-cased.
     package static func canonical(_ environment: String) -> String {
         let lowered = ASCII.lowercased(environment)
+        // A group's first name is its own canonical name: compared, not hashed (a listing of
+        // 1,000 accounts asks for the cloud of every entry, nearly always the first one's).
+        if lowered == aliasGroups[0][0] { return lowered }
         return canonicalByAlias[lowered] ?? lowered
     }
 

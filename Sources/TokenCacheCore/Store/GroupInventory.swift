@@ -73,19 +73,23 @@ extension AccountStore {
     /// One account: a home account ID in one cloud, with only that cloud's tokens.
     private func describeAccount(home: String, cloud: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
         guard let account = self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index) else { return nil }
-        // Each kind's entries once per account, not once per client.
+        // Each kind's entries once per account, each entry's cloud once (not joined into a new array).
         let inCloud = { (entry: CacheEntry) in Self.cloud(of: entry) == cloud }
         let allAccessTokens = index.entries(.accessToken, homeAccountID: home)
         let allIDTokens = index.entries(.idToken, homeAccountID: home)
-        let tokens = allAccessTokens + allIDTokens + index.entries(.refreshToken, homeAccountID: home)
+        let allRefreshTokens = index.entries(.refreshToken, homeAccountID: home)
         let accessTokens = allAccessTokens.filter(inCloud)
         let idTokens = allIDTokens.filter(inCloud)
         var clientIDs = Set<String>()
-        for entry in tokens where inCloud(entry) { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        for entry in accessTokens { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        for entry in idTokens { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        for entry in allRefreshTokens where inCloud(entry) { if let id = entry["client_id"] { clientIDs.insert(id) } }
         // A sign-in state names no cloud: its client shows where it has tokens, or everywhere when
         // it has none in any cloud (signed out), never in a cloud where only another cloud's tokens are.
         for entry in index.entries(.accountMetadata, homeAccountID: home) {
-            if let id = entry["client_id"], !tokens.contains(where: { ASCII.equalLowercased($0["client_id"], id) }) { clientIDs.insert(id) }
+            guard let id = entry["client_id"] else { continue }
+            let hasTokens = [allAccessTokens, allIDTokens, allRefreshTokens].contains { $0.contains { ASCII.equalLowercased($0["client_id"], id) } }
+            if !hasTokens { clientIDs.insert(id) }
         }
         let refreshTokens = Self.refreshTokenCandidates(home: home, environment: cloud, in: index)  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
