@@ -68,18 +68,7 @@ struct ListCommand: ParsableCommand {
                     }
                 }
             }
-            if let account {
-                inventory.accounts = inventory.accounts.filter {
-                    AccountName.matches(account, username: $0.username, homeAccountID: $0.homeAccountID)
-                }
-            }
-            if let client {
-                inventory.accounts = inventory.accounts.compactMap { account in
-                    var account = account
-                    account.clients = account.clients.filter { $0.clientID.lowercased() == client.lowercased() }
-                    return account.clients.isEmpty ? nil : account
-                }
-            }
+            inventory = inventory.narrowed(toAccount: account, clientID: client)
             // Held by the broker: listed apart, marked, never merged into the group's accounts.
             let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {

@@ -50,6 +50,24 @@ package struct GroupInventory: Sendable, Hashable, Codable {
     package var location: String
     /// Accounts, sorted by username then home account ID.
     package var accounts: [Account]
+
+    /// The inventory narrowed to the accounts `account` names (by username or home account ID,
+    /// the rule every front end uses) and, within each, to the client `clientID` (an account
+    /// with no such client is left out): what `list --account/--client` and the agent show.
+    package func narrowed(toAccount account: String?, clientID: String?) -> GroupInventory {
+        var narrowed = self
+        if let account {
+            narrowed.accounts = accounts.filter { AccountName.matches(account, username: $0.username, homeAccountID: $0.homeAccountID) }
+        }
+        if let clientID {
+            narrowed.accounts = narrowed.accounts.compactMap { account in
+                var account = account
+                account.clients = account.clients.filter { $0.clientID.lowercased() == clientID.lowercased() }
+                return account.clients.isEmpty ? nil : account
+            }
+        }
+        return narrowed
+    }
 }
 
 extension AccountStore {
