@@ -163,7 +163,7 @@ package final class TokenAgent: Sendable {
         do {
             return try await engine.token(request, for: target)
         } catch where !policy.authorities.isEmpty && {
-            if case .refreshTokenFromOtherHost = error.reason { return true } else { return false }
+            error.reason.kind == .refreshTokenFromOtherHost
         }() {
             // The agent's --authority is the reason: a hint to use another authority would only be
             // refused next as "not one the agent serves" (#46). Name the filter instead.

@@ -60,7 +60,7 @@ func statusCode(of error: TokenCacheError) -> Int32 {
 
 /// The header's number for a reason: the header's numbers are the ABI.
 func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
-    let code = switch reason {
+    let code = switch reason.value {
     case .unspecified: TOKENCACHE_REASON_NONE
     case .collectionMissing: TOKENCACHE_REASON_COLLECTION_MISSING
     case .sessionCollectionUnsupported: TOKENCACHE_REASON_SESSION_COLLECTION_UNSUPPORTED
@@ -118,7 +118,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
 /// is said with the C functions and arguments instead (chosen by the reason, never by the text).
 func cHint(for failure: TokenCacheError) -> String {
     let deviceCode = "sign in with the device code flow (tokencache_sign_in_device_code)"
-    switch failure.reason {
+    switch failure.reason.value {
     case .noDisplay:
         return "Use the device code flow (tokencache_sign_in_device_code) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL"
     case .browserCommandFailed:

@@ -39,7 +39,7 @@ enum CLIHints {
         guard let hint = error.hint else { return nil }
         let collection = context.collectionOption
         let sidesOnly = context.backendOption == nil
-        switch (error.code, error.reason) {
+        switch (error.code, error.reason.value) {
         case (.keyringLocked, _):
             return "Run `tokencache unlock` (or add --allow-prompt) and answer the provider's unlock prompt, or unlock it in your desktop session; nothing was read or changed"
         case (.promptDismissed, .createCollectionPromptDismissed):

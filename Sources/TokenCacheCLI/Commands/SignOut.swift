@@ -24,7 +24,7 @@ enum SignOut {
     /// The library's reasons said in options: nothing to sign out of is not found (exit 2), an
     /// account to pick is a usage error (64).
     private static func translated(_ error: TokenCacheError) -> Error {
-        let hint: String? = switch error.reason {
+        let hint: String? = switch error.reason.value {
         case .severalAccounts(let accounts): "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))"
         case .accountInSeveralClouds: AccountSelector.authorityHint
         case .noAccount: (error.hint.map { "\($0); " } ?? "") + "`tokencache list` shows the group"

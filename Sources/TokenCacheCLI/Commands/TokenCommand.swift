@@ -241,7 +241,7 @@ struct TokenCommand: ParsableCommand {
 
     /// The engine's reasons in this command's options.
     private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
-        switch error.reason {
+        switch error.reason.value {
         case .noUsableToken(refreshable: true) where externalStore == nil:
             refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
                 : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
