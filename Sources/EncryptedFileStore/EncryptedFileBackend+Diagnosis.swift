@@ -1,5 +1,5 @@
 import FoundationEssentials
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheCrypto
 import TokenCachePlatform
 #if canImport(Glibc)

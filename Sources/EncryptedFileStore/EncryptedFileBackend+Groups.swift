@@ -1,4 +1,4 @@
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc

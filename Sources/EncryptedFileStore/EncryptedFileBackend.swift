@@ -1,5 +1,5 @@
 import FoundationEssentials
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheCrypto
 import TokenCachePlatform
 #if canImport(Glibc)
@@ -25,7 +25,7 @@ import Glibc
 ///
 /// Threat model: see docs/EncryptedFile.md. With the default key file, code running as the same
 /// user can read the key; the data file alone (a backup, a synced folder) reveals nothing.
-public final class EncryptedFileBackend: CacheBackend {
+public final class EncryptedFileBackend {
     /// Where the encryption key comes from.
     public enum KeySource: Sendable, CustomStringConvertible {
         /// A random 256-bit key in its own 0600 file, created on first use
@@ -189,25 +189,25 @@ public final class EncryptedFileBackend: CacheBackend {
         }
     }
 
-    public func location(of group: CacheGroup) -> String {
+    @_spi(Backend) public func location(of group: CacheGroup) -> String {
         "encrypted file \(fileURL(for: group).path) (AES-256-GCM, \(keySource))"
     }
 
     // MARK: CacheBackend
 
-    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    @_spi(Backend) public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let current = try read(group)
         return CacheSnapshot(entries: current.entries, revision: current.revision)
     }
 
     /// The group with what a listing reads of each entry (``JSONParser/Omission/listing``: no
     /// access or refresh token secret), unless a whole copy is at hand; not kept for later reads.
-    public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    @_spi(Backend) public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let current = try read(group, forListing: true)
         return CacheSnapshot(entries: current.entries, revision: current.revision)
     }
 
-    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+    @_spi(Backend) public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         let path = fileURL(for: group).path
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else {
@@ -223,7 +223,7 @@ public final class EncryptedFileBackend: CacheBackend {
         return Self.revision(info, descriptor: descriptor)
     }
 
-    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+    @_spi(Backend) public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         try withExclusiveLock(group) { () throws(TokenCacheError) -> CacheRevision? in
             let current = try read(group, keepHeader: true, lockHeld: true)
@@ -241,7 +241,7 @@ public final class EncryptedFileBackend: CacheBackend {
         }
     }
 
-    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+    @_spi(Backend) public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         try withExclusiveLock(group) { () throws(TokenCacheError) in
             let current = try read(group, keepHeader: true, lockHeld: true)  // refuses to replace an unreadable or rolled-back file
             guard let header = current.header else { return }
@@ -525,5 +525,15 @@ public final class EncryptedFileBackend: CacheBackend {
         let lock = try FileLock(path: directory.appendingPathComponent("\(group.name).lock").path)
         defer { withExtendedLifetime(lock) {} }
         return try body()
+    }
+}
+
+// Implements the backend protocol, which only this package's modules, tests and benchmarks see.
+@_spi(Backend) extension EncryptedFileBackend: CacheBackend {}
+
+extension AccountStore {
+    /// Opens the store for a group kept in the encrypted file. Nothing is read until the first call.
+    public convenience init(backend: EncryptedFileBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.init(backend: backend as any CacheBackend, group: group, options: options)
     }
 }

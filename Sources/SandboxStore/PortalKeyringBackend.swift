@@ -1,5 +1,5 @@
 import FoundationEssentials
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheDBus
 
 /// The backend of sandboxed apps (Flatpak, Snap): each cache entry is one item of the app's
@@ -9,7 +9,7 @@ import TokenCacheDBus
 /// so libsecret (`secret-tool`) and oo7 code of the same app see the same items.
 ///
 /// Nothing key-like is written to disk: the portal's secret stays in memory of its own.
-public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
+public final class PortalKeyringBackend: @unchecked Sendable {
     // @unchecked: the keyring serializes its own state.
     let keyring: FileKeyring
 
@@ -26,7 +26,7 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
         self.init(keyring: FileKeyring(path: path ?? FileKeyring.defaultPath(), secret: UnsafeRawBufferPointer(secret.bytes)))
     }
 
-    public func location(of group: CacheGroup) -> String {
+    @_spi(Backend) public func location(of group: CacheGroup) -> String {
         "file keyring \(path) (libsecret/oo7 format, key from the Secret portal), items tagged group=\(group)"
     }
 
@@ -47,7 +47,7 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
         CacheRevision("keyring:" + (signature?.description ?? "none"))
     }
 
-    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    @_spi(Backend) public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let before = try keyring.signature()
         let entries = try entries(matching: Self.groupAttributes(group))
         // A write between the two looks is caught by the caller's next revision check.
@@ -55,7 +55,7 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// One attribute search per query over the keyring's hashed attributes; each entry once.
-    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+    @_spi(Backend) public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         var found: [CacheEntry] = [], seen: Set<String> = []
         for query in queries {
             var attributes = SecretItemSchema.searchAttributes(query, group: group)
@@ -67,12 +67,12 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
         return found
     }
 
-    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+    @_spi(Backend) public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         Self.revision(try keyring.signature())
     }
 
     /// Applies the changes in one write of the file, under the keyring's lock.
-    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+    @_spi(Backend) public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         // Labels name the user where the batch says who it is, as on the Secret Service.
         var usernames: [String: String] = [:]
@@ -105,7 +105,17 @@ public final class PortalKeyringBackend: CacheBackend, @unchecked Sendable {
         return Self.revision(after)
     }
 
-    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+    @_spi(Backend) public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         _ = try keyring.modify { (edit) throws(TokenCacheError) in try edit.remove(matching: Self.groupAttributes(group)) }
+    }
+}
+
+// Implements the backend protocol, which only this package's modules, tests and benchmarks see.
+@_spi(Backend) extension PortalKeyringBackend: CacheBackend {}
+
+extension AccountStore {
+    /// Opens the store for a group kept in the sandboxed app's own keyring file, unlocked through the desktop portal. Nothing is read until the first call.
+    public convenience init(backend: PortalKeyringBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.init(backend: backend as any CacheBackend, group: group, options: options)
     }
 }

@@ -1,5 +1,5 @@
 internal import CLibSecret
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheDBus
 import TokenCachePlatform
 import Dispatch

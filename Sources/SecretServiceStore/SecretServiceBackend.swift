@@ -1,4 +1,4 @@
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheDBus
 import TokenCachePlatform
 import FoundationEssentials
@@ -19,7 +19,7 @@ import FoundationEssentials
 ///   an entry; a locked keyring is reported, never read as empty.
 /// - Coherence: the backend listens to the collections' item signals, so another process's
 ///   change is seen on the next lookup while warm lookups stay in memory.
-public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
+public final class SecretServiceBackend: @unchecked Sendable {
     // @unchecked: `connection` is immutable after init and GDBus's and libsecret's sync calls
     // are safe from any thread; mutable state is behind `Locked` values.
 
@@ -106,7 +106,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// Where the group's items live, for people.
-    public func location(of group: CacheGroup) -> String {
+    @_spi(Backend) public func location(of group: CacheGroup) -> String {
         switch mapping(for: group) {
         case .defaultCollection: "Secret Service, collection alias 'default', items tagged group=\(group)"
         case .session: "Secret Service, in-memory collection alias 'session', items tagged group=\(group)"
@@ -118,7 +118,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// Reads every item of the group: one search for paths, then GetSecrets in batches (`Options.secretsPerCall`).
     /// - Throws: `keyringLocked` when any matching item is locked (never an empty read).
-    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    @_spi(Backend) public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         let revision = signals.revision
         let collection = try collectionPath(for: group)
         let entries = try items(at: searchPaths(["group": group.name], collection: collection), in: collection)
@@ -126,13 +126,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// A targeted attribute search (group, kind and `attributes`).
-    public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+    @_spi(Backend) public func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                         in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         try entries(matchingAny: [CacheQuery(kind: kind, attributes: attributes)], in: group)
     }
 
     /// One attribute search per query, then one bulk read of every match (each item once).
-    public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+    @_spi(Backend) public func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
         let collection = try collectionPath(for: group)
         var paths: [String] = [], seen: Set<String> = []
         for matches in try searchPaths(queries.map { SecretItemSchema.searchAttributes($0, group: group) }, collection: collection) {
@@ -143,7 +143,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
 
     /// The attributes of the matching entries, read from their items' Attributes property: no
     /// secret is transferred, so this needs no session and does not wait for its key exchange.
-    public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
+    @_spi(Backend) public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
         let paths = try searchPaths(CacheQuery(kind: kind, attributes: attributes), in: group)
         return try paths.map { path throws(TokenCacheError) in
@@ -162,13 +162,13 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// The item-signal revision: an atomic load, no D-Bus traffic; nil when not subscribed.
-    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+    @_spi(Backend) public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         signals.revision
     }
 
     /// Upserts (store with the full attribute set: atomic replace) and removals, in order.
     /// Returns a revision only when no foreign change can have happened since `expected`.
-    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+    @_spi(Backend) public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         let before = signals.revision
         let foreignBefore = signals.foreignCount
@@ -210,7 +210,7 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
     }
 
     /// Deletes every item of the group (items of other groups in the collection stay).
-    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+    @_spi(Backend) public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         let collection = try collectionPath(for: group)
         let receivedBefore = signals.receivedCount
         _ = signals.beginLocalWrite()
@@ -396,5 +396,15 @@ public final class SecretServiceBackend: CacheBackend, @unchecked Sendable {
             if let entry = SecretItemSchema.entry(fromSecret: plaintext) { entries.append(entry) }
         }
         return (entries, answered)
+    }
+}
+
+// Implements the backend protocol, which only this package's modules, tests and benchmarks see.
+@_spi(Backend) extension SecretServiceBackend: CacheBackend {}
+
+extension AccountStore {
+    /// Opens the store for a group kept in the Secret Service (the desktop keyring). Nothing is read until the first call.
+    public convenience init(backend: SecretServiceBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.init(backend: backend as any CacheBackend, group: group, options: options)
     }
 }

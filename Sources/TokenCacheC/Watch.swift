@@ -3,6 +3,7 @@ internal import CTokenCache
 import Dispatch
 import FoundationEssentials
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 /// The C callback: `void (*)(const tokencache_accounts *, const tokencache_error *, void *)`.
 public typealias AccountsChangedCallback = @convention(c) (OpaquePointer?, UnsafeRawPointer?, UnsafeMutableRawPointer?) -> Void

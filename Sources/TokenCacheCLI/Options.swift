@@ -4,6 +4,7 @@ import FoundationEssentials
 import Logging
 import Synchronization
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 extension BackendPolicy: ExpressibleByArgument {}
 extension KeySourceChoice: ExpressibleByArgument {}

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 
 /// How a cache entry is stored as a Secret Service item: its attributes (schema
 /// `org.swift-tokencache.Entry`, docs/SecretService.md), its label and its secret (the entry as

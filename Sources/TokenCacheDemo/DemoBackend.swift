@@ -1,4 +1,5 @@
-import TokenCache
+@_spi(Backend) import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 enum DemoBackend {
     /// The backend the demo uses, and why: automatic selection, as an app would use it

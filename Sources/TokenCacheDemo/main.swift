@@ -8,6 +8,7 @@
 // its own UI, no browser). The demo removes its accounts at the end unless --keep is given.
 import Foundation
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 let keep = CommandLine.arguments.contains("--keep")
 let mail = (name: "Mail", clientID: "d3590ed6-52b3-4102-aeff-aad2292ab01c")

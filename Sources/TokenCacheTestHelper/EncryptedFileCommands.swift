@@ -2,6 +2,7 @@ import Foundation
 import TokenCache
 #if canImport(Glibc)
 import Glibc
+@_spi(Backend) import TokenCacheCore
 #endif
 
 /// Test-helper commands for the encrypted-file tests.

@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Testing) import TokenCache  // not @testable: the helper must build in release too
+@_spi(Backend) import TokenCacheCore
 
 /// Test-helper commands for the Secret Service tests; each prints a small JSON result. Run
 /// inside scripts/with-test-keyring.sh (a fresh, isolated daemon) when they change its state.

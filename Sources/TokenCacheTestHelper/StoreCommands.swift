@@ -2,6 +2,7 @@ import Foundation
 import TokenCache
 #if canImport(Glibc)
 import Glibc
+@_spi(Backend) import TokenCacheCore
 #endif
 
 /// Test-helper commands for the Store tests: name -> command taking the remaining arguments.
@@ -59,7 +60,7 @@ func loadStore(_ backend: String, _ group: String) throws -> AccountStore {
     guard let policy = BackendPolicy(rawValue: parts[0]) else { throw HelperUsageError(message: "unknown backend \(backend)") }
     var options = SecretServiceBackend.Options()
     if parts.count > 1 && parts[1] == "session" { options.defaultMapping = .session }
-    return AccountStore(backend: try BackendSelection.open(policy: policy, secretService: options).backend, group: try CacheGroup(group))
+    return AccountStore(selection: try BackendSelection.open(policy: policy, secretService: options), group: try CacheGroup(group))
 }
 
 struct HelperUsageError: Error { var message: String }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import EncryptedFileStore
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCacheCrypto
 @testable import TokenCachePlatform
 #if canImport(Glibc)

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider
 

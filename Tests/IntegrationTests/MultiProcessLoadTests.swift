@@ -4,7 +4,7 @@ import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
@@ -106,8 +106,8 @@ struct MultiProcessLoadTests {
         let policy = try #require(BackendPolicy(rawValue: String(backend.prefix { $0 != "@" })))
         var secretService = SecretServiceBackend.Options()
         if backend.hasSuffix("@session") { secretService.defaultMapping = .session }
-        let store = AccountStore(backend: try BackendSelection.open(policy: policy, fileDirectory: dataHome.appendingPathComponent("tokencache"),
-                                                                    secretService: secretService).backend,
+        let store = AccountStore(selection: try BackendSelection.open(policy: policy, fileDirectory: dataHome.appendingPathComponent("tokencache"),
+                                                                      secretService: secretService),
                                  group: try CacheGroup(group))
         let exported = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: [String: Any]])
         for section in ["Account", "AccessToken", "RefreshToken", "IdToken"] {

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 @testable import SecretServiceStore
-@_spi(Testing) @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Testing) @_spi(Backend) @testable import TokenCache
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCacheDBus
 @testable import TokenCachePlatform
 import TokenCacheTestSupport

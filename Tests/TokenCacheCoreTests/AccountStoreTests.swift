@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 import TokenCacheTestSupport
 
 @Suite("Account store: saving responses", .harness)

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 import TokenCacheTestSupport
 
 @Suite("Migration between backends", .harness)
@@ -29,5 +29,23 @@ struct MigrationTests {
         try CacheMigration.migrate(.universalStorage, from: source, to: destination)
         #expect(try destination.load(.universalStorage).entries.count == 6)
         #expect(try source.load(.universalStorage).entries.isEmpty)
+    }
+
+    @Test("An app migrates between two stores of the same group; stores of different groups are refused and nothing moves")
+    func migratesBetweenStores() throws {
+        let source = AccountStore(backend: InMemoryBackend()), destination = AccountStore(backend: InMemoryBackend())
+        try source.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice)), clientID: Fixtures.appOne,
+                        authority: Fixtures.authority(), scopes: [])
+        let before = try source.exportMSALJSON()
+        let elsewhere = AccountStore(backend: InMemoryBackend(), group: try CacheGroup("com.example.other"))
+        let refused = #expect(throws: TokenCacheError.self) { try CacheMigration.migrate(from: source, to: elsewhere) }
+        #expect(refused?.code == .invalidArgument)
+        #expect(try source.exportMSALJSON() == before && elsewhere.allAccounts().isEmpty)
+
+        let report = try CacheMigration.migrate(from: source, to: destination)
+        #expect(report.copied == 6 && report.removedFromSource == 6)
+        #expect(try source.allAccounts().isEmpty)
+        #expect(try destination.exportMSALJSON() == before)
+        #expect(destination.location == "in-memory group '\(CacheGroup.universalStorage)'")
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TokenCacheTestSupport
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 
 // What an app sees of the cache (#35): no refresh-token secret, by any public route. Which
 // symbols are public is checked on the symbol graph (scripts/count-public-api.sh --check); these

@@ -1,5 +1,5 @@
 import Foundation
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 
 /// Synthetic token responses, shaped like Microsoft identity platform responses.
 package enum Fixtures {

@@ -1,6 +1,7 @@
 import Benchmark
 import Foundation
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 /// Warm in-process access-token lookup: the path a desktop app takes many times a minute.
 /// Target: at most 2 µs median at 1,000 accounts x 3 clients, flat across sizes.

@@ -7,6 +7,7 @@
 //   bench-tool worker <ss|file> GROUP RESPONSES.json CLIENT AUTHORITY  one of the concurrent savers
 @_spi(Benchmarks) import EncryptedFileStore
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 import Foundation
 
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

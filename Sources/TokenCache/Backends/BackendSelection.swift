@@ -2,15 +2,15 @@ import FoundationEssentials
 import EncryptedFileStore
 import SandboxStore
 import SecretServiceStore
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import TokenCacheDBus
 import TokenCachePlatform
 import Logging
 
 /// The backend a policy chose, and why.
 public struct BackendSelection: Sendable {
-    /// The backend to use.
-    public let backend: any CacheBackend
+    /// The backend to use: apps open a store on it with ``TokenCacheCore/AccountStore/init(selection:group:options:)``.
+    @_spi(Backend) public let backend: any CacheBackend
     /// Why this backend was chosen, for people (`tokencache doctor`).
     public let reason: String
     /// Whether `automatic` fell back to the encrypted file because no Secret Service is usable.
@@ -121,11 +121,11 @@ public struct BackendSelection: Sendable {
 
     /// The sandboxed app's portal-keyed file keyring, the backend `automatic` picks inside a
     /// Flatpak or Snap sandbox, opened by itself: the destination of a one-time
-    /// `CacheMigration.migrate(_:from:to:)` from the host's Secret Service or the encrypted
+    /// `CacheMigration.migrate(from:to:)` from the host's Secret Service or the encrypted
     /// file (as `oo7::migrate` does; ours verifies the copy before removing the source).
     /// - Throws: `TokenCacheError` `backendUnavailable` outside a sandbox (the host's keyring
     ///   file would be keyed by no app); `portalCancelled`, `portalFailed`, `noSessionBus`, `timedOut`.
-    public static func openSandboxKeyring(portalTimeout: Double = 60) throws(TokenCacheError) -> any CacheBackend {
+    public static func openSandboxKeyring(portalTimeout: Double = 60) throws(TokenCacheError) -> PortalKeyringBackend {
         guard SecretPortal.isSandboxed() else {
             throw TokenCacheError(.backendUnavailable, "The sandbox keyring exists only inside a Flatpak or Snap sandbox (no /.flatpak-info, no SNAP_NAME).",
                                   hint: "Run the migration inside the app's sandbox, e.g. flatpak run --command=tokencache APP_ID migrate ...")
@@ -259,3 +259,11 @@ extension AccountStore {
     }
 }
 
+
+extension AccountStore {
+    /// Opens the store for a group on the backend a policy selected (``BackendSelection/open(policy:logger:fileDirectory:keySource:secretService:announcesFallback:)``).
+    /// Nothing is read until the first call.
+    public convenience init(selection: BackendSelection, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.init(backend: selection.backend, group: group, options: options)
+    }
+}

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 
 /// What ``PublicClientApplication/acquireTokenSilent(_:)`` asks for: MSAL's
 /// `MSALSilentTokenParameters`.

@@ -1,6 +1,6 @@
 import FoundationEssentials
 import SecretServiceStore
-import TokenCacheCore
+@_spi(Backend) import TokenCacheCore
 import Logging
 
 /// An app's opted-in stores (``PublicClientApplication/Options/singleSignOnStores``) as single

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 struct GroupsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,8 +1,9 @@
 import ArgumentParser
 import FoundationEssentials
 import Logging
-import TokenCache
+@_spi(Backend) import TokenCache
 import TokenCacheAdmin
+@_spi(Backend) import TokenCacheCore
 
 struct MigrateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

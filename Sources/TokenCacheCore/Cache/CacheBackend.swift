@@ -1,5 +1,5 @@
 /// A change to one entry of a group.
-public enum CacheChange: Sendable, Hashable {
+@_spi(Backend) public enum CacheChange: Sendable, Hashable {
     /// Insert the entry, or replace the entry stored under the same kind and key.
     case upsert(CacheEntry)
     /// Remove the entry stored under this kind and key, if any.
@@ -7,14 +7,14 @@ public enum CacheChange: Sendable, Hashable {
 }
 
 /// An opaque marker of a group's state: it changes whenever any process changes the group.
-public struct CacheRevision: Sendable, Hashable {
+@_spi(Backend) public struct CacheRevision: Sendable, Hashable {
     package let value: String
     /// Creates a revision from a backend-specific value.
     package init(_ value: String) { self.value = value }
 }
 
 /// The contents of a group as read from a backend.
-public struct CacheSnapshot: Sendable {
+@_spi(Backend) public struct CacheSnapshot: Sendable {
     /// Every entry in the group.
     public var entries: [CacheEntry]
     /// The revision the entries were read at, when the backend can tell.
@@ -28,7 +28,7 @@ public struct CacheSnapshot: Sendable {
 }
 
 /// Attributes an entry can be queried by, as a keychain or Secret Service item would be.
-public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
+@_spi(Backend) public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
     case homeAccountID = "home_account_id"
     case environment
     case clientID = "client_id"
@@ -45,7 +45,7 @@ public enum CacheAttribute: String, Sendable, Hashable, CaseIterable {
 
 /// A targeted query: entries of one kind, or of every kind when `kind` is nil, whose attributes
 /// equal the given values.
-public struct CacheQuery: Sendable, Hashable {
+@_spi(Backend) public struct CacheQuery: Sendable, Hashable {
     /// The kind of entry, or nil for every kind.
     public var kind: EntityKind?
     /// Attribute values every match has.
@@ -65,12 +65,15 @@ public struct CacheQuery: Sendable, Hashable {
 }
 
 /// A keychain-like store of cache entries inside groups. The account store is written against
-/// this protocol only; the Secret Service, encrypted-file and in-memory backends implement it.
+/// this protocol only; the Secret Service, encrypted-file, portal keyring and in-memory backends
+/// implement it. `@_spi(Backend)`: entries are built by this package only (`CacheEntry.init` is
+/// `package`), so no other module can implement a backend; tests and benchmarks import the SPI to
+/// read a group or choose a backend at run time, apps pass a concrete backend to ``AccountStore``.
 ///
 /// Backends store either one item per entry (Secret Service, like MSAL's one keychain item per
 /// entity) or the whole group as one blob (encrypted file); both fit because changes are sent
 /// as per-entry upserts and removals that a blob backend applies under its own lock.
-public protocol CacheBackend: Sendable {
+@_spi(Backend) public protocol CacheBackend: Sendable {
     /// A short description of where data lives, for people: "Secret Service collection
     /// 'Login' (alias default)", "encrypted file ~/.local/share/tokencache/…".
     func location(of group: CacheGroup) -> String
@@ -114,7 +117,7 @@ public protocol CacheBackend: Sendable {
     func removeAll(in group: CacheGroup) throws(TokenCacheError)
 }
 
-extension CacheBackend {
+@_spi(Backend) extension CacheBackend {
     public func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         try load(group)
     }

@@ -13,10 +13,23 @@ public enum CacheMigration {
         public var removedFromSource: Int
     }
 
+    /// Migrates the group of `source` to the backend of `destination`, which must open the same
+    /// group (a sandboxed app moving its cache from the host's keyring to its own).
+    /// - Throws: ``TokenCacheError`` `invalidArgument` when the stores' groups differ; when
+    ///   verification fails the source is left untouched.
+    @discardableResult
+    public static func migrate(from source: AccountStore, to destination: AccountStore) throws(TokenCacheError) -> Report {
+        guard source.group == destination.group else {
+            throw TokenCacheError.invalidArgument("destination", "opens group \(destination.group), not \(source.group)",
+                                                  hint: "Open both stores on the group to move")
+        }
+        return try migrate(source.group, from: source.backend, to: destination.backend)
+    }
+
     /// Migrates `group` from `source` to `destination`.
     /// - Throws: ``TokenCacheError``; when verification fails the source is left untouched.
     @discardableResult
-    public static func migrate(_ group: CacheGroup, from source: any CacheBackend,
+    @_spi(Backend) public static func migrate(_ group: CacheGroup, from source: any CacheBackend,
                                to destination: any CacheBackend) throws(TokenCacheError) -> Report {
         let entries = try source.load(group).entries
         guard !entries.isEmpty else { return Report(copied: 0, removedFromSource: 0) }

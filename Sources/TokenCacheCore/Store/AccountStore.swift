@@ -24,7 +24,7 @@ public final class AccountStore: Sendable {
     }
 
     /// Where entries are stored.
-    public let backend: any CacheBackend
+    @_spi(Backend) public let backend: any CacheBackend
     /// The sharing group this store reads and writes.
     public let group: CacheGroup
     /// The options in force.
@@ -39,12 +39,24 @@ public final class AccountStore: Sendable {
     }
     private let state = Locked(State())
 
-    /// Opens the store for a group on a backend. Nothing is read until the first call.
-    public init(backend: any CacheBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+    /// Opens the store for a group on any backend, one chosen at run time. Nothing is read until
+    /// the first call. Apps pass a concrete backend (`EncryptedFileBackend`, `SecretServiceBackend`,
+    /// ``InMemoryBackend``) or a `BackendSelection` to the initializer of the same label.
+    @_spi(Backend) public init(backend: any CacheBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
         self.backend = backend
         self.group = group
         self.options = options
     }
+
+    /// Opens the store for a group kept in this process's memory (nothing persists). Nothing is
+    /// read until the first call.
+    public convenience init(backend: InMemoryBackend, group: CacheGroup = .universalStorage, options: Options = Options()) {
+        self.init(backend: backend as any CacheBackend, group: group, options: options)
+    }
+
+    /// Where the group lives, for people: "Secret Service collection 'Login' (alias default)",
+    /// "encrypted file ~/.local/share/tokencache/…".
+    public var location: String { backend.location(of: group) }
 
     private var logger: Logger { options.logger }
 

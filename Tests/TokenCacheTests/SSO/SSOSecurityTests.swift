@@ -3,7 +3,7 @@ import Testing
 @testable import EncryptedFileStore
 @testable import SecretServiceStore
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 import TokenCacheTestIdentityProvider

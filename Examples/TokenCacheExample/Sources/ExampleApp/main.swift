@@ -10,7 +10,7 @@ print("Client \(configuration.clientID), authority \(configuration.authority), g
 
 do {
     let app = try await PublicClientApplication.open(configuration: configuration)
-    print("Backend: \(app.store.backend.location(of: app.store.group))")
+    print("Backend: \(app.store.location)")
     var accounts = try await app.accounts()
     if accounts.isEmpty, CommandLine.arguments.contains("--sign-in") {
         let result = if CommandLine.arguments.contains("--browser") {

@@ -1,7 +1,7 @@
 
 /// A backend that keeps groups in process memory: for tests and for apps that want no
 /// persistence. Instances share nothing; share one instance to share a cache.
-public final class InMemoryBackend: CacheBackend {
+public final class InMemoryBackend {
     private struct Group {
         package var entries: [EntityKind: [String: CacheEntry]] = [:]
         package var generation: UInt64 = 0
@@ -21,16 +21,16 @@ public final class InMemoryBackend: CacheBackend {
         groups.withLock { $0[group] = stored }
     }
 
-    public func location(of group: CacheGroup) -> String { "in-memory group '\(group)'" }
+    @_spi(Backend) public func location(of group: CacheGroup) -> String { "in-memory group '\(group)'" }
 
-    public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
+    @_spi(Backend) public func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot {
         groups.withLock { groups in
             let stored = groups[group] ?? Group()
             return CacheSnapshot(entries: stored.entries.values.flatMap(\.values), revision: stored.revision)
         }
     }
 
-    public func apply(_ changes: [CacheChange], to group: CacheGroup,
+    @_spi(Backend) public func apply(_ changes: [CacheChange], to group: CacheGroup,
                       expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
         groups.withLock { groups in
             var stored = groups[group] ?? Group()
@@ -47,11 +47,11 @@ public final class InMemoryBackend: CacheBackend {
         }
     }
 
-    public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
+    @_spi(Backend) public func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? {
         groups.withLock { ($0[group] ?? Group()).revision }
     }
 
-    public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
+    @_spi(Backend) public func removeAll(in group: CacheGroup) throws(TokenCacheError) {
         groups.withLock { groups in
             var stored = groups[group] ?? Group()
             stored.entries = [:]
@@ -60,3 +60,6 @@ public final class InMemoryBackend: CacheBackend {
         }
     }
 }
+
+// Implements the backend protocol, which only this package's modules, tests and benchmarks see.
+@_spi(Backend) extension InMemoryBackend: CacheBackend {}
