@@ -142,7 +142,7 @@ package final class TokenAgent: Sendable {
                        claims: String? = nil, clientCapabilities: [String] = [],
                        asker: String) async throws(TokenCacheError) -> TokenResult {
         // From another process: checked as every front end checks it, before any policy or cache sees it.
-        _ = try ClientID(clientID)
+        let client = try ClientID(clientID)
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
         guard policy.allows(client: clientID) else {
             throw Self.refused("client \(clientID) is not one the agent serves", allowed: policy.clients, option: "--client")
@@ -151,7 +151,7 @@ package final class TokenAgent: Sendable {
         guard disallowed.isEmpty else {
             throw Self.refused("scope \(disallowed.joined(separator: " ")) is not one the agent serves", allowed: policy.scopes, option: "--scopes")
         }
-        var request = TokenRequest(clientID: clientID, scopes: scopes, account: account, authority: try resolve(authority: authority))
+        var request = TokenRequest(clientID: client, scopes: scopes, account: account, authority: try resolve(authority: authority))
         request.forceRefresh = forceRefresh
         (request.claims, request.clientCapabilities) = (claims, clientCapabilities)
         _ = try request.claimsParameter  // claims that cannot carry the capabilities: refused before any lookup

@@ -150,7 +150,7 @@ package final class BrokerService: Sendable {
                                   hint: "Restart the broker with --scopes naming it")
         }
         let authority = try resolve(request.authority)
-        var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
+        var tokenRequest = TokenRequest(clientID: try ClientID(client), scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
         try await confirm(client: client, accountName: target.username.isEmpty ? target.homeAccountID : target.username,

@@ -14,7 +14,7 @@ public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID:
     tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
         let handle = try StoreHandle.from(store)
         guard flags & ~UInt32(TOKENCACHE_FORCE_REFRESH) == 0 else { throw .invalidArgument("flags", "has unknown bits set") }
-        var request = TokenRequest(clientID: try clientIDString(clientID), scopes: try scopeList(scopes),
+        var request = TokenRequest(clientID: try checkedClientID(clientID), scopes: try scopeList(scopes),
                                    account: try optionalString(account, "account"),
                                    authority: try optionalString(authority, "authority").map { text throws(TokenCacheError) in try Authority(text) })
         request.forceRefresh = flags & UInt32(TOKENCACHE_FORCE_REFRESH) != 0
@@ -38,7 +38,7 @@ public func tokencache_acquire_token_with_claims(_ store: OpaquePointer?, _ clie
     var refusal: String?
     let status = tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
         let handle = try StoreHandle.from(store)
-        var request = TokenRequest(clientID: try clientIDString(clientID), scopes: try scopeList(scopes),
+        var request = TokenRequest(clientID: try checkedClientID(clientID), scopes: try scopeList(scopes),
                                    account: try optionalString(account, "account"),
                                    authority: try optionalString(authority, "authority").map { text throws(TokenCacheError) in try Authority(text) })
         request.forceRefresh = true

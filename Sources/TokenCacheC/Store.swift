@@ -105,7 +105,12 @@ final class TokenInfoHandle {
 
 /// A client (application) ID argument: required, checked as ``ClientID``.
 func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> String {
-    try ClientID(try requiredString(pointer, "client_id")).value
+    try checkedClientID(pointer).value
+}
+
+/// The `client_id` argument checked, as a token request takes it.
+func checkedClientID(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> ClientID {
+    try ClientID(try requiredString(pointer, "client_id"))
 }
 
 /// The library's logger behind the C interface: a C app has no swift-log to configure, and a
@@ -243,7 +248,7 @@ public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ client
                                                _ error: UnsafeMutableRawPointer?) -> Int32 {
     tokenBoundary(accessToken, info, error) { () throws(TokenCacheError) -> TokenResult in
         let handle = try StoreHandle.from(store)
-        var request = TokenRequest(clientID: try clientIDString(clientID), scopes: try scopeList(scopes),
+        var request = TokenRequest(clientID: try checkedClientID(clientID), scopes: try scopeList(scopes),
                                    account: try requiredString(account, "account"),
                                    authority: try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) })
         // This process's cache only, never the agent, and nothing redeemed: the engine's rule on the local store.

@@ -118,7 +118,7 @@ struct CLITokenRefreshTests {
         var options = PublicClientApplication.Options()
         options.transport = HostMappingTransport(host: "https://login.microsoftonline.com", to: "http://\(idp.host):\(idp.port)")
         let engine = TokenEngine(store: store, options: options)
-        let result = try await engine.token(TokenRequest(clientID: Fixtures.appOne, scopes: ["User.Read"]))
+        let result = try await engine.token(TokenRequest(clientID: try ClientID(Fixtures.appOne), scopes: ["User.Read"]))
         #expect(result.accessToken.hasPrefix("at-issued-"))
         let grants = try await idp.stats().grants
         #expect(grants.count == 1 && grants.allSatisfy { $0.outcome == "ok" })

@@ -35,7 +35,7 @@ extension TokenEngine {
     /// account's home tenant).
     func token(_ request: TokenRequest, through broker: BrokerClient) async throws(TokenCacheError) -> TokenResult {
         try await BlockingWork.run { () throws(TokenCacheError) -> TokenResult in
-            let accounts = try broker.accounts(clientID: request.clientID)
+            let accounts = try broker.accounts(clientID: request.clientID.value)
             let chosen = try Self.choose(among: accounts.map(\.cachedAccount), for: request, in: nil)
             guard let account = accounts.first(where: { $0.homeAccountID == chosen.homeAccountID && $0.environment == chosen.environment }) else {
                 throw TokenCacheError(.notFound, "No account of client \(request.clientID) at the identity broker.", reason: .noAccount)
@@ -43,7 +43,7 @@ extension TokenEngine {
             let home = "https://\(account.environment.isEmpty ? "login.microsoftonline.com" : account.environment)/\(account.realm ?? "common")"
             let authority = if let asked = request.authority { asked } else { try Authority(home) }
             // The claims as MSAL sends them: the caller's challenge with the app's capabilities (cp1) merged in.
-            return try broker.token(clientID: request.clientID, authority: authority, scopes: request.scopes,
+            return try broker.token(clientID: request.clientID.value, authority: authority, scopes: request.scopes,
                                     account: account, claims: try request.claimsParameter)
         }
     }

@@ -119,7 +119,7 @@ package final class TokenEngine: Sendable {
         }
         if let cached { return cached }
         let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in
-            !(try store.refreshTokens(clientID: request.clientID, account: account).isEmpty)
+            !(try store.refreshTokens(clientID: request.clientID.value, account: account).isEmpty)
         }
         throw TokenCacheError(.notFound, "No usable cached access token for client \(request.clientID) and scopes \"\(request.scopes.joined(separator: " "))\".",
                               hint: refreshable ? "Give an authority to redeem the cached refresh token (no sign-in needed)" : "Sign the user in",
@@ -134,22 +134,22 @@ package final class TokenEngine: Sendable {
                                       cached: TokenResult? = nil) -> PublicClientApplication? {
         guard request.redeemsRefreshTokens else { return nil }
         if let authority = request.authority {
-            return application(clientID: request.clientID, authority: authority, capabilities: request.clientCapabilities)
+            return application(clientID: request.clientID.value, authority: authority, capabilities: request.clientCapabilities)
         }
         guard let account, account.authorityType == "MSSTS",
               let tenant = cached?.tenantID ?? account.homeTenantID,
               let home = try? Authority("https://\(account.environment)/\(tenant)") else { return nil }
-        return application(clientID: request.clientID, authority: home, capabilities: request.clientCapabilities)
+        return application(clientID: request.clientID.value, authority: home, capabilities: request.clientCapabilities)
     }
 
     /// The account's usable cached token at the request's authority; without one, the token of
     /// the only tenant that has one (several: which is meant is not guessed, as MSAL asks for an authority).
     private static func cachedToken(_ request: TokenRequest, account: CachedAccount, in store: AccountStore) throws(TokenCacheError) -> TokenResult? {
-        if let found = try store.accessToken(clientID: request.clientID, account: account, scopes: request.scopes, authority: request.authority) {
+        if let found = try store.accessToken(clientID: request.clientID.value, account: account, scopes: request.scopes, authority: request.authority) {
             return found
         }
         guard request.authority == nil else { return nil }
-        let byTenant = try store.accessTokensByTenant(clientID: request.clientID, account: account, scopes: request.scopes)
+        let byTenant = try store.accessTokensByTenant(clientID: request.clientID.value, account: account, scopes: request.scopes)
         if byTenant.count > 1 {
             let tenants = byTenant.compactMap(\.tenantID)
             throw TokenCacheError(.ambiguousAccount, "Client \(request.clientID) has usable tokens for these scopes in \(byTenant.count) tenants: \(tenants.joined(separator: ", ")).",
@@ -173,7 +173,7 @@ package final class TokenEngine: Sendable {
         let store: AccountStore
         switch source {
         case .agent(let agent):
-            let served = try await BlockingWork.run { () throws(TokenCacheError) in try Self.accounts(from: agent, clientID: request.clientID) }
+            let served = try await BlockingWork.run { () throws(TokenCacheError) in try Self.accounts(from: agent, clientID: request.clientID.value) }
             return try Self.choose(among: served.filter(allowed), for: request, in: nil)
         case .store(let local): store = local
         }
@@ -181,7 +181,7 @@ package final class TokenEngine: Sendable {
         let candidates: [CachedAccount] = if let app, !app.options.singleSignOnStores.isEmpty {
             try await app.accounts()
         } else {
-            try await BlockingWork.run { () throws(TokenCacheError) in try store.accounts(clientID: request.clientID) }
+            try await BlockingWork.run { () throws(TokenCacheError) in try store.accounts(clientID: request.clientID.value) }
         }
         return try await BlockingWork.run { () throws(TokenCacheError) in try Self.choose(among: candidates.filter(allowed), for: request, in: store) }
     }
@@ -199,7 +199,7 @@ package final class TokenEngine: Sendable {
         if let name = request.account {
             chosen = inScope.filter { AccountName.matches(name, $0) }
             if chosen.isEmpty, let store, let named = try namedAccount(name, authority: request.authority, in: store),
-               try store.signInState(of: named, clientID: request.clientID) != .signedOut {
+               try store.signInState(of: named, clientID: request.clientID.value) != .signedOut {
                 chosen = [named]
             }
         }
@@ -232,7 +232,7 @@ package final class TokenEngine: Sendable {
     /// process's cache is read or written, and only the access token crosses the socket.
     static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         let token = try await BlockingWork.run { () throws(TokenCacheError) in
-            try agent.token(clientID: request.clientID, scopes: request.scopes, account: request.account,
+            try agent.token(clientID: request.clientID.value, scopes: request.scopes, account: request.account,
                             authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
                             claims: request.claims, clientCapabilities: request.clientCapabilities)
         }

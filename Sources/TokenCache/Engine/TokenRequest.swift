@@ -4,8 +4,8 @@ import TokenCacheCore
 /// function's arguments (and so Python's keywords) and the CLI's flags translate into this, and
 /// ``TokenEngine`` decides the rest — which account, cloud, tenant, store or agent answers.
 package struct TokenRequest: Sendable {
-    /// The client app (application ID).
-    package var clientID: String
+    /// The client app (application ID), checked where the front end built the request.
+    package var clientID: ClientID
     /// The scopes the token must carry.
     package var scopes: [String]
     /// A username (case-insensitive) or home account ID; nil for the client's only account.
@@ -28,7 +28,7 @@ package struct TokenRequest: Sendable {
         get throws(TokenCacheError) { try ClaimsRequest.merged(capabilities: clientCapabilities, claims: claims) }
     }
 
-    package init(clientID: String, scopes: [String], account: String? = nil, authority: Authority? = nil) {
+    package init(clientID: ClientID, scopes: [String], account: String? = nil, authority: Authority? = nil) {
         self.clientID = clientID
         self.scopes = scopes
         self.account = account

@@ -99,7 +99,7 @@ extension PublicClientApplication {
     /// - Throws: as ``photo(for:refresh:)``, and `notFound` (reason `TokenCacheError.Reason.noAccount`)
     ///   or `ambiguousAccount` as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``.
     public func photo(accountNamed name: String?, refresh: Bool = false) async throws(TokenCacheError) -> AccountPhoto? {
-        let request = TokenRequest(clientID: clientID, scopes: [], account: name, authority: authority)
+        let request = TokenRequest(clientID: try checkedClientID.get(), scopes: [], account: name, authority: authority)
         let account = try await TokenEngine(store: store, options: options).account(for: request)
         return try await photo(for: account, refresh: refresh)
     }

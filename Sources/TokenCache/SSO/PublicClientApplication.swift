@@ -59,6 +59,8 @@ public final class PublicClientApplication: Sendable {
 
     /// The application (client) ID.
     public let clientID: String
+    /// `clientID` checked once, when the app was created: the client of every token request it makes.
+    let checkedClientID: Result<ClientID, TokenCacheError>
     /// The authority tokens come from, unless a request names another.
     public let authority: Authority
     /// The shared cache.
@@ -79,14 +81,15 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Creates the app for a client ID not checked yet: an ID `ClientID` would refuse finds no
-    /// account and cannot be saved. Prefer the initializer taking a `ClientID`,
-    /// which checks it where it enters.
+    /// account, cannot be saved, and token requests throw its `invalidArgument` error. Prefer the
+    /// initializer taking a `ClientID`, which checks it where it enters.
     public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
         self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
     }
 
     private init(clientID: String, authority: Authority, store: AccountStore, options: Options, agent: AgentClient?) {
         self.clientID = clientID
+        checkedClientID = Result { () throws(TokenCacheError) in try ClientID(clientID) }
         self.authority = authority
         self.store = store
         self.options = options
@@ -164,7 +167,7 @@ public final class PublicClientApplication: Sendable {
     /// Chosen by the rule of every front end (the CLI's `--account`, C and Python).
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
         let candidates = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
-        let request = TokenRequest(clientID: clientID, scopes: [], account: username, authority: authority)
+        let request = TokenRequest(clientID: try checkedClientID.get(), scopes: [], account: username, authority: authority)
         do {
             return try await BlockingWork.run { [store] () throws(TokenCacheError) in
                 try TokenEngine.choose(among: candidates, for: request, in: store)
@@ -202,7 +205,7 @@ public final class PublicClientApplication: Sendable {
 
     private func acquireTokenSilent(scopes: [String], accountNamed name: String?, forceRefresh: Bool,
                                     claims: String?) async throws(TokenCacheError) -> TokenResult {
-        var request = TokenRequest(clientID: clientID, scopes: scopes, account: name, authority: authority)
+        var request = TokenRequest(clientID: try checkedClientID.get(), scopes: scopes, account: name, authority: authority)
         request.forceRefresh = forceRefresh
         request.claims = claims
         request.clientCapabilities = options.clientCapabilities
@@ -271,7 +274,7 @@ public final class PublicClientApplication: Sendable {
         if agent == nil, options.broker != .never {
             let engine = TokenEngine(application: self)
             if let broker = try await engine.brokerToAsk() {
-                var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID,
+                var request = TokenRequest(clientID: try checkedClientID.get(), scopes: parameters.scopes, account: parameters.account.homeAccountID,
                                            authority: try parameters.resolvedAuthority(default: authority))
                 (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
                 request.clientCapabilities = options.clientCapabilities
@@ -286,7 +289,7 @@ public final class PublicClientApplication: Sendable {
     func acquireTokenSilentHere(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
         let authority = try parameters.resolvedAuthority(default: self.authority)
         if let agent {
-            var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
+            var request = TokenRequest(clientID: try checkedClientID.get(), scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
             (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
             request.clientCapabilities = options.clientCapabilities
             return try await TokenEngine.token(from: agent, request)

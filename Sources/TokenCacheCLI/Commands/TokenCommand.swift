@@ -184,7 +184,7 @@ struct TokenCommand: ParsableCommand {
                 group = try store.openStore(account: account, quiet: quiet)
                 return group!
             }
-            var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
+            var request = TokenRequest(clientID: try ClientID(client), scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
             request.redeemsRefreshTokens = refreshes
             request.claims = claims ?? challenge.flatMap { ClaimsChallenge(wwwAuthenticate: $0)?.claims }
             request.forceRefresh = request.claims != nil

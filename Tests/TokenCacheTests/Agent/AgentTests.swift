@@ -133,6 +133,19 @@ struct AgentTests {
         #expect(!list.stdout.contains(Fixtures.appOne) && list.stdout.contains(Fixtures.appTwo), "\(list.stdout)")
     }
 
+    @Test("a client ID ClientID refuses, sent to the socket past the CLI's own check, gets the agent's invalidArgument for the client ID; nothing is redeemed")
+    func invalidClientIDRefusedByAgent() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        defer { agent.stop() }
+        let refused = #expect(throws: TokenCacheError.self) {
+            try AgentClient(path: agent.socket).token(clientID: "not a client id", scopes: ["User.Read"])
+        }
+        #expect(refused?.code == .invalidArgument && refused?.message.contains("client ID") == true, "\(String(describing: refused))")
+        #expect(try await scenario.idp.stats().token_requests == 0)
+    }
+
     @Test("an agent started without --authority refreshes nowhere: a named authority other than the cached token's is refused, the cached token's own serves it from the cache, nothing is redeemed")
     func noAuthorityPolicyServesCacheOnly() async throws {
         let scenario = try await AgentScenario()

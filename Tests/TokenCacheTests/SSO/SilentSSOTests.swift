@@ -251,3 +251,14 @@ private final class HookedTransport: HTTPTransport {
         return try await inner.send(request)
     }
 }
+
+extension SilentSSOTests {
+    @Test("an app created with a client ID ClientID refuses gets ClientID's invalidArgument from a token request, where it builds the request, not 'no account'")
+    func uncheckedClientIDRefusedAtRequest() async throws {
+        let app = PublicClientApplication(clientID: "not a client id", authority: Fixtures.authority(), store: AccountStore(backend: InMemoryBackend()))
+        let refused = await #expect(throws: TokenCacheError.self) { try await app.acquireTokenSilent(scopes: ["User.Read"], accountNamed: nil) }
+        #expect(refused?.code == .invalidArgument && refused?.field == "client ID", "\(String(describing: refused))")
+        let checked = #expect(throws: TokenCacheError.self) { try ClientID("not a client id") }
+        #expect(refused?.message == checked?.message)
+    }
+}
