@@ -9,7 +9,7 @@ import Logging
 
 /// The backend a policy chose, and why.
 public struct BackendSelection: Sendable {
-    /// The backend to use: apps open a store on it with ``TokenCacheCore/AccountStore/init(selection:group:options:)``.
+    /// The backend to use: apps open a store on it with `AccountStore(selection:group:options:)`.
     @_spi(Backend) public let backend: any CacheBackend
     /// Why this backend was chosen, for people (`tokencache doctor`).
     public let reason: String
@@ -261,7 +261,7 @@ extension AccountStore {
 
 
 extension AccountStore {
-    /// Opens the store for a group on the backend a policy selected (``BackendSelection/open(policy:logger:fileDirectory:keySource:secretService:announcesFallback:)``).
+    /// Opens the store for a group on the backend a policy selected (``BackendSelection/open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``).
     /// Nothing is read until the first call.
     public convenience init(selection: BackendSelection, group: CacheGroup = .universalStorage, options: Options = Options()) {
         self.init(backend: selection.backend, group: group, options: options)
