@@ -29,9 +29,12 @@ if [ "$TOKENCACHE_TEST_PROVIDER" = gnome-keyring ]; then
         cp -R "$TOKENCACHE_TEST_KEYRING_SEED"/. "$HOME/.local/share/keyrings/"
         chmod -R go-rwx "$HOME/.local"
     fi
-    dbus-run-session -- bash -c '
+    write_unlocked_keyring_activation
+    TEST_LIB="$LIB" dbus-run-session -- bash -c '
         eval "$(printf "test-password" | gnome-keyring-daemon --unlock --components=secrets)"
         export GNOME_KEYRING_CONTROL
+        . "$TEST_LIB/test-session.sh"
+        wait_for_bus_name org.freedesktop.secrets || exit 1
         # A D-Bus-activated xdg-desktop-portal (the sandbox tests) uses gnome-keyring for Secret (UseIn=gnome).
         dbus-update-activation-environment XDG_CURRENT_DESKTOP=GNOME
         "$@"

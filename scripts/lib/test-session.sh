@@ -32,6 +32,40 @@ remove_test_root() {
     return 0
 }
 
+# write_unlocked_keyring_activation: gnome-keyring 42 has died mid-run (a GLib trap in the
+# kernel log); the bus then activates a new daemon whose login keyring is locked, and a peer's
+# libsecret write waits for an unlock prompt nobody can answer (a hang, not a failure). The
+# session's own service files (XDG_DATA_HOME/dbus-1/services, ahead of the system's) start it
+# unlocked with the test password instead, and say so on stderr.
+write_unlocked_keyring_activation() {
+    local services="$XDG_DATA_HOME/dbus-1/services" start="$TEST_ROOT/start-unlocked-keyring"
+    mkdir -p "$services"
+    cat >"$start" <<'START'
+#!/bin/sh
+echo "with-test-keyring: gnome-keyring was started again by D-Bus activation (the first daemon is gone); unlocked with the test password" >&2
+printf test-password | exec gnome-keyring-daemon --foreground --unlock --components=secrets
+START
+    chmod 755 "$start"
+    local name
+    for name in org.freedesktop.secrets org.gnome.keyring org.freedesktop.impl.portal.Secret; do
+        printf '[D-BUS Service]\nName=%s\nExec=%s\n' "$name" "$start" >"$services/$name.service"
+    done
+}
+
+# wait_for_bus_name NAME: until NAME has an owner on the session bus (gnome-keyring-daemon
+# --unlock returns before its daemon owns org.freedesktop.secrets; a call in that gap would
+# activate a second daemon). Up to 10 s, then fails.
+wait_for_bus_name() {
+    local try
+    for try in $(seq 100); do
+        dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+            org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null | grep 'boolean true' >/dev/null && return 0
+        sleep 0.1
+    done
+    echo "with-test-keyring: $1 has no owner on the test bus after 10 s" >&2
+    return 1
+}
+
 # write_private_bus_config DIR: writes DIR/session.conf, a session bus on which nothing can be
 # started by activation (an empty service directory, DIR/dbus-services), so the provider under test
 # is the only org.freedesktop.secrets owner: a call made before it appears must not start
