@@ -150,11 +150,14 @@ public final class PublicClientApplication: Sendable {
         if agent == nil, options.broker != .never, let held = try await TokenEngine(application: self).brokerAccounts(clientID: clientID) {
             return held
         }
-        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
-            let own = try store.accounts(clientID: clientID)
-            return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
-        }
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in try accountsHere() }
+    }
+
+    /// ``accounts()`` from the agent or this cache (the broker aside), on the caller's thread.
+    func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
+        if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
+        let own = try store.accounts(clientID: clientID)
+        return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
     }
 
     /// The account with this username (case-insensitive), among those this app can use; nil when
