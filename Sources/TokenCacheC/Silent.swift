@@ -1,4 +1,4 @@
-// tokencache_acquire_token_silent: the library's one token request (TokenEngine) behind a blocking C call.
+// tokencache_acquire_token_silent: the library's one token request (TokenEngine), decided on the calling thread.
 internal import CTokenCache
 import FoundationEssentials
 import TokenCache
@@ -19,8 +19,7 @@ public func tokencache_acquire_token_silent(_ store: OpaquePointer?, _ clientID:
                                    authority: try optionalString(authority, "authority").map { text throws(TokenCacheError) in try Authority(text) })
         request.forceRefresh = flags & UInt32(TOKENCACHE_FORCE_REFRESH) != 0
         request.clientCapabilities = handle.clientCapabilities.withLock { $0 }
-        let engine = handle.engine, asked = request
-        return try waitFor { () async throws(TokenCacheError) in try await engine.token(asked) }
+        return try handle.engine.blockingToken(request)
     }
 }
 
@@ -45,9 +44,8 @@ public func tokencache_acquire_token_with_claims(_ store: OpaquePointer?, _ clie
         request.claims = try optionalString(claims, "claims").flatMap { $0.isEmpty ? nil : $0 }
         request.clientCapabilities = handle.clientCapabilities.withLock { $0 }
         _ = try request.claimsParameter  // malformed claims: INVALID_ARGUMENT before any request
-        let engine = handle.engine, asked = request
         do throws(TokenCacheError) {
-            return try waitFor { () async throws(TokenCacheError) in try await engine.token(asked) }
+            return try handle.engine.blockingToken(request)
         } catch {
             refusal = error.server?.claims
             throw error

@@ -253,8 +253,7 @@ public func tokencache_store_find_access_token(_ store: OpaquePointer?, _ client
                                    authority: try optionalString(authority, "authority").map { url throws(TokenCacheError) in try Authority(url) })
         // This process's cache only, never the agent, and nothing redeemed: the engine's rule on the local store.
         request.redeemsRefreshTokens = false
-        let engine = TokenEngine(store: handle.store), asked = request
-        return try waitFor { () async throws(TokenCacheError) in try await engine.token(asked) }
+        return try TokenEngine(store: handle.store).blockingToken(request)
     }
 }
 

@@ -94,21 +94,46 @@ package final class BlockingPool: @unchecked Sendable {
     }
 
     /// Runs `work` on the pool and returns its result, without holding a cooperative thread meanwhile.
-    /// - Throws: what `work` throws, or `overloaded` (``submit(_:_:)``).
-    package func run<T: Sendable>(_ label: String, _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
-            do throws(TokenCacheError) {
-                try submit(label) {
-                    do throws(TokenCacheError) { continuation.resume(returning: .success(try work())) } catch {
-                        continuation.resume(returning: .failure(error))
+    ///
+    /// Cancellable as `NIOThreadPool.runIfActive`: when the task is cancelled before the job
+    /// starts, the job never runs and `cancelled` is thrown at once; a job that started runs to
+    /// its end (blocking work cannot be interrupted safely) and its result is returned.
+    /// With `cancellable` false the job runs even for a cancelled task: for work that must not
+    /// be lost, such as saving tokens a server already issued.
+    /// - Throws: what `work` throws, `cancelled`, or `overloaded` (``submit(_:_:)``).
+    package func run<T: Sendable>(_ label: String, cancellable: Bool = true,
+                                  _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
+        let job = CancellableJob<T>()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>) in
+                guard job.wait(continuation, cancellable: cancellable) else { return }
+                do throws(TokenCacheError) {
+                    try submit(label) {
+                        guard job.start() else { return }
+                        do throws(TokenCacheError) { job.finish(.success(try work())) } catch { job.finish(.failure(error)) }
                     }
+                } catch {
+                    job.finish(.failure(error))
                 }
-            } catch {
-                continuation.resume(returning: .failure(error))
             }
+        } onCancel: {
+            if cancellable { job.cancel(label) }
         }
         return try result.get()
     }
+
+    /// The pool job running on the calling thread (a number unique in the process), nil on any
+    /// other thread: how a test counts the thread hops of a call (tests, diagnostics).
+    package static var currentJob: Int? {
+        pthread_getspecific(jobKey).map { Int(bitPattern: $0) }
+    }
+    private static let jobKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
+        return key
+    }()
+    /// The last job number given out, under `jobNumbers`'s lock.
+    private static let jobNumbers = Locked(0)
 
     /// How many threads the pool has now (running or parked).
     package var threadCount: Int {
@@ -179,7 +204,10 @@ package final class BlockingPool: @unchecked Sendable {
             let next = pending.removeFirst()
             running[thread] = (next.label, .now)
             pthread_mutex_unlock(mutex)
+            let number = Self.jobNumbers.withLock { $0 += 1; return $0 }
+            pthread_setspecific(Self.jobKey, UnsafeRawPointer(bitPattern: number))
             next.job()
+            pthread_setspecific(Self.jobKey, nil)
             pthread_mutex_lock(mutex)
             running[thread] = nil
         }
@@ -195,5 +223,76 @@ package final class BlockingPool: @unchecked Sendable {
         nanoseconds %= 1_000_000_000
         deadline.tv_nsec = nanoseconds
         return pthread_cond_timedwait(wake, mutex, &deadline) == ETIMEDOUT
+    }
+}
+
+/// One ``BlockingPool/run(_:cancellable:_:)`` job's state: waiting for its thread, started, or
+/// over (cancelled or finished); the continuation is resumed exactly once, by whoever ends it.
+private final class CancellableJob<T: Sendable>: Sendable {
+    private enum State: Sendable {
+        case created
+        case waiting(CheckedContinuation<Result<T, TokenCacheError>, Never>)
+        case started(CheckedContinuation<Result<T, TokenCacheError>, Never>)
+        case cancelled(label: String)
+        case over
+    }
+    private let state = Locked<State>(.created)
+
+    /// Keeps the continuation; false when the task was cancelled already (then it is resumed here).
+    func wait(_ continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>, cancellable: Bool) -> Bool {
+        let cancelledAs: String? = state.withLock { state in
+            if case .cancelled(let label) = state {
+                state = .over
+                return label
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        guard let cancelledAs else { return true }
+        continuation.resume(returning: .failure(Self.cancelled(cancelledAs)))
+        return false
+    }
+
+    /// Marks the job started on its thread; false when it was cancelled first (then it does not run).
+    func start() -> Bool {
+        state.withLock { state in
+            guard case .waiting(let continuation) = state else { return false }
+            state = .started(continuation)
+            return true
+        }
+    }
+
+    /// Ends a job that started, or one the pool refused.
+    func finish(_ result: Result<T, TokenCacheError>) {
+        let continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>? = state.withLock { state in
+            switch state {
+            case .waiting(let continuation), .started(let continuation):
+                state = .over
+                return continuation
+            case .created, .cancelled, .over: return nil
+            }
+        }
+        continuation?.resume(returning: result)
+    }
+
+    /// The task was cancelled: a job not started yet is dropped and its caller answered now.
+    func cancel(_ label: String) {
+        let continuation: CheckedContinuation<Result<T, TokenCacheError>, Never>? = state.withLock { state in
+            switch state {
+            case .created:
+                state = .cancelled(label: label)
+                return nil
+            case .waiting(let continuation):
+                state = .over
+                return continuation
+            case .started, .cancelled, .over: return nil
+            }
+        }
+        continuation?.resume(returning: .failure(Self.cancelled(label)))
+    }
+
+    static func cancelled(_ label: String) -> TokenCacheError {
+        TokenCacheError(.cancelled, "The task was cancelled before its blocking work (\(label)) started; nothing of it was done.",
+                        hint: "Retry the call if its result is still needed")
     }
 }

@@ -80,36 +80,46 @@ package final class TokenEngine: Sendable {
 
     // MARK: The token
 
-    /// The token the request asks for: from the agent when there is one; otherwise the chosen
-    /// account's cached access token, refreshed at the request's authority when it is missing
-    /// or stale (and the request lets it).
-    /// - Throws: `notFound` (reason `TokenCacheError.Reason.noAccount` or
-    ///   `TokenCacheError.Reason.noUsableToken(refreshable:)`), `ambiguousAccount` (reason
-    ///   `TokenCacheError.Reason.severalAccounts(accounts:)`,
-    ///   `TokenCacheError.Reason.accountInSeveralClouds(hosts:)` or
-    ///   `TokenCacheError.Reason.tokensInSeveralTenants(tenants:)`), and what the refresh throws.
-    package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
-        if case .agent(let agent) = source { return try await Self.token(from: agent, request) }
-        if let broker = try await brokerToAsk() { return try await token(request, through: broker) }
-        return try await token(request, for: try await account(for: request))
+    /// What a request needs once everything local is decided: ``decide(_:)``'s answer.
+    package enum Decision: Sendable {
+        /// A cached token that serves as it is.
+        case cached(TokenResult)
+        /// A refresh: the app redeems at its authority (the token endpoint, under the refresh lock).
+        case redeem(PublicClientApplication, SilentTokenParameters)
+        /// The agent answers: it chooses the account and refreshes on its side.
+        case agent(AgentClient)
+        /// The identity broker answers, for its account chosen by the cache's rule, at this authority.
+        case broker(BrokerClient, BrokerAccount, Authority)
     }
 
-    /// The token of an account already chosen (``account(for:allowing:)``): its cached access
-    /// token, refreshed at the request's authority when it is missing or stale (and the request
-    /// lets it). An engine on the agent: the agent chooses and answers.
-    package func token(_ request: TokenRequest, for account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
+    /// The one decision, synchronously on the caller's thread: agent or broker, which account,
+    /// the cached token when it serves, else whether and where a refresh token is redeemed. It
+    /// reads the store (and the broker's accounts on the session bus) and sends nothing to an
+    /// identity provider. C and the CLI call it on their own thread (``blockingToken(_:)``),
+    /// ``token(_:)`` in one ``BlockingWork`` job.
+    /// - Throws: as ``token(_:)``, but nothing the network step throws.
+    package func decide(_ request: TokenRequest) throws(TokenCacheError) -> Decision {
+        if case .agent(let agent) = source { return .agent(agent) }
+        if let broker = try brokerNow() { return try decide(request, through: broker) }
+        return try decide(request, for: try chooseAccount(for: request))
+    }
+
+    /// The decision for an account already chosen (``account(for:allowing:)``): its cached access
+    /// token, or a refresh at the request's authority when it is missing or stale (and the
+    /// request lets it). An engine on the agent: the agent chooses and answers.
+    package func decide(_ request: TokenRequest, for account: CachedAccount) throws(TokenCacheError) -> Decision {
         let store: AccountStore
         switch source {
-        case .agent(let agent): return try await Self.token(from: agent, request)
+        case .agent(let agent): return .agent(agent)
         case .store(let local): store = local
         }
-        let cached = try await BlockingWork.run { () throws(TokenCacheError) in try Self.cachedToken(request, account: account, in: store) }
+        let cached = try Self.cachedToken(request, account: account, in: store)
         let app = redeemingApplication(for: request, account: account, cached: cached)
         if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
             parameters.claims = request.claims
-            return try await app.acquireTokenSilentHere(parameters)
+            return .redeem(app, parameters)
         }
         if request.claims != nil {
             // The resource refused the cached token: serving it again would only be refused again.
@@ -117,13 +127,71 @@ package final class TokenEngine: Sendable {
                                   hint: "Give an authority to redeem the cached refresh token with the claims",
                                   reason: .noUsableToken(refreshable: true))
         }
-        if let cached { return cached }
-        let refreshable = try await BlockingWork.run { [store] () throws(TokenCacheError) in
-            !(try store.refreshTokens(clientID: request.clientID.value, account: account).isEmpty)
-        }
+        if let cached { return .cached(cached) }
+        let refreshable = !(try store.refreshTokens(clientID: request.clientID.value, account: account).isEmpty)
         throw TokenCacheError(.notFound, "No usable cached access token for client \(request.clientID) and scopes \"\(request.scopes.joined(separator: " "))\".",
                               hint: refreshable ? "Give an authority to redeem the cached refresh token (no sign-in needed)" : "Sign the user in",
                               reason: .noUsableToken(refreshable: refreshable))
+    }
+
+    /// What is left of a decision once its blocking calls ran: the token, or a refresh to run.
+    enum Outcome: Sendable {
+        case token(TokenResult)
+        case refresh(PublicClientApplication, SilentTokenParameters)
+    }
+
+    /// The decision carried out as far as it goes without the token endpoint: the cached token,
+    /// or the agent's or the broker's answer (blocking calls on a local socket or the session bus).
+    func outcome(of decision: Decision, for request: TokenRequest) throws(TokenCacheError) -> Outcome {
+        switch decision {
+        case .cached(let result): return .token(result)
+        case .redeem(let app, let parameters): return .refresh(app, parameters)
+        case .agent(let agent): return .token(try Self.agentToken(from: agent, request))
+        case .broker(let broker, let account, let authority):
+            // The claims as MSAL sends them: the caller's challenge with the app's capabilities (cp1) merged in.
+            return .token(try broker.token(clientID: request.clientID.value, authority: authority, scopes: request.scopes,
+                                           account: account, claims: try request.claimsParameter))
+        }
+    }
+
+    /// The token the request asks for: from the agent when there is one; otherwise the chosen
+    /// account's cached access token, refreshed at the request's authority when it is missing
+    /// or stale (and the request lets it). One ``BlockingWork`` job decides (and asks the agent
+    /// or the broker); only a refresh continues here, async.
+    /// - Throws: `notFound` (reason `TokenCacheError.Reason.noAccount` or
+    ///   `TokenCacheError.Reason.noUsableToken(refreshable:)`), `ambiguousAccount` (reason
+    ///   `TokenCacheError.Reason.severalAccounts(accounts:)`,
+    ///   `TokenCacheError.Reason.accountInSeveralClouds(hosts:)` or
+    ///   `TokenCacheError.Reason.tokensInSeveralTenants(tenants:)`), and what the refresh throws.
+    package func token(_ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
+        try await token(request, decidedBy: { () throws(TokenCacheError) in try self.decide(request) })
+    }
+
+    /// The token of an account already chosen (``account(for:allowing:)``), as ``token(_:)``.
+    package func token(_ request: TokenRequest, for account: CachedAccount) async throws(TokenCacheError) -> TokenResult {
+        try await token(request, decidedBy: { () throws(TokenCacheError) in try self.decide(request, for: account) })
+    }
+
+    /// A decision made and carried out in one ``BlockingWork`` job; a refresh then runs here.
+    func token(_ request: TokenRequest,
+               decidedBy decide: @escaping @Sendable () throws(TokenCacheError) -> Decision) async throws(TokenCacheError) -> TokenResult {
+        let outcome = try await BlockingWork.run { () throws(TokenCacheError) in try self.outcome(of: try decide(), for: request) }
+        switch outcome {
+        case .token(let result): return result
+        case .refresh(let app, let parameters): return try await app.acquireTokenSilentHere(parameters)
+        }
+    }
+
+    /// ``token(_:)`` for a caller that blocks by contract (C, the CLI): decided on the calling
+    /// thread, so a cached token, the agent's or the broker's crosses no thread. Only a refresh
+    /// bridges (``waitFor(_:)``) to the async refresh Swift apps use: its refresh lock waits on an
+    /// injected clock, and a blocking second copy of it would be a second place that decides.
+    package func blockingToken(_ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
+        switch try outcome(of: try decide(request), for: request) {
+        case .token(let result): return result
+        case .refresh(let app, let parameters):
+            return try waitFor { () async throws(TokenCacheError) in try await app.acquireTokenSilentHere(parameters) }
+        }
     }
 
     /// The app a request redeems with, when it lets it: at the request's authority; without one,
@@ -170,20 +238,25 @@ package final class TokenEngine: Sendable {
     /// `allowed` narrows the candidates first (the agent's policy). On the agent: the accounts it serves.
     package func account(for request: TokenRequest,
                          allowing allowed: @escaping @Sendable (CachedAccount) -> Bool = { _ in true }) async throws(TokenCacheError) -> CachedAccount {
+        try await BlockingWork.run { () throws(TokenCacheError) in try self.chooseAccount(for: request, allowing: allowed) }
+    }
+
+    /// ``account(for:allowing:)`` on the caller's thread.
+    func chooseAccount(for request: TokenRequest,
+                       allowing allowed: (CachedAccount) -> Bool = { _ in true }) throws(TokenCacheError) -> CachedAccount {
         let store: AccountStore
         switch source {
         case .agent(let agent):
-            let served = try await BlockingWork.run { () throws(TokenCacheError) in try Self.accounts(from: agent, clientID: request.clientID.value) }
-            return try Self.choose(among: served.filter(allowed), for: request, in: nil)
+            return try Self.choose(among: try Self.accounts(from: agent, clientID: request.clientID.value).filter(allowed), for: request, in: nil)
         case .store(let local): store = local
         }
         let app = redeemingApplication(for: request)
-        let candidates: [CachedAccount] = if let app, !app.options.singleSignOnStores.isEmpty {
-            try await app.accounts()
+        let candidates = if let app, !app.options.singleSignOnStores.isEmpty {
+            try app.accountsHere()
         } else {
-            try await BlockingWork.run { () throws(TokenCacheError) in try store.accounts(clientID: request.clientID.value) }
+            try store.accounts(clientID: request.clientID.value)
         }
-        return try await BlockingWork.run { () throws(TokenCacheError) in try Self.choose(among: candidates.filter(allowed), for: request, in: store) }
+        return try Self.choose(among: candidates.filter(allowed), for: request, in: store)
     }
 
     /// The rule itself, on candidates already read; `store` (when there is one) also finds a named
@@ -231,11 +304,14 @@ package final class TokenEngine: Sendable {
     /// A token from the agent, which chooses and refreshes on its side: nothing of this
     /// process's cache is read or written, and only the access token crosses the socket.
     static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
-        let token = try await BlockingWork.run { () throws(TokenCacheError) in
-            try agent.token(clientID: request.clientID.value, scopes: request.scopes, account: request.account,
-                            authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
-                            claims: request.claims, clientCapabilities: request.clientCapabilities)
-        }
+        try await BlockingWork.run { () throws(TokenCacheError) in try agentToken(from: agent, request) }
+    }
+
+    /// ``token(from:_:)`` on the caller's thread (a blocking call on the agent's socket).
+    static func agentToken(from agent: AgentClient, _ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
+        let token = try agent.token(clientID: request.clientID.value, scopes: request.scopes, account: request.account,
+                                    authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
+                                    claims: request.claims, clientCapabilities: request.clientCapabilities)
         let account = token.homeAccountID.map {
             CachedAccount(homeAccountID: $0, environment: request.authority?.environment ?? "", username: token.username ?? "")
         }

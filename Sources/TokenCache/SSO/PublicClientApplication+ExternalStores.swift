@@ -93,7 +93,7 @@ extension PublicClientApplication {
                            to access: ExternalStoreAccess) async {
         let logger = store.options.logger
         do {
-            let changed = try await BlockingWork.run { () throws(TokenCacheError) -> Int in
+            let changed = try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) -> Int in
                 try access.modify { (theirs) throws(TokenCacheError) -> (write: Bool, result: Int) in
                     let changed = try theirs.replaceRefreshTokenSecret(
                         homeAccountID: account.homeAccountID, environment: redeemed.entry["environment"] ?? account.environment,

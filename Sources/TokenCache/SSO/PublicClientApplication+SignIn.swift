@@ -143,7 +143,7 @@ extension PublicClientApplication {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
-        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
+        return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
             try store.save(response, clientID: clientID, authority: authority, scopes: scopes)
         }
     }

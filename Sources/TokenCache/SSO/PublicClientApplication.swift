@@ -153,11 +153,14 @@ public final class PublicClientApplication: Sendable {
         if agent == nil, options.broker != .never, let held = try await TokenEngine(application: self).brokerAccounts(clientID: clientID) {
             return held
         }
-        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
-            let own = try store.accounts(clientID: clientID)
-            return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
-        }
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in try accountsHere() }
+    }
+
+    /// ``accounts()`` from the agent or this cache (the broker aside), on the caller's thread.
+    func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
+        if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
+        let own = try store.accounts(clientID: clientID)
+        return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
     }
 
     /// The account with this username (case-insensitive), among those this app can use; nil when
@@ -413,7 +416,7 @@ public final class PublicClientApplication: Sendable {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
-        return try await BlockingWork.run { [self] () throws(TokenCacheError) in
+        return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
             try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
                            homeAccountID: account.homeAccountID, redeemedRefreshToken: redeemed)
         }

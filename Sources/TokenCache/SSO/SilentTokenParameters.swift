@@ -73,10 +73,15 @@ public struct AccountChanges: AsyncSequence, Sendable {
                 }
                 let (store, clientID, known) = (store, clientID, revision)
                 // The revision is read before the accounts: a change between the two is seen next time.
-                let read = try await BlockingWork.run { () throws(TokenCacheError) -> (CacheRevision?, [CachedAccount]?) in
-                    let now = try store.backend.currentRevision(of: store.group)
-                    if let now, now == known { return (now, nil) }
-                    return (now, try store.accounts(clientID: clientID))
+                let read: (CacheRevision?, [CachedAccount]?)
+                do {
+                    read = try await BlockingWork.run { () throws(TokenCacheError) -> (CacheRevision?, [CachedAccount]?) in
+                        let now = try store.backend.currentRevision(of: store.group)
+                        if let now, now == known { return (now, nil) }
+                        return (now, try store.accounts(clientID: clientID))
+                    }
+                } catch where error.code == .cancelled && Task.isCancelled {
+                    return nil  // cancelled before the read started: the sequence ends, as documented
                 }
                 revision = read.0
                 if let accounts = read.1, accounts != last {

@@ -5,10 +5,13 @@ import TokenCachePlatform
 /// an async caller never holds one of Swift's cooperative threads while it waits (the pool has
 /// one thread per core; a blocked one stalls every other task of the app).
 package enum BlockingWork {
-    /// - Throws: what `work` throws, or `overloaded` when the pool is at its ceiling.
-    package static func run<T: Sendable>(file: StaticString = #fileID, line: UInt = #line,
-                                 _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
-        try await BlockingPool.shared.run("\(file):\(line)", work)
+    /// A task cancelled before the work starts gets `cancelled` and the work never runs; work
+    /// that started runs to its end. With `cancellable` false it runs anyway (saving what a
+    /// server issued: a rotated refresh token must not be lost).
+    /// - Throws: what `work` throws, `cancelled`, or `overloaded` when the pool is at its ceiling.
+    package static func run<T: Sendable>(file: StaticString = #fileID, line: UInt = #line, cancellable: Bool = true,
+                                         _ work: @escaping @Sendable () throws(TokenCacheError) -> T) async throws(TokenCacheError) -> T {
+        try await BlockingPool.shared.run("\(file):\(line)", cancellable: cancellable, work)
     }
 }
 

@@ -192,7 +192,7 @@ struct TokenCommand: ParsableCommand {
             let asked = request
             let result: TokenResult
             do {
-                result = try waitFor { try await engine.token(asked) }
+                result = try engine.blockingToken(asked)
             } catch let error as TokenCacheError {
                 // No account here, while the other backend holds the group: say so (#46).
                 if case .noAccount = error.reason, let group, let note = store.otherBackendNote(for: group) { Terminal.note(note) }

@@ -91,4 +91,57 @@ struct BlockingPoolConcurrencyTests {
             try await pool.run("fails") { () throws(TokenCacheError) -> Int in throw .invalidArgument("x", "is bad") }
         }
     }
+
+    @Test("A task cancelled before its job starts gets cancelled at once and the job never runs: no thread is even started")
+    func cancelledTaskJobNeverRuns() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 4)
+        let ran = Locked(false)
+        let task = Task { () async -> TokenCacheError? in
+            withUnsafeCurrentTask { $0?.cancel() }  // cancelled here, before run: no race with the test
+            do throws(TokenCacheError) {
+                try await pool.run("never") { ran.withLock { $0 = true } }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let error = await task.value
+        #expect(error?.code == .cancelled)
+        #expect(error?.message.contains("never") == true)
+        #expect(pool.threadCount == 0, "a thread was started for the cancelled job")
+        #expect(ran.withLock { $0 } == false)
+    }
+
+    @Test("A job that started runs to its end when its task is cancelled, and its value comes back")
+    func startedJobRunsToItsEnd() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 4)
+        let release = DispatchSemaphore(value: 0)
+        let (started, signalStart) = AsyncStream<Void>.makeStream()
+        let task = Task { () async -> Result<Int, TokenCacheError> in
+            do throws(TokenCacheError) {
+                return .success(try await pool.run("held") { signalStart.yield(); release.wait(); return 42 })
+            } catch {
+                return .failure(error)
+            }
+        }
+        var starts = started.makeAsyncIterator()
+        _ = await starts.next()
+        task.cancel()
+        release.signal()
+        #expect(try await task.value.get() == 42)
+    }
+
+    @Test("A job run with cancellable: false (saving what a server issued) runs for a cancelled task too")
+    func uncancellableJobRuns() async throws {
+        let pool = BlockingPool(name: "test", ceiling: 4)
+        let task = Task { () async -> Result<Int, TokenCacheError> in
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(TokenCacheError) {
+                return .success(try await pool.run("save", cancellable: false) { 7 })
+            } catch {
+                return .failure(error)
+            }
+        }
+        #expect(try await task.value.get() == 7)
+    }
 }

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+@testable import TokenCachePlatform
+import TokenCacheTestSupport
+
+/// Where a token request's store reads run (#45 item 2): C and the CLI decide on their own thread,
+/// a Swift app in one pool job. Counted by a backend that notes, for every call, its thread and
+/// the pool job it runs in (``BlockingPool/currentJob``), so tests running beside it do not count.
+@Suite("Engine thread hops", .harness)
+struct EngineThreadHopTests {
+    /// An in-memory backend that notes the thread and pool job of each call.
+    final class RecordingBackend: CacheBackend {
+        struct Call: Sendable { let thread: pthread_t; let job: Int? }
+        private let inner = InMemoryBackend()
+        private let calls = Locked<[Call]>([])
+        var recorded: [Call] { calls.withLock { $0 } }
+        func forget() { calls.withLock { $0 = [] } }
+        private func note() { calls.withLock { $0.append(Call(thread: pthread_self(), job: BlockingPool.currentJob)) } }
+
+        func location(of group: CacheGroup) -> String { inner.location(of: group) }
+        func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot { note(); return try inner.load(group) }
+        func loadForListing(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot { note(); return try inner.loadForListing(group) }
+        func entries(of kind: EntityKind, matching attributes: [CacheAttribute: String], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+            note(); return try inner.entries(of: kind, matching: attributes, in: group)
+        }
+        func entries(matchingAny queries: [CacheQuery], in group: CacheGroup) throws(TokenCacheError) -> [CacheEntry] {
+            note(); return try inner.entries(matchingAny: queries, in: group)
+        }
+        func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String], in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
+            note(); return try inner.attributes(of: kind, matching: attributes, in: group)
+        }
+        func apply(_ changes: [CacheChange], to group: CacheGroup, expected: CacheRevision?) throws(TokenCacheError) -> CacheRevision? {
+            note(); return try inner.apply(changes, to: group, expected: expected)
+        }
+        func currentRevision(of group: CacheGroup) throws(TokenCacheError) -> CacheRevision? { note(); return try inner.currentRevision(of: group) }
+        func removeAll(in group: CacheGroup) throws(TokenCacheError) { note(); try inner.removeAll(in: group) }
+    }
+
+    let backend = RecordingBackend()
+    let store: AccountStore
+    let request = TokenRequest(clientID: Fixtures.appOne, scopes: ["User.Read"], account: Fixtures.alice.username,
+                               authority: Fixtures.authority())
+
+    /// Alice signed in to app one with a fresh access token: every request below is a cache hit.
+    init() throws {
+        store = AccountStore(backend: backend)
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice)), clientID: Fixtures.appOne,
+                       authority: Fixtures.authority(), scopes: ["User.Read", "Mail.Read"])
+        backend.forget()
+    }
+
+    @Test("A cache hit through blockingToken (tokencache_acquire_token_silent, the CLI's token) reads the store on the calling thread only: 0 pool jobs, 0 thread hops")
+    func blockingCacheHitStaysOnCallerThread() async throws {
+        let engine = TokenEngine(store: store)
+        let asked = request
+        // A thread of its own, as a C app's: neither a pool nor a cooperative thread.
+        let (caller, result) = try await offThePool { (pthread_self(), try engine.blockingToken(asked)) }
+        #expect(result.isFromCache && result.accessToken == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-1")
+        let calls = backend.recorded
+        #expect(!calls.isEmpty)
+        #expect(calls.allSatisfy { pthread_equal($0.thread, caller) != 0 }, "a store read ran on another thread")
+        #expect(calls.allSatisfy { $0.job == nil }, "a store read ran in a pool job: \(calls.compactMap(\.job))")
+    }
+
+    @Test("A cache hit through a Swift app's acquireTokenSilent reads the store in exactly one pool job (decided there at once)")
+    func asyncCacheHitTakesOnePoolJob() async throws {
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: Fixtures.authority(), store: store)
+        let result = try await app.acquireTokenSilent(scopes: ["User.Read"], accountNamed: Fixtures.alice.username)
+        #expect(result.isFromCache)
+        let calls = backend.recorded
+        #expect(!calls.isEmpty)
+        #expect(calls.allSatisfy { $0.job != nil }, "a store read held a cooperative thread")
+        #expect(Set(calls.compactMap(\.job)).count == 1, "store reads in jobs \(Set(calls.compactMap(\.job)).sorted())")
+    }
+
+    @Test("blockingToken and token give the same typed reason for an unknown account, decided by the same code")
+    func sameDecisionBothWays() async throws {
+        var unknown = request
+        unknown.account = "nobody@contoso.com"
+        let engine = TokenEngine(store: store), asked = unknown
+        let blocking = await #expect(throws: TokenCacheError.self) { try await offThePool { try engine.blockingToken(asked) } }
+        let async = await #expect(throws: TokenCacheError.self) { try await engine.token(asked) }
+        #expect(blocking?.reason == .noAccount && async?.reason == .noAccount)
+        #expect(blocking?.message == async?.message)
+    }
+}
