@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 

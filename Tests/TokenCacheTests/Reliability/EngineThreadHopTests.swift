@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
@@ -40,12 +40,13 @@ struct EngineThreadHopTests {
 
     let backend = RecordingBackend()
     let store: AccountStore
-    let request = TokenRequest(clientID: Fixtures.appOne, scopes: ["User.Read"], account: Fixtures.alice.username,
-                               authority: Fixtures.authority())
+    let request: TokenRequest
 
     /// Alice signed in to app one with a fresh access token: every request below is a cache hit.
     init() throws {
         store = AccountStore(backend: backend)
+        request = TokenRequest(clientID: try ClientID(Fixtures.appOne), scopes: ["User.Read"], account: Fixtures.alice.username,
+                               authority: Fixtures.authority())
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice)), clientID: Fixtures.appOne,
                        authority: Fixtures.authority(), scopes: ["User.Read", "Mail.Read"])
         backend.forget()
