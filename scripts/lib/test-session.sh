@@ -54,15 +54,16 @@ START
 
 # wait_for_bus_name NAME: until NAME has an owner on the session bus (gnome-keyring-daemon
 # --unlock returns before its daemon owns org.freedesktop.secrets; a call in that gap would
-# activate a second daemon). Up to 10 s, then fails.
+# activate a second daemon). Up to 120 s (a seeded keyring of 30,000 items loads for a while
+# before the daemon takes its name), then fails.
 wait_for_bus_name() {
     local try
-    for try in $(seq 100); do
+    for try in $(seq 1200); do
         dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
             org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null | grep 'boolean true' >/dev/null && return 0
         sleep 0.1
     done
-    echo "with-test-keyring: $1 has no owner on the test bus after 10 s" >&2
+    echo "with-test-keyring: $1 has no owner on the test bus after 120 s" >&2
     return 1
 }
 
