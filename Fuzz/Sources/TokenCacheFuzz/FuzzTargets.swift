@@ -10,9 +10,9 @@
 //                   split into pieces the input's first byte sets
 //   broker-request  BrokerProtocol.parse (the identity broker's request JSON) for every method
 import Foundation
-@testable import EncryptedFileStore
+@_spi(Backend) @testable import EncryptedFileStore
 @testable import TokenCache
-@testable import TokenCacheCore
+@_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCacheCrypto
 @testable import TokenCachePlatform
 #if canImport(Glibc)
