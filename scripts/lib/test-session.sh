@@ -59,8 +59,7 @@ START
 wait_for_bus_name() {
     local try
     for try in $(seq 1200); do
-        dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
-            org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null | grep 'boolean true' >/dev/null && return 0
+        has_owner "$1" && return 0
         sleep 0.1
     done
     echo "with-test-keyring: $1 has no owner on the test bus after 120 s" >&2
