@@ -101,6 +101,9 @@ package enum FileIO {
         // (`Data(count:)` does): read(2) writes every byte that is kept.
         var info = stat()
         let expected = fstat(descriptor, &info) == 0 ? min(max(Int(info.st_size), 0), limit) : 0
+        if expected >= HugePageBuffer.minimumFileSize, let whole = try readWhole(descriptor, expected: expected, path: path) {
+            return whole
+        }
         var capacity = expected + 4096
         guard var buffer = malloc(capacity) else { throw Self.error("read", path, .noMemory) }
         var filled = 0
@@ -119,6 +122,20 @@ package enum FileIO {
                 throw TokenCacheError(.fileMismatch, "\(path) is larger than 256 MiB; it is not a token cache.")
             }
         }
+    }
+
+    /// A large file read into huge pages (``HugePageBuffer``); nil when none could be mapped or
+    /// the file grew past its size meanwhile (the caller then reads it the usual way).
+    private static func readWhole(_ descriptor: Int32, expected: Int, path: String) throws(TokenCacheError) -> Data? {
+        guard let buffer = HugePageBuffer(capacity: expected + 1) else { return nil }
+        var filled = 0
+        while filled < buffer.capacity {
+            let count = try readSome(descriptor, into: buffer.start + filled, count: buffer.capacity - filled, path: path)
+            if count == 0 { return buffer.data(count: filled) }
+            filled += count
+        }
+        guard lseek(descriptor, 0, SEEK_SET) == 0 else { throw Self.error("read", path) }
+        return nil  // grew while read: dropped with its bytes unread by anyone
     }
 
     /// Creates the directory (0700, as each missing parent) if needed, and refuses one that is a

@@ -82,7 +82,7 @@ struct JSONParserTests {
         #expect(Self.parsed(Data(String(repeating: "[", count: 1_000_000).utf8)) == nil)
     }
 
-    @Test("A quote, escape, control character or non-ASCII byte is seen at every offset of a long string, where the parser scans eight bytes at a time")
+    @Test("A quote, escape, control character or non-ASCII byte is seen at every offset of a long string, where the parser scans sixteen bytes at a time")
     func specialBytesAtEveryOffset() throws {
         let cases: [(insert: [UInt8], valid: Bool)] = [
             (Array(#"\""#.utf8), true), (Array(#"\\"#.utf8), true), (Array(#"\u00e9"#.utf8), true), (Array("é".utf8), true),
@@ -130,6 +130,71 @@ struct JSONParserTests {
         let escaped = String(repeating: #"a\"b\\c\u00e9"#, count: 400)
         let document = Data(("[\"" + escaped + "\"]").utf8)
         #expect(Self.parsed(document) == Self.reference(document) && Self.parsed(document) != nil)
+    }
+
+    /// A parse's value, or its error's offset and reason.
+    struct Outcome: Equatable {
+        var value: JSONValue?
+        var error: String?
+    }
+
+    static func outcome(_ parse: () throws(JSONParser.SyntaxError) -> JSONValue) -> Outcome {
+        do throws(JSONParser.SyntaxError) { return Outcome(value: try parse()) } catch { return Outcome(error: "at \(error.offset): \(error.reason)") }
+    }
+
+    @Test("A document split between two parsers at any offset, a member of the root object or not, parses as one parser reads it: the same value or the same error at the same offset")
+    func splitAtEveryOffset() throws {
+        let documents = [
+            #"{"AccessToken":{"a":{"secret":"s1","target":"User.Read"},"b":{"secret":"s2"}},"Account":{"x":{"username":"u"}},"IdToken":{"i":{"secret":"j.w.t"}}}"#,
+            // A member of an entry that ends like a section ("}}," then a key) is not one.
+            #"{"AccessToken":{"a":{"x":{"y":{}},"z":"w"}},"Account":{"x":{"n":{"m":1}},"y":{}},"AppMetadata":{}}"#,
+            // A key twice at the root: the later value wins, wherever the split falls.
+            #"{"Account":{"x":{"u":"1"}},"IdToken":{"i":{"s":"2"}},"Account":{"y":{"u":"3"}}}"#,
+            // Whitespace between the tokens, as other writers indent.
+            "{ \"A\" : { \"k\" : { \"v\" : 1 } } ,\n  \"B\" : { \"k\" : { \"v\" : [1, 2] } } }  ",
+            // Refused after a section boundary, before one, and after the root object.
+            #"{"Account":{"x":{"u":"1"}},"IdToken":{"i":{"s":"2",}}}"#,
+            #"{"Account":{"x":{"u":01}},"IdToken":{"i":{"s":"2"}}}"#,
+            #"{"Account":{"x":{"u":"1"}},"IdToken":{"i":{"s":"2"}}} x"#,
+            #"{"Account":{"x":{"u":"1"}},"IdToken":{"i":{"s":"2"}}"#,
+            #"[{"Account":{"x":{"u":"1"}}},{"IdToken":{"i":{"s":"2"}}}]"#,
+        ]
+        for text in documents {
+            for omission in [nil, JSONParser.Omission.listing] {
+                try Data(text.utf8).withUnsafeBytes { bytes in
+                    let whole = Self.outcome { () throws(JSONParser.SyntaxError) in
+                        try JSONParser.parse(bytes, maximumDepth: 64, omitting: omission, splittingFrom: .max)
+                    }
+                    for split in 0...bytes.count {
+                        let parts = Self.outcome { () throws(JSONParser.SyntaxError) in
+                            try JSONParser.parseSplit(bytes, at: split, maximumDepth: 64, omitting: omission, allowingTrailingCommas: false)
+                        }
+                        #expect(parts == whole, "\(text) split at \(split)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("A large cache is split where a section starts nearest its middle, and reads as one parser reads it; a document without such a place is not split")
+    func largeDocumentSplit() throws {
+        var sections: [String] = []
+        for (name, count) in [("AccessToken", 300), ("Account", 100), ("IdToken", 300), ("RefreshToken", 300)] {
+            let entries = (0..<count).map { #""\#(name)-\#($0)":{"secret":"\#(String(repeating: "t", count: 500))","n":\#($0)}"# }
+            sections.append(#""\#(name)":{"# + entries.joined(separator: ",") + "}")
+        }
+        let document = Data(("{" + sections.joined(separator: ",") + "}").utf8)
+        try document.withUnsafeBytes { bytes in
+            let split = try #require(JSONParser.rootMemberStart(in: bytes))
+            let text = String(decoding: bytes[split...].prefix(12), as: UTF8.self)
+            #expect(text == #""IdToken":{""#, "the section start nearest the middle: \(text)")
+            let one = try JSONParser.parse(bytes, maximumDepth: 64, splittingFrom: .max)
+            let two = try JSONParser.parse(bytes, maximumDepth: 64, splittingFrom: 1)
+            #expect(one == two)
+            guard case .object(let root) = two, case .object(let tokens)? = root["RefreshToken"] else { Issue.record("no sections"); return }
+            #expect(root.count == 4 && tokens.count == 300)
+        }
+        Data(#"[{"a":{"b":1}},{"c":2}]"#.utf8).withUnsafeBytes { #expect(JSONParser.rootMemberStart(in: $0) == nil) }
     }
 
     static func parsedOmittingTokenSecrets(_ data: Data) -> JSONValue? {

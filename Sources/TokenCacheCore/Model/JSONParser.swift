@@ -1,3 +1,8 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A strict RFC 8259 parser from UTF-8 bytes straight to ``JSONValue``.
 ///
 /// Why not JSONDecoder: decoding `JSONValue` through `Decodable` costs a container and a failed
@@ -60,6 +65,11 @@ package struct JSONParser {
     private let bytes: UnsafeRawBufferPointer
     private var position = 0
     private var depth = 0
+    /// Where a parser reading the start of a split document stops: the first byte of a member
+    /// of the root object (``parseSplit(_:at:maximumDepth:omitting:allowingTrailingCommas:)``).
+    private var stop = -1
+    /// Whether it stopped there.
+    private var stopped = false
     /// Members of the objects being parsed, innermost last.
     private var members: [(String, JSONValue)] = []
     private let maximumDepth: Int
@@ -73,14 +83,20 @@ package struct JSONParser {
     /// Parses one JSON document.
     /// - Parameter allowingTrailingCommas: accept a comma before a closing bracket or brace, as
     ///   MSAL .NET's serializer does (for importing its caches; everything else stays strict).
+    /// - Parameter splittingFrom: documents from this size on are read on two cores when the
+    ///   machine has them (``parseSplit(_:at:maximumDepth:omitting:allowingTrailingCommas:)``).
     package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
-                      omitting omission: Omission? = nil, allowingTrailingCommas: Bool = false) throws(SyntaxError) -> JSONValue {
+                      omitting omission: Omission? = nil, allowingTrailingCommas: Bool = false,
+                      splittingFrom splitSize: Int = splitSize) throws(SyntaxError) -> JSONValue {
+        if bytes.count >= splitSize, onlineCPUCount() > 1, let split = rootMemberStart(in: bytes) {
+            return try parseSplit(bytes, at: split, maximumDepth: maximumDepth, omitting: omission,
+                                  allowingTrailingCommas: allowingTrailingCommas)
+        }
         var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
         parser.allowsTrailingCommas = allowingTrailingCommas
         parser.skipWhitespace()
         let value = try parser.parseValue()
-        parser.skipWhitespace()
-        guard parser.position == bytes.count else { throw parser.error("unexpected content after the document") }
+        try parser.expectEnd()
         return value
     }
 
@@ -148,6 +164,10 @@ package struct JSONParser {
         // member by member rehashes every key at each doubling (a cache entry has about 12).
         let first = members.count
         while true {
+            if position == stop && depth == 1 {
+                stopped = true
+                return object(from: first)
+            }
             let key = try parseKey()
             if depth == 1 { sectionRule = omission?.rules[key] }
             if depth == 3, let sectionRule, sectionRule.omits(key) {
@@ -164,13 +184,18 @@ package struct JSONParser {
                 if current == UInt8(ascii: ",") { position += 1; skipWhitespace() }
                 position += 1
                 depth -= 1
-                var object = JSONObject(minimumCapacity: members.count - first)
-                for (key, value) in members[first...] { object[key] = value }  // a repeated key keeps its last value
-                members.removeSubrange(first...)
-                return object
+                return object(from: first)
             default: throw error("expected ',' or '}'")
             }
         }
+    }
+
+    /// The members stacked from `first` on, taken off the stack into an object.
+    private mutating func object(from first: Int) -> JSONObject {
+        var object = JSONObject(minimumCapacity: members.count - first)
+        for (key, value) in members[first...] { object[key] = value }  // a repeated key keeps its last value
+        members.removeSubrange(first...)
+        return object
     }
 
     /// A member's key and the colon after it, from the key's opening quote.
@@ -218,7 +243,7 @@ package struct JSONParser {
         var escaped: [UInt8]? = nil  // only built when the string has escapes
         var highBits: UInt8 = 0  // any byte >= 0x80 sets the top bit: not plain ASCII
         while true {
-            skipPlainStringBytes(highBits: &highBits)
+            skipPlainASCII()
             guard position < bytes.count else { throw error("unterminated string") }
             let byte = bytes[position]
             highBits |= byte
@@ -277,26 +302,28 @@ package struct JSONParser {
         if current == UInt8(ascii: "\"") { _ = try parseString(building: false) } else { _ = try parseValue() }
     }
 
-    /// Skips eight bytes at a time while none of them ends the run (a quote, a backslash or a
-    /// control character), folding their high bits into `highBits`. Tokens are long runs of
-    /// plain ASCII (a large cache is mostly access and refresh tokens): byte by byte, this loop
-    /// was the largest part of loading one.
-    private mutating func skipPlainStringBytes(highBits: inout UInt8) {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        var high: UInt64 = 0
-        while position + 8 <= bytes.count {
-            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-            // A byte of `x` is zero exactly where the word has that byte (the classic test flags
-            // every zero byte, and at worst a byte after one, which the byte loop then rechecks).
-            func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
-            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-            let control = (word &- ones &* 0x20) & ~word & highs  // bytes below 0x20
-            if hasZeroByte(quote) || hasZeroByte(backslash) || control != 0 { break }
-            high |= word & highs
-            position += 8
+    /// Skips the bytes of a run that need no look: plain ASCII other than a quote, a backslash
+    /// or a control character. Sixteen at a time (SSE2 compares, as Swift's SIMD types compile
+    /// on x86-64), then byte by byte up to the one that stops it. Tokens are long runs of plain
+    /// ASCII (a large cache is mostly access and refresh tokens): checked eight bytes at a time,
+    /// this loop was still a quarter of reading one. A byte of 0x80 or more stops it too (a
+    /// signed compare catches it with the control characters); the caller steps over it.
+    @inline(__always)
+    private mutating func skipPlainASCII() {
+        typealias Block = SIMD16<Int8>
+        let quote = Block(repeating: Int8(UInt8(ascii: "\""))), backslash = Block(repeating: Int8(UInt8(ascii: "\\")))
+        let space = Block(repeating: 0x20)
+        while position + Block.scalarCount <= bytes.count {
+            let block = bytes.loadUnaligned(fromByteOffset: position, as: Block.self)
+            // As signed bytes, both control characters (0...0x1F) and bytes >= 0x80 (negative) are below 0x20.
+            if any((block .== quote) .| (block .== backslash) .| (block .< space)) { break }
+            position += Block.scalarCount
         }
-        if high != 0 { highBits |= 0x80 }
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return }
+            position += 1
+        }
     }
 
     private mutating func hex4() throws(SyntaxError) -> UInt32 {
@@ -359,5 +386,114 @@ package struct JSONParser {
         let start = position
         while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
         return position - start
+    }
+}
+
+// MARK: Large documents on two cores
+
+extension JSONParser {
+    /// Documents from this size on are split (an encrypted cache of 1,000 accounts is 14 MiB;
+    /// below about a megabyte, a second thread costs more than it saves).
+    package static let splitSize = 1 << 20
+
+    /// Parses an object on two cores: this thread from the start up to `split`, another from
+    /// `split` (taken to be where a member of the root object starts) to the end. The guess is
+    /// checked, not trusted: the result is the second part's only when the first part's parse
+    /// reaches a member of the root object exactly at `split`, and the second part then parsed
+    /// exactly what one parser would have from there (same depth, same section, same bytes).
+    /// Otherwise the first parser goes on to the end alone, and the other's work is dropped.
+    /// Either way the value, or the first error, is the one `parse` without a split returns.
+    package static func parseSplit(_ bytes: UnsafeRawBufferPointer, at split: Int, maximumDepth: Int,
+                                   omitting omission: Omission?, allowingTrailingCommas: Bool) throws(SyntaxError) -> JSONValue {
+        // Dispatch takes a Sendable closure; the buffer outlives the call and is only read.
+        nonisolated(unsafe) let bytes = bytes
+        let parts = Locked<[(Result<JSONValue, SyntaxError>, stopped: Bool)?]>([nil, nil])
+        DispatchQueue.concurrentPerform(iterations: 2) { part in
+            var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth, omission: omission)
+            parser.allowsTrailingCommas = allowingTrailingCommas
+            let result = Result { () throws(SyntaxError) -> JSONValue in
+                if part == 1 {
+                    // Inside the root object, at a member's key: where the first parser would be.
+                    parser.position = split
+                    parser.depth = 1
+                    let rest = try parser.parseMembers()
+                    try parser.expectEnd()
+                    return .object(rest)
+                }
+                parser.stop = split
+                parser.skipWhitespace()
+                let value = try parser.parseValue()
+                if !parser.stopped { try parser.expectEnd() }
+                return value
+            }
+            parts.withLock { $0[part] = (result, parser.stopped) }
+        }
+        let (head, tail) = parts.withLock { ($0[0]!, $0[1]!) }
+        let first = try head.0.get()
+        guard head.stopped else { return first }
+        guard case .object(var object) = first, case .object(let rest) = try tail.0.get() else {
+            preconditionFailure("a split parse stops only inside the root object")
+        }
+        object.merge(rest) { _, later in later }  // a repeated key keeps its last value
+        return .object(object)
+    }
+
+    /// A guess at where a member of the root object starts, near the middle of a document with
+    /// objects two levels down (a cache: sections of entries): the key after `}}` and a comma
+    /// (the end of an entry and of its section; whitespace allowed between them), nearest the
+    /// middle within its middle half. Nil when none is found there.
+    package static func rootMemberStart(in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress, bytes.count >= 8 else { return nil }
+        let middle = bytes.count / 2, lower = bytes.count / 4, upper = bytes.count - bytes.count / 4
+        func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+        /// The key's opening quote when the brace at `brace` is the second of such a `}}`.
+        func keyAfter(brace: Int) -> Int? {
+            var before = brace - 1
+            while before > 0 && isWhitespace(bytes[before]) { before -= 1 }
+            guard before > 0, bytes[before] == UInt8(ascii: "}") else { return nil }
+            var after = brace + 1
+            while after < bytes.count && isWhitespace(bytes[after]) { after += 1 }
+            guard after < bytes.count, bytes[after] == UInt8(ascii: ",") else { return nil }
+            after += 1
+            while after < bytes.count && isWhitespace(bytes[after]) { after += 1 }
+            return after < bytes.count && bytes[after] == UInt8(ascii: "\"") ? after : nil
+        }
+        var backward: Int?
+        var brace = middle
+        while let found = lastBrace(in: bytes, before: brace, notBelow: lower) {
+            if let key = keyAfter(brace: found) { backward = key; break }
+            brace = found
+        }
+        var start = middle  // memchr looks from this
+        let limit = backward.map { min(upper, middle + (middle - $0)) } ?? upper
+        while start < limit, let found = memchr(base + start, Int32(UInt8(ascii: "}")), limit - start) {
+            let brace = base.distance(to: UnsafeRawPointer(found))
+            if let key = keyAfter(brace: brace) { return key }
+            start = brace + 1
+        }
+        return backward
+    }
+
+    /// The last `}` below `end` and not below `lower`, sixteen bytes at a time (glibc's memrchr
+    /// is not in Swift's Glibc module).
+    private static func lastBrace(in bytes: UnsafeRawBufferPointer, before end: Int, notBelow lower: Int) -> Int? {
+        typealias Block = SIMD16<UInt8>
+        let brace = Block(repeating: UInt8(ascii: "}"))
+        var index = end
+        while index - Block.scalarCount >= lower {
+            if any(bytes.loadUnaligned(fromByteOffset: index - Block.scalarCount, as: Block.self) .== brace) { break }
+            index -= Block.scalarCount
+        }
+        while index > lower {
+            index -= 1
+            if bytes[index] == UInt8(ascii: "}") { return index }
+        }
+        return nil
+    }
+
+    /// Whitespace, then the end of the document.
+    private mutating func expectEnd() throws(SyntaxError) {
+        skipWhitespace()
+        guard position == bytes.count else { throw error("unexpected content after the document") }
     }
 }

@@ -13,7 +13,9 @@ import TokenCacheTestSupport
 struct FileIOReadAllTests {
     static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }) }
 
-    @Test("A regular file, empty or not, comes back byte for byte", arguments: [0, 1, 4095, 4096, 70_001])
+    @Test("A regular file, empty or not, comes back byte for byte; from 4 MiB on it is read into huge pages, at their boundaries too",
+          arguments: [0, 1, 4095, 4096, 70_001, HugePageBuffer.minimumFileSize - 1, HugePageBuffer.minimumFileSize,
+                      HugePageBuffer.minimumFileSize + 1, (6 << 20) - 1, 6 << 20, (6 << 20) + 3])
     func regularFile(size: Int) throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
