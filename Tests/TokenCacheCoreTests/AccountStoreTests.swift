@@ -309,6 +309,27 @@ struct MultiAppTests {
         #expect(try AccountStore(backend: store.backend, group: .adalCache).allAccounts().isEmpty)
     }
 
+    @Test("A listing finds a client's app metadata by client ID exactly as comparing every entry finds it: any letter case, a non-ASCII ID that lower-cases to an ASCII one, a missing ID, in key order")
+    func appMetadataByClientMatchesTheScan() {
+        let ids: [String?] = ["aaaa-bbbb", "AAAA-BBBB", "aaaa-bbbk", "aaaa-bbb\u{212A}", "\u{e9}t\u{e9}", "\u{c9}T\u{c9}", nil, "other"]
+        let entries = ids.enumerated().flatMap { index, id in
+            ["login.microsoftonline.com", "login.windows.net"].map { environment in
+                var fields: JSONObject = ["environment": .string(environment), "family_id": .string("\(index)")]
+                if let id { fields["client_id"] = .string(id) }
+                return CacheEntry(kind: .appMetadata, fields: fields, key: "appmetadata-\(environment)-\(index)")
+            }
+        }.sorted { $0.key < $1.key }
+        let table = AppMetadataByClient(entries)
+        for query in ["aaaa-bbbb", "Aaaa-Bbbb", "aaaa-bbbk", "AAAA-BBBK", "aaaa-bbb\u{212A}", "\u{e9}t\u{e9}", "\u{c9}t\u{e9}", "other", "none", ""] {
+            let ignoringASCIICase = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, query) } ?? false }
+            let lowerCased = { (entry: CacheEntry) in ASCII.equalLowercased(entry["client_id"], query) }
+            #expect(table.entries(of: query, where: ignoringASCIICase).map(\.key) == entries.filter(ignoringASCIICase).map(\.key), "\(query)")
+            #expect(table.entries(of: query, where: lowerCased).map(\.key) == entries.filter(lowerCased).map(\.key), "\(query)")
+        }
+        #expect(table.entries(of: "aaaa-bbbk") { ASCII.equalLowercased($0["client_id"], "aaaa-bbbk") }.count == 4,
+                "the Kelvin sign's entries, found apart from the table, join the ASCII ones")
+    }
+
     @Test("The inventory's JSON form is the document JSONEncoder writes for it (snake_case keys, ISO 8601 dates)")
     func inventoryJSONMatchesEncodable() throws {
         try save(Fixtures.alice, client: Fixtures.appOne)

@@ -80,7 +80,7 @@ extension AccountStore {
         let index = try listingIndex()
         // Once, not for every client of every account; in key order, so that a client with app
         // metadata in two environments is described the same way in every run.
-        let appMetadata = index.all(.appMetadata).sorted { $0.key < $1.key }
+        let appMetadata = AppMetadataByClient(index.all(.appMetadata).sorted { $0.key < $1.key })
         let accounts = Self.accountKeys(in: index)
             .concurrentMap(minimumCount: 64) { self.describeAccount(home: $0.home, cloud: $0.cloud, in: index, appMetadata: appMetadata, now: now) }
             .compactMap { $0 }
@@ -89,7 +89,7 @@ extension AccountStore {
     }
 
     /// One account: a home account ID in one cloud, with only that cloud's tokens.
-    private func describeAccount(home: String, cloud: String, in index: CacheIndex, appMetadata: [CacheEntry], now: Date) -> GroupInventory.Account? {
+    private func describeAccount(home: String, cloud: String, in index: CacheIndex, appMetadata: AppMetadataByClient, now: Date) -> GroupInventory.Account? {
         guard let account = self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index) else { return nil }
         // Each kind's entries once per account, each entry's cloud once (not joined into a new array).
         let inCloud = { (entry: CacheEntry) in Self.cloud(of: entry) == cloud }
@@ -112,9 +112,10 @@ extension AccountStore {
         let refreshTokens = Self.refreshTokenCandidates(home: home, environment: cloud, in: index)  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
+            let clientMetadata = appMetadata.entries(of: clientID, where: isClient)
             // The account's own environment first, as a lookup at its authority reads it.
-            let metadata = (appMetadata.first { isClient($0) && Environment.canonical($0["environment"] ?? "") == Environment.canonical(account.environment) }
-                ?? appMetadata.first(where: isClient)).map(AppMetadata.init(entry:))
+            let metadata = (clientMetadata.first { Environment.canonical($0["environment"] ?? "") == Environment.canonical(account.environment) }
+                ?? clientMetadata.first).map(AppMetadata.init(entry:))
             let ats = accessTokens.filter(isClient)
                 .map(AccessToken.init(entry:))
                 .map { at in
@@ -124,7 +125,8 @@ extension AccountStore {
                 .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
             let state = Self.signInState(home: home, clientID: clientID, in: index)
             let refresh = state == .signedOut ? nil
-                : Self.refreshTokens(from: refreshTokens, clientID: clientID, environment: nil, appMetadata: appMetadata).first
+                : Self.refreshTokens(from: refreshTokens, clientID: clientID, environment: nil,
+                                     appMetadata: appMetadata.entries(of: clientID) { ASCII.equalLowercased($0["client_id"], clientID) }).first
             let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
                 ASCII.equalLowercased($0["client_id"], clientID) && ($0["family_id"] ?? "").isEmpty ? .own : .family
             } ?? .none
@@ -137,6 +139,43 @@ extension AccountStore {
                                       tenants: account.tenants, authorityType: account.authorityType,
                                       name: account.claims?.name, clients: clients,
                                       hasPhoto: Self.hasPhoto(home: home, inCloud: cloud, in: index))
+    }
+}
+
+/// A group's app metadata by client ID, for a listing: describing each client of each account
+/// looks its entries up instead of comparing every entry's client ID (a group can hold many apps).
+struct AppMetadataByClient: Sendable {
+    /// In key order.
+    private let all: [CacheEntry]
+    /// Entries with an ASCII client ID, by that ID lower-cased, each list in key order.
+    private let byASCIIClientID: [String: [CacheEntry]]
+    /// Entries whose client ID is not ASCII or missing: compared one by one (a non-ASCII ID can
+    /// still be equal to an ASCII one once lower-cased: K, the Kelvin sign, is k).
+    private let others: [CacheEntry]
+
+    /// - Parameter appMetadata: sorted by key.
+    init(_ appMetadata: [CacheEntry]) {
+        all = appMetadata
+        var byID: [String: [CacheEntry]] = [:], others: [CacheEntry] = []
+        for entry in appMetadata {
+            if let id = entry["client_id"], Self.isASCII(id) { byID[ASCII.lowercased(id), default: []].append(entry) } else { others.append(entry) }
+        }
+        byASCIIClientID = byID
+        self.others = others
+    }
+
+    /// The entries `matches` accepts, in key order, where `matches` accepts only entries whose
+    /// client ID equals `clientID` in some letter case (ASCII's, or Unicode's lower case).
+    func entries(of clientID: String, where matches: (CacheEntry) -> Bool) -> [CacheEntry] {
+        guard Self.isASCII(clientID) else { return all.filter(matches) }
+        let listed = (byASCIIClientID[ASCII.lowercased(clientID)] ?? []).filter(matches)
+        let unlisted = others.filter(matches)
+        return unlisted.isEmpty ? listed : (listed + unlisted).sorted { $0.key < $1.key }
+    }
+
+    private static func isASCII(_ string: String) -> Bool {
+        var string = string
+        return string.withUTF8 { $0.allSatisfy { $0 < 0x80 } }
     }
 }
 
