@@ -131,5 +131,16 @@ struct CLIEscapingTests {
         #expect(filtered == #"{"a":"x\u007f\u0085\u2066é…\u001b"}"#)
         let decoded = try JSONSerialization.jsonObject(with: Data(filtered.utf8)) as? [String: String]
         #expect(decoded?["a"] == "x\u{7F}\u{85}\u{2066}é…\u{1B}")
+        // Long documents are looked at sixteen bytes at a time first: a character to escape is
+        // seen at every offset, and a document without one comes back unchanged.
+        for (character, escaped) in [("\u{7F}", #"\u007f"#), ("\u{9B}", #"\u009b"#), ("\u{202E}", #"\u202e"#)] {
+            for offset in 0..<40 {
+                let text = #"{"a":""# + String(repeating: "x", count: offset) + character + String(repeating: "y", count: 40 - offset) + #""}"#
+                let safe = String(decoding: JSONOutput.terminalSafe(Data(text.utf8)), as: UTF8.self)
+                #expect(safe == text.replacingOccurrences(of: character, with: escaped), "\(escaped) at \(offset)")
+            }
+        }
+        let plain = Data((#"{"a":""# + String(repeating: "é日x", count: 30) + #""}"#).utf8)
+        #expect(JSONOutput.terminalSafe(plain) == plain)
     }
 }
