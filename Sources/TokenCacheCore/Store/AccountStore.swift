@@ -626,12 +626,17 @@ public final class AccountStore: Sendable {
     /// first: the same for every client of the account (a listing reads them once per account).
     package static func refreshTokenCandidates(home: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
         let environment = environment.map(Environment.canonical)
+        return refreshTokenCandidates(index.entries(.refreshToken, homeAccountID: home)
+            .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment })
+    }
+
+    /// The same, from refresh tokens already narrowed to the account and environment.
+    package static func refreshTokenCandidates(_ tokens: [CacheEntry]) -> [CacheEntry] {
         // Each token's modification time read once, not at every comparison of the sort.
         // An empty secret (kept as another SDK wrote it) is nothing to redeem. (A listing's
         // entries have no secret member at all: it is left in the decrypted document.)
-        return index.entries(.refreshToken, homeAccountID: home)
+        tokens
             .filter { $0.fields["secret"] != .string("") }
-            .filter { environment == nil || Environment.canonical($0["environment"] ?? "") == environment }
             .map { (entry: $0, modified: $0.fields["last_modification_time"]?.secondsValue ?? 0) }
             .sorted(by: Self.newerFirst)
             .map(\.entry)
@@ -669,6 +674,13 @@ public final class AccountStore: Sendable {
     /// The account of a home account ID in a cloud, described from that cloud's records only:
     /// what another cloud holds for the same ID never shows in it.
     package func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
+        Self.account(homeAccountID: home, cloud: cloud, clientID: clientID, in: index,
+                     idTokens: index.entries(.idToken, homeAccountID: home).filter { Self.cloud(of: $0) == cloud })
+    }
+
+    /// The same, with the account's ID tokens in the cloud at hand (a listing has read them).
+    package static func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex,
+                                idTokens inCloud: [CacheEntry]) -> CachedAccount? {
         // Sorted by key: the index's order is hash order, which differs between processes, and
         // every process must describe an account the same way.
         let records = index.entries(.account, homeAccountID: home).filter { Self.cloud(of: $0) == cloud }
@@ -677,8 +689,7 @@ public final class AccountStore: Sendable {
         let homeTenant = Self.tenant(ofHomeAccountID: home)
         let primary = records.first { record in homeTenant.map { ASCII.equalLowercased(record.realm, $0) } ?? false }
             ?? records.min { ($0.realm, $0.entry.key) < ($1.realm, $1.entry.key) }!
-        let idTokens = index.entries(.idToken, homeAccountID: home).filter { Self.cloud(of: $0) == cloud }
-            .sorted { $0.key < $1.key }.map(IDToken.init(entry:))
+        let idTokens = inCloud.sorted { $0.key < $1.key }.map(IDToken.init(entry:))
         let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0) } ?? false) && token.realm == primary.realm }
             ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
         return CachedAccount(

@@ -90,34 +90,31 @@ extension AccountStore {
 
     /// One account: a home account ID in one cloud, with only that cloud's tokens.
     private func describeAccount(home: String, cloud: String, in index: CacheIndex, appMetadata: AppMetadataByClient, now: Date) -> GroupInventory.Account? {
-        guard let account = self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index) else { return nil }
-        // Each kind's entries once per account, each entry's cloud once (not joined into a new array).
-        let inCloud = { (entry: CacheEntry) in Self.cloud(of: entry) == cloud }
-        let allAccessTokens = index.entries(.accessToken, homeAccountID: home)
-        let allIDTokens = index.entries(.idToken, homeAccountID: home)
-        let allRefreshTokens = index.entries(.refreshToken, homeAccountID: home)
-        let accessTokens = allAccessTokens.filter(inCloud)
-        let idTokens = allIDTokens.filter(inCloud)
+        // Each token of the account read once: its client and whether it is in this cloud.
+        let read = { (kind: EntityKind) in index.entries(kind, homeAccountID: home).map { ListedToken(entry: $0, cloud: cloud) } }
+        let allAccessTokens = read(.accessToken), allIDTokens = read(.idToken), allRefreshTokens = read(.refreshToken)
+        let accessTokens = allAccessTokens.filter(\.inCloud)
+        let idTokens = allIDTokens.filter(\.inCloud)
+        guard let account = Self.account(homeAccountID: home, cloud: cloud, clientID: nil, in: index, idTokens: idTokens.map(\.entry)) else { return nil }
         var clientIDs = Set<String>()
-        for entry in accessTokens { if let id = entry["client_id"] { clientIDs.insert(id) } }
-        for entry in idTokens { if let id = entry["client_id"] { clientIDs.insert(id) } }
-        for entry in allRefreshTokens where inCloud(entry) { if let id = entry["client_id"] { clientIDs.insert(id) } }
+        for token in accessTokens + idTokens + allRefreshTokens where token.inCloud { if let id = token.clientID { clientIDs.insert(id) } }
         // A sign-in state names no cloud: its client shows where it has tokens, or everywhere when
         // it has none in any cloud (signed out), never in a cloud where only another cloud's tokens are.
         for entry in index.entries(.accountMetadata, homeAccountID: home) {
             guard let id = entry["client_id"] else { continue }
-            let hasTokens = [allAccessTokens, allIDTokens, allRefreshTokens].contains { $0.contains { ASCII.equalLowercased($0["client_id"], id) } }
+            let hasTokens = [allAccessTokens, allIDTokens, allRefreshTokens].contains { $0.contains { ASCII.equalLowercased($0.clientID, id) } }
             if !hasTokens { clientIDs.insert(id) }
         }
-        let refreshTokens = Self.refreshTokenCandidates(home: home, environment: cloud, in: index)  // once, not per client
+        let refreshTokens = Self.refreshTokenCandidates(allRefreshTokens.filter(\.inCloud).map(\.entry))  // once, not per client
         let clients = clientIDs.sorted().map { clientID -> GroupInventory.Client in
             let isClient = { (entry: CacheEntry) in entry["client_id"].map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
+            let isClientsToken = { (token: ListedToken) in token.clientID.map { ASCII.equalsIgnoringCase($0, clientID) } ?? false }
             let clientMetadata = appMetadata.entries(of: clientID, where: isClient)
             // The account's own environment first, as a lookup at its authority reads it.
             let metadata = (clientMetadata.first { Environment.canonical($0["environment"] ?? "") == Environment.canonical(account.environment) }
                 ?? clientMetadata.first).map(AppMetadata.init(entry:))
-            let ats = accessTokens.filter(isClient)
-                .map(AccessToken.init(entry:))
+            let ats = accessTokens.filter(isClientsToken)
+                .map { AccessToken(entry: $0.entry) }
                 .map { at in
                     GroupInventory.AccessTokenInfo(scopes: at.scopes, tenant: at.realm, expiresOn: at.expiresOn,
                                                    isExpired: (at.expiresOn ?? .distantPast) <= now)
@@ -130,7 +127,7 @@ extension AccountStore {
             let refreshKind: GroupInventory.RefreshTokenKind = refresh.map {
                 ASCII.equalLowercased($0["client_id"], clientID) && ($0["family_id"] ?? "").isEmpty ? .own : .family
             } ?? .none
-            let hasIDToken = idTokens.contains(where: isClient)
+            let hasIDToken = idTokens.contains(where: isClientsToken)
             return GroupInventory.Client(clientID: clientID, displayName: metadata?.displayName, signInState: state,
                                          familyID: metadata?.familyID, accessTokens: ats, refreshToken: refreshKind,
                                          hasIDToken: hasIDToken)
@@ -139,6 +136,21 @@ extension AccountStore {
                                       tenants: account.tenants, authorityType: account.authorityType,
                                       name: account.claims?.name, clients: clients,
                                       hasPhoto: Self.hasPhoto(home: home, inCloud: cloud, in: index))
+    }
+}
+
+/// A token of an account being listed, with what describing the account asks of it again and
+/// again read once.
+struct ListedToken {
+    let entry: CacheEntry
+    let clientID: String?
+    /// Whether it belongs to the cloud being described.
+    let inCloud: Bool
+
+    init(entry: CacheEntry, cloud: String) {
+        self.entry = entry
+        clientID = entry["client_id"]
+        inCloud = AccountStore.cloud(of: entry) == cloud
     }
 }
 
