@@ -309,6 +309,30 @@ struct MultiAppTests {
         #expect(try AccountStore(backend: store.backend, group: .adalCache).allAccounts().isEmpty)
     }
 
+    @Test("The accounts of a group, found in one pass over its account records, are those found home account ID by home account ID: IDs in two letter cases, an empty ID, a record without one, two clouds")
+    func accountKeysInOnePass() {
+        let records: [(home: String?, environments: [String])] = [
+            ("uid.tid", ["login.microsoftonline.com", "login.windows.net"]), ("UID.TID", ["login.microsoftonline.us"]),
+            ("other.tid", ["login.chinacloudapi.cn", "login.microsoftonline.com"]), ("", ["login.microsoftonline.com"]),
+            (nil, ["login.microsoftonline.us"]), ("uid.tid", ["login.chinacloudapi.cn"]),
+        ]
+        var entries: [CacheEntry] = []
+        for (index, (home, environments)) in records.enumerated() {
+            for environment in environments {
+                var fields: JSONObject = ["environment": .string(environment), "realm": "tid"]
+                if let home { fields["home_account_id"] = .string(home) }
+                entries.append(CacheEntry(kind: .account, fields: fields, key: "account-\(index)-\(environment)"))
+            }
+        }
+        let index = CacheIndex(entries)
+        let oneByOne = AccountStore.homeAccountIDs(in: index).flatMap { home in
+            AccountStore.clouds(ofHomeAccountID: home, in: index).map { (home, $0) }
+        }
+        let onePass = AccountStore.accountKeys(in: index)
+        #expect(onePass.map { "\($0.home) \($0.cloud)" } == oneByOne.map { "\($0.0) \($0.1)" })
+        #expect(onePass.count > 6)
+    }
+
     @Test("A listing finds a client's app metadata by client ID exactly as comparing every entry finds it: any letter case, a non-ASCII ID that lower-cases to an ASCII one, a missing ID, in key order")
     func appMetadataByClientMatchesTheScan() {
         let ids: [String?] = ["aaaa-bbbb", "AAAA-BBBB", "aaaa-bbbk", "aaaa-bbb\u{212A}", "\u{e9}t\u{e9}", "\u{c9}T\u{c9}", nil, "other"]

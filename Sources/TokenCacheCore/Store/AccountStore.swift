@@ -607,7 +607,17 @@ public final class AccountStore: Sendable {
 
     /// Every account of the group as (home account ID, cloud), sorted.
     package static func accountKeys(in index: CacheIndex) -> [(home: String, cloud: String)] {
-        homeAccountIDs(in: index).flatMap { home in clouds(ofHomeAccountID: home, in: index).map { (home, $0) } }
+        // One pass over the account records, not a lookup per home account ID: the clouds
+        // ``clouds(ofHomeAccountID:in:)`` finds for each (records filed under the ID as the
+        // index files them, so IDs that differ in letter case share theirs).
+        var homes = Set<String>()
+        var cloudsByFiledHome: [String: Set<String>] = [:]
+        for entry in index.all(.account) {
+            let home = entry["home_account_id"]
+            if let home { homes.insert(home) }
+            cloudsByFiledHome[CacheIndex.accountKey(home ?? ""), default: []].insert(cloud(of: entry))
+        }
+        return homes.sorted().flatMap { home in (cloudsByFiledHome[CacheIndex.accountKey(home)] ?? []).sorted().map { (home, $0) } }
     }
 
     /// MSAL's refresh token order for a client.

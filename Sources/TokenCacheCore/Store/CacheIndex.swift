@@ -101,7 +101,7 @@ package struct CacheIndex: Sendable {
     /// A home account ID lower-cased, as entries are filed: itself (no allocation) when it is
     /// ASCII without a capital, as every real one is; anything else as `lowercased()` folds it.
     /// One pass over the contiguous bytes (`utf8.allSatisfy` goes through unspecialized generic code).
-    private static func accountKey(_ home: String) -> String {
+    package static func accountKey(_ home: String) -> String {
         var contiguous = home
         let folded = contiguous.withUTF8 { !$0.contains { $0 >= 0x80 || ($0 >= 65 && $0 <= 90) } }
         return folded ? home : home.lowercased()
