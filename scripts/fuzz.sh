@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../Fuzz"
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}"
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(msal-json token-response jwt encrypted-file http-request-head broker-request)
+((${#TARGETS[@]})) || TARGETS=(msal-json token-response jwt encrypted-file http-request-head broker-request json-split)
 
 swift build -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing
 BINARY="$(swift build -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing --show-bin-path)/TokenCacheFuzz"

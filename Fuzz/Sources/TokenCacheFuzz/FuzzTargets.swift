@@ -9,6 +9,9 @@
 //   http-request-head  HTTPRequestHead.Reader (the loopback servers' request heads), whole and
 //                   split into pieces the input's first byte sets
 //   broker-request  BrokerProtocol.parse (the identity broker's request JSON) for every method
+//   json-split      JSONParser.parseSplit, the two-core parse of large documents: split where the
+//                   guess finds a section start and at offsets the input's first bytes set, it
+//                   must give what one parser gives (the same value, or the same error)
 import Foundation
 @_spi(Backend) @testable import EncryptedFileStore
 @testable import TokenCache
@@ -55,6 +58,8 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         fuzzRequestHead(Array(data))
     case "broker-request":
         fuzzBrokerRequest(String(decoding: data, as: UTF8.self))
+    case "json-split":
+        fuzzJSONSplit(data)
     default:
         fatalError("unknown TOKENCACHE_FUZZ_TARGET \(target)")
     }
@@ -170,3 +175,32 @@ func fuzzBrokerRequest(_ text: String) {
         }
     }
 }
+
+/// One parser's outcome: the value, or the error's offset and reason.
+func parseOutcome(_ parse: () throws(JSONParser.SyntaxError) -> JSONValue) -> String {
+    do throws(JSONParser.SyntaxError) { return "value \(try parse())" } catch { return "error at \(error.offset): \(error.reason)" }
+}
+
+func fuzzJSONSplit(_ input: Data) {
+    input.withUnsafeBytes { bytes in
+        for omission in [nil, JSONParser.Omission.listing] {
+            let whole = try? JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth, omitting: omission, splittingFrom: .max)
+            let wholeError = parseOutcome { () throws(JSONParser.SyntaxError) in
+                try JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth, omitting: omission, splittingFrom: .max)
+            }
+            var splits = [JSONParser.rootMemberStart(in: bytes)].compactMap { $0 }
+            if bytes.count > 1 { splits += [Int(bytes[0]) * 256 + Int(bytes[1]), Int(bytes[bytes.count - 1])].map { $0 % (bytes.count + 1) } }
+            for split in splits {
+                do throws(JSONParser.SyntaxError) {
+                    let parts = try JSONParser.parseSplit(bytes, at: split, maximumDepth: JSON.maximumDepth, omitting: omission,
+                                                          allowingTrailingCommas: false)
+                    precondition(parts == whole, "a split at \(split) read another value")
+                } catch {
+                    precondition(whole == nil && "error at \(error.offset): \(error.reason)" == wholeError,
+                                 "a split at \(split) failed otherwise: \(error.reason) at \(error.offset), one parser: \(wholeError)")
+                }
+            }
+        }
+    }
+}
+
