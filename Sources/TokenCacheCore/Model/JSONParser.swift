@@ -9,7 +9,7 @@ import Glibc
 /// probe per value, and a fixed set-up cost per call that dominates small documents. The cache
 /// decodes many small ones (one per Secret Service item, one per ID token) and large ones (an
 /// encrypted-file cache of thousands of accounts); figures in Benchmarks/results/HISTORY.md. This parser is fuzzed (Fuzz/: msal-json, token-response, jwt,
-/// encrypted-file) and checked against JSONDecoder on the test fixtures.
+/// encrypted-file, json-split) and checked against JSONDecoder on the test fixtures.
 ///
 /// Numbers: an integer literal that fits in Int64 is `.integer`; any other number is `.double`.
 /// Refused: invalid UTF-8, unescaped control characters, lone surrogate escapes, leading zeros,
