@@ -40,15 +40,8 @@ export DBUS_SESSION_BUS_ADDRESS="unix:path=$WORK/bus"
 for _ in $(seq 1500); do [ -S "$WORK/bus" ] && break; sleep 0.02; done  # up to 30 s: a loaded machine
 [ -S "$WORK/bus" ] || { echo "dbus-daemon did not start within 30 s" >&2; cat "$WORK/log" >&2; exit 1; }
 
-wait_for_name() {
-    for _ in $(seq 500); do
-        local reply  # no pipe into grep -q: its early exit would fail the sender under pipefail
-        reply="$(dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.NameHasOwner "string:$1" 2>/dev/null || true)"
-        [[ "$reply" == *"boolean true"* ]] && return 0
-        sleep 0.02
-    done
-    echo "$1 did not appear on the test bus" >&2; cat "$WORK/log" >&2; return 1
-}
+. "$REPO/scripts/lib/test-session.sh"  # wait_for_bus_name
+wait_for_name() { wait_for_bus_name "$1" || { cat "$WORK/log" >&2; return 1; }; }
 mkdir "$WORK/portals"
 if [ "$ANSWER" != none ]; then
     printf '[portal]\nDBusName=org.swifttokencache.TestSecretPortal\nInterfaces=org.freedesktop.impl.portal.Secret;\nUseIn=tokencache-test\n' \

@@ -62,7 +62,7 @@ wait_for_bus_name() {
         has_owner "$1" && return 0
         sleep 0.1
     done
-    echo "with-test-keyring: $1 has no owner on the test bus after 120 s" >&2
+    echo "${0##*/}: $1 has no owner on the test bus after 120 s" >&2
     return 1
 }
 
