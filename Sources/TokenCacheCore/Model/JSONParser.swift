@@ -83,11 +83,18 @@ package struct JSONParser {
     /// Parses one JSON document.
     /// - Parameter allowingTrailingCommas: accept a comma before a closing bracket or brace, as
     ///   MSAL .NET's serializer does (for importing its caches; everything else stays strict).
-    /// - Parameter splittingFrom: documents from this size on are read on two cores when the
-    ///   machine has them (``parseSplit(_:at:maximumDepth:omitting:allowingTrailingCommas:)``).
+    /// Documents of ``splitSize`` or more are read on two cores when the machine has them
+    /// (``parseSplit(_:at:maximumDepth:omitting:allowingTrailingCommas:)``).
+    package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
+                      omitting omission: Omission? = nil, allowingTrailingCommas: Bool = false) throws(SyntaxError) -> JSONValue {
+        try parse(bytes, maximumDepth: maximumDepth, omitting: omission, allowingTrailingCommas: allowingTrailingCommas,
+                  splittingFrom: splitSize)
+    }
+
+    /// The same, split from `splitSize` bytes on (tests choose it).
     package static func parse(_ bytes: UnsafeRawBufferPointer, maximumDepth: Int,
                       omitting omission: Omission? = nil, allowingTrailingCommas: Bool = false,
-                      splittingFrom splitSize: Int = splitSize) throws(SyntaxError) -> JSONValue {
+                      splittingFrom splitSize: Int) throws(SyntaxError) -> JSONValue {
         if bytes.count >= splitSize, onlineCPUCount() > 1, let split = rootMemberStart(in: bytes) {
             return try parseSplit(bytes, at: split, maximumDepth: maximumDepth, omitting: omission,
                                   allowingTrailingCommas: allowingTrailingCommas)
