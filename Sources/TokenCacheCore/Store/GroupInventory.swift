@@ -170,7 +170,7 @@ struct AppMetadataByClient: Sendable {
         all = appMetadata
         var byID: [String: [CacheEntry]] = [:], others: [CacheEntry] = []
         for entry in appMetadata {
-            if let id = entry["client_id"], Self.isASCII(id) { byID[ASCII.lowercased(id), default: []].append(entry) } else { others.append(entry) }
+            if let id = entry["client_id"], ASCII.isASCII(id) { byID[ASCII.lowercased(id), default: []].append(entry) } else { others.append(entry) }
         }
         byASCIIClientID = byID
         self.others = others
@@ -179,17 +179,11 @@ struct AppMetadataByClient: Sendable {
     /// The entries `matches` accepts, in key order, where `matches` accepts only entries whose
     /// client ID equals `clientID` in some letter case (ASCII's, or Unicode's lower case).
     func entries(of clientID: String, where matches: (CacheEntry) -> Bool) -> [CacheEntry] {
-        guard Self.isASCII(clientID) else { return all.filter(matches) }
+        guard ASCII.isASCII(clientID) else { return all.filter(matches) }
         let listed = (byASCIIClientID[ASCII.lowercased(clientID)] ?? []).filter(matches)
         let unlisted = others.filter(matches)
         return unlisted.isEmpty ? listed : (listed + unlisted).sorted { $0.key < $1.key }
-    }
-
-    private static func isASCII(_ string: String) -> Bool {
-        var string = string
-        return string.withUTF8 { $0.allSatisfy { $0 < 0x80 } }
-    }
-}
+    }}
 
 extension GroupInventory {
     /// The documented JSON form, as `tokencache list --json` prints it: snake_case keys, sorted;

@@ -25,6 +25,12 @@ package enum ASCII {
         return a.lowercased() == b.lowercased()
     }
 
+    /// Whether a string is ASCII (one pass over its contiguous UTF-8).
+    package static func isASCII(_ string: String) -> Bool {
+        var string = string
+        return string.withUTF8 { isASCII($0) }
+    }
+
     private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var high: UInt8 = 0
         for byte in bytes { high |= byte }
