@@ -25,6 +25,10 @@ export TOKENCACHE_LOG_FILE="$TOKENCACHE_TEST_LOG_FILE"
 # Secrets the test identity provider makes up at random (native-auth codes), for the check below.
 export TOKENCACHE_TEST_ISSUED_SECRETS="$RUN_DIR/issued-secrets.txt"
 : > "$TOKENCACHE_TEST_LOG_FILE"; : > "$TOKENCACHE_TEST_OUTPUT_FILE"
+# How many tests run at once: Swift Testing's own gate, set here so that it does not follow the
+# machine (its default is twice the cores). A test's time limit starts only once it passed this
+# gate, and its threads never queue after it (TestThreads, docs/TESTING.md#how-tests-are-scheduled).
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
 status=0
 if (($#)); then
     TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build "$@" || status=$?

@@ -75,16 +75,20 @@ extension UnixSocket {
             unlink(path)
         }
         let socket = try newSocket()
-        // The mode is set at bind: no moment where another user could connect.
-        let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        let bindError = errno
-        umask(previous)
         guard bound == 0 else {
-            throw TokenCacheError(.portUnavailable, "Could not listen at \(path): \(String(cString: strerror(bindError))).",
+            throw TokenCacheError(.portUnavailable, "Could not listen at \(path): \(String(cString: strerror(errno))).",
                                   hint: "Choose another path with --socket")
+        }
+        // The mode is set before listen, so no one connects while it is wider (a bound socket that
+        // does not listen refuses every connection); not with umask, which is the whole process's
+        // and gave files other threads created meanwhile mode 0600 (a C compiler's output in the tests).
+        guard chmod(path, 0o600) == 0 else {
+            let chmodError = errno
+            unlink(path)
+            throw TokenCacheError(.portUnavailable, "Could not set the mode of \(path): \(String(cString: strerror(chmodError))).")
         }
         guard Glibc.listen(socket.fd, 64) == 0 else {
             unlink(path)

@@ -126,7 +126,7 @@ struct CLIBrokerClientTests {
                                        "getAccounts": ["accounts": [Self.dave]], "acquireTokenSilently": Self.tokenReply]
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let python = """
             import sys, tokencache

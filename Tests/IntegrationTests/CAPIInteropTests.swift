@@ -32,7 +32,7 @@ struct CAPIInteropTests {
     func savedThroughCFoundFromSwift() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let saved = try await offThePool { [group] in try runProcess(program, ["save", group, "fromc"]) }
         #expect(saved.status == 0, "test_capi save: \(saved.stderr)")
 
@@ -48,7 +48,7 @@ struct CAPIInteropTests {
     func savedFromSwiftFoundThroughC() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
         defer { _ = try? store.backend.removeAll(in: store.group) }
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, tag: "swift")),
@@ -69,7 +69,7 @@ struct CAPIInteropTests {
     func warmHandleSkipsDiscovery() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let idp = try FakeIdentityProvider()
         let store = try await signedIn(at: idp, tag: "warm")
         defer { _ = try? store.backend.removeAll(in: store.group) }
@@ -89,7 +89,7 @@ struct CAPIInteropTests {
     func claimsChallengeThroughC() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let idp = try FakeIdentityProvider()
         let store = try await signedIn(at: idp, tag: "cae")
         defer { _ = try? store.backend.removeAll(in: store.group) }
@@ -135,7 +135,7 @@ struct CAPIInteropTests {
     func ambiguousAccountThroughC() async throws {
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let program = try CTestPrograms.testCAPI(in: directory)
+        let program = try CTestPrograms.testCAPI()
         let store = AccountStore(backend: try SecretServiceBackend(), group: try CacheGroup(group))
         defer { _ = try? store.backend.removeAll(in: store.group) }
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, scope: "User.Read", tag: "alice")),

@@ -138,7 +138,7 @@ struct FrontEndParityTests {
     /// The front ends by name: each runs `request` in a process of its own (the Swift app's nil
     /// when the request has no authority).
     func frontEnds() throws -> [(name: String, run: @Sendable (Request, [String: String]) throws -> Outcome?)] {
-        let program = try CTestPrograms.testCAPI(in: dataHome)
+        let program = try CTestPrograms.testCAPI()
         return [("cli", { try viaCLI($0, environment: $1) }), ("c", { try viaC($0, environment: $1, program: program) }),
                 ("python", { try viaPython($0, environment: $1) }), ("swift", { try viaSwift($0, environment: $1) })]
     }

@@ -54,7 +54,7 @@ struct PhotoFrontEndTests {
     }
 
     func viaC(_ file: URL, refresh: Bool) throws -> Answer {
-        let program = try CTestPrograms.testCAPI(in: cli.dataHome)
+        let program = try CTestPrograms.testCAPI()
         let output = try runProcess(program, ["photo", Fixtures.appOne, authority, Fixtures.alice.username, file.path, refresh ? "1" : "0"],
                                     environment: environment)
         guard output.status == 0 else { return .error(String(output.stderr.split(separator: " ").dropFirst().prefix(2).joined(separator: " "))) }

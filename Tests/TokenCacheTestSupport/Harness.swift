@@ -40,39 +40,60 @@ package enum LogCapture {
     package static let bootstrapped: Bool = LineFileLogHandler.bootstrapFromEnvironment()
 }
 
-/// The threads tests run on (``Harness``): a fixed set, so that blocking tests wait for each
-/// other, not the library's async work on the cooperative pool. Eight: enough that a few tests
-/// waiting for slow programs leave room for the rest, few enough that the tests' programs do not
-/// all start at once on two cores.
+/// The threads tests run on (``Harness``). A job never waits in a queue: when no thread is idle,
+/// a new one starts, so a test's body and each of its continuations run as soon as Swift Testing
+/// schedules them, however many other tests block on the programs they run. A fixed set (eight,
+/// until #56) made a test wait behind others while its time limit and its own deadlines counted:
+/// a test that takes 0.3 s alone hit a 60 s limit on a new machine. How many tests run at once is
+/// Swift Testing's parallelization width (scripts/test.sh), not this pool's size.
 package final class TestThreads: TaskExecutor, @unchecked Sendable {
-    // @unchecked: `jobs` is only touched with `condition` locked.
-    package static let shared = TestThreads(count: 8)
+    // @unchecked: `jobs`, `idle` and `count` are only touched with `condition` locked.
+    package static let shared = TestThreads(ceiling: 512)
+    /// More threads than this means jobs that never finish pile up (a test that blocks forever
+    /// and starts more work): the run stops with that message instead of growing without end.
+    private let ceiling: Int
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
+    /// Threads waiting for a job; each queued job has one (`jobs.count <= idle` at all times).
+    private var idle = 0
+    private var count = 0
 
-    private init(count: Int) {
-        for index in 0..<count {
-            let thread = Thread { [self] in
-                while true {
-                    let job = condition.withLock {
-                        while jobs.isEmpty { condition.wait() }
-                        return jobs.removeFirst()
-                    }
-                    job.runSynchronously(on: asUnownedTaskExecutor())
-                }
-            }
-            thread.name = "test-\(index)"
-            thread.start()
-        }
+    private init(ceiling: Int) {
+        self.ceiling = ceiling
     }
 
     package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         condition.withLock {
             jobs.append(job)
-            condition.signal()
+            if jobs.count <= idle {
+                condition.signal()
+            } else {
+                precondition(count < ceiling, "TestThreads: \(ceiling) test threads are busy; a test blocks forever or starts work without end")
+                count += 1
+                startThread(index: count)
+            }
         }
     }
+
+    private func startThread(index: Int) {
+        let thread = Thread { [self] in
+            while true {
+                let job = condition.withLock {
+                    idle += 1
+                    while jobs.isEmpty { condition.wait() }
+                    idle -= 1
+                    return jobs.removeFirst()
+                }
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
+        }
+        thread.name = "test-\(index)"
+        thread.start()
+    }
+
+    /// Threads started so far (for the test of this pool).
+    package var threadCount: Int { condition.withLock { count } }
 }
 
 /// A diagnostic, on when `TOKENCACHE_TEST_STALL_PROBE` names a directory: every 100 ms it times

@@ -45,7 +45,7 @@ struct AgentCAPITests {
 func silentInContainer(_ backend: String, _ scenario: AgentScenario, socket: String) async throws -> ProcessOutput {
     let build = try TestEnvironment.temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: build) }
-    let program = try CTestPrograms.testCAPI(in: build)
+    let program = try CTestPrograms.testCAPI()
     let arguments = ["silent", backend, Fixtures.appTwo, scenario.authority, Fixtures.alice.username, "User.Read"]
     let environment = scenario.containerEnvironment(socket: socket)
     return try await offThePool { try runProcess(program, arguments, environment: environment) }

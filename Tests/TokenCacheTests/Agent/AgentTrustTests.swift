@@ -155,7 +155,7 @@ struct AgentTrustTests {
 
         let build = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: build) }
-        let program = try CTestPrograms.testCAPI(in: build)
+        let program = try CTestPrograms.testCAPI()
         let c = try await offThePool {
             try runProcess(program, ["silent", "auto", Fixtures.appOne, "https://login.microsoftonline.com/common", "alice@contoso.com", "User.Read"],
                            environment: environment(socket))

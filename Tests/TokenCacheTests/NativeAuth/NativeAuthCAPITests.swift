@@ -17,16 +17,7 @@ struct NativeAuthCAPITests {
         stand = try await NativeAuthStandIn()
         try await stand.addUsers()
         cli = try CLI(backend: "file")
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
-        let compiler = try #require(["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) })
-        program = stand.scratch.appendingPathComponent("test_native_auth").path
-        let bin = TestEnvironment.binDirectory.path
-        let build = try runProcess(compiler, ["-std=c11", "-Wall", "-Wextra", "-Werror", "-o", program,
-                                              root.appendingPathComponent("Tests/CTests/test_native_auth.c").path,
-                                              "-I", root.appendingPathComponent("Sources/CTokenCache/include").path,
-                                              "-L", bin, "-lTokenCacheC", "-Wl,-rpath,\(bin)"])
-        try #require(build.status == 0, "compiling test_native_auth failed: \(build.stderr)")
+        program = try CTestPrograms.testNativeAuth()
     }
 
     func run(_ mode: String, _ email: String, _ password: String? = nil) async throws -> ProcessOutput {
