@@ -23,16 +23,20 @@ package enum CTestPrograms {
         var description: String
     }
 
-    /// Compiled to a temporary name, made executable and renamed into place, so the path never
-    /// names a half-written or not yet executable file.
+    /// Compiled to a name of this process's own, made executable and renamed into place, so the
+    /// path never names a half-written or not yet executable file (another test process may be
+    /// building the same program).
     private static func build(_ name: String, warnings: [String]) throws -> String {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         guard let compiler = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw BuildFailed(description: "a C compiler is needed to build Tests/CTests/\(name).c")
         }
-        let directory = try TestEnvironment.temporaryDirectory()
-        let output = directory.appendingPathComponent(name).path, partial = output + ".partial"
+        // Beside the build, not in the run's temporary folder: the programs hold test secrets as
+        // literals, and scripts/test.sh checks what tests leave there for secrets.
+        let directory = TestEnvironment.binDirectory.appendingPathComponent("c-tests")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let output = directory.appendingPathComponent(name).path, partial = output + ".\(getpid()).partial"
         let bin = TestEnvironment.binDirectory.path
         let build = try runProcess(compiler, ["-std=c11"] + warnings + ["-Werror", "-o", partial,
                                               root.appendingPathComponent("Tests/CTests/\(name).c").path,
