@@ -202,7 +202,8 @@ struct BrokerTests {
         try await idp.actAsUser("submit")
         let browser = try BrowserCommand(in: cli.dataHome.appendingPathComponent("desktop"))
         defer { browser.close() }
-        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": browser.path.path])
+        // The local provider is not a Microsoft host: named with --authority (#57 item 4).
+        let broker = try RunningBroker(cli, bus: bus, ["--authority", idp.authority().url.absoluteString], environment: ["BROWSER": browser.path.path])
         let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
         let token = try #require(reply["brokerTokenResponse"] as? [String: Any], "\(reply) \(broker.log)")
         #expect((token["accessToken"] as? String)?.isEmpty == false && (token["idToken"] as? String)?.split(separator: ".").count == 3)
@@ -215,7 +216,8 @@ struct BrokerTests {
     @Test("acquireTokenInteractively with no account and no browser to open: status 9 naming `tokencache login --device-code`; nothing is asked of the provider")
     func interactiveWithoutBrowser() async throws {
         defer { cli.cleanUp() }
-        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""])
+        let broker = try RunningBroker(cli, bus: bus, ["--authority", idp.authority().url.absoluteString],
+                                       environment: ["BROWSER": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""])
         let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
         let error = try #require(reply["error"] as? [String: Any], "\(reply)")
         #expect(error["status"] as? Int == 9 && (error["context"] as? String)?.contains("--device-code") == true, "\(reply)")
