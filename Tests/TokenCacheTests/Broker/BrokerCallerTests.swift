@@ -63,6 +63,12 @@ struct BrokerCallerTests {
     /// root of its own: the host's /usr and /etc read-only, /tmp for the bus), as Flatpak runs it.
     func sandboxedCall(_ appID: String, _ method: String, _ json: [String: Any]) throws -> [String: Any] {
         let request = String(decoding: try JSONSerialization.data(withJSONObject: json), as: UTF8.self)
+        let text = try sandboxedSend(appID, ["com.microsoft.identity.Broker1.\(method)", "string:0.0", "string:\(UUID().uuidString)", "string:\(request)"])
+        return try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+    }
+
+    /// `dbus-send` of MEMBER and ARGUMENTS to the broker's object, in the app's sandbox; its literal reply.
+    func sandboxedSend(_ appID: String, _ call: [String]) throws -> String {
         var binds = ["--bind", "/tmp", "/tmp"]
         if let range = bus.address.range(of: "unix:path=") {
             let path = String(bus.address[range.upperBound...].prefix { $0 != "," })
@@ -74,11 +80,10 @@ struct BrokerCallerTests {
                        "--proc", "/proc", "--dev", "/dev"] + binds + ["--ro-bind", try flatpakInfo(appID).path, "/.flatpak-info", "--die-with-parent"]
         let output = try runProcess("/usr/bin/bwrap", sandbox + [
             "/usr/bin/dbus-send", "--session", "--print-reply=literal", "--reply-timeout=180000", "--dest=com.microsoft.identity.broker1",
-            "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1.\(method)", "string:0.0", "string:\(UUID().uuidString)", "string:\(request)",
-        ], environment: RunningBroker.environment(cli, bus))
+            "/com/microsoft/identity/broker1",
+        ] + call, environment: RunningBroker.environment(cli, bus))
         try #require(output.status == 0, "bwrap dbus-send failed: \(output.stderr)")
-        let text = output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        return try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+        return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test("A same-user caller naming a family client that never signed in here gets no accounts and no token, and nothing is redeemed; allowed with --client, the same call is served")
@@ -108,7 +113,7 @@ struct BrokerCallerTests {
         #expect(try await idp.stats().grants.count == 1)
     }
 
-    @Test("A Flatpak-like caller (bubblewrap, its own /.flatpak-info) gets only the client IDs --app allows its app ID: not the host app's, not another app's; the log names its app ID",
+    @Test("A Flatpak-like caller (bubblewrap, its own /.flatpak-info) gets only the client IDs --app allows its app ID: not the host app's, not another app's; the log names its app ID and is not given to it",
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/bwrap")))
     func sandboxedAppGetsOnlyItsClients() async throws {
         defer { cli.cleanUp() }
@@ -130,8 +135,48 @@ struct BrokerCallerTests {
         #expect((own["brokerTokenResponse"] as? [String: Any])?["accessToken"] as? String != nil, "\(own) \(broker.log)")
         #expect(try await idp.stats().grants.count == 1)
         #expect(broker.log.contains("flatpak:org.example.Allowed[") && broker.log.contains("flatpak:org.example.Other["), "\(broker.log)")
+        // The request log names every app's calls: not for a sandboxed app; the host's CLI reads it.
+        #expect(try sandboxedSend("org.example.Allowed", ["org.swift_tokencache.Broker.ListRequests"]) == "[]")
+        let log = try broker.run(["broker", "--list-requests", "--json"])
+        #expect(log.status == 0 && log.stdout.contains("flatpak:org.example.Other"), "\(log.stdout)\(log.stderr)")
         // The host is still served its own client.
         #expect(Self.usernames(try broker.object("getAccounts", ["clientId": Fixtures.appOne])) == [Fixtures.alice.username])
+    }
+
+    @Test("A broker without CAP_SYS_PTRACE (as a user's broker runs) still gives `broker --list-requests` (a non-dumpable CLI) the log; a caller it cannot look at is refused, not taken for a host program",
+          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func nonDumpableCallers() async throws {
+        defer { cli.cleanUp() }
+        try await signInWithFamily()
+        // The broker and its callers without CAP_SYS_PTRACE: root then looks at root's processes
+        // under the rules a user's broker has for the user's (dumpable: yes; non-dumpable: no).
+        let capped = ["/usr/bin/setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace"]
+        let broker = try RunningBroker(cli, bus: bus, launcher: capped)
+        let environment = RunningBroker.environment(cli, bus)
+        let listed = try runProcess(capped[0], Array(capped.dropFirst()) + [
+            "/usr/bin/dbus-send", "--session", "--print-reply=literal", "--dest=com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
+            "com.microsoft.identity.Broker1.getAccounts", "string:0.0", "string:x", "string:{\"clientId\": \"\(Fixtures.appOne)\"}",
+        ], environment: environment)
+        #expect(listed.status == 0 && listed.stdout.contains(Fixtures.alice.username), "a dumpable caller is identified: \(listed.stdout)\(listed.stderr) \(broker.log)")
+        let log = try runProcess(capped[0], Array(capped.dropFirst()) + [RunningBroker.binary, "broker", "--list-requests", "--json",
+                                                                         "--backend", cli.backend, "--group", cli.group], environment: environment)
+        #expect(log.status == 0 && log.stdout.contains("/usr/bin/dbus-send"), "\(log.stdout)\(log.stderr)")
+        // A caller that makes itself non-dumpable closes its /proc/PID/root and exe to the broker:
+        // it could be a sandboxed app hiding its /.flatpak-info, so it is refused (status 9).
+        let script = """
+            import ctypes, json, sys
+            from gi.repository import Gio, GLib
+            assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE 0
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+            reply = bus.call_sync("com.microsoft.identity.broker1", "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1",
+                                  "getAccounts", GLib.Variant("(sss)", ("0.0", "x", json.dumps({"clientId": sys.argv[1]}))),
+                                  GLib.VariantType("(s)"), Gio.DBusCallFlags.NONE, 60000, None)
+            print(reply.unpack()[0])
+            """
+        let hidden = try runProcess(capped[0], Array(capped.dropFirst()) + ["/usr/bin/python3", "-c", script, Fixtures.appOne], environment: environment)
+        try #require(hidden.status == 0, "\(hidden.stderr)")
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(hidden.stdout.utf8)) as? [String: Any], "\(hidden.stdout)")
+        #expect(Self.error(reply).status == 9 && Self.error(reply).context.contains("cannot tell which app is calling"), "\(reply)")
     }
 
     @Test("Without --authority, an interactive sign-in at a host that issued none of the group's accounts is refused (status 9) before any browser opens")

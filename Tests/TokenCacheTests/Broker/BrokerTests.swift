@@ -25,14 +25,15 @@ final class RunningBroker: @unchecked Sendable {
     }
 
     /// Starts `tokencache broker ARGUMENTS` and waits until it says it owns the name (or exits).
-    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = [], environment extra: [String: String] = [:]) throws {
+    /// - Parameter launcher: a command that runs the broker (`setpriv …`), none by default.
+    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = [], environment extra: [String: String] = [:], launcher: [String] = []) throws {
         self.bus = bus
         self.cli = cli
         logFile = cli.dataHome.appendingPathComponent("broker-\(UUID().uuidString.prefix(6)).log")
         FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
         process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["broker", "--backend", cli.backend, "--group", cli.group] + arguments
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? Self.binary)
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Self.binary]) + ["broker", "--backend", cli.backend, "--group", cli.group] + arguments
         process.environment = Self.environment(cli, bus).merging(extra) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: logFile)
