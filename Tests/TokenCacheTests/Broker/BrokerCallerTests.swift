@@ -287,6 +287,29 @@ struct BrokerCallerUnitTests {
         #expect(again["brokerTokenResponse"] != nil, "\(again)")
     }
 
+    @Test("--confirm for a client new here: asked once per caller identity and client; yes lists the family's account to that caller only, another executable is asked again, no lists nothing")
+    func confirmPerCallerAndClient() async throws {
+        let store = AccountStore(backend: InMemoryBackend())
+        _ = try store.save(responseJSON: Fixtures.json(Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1")),
+                           clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: ["User.Read"])
+        let questions = Mutex<[String]>([]), answer = Mutex<Bool>(true)
+        let service = BrokerService(store: store, policy: AgentPolicy(), version: "test", confirmation: { question in
+            questions.withLock { $0.append(question) }
+            return answer.withLock { $0 }
+        })
+        func accounts(_ executable: String) async -> [String] {
+            let reply = Self.object(await service.handle(.getAccounts, protocolVersion: "0.0", correlationID: "x", json: #"{"clientId": "\#(Fixtures.appTwo)"}"#,
+                                                         caller: BrokerCaller(sender: ":1.5", pid: 1, uid: getuid(), identity: .host(executable: executable))))
+            return ((reply["accounts"] as? [[String: Any]]) ?? []).compactMap { $0["username"] as? String }
+        }
+        #expect(await accounts("/usr/bin/office") == [Fixtures.alice.username])
+        #expect(await accounts("/usr/bin/office") == [Fixtures.alice.username])
+        #expect(questions.withLock { $0.count } == 1 && questions.withLock { $0[0].contains("/usr/bin/office") && $0[0].contains(Fixtures.appTwo) })
+        answer.withLock { $0 = false }
+        #expect(await accounts("/usr/bin/other").isEmpty)
+        #expect(questions.withLock { $0.count } == 2, "another caller is asked for itself")
+    }
+
     @Test("One interactive sign-in at a time: a second, from another caller, gets the typed busy status (overloaded) at once")
     func oneSignInAtATime() async throws {
         let store = AccountStore(backend: InMemoryBackend())
