@@ -6,7 +6,7 @@
 #   scripts/check-no-agent-server.sh FILE...   e.g. libtokencache.so.0 and an app's binary
 set -euo pipefail
 (($#)) || { echo "usage: $0 FILE..." >&2; exit 64; }
-types='AgentServer|ManagedIdentityEndpoint|TokenAgent|AgentPolicy|SocketListener|BrokerBus|BrokerService|BrokerCaller'
+types='AgentServer|ManagedIdentityEndpoint|TokenAgent|AgentPolicy|SocketListener|BrokerBus|BrokerService|BrokerCaller|CallerIdentity'
 status=0
 for file in "$@"; do
     found="$( { nm -D --defined-only "$file" 2>/dev/null; nm --defined-only "$file" 2>/dev/null; } | grep -cE "$types" || true)"

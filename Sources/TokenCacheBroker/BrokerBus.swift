@@ -188,24 +188,41 @@ package final class BrokerBus: @unchecked Sendable {
         let senderVariant = g_variant_new_string(sender)
         var children: [OpaquePointer?] = [senderVariant]
         let tuple = g_variant_new_tuple(&children, 1)
-        g_dbus_connection_call(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                               "GetConnectionCredentials", tuple, nil, G_DBUS_CALL_FLAGS_NONE, -1, nil, { source, result, data in
+        // With the fd list: a bus that gives the caller's pidfd (ProcessFD, dbus-daemon 1.15.7+,
+        // dbus-broker) sends it in the reply's fd list.
+        g_dbus_connection_call_with_unix_fd_list(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                                 "GetConnectionCredentials", tuple, nil, G_DBUS_CALL_FLAGS_NONE, -1, nil, nil, { source, result, data in
             let call = Unmanaged<PendingCall>.fromOpaque(data!).takeRetainedValue()
             var error: UnsafeMutablePointer<GError>?
-            let reply = g_dbus_connection_call_finish(OpaquePointer(source), result, &error)
+            var fds: UnsafeMutablePointer<GUnixFDList>?
+            let reply = g_dbus_connection_call_with_unix_fd_list_finish(OpaquePointer(source), &fds, result, &error)
             var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
+            var pidfd: Int32?
             if let reply {
                 if let dictionary = g_variant_get_child_value(reply, 0) {
                     caller.uid = BrokerBus.uint32(dictionary, "UnixUserID")
                     caller.pid = BrokerBus.uint32(dictionary, "ProcessID")
+                    pidfd = BrokerBus.processFD(dictionary, fds)
                     g_variant_unref(dictionary)
                 }
                 g_variant_unref(reply)
             } else {
                 _ = BrokerBus.consume(&error)
             }
-            call.bus.answer(call, caller: caller)
+            if let fds { g_object_unref(fds) }
+            call.bus.answer(call, caller: caller, pidfd: pidfd)
         }, Unmanaged.passRetained(call).toOpaque())
+    }
+
+    /// The caller's pidfd (`ProcessFD`, a handle into the reply's fd list), duplicated: the caller closes it.
+    private static func processFD(_ dictionary: OpaquePointer, _ fds: UnsafeMutablePointer<GUnixFDList>?) -> Int32? {
+        guard let fds, let value = g_variant_lookup_value(dictionary, "ProcessFD", nil) else { return nil }
+        defer { g_variant_unref(value) }
+        guard String(cString: g_variant_get_type_string(value)) == "h" else { return nil }
+        var error: UnsafeMutablePointer<GError>?
+        let fd = g_unix_fd_list_get(fds, g_variant_get_handle(value), &error)
+        if fd < 0 { _ = consume(&error); return nil }
+        return fd
     }
 
     private static func uint32(_ dictionary: OpaquePointer, _ key: String) -> UInt32? {
@@ -216,18 +233,25 @@ package final class BrokerBus: @unchecked Sendable {
     }
 
     /// Answers in a task; the invocation is completed from there (GDBus allows any thread).
-    private func answer(_ call: PendingCall, caller: BrokerCaller) {
+    /// The caller is identified (``CallerIdentity``, through its pidfd) in the task, off the loop's thread.
+    private func answer(_ call: PendingCall, caller given: BrokerCaller, pidfd: Int32?) {
         let service = self.service
-        if call.interface == Self.adminInterface {
-            guard caller.uid == getuid() else { return call.reply("[]") }
-            let log = (try? JSONEncoder().encode(service.requests)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
-            return call.reply(log)
-        }
-        guard let method = BrokerProtocol.Method(rawValue: call.method), call.arguments.count == 3 else {
+        let method = BrokerProtocol.Method(rawValue: call.method)
+        guard call.interface == Self.adminInterface || (method != nil && call.arguments.count == 3) else {
+            if let pidfd { close(pidfd) }
             return call.reply(BrokerProtocol.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
         }
         let arguments = call.arguments
         Task {
+            var caller = given
+            caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pidfd)
+            if let pidfd { close(pidfd) }
+            guard let method else {
+                // The request log names every app's calls: for host callers of this user only.
+                guard caller.uid == getuid(), case .host = caller.identity else { return call.reply("[]") }
+                let log = (try? JSONEncoder().encode(service.requests)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+                return call.reply(log)
+            }
             let reply = await service.handle(method, protocolVersion: arguments[0], correlationID: arguments[1], json: arguments[2], caller: caller)
             call.reply(reply)
         }

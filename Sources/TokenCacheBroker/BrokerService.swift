@@ -14,14 +14,17 @@ package struct BrokerCaller: Sendable, Hashable {
     package var sender: String
     package var pid: UInt32?
     package var uid: UInt32?
+    /// Which app it is (``CallerIdentity``), found from the pid (and the bus's pidfd) before the
+    /// request is answered; nil until then.
+    package var identity: CallerIdentity?
 
-    package init(sender: String, pid: UInt32?, uid: UInt32?) { (self.sender, self.pid, self.uid) = (sender, pid, uid) }
-
-    /// The command name from /proc (what `ps` shows), for the request log.
-    var command: String? {
-        guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return nil }
-        return String(text.prefix { $0 != "\n" })
+    package init(sender: String, pid: UInt32?, uid: UInt32?, identity: CallerIdentity? = nil) {
+        (self.sender, self.pid, self.uid, self.identity) = (sender, pid, uid, identity)
     }
+
+    /// What the log names the caller by: its identity (a Flatpak or Snap app ID, or the
+    /// executable), never /proc/PID/comm, which the caller sets.
+    var command: String? { identity?.description }
 }
 
 /// The identity broker's answers (`tokencache broker`): each method's request parsed by
@@ -42,18 +45,30 @@ package final class BrokerService: Sendable {
     private let ownUID: UInt32
     private let approved = Mutex<Set<String>>([])
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
+    /// The client IDs each sandboxed app may use (`--app APP_ID=CLIENT_ID`), by lowercased app ID.
+    private let appClients: [String: Set<String>]
+    /// Calls being answered, by sender.
+    private let inFlight = Mutex<[String: Int]>([:])
+    /// Whether an interactive sign-in runs (one at a time).
+    private let signingIn = Mutex<Bool>(false)
 
     /// The request log keeps this many entries (the oldest go first).
     package static let logCapacity = 1000
+    /// A sender gets this many calls answered at once; more are refused `overloaded` at once.
+    package static let callsPerSender = 8
 
+    /// - Parameter appClients: the client IDs each sandboxed app (Flatpak app ID or snap name) may use.
     package init(store: AccountStore, policy: AgentPolicy, version: String, options: PublicClientApplication.Options = .init(),
-                 ownUID: UInt32 = getuid(), confirmation: Confirmation? = nil,
+                 ownUID: UInt32 = getuid(), appClients: [String: [String]] = [:], confirmation: Confirmation? = nil,
                  observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
         self.store = store
         self.policy = policy
         self.version = version
         self.engine = TokenEngine(store: store, options: options)
         self.ownUID = ownUID
+        self.appClients = appClients.reduce(into: [:]) { map, entry in
+            map[entry.key.lowercased(), default: []].formUnion(entry.value.map { $0.lowercased() })
+        }
         self.confirmation = confirmation
         self.observer = observer
     }
@@ -63,7 +78,9 @@ package final class BrokerService: Sendable {
 
     /// Answers one call of the interface: the reply JSON, an error reply when it fails (never a throw).
     package func handle(_ method: BrokerProtocol.Method, protocolVersion: String, correlationID: String,
-                        json: String, caller: BrokerCaller) async -> String {
+                        json: String, caller given: BrokerCaller) async -> String {
+        var caller = given
+        if caller.identity == nil { caller.identity = CallerIdentity.identify(pid: caller.pid) }
         // The bus lets only this user's processes in, but a bus may be configured otherwise: refuse others.
         guard caller.uid == ownUID else {
             record(method, nil, caller, outcome: "refused: uid \(caller.uid.map { "\($0)" } ?? "unknown") is not the broker's")
@@ -77,9 +94,27 @@ package final class BrokerService: Sendable {
             record(method, nil, caller, outcome: "failed: invalidRequest \(error.message)")
             return BrokerProtocol.errorReply(error)
         }
+        // One sender cannot hold every thread: its calls beyond the bound are refused at once.
+        let admitted = inFlight.withLock { calls in
+            guard calls[caller.sender, default: 0] < Self.callsPerSender else { return false }
+            calls[caller.sender, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            let error = TokenCacheError(.overloaded, "The broker is busy: this caller already has \(Self.callsPerSender) calls being answered.",
+                                        hint: "Wait for them to finish, then retry")
+            record(method, request, caller, outcome: "refused: \(error.code) \(error.message)")
+            return BrokerProtocol.errorReply(error)
+        }
+        defer {
+            inFlight.withLock { calls in
+                calls[caller.sender, default: 1] -= 1
+                if calls[caller.sender] == 0 { calls[caller.sender] = nil }
+            }
+        }
         do throws(TokenCacheError) {
-            let reply = try await answer(method, request, caller: caller)
-            record(method, request, caller, outcome: "granted")
+            let (reply, note) = try await answer(method, request, caller: caller)
+            record(method, request, caller, outcome: note ?? "granted")
             return reply
         } catch {
             let refused = error.code == .accessDenied
@@ -88,36 +123,50 @@ package final class BrokerService: Sendable {
         }
     }
 
+    /// The reply, and the log's outcome when it is not plain `granted`.
     private func answer(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request,
-                        caller: BrokerCaller) async throws(TokenCacheError) -> String {
+                        caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?) {
         switch method {
         case .getAccounts:
-            return BrokerProtocol.accountsReply(try await accounts(clientID: try allowedClient(request)))
+            let client = try allowedClient(request)
+            // A client new here that nobody allowed sees no accounts (the family's included): the
+            // app then signs in interactively, as it would on a machine with no account.
+            if try await standing(client: client, caller: caller) == .newHere {
+                return (BrokerProtocol.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
+            }
+            return (BrokerProtocol.accountsReply(try await accounts(clientID: client)), nil)
         case .acquireTokenSilently:
+            let client = try allowedClient(request)
+            if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
             let (result, account) = try await token(request, caller: caller)
-            return BrokerProtocol.tokenReply(result, account: account)
+            return (BrokerProtocol.tokenReply(result, account: account), nil)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
             // otherwise the user signs in in the system browser, and the account joins the group.
-            do throws(TokenCacheError) {
-                let (result, account) = try await token(request, caller: caller)
-                return BrokerProtocol.tokenReply(result, account: account)
-            } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {
-                let (result, account) = try await signIn(request, caller: caller)
-                return BrokerProtocol.tokenReply(result, account: account)
+            // A client new here that nobody allowed goes to the browser straight away: the family's
+            // refresh token is not redeemed for it, the user's sign-in is what lets it in.
+            let client = try allowedClient(request)
+            if try await standing(client: client, caller: caller) != .newHere {
+                do throws(TokenCacheError) {
+                    let (result, account) = try await token(request, caller: caller)
+                    return (BrokerProtocol.tokenReply(result, account: account), nil)
+                } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {}
             }
+            let (result, account) = try await signIn(request, caller: caller)
+            return (BrokerProtocol.tokenReply(result, account: account), nil)
         case .removeAccount:
             let client = try allowedClient(request)
+            if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
             try await BlockingWork.run { [store] () throws(TokenCacheError) in
                 let target = try store.signOutTarget(clientID: client, account: request.account?.name)
                 try store.signOut(target, clientID: client)
             }
-            return "{}"
+            return ("{}", nil)
         case .getLinuxBrokerVersion:
-            return BrokerProtocol.versionReply(version)
+            return (BrokerProtocol.versionReply(version), nil)
         case .cancelInteractiveFlow:
             // Nothing interactive runs here, so there is nothing to cancel.
-            return "{}"
+            return ("{}", nil)
         case .acquirePrtSsoCookie, .generateSignedHttpRequest:
             throw TokenCacheError(.unsupportedFlow, "tokencache broker has no device identity: \(method.rawValue) is not supported.",
                                   hint: "Use Microsoft's identity broker on an enrolled device for device-bound tokens")
@@ -131,6 +180,58 @@ package final class BrokerService: Sendable {
                                   hint: "Restart the broker with --client naming it")
         }
         return client
+    }
+
+    /// How a caller stands with a client ID.
+    enum Standing: Equatable {
+        /// Named for it: `--client`, `--app`, or a `--confirm` answer for this caller and client.
+        case allowed
+        /// A host caller, and the client has signed in here (its app metadata is in the group).
+        case held
+        /// A host caller, and the client is new here: no accounts listed, no family refresh token redeemed.
+        case newHere
+    }
+
+    /// Whether the caller may use `client`, and how. Throws `accessDenied` for a caller that could not
+    /// be identified, and for a sandboxed app the client is not allowed for.
+    private func standing(client: String, caller: BrokerCaller) async throws(TokenCacheError) -> Standing {
+        let identity = caller.identity ?? .unknown(reason: "not identified")
+        let key = identity.description + "|" + client.lowercased()
+        if approved.withLock({ $0.contains(key) }) { return .allowed }
+        switch identity {
+        case .unknown(let reason):
+            throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell which app is calling (\(reason)), and serves only apps it can identify.",
+                                  hint: "Call it from a process it can look at in /proc (not in another pid namespace or with /proc hidden)")
+        case .flatpak(let id), .snap(let id):
+            if appClients[id.lowercased()]?.contains(client.lowercased()) == true { return .allowed }
+            if try await ask(client: client, key: key, caller: caller, about: "which it is not allowed yet") { return .allowed }
+            throw TokenCacheError(.accessDenied, "The broker refused: the sandboxed app \(identity) is not allowed client \(client) (a sandboxed app gets only the client IDs allowed for its app ID).",
+                                  hint: "To allow it, restart the broker with --app \(id)=\(client) (or with --confirm to be asked)")
+        case .host:
+            if policy.clients.contains(where: { ASCII.equalsIgnoringCase($0, client) }) { return .allowed }
+            let held = try await BlockingWork.run { [store] () throws(TokenCacheError) in !(try store.appMetadata(clientID: client)).isEmpty }
+            if held { return .held }
+            if try await ask(client: client, key: key, caller: caller, about: "which has not signed in here") { return .allowed }
+            return .newHere
+        }
+    }
+
+    /// With `--confirm`, asks the user whether `caller` may use `client`; the answer yes is remembered for them.
+    private func ask(client: String, key: String, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
+        guard let confirmation else { return false }
+        let question = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")] asks the broker for client \(client), \(about). Allow it?"
+        guard await confirmation(question) else { return false }
+        approved.withLock { _ = $0.insert(key) }
+        return true
+    }
+
+    private static func newClientMessage(_ client: String, _ caller: BrokerCaller) -> String {
+        "client \(client) has not signed in here and was not allowed for \(caller.command ?? "this caller"); the broker lists no accounts and redeems no family refresh token for it"
+    }
+
+    private static func newClientError(_ client: String, _ caller: BrokerCaller) -> TokenCacheError {
+        TokenCacheError(.accessDenied, "The broker refused: " + newClientMessage(client, caller) + ".",
+                        hint: "Sign in with that app (it opens the browser), run `tokencache login --client \(client)`, or restart the broker with --client \(client) (or --confirm to be asked)")
     }
 
     /// The client's accounts (signed in, not signed out) the policy lets it see.
@@ -179,7 +280,19 @@ package final class BrokerService: Sendable {
         guard let authority = try resolve(request.authority) else {
             throw TokenCacheError(.invalidArgument, "An interactive request must name an authority (authParameters.authority).", field: "authority")
         }
+        try await checkSignInAuthority(authority)
         let hint = request.account?.username ?? request.username.flatMap { $0.isEmpty ? nil : $0 }
+        // One sign-in at a time (its question included): each holds a thread for minutes.
+        let started = signingIn.withLock { running in
+            if running { return false }
+            running = true
+            return true
+        }
+        guard started else {
+            throw TokenCacheError(.overloaded, "The broker is busy: another sign-in runs in the browser, and it runs one at a time.",
+                                  hint: "Finish or cancel that sign-in, then retry")
+        }
+        defer { signingIn.withLock { $0 = false } }
         try await confirm(client: client, accountName: hint ?? "a new account", key: "sign-in " + (hint ?? ""), authority: authority, caller: caller)
         var parameters = InteractiveTokenParameters(scopes: request.scopes)
         parameters.loginHint = hint
@@ -198,6 +311,30 @@ package final class BrokerService: Sendable {
         return (try Self.replyable(result, of: account, client: client), account)
     }
 
+    /// The hosts of Microsoft's clouds (each cloud's aliases): where a broker without an
+    /// `--authority` policy signs users in, besides the hosts that issued the group's accounts.
+    package static let microsoftHosts: Set<String> = [
+        "login.microsoftonline.com", "login.windows.net", "login.microsoft.com", "sts.windows.net",
+        "login.partner.microsoftonline.cn", "login.chinacloudapi.cn", "login.microsoftonline.de",
+        "login.microsoftonline.us", "login.usgovcloudapi.net", "login-us.microsoftonline.com",
+    ]
+
+    /// Without an `--authority` policy, an interactive sign-in goes only to Microsoft's cloud hosts
+    /// or to a host that already issued one of this group's accounts: a caller cannot plant a
+    /// look-alike account from a host of its own.
+    private func checkSignInAuthority(_ authority: Authority) async throws(TokenCacheError) {
+        guard policy.authorities.isEmpty else { return }  // resolve() kept the request within the policy
+        let host = Environment.canonical(authority.environment.lowercased())
+        if Self.microsoftHosts.contains(host) { return }
+        let issued = try await BlockingWork.run { [store] () throws(TokenCacheError) in
+            Set(try store.allAccounts().map { Environment.canonical($0.environment.lowercased()) })
+        }
+        guard issued.contains(host) else {
+            throw TokenCacheError(.accessDenied, "The broker refused to sign in at \(authority.environment): without an --authority policy it signs in only at Microsoft's cloud hosts or at a host that issued this group's accounts.",
+                                  hint: "If \(authority.environment) is your identity provider, restart the broker with --authority \(authority.url.absoluteString)")
+        }
+    }
+
     /// The result, when a reply can carry it.
     private static func replyable(_ result: TokenResult, of target: CachedAccount, client: String) throws(TokenCacheError) -> TokenResult {
         // The runtime takes a reply without these as a success with no token or no account
@@ -210,11 +347,11 @@ package final class BrokerService: Sendable {
         return result
     }
 
-    /// With `--confirm`, asks before the first token of each client, account and authority.
+    /// With `--confirm`, asks before the first token of each caller identity, client, account and authority.
     private func confirm(client: String, accountName: String, key account: String, authority: Authority?, caller: BrokerCaller) async throws(TokenCacheError) {
         guard let confirmation else { return }
         let place = authority?.url.absoluteString ?? "the account's home authority"
-        let key = [client.lowercased(), account, place].joined(separator: "|")
+        let key = [caller.identity?.description ?? "?", client.lowercased(), account, place].joined(separator: "|")
         if approved.withLock({ $0.contains(key) }) { return }
         let who = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]"
         let question = "\(who) asks the broker for a token of client \(client) for \(accountName) at \(place)."

@@ -158,7 +158,9 @@ class BrokerEndToEnd(unittest.TestCase):
         cls.capture = tempfile.NamedTemporaryFile("w+", prefix="bus-", suffix=".txt", dir=os.environ["HOME"], delete=False)
         cls.monitor = subprocess.Popen(["dbus-monitor", "--session"], stdout=cls.capture, stderr=subprocess.STDOUT)
         cls.login_token = sign_in_with_tokencache_login()
-        cls.broker = Broker()
+        # The user allows APP_FAMILY, new here: without that the broker lists no account for it and
+        # redeems no family refresh token for it (#57; test_d checks the default).
+        cls.broker = Broker("--client", LOGIN_CLIENT, "--client", APP_FAMILY)
 
     @classmethod
     def tearDownClass(cls):
@@ -249,8 +251,22 @@ class BrokerEndToEnd(unittest.TestCase):
 
     def test_d_client_outside_the_policy_is_refused(self):
         type(self).broker.stop()
-        type(self).broker = Broker("--client", LOGIN_CLIENT)
+        # By default (no --client), a family client that never signed in here gets no account and no token.
+        type(self).broker = Broker()
         before = len(grants())
+        status, listed, error = bus_call("getAccounts", {"clientId": APP_REFUSED, "redirectUri": APP_REFUSED})
+        self.assertEqual((status, listed), (0, {"accounts": []}), error)
+        status, refused, error = bus_call("acquireTokenSilently", {"authParameters": {
+            "clientId": APP_REFUSED, "authority": AUTHORITY, "requestedScopes": ["User.Read"],
+            "account": {"homeAccountId": HOME_ACCOUNT_ID, "username": USER["username"]}}})
+        self.assertEqual(refused.get("error", {}).get("status"), 9, refused)
+        self.assertIn("has not signed in here", refused["error"]["context"], refused)
+        self.assertEqual(len(grants()), before, "no family refresh token is redeemed for a client new here")
+        self.assertRegex(type(self).broker.text(), r"/usr/bin/dbus-send\[\d+\].*refused", "the log names the caller by its executable")
+        status, reply, error = bus_call("getAccounts", {"clientId": LOGIN_CLIENT, "redirectUri": LOGIN_CLIENT})
+        self.assertEqual([a["username"] for a in reply["accounts"]], [USER["username"]], "the client that signed in is served")
+        type(self).broker.stop()
+        type(self).broker = Broker("--client", LOGIN_CLIENT)
         answer = app(APP_REFUSED, "sign_in")["result"]
         self.assertNotIn("access_token", answer, answer)
         self.assertEqual(answer.get("error"), "broker_error", answer)

@@ -1,4 +1,5 @@
 import ArgumentParser
+internal import CLinux
 import Dispatch
 import FoundationEssentials
 import TokenCache
@@ -25,11 +26,22 @@ struct BrokerCommand: ParsableCommand {
         answers an error that says to run `tokencache login --device-code`); \
         acquirePrtSsoCookie and generateSignedHttpRequest (device identity) are not supported.
 
-        Who can ask: any process of yours on the session bus; callers of another uid are \
-        refused. --client, --account, --scopes and --authority limit what it serves, as for \
-        `tokencache agent`; --confirm asks on its terminal before the first token of each client, \
-        account and authority. Every request is logged on standard error with the caller's pid \
-        and uid (from the bus daemon), and `tokencache broker --list-requests` shows the log.
+        Who can ask: processes of yours on the session bus; callers of another uid are \
+        refused. Each caller is identified as xdg-desktop-portal does it (from the bus daemon's \
+        pid and pidfd): a Flatpak app by its app ID, a Snap by its name, any other process by \
+        its executable. A program on the host gets the client IDs that signed in here (their \
+        apps' sign-ins left them in the group) and those --client names; for a client ID new \
+        here it lists no accounts and redeems no family refresh token unless allowed. A \
+        sandboxed app gets only the client IDs --app allows for its app ID (--app \
+        org.example.App=CLIENT_ID). Interactive sign-ins run one at a time and, without \
+        --authority, only at Microsoft's cloud hosts or a host that issued the group's accounts; \
+        a caller gets at most 8 calls answered at once. --client, --account, --scopes and \
+        --authority limit what it serves, as for `tokencache agent`; --confirm asks on its \
+        terminal before the first token of each caller, client, account and authority, and \
+        whether a caller may use a client ID it is not allowed (the answer is remembered for \
+        that caller and client). Every request is logged on standard error with the caller's \
+        identity, pid and uid, and `tokencache broker --list-requests` shows the log (to host \
+        callers only).
 
         It refuses to start when another process owns the name (Microsoft's \
         microsoft-identity-broker on an Intune-enrolled machine, or another broker). \
@@ -47,7 +59,11 @@ struct BrokerCommand: ParsableCommand {
 
     @OptionGroup var served: ServedOptions
 
-    @Flag(help: "Ask on the broker's terminal before the first token of each client, account and authority.")
+    @Option(name: .customLong("app"), help: ArgumentHelp("Let the sandboxed app (Flatpak app ID or snap name) use this client ID (repeatable).",
+                                                        valueName: "app-id=client-id"))
+    var apps: [String] = []
+
+    @Flag(help: "Ask on the broker's terminal before the first token of each caller, client, account and authority.")
     var confirm = false
 
     @Flag(help: "Write a D-Bus service file and a systemd user unit that start the broker on demand, then exit.")
@@ -71,6 +87,20 @@ struct BrokerCommand: ParsableCommand {
             throw ValidationError("Give one of --install, --uninstall and --list-requests.")
         }
         if confirm && install { throw ValidationError("--confirm asks on a terminal; a broker started by the bus has none.") }
+        _ = try appClients()
+    }
+
+    /// `--app APP_ID=CLIENT_ID`, by app ID.
+    func appClients() throws -> [String: [String]] {
+        var map: [String: [String]] = [:]
+        for entry in apps {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, let client = try? ClientIDArgument.parse(parts[1]) else {
+                throw ValidationError("--app takes APP_ID=CLIENT_ID (a Flatpak app ID or snap name, and a client ID): '\(entry)' is not.")
+            }
+            map[parts[0], default: []].append(client)
+        }
+        return map
     }
 
     func run() throws {
@@ -92,7 +122,7 @@ struct BrokerCommand: ParsableCommand {
         var options = PublicClientApplication.Options()
         options.logger = store.options.logger
         let service = BrokerService(store: store, policy: policy, version: TokenCacheVersion.string, options: options,
-                                    confirmation: confirm ? AgentCommand.askOnTerminal : nil, observer: AgentCommand.show)
+                                    appClients: try appClients(), confirmation: confirm ? AgentCommand.askOnTerminal : nil, observer: AgentCommand.show)
         var signals = sigset_t()
         sigemptyset(&signals)
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
@@ -183,6 +213,10 @@ struct BrokerCommand: ParsableCommand {
     }
 
     private func printRequests() throws {
+        // The broker gives its log to host callers only, which it tells by /proc/PID/exe: closed
+        // to it while this process is not dumpable (main made it so). This process opens no store
+        // and holds no token, so it lets itself be looked at for this call.
+        _ = tc_set_dumpable(1)
         try AgentCommand.printLog(try BrokerBus.requests(), json: json)
     }
 }

@@ -98,7 +98,7 @@ struct BrokerProtocolTests {
         #expect(error["status"] as? Int == 9 && error["tokencacheCode"] as? String == "accessDenied")
         #expect(service.requests.count == 1 && service.requests[0].outcome.hasPrefix("refused: uid 1000") && service.requests[0].pid == 77)
         let own = await service.handle(.getAccounts, protocolVersion: "0.0", correlationID: "x", json: #"{"clientId": "c"}"#,
-                                       caller: BrokerCaller(sender: ":1.9", pid: 77, uid: 4242))
+                                       caller: BrokerCaller(sender: ":1.9", pid: 77, uid: 4242, identity: .host(executable: "/usr/bin/test-app")))
         #expect(own == #"{"accounts":[]}"#)
     }
 
@@ -117,7 +117,7 @@ struct BrokerProtocolTests {
             if let authority { parameters["authority"] = authority }
             let json = String(decoding: try! JSONSerialization.data(withJSONObject: ["authParameters": parameters]), as: UTF8.self)
             let reply = await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x", json: json,
-                                             caller: BrokerCaller(sender: ":1.5", pid: 1, uid: getuid()))
+                                             caller: BrokerCaller(sender: ":1.5", pid: 1, uid: getuid(), identity: .host(executable: "/usr/bin/test-app")))
             return (try? JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]) ?? [:]
         }
         let named = Fixtures.authority().url.absoluteString

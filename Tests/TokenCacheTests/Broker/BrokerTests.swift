@@ -25,14 +25,15 @@ final class RunningBroker: @unchecked Sendable {
     }
 
     /// Starts `tokencache broker ARGUMENTS` and waits until it says it owns the name (or exits).
-    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = [], environment extra: [String: String] = [:]) throws {
+    /// - Parameter launcher: a command that runs the broker (`setpriv …`), none by default.
+    init(_ cli: CLI, bus: PrivateBus, _ arguments: [String] = [], environment extra: [String: String] = [:], launcher: [String] = []) throws {
         self.bus = bus
         self.cli = cli
         logFile = cli.dataHome.appendingPathComponent("broker-\(UUID().uuidString.prefix(6)).log")
         FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
         process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["broker", "--backend", cli.backend, "--group", cli.group] + arguments
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? Self.binary)
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Self.binary]) + ["broker", "--backend", cli.backend, "--group", cli.group] + arguments
         process.environment = Self.environment(cli, bus).merging(extra) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: logFile)
@@ -202,7 +203,8 @@ struct BrokerTests {
         try await idp.actAsUser("submit")
         let browser = try BrowserCommand(in: cli.dataHome.appendingPathComponent("desktop"))
         defer { browser.close() }
-        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": browser.path.path])
+        // The local provider is not a Microsoft host: named with --authority (#57 item 4).
+        let broker = try RunningBroker(cli, bus: bus, ["--authority", idp.authority().url.absoluteString], environment: ["BROWSER": browser.path.path])
         let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
         let token = try #require(reply["brokerTokenResponse"] as? [String: Any], "\(reply) \(broker.log)")
         #expect((token["accessToken"] as? String)?.isEmpty == false && (token["idToken"] as? String)?.split(separator: ".").count == 3)
@@ -215,7 +217,8 @@ struct BrokerTests {
     @Test("acquireTokenInteractively with no account and no browser to open: status 9 naming `tokencache login --device-code`; nothing is asked of the provider")
     func interactiveWithoutBrowser() async throws {
         defer { cli.cleanUp() }
-        let broker = try RunningBroker(cli, bus: bus, environment: ["BROWSER": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""])
+        let broker = try RunningBroker(cli, bus: bus, ["--authority", idp.authority().url.absoluteString],
+                                       environment: ["BROWSER": "", "DISPLAY": "", "WAYLAND_DISPLAY": ""])
         let reply = try broker.object("acquireTokenInteractively", interactive(Fixtures.appOne))
         let error = try #require(reply["error"] as? [String: Any], "\(reply)")
         #expect(error["status"] as? Int == 9 && (error["context"] as? String)?.contains("--device-code") == true, "\(reply)")
