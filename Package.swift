@@ -153,7 +153,8 @@ let package = Package(
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            plugins: ["BuildInfoPlugin"]
         ),
         .executableTarget(
             name: "tokencache",
@@ -183,6 +184,8 @@ let package = Package(
             capability: .buildTool(),
             dependencies: ["tokencache-config-gen"]
         ),
+        // The commit a build came from, for `tokencache --version`.
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool()),
         .plugin(
             name: "TokenCacheCommandPlugin",
             capability: .command(

@@ -55,7 +55,7 @@ public struct TokenCacheCommand: ParsableCommand {
               --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache token --client 04b07795-... --scopes "User.Read"
         """,
-        version: TokenCacheVersion.string,
+        version: TokenCacheVersion.described,
         subcommands: [
             ListCommand.self, RemoveCommand.self, TokenCommand.self, PhotoCommand.self, SaveCommand.self, AgentCommand.self, BrokerCommand.self,
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
@@ -135,4 +135,12 @@ public struct TokenCacheCommand: ParsableCommand {
 enum TokenCacheVersion {
     /// The release: the same as the C library's (tokencache.h's TOKENCACHE_VERSION_*) and the package's.
     static let string = "0.5.0"
+
+    /// What `--version` prints: the release and the commit it was built from, "dirty" when the
+    /// checkout had uncommitted changes (BuildInfoPlugin), so two builds of one release differ.
+    static let described = describe(release: string, commit: BuildInfo.commit, isDirty: BuildInfo.isDirty)
+
+    static func describe(release: String, commit: String, isDirty: Bool) -> String {
+        "\(release) (commit \(commit)\(isDirty ? ", dirty" : ""))"
+    }
 }

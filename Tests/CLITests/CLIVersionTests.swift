@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+@testable import TokenCacheCLI
+import TokenCacheTestSupport
+
+/// `tokencache --version` tells a build apart (#60 item 2): the release and the commit it was built from.
+@Suite("tokencache --version", .harness)
+struct CLIVersionTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("--version prints the release and the commit of the checkout it was built from, and 'dirty' exactly when the checkout had changes")
+    func versionNamesTheCommit() throws {
+        let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, ["--version"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let head = try runProcess("/usr/bin/git", ["-C", Self.root.path, "rev-parse", "--short=12", "HEAD"])
+        try #require(head.status == 0, "the tests run in a git checkout: \(head.stderr)")
+        let commit = head.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The binary was built from the working tree as it is now (scripts/test.sh builds first).
+        let clean = try runProcess("/usr/bin/git", ["-C", Self.root.path, "diff", "--quiet", "HEAD", "--"]).status == 0
+        #expect(output.stdout == "0.5.0 (commit \(commit)\(clean ? "" : ", dirty"))\n", "\(output.stdout)")
+    }
+
+    @Test("The release is tokencache.h's TOKENCACHE_VERSION_*, as the C library's")
+    func releaseIsTheHeaders() throws {
+        let header = try String(contentsOf: Self.root.appendingPathComponent("Sources/CTokenCache/include/tokencache.h"), encoding: .utf8)
+        let parts = ["MAJOR", "MINOR", "PATCH"].map { part in
+            header.split(separator: "\n").first { $0.hasPrefix("#define TOKENCACHE_VERSION_\(part) ") }.map { String($0.split(separator: " ").last!) } ?? "?"
+        }
+        #expect(parts.joined(separator: ".") == TokenCacheVersion.string)
+        #expect(TokenCacheVersion.describe(release: "1.2.3", commit: "0123456789ab", isDirty: true) == "1.2.3 (commit 0123456789ab, dirty)")
+    }
+}
