@@ -8,7 +8,10 @@
 # scripts/with-test-kwallet.sh), headless Chromium for the browser sign-in tests, a C compiler with
 # AddressSanitizer (gcc) for the C interface's tests, a Python venv with MSAL Python (and its broker
 # runtime) for the interop tests, and what the identity broker's end-to-end harness needs.
-# Safe to run again: it only installs what is missing.
+# Safe to run again: it only installs what is missing. It says what it installs before it does,
+# and starts no system service (scripts/lib/apt.sh).
+#   scripts/install-deps.sh            what building and the whole test suite need
+#   scripts/install-deps.sh --demo     only what scripts/demo.sh needs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/apt.sh  # apt_get
@@ -26,7 +29,16 @@ install_missing() {
     apt_get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
 }
 
-install_missing libsecret-1-0 libcurl4 libglib2.0-dev pkg-config gnome-keyring dbus libsecret-tools gcc \
+# The demo (scripts/demo.sh --demo) needs only what builds and runs the CLI and the demo: GLib's
+# headers (the D-Bus layer), pkg-config to find them, libcurl at run time (loaded with dlopen; it
+# brings OpenSSL's libcrypto); the Secret Service is used only where a desktop session offers one.
+demo_packages=(libglib2.0-dev pkg-config libcurl4)
+if [ "${1:-}" = --demo ]; then
+    install_missing "${demo_packages[@]}"
+    exit 0
+fi
+
+install_missing "${demo_packages[@]}" libsecret-1-0 gnome-keyring dbus libsecret-tools gcc \
     python3 python3-venv python3-gi gir1.2-secret-1 \
     keepassxc libkf5wallet-bin libqca-qt5-2-plugins \
     openssh-client openssh-server `# the agent's forwarding tests (#38): ssh -R to a private sshd` \
