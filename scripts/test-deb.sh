@@ -4,7 +4,7 @@
 # LD_LIBRARY_PATH and the Swift toolchain off every path: checks nothing they load comes from a
 # Swift toolchain, runs `tokencache --help`, compiles the C example with
 # `pkg-config --cflags --libs tokencache` (no rpath) and runs it and the Python example (system
-# python3) in the isolated keyring after a save through the CLI, runs the C tests and the Python
+# python3) in the isolated keyring after a save through the CLI (the toolchain hidden in a mount namespace), runs the C tests and the Python
 # tests against the installed library, and finally removes the packages and checks their files
 # are gone.
 #   scripts/test-deb.sh [CHANGES]      the .changes file scripts/build-deb.sh printed; default: build
@@ -22,6 +22,12 @@ done
 changes="${1:-}"
 [ -n "$changes" ] || changes="$(scripts/build-deb.sh)"
 changes="$(realpath "$changes")"
+# From here on the Swift toolchain is out of reach, not only off PATH: the rest runs in a mount
+# namespace of its own where /opt/swift is an empty directory (#60).
+if [ "${TOKENCACHE_SWIFT_HIDDEN:-}" != 1 ]; then
+    exec unshare --mount --propagation private env TOKENCACHE_SWIFT_HIDDEN=1 \
+        bash -c 'if [ -d /opt/swift ]; then mount -t tmpfs -o mode=0755 tmpfs /opt/swift; fi; exec bash "$0" "$1"' "$0" "$changes"
+fi
 # The four packages the .changes file lists (not the debug symbols).
 debs=()
 for package in "${packages[@]}"; do
@@ -43,7 +49,7 @@ dpkg-query -W -f='${Package} ${Version} ${Status}\n' "${packages[@]}"
 PATH="$(tr ':' '\n' <<< "$PATH" | grep -v '^/opt/swift' | paste -sd:)"
 export PATH
 unset LD_LIBRARY_PATH TOKENCACHE_LIBRARY PYTHONPATH
-if command -v swift swiftc >/dev/null; then echo "FAIL: a Swift toolchain is still on PATH" >&2; exit 1; fi
+if command -v swift swiftc >/dev/null || [ -n "$(ls -A /opt/swift 2>/dev/null)" ]; then echo "FAIL: a Swift toolchain is still in reach" >&2; exit 1; fi
 
 lib="$(pkg-config --variable=libdir tokencache)/libtokencache.so.0"
 for elf in /usr/bin/tokencache "$lib"; do

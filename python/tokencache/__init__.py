@@ -252,7 +252,17 @@ def _library_path() -> str:
     """TOKENCACHE_LIBRARY, unless the process runs setuid or setgid: then the system's library, as
     secure_getenv would have it (another user must not choose the code a privileged process loads)."""
     privileged = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
-    return (None if privileged else os.environ.get("TOKENCACHE_LIBRARY")) or "libtokencache.so.0"
+    return (None if privileged else os.environ.get("TOKENCACHE_LIBRARY")) or _installed_library() or "libtokencache.so.0"
+
+
+def _installed_library() -> Optional[str]:
+    """The library a release tarball's install.sh installed beside this copy of the binding (it
+    writes _installed.py), which the loader may not search (~/.local/lib); None elsewhere."""
+    try:
+        from ._installed import LIBRARY  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return str(LIBRARY)
 
 
 def _load() -> ctypes.CDLL:
