@@ -139,8 +139,9 @@ struct GraphPhotoClient {
         let response = try await get(base, "/v1.0/me/photo/$value", token: token)
         if response.status == 404 { return nil }
         let type = ASCII.trimmed(response.headers["content-type"]?.split(separator: ";").first.map(String.init) ?? "")
-        guard ASCII.lowercased(type).hasPrefix("image/"), type.count > 6 else {
-            throw TokenCacheError(.serverError, "Graph answered the photo request with '\(ServerText.printable(type, limit: 80))', not an image; nothing was cached.",
+        // Raster types only, as a cached photo is checked on read: not image/svg+xml, which can carry script.
+        guard AccountPhoto.isRaster(ASCII.lowercased(type)) else {
+            throw TokenCacheError(.serverError, "Graph answered the photo request with '\(ServerText.printable(type, limit: 80))', not an image (JPEG, PNG, GIF, WebP or BMP; no SVG); nothing was cached.",
                                   hint: "Check TOKENCACHE_GRAPH_ENDPOINT: it must be Microsoft Graph or a proxy of it",
                                   reason: .photoNotAnImage(contentType: ServerText.printable(type, limit: 80)))
         }

@@ -223,7 +223,7 @@ extension TokenCacheError.Reason {
     public static func graphUnreachable(host: String) -> Self { Self(.graphUnreachable(host: host)) }
     /// Graph answered with HTTP `status`, neither 200 nor a photo's 404 (``TokenCacheError/Code/serverError``).
     public static func graphRefused(status: Int) -> Self { Self(.graphRefused(status: status)) }
-    /// Graph's photo answer had the content type `contentType`, not `image/*`; nothing was cached.
+    /// Graph's photo answer had the content type `contentType`, not a raster image type (JPEG, PNG, GIF, WebP, BMP); nothing was cached.
     public static func photoNotAnImage(contentType: String) -> Self { Self(.photoNotAnImage(contentType: contentType)) }
     /// The photo was larger than `limit` bytes; nothing was cached.
     public static func photoTooLarge(limit: Int) -> Self { Self(.photoTooLarge(limit: limit)) }

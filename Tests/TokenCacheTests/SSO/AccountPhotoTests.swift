@@ -115,6 +115,32 @@ struct AccountPhotoTests {
         #expect(try store.photoRecord(of: alice) == nil)
     }
 
+    @Test("A cached photo another app of the group wrote (text/html, image/svg+xml, over 4 MiB) is not served: Graph is asked again and its photo replaces it (#57 item 8)")
+    func forgedCachedPhotoIsNotServed() async throws {
+        let alice = try await signIn()
+        try await idp.setPhoto(of: Fixtures.alice, contentType: "image/png", data: image)
+        let now = Date()
+        let forgeries = [("text/html", Data("<html><script>document.title='x'</script></html>".utf8)),
+                         ("image/svg+xml", Data(#"<svg xmlns="http://www.w3.org/2000/svg" onload="document.title='x'"/>"#.utf8)),
+                         ("image/png", Data(count: 5 << 20))]
+        for (type, data) in forgeries {
+            // Written into the group as another app (or an older release) could, past savePhoto's checks.
+            let forged = AccountPhotoRecord.entry(for: alice, photo: AccountPhoto(data: data, contentType: type), now: now)
+            try store.mutate { _ in [.upsert(forged)] } result: { _ in () }
+            #expect(try store.photoRecord(of: alice)?.hasPhoto == true)
+            #expect(try store.photoRecord(of: alice)?.photo == nil, "\(type) served from the cache")
+            #expect(try await app().photo(for: alice, refresh: false, now: now) == AccountPhoto(data: image, contentType: "image/png"), "\(type)")
+        }
+        #expect(try await photoRequests() == forgeries.count)
+        // Nor is such a photo fetched: SVG from Graph is refused as text/html is.
+        try await idp.setPhoto(of: Fixtures.alice, contentType: "image/svg+xml", data: Data("<svg/>".utf8))
+        let error = await #expect(throws: TokenCacheError.self) { try await app().photo(for: alice, refresh: true, now: now) }
+        #expect(error?.reason == .photoNotAnImage(contentType: "image/svg+xml"))
+        #expect(throws: TokenCacheError.self) {
+            try store.savePhoto(AccountPhoto(data: Data("<svg/>".utf8), contentType: "image/svg+xml"), of: alice, now: now)
+        }
+    }
+
     @Test("No network: graphUnreachable (code network); Graph answering 503: graphRefused; the cached photo is kept either way")
     func networkErrors() async throws {
         let alice = try await signIn()
