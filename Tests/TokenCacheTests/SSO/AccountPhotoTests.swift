@@ -141,6 +141,73 @@ struct AccountPhotoTests {
         }
     }
 
+    /// uid 65534 holding a loopback port first, as another user would where the user's Graph proxy
+    /// or stand-in is not running: it prints its port, then a line per connection (whether it
+    /// carried a bearer token), answering 404.
+    final class PortSquatter: @unchecked Sendable {
+        // @unchecked: set in init, only read afterwards.
+        let process = Process()
+        let output = Pipe()
+        let port: Int
+
+        init() throws {
+            let source = """
+                import socket
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                s.listen(8)
+                print(s.getsockname()[1], flush=True)
+                while True:
+                    c, _ = s.accept()
+                    c.settimeout(5)
+                    got = b""
+                    try:
+                        while b"\\r\\n\\r\\n" not in got:
+                            chunk = c.recv(65536)
+                            if not chunk:
+                                break
+                            got += chunk
+                    except OSError:
+                        pass
+                    print("connection bearer=%s" % (b"Bearer" in got), flush=True)
+                    try:
+                        c.sendall(b"HTTP/1.1 404 Not Found\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
+                    except OSError:
+                        pass
+                    c.close()
+                """
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3", "-c", source]
+            process.standardOutput = output
+            try process.run()
+            var line = Data()
+            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            port = try #require(Int(String(decoding: line, as: UTF8.self)))
+        }
+
+        /// Stops it (SIGKILL: Foundation starts children with every signal blocked) and returns its connection lines.
+        func stop() -> [String] {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+    }
+
+    @Test("A loopback Graph endpoint whose port another user (65534) holds gets no token: graphUnreachable naming its uid, no connection made (#57 item 9)")
+    func loopbackEndpointOfAnotherUserGetsNoToken() async throws {
+        let alice = try await signIn()
+        try await idp.setPhoto(of: Fixtures.alice, data: image)
+        let squatter = try PortSquatter()
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await app(graph: URL(string: "http://127.0.0.1:\(squatter.port)")).photo(for: alice, refresh: true)
+        }
+        #expect(squatter.stop() == [], "the other user's listener was sent a request")
+        #expect(error?.code == .network && error?.reason == .graphUnreachable(host: "127.0.0.1"))
+        #expect(error?.message.contains("uid 65534") == true, "\(String(describing: error))")
+        // The user's own loopback stand-in is still used.
+        #expect(try await app().photo(for: alice, refresh: true)?.data == image)
+    }
+
     @Test("No network: graphUnreachable (code network); Graph answering 503: graphRefused; the cached photo is kept either way")
     func networkErrors() async throws {
         let alice = try await signIn()
