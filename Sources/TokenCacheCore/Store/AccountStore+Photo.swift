@@ -4,7 +4,7 @@ import FoundationEssentials
 public struct AccountPhoto: Sendable, Hashable {
     /// The image's bytes.
     public let data: Data
-    /// Its MIME type: one of the raster types ``isRaster(_:)`` accepts (`image/jpeg`, `image/png`…).
+    /// Its MIME type: a raster image type (`image/jpeg`, `image/png`, `image/gif`, `image/webp` or `image/bmp`).
     public let contentType: String
 
     /// Creates a photo.
