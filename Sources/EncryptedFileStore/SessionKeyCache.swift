@@ -15,10 +15,17 @@ import Glibc
 ///
 /// One "user" key per cache directory, `tokencache:file-key:<16 hex of SHA-256 of its path>`,
 /// whose payload is records of (first 8 bytes of SHA-256 of a file's scrypt salt, 32-byte key),
-/// with possessor-only permissions: only processes attached to this session keyring (the
-/// session's processes) can read it, not other sessions of the same user nor other users.
+/// with user-only permissions: possessor permissions would let any uid attached to the same
+/// session keyring read it (`su`, `sudo -u`, `runuser` keep the caller's). A key is used only
+/// when the kernel says it is this user's and no one else may touch it (``isOwn(_:)``).
 enum SessionKeyCache {
     static let recordSize = 8 + SymmetricKey.byteCount
+    /// KEY_USR_ALL (<linux/keyctl.h>): every permission for the key's own uid, none for
+    /// possessors, group or others.
+    static let userOnlyPermissions: UInt = 0x003f_0000
+    private static let threadKeyring = -1  // KEY_SPEC_THREAD_KEYRING
+    private static let describeOperation: Int32 = 6  // KEYCTL_DESCRIBE
+    private static let linkOperation: Int32 = 8  // KEYCTL_LINK
 
     static func description(of directory: URL) throws(TokenCacheError) -> String {
         "tokencache:file-key:" + ASCII.hex(try OpenSSL.sha256(Array(directory.standardizedFileURL.path.utf8)).prefix(8))
@@ -39,9 +46,12 @@ enum SessionKeyCache {
             entry.key.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: record[8..<recordSize]).copyMemory(from: $0) }
         }
         let name = try description(of: directory)
-        let id = tc_add_key("user", name, payload.bytes.baseAddress, payload.bytes.count, Int(TC_KEY_SPEC_SESSION_KEYRING))
+        // Made in this thread's own keyring, never in the shared session keyring: add_key there
+        // would update a key of the same name another uid planted (and can read) in place.
+        let id = tc_add_key("user", name, payload.bytes.baseAddress, payload.bytes.count, threadKeyring)
         guard id >= 0 else { throw failure("add_key") }
-        guard tc_keyctl(Int32(TC_KEYCTL_SETPERM), UInt(id), UInt(TC_KEY_POS_ALL), 0, 0) == 0 else {
+        defer { _ = tc_keyctl(Int32(TC_KEYCTL_UNLINK), UInt(id), UInt(bitPattern: threadKeyring), 0, 0) }
+        guard tc_keyctl(Int32(TC_KEYCTL_SETPERM), UInt(id), userOnlyPermissions, 0, 0) == 0 else {
             _ = tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0)
             throw failure("keyctl SETPERM")
         }
@@ -49,13 +59,19 @@ enum SessionKeyCache {
             _ = tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0)
             throw failure("keyctl SET_TIMEOUT")
         }
+        // Linking displaces any key of the same name from the session keyring, ours or planted.
+        guard tc_keyctl(linkOperation, UInt(id), UInt(bitPattern: Int(TC_KEY_SPEC_SESSION_KEYRING)), 0, 0) == 0 else {
+            let failure = failure("keyctl LINK")
+            _ = tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0)
+            throw failure
+        }
     }
 
     /// The key of the file with these scrypt parameters, when the session holds it.
     static func key(for kdf: CacheFileFormat.KDFParameters, in directory: URL) -> SymmetricKey? {
         guard let name = try? description(of: directory), let tag = try? saltTag(kdf) else { return nil }
         let id = search(name)
-        guard id > 0 else { return nil }
+        guard id > 0, isOwn(id) else { return nil }
         let page = SecretPage(byteCount: 64 * recordSize)
         let count = tc_keyctl(Int32(TC_KEYCTL_READ), UInt(id), UInt(bitPattern: page.bytes.baseAddress), UInt(page.bytes.count), 0)
         guard count > 0, count <= page.bytes.count, count % recordSize == 0 else { return nil }
@@ -74,8 +90,32 @@ enum SessionKeyCache {
         let name = try description(of: directory)
         let id = search(name)
         guard id > 0 else { return false }
+        guard isOwn(id) else {
+            // Another uid's key under our name: taken out of the session keyring (it cannot be invalidated by us).
+            guard tc_keyctl(Int32(TC_KEYCTL_UNLINK), UInt(id), UInt(bitPattern: Int(TC_KEY_SPEC_SESSION_KEYRING)), 0, 0) == 0 else {
+                throw failure("keyctl UNLINK")
+            }
+            return true
+        }
         guard tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0) == 0 else { throw failure("keyctl INVALIDATE") }
         return true
+    }
+
+    /// Whether key `id` is this user's and open to no one else, as KEYCTL_DESCRIBE
+    /// ("type;uid;gid;perm;description", perm in hex) says: a key another uid sharing the
+    /// session keyring planted under our name would hand us a key it chose.
+    static func isOwn(_ id: Int) -> Bool {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = buffer.withUnsafeMutableBytes {
+            tc_keyctl(describeOperation, UInt(id), UInt(bitPattern: $0.baseAddress), UInt($0.count), 0)
+        }
+        guard length > 0, length <= buffer.count else { return false }
+        let fields = String(decoding: buffer.prefix(length - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            .split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+        guard fields.count == 5, fields[0] == "user", let uid = UInt32(fields[1]), let permissions = UInt(fields[3], radix: 16) else {
+            return false
+        }
+        return uid == geteuid() && permissions & ~userOnlyPermissions == 0
     }
 
     /// The "user" key `name` in the session keyring (or a keyring linked to it); -1 when none.

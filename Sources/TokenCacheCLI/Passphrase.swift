@@ -5,6 +5,18 @@ import TokenCache
 import Glibc
 #endif
 
+/// The check of a file (or its directory) the CLI trusts: a passphrase file, the config file. One
+/// owned by another user, or that group or others may change, is refused, as ssh refuses such a key or config.
+enum OwnFile {
+    /// What is wrong with `info` in words ("is owned by another user (uid 1001)"), nil when
+    /// nothing: not this user's, or with any of the mode bits `refusing` set.
+    static func problem(_ info: stat, refusing bits: mode_t) -> String? {
+        if info.st_uid != geteuid() { return "is owned by another user (uid \(info.st_uid))" }
+        guard info.st_mode & bits != 0 else { return nil }
+        return "is \(bits & 0o044 != 0 ? "readable or writable" : "writable") by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))"
+    }
+}
+
 /// Where the CLI gets the passphrase of a passphrase-protected encrypted file: a file named by
 /// `--passphrase-file` or `TOKENCACHE_PASSPHRASE_FILE`, else a prompt on the terminal. Errors are
 /// ``TokenCacheError`` `invalidArgument` (exit 64) and never contain the passphrase.
@@ -40,12 +52,8 @@ enum Passphrase {
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             throw refused("is not a regular file", hint: "Name a file whose first line is the \(what)")
         }
-        guard info.st_uid == geteuid() else {
-            throw refused("is owned by another user (uid \(info.st_uid))", hint: "Use a \(what) file you own, mode 0600")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw refused("is readable or writable by group or others (mode \(String(info.st_mode & 0o777, radix: 8)))",
-                          hint: "Run `chmod 600 \(path)`; it was not used")
+        if let problem = OwnFile.problem(info, refusing: 0o077) {
+            throw refused(problem, hint: info.st_uid == geteuid() ? "Run `chmod 600 \(path)`; it was not used" : "Use a \(what) file you own, mode 0600")
         }
         // One line is all that is read: at most 4 KiB, stopping at the first newline.
         var bytes: [UInt8] = []

@@ -228,13 +228,15 @@ struct ConfigFile: Sendable {
         let path = Self.path
         var config = ConfigFile(path: path)
         let data: Data
+        let info: stat
         do {
             guard let read = try readSmallFile(path) else { return config }
-            data = read
+            (data, info) = read
         } catch {
             throw CLIError.failed("Cannot read the config file \(path): \(error.message).",
                                   hint: "Fix its permissions, or move it away to use the defaults")
         }
+        try checkOwnership(path, info)
         let allowed = "allowed keys: \(keys.joined(separator: ", "))"
         guard let object = try? JSON.decodeObject(data) else {
             throw CLIError.usage("The config file \(path) is not a JSON object.",
@@ -319,8 +321,29 @@ struct ConfigFile: Sendable {
         return config
     }
 
-    /// Up to 64 KiB of a file, or nil when it does not exist.
-    private static func readSmallFile(_ path: String) throws(TokenCacheError) -> Data? {
+    /// Refuses a config file, or a directory holding it, that another user owns or group or others
+    /// may write: its "tpm-tcti" chooses code to run and its "graph_endpoint" where tokens go.
+    /// - Throws: ``CLIError`` usage (exit 64) naming the file or directory and the fix.
+    private static func checkOwnership(_ path: String, _ info: stat) throws(CLIError) {
+        if let problem = OwnFile.problem(info, refusing: 0o022) {
+            throw CLIError.usage("The config file \(path) \(problem); it was not used, as its settings choose code and where tokens go.",
+                                 hint: info.st_uid == geteuid() ? "Run `chmod go-w \(path)`" : "Move it away, or make it yours: `chown \(geteuid()) \(path)`, then `chmod go-w \(path)`")
+        }
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        var folder = stat()
+        guard stat(directory.isEmpty ? "/" : directory, &folder) == 0 else {
+            throw CLIError.failed("Cannot inspect the config file's directory \(directory): \(String(cString: strerror(errno))).",
+                                  hint: "Fix its permissions, or move the config file away to use the defaults")
+        }
+        if let problem = OwnFile.problem(folder, refusing: 0o022) {
+            throw CLIError.usage("The config file's directory \(directory) \(problem); the config file \(path) in it was not used, as another user could replace it.",
+                                 hint: folder.st_uid == geteuid() ? "Run `chmod go-w \(directory)`"
+                                     : "Move the config file to a directory of your own (set XDG_CONFIG_HOME), or make \(directory) yours: `chown \(geteuid()) \(directory)`")
+        }
+    }
+
+    /// Up to 64 KiB of a file and its status, or nil when it does not exist.
+    private static func readSmallFile(_ path: String) throws(TokenCacheError) -> (Data, stat)? {
         // O_NONBLOCK and a regular file only: a FIFO in the config file's place must not hang every command.
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if descriptor < 0 {
@@ -338,7 +361,7 @@ struct ConfigFile: Sendable {
             let count = read(descriptor, &buffer, buffer.count)
             if count < 0 && errno == EINTR { continue }
             if count < 0 { throw TokenCacheError(.fileSystem, String(cString: strerror(errno))) }
-            if count == 0 { return data }
+            if count == 0 { return (data, info) }
             data.append(contentsOf: buffer[..<count])
         }
         throw TokenCacheError(.fileSystem, "larger than 64 KiB, so not a tokencache config file")

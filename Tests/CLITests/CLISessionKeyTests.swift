@@ -70,7 +70,11 @@ struct CLISessionKeyTests {
         #expect(output.stdout.contains("EXPIRED"), "\(output.stdout)\n\(output.stderr)")
     }
 
-    @Test("Another uid (65534) cannot read the session key")
+    /// `su`, `sudo -u` and `runuser` (without `pam_keyinit force`) keep the caller's session keyring:
+    /// uid 65534 plays the attacker with keyctl, in a session of its own and sharing this one.
+    static let otherUID = "setpriv --reuid 65534 --regid 65534 --clear-groups"
+
+    @Test("Another uid (65534) cannot read the session key, in its own session keyring nor attached to the same one (#57 item 2)")
     func otherUserCannotRead() throws {
         let cli = try passphraseProtected()
         defer { cli.cleanUp() }
@@ -79,13 +83,67 @@ struct CLISessionKeyTests {
             id=$(keyctl show @s | awk '/tokencache:file-key:/ { print $1 }')
             [ -n "$id" ] || { echo "NO-KEY"; exit 1; }
             keyctl read "$id" > /dev/null && echo "OWNER-SESSION read"
-            # uid 65534 in its own session (as any other login would be): possessor-only permissions refuse it.
-            setpriv --reuid 65534 --regid 65534 --clear-groups keyctl session - keyctl read "$id" > /dev/null 2>&1 \\
+            # In its own session (as any other login would be).
+            \(Self.otherUID) keyctl session - keyctl read "$id" > /dev/null 2>&1 \\
                 && echo "OTHER-UID read" || echo "OTHER-UID refused"
+            # Attached to this session keyring (possessor permissions would let it read).
+            \(Self.otherUID) keyctl read "$id" > /dev/null 2>&1 && echo "SAME-SESSION-UID read" || echo "SAME-SESSION-UID refused"
             tokencache lock --file > /dev/null
             """)
         #expect(output.stdout.contains("OWNER-SESSION read"), "\(output.stdout)\n\(output.stderr)")
         #expect(output.stdout.contains("OTHER-UID refused"), "\(output.stdout)\n\(output.stderr)")
-        #expect(!output.stdout.contains("OTHER-UID read"))
+        #expect(output.stdout.contains("SAME-SESSION-UID refused"), "\(output.stdout)\n\(output.stderr)")
+        #expect(!output.stdout.contains("UID read"))
+    }
+
+    @Test("A key another uid plants under the cache's name in the shared session keyring is neither used nor filled by unlock (#57 item 2)")
+    func plantedKeyIsIgnoredAndNotFilled() throws {
+        let cli = try passphraseProtected()
+        defer { cli.cleanUp() }
+        // World-readable scratch: the attacker (uid 65534) reads the payload it plants from here.
+        let scratch = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: scratch.path)
+        let output = try inNewSession(cli, """
+            S=\(scratch.path)
+            token() { tokencache token --backend file --group "$G" --client \(Fixtures.appOne) --scopes User.Read < /dev/null; }
+            unlock() { TOKENCACHE_PASSPHRASE_FILE="$PASSPHRASE" tokencache unlock --file --group "$G" --timeout 1h > /dev/null; }
+            # As uid 65534: adds the file $2 as key "$1" to the shared session keyring, open to all (and
+            # kept alive in its own user keyring), and prints its id.
+            plant() { \(Self.otherUID) sh -c 'id=$(keyctl padd user "$1" @s < "$2") && keyctl setperm "$id" 0x3f3f3f3f && keyctl link "$id" @u && echo "$id"' - "$@"; }
+            unlock || exit 1
+            id=$(keyctl show @s | awk '/tokencache:file-key:/ { print $1 }')
+            name=$(keyctl show @s | awk '/tokencache:file-key:/ { print $NF }')
+            [ -n "$id" ] && [ -n "$name" ] || { echo "NO-KEY"; exit 1; }
+            # The file's salt tag (the attacker could learn it from any copy of the file).
+            keyctl pipe "$id" | head -c 8 > "$S/tag"
+            tokencache lock --file > /dev/null
+            # 1. A key of that name holding nothing of the user's: unlock must not fill it.
+            { printf 'XXXXXXXX'; head -c 32 /dev/zero; } > "$S/empty"
+            chmod 644 "$S/empty"
+            planted=$(plant "$name" "$S/empty")
+            [ -n "$planted" ] || { echo "NO-PLANT"; exit 1; }
+            unlock && echo "UNLOCKED" || echo "UNLOCK-FAILED"
+            \(Self.otherUID) keyctl pipe "$planted" > "$S/after" 2>/dev/null
+            cmp -s "$S/empty" "$S/after" && echo "PLANTED-UNCHANGED" || echo "PLANTED-FILLED $(wc -c < "$S/after")"
+            echo "AFTER-UNLOCK $(token 2>&1)"
+            tokencache lock --file > /dev/null
+            \(Self.otherUID) keyctl unlink "$planted" @u > /dev/null 2>&1
+            # 2. A key of that name with the file's tag and a key of the attacker's choosing: never used.
+            { cat "$S/tag"; head -c 32 /dev/zero; } > "$S/chosen"
+            chmod 644 "$S/chosen"
+            planted=$(plant "$name" "$S/chosen")
+            [ -n "$planted" ] || { echo "NO-PLANT"; exit 1; }
+            echo "TOKEN $(TOKENCACHE_PASSPHRASE_FILE="$PASSPHRASE" token 2>&1)"
+            \(Self.otherUID) keyctl unlink "$planted" @u > /dev/null 2>&1
+            """)
+        #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        // Unlock made a key of its own instead of updating the attacker's in place, and reads with it.
+        #expect(lines.contains("UNLOCKED"), "\(output.stdout)\n\(output.stderr)")
+        #expect(lines.contains("PLANTED-UNCHANGED"), "\(output.stdout)\n\(output.stderr)")
+        #expect(lines.contains { $0.hasPrefix("AFTER-UNLOCK at-\(Fixtures.alice.uid)-") }, "\(output.stdout)\n\(output.stderr)")
+        // The planted key was not used: the passphrase file was, and the token read.
+        #expect(lines.contains { $0.hasPrefix("TOKEN at-\(Fixtures.alice.uid)-") }, "\(output.stdout)\n\(output.stderr)")
     }
 }

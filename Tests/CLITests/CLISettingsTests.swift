@@ -247,6 +247,46 @@ struct CLISettingsTests {
         #expect(try Data(contentsOf: file) == before)
     }
 
+    @Test("A config file another user wrote, or that group or others may write, or in such a directory, is refused with exit 64 and the fix (#57 item 7)")
+    func configFileOfAnotherUserOrWritableIsRefused() throws {
+        let (cli, configFile) = try cli()
+        defer { cli.cleanUp() }
+        let folder = configFile.deletingLastPathComponent()
+        // uid 65534 plays the other user: it may pass through the test's folders to the config directory.
+        for path in [cli.dataHome.path, folder.deletingLastPathComponent().path] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o711], ofItemAtPath: path)
+        }
+        let config = #"{"backend": "file", "graph_endpoint": "http://127.0.0.1:9"}"#
+        func asOtherUser(_ script: String) throws {
+            let output = try runProcess("/usr/bin/setpriv", ["--reuid", "65534", "--regid", "65534", "--clear-groups", "/bin/sh", "-c", script, "-", configFile.path])
+            #expect(output.status == 0, "\(output.stderr)")
+        }
+        func refused(_ expected: String, hint: String) throws {
+            let output = try cli.run(["doctor", "--json"], withGroup: false)
+            #expect(output.status == 64, "\(output.stdout)\n\(output.stderr)")
+            #expect(output.stderr.hasPrefix("error: \(expected)"), "\(output.stderr)")
+            #expect(output.stderr.contains(hint), "\(output.stderr)")
+        }
+        // Written by the other user into a directory anyone may write to.
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: folder.path)
+        try asOtherUser("printf '%s' '\(config)' > \"$1\"")
+        try refused("The config file \(configFile.path) is owned by another user (uid 65534); it was not used", hint: "chown")
+        try FileManager.default.removeItem(at: configFile)
+        // The user's own file in that directory: another user could replace it.
+        try Data(config.utf8).write(to: configFile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: configFile.path)
+        try refused("The config file's directory \(folder.path) is writable by group or others (mode 777)", hint: "chmod go-w \(folder.path)")
+        // The user's own directory, and a file anyone may write, which the other user then rewrites.
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: configFile.path)
+        try asOtherUser("printf '%s' '\(config)' > \"$1\"")
+        try refused("The config file \(configFile.path) is writable by group or others (mode 666)", hint: "chmod go-w \(configFile.path)")
+        // Once the user's and not writable by others, it is read (mode 0644 is fine: it holds no secret).
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: configFile.path)
+        let settings = try doctorSettings(cli)
+        #expect(settings["backend"]?["source"]?.contains(configFile.path) == true, "\(settings)")
+    }
+
     @Test("A passphrase file readable by group or others, or empty, is refused with exit 64 and the fix; nothing is written")
     func unsafePassphraseFile() throws {
         let (cli, _) = try cli()

@@ -85,6 +85,18 @@ struct CLIReferenceTests {
         let committed = try String(contentsOf: root.appendingPathComponent("docs/CLI.md"), encoding: .utf8)
         #expect(generated.stdout == committed, "docs/CLI.md is stale: run scripts/cli-reference.sh")
     }
+
+    @Test("agent and broker --help say --scopes refuses requests for other scopes, not that it limits what a token grants (#57)")
+    func scopesHelpSaysWhatItDoes() throws {
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        for command in ["agent", "broker"] {
+            let help = try runProcess(binary, ["help", command], environment: ["COLUMNS": "1000"])
+            let line = try #require(help.stdout.split(separator: "\n").first { $0.contains("--scopes <scopes>") }, "\(help.stdout)")
+            #expect(line.contains("Refuse a request that asks for a scope not among these"), "\(line)")
+            #expect(line.contains("not what a token grants"), "\(line)")
+            #expect(!line.contains("Serve only"), "\(line)")
+        }
+    }
 }
 
 @Suite("Man page and completions", .harness)

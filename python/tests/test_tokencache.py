@@ -494,6 +494,46 @@ class LibraryPathTests(unittest.TestCase):
                 self.assertEqual(tokencache._library_path(), "libtokencache.so.0")
 
 
+class SecureExecutionTests(unittest.TestCase):
+    """#57: a binary with file capabilities runs in secure-execution mode (AT_SECURE) with its uid
+    and gid unchanged; TOKENCACHE_LIBRARY must be ignored there too. A copy of Python given
+    cap_net_bind_service, run by uid 65534 (root gains no capability from a file, so no AT_SECURE)."""
+
+    LOADER = ("import sys\n"
+              "sys.path.insert(0, sys.argv[1])\n"
+              "try:\n"
+              "    import tokencache\n"
+              "    print('LOADED', tokencache._library_path())\n"
+              "except OSError as error:\n"
+              "    print('NOT-LOADED', error)\n")
+
+    def run_as_nobody(self, python, work):
+        env = {"PATH": "/usr/bin:/bin", "TOKENCACHE_LIBRARY": os.path.join(work, "attacker", "libtokencache.so.0")}
+        run = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", self.LOADER, work],
+                             env=env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        return run.stdout
+
+    def test_a_file_capability_python_ignores_the_variable(self):
+        import shutil
+        import tempfile
+        if os.geteuid() != 0 or not shutil.which("setcap", path="/usr/sbin:/sbin") or not shutil.which("setpriv"):
+            self.skipTest("needs root, setcap and setpriv")
+        work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, work, True)
+        os.chmod(work, 0o755)
+        shutil.copytree(os.path.dirname(tokencache.__file__), os.path.join(work, "tokencache"))
+        for name in ("plain", "capable"):
+            shutil.copy(os.path.realpath(sys.executable), os.path.join(work, name))
+        subprocess.run(["/usr/sbin/setcap", "cap_net_bind_service+ep", os.path.join(work, "capable")], check=True)
+        # Without capabilities the variable is used: the attacker's path is the one tried.
+        self.assertIn(os.path.join(work, "attacker"), self.run_as_nobody(os.path.join(work, "plain"), work))
+        # With them, the system's library is, though uid == euid and gid == egid.
+        capable = self.run_as_nobody(os.path.join(work, "capable"), work)
+        self.assertNotIn("attacker", capable)
+        self.assertTrue(capable.startswith(("LOADED libtokencache.so.0", "NOT-LOADED libtokencache.so.0")), capable)
+
+
 class ThreadSafetyTests(unittest.TestCase):
     """A Store and its Watches shared by threads (#34 item 4)."""
 

@@ -248,11 +248,29 @@ _PROTOTYPES = {
 }
 
 
+_AT_SECURE = 23  # <elf.h>
+
+
+def _secure_execution() -> bool:
+    """Whether the kernel started this process in secure-execution mode (setuid, setgid, or file
+    capabilities: AT_SECURE), as secure_getenv asks; uid checks alone miss a capability binary."""
+    try:
+        getauxval = ctypes.CDLL(None, use_errno=True).getauxval
+    except (OSError, AttributeError):
+        getauxval = None
+    if getauxval is not None:
+        getauxval.restype = ctypes.c_ulong
+        getauxval.argtypes = [ctypes.c_ulong]
+        if getauxval(_AT_SECURE) != 0:
+            return True
+    return os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+
+
 def _library_path() -> str:
-    """TOKENCACHE_LIBRARY, unless the process runs setuid or setgid: then the system's library, as
-    secure_getenv would have it (another user must not choose the code a privileged process loads)."""
-    privileged = os.getuid() != os.geteuid() or os.getgid() != os.getegid()
-    return (None if privileged else os.environ.get("TOKENCACHE_LIBRARY")) or _installed_library() or "libtokencache.so.0"
+    """TOKENCACHE_LIBRARY, unless the process runs in secure-execution mode (setuid, setgid, file
+    capabilities): then the system's library, as secure_getenv would have it (another user must
+    not choose the code a privileged process loads)."""
+    return (None if _secure_execution() else os.environ.get("TOKENCACHE_LIBRARY")) or _installed_library() or "libtokencache.so.0"
 
 
 def _installed_library() -> Optional[str]:

@@ -168,12 +168,12 @@ package enum AgentProtocol {
         return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + body
     }
 
-    /// Reads one message's bytes; nil when the peer closed, timed out or announced a length
-    /// outside the protocol's bounds.
-    package static func readMessage(from socket: SocketDescriptor) -> Data? {
-        guard let head = socket.read(exactly: 4) else { return nil }
+    /// Reads one message's bytes; nil when the peer closed, timed out, did not send it whole by
+    /// `deadline`, or announced a length outside the protocol's bounds.
+    package static func readMessage(from socket: SocketDescriptor, by deadline: ReadDeadline? = nil) -> Data? {
+        guard let head = socket.read(exactly: 4, by: deadline) else { return nil }
         let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
-        guard length > 0, length <= maximumMessageBytes, let body = socket.read(exactly: length) else { return nil }
+        guard length > 0, length <= maximumMessageBytes, let body = socket.read(exactly: length, by: deadline) else { return nil }
         return Data(body)
     }
 

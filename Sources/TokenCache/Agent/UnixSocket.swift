@@ -41,17 +41,34 @@ package final class SocketDescriptor: @unchecked Sendable {
         return AgentPeer(pid: credentials.0, uid: credentials.1)
     }
 
-    /// Reads exactly `count` bytes; nil at end of file, on a timeout or an error.
-    package func read(exactly count: Int) -> [UInt8]? {
+    /// Reads exactly `count` bytes; nil at end of file, on a timeout or an error, or once
+    /// `deadline` has passed (each read then waits at most until it).
+    package func read(exactly count: Int, by deadline: ReadDeadline? = nil) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
+            if let deadline {
+                // Each read waits only until the deadline: a peer sending a byte just inside each read's timeout still runs out.
+                let remaining = deadline.remaining
+                guard remaining > .zero else { return nil }
+                setReceiveTimeout(min(remaining, deadline.perRead))
+            }
             let got = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, count - done) }
             if got < 0, errno == EINTR { continue }
             guard got > 0 else { return nil }
+            // Checked after the read too: bytes that came after the deadline never complete a message.
+            if let deadline, deadline.remaining <= .zero { return nil }
             done += got
         }
         return bytes
+    }
+
+    /// Bounds the next blocking reads by `duration` (at least 1 ms: a zero timeout would mean none).
+    private func setReceiveTimeout(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var time = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        if time.tv_sec <= 0 && time.tv_usec < 1000 { time = timeval(tv_sec: 0, tv_usec: 1000) }
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Writes all of `bytes`; false when the peer went away or stopped reading past the timeout.
@@ -66,6 +83,22 @@ package final class SocketDescriptor: @unchecked Sendable {
         }
         return true
     }
+}
+
+/// When a whole message must have arrived, on a monotonic reading (`now`) a test can move by hand.
+package struct ReadDeadline: Sendable {
+    /// The moment, on `now`'s scale.
+    package var at: Duration
+    /// The longest one read may wait, however far `at` is.
+    package var perRead: Duration
+    package let now: @Sendable () -> Duration
+
+    package init(at: Duration, perRead: Duration, now: @escaping @Sendable () -> Duration) {
+        (self.at, self.perRead, self.now) = (at, perRead, now)
+    }
+
+    /// Time left until `at` (zero or less once passed).
+    package var remaining: Duration { at - now() }
 }
 
 /// Who is at the other end of an agent connection.

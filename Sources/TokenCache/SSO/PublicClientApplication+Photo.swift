@@ -2,6 +2,9 @@ import CLinux
 import FoundationEssentials
 import TokenCacheCore
 import TokenCachePlatform
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where Microsoft Graph is for an account: its cloud's Graph host, or the endpoint an app,
 /// `TOKENCACHE_GRAPH_ENDPOINT` or the CLI's config file (`graph-endpoint`) names for a proxy, a
@@ -84,7 +87,8 @@ extension PublicClientApplication {
     ///
     /// - Throws: `TokenCacheError` with code `unsupportedFlow` (reason
     ///   `TokenCacheError.Reason.noGraph(authority:)`: a B2C or generic OIDC authority), `network`
-    ///   (reason `TokenCacheError.Reason.graphUnreachable(host:)`), `serverError` (reasons
+    ///   (reason `TokenCacheError.Reason.graphUnreachable(host:)`: no answer, or a plain-http
+    ///   loopback endpoint whose port another user holds, sent nothing), `serverError` (reasons
     ///   `TokenCacheError.Reason.photoNotAnImage(contentType:)`,
     ///   `TokenCacheError.Reason.photoTooLarge(limit:)`,
     ///   `TokenCacheError.Reason.graphRefused(status:)`), and what ``acquireTokenSilent(_:)``
@@ -139,8 +143,9 @@ struct GraphPhotoClient {
         let response = try await get(base, "/v1.0/me/photo/$value", token: token)
         if response.status == 404 { return nil }
         let type = ASCII.trimmed(response.headers["content-type"]?.split(separator: ";").first.map(String.init) ?? "")
-        guard ASCII.lowercased(type).hasPrefix("image/"), type.count > 6 else {
-            throw TokenCacheError(.serverError, "Graph answered the photo request with '\(ServerText.printable(type, limit: 80))', not an image; nothing was cached.",
+        // Raster types only, as a cached photo is checked on read: not image/svg+xml, which can carry script.
+        guard AccountPhoto.isRaster(ASCII.lowercased(type)) else {
+            throw TokenCacheError(.serverError, "Graph answered the photo request with '\(ServerText.printable(type, limit: 80))', not an image (JPEG, PNG, GIF, WebP or BMP; no SVG); nothing was cached.",
                                   hint: "Check TOKENCACHE_GRAPH_ENDPOINT: it must be Microsoft Graph or a proxy of it",
                                   reason: .photoNotAnImage(contentType: ServerText.printable(type, limit: 80)))
         }
@@ -162,6 +167,7 @@ struct GraphPhotoClient {
     private func get(_ base: URL, _ path: String, token: String) async throws(TokenCacheError) -> HTTPResponse {
         guard let url = URL(string: base.absoluteString + path) else { throw TokenCacheError.invalidArgument("graphEndpoint", "gives no URL") }
         let host = url.host ?? "?"
+        try Self.checkLoopbackListener(url)
         let request = HTTPRequest(url: url, headers: ["Authorization": "Bearer \(token)", "Accept": "*/*"], timeout: timeout)
         let response: HTTPResponse
         do {
@@ -183,6 +189,19 @@ struct GraphPhotoClient {
                                   reason: .graphRefused(status: response.status))
         }
         return response
+    }
+
+    /// Before a token goes to a plain-http loopback endpoint: every socket listening on its port
+    /// must be this user's, as the sign-in listener checks its peers. Another user who bound the
+    /// port first (the user's proxy not running) would otherwise receive the token.
+    /// - Throws: `network` (reason `graphUnreachable(host:)`) naming the listener's uid; nothing was sent.
+    static func checkLoopbackListener(_ url: URL) throws(TokenCacheError) {
+        guard url.scheme?.lowercased() == "http", let host = url.host, Authority.isLoopback(host) else { return }
+        let port = UInt16(url.port ?? 80)
+        guard let stranger = PeerCredentials.loopbackListenerUIDs(port: port).first(where: { $0 != geteuid() }) else { return }
+        throw TokenCacheError(.network, "Another user (uid \(stranger)) listens at \(host):\(port), the Graph endpoint named; no token was sent to it.",
+                              hint: "Start your own Graph stand-in or proxy there, or name another endpoint (TOKENCACHE_GRAPH_ENDPOINT, the config file's graph_endpoint); a cached photo is kept",
+                              reason: .graphUnreachable(host: host))
     }
 
     static let tooLarge = TokenCacheError(.serverError, "Graph's photo is larger than \(AccountPhoto.maximumBytes) bytes; nothing was cached.",

@@ -446,6 +446,14 @@ package struct SocketAddress: Hashable {
         self.address = address
         self.port = port
     }
+
+    /// ::1, 127.0.0.0/8 (as ::ffff:127.x.y.z), or the wildcard address (:: or ::ffff:0.0.0.0).
+    var isLoopbackOrWildcard: Bool {
+        let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+        if address == [UInt8](repeating: 0, count: 15) + [1] || address == [UInt8](repeating: 0, count: 16) { return true }
+        guard address.count == 16, Array(address[..<12]) == mapped else { return false }
+        return address[12] == 127 || address[12...] == [0, 0, 0, 0]
+    }
 }
 
 /// Who is at the other end of a loopback TCP connection.
@@ -467,6 +475,23 @@ package enum PeerCredentials {
             }
         }
         return nil
+    }
+
+    /// The uids owning the sockets that listen on loopback (or every address) at `port`, from
+    /// /proc/net/tcp and tcp6: who would answer a connection to a loopback URL with that port.
+    package static func loopbackListenerUIDs(port: UInt16) -> [uid_t] {
+        var uids: [uid_t] = []
+        for table in ["/proc/net/tcp6", "/proc/net/tcp"] {
+            guard let text = readProcFile(table) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                // 0A: LISTEN. Another user's listener on the wildcard address takes loopback connections too.
+                guard fields.count > 7, fields[3] == "0A", let local = SocketAddress(proc: fields[1]), local.port == port,
+                      local.isLoopbackOrWildcard, let uid = uid_t(fields[7]) else { continue }
+                uids.append(uid)
+            }
+        }
+        return uids
     }
 
     /// A /proc file (which reports size 0, so it is read to its end).

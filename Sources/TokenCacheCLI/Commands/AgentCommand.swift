@@ -295,7 +295,7 @@ struct ServedOptions: ParsableArguments {
     @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
     var accounts: [String] = []
 
-    @Option(help: ArgumentHelp("Serve only these space-separated scopes.", valueName: "scopes"))
+    @Option(help: ArgumentHelp("Refuse a request that asks for a scope not among these (space-separated). It limits what may be asked, not what a token grants: the token endpoint may grant more.", valueName: "scopes"))
     var scopes: String?
 
     @Option(name: .customLong("authority"), help: ArgumentHelp("Serve only this authority (repeatable); the first is where refresh tokens are redeemed.", valueName: "url"))

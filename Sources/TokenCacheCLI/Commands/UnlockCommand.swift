@@ -14,8 +14,9 @@ struct UnlockCommand: ParsableCommand {
 
         With --file: asks for the encrypted file's passphrase once (or reads --passphrase-file), \
         derives the keys of the passphrase-protected cache files and keeps them in the kernel's \
-        session keyring (keyutils), readable only by processes of this login session, for \
-        --timeout (default 15m; 0 keeps them until the session ends). Later commands and apps of \
+        session keyring (keyutils), readable only by your own processes of this login session \
+        (not by another user sharing it through su or sudo), for --timeout (default 15m; 0 keeps \
+        them until the session ends). Later commands and apps of \
         the session read those files without asking. `tokencache lock --file` drops them; \
         logging out drops them. Nothing is written to disk.
 

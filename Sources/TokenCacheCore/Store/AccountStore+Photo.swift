@@ -4,7 +4,7 @@ import FoundationEssentials
 public struct AccountPhoto: Sendable, Hashable {
     /// The image's bytes.
     public let data: Data
-    /// Its MIME type (`image/jpeg`, `image/png`…): always `image/*`.
+    /// Its MIME type: a raster image type (`image/jpeg`, `image/png`, `image/gif`, `image/webp` or `image/bmp`).
     public let contentType: String
 
     /// Creates a photo.
@@ -15,6 +15,12 @@ public struct AccountPhoto: Sendable, Hashable {
 
     /// The largest photo accepted and cached, 4 MiB (Graph's largest size, 648×648, is far smaller).
     public static let maximumBytes = 4 << 20
+
+    /// Raster formats only: SVG is a document that can carry script, and anything else (text/html) is no picture.
+    static let rasterTypes: Set<String> = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp"]
+
+    /// Whether a photo of this MIME type (lowercase, without parameters) is accepted, fetched or cached.
+    package static func isRaster(_ contentType: String) -> Bool { rasterTypes.contains(contentType) }
 }
 
 /// The cached Graph photo of an account in one cloud: this library's `AccountPhoto` section,
@@ -25,10 +31,14 @@ public struct AccountPhotoRecord: CacheEntityView {
     public let entry: CacheEntry
     public init(entry: CacheEntry) { self.entry = entry }
 
-    /// The photo, or nil when Graph said the account has none (or the entry was read for a
-    /// listing, which may leave the bytes out: see ``hasPhoto``).
+    /// The photo, or nil when Graph said the account has none, when the entry was read for a
+    /// listing (which may leave the bytes out: see ``hasPhoto``), or when the entry fails the
+    /// checks a fetched photo passes (a raster type, at most ``AccountPhoto/maximumBytes``):
+    /// any app of the group can write this entry, so it is checked again on every read.
     public var photo: AccountPhoto? {
-        guard let type = entry["content_type"], let text = entry["data"], let data = Data(base64Encoded: text) else { return nil }
+        guard let type = entry["content_type"], AccountPhoto.isRaster(type), let text = entry["data"],
+              text.utf8.count <= (AccountPhoto.maximumBytes + 2) / 3 * 4,  // base64 of the largest photo: nothing larger is decoded
+              let data = Data(base64Encoded: text), data.count <= AccountPhoto.maximumBytes else { return nil }
         return AccountPhoto(data: data, contentType: type)
     }
     /// Whether a photo (not Graph's "none") is cached.
@@ -62,10 +72,13 @@ extension AccountStore {
     /// Caches what Graph answered for an account: its photo, or nil for none. Nothing is saved
     /// when the account is no longer in the group (removed while the photo was fetched), so a
     /// photo never outlives its account.
-    /// - Throws: `invalidArgument` for a photo over ``AccountPhoto/maximumBytes``.
+    /// - Throws: `invalidArgument` for a photo over ``AccountPhoto/maximumBytes`` or not of a raster type.
     package func savePhoto(_ photo: AccountPhoto?, of account: CachedAccount, now: Date) throws(TokenCacheError) {
         if let photo, photo.data.count > AccountPhoto.maximumBytes {
             throw TokenCacheError.invalidArgument("photo", "is larger than \(AccountPhoto.maximumBytes) bytes")
+        }
+        if let photo, !AccountPhoto.isRaster(photo.contentType) {
+            throw TokenCacheError.invalidArgument("photo", "is not a raster image (JPEG, PNG, GIF, WebP or BMP)")
         }
         try mutate { index in
             guard Self.clouds(ofHomeAccountID: account.homeAccountID, in: index).contains(Environment.canonical(account.environment)) else { return [] }

@@ -219,11 +219,12 @@ extension TokenCacheError.Reason {
     /// Accounts of the authority `authority` (a host) have no Microsoft Graph: B2C, a generic
     /// OpenID provider, or a cloud without a known Graph host (``TokenCacheError/Code/unsupportedFlow``).
     public static func noGraph(authority: String) -> Self { Self(.noGraph(authority: authority)) }
-    /// Microsoft Graph at `host` did not answer (``TokenCacheError/Code/network``).
+    /// Microsoft Graph at `host` did not answer, or (plain http on loopback) another user holds its port and
+    /// nothing was sent (``TokenCacheError/Code/network``).
     public static func graphUnreachable(host: String) -> Self { Self(.graphUnreachable(host: host)) }
     /// Graph answered with HTTP `status`, neither 200 nor a photo's 404 (``TokenCacheError/Code/serverError``).
     public static func graphRefused(status: Int) -> Self { Self(.graphRefused(status: status)) }
-    /// Graph's photo answer had the content type `contentType`, not `image/*`; nothing was cached.
+    /// Graph's photo answer had the content type `contentType`, not a raster image type (JPEG, PNG, GIF, WebP, BMP); nothing was cached.
     public static func photoNotAnImage(contentType: String) -> Self { Self(.photoNotAnImage(contentType: contentType)) }
     /// The photo was larger than `limit` bytes; nothing was cached.
     public static func photoTooLarge(limit: Int) -> Self { Self(.photoTooLarge(limit: limit)) }

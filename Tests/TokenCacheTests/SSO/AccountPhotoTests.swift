@@ -115,6 +115,99 @@ struct AccountPhotoTests {
         #expect(try store.photoRecord(of: alice) == nil)
     }
 
+    @Test("A cached photo another app of the group wrote (text/html, image/svg+xml, over 4 MiB) is not served: Graph is asked again and its photo replaces it (#57 item 8)")
+    func forgedCachedPhotoIsNotServed() async throws {
+        let alice = try await signIn()
+        try await idp.setPhoto(of: Fixtures.alice, contentType: "image/png", data: image)
+        let now = Date()
+        let forgeries = [("text/html", Data("<html><script>document.title='x'</script></html>".utf8)),
+                         ("image/svg+xml", Data(#"<svg xmlns="http://www.w3.org/2000/svg" onload="document.title='x'"/>"#.utf8)),
+                         ("image/png", Data(count: 5 << 20))]
+        for (type, data) in forgeries {
+            // Written into the group as another app (or an older release) could, past savePhoto's checks.
+            let forged = AccountPhotoRecord.entry(for: alice, photo: AccountPhoto(data: data, contentType: type), now: now)
+            try store.mutate { _ in [.upsert(forged)] } result: { _ in () }
+            #expect(try store.photoRecord(of: alice)?.hasPhoto == true)
+            #expect(try store.photoRecord(of: alice)?.photo == nil, "\(type) served from the cache")
+            #expect(try await app().photo(for: alice, refresh: false, now: now) == AccountPhoto(data: image, contentType: "image/png"), "\(type)")
+        }
+        #expect(try await photoRequests() == forgeries.count)
+        // Nor is such a photo fetched: SVG from Graph is refused as text/html is.
+        try await idp.setPhoto(of: Fixtures.alice, contentType: "image/svg+xml", data: Data("<svg/>".utf8))
+        let error = await #expect(throws: TokenCacheError.self) { try await app().photo(for: alice, refresh: true, now: now) }
+        #expect(error?.reason == .photoNotAnImage(contentType: "image/svg+xml"))
+        #expect(throws: TokenCacheError.self) {
+            try store.savePhoto(AccountPhoto(data: Data("<svg/>".utf8), contentType: "image/svg+xml"), of: alice, now: now)
+        }
+    }
+
+    /// uid 65534 holding a loopback port first, as another user would where the user's Graph proxy
+    /// or stand-in is not running: it prints its port, then a line per connection (whether it
+    /// carried a bearer token), answering 404.
+    final class PortSquatter: @unchecked Sendable {
+        // @unchecked: set in init, only read afterwards.
+        let process = Process()
+        let output = Pipe()
+        let port: Int
+
+        init() throws {
+            let source = """
+                import socket
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                s.listen(8)
+                print(s.getsockname()[1], flush=True)
+                while True:
+                    c, _ = s.accept()
+                    c.settimeout(5)
+                    got = b""
+                    try:
+                        while b"\\r\\n\\r\\n" not in got:
+                            chunk = c.recv(65536)
+                            if not chunk:
+                                break
+                            got += chunk
+                    except OSError:
+                        pass
+                    print("connection bearer=%s" % (b"Bearer" in got), flush=True)
+                    try:
+                        c.sendall(b"HTTP/1.1 404 Not Found\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
+                    except OSError:
+                        pass
+                    c.close()
+                """
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3", "-c", source]
+            process.standardOutput = output
+            try process.run()
+            var line = Data()
+            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            port = try #require(Int(String(decoding: line, as: UTF8.self)))
+        }
+
+        /// Stops it (SIGKILL: Foundation starts children with every signal blocked) and returns its connection lines.
+        func stop() -> [String] {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+    }
+
+    @Test("A loopback Graph endpoint whose port another user (65534) holds gets no token: graphUnreachable naming its uid, no connection made (#57 item 9)")
+    func loopbackEndpointOfAnotherUserGetsNoToken() async throws {
+        let alice = try await signIn()
+        try await idp.setPhoto(of: Fixtures.alice, data: image)
+        let squatter = try PortSquatter()
+        let error = await #expect(throws: TokenCacheError.self) {
+            try await app(graph: URL(string: "http://127.0.0.1:\(squatter.port)")).photo(for: alice, refresh: true)
+        }
+        #expect(squatter.stop() == [], "the other user's listener was sent a request")
+        #expect(error?.code == .network && error?.reason == .graphUnreachable(host: "127.0.0.1"))
+        #expect(error?.message.contains("uid 65534") == true, "\(String(describing: error))")
+        // The user's own loopback stand-in is still used.
+        #expect(try await app().photo(for: alice, refresh: true)?.data == image)
+    }
+
     @Test("No network: graphUnreachable (code network); Graph answering 503: graphRefused; the cached photo is kept either way")
     func networkErrors() async throws {
         let alice = try await signIn()
