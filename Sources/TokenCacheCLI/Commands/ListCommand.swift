@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 struct ListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -52,6 +53,7 @@ struct ListCommand: ParsableCommand {
     func run() throws {
         try reportingErrors {
             var inventory: GroupInventory
+            var fileMissing = false
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
@@ -59,6 +61,11 @@ struct ListCommand: ParsableCommand {
             } else {
                 let opened = try store.openStore()
                 inventory = try opened.inventory()
+                // No file yet: nothing was read from it, so the listing does not say it was.
+                if opened.backend is EncryptedFileBackend,
+                   !FileManager.default.fileExists(atPath: EncryptedFileBackend().fileURL(for: opened.group).path) {
+                    fileMissing = true
+                }
                 if inventory.accounts.isEmpty {
                     // Empty here but held by the other backend: say where (not "no such group").
                     if let note = store.otherBackendNote(for: opened) {
@@ -81,7 +88,7 @@ struct ListCommand: ParsableCommand {
             if json {
                 JSONOutput.print(brokerHeld.map { Self.json(inventory, adding: $0) } ?? inventory.jsonData())
             } else {
-                var text = Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")
+                var text = Self.render(inventory, heading: externalStore == nil ? "Group" : "Store", fileMissing: fileMissing)
                 if let brokerHeld { text = "\(text)\n\n\(Self.render(brokerHeld))" }
                 Terminal.print(text)
             }
@@ -126,8 +133,9 @@ struct ListCommand: ParsableCommand {
         return (try? JSON.encode(object, pretty: true)) ?? inventory.jsonData()
     }
 
-    static func render(_ inventory: GroupInventory, heading: String = "Group", now: Date = Date()) -> TerminalText {
-        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+    static func render(_ inventory: GroupInventory, heading: String = "Group", fileMissing: Bool = false, now: Date = Date()) -> TerminalText {
+        let source: TerminalText = fileMissing ? "\(Terminal.dim("No file yet:")) \(inventory.location)" : "\(Terminal.dim("Read from")) \(inventory.location)"
+        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", source]
         if inventory.accounts.isEmpty {
             lines.append("\nNo accounts.")
             return join(lines)
