@@ -78,7 +78,7 @@ struct StoreOptions: ParsableArguments {
     /// - Throws: `invalidArgument` (exit 64) for a passphrase file that is missing, empty or
     ///   readable by others: checked now, whether or not the cache file exists yet, unless the
     ///   Secret Service was chosen (the file is for the encrypted file only).
-    static func fileKeySource(_ settings: StoreSettings) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
+    static func fileKeySource(_ settings: StoreSettings, passphraseFlag: Bool = true) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
         if let file = settings.passphraseFile, settings.backend.value != .secretService {
             let passphrase = try Passphrase.read(file.value, from: file.source)
             return .passphraseProvider { passphrase }
@@ -87,12 +87,12 @@ struct StoreOptions: ParsableArguments {
         let cachePath = file.fileURL(for: settings.group.value).path
         // A file whose header cannot be read is reported by the read itself.
         if (try? file.storedKeyKind(of: settings.group.value)) == .passphrase {
-            return Passphrase.keySource(cachePath: cachePath)
+            return Passphrase.keySource(cachePath: cachePath, flag: passphraseFlag)
         }
         let tpm = EncryptedFileBackend.KeySource.tpm(tcti: settings.tpmTCTI?.value)
         switch settings.keySource?.value {
         case .tpm?: return tpm
-        case .passphrase?: return Passphrase.keySource(cachePath: cachePath)
+        case .passphrase?: return Passphrase.keySource(cachePath: cachePath, flag: passphraseFlag)
         case .keyFile?: return .keyFile()
         case nil:
             // A cache whose key was sealed to the TPM keeps using it without the option.

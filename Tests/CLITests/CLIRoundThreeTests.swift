@@ -222,4 +222,31 @@ struct CLIRoundThreeTests {
         #expect(after.stdout.contains("Read from encrypted file"), "\(after.stdout)")
         _ = try cli.run(["remove", "--all", "--yes", "--backend", "file"], withGroup: false)
     }
+
+    // MARK: Item 4: migrate --to-key-source and --dry-run
+
+    @Test("migrate --to-key-source: the source in use is nothing to do; to a passphrase off a terminal it asks for the new one by TOKENCACHE_PASSPHRASE_FILE (migrate has no --passphrase-file); --dry-run changes nothing")
+    func migrateKeySource() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let file = cli.dataHome.appendingPathComponent("tokencache/\(cli.group).tkc")
+        let before = try Data(contentsOf: file)
+        let same = try cli.run(["migrate", "--to-key-source", "key-file", "--group", cli.group])
+        #expect(same.status == 0 && same.stdout.hasPrefix("Nothing to do: ") && !same.stdout.contains("Re-encrypted 0"), "\(same.stdout) \(same.stderr)")
+        let noPassphrase = try cli.run(["migrate", "--to-key-source", "passphrase", "--group", cli.group])
+        #expect(noPassphrase.status == 64, "\(noPassphrase.stderr)")
+        #expect(noPassphrase.stderr.contains("new passphrase") && !noPassphrase.stderr.contains("was created with a passphrase"), "\(noPassphrase.stderr)")
+        #expect(noPassphrase.stderr.contains("TOKENCACHE_PASSPHRASE_FILE") && !noPassphrase.stderr.contains("--passphrase-file"), "\(noPassphrase.stderr)")
+        let dry = try cli.run(["migrate", "--to-key-source", "passphrase", "--group", cli.group, "--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.hasPrefix("Would re-encrypt") && dry.stdout.contains("nothing was changed"), "\(dry.stdout) \(dry.stderr)")
+        #expect(try Data(contentsOf: file) == before)
+        cli.environmentOverrides["DBUS_SESSION_BUS_ADDRESS"] = nil
+        if TestEnvironment.runsSecretServiceTests {
+            let move = try cli.run(["migrate", "--from", "file", "--to", "secret-service", "--group", cli.group, "--dry-run"])
+            #expect(move.status == 0 && move.stdout.hasPrefix("Would move ") && move.stdout.contains("nothing was changed"), "\(move.stdout) \(move.stderr)")
+            #expect(try Data(contentsOf: file) == before)
+            #expect(try CLI(cli, backend: "secret-service").run(["list", "--json"]).stdout.contains(Fixtures.alice.username) == false)
+        }
+    }
 }
