@@ -249,4 +249,23 @@ struct CLIRoundThreeTests {
             #expect(try CLI(cli, backend: "secret-service").run(["list", "--json"]).stdout.contains(Fixtures.alice.username) == false)
         }
     }
+
+    // MARK: Item 5: hints that lead somewhere
+
+    @Test("photo with two accounts says to pick one with --account (not --authority); token's suggested login keeps --group")
+    func hintsLeadOut() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        _ = try cli.save(Fixtures.bob, client: Fixtures.appOne)
+        let photo = try cli.run(["photo", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--output", cli.dataHome.appendingPathComponent("p.jpg").path])
+        #expect(photo.status == 64 && photo.stderr.contains("hint: Pick one with --account"), "\(photo.stderr)")
+        #expect(!photo.stderr.contains("Add --authority"), "\(photo.stderr)")
+        let empty = try CLI(backend: "file")
+        defer { empty.cleanUp() }
+        let token = try empty.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        #expect(token.status == 2 && token.stderr.contains("tokencache login --client \(Fixtures.appTwo)")
+                && token.stderr.contains("--group \(empty.group)`"), "\(token.stderr)")
+    }
 }

@@ -55,6 +55,10 @@ struct PhotoCommand: ParsableCommand {
             do {
                 found = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) })
             } catch let error as TokenCacheError {
+                // Several accounts of the app: the way out is --account, not --authority (#59 item 5).
+                if case .severalAccounts(let accounts) = error.reason.value {
+                    throw CLIError.usage(error.message, hint: "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))", cause: error)
+                }
                 // No account matches: not found (exit 2), as the command's help says.
                 if error.code == .notFound { throw CLIError.notFound(CLIHints.message(of: error), hint: CLIHints.hint(for: error), cause: error) }
                 throw error

@@ -127,11 +127,15 @@ struct TokenCommand: ParsableCommand {
         result.idTokenClaims?.tenantID ?? result.tenantID.flatMap { AccountStore.genericRealms.contains($0.lowercased()) ? nil : $0 }
     }
 
-    /// How to get a token where none is cached: in another tool's store, from that tool.
+    /// How to get a token where none is cached: in another tool's store, from that tool. The
+    /// `login` suggested keeps this command line's --backend and --group, so it signs in where
+    /// this command looked.
     private func signInHint(client: String, authority: Authority? = nil) -> String {
         guard let externalStore else {
             let at = authority?.url.absoluteString ?? "https://login.microsoftonline.com/organizations"
-            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopeList(scopes).joined(separator: " "))\"`, or with the app"
+            let backend = store.backend.map { " --backend \($0.rawValue)" } ?? ""
+            let group = store.group.map { " --group \($0)" } ?? ""
+            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopeList(scopes).joined(separator: " "))\"\(backend)\(group)`, or with the app"
         }
         let owner = externalStore.hasPrefix("azure-cli") ? "Azure CLI (`az login`, `az account get-access-token`)" : "the tool that owns it"
         return "Store \(externalStore) is only read here: sign in or refresh with \(owner), or drop --store to use tokencache's own group"
@@ -210,6 +214,10 @@ struct TokenCommand: ParsableCommand {
     /// The engine's reasons in this command's options.
     private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
         switch error.reason.value {
+        // Through the token agent, only the agent's own --authority refreshes (#59 item 5): a
+        // request's --authority is refused by an agent started without one.
+        case .noUsableToken where externalStore == nil && store.agent(otherStore: singleSignOnStores.first) != nil:
+            "The token agent (TOKENCACHE_AGENT_SOCK) refreshes only at the authority it was started with: restart it with `tokencache agent --authority URL`, or sign in again where it runs"
         case .noUsableToken(refreshable: true) where externalStore == nil:
             refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
                 : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
