@@ -54,6 +54,8 @@ struct ListCommand: ParsableCommand {
         try reportingErrors {
             var inventory: GroupInventory
             var fileMissing = false
+            // Said on stderr; with --json only inside a failure's one line (ErrorReport).
+            var otherBackend: String?
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
@@ -69,7 +71,8 @@ struct ListCommand: ParsableCommand {
                 if inventory.accounts.isEmpty {
                     // Empty here but held by the other backend: say where (not "no such group").
                     if let note = store.otherBackendNote(for: opened) {
-                        Terminal.note(note)
+                        otherBackend = note
+                        if !ErrorReport.json { Terminal.note(note) }
                     } else if opened.group != .universalStorage {
                         try Self.checkPresent(opened)
                     }
@@ -81,8 +84,9 @@ struct ListCommand: ParsableCommand {
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
                 // A filter that matches nothing is not an empty cache: say which filter.
                 let filter = [account.map { "account '\($0)'" }, client.map { "client \($0)" }].compactMap { $0 }.joined(separator: " and ")
+                let hint = "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there"
                 throw CLIError.notFound("Nothing in \(inventory.group) matches \(filter).",
-                                        hint: "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there")
+                                        hint: ErrorReport.json ? otherBackend.map { "\($0) \(hint)" } ?? hint : hint)
             }
             keepUntilExit(inventory)
             if json {
