@@ -176,7 +176,7 @@ package final class TokenAgent: Sendable {
                                    allowed: [], option: "--authority")
             }
             throw TokenCacheError(.notFound, "The agent has no usable cached access token for client \(clientID) and these scopes, and no authority to refresh at.",
-                                  hint: "Restart the agent with --authority URL, or pass --authority with the request", reason: error.reason)
+                                  hint: "Restart the agent with --authority URL: an agent started without one refreshes nowhere", reason: error.reason)
         }
     }
 

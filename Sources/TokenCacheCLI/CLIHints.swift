@@ -62,6 +62,8 @@ enum CLIHints {
             return "Install it (\(install)), or leave out --refresh: cached tokens need no libcurl"
         case (.ambiguousAccount, _):
             return AccountSelector.authorityHint
+        case (.backendUnavailable, .brokerUnavailable), (.noSessionBus, .brokerUnavailable):
+            return "Drop --broker (or use `token --broker when-available`) to read this cache, or install and enrol Microsoft's identity broker; `tokencache broker` is never asked"
         case (.browserUnavailable, .noDisplay):
             return "Run `tokencache login` again with --device-code: it signs in from a browser on any device (for SSH sessions and machines without a display)"
         case (.browserUnavailable, .browserCommandFailed):

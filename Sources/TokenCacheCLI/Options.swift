@@ -5,6 +5,9 @@ import Logging
 import Synchronization
 import TokenCache
 @_spi(Backend) import TokenCacheCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension BackendPolicy: ExpressibleByArgument {}
 extension KeySourceChoice: ExpressibleByArgument {}
@@ -75,7 +78,7 @@ struct StoreOptions: ParsableArguments {
     /// - Throws: `invalidArgument` (exit 64) for a passphrase file that is missing, empty or
     ///   readable by others: checked now, whether or not the cache file exists yet, unless the
     ///   Secret Service was chosen (the file is for the encrypted file only).
-    static func fileKeySource(_ settings: StoreSettings) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
+    static func fileKeySource(_ settings: StoreSettings, passphraseFlag: Bool = true) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
         if let file = settings.passphraseFile, settings.backend.value != .secretService {
             let passphrase = try Passphrase.read(file.value, from: file.source)
             return .passphraseProvider { passphrase }
@@ -84,12 +87,12 @@ struct StoreOptions: ParsableArguments {
         let cachePath = file.fileURL(for: settings.group.value).path
         // A file whose header cannot be read is reported by the read itself.
         if (try? file.storedKeyKind(of: settings.group.value)) == .passphrase {
-            return Passphrase.keySource(cachePath: cachePath)
+            return Passphrase.keySource(cachePath: cachePath, flag: passphraseFlag)
         }
         let tpm = EncryptedFileBackend.KeySource.tpm(tcti: settings.tpmTCTI?.value)
         switch settings.keySource?.value {
         case .tpm?: return tpm
-        case .passphrase?: return Passphrase.keySource(cachePath: cachePath)
+        case .passphrase?: return Passphrase.keySource(cachePath: cachePath, flag: passphraseFlag)
         case .keyFile?: return .keyFile()
         case nil:
             // A cache whose key was sealed to the TPM keeps using it without the option.
@@ -139,7 +142,8 @@ struct StoreOptions: ParsableArguments {
     /// at trace level appended to that file too (never secrets).
     /// With `quiet` (`token --quiet`), stderr gets nothing but what is critical; the file still everything.
     static func logger(verbose: Bool, quiet: Bool = false) -> Logger {
-        let stderrLevel: Logger.Level = quiet ? .critical : verbose ? .debug : .warning
+        // With --json (and no --verbose) stderr is for the one error line only (ErrorReport).
+        let stderrLevel: Logger.Level = quiet || (ErrorReport.json && !verbose) ? .critical : verbose ? .debug : .warning
         let fileHandler = logFile
         // One handler with or without the file, so stderr is always escaped.
         var logger = Logger(label: "tokencache") { label in
@@ -208,19 +212,28 @@ struct StandardErrorAndFileLogHandler: LogHandler {
 
 /// `--client`, `--authority` and `--scopes`: the app, where it signs in and what it asks for;
 /// the options of every command that signs in or stores tokens (login, save, signup, reset-password).
+/// Client and authority follow the one settings chain (``RequestSettings``), as `token`'s do.
 struct AppOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
+    @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
+            transform: ClientIDArgument.parse)
+    var client: String?
 
-    @Option(help: ArgumentHelp("The authority that issues the tokens, for example https://login.microsoftonline.com/organizations (for native sign-in a CIAM one, https://contoso.ciamlogin.com).",
+    @Option(help: ArgumentHelp("The authority that issues the tokens, for example https://login.microsoftonline.com/organizations (for native sign-in a CIAM one, https://contoso.ciamlogin.com); else TOKENCACHE_AUTHORITY or the config file's \"authority\".",
                                valueName: "url"))
-    var authority: String
+    var authority: String?
 
-    @Option(help: ArgumentHelp("Space-separated scopes to ask for.", valueName: "scopes"))
-    var scopes: String
+    @Option(help: ArgumentHelp("Scopes to ask for, separated by spaces; repeatable (--scopes A --scopes B asks for both).", valueName: "scopes"))
+    var scopes: [String]
 
-    /// The `--scopes` value split into scopes.
+    /// The `--scopes` values split into scopes.
     var scopeList: [String] { TokenCacheCLI.scopeList(scopes) }
+
+    /// The client and authority, from the options, else `TOKENCACHE_CLIENT_ID` and
+    /// `TOKENCACHE_AUTHORITY`, else the config file; a usage error (64) when one is missing.
+    func request() throws(CLIError) -> (client: String, authority: Authority, settings: RequestSettings) {
+        let settings = try RequestSettings.resolve(client: client, account: nil, authority: authority)
+        return (try settings.requiredClient(), try settings.requiredAuthority(), settings)
+    }
 
     /// Refuses a `--scopes` that names none: for the commands that ask for tokens (`save` need
     /// not, when the response lists its scopes).
@@ -260,16 +273,23 @@ struct CLIError: Error, CustomStringConvertible {
     var message: String
     var hint: String?
     var exitCode: Int32
+    /// The library error this one says in the command's words, when there is one: its code,
+    /// reason and server answer are what `--json`'s error line reports.
+    var cause: TokenCacheError?
 
-    static func notFound(_ message: String, hint: String? = nil) -> CLIError {
-        CLIError(message: message, hint: hint, exitCode: 2)
+    init(message: String, hint: String?, exitCode: Int32, cause: TokenCacheError? = nil) {
+        (self.message, self.hint, self.exitCode, self.cause) = (message, hint, exitCode, cause)
     }
-    static func failed(_ message: String, hint: String? = nil) -> CLIError {
-        CLIError(message: message, hint: hint, exitCode: 1)
+
+    static func notFound(_ message: String, hint: String? = nil, cause: TokenCacheError? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 2, cause: cause)
+    }
+    static func failed(_ message: String, hint: String? = nil, cause: TokenCacheError? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 1, cause: cause)
     }
     /// A command line that cannot be carried out as given (EX_USAGE, as ArgumentParser's own).
-    static func usage(_ message: String, hint: String? = nil) -> CLIError {
-        CLIError(message: message, hint: hint, exitCode: 64)
+    static func usage(_ message: String, hint: String? = nil, cause: TokenCacheError? = nil) -> CLIError {
+        CLIError(message: message, hint: hint, exitCode: 64, cause: cause)
     }
     var description: String { message }
 }
@@ -284,19 +304,94 @@ private func reportedError(_ context: HintContext, _ body: () throws -> Void) th
     do {
         try body()
     } catch let error as TokenCacheError {
-        Terminal.error(CLIHints.message(of: error), hint: CLIHints.hint(for: error, in: context))
         // A value given on the command line that the library refuses (an authority that is not a
         // URL, a client ID with spaces) is a usage error, as ArgumentParser's own are.
-        throw ExitCode(error.code == .invalidArgument || error.code == .ambiguousAccount ? 64 : 1)
+        let exitCode: Int32 = error.code == .invalidArgument || error.code == .ambiguousAccount ? 64 : 1
+        ErrorReport.report(CLIError(message: CLIHints.message(of: error), hint: CLIHints.hint(for: error, in: context), exitCode: exitCode, cause: error))
+        throw ExitCode(exitCode)
     } catch let error as CLIError {
-        Terminal.error(error.message, hint: error.hint)
+        ErrorReport.report(error)
         throw ExitCode(error.exitCode)
     }
+}
+
+/// How a failure is said on stderr: `error:` and `hint:` lines for people, or, for a command run
+/// with `--json`, exactly one JSON line and nothing else (what `… 2>&1 >/dev/null | jq` reads):
+/// `{"error": {"code", "reason", "message", "hint", "exit_code", "server"}}`.
+enum ErrorReport {
+    private static let jsonMode = Atomic<Bool>(false)
+
+    /// Whether this run reports failures as one JSON line: the parsed command has `--json` set.
+    static var json: Bool { jsonMode.load(ordering: .relaxed) }
+
+    /// Set once, before the command runs (``TokenCacheCommand/main()``).
+    static func reportAsJSON(_ on: Bool) { jsonMode.store(on, ordering: .relaxed) }
+
+    /// `--json`'s error line.
+    struct Line: Encodable {
+        struct Detail: Encodable {
+            /// A ``TokenCacheError/Code`` name; for a failure the CLI finds itself, by its exit code:
+            /// notFound (2), invalidArgument (64) or failed (1).
+            var code: String
+            /// A ``TokenCacheError/Reason`` name ("unspecified" when there is none).
+            var reason: String
+            var message: String
+            var hint: String?
+            var exitCode: Int32
+            var server: Server?
+            enum CodingKeys: String, CodingKey { case code, reason, message, hint, exitCode = "exit_code", server }
+        }
+        /// The identity provider's answer: `error`, `suberror`, `error_codes`, `error_description`.
+        struct Server: Encodable {
+            var error: String
+            var suberror: String?
+            var errorCodes: [Int]
+            var errorDescription: String?
+            /// A claims challenge to sign in with (a refresh refused for multi-factor authentication).
+            var claims: String?
+            enum CodingKeys: String, CodingKey {
+                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description", claims
+            }
+            init(_ details: ServerErrorDetails) {
+                (error, suberror, errorCodes, errorDescription) = (details.error, details.suberror, details.errorCodes, details.errorDescription)
+                claims = details.claims
+            }
+        }
+        var error: Detail
+    }
+
+    /// Says `error` on stderr, as a JSON line with `--json`, else as `error:` and `hint:` lines.
+    static func report(_ error: CLIError) {
+        guard json else { return Terminal.error(error.message, hint: error.hint) }
+        let code = error.cause.map { "\($0.code)" } ?? (error.exitCode == 2 ? "notFound" : error.exitCode == 64 ? "invalidArgument" : "failed")
+        writeLine(Line(error: .init(code: code, reason: error.cause?.reason.name ?? "unspecified", message: error.message, hint: error.hint,
+                                    exitCode: error.exitCode, server: error.cause?.server.map(Line.Server.init))))
+    }
+
+    /// One line of JSON on stderr, with sorted keys and terminal-safe escapes.
+    static func writeLine(_ line: Line) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        if let data = try? encoder.encode(line) {
+            StandardIO.write(JSONOutput.terminalSafe(data) + Data("\n".utf8), to: STDERR_FILENO)
+        }
+    }
+}
+
+/// A command that takes `--json`: its failures are one JSON line on stderr (``ErrorReport``).
+protocol JSONReporting {
+    var json: Bool { get }
 }
 
 /// Splits a `--scopes "A B"` value.
 func scopeList(_ text: String) -> [String] {
     text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
+}
+
+/// Every scope of a repeated `--scopes`, in order, each once.
+func scopeList(_ values: [String]) -> [String] {
+    var seen = Set<String>()
+    return values.flatMap { scopeList($0) }.filter { seen.insert($0).inserted }
 }
 
 /// Keeps a value until the process exits: every store a command opens, and large results. Freeing
@@ -307,3 +402,14 @@ func keepUntilExit(_ value: any Sendable) {
 }
 
 private let keptUntilExit = Mutex<[any Sendable]>([])
+
+extension ListCommand: JSONReporting {}
+extension TokenCommand: JSONReporting {}
+extension LoginCommand: JSONReporting {}
+extension SignUpCommand: JSONReporting {}
+extension ResetPasswordCommand: JSONReporting {}
+extension DoctorCommand: JSONReporting {}
+extension GroupsCommand: JSONReporting {}
+extension StoresCommand: JSONReporting {}
+extension AgentCommand: JSONReporting {}
+extension BrokerCommand: JSONReporting {}

@@ -24,12 +24,34 @@ enum Passphrase {
     /// How to give a passphrase, for hints.
     static let howToGive = "give it with --passphrase-file PATH or TOKENCACHE_PASSPHRASE_FILE=PATH (a file of mode 0600 whose first line is the passphrase)"
 
+    /// How to give one where there is no --passphrase-file (`migrate`).
+    static let howToGiveByVariable = "give it with TOKENCACHE_PASSPHRASE_FILE=PATH (a file of mode 0600 whose first line is the passphrase)"
+
     /// A key source that asks for the passphrase once, when the backend first needs it (never
-    /// when the Secret Service is used instead).
-    static func keySource(cachePath: String) -> EncryptedFileBackend.KeySource {
+    /// when the Secret Service is used instead). `flag`: whether the command takes --passphrase-file.
+    static func keySource(cachePath: String, flag: Bool = true) -> EncryptedFileBackend.KeySource {
         let once = Once()
         return .passphraseProvider {
-            try once.value { () throws(TokenCacheError) -> String in try prompt(for: cachePath) }
+            try once.value { () throws(TokenCacheError) -> String in try prompt(for: cachePath, flag: flag) }
+        }
+    }
+
+    /// A key source for the passphrase a file is about to be protected with (`migrate
+    /// --to-key-source passphrase`): asked once, on a terminal, as the new passphrase.
+    static func newKeySource(directory: String) -> EncryptedFileBackend.KeySource {
+        let once = Once()
+        return .passphraseProvider {
+            try once.value { () throws(TokenCacheError) -> String in
+                guard Terminal.stdinIsTerminal else {
+                    throw TokenCacheError(.invalidArgument, "A new passphrase for the encrypted file (\(directory)) is needed, and standard input is not a terminal to ask on.",
+                                          hint: "Not on a terminal, so it cannot be asked for: \(howToGiveByVariable). Nothing was changed", field: "passphrase")
+                }
+                guard let passphrase = hiddenLine(prompt: "New passphrase for the encrypted file (\(Terminal.escape(directory))): ") else {
+                    throw TokenCacheError(.invalidArgument, "No new passphrase was entered.",
+                                          hint: "Run the command again and type the new passphrase, or \(howToGiveByVariable). Nothing was changed", field: "passphrase")
+                }
+                return passphrase
+            }
         }
     }
 
@@ -79,7 +101,8 @@ enum Passphrase {
 
     /// Asks on the terminal, without echo. Only when standard input is a terminal: elsewhere a
     /// script would hang or feed the wrong line.
-    static func prompt(for cachePath: String) throws(TokenCacheError) -> String {
+    static func prompt(for cachePath: String, flag: Bool = true) throws(TokenCacheError) -> String {
+        let howToGive = flag ? howToGive : howToGiveByVariable
         guard Terminal.stdinIsTerminal else {
             throw TokenCacheError(.invalidArgument, "\(cachePath) was created with a passphrase, and none was given.",
                                   hint: "Not on a terminal, so it cannot be asked for: \(howToGive). The file was not changed", field: "passphrase")

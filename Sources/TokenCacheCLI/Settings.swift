@@ -183,6 +183,35 @@ struct RequestSettings: Sendable {
         }
         return RequestSettings(client: clientSetting, account: accountSetting, authority: authoritySetting, capabilities: capabilities)
     }
+
+    /// The client, or a usage error (exit 64) naming every way to give one.
+    func requiredClient() throws(CLIError) -> String {
+        guard let client else {
+            throw CLIError.usage("No client named.", hint: "Pass --client ID, or set \(Self.clientVariable) or \"client\" in the config file")
+        }
+        return client.value
+    }
+
+    /// The authority, or a usage error (exit 64) naming every way to give one.
+    func requiredAuthority() throws(CLIError) -> Authority {
+        guard let authority else {
+            throw CLIError.usage("No authority named.",
+                                 hint: "Pass --authority URL (such as https://login.microsoftonline.com/organizations), or set \(Self.authorityVariable) or \"authority\" in the config file")
+        }
+        return authority.value
+    }
+
+    /// The authority as written, in the same chain: for native sign-in, which completes a bare
+    /// `https://TENANT.ciamlogin.com` itself (the option and the variable are taken as given).
+    static func authorityText(option: String?) throws(CLIError) -> String {
+        let config = try ConfigFile.load()
+        guard let setting = try Setting.first(option: ("--authority", option), variable: authorityVariable,
+                                              file: (config.path, config.authority?.url.absoluteString)) else {
+            throw CLIError.usage("No authority named.",
+                                 hint: "Pass --authority URL (such as https://contoso.ciamlogin.com), or set \(authorityVariable) or \"authority\" in the config file")
+        }
+        return setting.value
+    }
 }
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any

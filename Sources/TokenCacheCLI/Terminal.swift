@@ -1,3 +1,4 @@
+import ArgumentParser
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -107,16 +108,17 @@ enum Terminal {
 
     /// Asks before a destructive step (`plan`: "remove …") unless `yes`. Where no question can
     /// be asked (standard input or output is not a terminal) it refuses with exit 64 naming
-    /// --yes, as does a "no" with exit 1; `unchanged` says what was left as it was.
-    static func confirmOrRefuse(_ plan: String, yes: Bool, unchanged: String) throws(CLIError) {
+    /// --yes. A "no" is the user's own answer, not an error: `unchanged` ("Nothing removed") is
+    /// said on stdout and the exit is 1 (not done), with no `error:` and no advice to override it.
+    static func confirmOrRefuse(_ plan: String, yes: Bool, unchanged: String) throws {
         guard !yes else { return }
         guard stdinIsTerminal && stdoutIsTerminal else {
             throw CLIError.usage("\(unchanged): no question can be asked here (standard input or output is not a terminal).",
                                  hint: "Pass --yes to \(plan)")
         }
         guard confirm(TerminalText("About to \(plan). Continue?")) else {
-            // The user's own answer: exit 1 (not done), with no advice to override it.
-            throw CLIError(message: "\(unchanged): you answered no.", hint: nil, exitCode: 1)
+            print(TerminalText("\(unchanged)."))
+            throw ExitCode(1)
         }
     }
 

@@ -1,5 +1,9 @@
 import ArgumentParser
+import FoundationEssentials
 import TokenCache
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `tokencache` admin tool: inspect and clear what apps cached, and let shell tools share
 /// sign-in with Swift apps.
@@ -41,8 +45,18 @@ public struct TokenCacheCommand: ParsableCommand {
         which exist, `list --store NAME` and `remove --account X --store NAME` work on one under \
         its owner's lock.
 
+        Client, account and authority (--client, --account, --authority of login, logout, photo, \
+        save, signup, reset-password and token) come from the first of: the option; \
+        TOKENCACHE_CLIENT_ID, TOKENCACHE_ACCOUNT, TOKENCACHE_AUTHORITY; the config file's "client", \
+        "account", "authority". The filters of list and remove and what agent and broker serve \
+        are never taken from them.
+
+        Errors: "error: " and a line saying what happened, then "hint: " and what to do; with \
+        --json, exactly one JSON line on stderr instead, {"error": {"code", "reason", "message", \
+        "hint", "exit_code", "server"}}. `tokencache` alone prints a short usage (exit 64).
+
         Exit codes: 0 success; 1 error (one line saying what happened, then a hint), including a \
-        sign-in that fails, times out or is cancelled; 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an argument that is not UTF-8, an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, any path named that cannot be used as given (missing, a directory, unreadable, an --output that exists; a passphrase file that is empty or readable by others), a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked. `man tokencache` says more (EXIT STATUS).
+        sign-in that fails, times out or is cancelled, and a removal answered "n" ("Nothing removed."); 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an argument that is not UTF-8, an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, any path named that cannot be used as given (missing, a directory, unreadable, an --output that exists; a passphrase file that is empty or readable by others), a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked. `man tokencache` says more (EXIT STATUS).
 
         Examples:
           tokencache login --device-code \\
@@ -67,13 +81,72 @@ public struct TokenCacheCommand: ParsableCommand {
 
     public init() {}
 
+    /// ArgumentParser's own errors start as the CLI's do: one prefix, `error:`.
+    public static var _errorPrefix: String { "error: " }
+
+    /// Parses and runs the command line. Without arguments: a short usage on stderr, exit 64.
+    /// A command taking `--json` run with it reports any failure, ArgumentParser's too, as one
+    /// JSON line on stderr (``ErrorReport``).
+    public static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.isEmpty {
+            StandardIO.write(Data(shortUsage.utf8), to: STDERR_FILENO)
+            exit(withError: ExitCode(64))
+        }
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot(arguments)
+        } catch {
+            let code = exitCode(for: error)
+            let message = self.message(for: error)
+            guard code != .success, !message.isEmpty, jsonRequested(arguments) else { exit(withError: error) }
+            ErrorReport.reportAsJSON(true)
+            ErrorReport.report(CLIError(message: message, hint: "Run `tokencache \(arguments[0]) --help` for its options", exitCode: code.rawValue))
+            exit(withError: ExitCode(code.rawValue))
+        }
+        ErrorReport.reportAsJSON((command as? any JSONReporting)?.json ?? false)
+        do {
+            var command = command
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    /// Whether a command line asks a command that takes `--json` for it (before any `--`).
+    static func jsonRequested(_ arguments: [String]) -> Bool {
+        guard let name = arguments.first,
+              let command = configuration.subcommands.first(where: { $0._commandName == name }), command is any JSONReporting.Type else { return false }
+        return arguments.dropFirst().prefix(while: { $0 != "--" }).contains("--json")
+    }
+
+    /// What `tokencache` alone prints: the commands by task, and where the rest is.
+    static var shortUsage: String {
+        let groups: [(String, [String])] = [
+            ("Sign in and get tokens", ["login", "token", "logout", "photo"]),
+            ("See and clean up", ["list", "groups", "stores", "remove"]),
+            ("Move tokens", ["save", "import", "export", "migrate"]),
+            ("Share with other programs", ["agent", "broker"]),
+            ("Keyring, key and checks", ["unlock", "lock", "doctor"]),
+            ("Entra External ID", ["signup", "reset-password"]),
+        ]
+        let named = Set(groups.flatMap(\.1))
+        let rest = configuration.subcommands.map { $0._commandName }.filter { !named.contains($0) }
+        let all = groups + (rest.isEmpty ? [] : [("Other", rest)])
+        let width = all.map(\.0.count).max() ?? 0
+        return "usage: tokencache <command> [<options>]\n\n"
+            + all.map { "  " + $0.0 + ":" + String(repeating: " ", count: width - $0.0.count + 2) + $0.1.joined(separator: ", ") }.joined(separator: "\n")
+            + "\n\n`tokencache <command> --help` shows a command's options; `tokencache --help` shows everything.\n"
+    }
+
     /// Refuses (exit 64), before anything is read or written, a command line that cannot be taken
     /// as given: an argument that is not valid UTF-8 (parsed, it would reach the commands
     /// rewritten, a path naming another file), or a mistyped subcommand, with the one meant.
     public static func refuseUnusableArguments(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        ErrorReport.reportAsJSON(jsonRequested(arguments))
         if let argument = PathArgument.argumentNotUTF8() {
-            Terminal.error("The argument '\(argument)' is not valid UTF-8; nothing was done.",
-                           hint: "tokencache takes paths and names in UTF-8 only: rename the file, or choose a UTF-8 name")
+            ErrorReport.report(.usage("The argument '\(argument)' is not valid UTF-8; nothing was done.",
+                                      hint: "tokencache takes paths and names in UTF-8 only: rename the file, or choose a UTF-8 name"))
             exit(withError: ExitCode(64))
         }
         if let word = arguments.first, let meant = subcommand(meantBy: word) {

@@ -212,10 +212,20 @@ struct CLIBrokerClientTests {
             TC save --client \(Self.client) --authority \(Fixtures.authority().url.absoluteString) --scopes User.Read < response.json >/dev/null 2>&1
             token --broker when-available
             token --broker always
+            TC list --broker --client \(Self.client) --json > /dev/null 2> list-err.txt; printf '{"list": %s}\\n' "$(cat list-err.txt)"
+            TC list --broker --client \(Self.client) > /dev/null 2> list-err.txt; python3 -c 'import json,sys; print(json.dumps({"listText": sys.stdin.read()}))' < list-err.txt
             """, files: ["response.json": Fixtures.json(response)])
         #expect((lines.first?["result"] as? [String: Any])?["access_token"] as? String == response["access_token"] as? String, "\(lines)")
-        let required = (lines.last?["error"] as? [String: Any])?["error"] as? [String: Any]
+        let required = (lines.dropFirst().first?["error"] as? [String: Any])?["error"] as? [String: Any]
         #expect(required?["reason"] as? String == "brokerUnavailable")
+        // #59 item 6: said as it is, tokencache's own broker answers and is not asked by design;
+        // token --broker always and list --broker alike (--json: one line).
+        #expect((required?["message"] as? String)?.contains("Only tokencache's own broker") == true, "\(lines)")
+        let listed = (lines.first { $0["list"] != nil }?["list"] as? [String: Any])?["error"] as? [String: Any]
+        #expect((listed?["message"] as? String)?.contains("Only tokencache's own broker") == true, "\(lines)")
+        let text = lines.first { $0["listText"] != nil }?["listText"] as? String ?? ""
+        #expect(text.hasPrefix("error: Only tokencache's own broker") && !text.contains("No identity broker answers")
+                && text.contains("hint: Drop --broker"), "\(text)")
         #expect(Set(requests.map { $0["method"] as? String ?? "" }) == ["getLinuxBrokerVersion"], "\(requests)")
     }
 

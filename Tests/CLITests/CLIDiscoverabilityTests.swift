@@ -99,7 +99,13 @@ struct CLIDiscoverabilityTests {
             let output = try cli.run(["list", "--backend", backend, "--group", unknown] + (json ? ["--json"] : []), withGroup: false)
             #expect(output.status == 2, "\(output.stderr)")
             #expect(output.stdout.isEmpty, "\(output.stdout)")
-            let lines = output.stderr.split(separator: "\n").map(String.init)
+            var lines = output.stderr.split(separator: "\n").map(String.init)
+            if json {
+                // With --json the same error is one JSON line (#59 item 2).
+                let error = (try JSONSerialization.jsonObject(with: Data(output.stderr.utf8)) as? [String: Any])?["error"] as? [String: Any]
+                #expect(lines.count == 1 && error?["code"] as? String == "notFound", "\(output.stderr)")
+                lines = ["error: " + (error?["message"] as? String ?? ""), "hint: " + (error?["hint"] as? String ?? "")]
+            }
             #expect(lines.first?.hasPrefix("error: No group \(unknown) on ") == true, "\(output.stderr)")
             #expect(lines.first?.contains("groups present: ") == true && lines.first?.contains(cli.group + ",") == true
                     || lines.first?.hasSuffix(cli.group + ".") == true, "\(output.stderr)")

@@ -21,6 +21,13 @@ struct CLIOtherBackendTests {
                 "\(list.stderr)")
         let token = try file.run(["token", "--group", file.group, "--client", Fixtures.appOne, "--scopes", "User.Read"], withGroup: false)
         #expect(token.status == 2 && token.stderr.contains("The encrypted file also holds"), "\(token.stderr)")
+        // With --json, said inside the one error line (#59 item 2).
+        for arguments in [["list", "--account", "nobody@example.com"], ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"]] {
+            let json = try file.run(arguments + ["--group", file.group, "--json"], withGroup: false)
+            #expect(json.status == 2 && json.stderr.split(separator: "\n").count == 1, "\(arguments[0]): \(json.stderr)")
+            let error = (try JSONSerialization.jsonObject(with: Data(json.stderr.utf8)) as? [String: Any])?["error"] as? [String: Any]
+            #expect((error?["hint"] as? String)?.contains("The encrypted file also holds") == true, "\(arguments[0]): \(json.stderr)")
+        }
         // Where the group is, nothing is said.
         let there = try file.run(["list"])
         #expect(there.status == 0 && !there.stderr.contains("also holds"), "\(there.stderr)")

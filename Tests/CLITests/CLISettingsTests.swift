@@ -127,7 +127,8 @@ struct CLISettingsTests {
         // The default group: an empty one is "No accounts.", not an unknown group (exit 2).
         let quiet = try cli.run(["list"], withGroup: false)
         #expect(quiet.status == 0, "\(quiet.stderr)")
-        #expect(quiet.stdout.contains("Read from encrypted file"))
+        // No file yet: said as not created, not read (#59 item 11).
+        #expect(quiet.stdout.contains("encrypted file"))
         #expect(quiet.stderr.isEmpty, "\(quiet.stderr)")
 
         let verbose = try cli.run(["list", "--verbose"], withGroup: false)

@@ -17,7 +17,15 @@ extension TokenEngine {
             if use != .whenAvailable { throw error }
             client = nil
         }
-        let found: BrokerClient? = if let client, case .broker? = try client.owner() { client } else { nil }
+        let owner = try client?.owner()
+        let found: BrokerClient? = if let client, case .broker? = owner { client } else { nil }
+        if found == nil, use == .always, case .ourProvider? = owner {
+            // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
+            throw TokenCacheError(.backendUnavailable,
+                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerClient.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
+                                  hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
+                                  reason: .brokerUnavailable(name: BrokerClient.busName))
+        }
         if found == nil, use == .always {
             throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerClient.busName)); this app requires one.",
                                   hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",

@@ -295,21 +295,21 @@ struct ServedOptions: ParsableArguments {
     @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
     var accounts: [String] = []
 
-    @Option(help: ArgumentHelp("Refuse a request that asks for a scope not among these (space-separated). It limits what may be asked, not what a token grants: the token endpoint may grant more.", valueName: "scopes"))
-    var scopes: String?
+    @Option(help: ArgumentHelp("Refuse a request that asks for a scope not among these (space-separated; repeatable). It limits what may be asked, not what a token grants: the token endpoint may grant more.", valueName: "scopes"))
+    var scopes: [String] = []
 
     @Option(name: .customLong("authority"), help: ArgumentHelp("Serve only this authority (repeatable); the first is where refresh tokens are redeemed.", valueName: "url"))
     var authorities: [String] = []
 
     func validate() throws {
-        if let scopes, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
+        if !scopes.isEmpty, scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
     }
 
     func policy() throws -> AgentPolicy {
         var policy = AgentPolicy()
         policy.clients = clients
         policy.accounts = accounts
-        policy.scopes = scopes.map(scopeList) ?? []
+        policy.scopes = scopeList(scopes)
         policy.authorities = try authorities.map { try Authority($0) }
         return policy
     }

@@ -118,8 +118,11 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         if !diagnosis.isUsable {
-            if !json { Terminal.error("The \(diagnosis.policy.rawValue) backend cannot work here.", hint: diagnosis.problem.flatMap { CLIHints.hint(for: $0) } ?? diagnosis.fix) }
-            throw ExitCode(1)
+            // With --json the report is on stdout and the failure one JSON line on stderr.
+            try reportingErrors {
+                throw CLIError.failed("The \(diagnosis.policy.rawValue) backend cannot work here.",
+                                      hint: diagnosis.problem.flatMap { CLIHints.hint(for: $0) } ?? diagnosis.fix, cause: diagnosis.problem)
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import TokenCache
+@_spi(Backend) import TokenCacheCore
 
 struct ListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -52,6 +53,9 @@ struct ListCommand: ParsableCommand {
     func run() throws {
         try reportingErrors {
             var inventory: GroupInventory
+            var fileMissing = false
+            // Said on stderr; with --json only inside a failure's one line (ErrorReport).
+            var otherBackend: String?
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
@@ -59,10 +63,16 @@ struct ListCommand: ParsableCommand {
             } else {
                 let opened = try store.openStore()
                 inventory = try opened.inventory()
+                // No file yet: nothing was read from it, so the listing does not say it was.
+                if opened.backend is EncryptedFileBackend,
+                   !FileManager.default.fileExists(atPath: EncryptedFileBackend().fileURL(for: opened.group).path) {
+                    fileMissing = true
+                }
                 if inventory.accounts.isEmpty {
                     // Empty here but held by the other backend: say where (not "no such group").
                     if let note = store.otherBackendNote(for: opened) {
-                        Terminal.note(note)
+                        otherBackend = note
+                        if !ErrorReport.json { Terminal.note(note) }
                     } else if opened.group != .universalStorage {
                         try Self.checkPresent(opened)
                     }
@@ -74,14 +84,15 @@ struct ListCommand: ParsableCommand {
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
                 // A filter that matches nothing is not an empty cache: say which filter.
                 let filter = [account.map { "account '\($0)'" }, client.map { "client \($0)" }].compactMap { $0 }.joined(separator: " and ")
+                let hint = "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there"
                 throw CLIError.notFound("Nothing in \(inventory.group) matches \(filter).",
-                                        hint: "Run `tokencache list\(externalStore.map { " --store \($0)" } ?? "")` without the filter to see what is there")
+                                        hint: ErrorReport.json ? otherBackend.map { "\($0) \(hint)" } ?? hint : hint)
             }
             keepUntilExit(inventory)
             if json {
                 JSONOutput.print(brokerHeld.map { Self.json(inventory, adding: $0) } ?? inventory.jsonData())
             } else {
-                var text = Self.render(inventory, heading: externalStore == nil ? "Group" : "Store")
+                var text = Self.render(inventory, heading: externalStore == nil ? "Group" : "Store", fileMissing: fileMissing)
                 if let brokerHeld { text = "\(text)\n\n\(Self.render(brokerHeld))" }
                 Terminal.print(text)
             }
@@ -126,8 +137,9 @@ struct ListCommand: ParsableCommand {
         return (try? JSON.encode(object, pretty: true)) ?? inventory.jsonData()
     }
 
-    static func render(_ inventory: GroupInventory, heading: String = "Group", now: Date = Date()) -> TerminalText {
-        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", "\(Terminal.dim("Read from")) \(inventory.location)"]
+    static func render(_ inventory: GroupInventory, heading: String = "Group", fileMissing: Bool = false, now: Date = Date()) -> TerminalText {
+        let source: TerminalText = fileMissing ? "\(Terminal.dim("No file yet:")) \(inventory.location)" : "\(Terminal.dim("Read from")) \(inventory.location)"
+        var lines: [TerminalText] = ["\(Terminal.bold(heading)) \(inventory.group)", source]
         if inventory.accounts.isEmpty {
             lines.append("\nNo accounts.")
             return join(lines)

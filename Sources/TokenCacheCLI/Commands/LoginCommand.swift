@@ -85,11 +85,14 @@ struct LoginCommand: ParsableCommand {
     func run() throws {
         if native.native { return try NativeSession.reporting { try native.run(self) } }
         try reportingErrors {
+            // Client and authority as `token` takes them (option, variable, config file): checked
+            // before anything is opened.
+            let (client, authority, settings) = try app.request()
             let store = try store.openStore()
-            let client = app.client, scopes = app.scopeList, authority = try Authority(app.authority)
+            let scopes = app.scopeList
             var options = PublicClientApplication.Options()
             // TOKENCACHE_CLIENT_CAPABILITIES or the config file's "client_capabilities", as `token` reads them.
-            options.clientCapabilities = try RequestSettings.resolve(client: client, account: nil, authority: nil).capabilities
+            options.clientCapabilities = settings.capabilities
             let app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
             let result: TokenResult
             if deviceCode {
@@ -154,13 +157,14 @@ struct LogoutCommand: ParsableCommand {
           tokencache logout --client 04b07795-... --account alice@contoso.com
         """)
 
-    @Option(help: ArgumentHelp("The client app to sign out (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
+    @Option(help: ArgumentHelp("The client app to sign out (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
+            transform: ClientIDArgument.parse)
+    var client: String?
 
-    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
+    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several; else TOKENCACHE_ACCOUNT or the config file's \"account\".", valueName: "name|home-id"))
     var account: String?
 
-    @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
+    @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds; else TOKENCACHE_AUTHORITY or the config file's \"authority\".", valueName: "url"))
     var authority: String?
 
     @Flag(help: "Show what would be signed out, and change nothing.")
@@ -173,10 +177,12 @@ struct LogoutCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            // The one settings chain, as `token` follows it.
+            let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
+            let client = try settings.requiredClient()
             store.noteLocalOnly("logout")
             let store = try store.openStore()
-            let authority = try self.authority.map { try Authority($0) }
-            try SignOut.run(client: client, account: account, authority: authority, in: store, dryRun: dryRun)
+            try SignOut.run(client: client, account: settings.account?.value, authority: settings.authority?.value, in: store, dryRun: dryRun)
         }
     }
 }

@@ -49,10 +49,17 @@ struct MigrateCommand: ParsableCommand {
 
         --to-key-source (alone) re-encrypts every group of the encrypted file with another key \
         source: key-file, tpm (sealed to this machine's TPM 2.0) or passphrase. Each group is \
-        read back with the new key before the old key file or sealed key is removed.
+        read back with the new key before the old key file or sealed key is removed. To a \
+        passphrase, the new passphrase is asked for on a terminal, or read from the file \
+        TOKENCACHE_PASSPHRASE_FILE names. The key source already in use is nothing to do.
           tokencache migrate --to-key-source tpm
           TOKENCACHE_PASSPHRASE_FILE=~/.pass tokencache migrate --to-key-source passphrase
+
+        --dry-run says what would be moved, copied or re-encrypted, and changes nothing.
         """)
+
+    @Flag(help: "Say what would be moved, copied or re-encrypted, and change nothing.")
+    var dryRun = false
 
     @Option(name: .customLong("to-key-source"),
             help: ArgumentHelp("Re-encrypt the encrypted file's groups with this key source instead: key-file, tpm or passphrase.", valueName: "source"))
@@ -169,6 +176,11 @@ struct MigrateCommand: ParsableCommand {
                                   hints: .migrate(collectionOption: "--from-collection"))
             let destination = try open(to, collection: toCollection, group: group, keySource: keySource, logger: logger,
                                        hints: .migrate(collectionOption: "--to-collection"))
+            if dryRun {
+                let count = try source.load(group).entries.count
+                Terminal.print("Would move \(count) entr\(count == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)); nothing was changed.")
+                return
+            }
             let report = try CacheMigration.migrate(group, from: source, to: destination)
             Terminal.print("Moved \(report.copied) entr\(report.copied == 1 ? "y" : "ies") of \(group) from \(source.location(of: group)) to \(destination.location(of: group)).")
             // What later commands read: the backend setting without this command's --from.
@@ -187,18 +199,35 @@ struct MigrateCommand: ParsableCommand {
             var now = settings
             now.keySource = nil
             if choice == .passphrase { now.passphraseFile = nil }
-            let current = try StoreOptions.fileKeySource(now)
+            // migrate has no --passphrase-file: its hints name the variable only.
+            let current = try StoreOptions.fileKeySource(now, passphraseFlag: false)
+            let directory = EncryptedFileBackend().fileURL(for: settings.group.value).deletingLastPathComponent().path
+            // The key source in use already: nothing to do (a passphrase may be changed, so it is asked for).
+            switch (choice, current) {
+            case (.keyFile, .keyFile), (.tpm, .tpm):
+                Terminal.print("Nothing to do: the encrypted file (\(directory)) is keyed by its \(choice == .tpm ? "TPM-sealed key" : "key file") already; nothing was changed.")
+                return
+            default: break
+            }
+            if dryRun {
+                Terminal.print("Would re-encrypt every group of the encrypted file (\(directory)) from \(current) to \(choice.rawValue), reading each back before the old key goes; nothing was changed.")
+                return
+            }
             let new: EncryptedFileBackend.KeySource = switch choice {
             case .keyFile: .keyFile()
             case .tpm: .tpm(tcti: settings.tpmTCTI?.value)
             case .passphrase: if let file = settings.passphraseFile {
                 .passphrase(try Passphrase.read(file.value, from: file.source))
             } else {
-                Passphrase.keySource(cachePath: EncryptedFileBackend().fileURL(for: settings.group.value).path)
+                Passphrase.newKeySource(directory: directory)
             }
             }
             let result = try EncryptedFileBackend(keySource: current).changeKeySource(to: new)
-            Terminal.print("Re-encrypted \(result.groups) group\(result.groups == 1 ? "" : "s") from \(current) to \(new); every one read back.")
+            if result.groups == 0 {
+                Terminal.print("Nothing to do: every group of the encrypted file (\(directory)) reads with \(new) already; nothing was re-encrypted.")
+            } else {
+                Terminal.print("Re-encrypted \(result.groups) group\(result.groups == 1 ? "" : "s") from \(current) to \(new); every one read back.")
+            }
         }
     }
 
@@ -229,6 +258,11 @@ struct MigrateCommand: ParsableCommand {
             let group = settings.group.value
             let backend = try open(to, collection: toCollection, group: group, keySource: try StoreOptions.fileKeySource(settings),
                                    logger: logger, hints: .migrate(collectionOption: "--to-collection"))
+            if dryRun {
+                let count = try source.entries().count
+                Terminal.print("Would copy \(count) entr\(count == 1 ? "y" : "ies") of \(external.store.name) (\(external.store.location)) into \(group) on \(backend.location(of: group))\(removeSource ? ", then delete the source" : ""); nothing was changed.")
+                return
+            }
             var options = AccountStore.Options()
             options.logger = logger
             let destination = AccountStore(backend: backend, group: group, options: options)
@@ -260,6 +294,10 @@ struct MigrateCommand: ParsableCommand {
             let azureDirectory = ExternalStore.azureConfigDirectory(home: ConfigFile.homeDirectory)
             if configureAzureCli { try checkAzureCLICanSwitch(to: targetName, configDirectory: azureDirectory) }
             let entries = try ExternalStores.read(source, everything: true).entries()
+            if dryRun {
+                Terminal.print("Would copy \(entries.count) entr\(entries.count == 1 ? "y" : "ies") of \(sourceName) into \(targetName) (\(target.store.location))\(configureAzureCli ? ", set Azure CLI's encrypt_token_cache" : "")\(removeSource ? ", then delete the source" : ""); nothing was changed.")
+                return
+            }
             let (changed, keptNewer) = try target.modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) -> (write: Bool, result: (Int, [CacheEntry])) in
                 let outcome = try CacheMigration.merge(entries, into: theirs)
                 return (outcome.changed > 0, outcome)

@@ -200,10 +200,13 @@ struct NativeSession {
     let client: String
 
     init(store storeOptions: StoreOptions, app options: AppOptions, types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
+        // Client and authority in the one settings chain, as `token` follows it.
+        let client = try RequestSettings.resolve(client: options.client, account: nil, authority: nil).requiredClient()
+        let authority = try RequestSettings.authorityText(option: options.authority)
         let store = try storeOptions.openStore()
-        self.app = try NativeAuthPublicClientApplication(clientID: options.client, authority: options.authority, challengeTypes: types, store: store)
+        self.app = try NativeAuthPublicClientApplication(clientID: client, authority: authority, challengeTypes: types, store: store)
         self.group = "\(store.group)"
-        self.client = options.client
+        self.client = client
     }
 
     /// Runs one network step to completion.

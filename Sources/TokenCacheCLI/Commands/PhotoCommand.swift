@@ -24,13 +24,14 @@ struct PhotoCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The client app whose silent token calls Graph (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String
+    @Option(help: ArgumentHelp("The client app whose silent token calls Graph (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
+            transform: ClientIDArgument.parse)
+    var client: String?
 
-    @Option(help: ArgumentHelp("The authority the token comes from, for example https://login.microsoftonline.com/organizations.", valueName: "url"))
-    var authority: String
+    @Option(help: ArgumentHelp("The authority the token comes from, for example https://login.microsoftonline.com/organizations; else TOKENCACHE_AUTHORITY or the config file's \"authority\".", valueName: "url"))
+    var authority: String?
 
-    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several.", valueName: "name|home-id"))
+    @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several; else TOKENCACHE_ACCOUNT or the config file's \"account\".", valueName: "name|home-id"))
     var account: String?
 
     @Option(help: ArgumentHelp("The file to write the image to (mode 0600).", valueName: "file"))
@@ -41,13 +42,28 @@ struct PhotoCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            // The one settings chain, as `token` follows it.
+            let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
+            let (client, authority, account) = (try settings.requiredClient(), try settings.requiredAuthority(), settings.account?.value)
             var options = PublicClientApplication.Options()
             options.logger = StoreOptions.logger(verbose: store.verbose)
             options.graphEndpoint = try GraphEndpointSetting.resolve()?.value
-            let app = PublicClientApplication(clientID: client, authority: try Authority(authority), store: try store.openStore(account: account),
+            let app = PublicClientApplication(clientID: client, authority: authority, store: try store.openStore(account: account),
                                               options: options)
             let (name, refresh) = (account, refresh)
-            guard let photo = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) }) else {
+            let found: AccountPhoto?
+            do {
+                found = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) })
+            } catch let error as TokenCacheError {
+                // Several accounts of the app: the way out is --account, not --authority (#59 item 5).
+                if case .severalAccounts(let accounts) = error.reason.value {
+                    throw CLIError.usage(error.message, hint: "Pick one with --account NAME or its home account ID: \(accounts.joined(separator: ", "))", cause: error)
+                }
+                // No account matches: not found (exit 2), as the command's help says.
+                if error.code == .notFound { throw CLIError.notFound(CLIHints.message(of: error), hint: CLIHints.hint(for: error), cause: error) }
+                throw error
+            }
+            guard let photo = found else {
                 throw CLIError.notFound("The account has no photo (Graph answered 404); nothing was written.",
                                         hint: "Add a photo in the account's profile, then run again with --refresh")
             }

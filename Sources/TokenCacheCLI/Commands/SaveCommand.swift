@@ -38,8 +38,8 @@ struct SaveCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let client = app.client, scopes = app.scopeList
-            let authority = try Authority(app.authority)
+            let (client, authority, _) = try app.request()
+            let scopes = app.scopeList
             if let displayName { try AccountStore.validate(appDisplayName: displayName) }
             let body = try readResponse()
             let store = try store.openStore()

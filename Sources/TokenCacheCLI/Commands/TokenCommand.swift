@@ -53,8 +53,8 @@ struct TokenCommand: ParsableCommand {
             transform: ClientIDArgument.parse)
     var client: String?
 
-    @Option(help: ArgumentHelp("Space-separated scopes the token must carry.", valueName: "scopes"))
-    var scopes: String
+    @Option(help: ArgumentHelp("Scopes the token must carry, separated by spaces; repeatable (--scopes A --scopes B needs both).", valueName: "scopes"))
+    var scopes: [String]
 
     @Option(help: ArgumentHelp("The account (username or home account ID), needed when the app has several; else TOKENCACHE_ACCOUNT or the config file's \"account\".", valueName: "name|home-id"))
     var account: String?
@@ -127,37 +127,15 @@ struct TokenCommand: ParsableCommand {
         result.idTokenClaims?.tenantID ?? result.tenantID.flatMap { AccountStore.genericRealms.contains($0.lowercased()) ? nil : $0 }
     }
 
-    /// `--json`'s error line: `{"error": {"code", "reason", "message", "hint"}}`.
-    struct ErrorOutput: Encodable {
-        struct Detail: Encodable {
-            var code, reason, message: String
-            var hint: String?
-            var server: Server?
-        }
-        /// The identity provider's answer: `error`, `suberror`, `error_codes`, `error_description`.
-        struct Server: Encodable {
-            var error: String
-            var suberror: String?
-            var errorCodes: [Int]
-            var errorDescription: String?
-            /// A claims challenge to sign in with (a refresh refused for multi-factor authentication).
-            var claims: String?
-            enum CodingKeys: String, CodingKey {
-                case error, suberror, errorCodes = "error_codes", errorDescription = "error_description", claims
-            }
-            init(_ details: ServerErrorDetails) {
-                (error, suberror, errorCodes, errorDescription) = (details.error, details.suberror, details.errorCodes, details.errorDescription)
-                claims = details.claims
-            }
-        }
-        var error: Detail
-    }
-
-    /// How to get a token where none is cached: in another tool's store, from that tool.
+    /// How to get a token where none is cached: in another tool's store, from that tool. The
+    /// `login` suggested keeps this command line's --backend and --group, so it signs in where
+    /// this command looked.
     private func signInHint(client: String, authority: Authority? = nil) -> String {
         guard let externalStore else {
             let at = authority?.url.absoluteString ?? "https://login.microsoftonline.com/organizations"
-            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopes)\"`, or with the app"
+            let backend = store.backend.map { " --backend \($0.rawValue)" } ?? ""
+            let group = store.group.map { " --group \($0)" } ?? ""
+            return "Sign in with `tokencache login --client \(client) --authority \(at) --scopes \"\(scopeList(scopes).joined(separator: " "))\"\(backend)\(group)`, or with the app"
         }
         let owner = externalStore.hasPrefix("azure-cli") ? "Azure CLI (`az login`, `az account get-access-token`)" : "the tool that owns it"
         return "Store \(externalStore) is only read here: sign in or refresh with \(owner), or drop --store to use tokencache's own group"
@@ -166,9 +144,7 @@ struct TokenCommand: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
-            guard let client = settings.client?.value else {
-                throw CLIError.usage("No client named.", hint: "Pass --client ID, or set TOKENCACHE_CLIENT_ID or \"client\" in the config file")
-            }
+            let client = try settings.requiredClient()
             let account = settings.account?.value
             let localCacheChosen = store.localCacheChosen(otherStore: externalStore ?? singleSignOnStores.first)
             var options = PublicClientApplication.Options()
@@ -194,9 +170,12 @@ struct TokenCommand: ParsableCommand {
             do {
                 result = try engine.blockingToken(asked)
             } catch let error as TokenCacheError {
-                // No account here, while the other backend holds the group: say so (#46).
-                if case .noAccount = error.reason, let group, let note = store.otherBackendNote(for: group) { Terminal.note(note) }
-                throw translated(error, client: client, account: account, authority: asked.authority)
+                // No account here, while the other backend holds the group: say so (#46); with
+                // --json inside the error line's hint (stderr holds that line only).
+                var note: String?
+                if case .noAccount = error.reason, let group { note = store.otherBackendNote(for: group) }
+                if let note, !json { Terminal.note(note) }
+                throw translated(error, client: client, account: account, authority: asked.authority, note: json ? note : nil)
             }
             if json {
                 try JSONOutput.print(Output(accessToken: result.accessToken, tokenType: result.authenticationScheme,
@@ -215,33 +194,30 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
-    /// test for), a choice to make or a value the library refuses is a usage error (64); with --json also one JSON line on
-    /// standard error with the code and reason, for scripts.
-    private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?) -> Error {
+    /// test for), a choice to make or a value the library refuses is a usage error (64); with
+    /// --json the one error line carries the code and reason (``ErrorReport``).
+    private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?, note: String? = nil) -> Error {
         var message = CLIHints.message(of: error)
         if case .noAccount = error.reason, let externalStore {
             message = "No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore)."
         }
-        let hint = hint(for: error, client: client, authority: authority)
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let detail = ErrorOutput.Detail(code: "\(error.code)", reason: error.reason.name, message: message, hint: hint,
-                                            server: error.server.map(ErrorOutput.Server.init))
-            if let line = try? encoder.encode(ErrorOutput(error: detail)) {
-                StandardIO.write(JSONOutput.terminalSafe(line) + Data("\n".utf8), to: STDERR_FILENO)
-            }
-        }
+        var hint = hint(for: error, client: client, authority: authority)
+        if let note { hint = note + (hint.map { " \($0)" } ?? "") }
         switch error.code {
-        case .notFound, .interactionRequired: return CLIError.notFound(message, hint: hint)
-        case .ambiguousAccount: return CLIError.usage(message, hint: hint)
-        default: return error  // reported as every command reports it (64 for a value refused)
+        case .notFound, .interactionRequired: return CLIError.notFound(message, hint: hint, cause: error)
+        case .ambiguousAccount: return CLIError.usage(message, hint: hint, cause: error)
+        // Reported as every command reports it (64 for a value refused).
+        default: return CLIError(message: message, hint: hint, exitCode: error.code == .invalidArgument ? 64 : 1, cause: error)
         }
     }
 
     /// The engine's reasons in this command's options.
     private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
         switch error.reason.value {
+        // Through the token agent, only the agent's own --authority refreshes (#59 item 5): a
+        // request's --authority is refused by an agent started without one.
+        case .noUsableToken where externalStore == nil && store.agent(otherStore: singleSignOnStores.first) != nil:
+            "The token agent (TOKENCACHE_AGENT_SOCK) refreshes only at the authority it was started with: restart it with `tokencache agent --authority URL`, or sign in again where it runs"
         case .noUsableToken(refreshable: true) where externalStore == nil:
             refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
                 : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"

@@ -146,6 +146,19 @@ struct AgentTests {
         #expect(try await scenario.idp.stats().token_requests == 0)
     }
 
+    @Test("#59 item 5: a token the agent cannot refresh (started without --authority) says to restart the agent with --authority, not to add --authority to the request (which it refuses)")
+    func noAuthorityHintLeadsOut() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent()
+        defer { agent.stop() }
+        let missing = try scenario.inContainer(["token", "--client", Fixtures.appOne, "--scopes", "Mail.Send"], socket: agent.socket)
+        #expect(missing.status == 2, "\(missing.stderr)")
+        #expect(missing.stderr.contains("restart it with `tokencache agent --authority URL`"), "\(missing.stderr)")
+        #expect(!missing.stderr.contains("Add --authority") && !missing.stderr.contains("pass --authority with the request"), "\(missing.stderr)")
+        #expect(try await scenario.idp.stats().token_requests == 0)
+    }
+
     @Test("an agent started without --authority refreshes nowhere: a named authority other than the cached token's is refused, the cached token's own serves it from the cache, nothing is redeemed")
     func noAuthorityPolicyServesCacheOnly() async throws {
         let scenario = try await AgentScenario()

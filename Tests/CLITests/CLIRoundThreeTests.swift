@@ -1,0 +1,271 @@
+import Foundation
+import Testing
+@testable import TokenCache
+@testable import TokenCacheCore
+import TokenCacheTestSupport
+import TokenCacheTestIdentityProvider
+
+/// Issue #59 ("The CLI, round 3"): errors a script can parse, one settings chain for every
+/// command, and the smaller items, each through the built CLI.
+@Suite("tokencache CLI: round 3 (#59)", .harness)
+struct CLIRoundThreeTests {
+    static var binary: String { TestEnvironment.binDirectory.appendingPathComponent("tokencache").path }
+
+    /// Writes the config file `cli` reads.
+    static func writeConfig(_ cli: CLI, _ text: String) throws {
+        let directory = cli.dataHome.appendingPathComponent("config/tokencache")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: directory.appendingPathComponent("config.json"))
+    }
+
+    /// Stderr as `--json` promises it on a failure: exactly one line, a JSON object with an error
+    /// that has a code, a reason and a message, and no `error:`/`hint:` lines.
+    static func expectOneJSONLine(_ output: ProcessOutput, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
+        #expect(output.status != 0, "\(what): succeeded", sourceLocation: sourceLocation)
+        #expect(output.stderr.hasSuffix("\n") && output.stderr.dropLast().split(separator: "\n", omittingEmptySubsequences: false).count == 1,
+                "\(what): stderr is not one line: \(output.stderr)", sourceLocation: sourceLocation)
+        let object = try JSONSerialization.jsonObject(with: Data(output.stderr.utf8)) as? [String: Any]
+        let error = try #require(object?["error"] as? [String: Any], "\(what): \(output.stderr)", sourceLocation: sourceLocation)
+        #expect(error["code"] is String && error["reason"] is String && (error["message"] as? String)?.isEmpty == false,
+                "\(what): \(output.stderr)", sourceLocation: sourceLocation)
+        #expect(error["exit_code"] as? Int == Int(output.status), "\(what): \(output.stderr)", sourceLocation: sourceLocation)
+        return error
+    }
+
+    // MARK: Item 2: with --json, a failure is one JSON line on stderr
+
+    @Test("With --json every command that takes it fails with exactly one JSON line on stderr (no error:/hint: lines), with or without --quiet")
+    func jsonFailuresAreOneLine() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let failures: [(String, [String], Int32)] = [
+            ("token, no account", ["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--json"], 2),
+            ("token --quiet, no account", ["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--json", "--quiet"], 2),
+            ("token, no client", ["token", "--scopes", "User.Read", "--json", "--quiet"], 64),
+            ("token, bad arguments", ["token", "--client", Fixtures.appOne, "--scopes", "", "--json"], 64),
+            ("token, unknown option", ["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--json", "--frobnicate"], 64),
+            ("list, no match", ["list", "--account", "nobody@example.com", "--json"], 2),
+            ("login, bad authority", ["login", "--client", Fixtures.appOne, "--authority", "not a url", "--scopes", "User.Read", "--json"], 64),
+            ("signup, bad authority", ["signup", "--client", Fixtures.appOne, "--authority", "not a url", "--scopes", "User.Read",
+                                       "--username", "new@example.com", "--json"], 64),
+            ("reset-password, bad authority", ["reset-password", "--client", Fixtures.appOne, "--authority", "not a url", "--scopes", "User.Read",
+                                               "--username", "new@example.com", "--new-password-file", "/nonexistent", "--json"], 64),
+            ("groups, bad group", ["groups", "--group", "not a group", "--json"], 64),
+            ("agent --list-requests, no agent", ["agent", "--list-requests", "--json"], 64),
+            ("broker --list-requests, no broker", ["broker", "--list-requests", "--json"], 1),
+        ]
+        cli.environmentOverrides["TOKENCACHE_AGENT_SOCK"] = ""
+        for (what, arguments, status) in failures {
+            let output = try cli.run(arguments, withGroup: !["groups", "agent", "broker"].contains(arguments[0]))
+            _ = try Self.expectOneJSONLine(output, what)
+            #expect(output.status == status, "\(what): \(output.status) \(output.stderr)")
+            #expect(output.stdout.isEmpty, "\(what): \(output.stdout)")
+        }
+        // A config file that cannot be read fails every command the same way; stores and doctor too.
+        try Self.writeConfig(cli, "{")
+        for arguments in [["stores", "--json"], ["doctor", "--json"], ["list", "--json"],
+                          ["token", "--client", Fixtures.appOne, "--scopes", "User.Read", "--json", "--quiet"]] {
+            let output = try cli.run(arguments, withGroup: false)
+            let error = try Self.expectOneJSONLine(output, arguments.joined(separator: " "))
+            #expect(output.status == 64 && error["code"] as? String == "invalidArgument", "\(arguments): \(output.stderr)")
+        }
+        // Without --json the same failure is said for people.
+        let people = try cli.run(["list"], withGroup: false)
+        #expect(people.status == 64 && people.stderr.hasPrefix("error: ") && people.stderr.contains("\nhint: "), "\(people.stderr)")
+    }
+
+    @Test("doctor --json for a backend that cannot work: the report on stdout, one JSON error line on stderr (exit 1)")
+    func doctorJSONFailure() throws {
+        var cli = try CLI(backend: "secret-service")
+        defer { cli.cleanUp() }
+        cli.environmentOverrides["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+        let output = try cli.run(["doctor", "--json"])
+        let error = try Self.expectOneJSONLine(output, "doctor")
+        #expect(output.status == 1 && (error["message"] as? String)?.contains("cannot work here") == true, "\(output.stderr)")
+        #expect((try? JSONSerialization.jsonObject(with: Data(output.stdout.utf8))) is [String: Any], "\(output.stdout)")
+    }
+
+    // MARK: Item 3: one settings chain for every command
+
+    @Test("login, logout, photo, save, signup and reset-password take client, account and authority from TOKENCACHE_* and the config file, as token does; the option wins")
+    func settingsChainEveryCommand() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let authority = Fixtures.authority().url.absoluteString
+        var chained = cli
+        chained.environmentOverrides["TOKENCACHE_CLIENT_ID"] = Fixtures.appOne
+        chained.environmentOverrides["TOKENCACHE_AUTHORITY"] = authority
+        // save: client and authority from the variables.
+        let response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: Fixtures.appOne)
+        let saved = try chained.run(["save", "--scopes", "User.Read"], input: Fixtures.json(response))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        // logout: the client from the variable, the account from the config file.
+        try Self.writeConfig(cli, #"{"account": "\#(Fixtures.alice.username)"}"#)
+        let logout = try chained.run(["logout", "--dry-run"])
+        #expect(logout.status == 0 && logout.stdout.contains("Would sign client \(Fixtures.appOne) out of \(Fixtures.alice.username)"), "\(logout.stdout) \(logout.stderr)")
+        // The option wins over the variable: no such client is signed in (exit 2).
+        let other = try chained.run(["logout", "--dry-run", "--client", Fixtures.appTwo])
+        #expect(other.status == 2, "\(other.stdout) \(other.stderr)")
+        // photo: client, authority and account from the config file; an account that is not there is not found (2).
+        try Self.writeConfig(cli, #"{"client": "\#(Fixtures.appOne)", "authority": "\#(authority)", "account": "nobody@example.com"}"#)
+        let photo = try cli.run(["photo", "--output", cli.dataHome.appendingPathComponent("photo.jpg").path])
+        #expect(photo.status == 2 && photo.stderr.contains("No account of client \(Fixtures.appOne) matches 'nobody@example.com'"), "\(photo.stderr)")
+        // login, signup and reset-password read the variables too: a bad one is named (64), not a missing option.
+        var bad = cli
+        bad.environmentOverrides["TOKENCACHE_AUTHORITY"] = "http://example.com/x"
+        let login = try bad.run(["login", "--scopes", "User.Read", "--device-code"])
+        #expect(login.status == 64 && login.stderr.contains("TOKENCACHE_AUTHORITY"), "\(login.stderr)")
+        try Self.writeConfig(cli, "{}")
+        for arguments in [["login", "--scopes", "User.Read"], ["photo", "--output", "/dev/null"], ["logout"], ["save", "--scopes", "User.Read"],
+                          ["signup", "--scopes", "User.Read", "--username", "new@example.com"]] {
+            let missing = try cli.run(arguments, input: Data())
+            #expect(missing.status == 64 && missing.stderr.contains("hint: Pass --client ID, or set TOKENCACHE_CLIENT_ID or \"client\" in the config file"),
+                    "\(arguments[0]): \(missing.stderr)")
+        }
+        var clientOnly = cli
+        clientOnly.environmentOverrides["TOKENCACHE_CLIENT_ID"] = Fixtures.appOne
+        let noAuthority = try clientOnly.run(["reset-password", "--scopes", "User.Read", "--username", "u@example.com", "--new-password-file", "/nonexistent"])
+        #expect(noAuthority.status == 64 && noAuthority.stderr.contains("TOKENCACHE_AUTHORITY"), "\(noAuthority.stderr)")
+    }
+
+    // MARK: Item 11: the smaller ones
+
+    @Test("tokencache with no arguments prints a short usage naming every command on stderr, exit 64")
+    func noArguments() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let output = try runProcess(Self.binary, [], environment: cli.environment)
+        #expect(output.status == 64 && output.stdout.isEmpty, "\(output.status) \(output.stdout)")
+        #expect(output.stderr.hasPrefix("usage: tokencache <command>"), "\(output.stderr)")
+        #expect(output.stderr.split(separator: "\n").count < 20, "not short: \(output.stderr)")
+        for name in ["login", "token", "list", "remove", "logout", "photo", "save", "import", "export", "migrate", "agent", "broker",
+                     "doctor", "unlock", "lock", "groups", "stores", "signup", "reset-password"] {
+            #expect(output.stderr.contains(name), "\(name) missing: \(output.stderr)")
+        }
+    }
+
+    @Test("--scopes A --scopes B asks for both (save stores both; token needs both)")
+    func scopesAccumulate() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: Fixtures.appOne)
+        response["scope"] = nil
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--scopes", "User.Read", "--scopes", "Mail.Read"], input: Fixtures.json(response))
+        #expect(saved.status == 0 && saved.stdout.contains("scopes Mail.Read User.Read"), "\(saved.stdout) \(saved.stderr)")
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "Mail.Read", "--scopes", "User.Read", "--no-refresh"])
+        #expect(token.status == 0, "\(token.stderr)")
+    }
+
+    @Test("ArgumentParser's errors start with error:, as the CLI's own do (one prefix)")
+    func oneErrorPrefix() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        for arguments in [["remove"], ["list", "--frobnicate"], ["token", "--scopes", ""]] {
+            let output = try cli.run(arguments)
+            #expect(output.status == 64 && output.stderr.hasPrefix("error: ") && !output.stderr.contains("Error:"), "\(arguments): \(output.stderr)")
+        }
+    }
+
+    /// Runs the CLI on a pseudo-terminal, typing `answer` once `prompt` shows; the whole output
+    /// and the exit status. Waits on the program's own output, never on time.
+    static func onTerminal(_ cli: CLI, _ arguments: [String], typing answer: String, after prompt: String) throws -> (status: Int, output: String) {
+        let script = """
+            import os, pty, sys, select, json
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            out, typed = b"", False
+            while True:
+                ready, _, _ = select.select([fd], [], [], 30)
+                if not ready:
+                    os.kill(pid, 9); break
+                try: chunk = os.read(fd, 4096)
+                except OSError: break
+                if not chunk: break
+                out += chunk
+                if not typed and os.environ["TEST_PROMPT"].encode() in out:
+                    os.write(fd, os.environ["TEST_TYPED"].encode() + b"\\n"); typed = True
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": out.decode(errors="replace")}))
+            """
+        var environment = cli.environment
+        environment["TEST_TYPED"] = answer
+        environment["TEST_PROMPT"] = prompt
+        let run = try runProcess("/usr/bin/python3", ["-c", script, binary] + arguments, environment: environment)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stderr)")
+        return (result["status"] as? Int ?? -1, result["output"] as? String ?? "")
+    }
+
+    @Test("Answering n to a removal prompt (on a terminal) says Nothing removed. and exits 1, without error:; nothing is removed")
+    func answerNo() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let (status, output) = try Self.onTerminal(cli, ["remove", "--account", Fixtures.alice.username, "--backend", "file", "--group", cli.group],
+                                                   typing: "n", after: "[y/N]")
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("Nothing removed.") && !output.contains("error:"), "\(output)")
+        #expect(try cli.run(["list"]).stdout.contains(Fixtures.alice.username))
+    }
+
+    @Test("list of a group whose encrypted file does not exist does not say it was read from it")
+    func listWithoutFile() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let output = try cli.run(["list", "--backend", "file"], withGroup: false)
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stdout.contains("Read from") && output.stdout.contains("No file yet: encrypted file"), "\(output.stdout)")
+        _ = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString, "--scopes", "User.Read",
+                         "--backend", "file"], input: Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: "x")), withGroup: false)
+        let after = try cli.run(["list", "--backend", "file"], withGroup: false)
+        #expect(after.stdout.contains("Read from encrypted file"), "\(after.stdout)")
+        _ = try cli.run(["remove", "--all", "--yes", "--backend", "file"], withGroup: false)
+    }
+
+    // MARK: Item 4: migrate --to-key-source and --dry-run
+
+    @Test("migrate --to-key-source: the source in use is nothing to do; to a passphrase off a terminal it asks for the new one by TOKENCACHE_PASSPHRASE_FILE (migrate has no --passphrase-file); --dry-run changes nothing")
+    func migrateKeySource() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        let file = cli.dataHome.appendingPathComponent("tokencache/\(cli.group).tkc")
+        let before = try Data(contentsOf: file)
+        let same = try cli.run(["migrate", "--to-key-source", "key-file", "--group", cli.group])
+        #expect(same.status == 0 && same.stdout.hasPrefix("Nothing to do: ") && !same.stdout.contains("Re-encrypted 0"), "\(same.stdout) \(same.stderr)")
+        let noPassphrase = try cli.run(["migrate", "--to-key-source", "passphrase", "--group", cli.group])
+        #expect(noPassphrase.status == 64, "\(noPassphrase.stderr)")
+        #expect(noPassphrase.stderr.contains("new passphrase") && !noPassphrase.stderr.contains("was created with a passphrase"), "\(noPassphrase.stderr)")
+        #expect(noPassphrase.stderr.contains("TOKENCACHE_PASSPHRASE_FILE") && !noPassphrase.stderr.contains("--passphrase-file"), "\(noPassphrase.stderr)")
+        let dry = try cli.run(["migrate", "--to-key-source", "passphrase", "--group", cli.group, "--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.hasPrefix("Would re-encrypt") && dry.stdout.contains("nothing was changed"), "\(dry.stdout) \(dry.stderr)")
+        #expect(try Data(contentsOf: file) == before)
+        cli.environmentOverrides["DBUS_SESSION_BUS_ADDRESS"] = nil
+        if TestEnvironment.runsSecretServiceTests {
+            let move = try cli.run(["migrate", "--from", "file", "--to", "secret-service", "--group", cli.group, "--dry-run"])
+            #expect(move.status == 0 && move.stdout.hasPrefix("Would move ") && move.stdout.contains("nothing was changed"), "\(move.stdout) \(move.stderr)")
+            #expect(try Data(contentsOf: file) == before)
+            #expect(try CLI(cli, backend: "secret-service").run(["list", "--json"]).stdout.contains(Fixtures.alice.username) == false)
+        }
+    }
+
+    // MARK: Item 5: hints that lead somewhere
+
+    @Test("photo with two accounts says to pick one with --account (not --authority); token's suggested login keeps --group")
+    func hintsLeadOut() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
+        _ = try cli.save(Fixtures.bob, client: Fixtures.appOne)
+        let photo = try cli.run(["photo", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--output", cli.dataHome.appendingPathComponent("p.jpg").path])
+        #expect(photo.status == 64 && photo.stderr.contains("hint: Pick one with --account"), "\(photo.stderr)")
+        #expect(!photo.stderr.contains("Add --authority"), "\(photo.stderr)")
+        let empty = try CLI(backend: "file")
+        defer { empty.cleanUp() }
+        let token = try empty.run(["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        #expect(token.status == 2 && token.stderr.contains("tokencache login --client \(Fixtures.appTwo)")
+                && token.stderr.contains("--group \(empty.group)`"), "\(token.stderr)")
+    }
+}
