@@ -107,7 +107,9 @@ extension SecretServiceBackend {
     /// (`Options.allowsUnlockPrompt`), except that with a display and no prompts allowed nothing
     /// is shown (a password dialog dismissed after 2 s would only confuse); without a display
     /// the prompt is tried within `silentPromptTimeout`, for a provider whose own prompter
-    /// answers, and gnome-keyring's is dismissed at once.
+    /// answers, and gnome-keyring's is dismissed at once. Two processes creating it at once get
+    /// one collection: CreateCollection with an alias already in use returns that collection
+    /// (the specification's rule; a dismissed prompt reads the alias again too).
     /// - Throws: `collectionMissing` (`defaultCollectionMissing`: prompts not allowed where one
     ///   could be shown; `defaultCollectionUncreatable`: no display and the prompt could not be
     ///   shown, so no keyring can be created here), `promptDismissed`
