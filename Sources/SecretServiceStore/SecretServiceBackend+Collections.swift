@@ -34,7 +34,11 @@ extension SecretServiceBackend {
     /// found by label or created), for people and for calls that need it, such as Unlock.
     package func resolvedCollectionPath(for group: CacheGroup) throws(TokenCacheError) -> String {
         let mapping = mapping(for: group)
-        if let alias = Self.alias(of: mapping) { return try aliasPath(alias) }
+        if let alias = Self.alias(of: mapping) {
+            if let path = try client.readAlias(alias) { return path }
+            guard alias == "default" else { throw Self.missingAlias(alias) }
+            return try createDefaultCollection()
+        }
         guard case .dedicated(let label, let createIfMissing) = mapping else { preconditionFailure("every other mapping is an alias") }
         if let found = try findCollection(labelled: label) { return found }
         return try createCollection(labelled: label, allowed: createIfMissing)
@@ -86,18 +90,62 @@ extension SecretServiceBackend {
         }
     }
 
-    /// The object path an alias points at (one ReadAlias call).
-    private func aliasPath(_ alias: String) throws(TokenCacheError) -> String {
-        guard let path = try client.readAlias(alias) else { throw Self.missingAlias(alias) }
-        return path
+    /// The label of the default collection this backend creates: libsecret's ("Default keyring").
+    package static let defaultCollectionLabel = "Default keyring"
+
+    /// Whether a window can be shown in this session: DISPLAY or WAYLAND_DISPLAY is set. Without
+    /// one, gnome-keyring's prompter (gcr-prompter, a GTK window) cannot start and gnome-keyring
+    /// dismisses a prompt at once.
+    package static var hasDisplay: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        return !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+    }
+
+    /// Creates the missing default collection as libsecret's store does: CreateCollection with
+    /// the label "Default keyring" and the alias "default", whose prompt ("Choose password for
+    /// new keyring") the user completes. The prompt's rule is the unlock prompt's
+    /// (`Options.allowsUnlockPrompt`), except that with a display and no prompts allowed nothing
+    /// is shown (a password dialog dismissed after 2 s would only confuse); without a display
+    /// the prompt is tried within `silentPromptTimeout`, for a provider whose own prompter
+    /// answers, and gnome-keyring's is dismissed at once. Two processes creating it at once get
+    /// one collection: CreateCollection with an alias already in use returns that collection
+    /// (the specification's rule; a dismissed prompt reads the alias again too).
+    /// - Throws: `collectionMissing` (`defaultCollectionMissing`: prompts not allowed where one
+    ///   could be shown; `defaultCollectionUncreatable`: no display and the prompt could not be
+    ///   shown, so no keyring can be created here), `promptDismissed`
+    ///   (`createCollectionPromptDismissed`: the user dismissed it or nobody answered).
+    private func createDefaultCollection() throws(TokenCacheError) -> String {
+        let display = Self.hasDisplay
+        guard options.createsDefaultCollection, options.allowsUnlockPrompt || !display else {
+            throw display ? Self.missingAlias("default") : Self.defaultCollectionUncreatable()
+        }
+        do {
+            return try client.createCollection(labelled: Self.defaultCollectionLabel, alias: "default", timeout: promptTimeout)
+        } catch where error.code == .promptDismissed {
+            // Another process (or the user, in Seahorse) may have created it meanwhile.
+            if let path = try client.readAlias("default") { return path }
+            guard display else { throw Self.defaultCollectionUncreatable() }
+            throw TokenCacheError(.promptDismissed,
+                                  "The Secret Service has no 'default' collection, and the prompt to create it (\"Choose password for new keyring\") was dismissed or not answered.",
+                                  hint: "Retry and choose a password for the new keyring, create one in Seahorse (Passwords and Keys) and set it as default, or use --backend file",
+                                  reason: .createCollectionPromptDismissed(label: Self.defaultCollectionLabel))
+        }
     }
 
     static func missingAlias(_ alias: String) -> TokenCacheError {
         TokenCacheError(.collectionMissing, "The Secret Service has no '\(alias)' collection.",
                         hint: alias == "default"
-                            ? "Log in to the desktop once so the login keyring exists, or use --backend file"
+                            ? "Allow the provider's prompt to create it (--allow-prompt) and choose a password for the new keyring, log in to the desktop once so the login keyring exists, or use --backend file"
                             : "This Secret Service provider has no session collection; use the default mapping",
                         reason: alias == "default" ? .defaultCollectionMissing : .sessionCollectionUnsupported)
+    }
+
+    /// No 'default' collection and none can be created here: no display for the provider's prompt.
+    static func defaultCollectionUncreatable() -> TokenCacheError {
+        TokenCacheError(.collectionMissing,
+                        "The Secret Service has no 'default' collection, and none can be created here: creating one needs the provider's password prompt, which cannot be shown without a display (DISPLAY and WAYLAND_DISPLAY are not set; gnome-keyring dismissed it at once).",
+                        hint: "Use --backend file (the encrypted file; --backend auto uses it here), or create the keyring once in a desktop session: `secret-tool store --label=init x y` (asks for the new keyring's password) or Seahorse (Passwords and Keys > + > Password keyring, then Set as default)",
+                        reason: .defaultCollectionUncreatable)
     }
 
     /// The collection labelled `label`: the service's Collections, then each one's Label.

@@ -48,6 +48,10 @@ public final class SecretServiceBackend: @unchecked Sendable {
         /// of an open wallet, KeePassXC's writes); otherwise it is dismissed and the collection is
         /// reported `keyringLocked` (when its `Locked` is true) or the write `promptDismissed`.
         public var allowsUnlockPrompt = false
+        /// Whether a missing `default` collection is created through the provider's prompt, as
+        /// libsecret does ("Choose password for new keyring"; the prompt follows
+        /// `allowsUnlockPrompt`). Off for looks that must change nothing (`tokencache doctor`).
+        public var createsDefaultCollection = true
         /// Bound on waiting for a prompt the user may answer, in seconds.
         public var unlockTimeout: TimeInterval = 60
         /// Bound on a prompt run without `allowsUnlockPrompt`, in seconds (see there).

@@ -65,6 +65,7 @@ func reasonCode(of reason: TokenCacheError.Reason) -> Int32 {
     case .collectionMissing: TOKENCACHE_REASON_COLLECTION_MISSING
     case .sessionCollectionUnsupported: TOKENCACHE_REASON_SESSION_COLLECTION_UNSUPPORTED
     case .defaultCollectionMissing: TOKENCACHE_REASON_DEFAULT_COLLECTION_MISSING
+    case .defaultCollectionUncreatable: TOKENCACHE_REASON_DEFAULT_COLLECTION_UNCREATABLE
     case .createCollectionPromptDismissed: TOKENCACHE_REASON_CREATE_COLLECTION_PROMPT_DISMISSED
     case .unlockPromptDismissed: TOKENCACHE_REASON_UNLOCK_PROMPT_DISMISSED
     case .unlockPromptTimedOut: TOKENCACHE_REASON_UNLOCK_PROMPT_TIMED_OUT

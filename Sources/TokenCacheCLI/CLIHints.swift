@@ -42,6 +42,9 @@ enum CLIHints {
         switch (error.code, error.reason.value) {
         case (.keyringLocked, _):
             return "Run `tokencache unlock` (or add --allow-prompt) and answer the provider's unlock prompt, or unlock it in your desktop session; nothing was read or changed"
+        case (.promptDismissed, .createCollectionPromptDismissed(let label)) where label == SecretServiceBackend.defaultCollectionLabel:
+            // The missing default collection: there is no other collection to point at.
+            return "Run it again with --allow-prompt and choose a password for the new keyring, create a keyring in Seahorse (Passwords and Keys) and set it as default, or use \(context.backendOption ?? "--backend") file"
         case (.promptDismissed, .createCollectionPromptDismissed):
             return "Add --allow-prompt and answer the provider's password prompt, create the collection in your keyring manager, or use \(collection) default, which never prompts"
         case (.promptDismissed, .unlockPromptDismissed), (.timedOut, .unlockPromptTimedOut):
@@ -52,6 +55,8 @@ enum CLIHints {
             return "This Secret Service provider has no in-memory session collection: use \(collection) default or a collection's label"
         case (.collectionMissing, .defaultCollectionMissing) where sidesOnly:
             return "Log in to the desktop once so the login keyring exists, or name an existing collection with \(collection)"
+        case (.collectionMissing, .defaultCollectionUncreatable) where sidesOnly:
+            return "No keyring can be created here (no display for the provider's password prompt): create one once in a desktop session (`secret-tool store --label=init x y`, or Seahorse), or name an existing collection with \(collection)"
         case (.noSessionBus, _) where sidesOnly:
             return "Run \(context.action) inside the desktop session, where the Secret Service is"
         case (.noSecretService, _) where sidesOnly:

@@ -213,6 +213,42 @@ let secretServiceCommands: [String: HelperCommand] = [
         }
         printJSON(outcome)
     },
+    // ss-no-default read|save|auto [prompt]: in a keyring with no 'default' collection (#60
+    // item 5), reads the universal group, saves an account into it, or opens the `automatic`
+    // backend, with or without prompts (30 s), and reports the outcome: the error's code and
+    // reason, or the default collection's path and the accounts seen.
+    "ss-no-default": { arguments in
+        var options = SecretServiceBackend.Options()
+        options.allowsUnlockPrompt = arguments.dropFirst().first == "prompt"
+        options.unlockTimeout = 30
+        var outcome: [String: Any] = [:]
+        do {
+            switch arguments.first {
+            case "auto":
+                let selection = try BackendSelection.open(policy: .automatic, secretService: options, announcesFallback: false)
+                outcome["fallback"] = selection.isFallback
+                outcome["why"] = selection.reason
+            case "save":
+                let backend = try SecretServiceBackend(options: options)
+                let store = AccountStore(backend: backend, group: .universalStorage)
+                try store.save(helperResponse(username: "keyring@contoso.com"), clientID: "client-no-default",
+                               authority: try Authority("https://login.microsoftonline.com/common"), scopes: ["User.Read"])
+                outcome["collection"] = try backend.resolvedCollectionPath(for: .universalStorage)
+                outcome["accounts"] = try AccountStore(backend: SecretServiceBackend(), group: .universalStorage).allAccounts().map(\.username)
+            default:
+                let backend = try SecretServiceBackend(options: options)
+                outcome["accounts"] = try AccountStore(backend: backend, group: .universalStorage).allAccounts().map(\.username)
+                outcome["collection"] = try backend.resolvedCollectionPath(for: .universalStorage)
+            }
+            outcome["result"] = "ok"
+        } catch {
+            outcome["result"] = code(error)
+            outcome["reason"] = (error as? TokenCacheError)?.reason.name
+            outcome["message"] = (error as? TokenCacheError)?.message
+            outcome["hint"] = (error as? TokenCacheError)?.hint
+        }
+        printJSON(outcome)
+    },
 ]
 
 func helperResponse(username: String) -> TokenResponse {

@@ -273,6 +273,11 @@ struct CLIDiscoverabilityTests {
         #expect(collection(.collectionMissing(label: "Work"))?.hasPrefix("Add --create") == true)
         #expect(collection(.sessionCollectionUnsupported)?.hasPrefix("This Secret Service provider has no in-memory session collection: use --from-collection default") == true)
         #expect(collection(.defaultCollectionMissing)?.hasPrefix("Log in to the desktop once") == true)
+        #expect(collection(.defaultCollectionUncreatable)?.hasPrefix("No keyring can be created here (no display") == true)
+        // The missing default collection's prompt dismissed: no "use the default mapping", which is the one missing.
+        let defaultDismissed = CLIHints.hint(for: TokenCacheError(.promptDismissed, "x", hint: "x", reason: .createCollectionPromptDismissed(label: "Default keyring")))
+        #expect(defaultDismissed?.contains("--allow-prompt") == true && defaultDismissed?.contains("--backend file") == true
+                    && defaultDismissed?.contains("never prompts") == false, "\(defaultDismissed ?? "")")
         // No reason: the library's own hint, whatever the message says.
         #expect(collection(.unspecified) == "x")
 

@@ -6,7 +6,11 @@ import Testing
 /// the daemon's state or need keyring files in place before it starts. The script sees the
 /// helper as `$H`, `start_keyring`, and `keyring_pid` (the daemon's process id, asked from
 /// the bus); the daemon is killed by that id on exit. Returns the JSON lines it printed.
-package func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [:]) throws -> [[String: Any]] {
+/// - Parameter loginKeyring: false: no login keyring and no daemon started up front; the first
+///   Secret Service call starts gnome-keyring by D-Bus activation (the system's service file,
+///   `--start --foreground`), with no keyring at all: no 'default' collection, as in a fresh
+///   session of a desktop other than GNOME.
+package func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [:], loginKeyring: Bool = true) throws -> [[String: Any]] {
     let root = try TestEnvironment.temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: root) }
     let home = root.appendingPathComponent("home"), runtime = root.appendingPathComponent("run")
@@ -34,7 +38,7 @@ package func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [
         keyring_pid() { dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \\
             org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets 2>/dev/null | awk '/uint32/ {print $2}'; }
         trap 'pid=$(keyring_pid); [ -n "$pid" ] && kill -9 $pid' EXIT
-        start_keyring
+        \(loginKeyring ? "start_keyring" : ": no login keyring: gnome-keyring starts by D-Bus activation")
         \(script)
         """
     // Foundation starts children with every signal blocked; dbus-run-session could then not

@@ -211,6 +211,10 @@ typedef enum tokencache_reason {
     TOKENCACHE_REASON_UNLOCK_PROMPT_TIMED_OUT = 6,
     /* The provider no longer knew the encrypted session (it restarted): retry. */
     TOKENCACHE_REASON_SECRET_SERVICE_SESSION_LOST = 7,
+    /* No "default" collection, and none can be created here: the provider's password prompt
+       could not be shown (no display). Use the file backend, or create the keyring where a
+       display is (secret-tool, Seahorse). */
+    TOKENCACHE_REASON_DEFAULT_COLLECTION_UNCREATABLE = 8,
 
     /* A library loaded at run time is missing (the *_MISSING codes); the hint says how to install it. */
     TOKENCACHE_REASON_LIBRARY_MISSING = 10,

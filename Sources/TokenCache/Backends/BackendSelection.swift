@@ -73,12 +73,18 @@ public struct BackendSelection: Sendable {
 
     /// Whether `automatic` uses the encrypted file after opening the Secret Service failed with
     /// `error`: only when there is no Secret Service to use here (no session bus, no provider, a
-    /// library missing), or a locked keyring when the app allows it. Any other problem of a
-    /// provider that answers (no 'default' collection, a dismissed prompt) is reported, so the
-    /// accounts never seem to vanish into another backend. ``open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``
-    /// and ``diagnose(policy:group:fileDirectory:keySource:secretService:)`` both decide by it.
+    /// library missing), when no keyring can ever be created here (no 'default' collection and
+    /// no display for the provider's "Choose password for new keyring" prompt:
+    /// `defaultCollectionUncreatable`), or a locked keyring when the app allows it. Any other
+    /// problem of a provider that answers (no 'default' collection where its prompt could be
+    /// shown, a dismissed prompt) is reported, so the accounts never seem to vanish into another
+    /// backend. A missing collection holds nothing, so falling back loses nothing; a locked one
+    /// is never taken for missing. ``open(policy:logger:fileDirectory:keySource:secretService:fallsBackWhenLocked:announcesFallback:)``
+    /// and ``diagnose(policy:group:fileDirectory:keySource:secretService:)`` both decide by it
+    /// (docs/SecretService.md, "No 'default' collection").
     static func fallsBack(on error: TokenCacheError, whenLocked: Bool = false) -> Bool {
         [.noSessionBus, .noSecretService, .libgcryptMissing].contains(error.code)
+            || error.reason == .defaultCollectionUncreatable
             || (whenLocked && error.code == .keyringLocked)
     }
 
@@ -100,6 +106,7 @@ public struct BackendSelection: Sendable {
         case is EncryptedFileBackend:
             var options = secretService
             options.allowsUnlockPrompt = false
+            options.createsDefaultCollection = false
             guard let keyring = try? SecretServiceBackend(options: options) else { return nil }
             (other, policy) = (keyring, .secretService)
         default:
@@ -177,7 +184,11 @@ public struct BackendSelection: Sendable {
         var secretServiceProblem: TokenCacheError?
         var secretServiceLocation: String?
         do {
-            let backend = try SecretServiceBackend(options: secretService)
+            // A look changes nothing: no default collection is created (without a display the
+            // answer is the one open() reaches after its prompt is dismissed: uncreatable).
+            var lookOptions = secretService
+            lookOptions.createsDefaultCollection = false
+            let backend = try SecretServiceBackend(options: lookOptions)
             let provider = backend.provider
             checks.append(.init(name: "Secret Service provider", status: .info,
                                 detail: [provider.product, provider.process].compactMap { $0 }.joined(separator: ": ")

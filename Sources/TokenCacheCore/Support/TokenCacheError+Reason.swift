@@ -19,6 +19,7 @@ extension TokenCacheError {
             case collectionMissing(label: String)
             case sessionCollectionUnsupported
             case defaultCollectionMissing
+            case defaultCollectionUncreatable
             case createCollectionPromptDismissed(label: String)
             case unlockPromptDismissed
             case unlockPromptTimedOut(seconds: Int)
@@ -103,6 +104,10 @@ extension TokenCacheError.Reason {
     public static let sessionCollectionUnsupported = Self(.sessionCollectionUnsupported)
     /// The provider has no `default` collection: nobody has logged in to the desktop yet.
     public static let defaultCollectionMissing = Self(.defaultCollectionMissing)
+    /// The provider has no `default` collection and none can be created here: its password
+    /// prompt could not be shown (no display, and the provider's prompter dismissed it at once).
+    /// `automatic` backend selection uses the encrypted file instead.
+    public static let defaultCollectionUncreatable = Self(.defaultCollectionUncreatable)
     /// Creating the collection labelled `label` needs a password prompt, which was dismissed
     /// or could not be shown.
     public static func createCollectionPromptDismissed(label: String) -> Self { Self(.createCollectionPromptDismissed(label: label)) }
@@ -400,6 +405,7 @@ extension TokenCacheError.Reason {
         case .collectionMissing: "collectionMissing"
         case .sessionCollectionUnsupported: "sessionCollectionUnsupported"
         case .defaultCollectionMissing: "defaultCollectionMissing"
+        case .defaultCollectionUncreatable: "defaultCollectionUncreatable"
         case .createCollectionPromptDismissed: "createCollectionPromptDismissed"
         case .unlockPromptDismissed: "unlockPromptDismissed"
         case .unlockPromptTimedOut: "unlockPromptTimedOut"
@@ -458,6 +464,8 @@ extension TokenCacheError.Reason.Kind {
     public static let sessionCollectionUnsupported = Self(name: "sessionCollectionUnsupported")
     /// ``TokenCacheError/Reason/defaultCollectionMissing``.
     public static let defaultCollectionMissing = Self(name: "defaultCollectionMissing")
+    /// ``TokenCacheError/Reason/defaultCollectionUncreatable``.
+    public static let defaultCollectionUncreatable = Self(name: "defaultCollectionUncreatable")
     /// ``TokenCacheError/Reason/createCollectionPromptDismissed(label:)``.
     public static let createCollectionPromptDismissed = Self(name: "createCollectionPromptDismissed")
     /// ``TokenCacheError/Reason/unlockPromptDismissed``.

@@ -31,9 +31,10 @@ extension SecretServiceClient {
     }
 
     /// Creates a collection labelled `label` (Service.CreateCollection), waiting at most
-    /// `timeout` for its password prompt.
+    /// `timeout` for its password prompt; with `alias` ("default"), the provider points that
+    /// alias at it, as libsecret's store does when the default collection is missing.
     /// - Throws: `promptDismissed` when the prompt was dismissed, could not be shown or timed out.
-    package func createCollection(labelled label: String, timeout: TimeInterval) throws(TokenCacheError) -> ObjectPath {
+    package func createCollection(labelled label: String, alias: String = "", timeout: TimeInterval) throws(TokenCacheError) -> ObjectPath {
         let action = "create the collection '\(label)'"
         let dismissed = TokenCacheError(.promptDismissed,
                                         "Creating the collection '\(label)' needs a password prompt, which was dismissed or could not be shown.",
@@ -43,7 +44,7 @@ extension SecretServiceClient {
         let reply: GVariantRef
         do {
             reply = try call("CreateCollection", on: Self.servicePath, interface: Self.serviceInterface,
-                             arguments: [properties, .string("")], replyType: "(oo)", action: action)
+                             arguments: [properties, .string(alias)], replyType: "(oo)", action: action)
         } catch where error.code == .timedOut {
             throw dismissed
         }

@@ -60,6 +60,10 @@ final class Window {
                                                  backend: Settings.backend)
             var options = PublicClientApplication.Options()
             options.logger = Logger(label: "tokencache")
+            // A desktop app: the keyring's prompts are the user's to answer. An unlock dialog, and
+            // in a session whose keyring has no 'default' collection (gnome-keyring without a
+            // login keyring) "Choose password for new keyring", which creates it as libsecret does.
+            options.secretService.allowsUnlockPrompt = true
             let app = try PublicClientApplication(configuration: configuration, options: options)
             shown = Window(application: application, model: AccountsModel(application: app, scopes: ["User.Read"],
                                                                           checkingEvery: Settings.checkInterval))

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+# Answers gnome-keyring's "Choose password for new keyring" prompt (gcr-prompter, a GTK window)
+# through AT-SPI, as a user would: types PASSWORD into both fields and presses Continue, or with
+# --cancel presses Cancel. Run with Debian's python3 (pyatspi) inside the test's session bus, on
+# the display gcr-prompter opens on. Driven by AT-SPI events, no polling: writes "ready" to
+# READY (a FIFO the caller reads) once it listens, so the caller starts the prompt after that;
+# prints "answered: <button>" and exits.
+#   answer-keyring-prompt.py --ready READY [--cancel] [PASSWORD]
+import sys
+
+import pyatspi
+
+arguments = sys.argv[1:]
+ready = None
+if "--ready" in arguments:
+    at = arguments.index("--ready")
+    ready = arguments[at + 1]
+    del arguments[at:at + 2]
+cancel = "--cancel" in arguments
+arguments = [a for a in arguments if a != "--cancel"]
+password = arguments[0] if arguments else "new-keyring-password"
+
+
+def descendants(node, role):
+    return pyatspi.findAllDescendants(node, lambda n: n is not None and n.getRoleName() == role)
+
+
+answered = False
+
+
+def answer(app):
+    """Fills the prompt of app (gcr-prompter) and presses its button once; False while it is not all there."""
+    global answered
+    if answered:
+        return True
+    buttons = {b.name: b for b in descendants(app, "push button")}
+    fields = descendants(app, "password text")
+    wanted = "Cancel" if cancel else "Continue"
+    if wanted not in buttons or (not cancel and len(fields) < 2):
+        return False
+    if not cancel:
+        for field in fields:
+            field.queryEditableText().setTextContents(password)
+    buttons[wanted].queryAction().doAction(0)
+    answered = True
+    print(f"answered: {wanted}", flush=True)
+    return True
+
+
+def prompter():
+    desktop = pyatspi.Registry.getDesktop(0)
+    for index in range(desktop.childCount):
+        app = desktop.getChildAtIndex(index)
+        if app is not None and app.name == "gcr-prompter":
+            return app
+    return None
+
+
+def on_event(event):
+    try:
+        app = event.source.getApplication() if event.source is not None else None
+    except Exception:  # a window gone meanwhile
+        return
+    if app is not None and app.name == "gcr-prompter" and answer(app):
+        pyatspi.Registry.stop()
+
+
+# The prompt's window and its widgets announce themselves (created, shown, focused); each event
+# is a chance to find it complete.
+events = ["window:create", "window:activate", "object:state-changed:showing", "object:state-changed:focused"]
+pyatspi.Registry.registerEventListener(on_event, *events)
+if ready is not None:
+    with open(ready, "w") as fifo:
+        fifo.write("ready\n")
+already = prompter()
+if already is None or not answer(already):
+    pyatspi.Registry.start()
