@@ -263,7 +263,7 @@ struct CLISettingsTests {
             #expect(output.status == 0, "\(output.stderr)")
         }
         func refused(_ expected: String, hint: String) throws {
-            let output = try cli.run(["doctor", "--json"], withGroup: false)
+            let output = try cli.run(["doctor"], withGroup: false)
             #expect(output.status == 64, "\(output.stdout)\n\(output.stderr)")
             #expect(output.stderr.hasPrefix("error: \(expected)"), "\(output.stderr)")
             #expect(output.stderr.contains(hint), "\(output.stderr)")
