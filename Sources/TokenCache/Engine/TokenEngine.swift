@@ -105,7 +105,7 @@ package final class TokenEngine: Sendable {
     package func decide(_ request: TokenRequest) throws(TokenCacheError) -> Decision {
         if case .agent(let agent) = source { return .agent(agent) }
         if let broker = try brokerNow() { return try decide(request, through: broker) }
-        let request = try keyedByTenant(request)
+        // The tenant is resolved there: the account is chosen by its cloud, which a domain shares with its tenant ID.
         return try decide(request, for: try chooseAccount(for: request))
     }
 
