@@ -13,21 +13,19 @@ final class StoreHandle {
     let clientCapabilities = Locked<[String]>([])
     /// When the identity broker answers, set by tokencache_store_set_broker.
     let brokerUse = Locked<BrokerUse>(.never)
-    /// The Secret Service connection their keyring items are read through, opened once.
-    let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The engine that answers this handle's token requests, made again when the single
     /// sign-on stores change (its apps are kept: their endpoints are discovered once).
     private let engines = Locked<(stores: [String], broker: BrokerUse, engine: TokenEngine)?>(nil)
-    /// Opened with TOKENCACHE_BACKEND_AUTO and a NULL group: no local cache chosen, so
-    /// TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
-    let mayUseAgent: Bool
-    init(store: AccountStore, mayUseAgent: Bool = false) {
+    /// What opening chose of a local cache (a group named, a backend other than AUTO): with
+    /// neither, TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
+    let choice: CacheChoice
+    init(store: AccountStore, choice: CacheChoice = CacheChoice(namedGroup: true, namedBackend: true)) {
         self.store = store
-        self.mayUseAgent = mayUseAgent
+        self.choice = choice
     }
 
-    /// The engine for the current single sign-on stores; with stores set a local cache is chosen,
-    /// so the agent does not answer.
+    /// The engine for the current single sign-on stores, which answers this handle's token
+    /// requests and account lists; with stores set a local cache is chosen (``CacheChoice``).
     var engine: TokenEngine {
         let stores = singleSignOnStores.withLock { $0 }
         let broker = brokerUse.withLock { $0 }
@@ -36,7 +34,9 @@ final class StoreHandle {
             var options = PublicClientApplication.Options()
             options.singleSignOnStores = stores
             options.broker = broker
-            let engine = TokenEngine(store: store, agent: TokenEngine.agent(localCacheChosen: !mayUseAgent || !stores.isEmpty), options: options)
+            var choice = choice
+            choice.otherStores = !stores.isEmpty
+            let engine = TokenEngine(store: store, agent: TokenEngine.agent(for: choice), options: options)
             kept = (stores.map(\.name), broker, engine)
             return engine
         }
@@ -153,8 +153,8 @@ public func tokencache_store_open(_ groupName: UnsafePointer<CChar>?, _ backend:
         let out = try requiredOut(store, "store")
         let group = try cacheGroup(groupName)
         let opened = try AccountStore.open(group: group, policy: try backendPolicy(backend), logger: silent).store
-        let chosen = groupName != nil || backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue)
-        out.pointee = Handle.make(StoreHandle(store: opened, mayUseAgent: !chosen))
+        let choice = CacheChoice(namedGroup: groupName != nil, namedBackend: backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue))
+        out.pointee = Handle.make(StoreHandle(store: opened, choice: choice))
     }
 }
 
@@ -173,22 +173,11 @@ public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: Unsaf
     return boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let out = try requiredOut(accounts, "accounts")
-        guard clientID != nil else {
-            out.pointee = Handle.make(AccountsHandle(try handle.store.allAccounts()))
-            return
-        }
-        let client = try clientIDString(clientID)
-        let own = try handle.store.accounts(clientID: client)
-        let stores = handle.singleSignOnStores.withLock { $0 }
-        // An app's listing has no authority yet: the stores' accounts whose token the app could
-        // redeem where it was issued (tokencache_acquire_token_silent then applies the host rule).
-        let offered = stores.isEmpty ? [] : try SingleSignOnStores(stores, group: handle.store, clientID: client) {
-            handle.storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
-                if opened == nil { opened = try? SecretServiceBackend() }
-                return opened
-            }
-        }.accounts(excluding: own, redeemableAt: nil)
-        out.pointee = Handle.make(AccountsHandle(own + offered))
+        let client = clientID == nil ? nil : try clientIDString(clientID)
+        // The engine that answers this handle's tokens lists: the agent's accounts when it
+        // answers. An app's listing has no authority yet: the single sign-on stores' accounts
+        // whose token the app could redeem where it was issued (the silent call applies the host rule).
+        out.pointee = Handle.make(AccountsHandle(try handle.engine.accounts(clientID: client)))
     }
 }
 

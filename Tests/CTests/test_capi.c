@@ -500,6 +500,26 @@ static int silent(const char *backend, const char *client, const char *authority
     return status == TOKENCACHE_OK ? 0 : 1;
 }
 
+/* The accounts an app (CLIENT, or "-" for the whole group) lists on the default group: one
+   "username home_account_id" line each; "auto" lets TOKENCACHE_AGENT_SOCK's agent answer. */
+static int list_accounts(const char *backend, const char *client) {
+    tokencache_store *store = NULL;
+    tokencache_error error = {0};
+    tokencache_accounts *accounts = NULL;
+    int status = tokencache_store_open(NULL, strcmp(backend, "file") == 0 ? TOKENCACHE_BACKEND_FILE : TOKENCACHE_BACKEND_AUTO,
+                                       &store, &error);
+    if (status == TOKENCACHE_OK)
+        status = tokencache_store_accounts(store, strcmp(client, "-") == 0 ? NULL : client, &accounts, &error);
+    if (status == TOKENCACHE_OK)
+        for (size_t i = 0; i < tokencache_accounts_count(accounts); i++)
+            printf("%s %s\n", tokencache_accounts_username(accounts, i), tokencache_accounts_home_account_id(accounts, i));
+    else fprintf(stderr, "accounts: %s %s: %s (%s)\n", tokencache_status_name(status),
+                 tokencache_reason_name(tokencache_error_reason(&error)), error.message, error.hint);
+    tokencache_accounts_free(accounts);
+    tokencache_store_close(store);
+    return status == TOKENCACHE_OK ? 0 : 1;
+}
+
 /* The account's Graph photo on the default group of the encrypted file: writes it to `path` and
    prints its type and size, or prints "none" when the account has none. */
 static int photo(const char *client, const char *authority, const char *account, const char *path, unsigned flags) {
@@ -529,6 +549,7 @@ int main(int argc, char **argv) {
     if (argc == 7 && strcmp(argv[1], "photo") == 0) return photo(argv[2], argv[3], argv[4], argv[5], (unsigned)atoi(argv[6]));
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "silent") == 0)
         return silent(argv[2], argv[3], argv[4], argv[5], argv[6], argc == 8 ? argv[7] : NULL);
+    if (argc == 4 && strcmp(argv[1], "accounts") == 0) return list_accounts(argv[2], argv[3]);
     if (argc == 7 && strcmp(argv[1], "claims") == 0) return claims(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
     if (argc == 7 && strcmp(argv[1], "refresh") == 0) return refresh(argv[2], argv[3], atoi(argv[4]), argv[5], atoi(argv[6]));
     if (argc == 6 && strcmp(argv[1], "device-code") == 0) return device_code_sign_in(argv[2], argv[3], atoi(argv[4]), argv[5]);
@@ -549,7 +570,7 @@ int main(int argc, char **argv) {
         tokencache_store_close(store);
         return status == TOKENCACHE_OK ? 0 : status == TOKENCACHE_E_NOT_FOUND ? 3 : 1;
     }
-    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES [SSO-STORES] | photo CLIENT AUTHORITY ACCOUNT|- FILE FLAGS]\n", argv[0]); return 64; }
+    if (argc != 1) { fprintf(stderr, "usage: %s [save GROUP TAG | find GROUP CLIENT ACCOUNT SCOPES [AUTHORITY] | device-code GROUP CLIENT PORT ANSWER | refresh GROUP CLIENT PORT ACCOUNT COUNT | silent auto|file CLIENT AUTHORITY|- ACCOUNT|- SCOPES [SSO-STORES] | photo CLIENT AUTHORITY ACCOUNT|- FILE FLAGS | accounts auto|file CLIENT|-]\n", argv[0]); return 64; }
     tokencache_store *store = open_store(GROUP);
     test_version();
     test_reasons();

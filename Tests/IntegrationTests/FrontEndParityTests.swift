@@ -242,6 +242,88 @@ struct FrontEndParityTests {
         }
     }
 
+    // MARK: A tenant named by domain
+
+    static let domain = "contoso.onmicrosoft.com"
+
+    /// Saves `response` for app one as a sign-in at `authority` saves it.
+    func save(_ response: [String: Any], authority: Authority) throws {
+        let output = try cli.run(["save", "--backend", "file", "--client", Fixtures.appOne, "--authority", authority.url.absoluteString,
+                                  "--scopes", "User.Read"], input: Fixtures.json(response), withGroup: false)
+        try #require(output.status == 0, "\(output.stderr)")
+    }
+
+    /// The default group of the encrypted file as MSAL JSON (what MSAL Python reads).
+    func exported() throws -> [String: Any] {
+        let file = dataHome.appendingPathComponent("export-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let output = try cli.run(["export", "--backend", "file", "--format", "msal-json", "--output", file.path], withGroup: false)
+        try #require(output.status == 0, "\(output.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+    }
+
+    /// The realms of a section's entries, sorted (one per entry).
+    static func realms(_ cache: [String: Any], _ section: String) -> [String] {
+        ((cache[section] as? [String: Any]) ?? [:]).values.compactMap { ($0 as? [String: Any])?["realm"] as? String }.sorted()
+    }
+
+    @Test("A tenant named by its domain finds the tokens saved at its tenant ID (discovery resolves it, as Entra's and MSAL's), from every front end, sending no token request")
+    func tenantNamedByDomainFindsTenantID() async throws {
+        defer { cli.cleanUp() }
+        let idp = try FakeIdentityProvider()
+        try await idp.control(["tenant_domains": [Self.domain: Fixtures.tenantA]])
+        // Signed in at the tenant ID (as native authentication and MSAL save it); the provider knows the refresh token.
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "signin")
+        response["refresh_token"] = "rt-signin"
+        try save(response, authority: idp.authority())
+        try await idp.seed(refreshToken: "rt-signin", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        let request = Request(account: Fixtures.alice.username, authority: idp.authority(Self.domain).url.absoluteString)
+        let answers = try await offThePool { try outcomes(request) }
+        expectAll(answers, .token("at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-signin"), "domain")
+        #expect(try await idp.stats().token_requests == 0)
+        let cache = try exported()
+        #expect(Self.realms(cache, "Account") == [Fixtures.tenantA])
+        #expect(Self.realms(cache, "AccessToken") == [Fixtures.tenantA])
+    }
+
+    @Test("A tenant named by its domain refreshes and saves at its tenant ID, from every front end: one account record, and MSAL Python reads one account")
+    func tenantNamedByDomainSavesAtTenantID() async throws {
+        defer { cli.cleanUp() }
+        let idp = try FakeIdentityProvider(https: true)
+        // Every token the provider issues needs a refresh (within the 5-minute margin): each front end refreshes.
+        try await idp.control(["tenant_domains": [Self.domain: Fixtures.tenantA], "expires_in": 60])
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: nil, tag: "signin", expiresIn: 60)
+        response["refresh_token"] = "rt-signin"
+        try save(response, authority: idp.authority())
+        try await idp.seed(refreshToken: "rt-signin", user: Fixtures.alice, clientID: Fixtures.appOne, family: nil)
+        let request = Request(account: Fixtures.alice.username, authority: idp.authority(Self.domain).url.absoluteString)
+        let environment = self.environment
+        for frontEnd in try frontEnds() {
+            let answer = try await offThePool { try frontEnd.run(request, environment) }
+            let issued = try await idp.stats().grants.filter { $0.outcome == "ok" }.count
+            #expect(answer == .token("at-issued-\(issued)"), "\(frontEnd.name) answered \(String(describing: answer))")
+            let cache = try exported()
+            #expect(Self.realms(cache, "Account") == [Fixtures.tenantA], "after \(frontEnd.name)")
+            #expect(Self.realms(cache, "IdToken") == [Fixtures.tenantA], "after \(frontEnd.name)")
+            #expect(Self.realms(cache, "AccessToken") == [Fixtures.tenantA], "after \(frontEnd.name)")
+        }
+        #expect(try await idp.stats().grants.filter { $0.outcome == "ok" }.count == 4)
+
+        guard TestEnvironment.runsInteropTests else { return }
+        // MSAL Python, at the same tenant named by domain over TLS, reads the group as saved: one account, at the tenant ID.
+        let python = try await MSALPython.run([
+            "op": "silent", "cache": try exported(), "authority": idp.httpsAuthority(Self.domain),
+            "ca_bundle": try #require(idp.certificate).path, "client_id": Fixtures.appOne,
+            "username": Fixtures.alice.username, "scopes": ["User.Read"], "force_refresh": false])
+        #expect(python["accounts"] as? [String] == [Fixtures.alice.username])
+        let records = try #require(python["account_records"] as? [[String: Any]])
+        #expect(records.map { $0["realm"] as? String } == [Fixtures.tenantA], "\(records)")
+        let result = try #require(python["result"] as? [String: Any])
+        #expect(result["access_token"] != nil, "\(result)")
+        // MSAL Python saved its own refresh at the tenant ID too: still one account record.
+        #expect(Self.realms(try #require(python["cache"] as? [String: Any]), "Account") == [Fixtures.tenantA])
+    }
+
     static let azureCLIClient = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
     static let armScope = "https://management.core.windows.net//user_impersonation"
 
@@ -273,5 +355,47 @@ struct FrontEndParityTests {
         // C has no status of its own for the agent: it is TOKENCACHE_E_BACKEND_UNAVAILABLE there (tokencache.h), with the same reason.
         let inC = Outcome.failure("backendUnavailable", "agentUnreachable")
         expectAll(missing, .failure("agentUnavailable", "agentUnreachable"), "no agent", except: ["c": inC, "python": inC])
+    }
+
+    @Test("TOKENCACHE_AGENT_SOCK set and no local cache chosen: C and Python list the agent's accounts, not the local cache's; a local cache chosen lists its own")
+    func agentAccounts() async throws {
+        defer { cli.cleanUp() }
+        try save(Fixtures.alice, tag: "local")  // the local group: Alice
+        let agentHome = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: agentHome) }
+        let agentStore = AccountStore(backend: EncryptedFileBackend(directory: agentHome), group: .universalStorage)
+        try agentStore.save(Fixtures.tokenResponse(Fixtures.response(for: Self.carol, scope: "User.Read", foci: nil, tag: "agent")),
+                            clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        let sockets = agentHome.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: sockets, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let server = try AgentServer(path: sockets.appendingPathComponent("agent.sock").path,
+                                     agent: TokenAgent(store: agentStore, policy: AgentPolicy()))
+        try server.start()
+        defer { server.stop() }
+        var environment = self.environment
+        environment["TOKENCACHE_AGENT_SOCK"] = server.path
+        environment["PYTHONPATH"] = Self.repositoryRoot.appendingPathComponent("python").path
+        environment["TOKENCACHE_LIBRARY"] = library
+        let program = try CTestPrograms.testCAPI()
+        let listing = """
+            import sys, tokencache
+            backend, client = sys.argv[1:]
+            store = tokencache.Store.open(backend=tokencache.Backend.FILE if backend == "file" else tokencache.Backend.AUTO)
+            for account in store.accounts(client if client != "-" else None):
+                print(account.username, account.home_account_id)
+            """
+        let env = environment
+        func usernames(_ output: ProcessOutput) -> [String] {
+            #expect(output.status == 0, "\(output.stderr)")
+            return output.stdout.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }.sorted()
+        }
+        for (backend, expected) in [("auto", [Self.carol.username]), ("file", [Fixtures.alice.username])] {
+            for client in [Fixtures.appOne, "-"] {
+                let inC = try await offThePool { try runProcess(program, ["accounts", backend, client], environment: env) }
+                #expect(usernames(inC) == expected, "C, \(backend), client \(client)")
+                let inPython = try await offThePool { try runProcess("/usr/bin/python3", ["-c", listing, backend, client], environment: env) }
+                #expect(usernames(inPython) == expected, "Python, \(backend), client \(client)")
+            }
+        }
     }
 }

@@ -480,7 +480,8 @@ class Store:
 
     def accounts(self, client_id: Optional[str] = None) -> List[Account]:
         """The accounts an app can use silently, or every account of the group (client_id None). With
-        set_sso_stores, an app's list goes on with the stores' accounts it could get a token for."""
+        set_sso_stores, an app's list goes on with the stores' accounts it could get a token for. On a
+        store acquire_token_silent answers through the token agent (TOKENCACHE_AGENT_SOCK), the agent's."""
         with self._handle.use() as store:
             handle, error = ctypes.c_void_p(), _Error()
             _check(_lib.tokencache_store_accounts(store, _arg(client_id, "client_id"), ctypes.byref(handle),

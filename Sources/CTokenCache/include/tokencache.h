@@ -393,8 +393,9 @@ void tokencache_store_close(tokencache_store *store);
    (client_id NULL). With single sign-on stores set (tokencache_store_set_sso_stores), an app's
    list goes on with the accounts of those stores it could get a token for (a refresh token of
    the app or its family, at the host that issued it); a store in a locked keyring is
-   KEYRING_LOCKED, never left out. *accounts, possibly empty, is freed with
-   tokencache_accounts_free. */
+   KEYRING_LOCKED, never left out. On a store tokencache_acquire_token_silent answers through the
+   token agent (TOKENCACHE_AGENT_SOCK), the agent's accounts instead. *accounts, possibly empty, is
+   freed with tokencache_accounts_free. */
 int tokencache_store_accounts(tokencache_store *store, const char *client_id,
                               tokencache_accounts **accounts, tokencache_error *error);
 

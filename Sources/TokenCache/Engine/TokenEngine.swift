@@ -1,4 +1,5 @@
 import FoundationEssentials
+import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
 
@@ -16,10 +17,13 @@ package final class TokenEngine: Sendable {
     package let source: Source
     /// The local store, also when the agent answers token requests: sign-in (C's
     /// `tokencache_sign_in_*` on a default store) still saves here. Nil only on an engine
-    /// ``open(localCacheChosen:options:store:)`` made on the agent, which opens no store.
+    /// ``open(_:options:store:)`` made on the agent, which opens no store.
     private let localStore: AccountStore?
     /// Transport, timeouts and single sign-on stores of the apps it redeems with.
     package let options: PublicClientApplication.Options
+    /// The Secret Service connection the single sign-on stores' keyring items are read through
+    /// when no app lists them (``accounts(clientID:authority:)`` without an authority): opened once.
+    private let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The apps per client and authority: made once, so their endpoints are discovered once.
     private let applications = Locked<[String: PublicClientApplication]>([:])
 
@@ -48,17 +52,17 @@ package final class TokenEngine: Sendable {
         clientID.lowercased() + " " + authority.url.absoluteString + " " + capabilities.joined(separator: ",")
     }
 
-    /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache (named a
-    /// group or a backend, or single sign-on stores): the rule every front end follows.
-    package static func agent(localCacheChosen: Bool) -> AgentClient? {
-        localCacheChosen ? nil : AgentClient.fromEnvironment
+    /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache
+    /// (``CacheChoice/isLocal``): the rule every front end follows, for tokens and account lists alike.
+    package static func agent(for choice: CacheChoice) -> AgentClient? {
+        choice.isLocal ? nil : AgentClient.fromEnvironment
     }
 
-    /// The engine for a caller: on the agent by ``agent(localCacheChosen:)``'s rule, else on the
-    /// store `open` opens (called only then, so an agent's user needs no local cache).
-    package static func open(localCacheChosen: Bool, options: PublicClientApplication.Options = .init(),
+    /// The engine for a caller: on the agent by ``agent(for:)``'s rule, else on the store `open`
+    /// opens (called only then, so an agent's user needs no local cache).
+    package static func open(_ choice: CacheChoice, options: PublicClientApplication.Options = .init(),
                              store open: () throws -> AccountStore) rethrows -> TokenEngine {
-        if let agent = agent(localCacheChosen: localCacheChosen) { return TokenEngine(agent: agent) }
+        if let agent = agent(for: choice) { return TokenEngine(agent: agent) }
         return TokenEngine(store: try open(), options: options)
     }
 
@@ -101,6 +105,7 @@ package final class TokenEngine: Sendable {
     package func decide(_ request: TokenRequest) throws(TokenCacheError) -> Decision {
         if case .agent(let agent) = source { return .agent(agent) }
         if let broker = try brokerNow() { return try decide(request, through: broker) }
+        // The tenant is resolved there: the account is chosen by its cloud, which a domain shares with its tenant ID.
         return try decide(request, for: try chooseAccount(for: request))
     }
 
@@ -112,6 +117,16 @@ package final class TokenEngine: Sendable {
         switch source {
         case .agent(let agent): return .agent(agent)
         case .store(let local): store = local
+        }
+        let named = request.authority
+        let request = try keyedByTenant(request)
+        var account = account
+        if let named, let keyed = request.authority, request.redeemsRefreshTokens,
+           !ASCII.equalsIgnoringCase(named.realm, keyed.realm),
+           account.tenants.contains(where: { ASCII.equalsIgnoringCase($0, named.realm) }) {
+            // Records saved at the domain's realm (by an earlier version) move to the tenant ID, where MSAL looks.
+            account = try store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
+                                          clientID: request.clientID.value, from: named.realm, to: keyed.realm) ?? account
         }
         let cached = try Self.cachedToken(request, account: account, in: store)
         let app = redeemingApplication(for: request, account: account, cached: cached)
@@ -229,6 +244,70 @@ package final class TokenEngine: Sendable {
         return byTenant.first
     }
 
+    // MARK: The tenant
+
+    /// Whether `authority` names its tenant by a domain (`contoso.onmicrosoft.com`) that only
+    /// OpenID discovery resolves: a Microsoft Entra authority (External ID's `ciamlogin.com` too)
+    /// whose tenant is neither a tenant ID (a GUID) nor `common`, `organizations` or `consumers`,
+    /// which Entra's discovery answers under the same name. B2C, AD FS and other OpenID
+    /// providers keep the tenant as named, as MSAL does.
+    static func namesTenantByDomain(_ authority: Authority) -> Bool {
+        authority.kind == .aad && !AccountStore.genericRealms.contains(ASCII.lowercased(authority.realm))
+            && UUID(uuidString: authority.realm) == nil
+    }
+
+    /// The authority tokens from `authority` are found and saved under, as MSAL files them: MSAL
+    /// takes the realm from the tenant of the discovered token endpoint, and Entra's discovery of
+    /// a domain (`/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration`) names the
+    /// tenant ID's endpoints (`/TENANT-ID/oauth2/v2.0/token`). An authority that does not name
+    /// its tenant by domain (``namesTenantByDomain(_:)``) is its own.
+    static func tenantAuthority(of authority: Authority, tokenEndpoint: URL) -> Authority {
+        guard namesTenantByDomain(authority),
+              let tenant = tokenEndpoint.path.split(separator: "/").first.map(String.init),
+              !ASCII.equalsIgnoringCase(tenant, authority.realm),
+              let resolved = try? authority.withTenant(tenant) else { return authority }
+        return resolved
+    }
+
+    /// ``tenantAuthority(of:tokenEndpoint:)`` with the token endpoint `client` discovers (once per
+    /// client: its discovery is cached); `client` then knows the tenant ID's endpoints too, so
+    /// nothing is discovered twice. Nothing is sent for an authority not named by domain.
+    /// - Throws: what discovery throws (`network`, reason `tokenEndpointNotFound(authority:)`…).
+    static func tenantAuthority(of authority: Authority, discoveringWith client: TokenEndpointClient) async throws(TokenCacheError) -> Authority {
+        guard namesTenantByDomain(authority) else { return authority }
+        let endpoints = try await client.endpoints(for: authority)
+        let resolved = tenantAuthority(of: authority, tokenEndpoint: endpoints.token)
+        client.remember(endpoints, for: resolved)
+        return resolved
+    }
+
+    /// The request at the authority its tokens are filed under (``tenantAuthority(of:tokenEndpoint:)``),
+    /// on the caller's thread. Discovery is asked once per app, and only by a request that may
+    /// send one (that may redeem): one that may not uses what this process discovered already,
+    /// else looks at the authority as named.
+    func keyedByTenant(_ request: TokenRequest) throws(TokenCacheError) -> TokenRequest {
+        guard let named = request.authority, Self.namesTenantByDomain(named), localStore != nil else { return request }
+        let app = application(clientID: request.clientID.value, authority: named, capabilities: request.clientCapabilities)
+        let resolved: Authority
+        if request.redeemsRefreshTokens {
+            resolved = try waitFor { () async throws(TokenCacheError) -> Authority in
+                try await Self.tenantAuthority(of: named, discoveringWith: app.client)
+            }
+        } else if let known = app.client.knownEndpoints(for: named) {
+            resolved = Self.tenantAuthority(of: named, tokenEndpoint: known.token)
+        } else {
+            return request
+        }
+        if let endpoints = app.client.knownEndpoints(for: named) {
+            // The app that redeems at the tenant ID: its endpoints are the ones just discovered.
+            application(clientID: request.clientID.value, authority: resolved, capabilities: request.clientCapabilities)
+                .client.remember(endpoints, for: resolved)
+        }
+        var keyed = request
+        keyed.authority = resolved
+        return keyed
+    }
+
     // MARK: The account
 
     /// The account a request is for: among the client's accounts (with single sign-on stores,
@@ -299,6 +378,38 @@ package final class TokenEngine: Sendable {
         return authority == nil ? nil : try store.account(name)
     }
 
+    // MARK: Accounts
+
+    /// The accounts a client can use, from whoever answers its token requests (the one decision
+    /// of ``decide(_:)``): the agent's (those its policy lets this client use), else the
+    /// identity broker's when the app uses one and one answers, else the store's (MSAL's
+    /// `allAccounts`) followed by those of the single sign-on stores whose refresh token the
+    /// client could redeem at `authority` (nil: where it was issued). A nil `clientID` lists every
+    /// account of the group (on the agent: every account its policy shows).
+    /// - Throws: what the agent, the broker or the store throws (`agentUnavailable`, `keyringLocked`…).
+    package func accounts(clientID: String?, authority: Authority? = nil) throws(TokenCacheError) -> [CachedAccount] {
+        let store: AccountStore
+        switch source {
+        case .agent(let agent): return try Self.accounts(from: agent, clientID: clientID)
+        case .store(let local): store = local
+        }
+        guard let clientID else { return try store.allAccounts() }
+        if let broker = try brokerNow() { return try broker.accounts(clientID: clientID).map(\.cachedAccount) }
+        let own = try store.accounts(clientID: clientID)
+        guard !options.singleSignOnStores.isEmpty else { return own }
+        if let authority {
+            return own + (try application(clientID: clientID, authority: authority, capabilities: options.clientCapabilities)
+                .singleSignOnAccounts(excluding: own))
+        }
+        let stores = SingleSignOnStores(options.singleSignOnStores, group: store, clientID: clientID) { [options, storesKeyring] in
+            storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
+                if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
+                return opened
+            }
+        }
+        return own + (try stores.accounts(excluding: own, redeemableAt: nil))
+    }
+
     // MARK: The agent
 
     /// A token from the agent, which chooses and refreshes on its side: nothing of this
@@ -321,8 +432,8 @@ package final class TokenEngine: Sendable {
                            tenantID: token.tenantID, scopes: token.scopes, account: account, cachedAt: nil, isFromCache: false)
     }
 
-    /// The accounts the agent lets this client use, as accounts.
-    static func accounts(from agent: AgentClient, clientID: String) throws(TokenCacheError) -> [CachedAccount] {
+    /// The accounts the agent lets this client use (nil: every account it shows), as accounts.
+    static func accounts(from agent: AgentClient, clientID: String?) throws(TokenCacheError) -> [CachedAccount] {
         try agent.inventory(clientID: clientID).accounts.map {
             CachedAccount(homeAccountID: $0.homeAccountID, environment: $0.environment, username: $0.username)
         }

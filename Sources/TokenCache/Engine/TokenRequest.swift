@@ -35,3 +35,28 @@ package struct TokenRequest: Sendable {
         self.authority = authority
     }
 }
+
+/// What a caller chose of a local cache, as each front end states it from its own arguments:
+/// the one value that says whether this process's cache or the token agent
+/// (`TOKENCACHE_AGENT_SOCK`) answers its token requests and account lists
+/// (``TokenEngine/agent(for:)``).
+package struct CacheChoice: Sendable, Equatable {
+    /// A group was named: the CLI's `--group`, a C store opened on a group, a configuration's
+    /// group other than the default.
+    package var namedGroup: Bool
+    /// A backend or its settings were named: the CLI's `--backend`, `--collection` or
+    /// `--passphrase-file`, a C backend other than AUTO, a configuration's backend other than `auto`.
+    package var namedBackend: Bool
+    /// Another tool's store is read or opted into for single sign-on: the CLI's `--store` and
+    /// `--sso-store`, C's `tokencache_store_set_sso_stores`, ``PublicClientApplication/Options/singleSignOnStores``.
+    package var otherStores: Bool
+
+    package init(namedGroup: Bool = false, namedBackend: Bool = false, otherStores: Bool = false) {
+        self.namedGroup = namedGroup
+        self.namedBackend = namedBackend
+        self.otherStores = otherStores
+    }
+
+    /// Whether a local cache was chosen: then this process's cache answers, never the agent.
+    package var isLocal: Bool { namedGroup || namedBackend || otherStores }
+}

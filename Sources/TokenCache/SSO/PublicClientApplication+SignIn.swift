@@ -98,7 +98,8 @@ extension PublicClientApplication {
         switch redeemed {
         case .tokens(let response):
             try AuthorizationRequest.checkNonce(response, nonce)
-            return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
+            return try await saveSignIn(response, authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token),
+                                        scopes: parameters.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
         }
@@ -134,7 +135,8 @@ extension PublicClientApplication {
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
         onCode(authorization.message)
         let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims)
-        return try await saveSignIn(response, authority: authority, scopes: parameters.scopes)
+        return try await saveSignIn(response, authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token),
+                                    scopes: parameters.scopes)
     }
 
     /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group

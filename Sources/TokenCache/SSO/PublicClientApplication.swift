@@ -71,7 +71,7 @@ public final class PublicClientApplication: Sendable {
     /// there: opened on first use, then kept.
     let storesKeyring = Locked<SecretServiceBackend?>(nil)
     /// The token agent that answers this app's silent requests and account lists instead of the
-    /// store (``TokenEngine/agent(localCacheChosen:)``): only for an app opened from a configuration.
+    /// store (``TokenEngine/agent(for:)``): only for an app opened from a configuration.
     let agent: AgentClient?
 
     /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
@@ -130,11 +130,12 @@ public final class PublicClientApplication: Sendable {
         let store = try AccountStore.open(group: try configuration.cacheGroup, policy: configuration.backend, logger: options.logger,
                                           fileDirectory: options.fileDirectory, secretService: options.secretService).store
         let options = try Self.options(options, with: configuration)
-        // The rule of every front end: the default group on the automatic backend, without single
-        // sign-on stores, is no local cache chosen, so TOKENCACHE_AGENT_SOCK's agent answers.
-        let localCacheChosen = store.group != .universalStorage || configuration.backend != .automatic || !options.singleSignOnStores.isEmpty
+        // The default group on the automatic backend, without single sign-on stores, is no local
+        // cache chosen: by the engine's rule, TOKENCACHE_AGENT_SOCK's agent answers.
+        let choice = CacheChoice(namedGroup: store.group != .universalStorage, namedBackend: configuration.backend != .automatic,
+                                 otherStores: !options.singleSignOnStores.isEmpty)
         self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
-                  options: options, agent: TokenEngine.agent(localCacheChosen: localCacheChosen))
+                  options: options, agent: TokenEngine.agent(for: choice))
     }
 
     /// ``init(configuration:options:)`` without holding a cooperative thread while the backend opens.
@@ -150,15 +151,13 @@ public final class PublicClientApplication: Sendable {
     /// With the token agent (``init(configuration:options:)``), the accounts it serves this app;
     /// with ``Options/broker`` and a broker that answers, the broker's.
     public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
-        if agent == nil, options.broker != .never, let held = try await TokenEngine(application: self).brokerAccounts(clientID: clientID) {
-            return held
-        }
-        return try await BlockingWork.run { [self] () throws(TokenCacheError) in try accountsHere() }
+        let engine = TokenEngine(application: self)
+        return try await BlockingWork.run { [self] () throws(TokenCacheError) in try engine.accounts(clientID: clientID, authority: authority) }
     }
 
-    /// ``accounts()`` from the agent or this cache (the broker aside), on the caller's thread.
+    /// This cache's accounts for the app with its single sign-on stores' (the agent and the
+    /// broker aside: the engine decided against them), on the caller's thread.
     func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
-        if let agent { return try TokenEngine.accounts(from: agent, clientID: clientID) }
         let own = try store.accounts(clientID: clientID)
         return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
     }
@@ -290,13 +289,16 @@ public final class PublicClientApplication: Sendable {
     /// ``acquireTokenSilent(_:)`` from this cache or the agent, the broker aside: the engine's
     /// local path, once it decided against the broker.
     func acquireTokenSilentHere(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
-        let authority = try parameters.resolvedAuthority(default: self.authority)
+        let asked = try parameters.resolvedAuthority(default: self.authority)
         if let agent {
+            let authority = asked
             var request = TokenRequest(clientID: try checkedClientID.get(), scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
             (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
             request.clientCapabilities = options.clientCapabilities
             return try await TokenEngine.token(from: agent, request)
         }
+        // Found and saved where MSAL files them: a tenant named by domain at its tenant ID (the engine's rule).
+        let authority = try await TokenEngine.tenantAuthority(of: asked, discoveringWith: client)
         let (scopes, account) = (parameters.scopes, parameters.account)
         let forceRefresh = parameters.forceRefresh || parameters.claims != nil
         let before = try await cachedToken(scopes: scopes, account: account, authority: authority)

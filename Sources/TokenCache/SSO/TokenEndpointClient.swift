@@ -43,6 +43,19 @@ final class TokenEndpointClient: Sendable {
         try await endpoints(for: authority).token
     }
 
+    /// The endpoints this client discovered for an authority already (or was told), without a request.
+    func knownEndpoints(for authority: Authority) -> Endpoints? {
+        endpoints.withLock { $0[authority.url.absoluteString] }
+    }
+
+    /// Records an authority's endpoints learnt from another's discovery: a domain's discovery
+    /// names its tenant ID's endpoints (``TokenEngine/tenantAuthority(of:discoveringWith:)``).
+    func remember(_ found: Endpoints, for authority: Authority) {
+        endpoints.withLock { known in
+            if known[authority.url.absoluteString] == nil { known[authority.url.absoluteString] = found }
+        }
+    }
+
     /// The endpoints of an authority, from OpenID discovery (cached per process). Each must be
     /// https (http only on loopback) and, for Microsoft authorities (Entra, B2C, AD FS), on the
     /// authority's host or an alias of it: codes and tokens go only where they were issued.

@@ -6,15 +6,16 @@ import Glibc
 #endif
 
 extension StoreOptions {
-    /// Whether the command line chose a local cache (--backend, --group, --collection,
-    /// --passphrase-file, or `otherStore`: --store, --sso-store), so the token agent does not answer.
-    func localCacheChosen(otherStore: String? = nil) -> Bool {
-        backend != nil || group != nil || collection != nil || passphraseFile != nil || otherStore != nil
+    /// What the command line chose of a local cache (--group; --backend, --collection,
+    /// --passphrase-file; `otherStore`: --store, --sso-store), for the engine's rule.
+    func cacheChoice(otherStore: String? = nil) -> CacheChoice {
+        CacheChoice(namedGroup: group != nil, namedBackend: backend != nil || collection != nil || passphraseFile != nil,
+                    otherStores: otherStore != nil)
     }
 
-    /// The token agent `TOKENCACHE_AGENT_SOCK` names, by the library's rule (``TokenEngine/agent(localCacheChosen:)``).
+    /// The token agent `TOKENCACHE_AGENT_SOCK` names, by the library's rule (``TokenEngine/agent(for:)``).
     func agent(otherStore: String? = nil) -> AgentClient? {
-        TokenEngine.agent(localCacheChosen: localCacheChosen(otherStore: otherStore))
+        TokenEngine.agent(for: cacheChoice(otherStore: otherStore))
     }
 
     /// For a command that acts on this machine's cache only (`remove`, `logout`, `groups`, `login`)

@@ -9,7 +9,9 @@ Against a live authority (the loopback fake IdP's TLS port; "ca_bundle" is its c
   {"op": "silent", "cache", "authority", "ca_bundle", "client_id", "username", "scopes"}
       -> acquire_token_silent(force_refresh=True; "force_refresh": false looks in the cache first) for
          the account with that username:
-         {"accounts": [username, ...], "result": {...}, "cache": <serialized cache object>}
+         {"accounts": [username, ...], "account_records": [{"username", "home_account_id", "realm"}, ...],
+          "result": {...}, "cache": <serialized cache object>} (account_records: the Account entries
+         MSAL Python's cache holds before the call, one per account and realm)
       with "client_capabilities": [...] the app declares them (MSAL's client_capabilities) and with
       "claims_challenge": JSON the call passes it (claims_challenge=); "claims" of a refusal is answered
   {"op": "redeem", "authority", "ca_bundle", "client_id", "refresh_token", "scopes"}
@@ -59,10 +61,12 @@ elif request["op"] == "silent":
     cache.deserialize(json.dumps(request["cache"]))
     client = app(request, cache)
     accounts = client.get_accounts()
+    records = [{k: a.get(k) for k in ("username", "home_account_id", "realm")}
+               for a in cache.search(msal.TokenCache.CredentialType.ACCOUNT)]
     account = next(a for a in accounts if a["username"] == request["username"])
     result = client.acquire_token_silent(request["scopes"], account, force_refresh=request.get("force_refresh", True),
                                          claims_challenge=request.get("claims_challenge"))
-    print(json.dumps({"accounts": [a["username"] for a in accounts], "result": outcome(result),
+    print(json.dumps({"accounts": [a["username"] for a in accounts], "account_records": records, "result": outcome(result),
                       "cache": json.loads(cache.serialize())}))
 elif request["op"] == "redeem":
     client = app(request, cache)

@@ -104,6 +104,18 @@ struct DeviceCodeSignInTests {
         #expect(answer.status == 401 && answer.wwwAuthenticate.flatMap(ClaimsChallenge.init(wwwAuthenticate:)) != nil)
     }
 
+    @Test("At a tenant named by its domain the sign-in is saved at the tenant ID the domain's discovery names, as MSAL saves it")
+    func domainTenant() async throws {
+        try await playAlice()
+        try await idp.control(["tenant_domains": ["contoso.onmicrosoft.com": Fixtures.tenantA]])
+        let (result, _) = try await signIn(authority: idp.authority("contoso.onmicrosoft.com")) { idp, code in
+            try await idp.control(["approve_device": code])
+        }
+        #expect(result.tenantID == Fixtures.tenantA)
+        let account = try #require(try store.account(Fixtures.alice.username))
+        #expect(account.tenants == [Fixtures.tenantA])
+    }
+
     @Test("authorization_pending: polling goes on at the interval until the user approves, never sooner")
     func pending() async throws {
         try await playAlice()
