@@ -35,6 +35,11 @@ if [ "$action" = uninstall ]; then
     [ -f "$manifest" ] || { echo "install.sh: nothing installed by this script under $prefix (no $manifest)" >&2; exit 1; }
     while IFS= read -r file; do
         rm -f "$file"
+        # What python3 compiled from an installed module goes with it.
+        case "$file" in
+            *.py) rm -f "$(dirname "$file")/__pycache__/$(basename "$file" .py)".*.pyc
+                  rmdir "$(dirname "$file")/__pycache__" 2>/dev/null || true ;;
+        esac
         # Directories this install made and left empty go too (never one that holds anything else).
         dir="$(dirname "$file")"
         while [ "$dir" != "$prefix" ] && rmdir "$dir" 2>/dev/null; do dir="$(dirname "$dir")"; done
@@ -79,23 +84,41 @@ put "$here/share/fish/vendor_completions.d/tokencache.fish" "$prefix/share/fish/
 for example in "$here"/share/doc/tokencache/examples/*; do
     put "$example" "$prefix/share/doc/tokencache/examples/$(basename "$example")" 0644
 done
-# The Python binding where this prefix's python3 looks (the user site for ~/.local), told where
-# the library is, so it loads this copy whatever the loader searches.
+# The Python binding where this prefix's python3 looks, told where the library is, so it loads
+# this copy whatever the loader searches: the user site for the user base (~/.local); else the
+# entry of python3's own path under the prefix (Debian's /usr/local/lib/python3.X/dist-packages);
+# else the prefix's standard one (then PYTHONPATH must name it).
 python_note=""
+site=""
 if command -v python3 >/dev/null; then
-    if [ "$prefix" = "$HOME/.local" ]; then
-        site="$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib", "posix_user"))')"
-    else
-        site="$(python3 -c 'import sys, sysconfig; print(sysconfig.get_path("purelib", vars={"base": sys.argv[1], "platbase": sys.argv[1]}))' "$prefix")"
-    fi
+    site="$(python3 - "$prefix" <<'PY'
+import site, sys, sysconfig
+prefix = sys.argv[1].rstrip("/")
+if prefix == site.getuserbase().rstrip("/"):
+    print(site.getusersitepackages())
+else:
+    under = [p for p in site.getsitepackages([prefix]) if p.startswith(prefix + "/lib/")]
+    versioned = [p for p in under if "/python%d.%d/" % sys.version_info[:2] in p + "/"]
+    print((versioned or under or [sysconfig.get_path("purelib", "posix_prefix", vars={"base": prefix, "platbase": prefix})])[0])
+PY
+)"
+    case "$site" in
+        "$prefix"/*) ;;
+        *) python_note=" (python3 named $site for the binding, outside $prefix: not installed)"; site="" ;;
+    esac
+else
+    python_note=" (no python3 found: the Python binding was not installed)"
+fi
+if [ -n "$site" ]; then
     for file in "$here"/python/tokencache/*.py; do
         put "$file" "$site/tokencache/$(basename "$file")" 0644
     done
     printf '# Written by install.sh: the library this copy of the binding loads.\nLIBRARY = "%s"\n' \
         "$prefix/lib/libtokencache.so.$major" > "$site/tokencache/_installed.py"
     echo "$site/tokencache/_installed.py" >> "$manifest.new"
-else
-    python_note=" (no python3 found: the Python binding was not installed)"
+    # Asked once the folder exists (python3 leaves a missing site folder off its path).
+    python3 -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$site" \
+        || python_note=" (python3 does not search $site: add it to PYTHONPATH)"
 fi
 mv -f "$manifest.new" "$manifest"
 if [ "$(id -u)" = 0 ] && [ -z "$rpath" ] && command -v ldconfig >/dev/null; then ldconfig; fi
