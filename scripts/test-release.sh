@@ -70,7 +70,7 @@ grep -q "access token: Bearer, expires in" <<< "$output" || fail "the C example 
 output="$(cd "$scratch" && /usr/bin/python3 "$prefix/share/doc/tokencache/examples/example.py" "$client" User.Read)" || fail "the Python example failed: $output"
 grep -q "access token: Bearer, expires" <<< "$output" || fail "the Python example found no token: $output"
 where="$(cd "$scratch" && /usr/bin/python3 -c 'import tokencache; print(tokencache.__file__)')"
-[[ "$where" != "$work"* ]] || fail "python3 imported the binding from the unpacked tarball"
+[[ "$where" == "$prefix"/* ]] || fail "python3 imported the binding from $where, not from the installed copy"
 echo "ok: $prefix: $version; man, completions, pkg-config, C and Python examples"
 SH
 
