@@ -51,7 +51,7 @@ public final class SecretServiceBackend: @unchecked Sendable {
         /// Whether a missing `default` collection is created through the provider's prompt, as
         /// libsecret does ("Choose password for new keyring"; the prompt follows
         /// `allowsUnlockPrompt`). Off for looks that must change nothing (`tokencache doctor`).
-        public var createsDefaultCollection = true
+        package var createsDefaultCollection = true
         /// Bound on waiting for a prompt the user may answer, in seconds.
         public var unlockTimeout: TimeInterval = 60
         /// Bound on a prompt run without `allowsUnlockPrompt`, in seconds (see there).
