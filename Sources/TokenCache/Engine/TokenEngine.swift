@@ -250,10 +250,12 @@ package final class TokenEngine: Sendable {
     /// OpenID discovery resolves: a Microsoft Entra authority (External ID's `ciamlogin.com` too)
     /// whose tenant is neither a tenant ID (a GUID) nor `common`, `organizations` or `consumers`,
     /// which Entra's discovery answers under the same name. B2C, AD FS and other OpenID
-    /// providers keep the tenant as named, as MSAL does.
+    /// providers keep the tenant as named, as MSAL does. A domain has a dot: a name without one
+    /// (`contoso`, as MSAL SDKs' own cache samples file tokens) is no Entra tenant identifier
+    /// and is looked up as named, without a network request.
     static func namesTenantByDomain(_ authority: Authority) -> Bool {
         authority.kind == .aad && !AccountStore.genericRealms.contains(ASCII.lowercased(authority.realm))
-            && UUID(uuidString: authority.realm) == nil
+            && UUID(uuidString: authority.realm) == nil && authority.realm.contains(".")
     }
 
     /// The authority tokens from `authority` are found and saved under, as MSAL files them: MSAL

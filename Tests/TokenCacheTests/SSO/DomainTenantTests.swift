@@ -75,13 +75,13 @@ struct DomainTenantTests {
         #expect(try await idp.stats().discovery_requests == 0)
     }
 
-    @Test("The rule: only an Entra authority whose tenant is neither a GUID nor common/organizations/consumers is resolved")
+    @Test("The rule: only an Entra authority whose tenant is a domain (not a GUID, common/organizations/consumers or a name without a dot) is resolved")
     func whichAuthorities() throws {
         #expect(TokenEngine.namesTenantByDomain(try Authority("https://login.microsoftonline.com/contoso.onmicrosoft.com")))
         #expect(TokenEngine.namesTenantByDomain(try Authority("https://contoso.ciamlogin.com/contoso.onmicrosoft.com")))
         for kept in ["https://login.microsoftonline.com/\(Fixtures.tenantA)", "https://login.microsoftonline.com/organizations",
                      "https://login.microsoftonline.com/Common", "https://contoso.b2clogin.com/tfp/contoso.onmicrosoft.com/B2C_1_signin",
-                     "https://adfs.contoso.com/adfs"] {
+                     "https://adfs.contoso.com/adfs", "https://login.windows.net/contoso", "https://login.microsoftonline.com/microsoft"] {
             #expect(!TokenEngine.namesTenantByDomain(try Authority(kept)), "\(kept)")
         }
         let domain = try Authority("https://login.microsoftonline.com/contoso.onmicrosoft.com")
