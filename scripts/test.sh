@@ -41,7 +41,11 @@ else
     # Left out, not skipped: KWallet's own tests run under KWallet (scripts/test-providers.sh);
     # the session timing is a measurement, run by hand (TOKENCACHE_TIME_SESSIONS, see its suite).
     TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build \
-        --skip "MultiProcessLoad|PoolStress|TransferSessionTimingTests|SecretServiceProviderTests/(coldLookups|lockedWalletIsLocked)" || status=$?
+        --skip "MultiProcessLoad|PoolStress|TransferSessionTimingTests|SecretServiceProviderTests/(coldLookups|lockedWalletIsLocked)|NoDefaultCollectionTests/withDisplay" || status=$?
+    # A window under Xvfb answered through AT-SPI (gnome-keyring's prompt): on its own, as the
+    # desktop sample's test is, since its accessibility tree builds slowly on a machine the rest
+    # of the suite keeps busy (it timed out there once in CI's run).
+    TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build --filter "NoDefaultCollectionTests/withDisplay" || status=$?
     TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build --filter MultiProcessLoad || status=$?
     TMPDIR="$RUN_DIR/tmp" scripts/with-test-keyring.sh swift test --skip-build --filter PoolStress || status=$?
 fi

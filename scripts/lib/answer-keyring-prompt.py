@@ -22,7 +22,20 @@ password = arguments[0] if arguments else "new-keyring-password"
 
 
 def descendants(node, role):
-    return pyatspi.findAllDescendants(node, lambda n: n is not None and n.getRoleName() == role)
+    """The nodes of `role` under node. The prompt's tree is still being built while its events
+    arrive: a child may be None or gone mid-walk (pyatspi's findAllDescendants then raises), so
+    such a child is skipped and the next event looks again."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        try:
+            if current.getRoleName() == role:
+                found.append(current)
+            children = [current.getChildAtIndex(i) for i in range(current.childCount)]
+        except Exception:  # gone meanwhile
+            continue
+        stack.extend(child for child in children if child is not None)
+    return found
 
 
 answered = False
@@ -61,7 +74,11 @@ def on_event(event):
         app = event.source.getApplication() if event.source is not None else None
     except Exception:  # a window gone meanwhile
         return
-    if app is not None and app.name == "gcr-prompter" and answer(app):
+    try:
+        done = app is not None and app.name == "gcr-prompter" and answer(app)
+    except Exception:  # a widget gone while it was filled: the next event tries again
+        return
+    if done:
         pyatspi.Registry.stop()
 
 
