@@ -15,10 +15,7 @@ extension SecretServiceBackend: GroupListingBackend {
     package func groupSummaries(alongside group: CacheGroup) throws(TokenCacheError) -> [GroupSummary] {
         let collection = try collectionPath(for: group)
         var items: [String: [(kind: EntityKind?, homeAccountID: String?)]] = [:]
-        for path in try searchPaths([:], collection: collection) {
-            let attributes: [String: String]
-            // An item deleted since the search (another process's removal) is simply not counted.
-            do { attributes = try client.attributes(of: path) } catch where error.code == .collectionMissing { continue }
+        for attributes in try attributes(ofItems: try searchPaths([:], collection: collection)) {
             guard let name = attributes["group"] else { continue }
             items[name, default: []].append((attributes["kind"].flatMap(EntityKind.init(rawValue:)), attributes["home_account_id"]))
         }

@@ -32,8 +32,10 @@ package enum SecretServiceErrors {
                                    hint: "Unlock it and retry; nothing was read or changed")
         case "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject":
             return gone(action)
-        case "org.freedesktop.DBus.Error.UnknownMethod" where object != nil && object != SecretServiceClient.servicePath:
-            // gnome-keyring's answer for a collection or item path that is gone: "Object does not exist".
+        case "org.freedesktop.DBus.Error.UnknownMethod" where object != nil && object != SecretServiceClient.servicePath,
+             "org.freedesktop.DBus.Error.UnknownInterface" where object != nil && object != SecretServiceClient.servicePath:
+            // The answer for a collection or item path that is gone: gnome-keyring's UnknownMethod
+            // ("Object does not exist"), KeePassXC's UnknownInterface (its Qt node outlives the item).
             return gone(action)
         case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
             return TokenCacheError(.secretServiceFailure, "The Secret Service stopped answering (\(action)).",
