@@ -32,7 +32,7 @@ struct StoreOptions: ParsableArguments {
                                valueName: "path"), completion: .file())
     var passphraseFile: String?
 
-    @Option(help: ArgumentHelp("For the encrypted file: how a new cache is keyed: key-file (cache.key, 0600), tpm (the key sealed to this machine's TPM 2.0 in cache.key.tpm; the TPM is $TOKENCACHE_TPM_TCTI or the config file's \"tpm-tcti\", else device:/dev/tpmrm0) or passphrase. An existing cache keeps its key (`tokencache migrate --to-key-source` changes it). Default: $TOKENCACHE_KEY_SOURCE, else the config file's \"key-source\", else tpm where cache.key.tpm exists, else key-file.",
+    @Option(help: ArgumentHelp("For the encrypted file: how a new cache is keyed: key-file (cache.key, 0600), tpm (the key sealed to this machine's TPM 2.0 in cache.key.tpm; the TPM is $TOKENCACHE_TPM_TCTI or the config file's \"tpm_tcti\", else device:/dev/tpmrm0) or passphrase. An existing cache keeps its key (`tokencache migrate --to-key-source` changes it). Default: $TOKENCACHE_KEY_SOURCE, else the config file's \"key_source\", else tpm where cache.key.tpm exists, else key-file.",
                                valueName: "source"))
     var keySource: KeySourceChoice?
 

@@ -1,5 +1,6 @@
 internal import CLinux
 import FoundationEssentials
+import Synchronization
 import TokenCache
 import TokenCachePlatform
 #if canImport(Glibc)
@@ -67,9 +68,9 @@ struct StoreSettings: Sendable {
     var collection: Setting<String>
     /// `--passphrase-file` or `TOKENCACHE_PASSPHRASE_FILE`, when either is set.
     var passphraseFile: Setting<String>?
-    /// `--key-source`, `TOKENCACHE_KEY_SOURCE` or the config file's "key-source", when set.
+    /// `--key-source`, `TOKENCACHE_KEY_SOURCE` or the config file's "key_source", when set.
     var keySource: Setting<KeySourceChoice>?
-    /// `TOKENCACHE_TPM_TCTI` or the config file's "tpm-tcti", when set.
+    /// `TOKENCACHE_TPM_TCTI` or the config file's "tpm_tcti", when set.
     var tpmTCTI: Setting<String>?
     /// The config file consulted (it may not exist).
     var configPath: String
@@ -215,12 +216,13 @@ struct RequestSettings: Sendable {
 }
 
 /// `$XDG_CONFIG_HOME/tokencache/config.json` (`~/.config/...` when unset): a JSON object with any
-/// of "backend", "group", "collection", "stores" (other tools' MSAL caches, ``ExternalStoreConfig``)
-/// "single_sign_on" (``SingleSignOnSetting``) and "graph_endpoint" (``GraphEndpointSetting``). JSON rather than TOML: the project already parses
-/// JSON, and a TOML library would add a dependency and build time for three keys.
+/// of ``keys``: "stores" are other tools' MSAL caches (``ExternalStoreConfig``), "single_sign_on"
+/// ``SingleSignOnSetting``, "graph_endpoint" ``GraphEndpointSetting``. Keys are snake_case, as
+/// MSAL's own JSON is; a key written with '-' for '_' is read with a note. JSON rather than TOML:
+/// the project already parses JSON, and a TOML library would add a dependency for a dozen keys.
 struct ConfigFile: Sendable {
     static let keys = ["backend", "group", "collection", "stores", "single_sign_on", "client", "account", "authority",
-                       "client_capabilities", "key-source", "tpm-tcti", "graph_endpoint"]
+                       "client_capabilities", "key_source", "tpm_tcti", "graph_endpoint"]
 
     var path: String
     var backend: BackendPolicy?
@@ -236,9 +238,9 @@ struct ConfigFile: Sendable {
     var authority: Authority?
     /// "client_capabilities": what token requests declare (`["cp1"]`: claims challenges handled).
     var clientCapabilities: [String] = []
-    /// "key-source": how a new encrypted file is keyed.
+    /// "key_source": how a new encrypted file is keyed.
     var keySource: KeySourceChoice?
-    /// "tpm-tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
+    /// "tpm_tcti": the TCTI of the TPM key source, in tpm2-tss syntax.
     var tpmTCTI: String?
     /// "graph_endpoint": Microsoft Graph for the account photo, as written (checked where used).
     var graphEndpoint: String?
@@ -267,9 +269,17 @@ struct ConfigFile: Sendable {
         }
         try checkOwnership(path, info)
         let allowed = "allowed keys: \(keys.joined(separator: ", "))"
-        guard let object = try? JSON.decodeObject(data) else {
-            throw CLIError.usage("The config file \(path) is not a JSON object.",
-                                 hint: #"Write it as {"backend": "file", "group": "com.example.app", "collection": "default"} ("# + allowed + ")")
+        let written = try parse(data, path: path, allowed: allowed)
+        var object: JSONObject = [:]
+        for (key, value) in written {
+            let spelled = String(key.map { $0 == "-" ? "_" : $0 })
+            guard spelled != key, keys.contains(spelled) else { object[key] = value; continue }
+            guard written[spelled] == nil else {
+                throw CLIError.usage("The config file \(path) sets both \"\(key)\" and \"\(spelled)\", the same setting.",
+                                     hint: "Keep \"\(spelled)\" and remove \"\(key)\"")
+            }
+            object[spelled] = value
+            ConfigNotes.once("note: the config file \(path) spells \"\(key)\"; it was read as \"\(spelled)\", the documented spelling.")
         }
         func text(_ key: String, _ allowedValues: String) throws(CLIError) -> String? {
             guard let value = object[key] else { return nil }
@@ -280,8 +290,9 @@ struct ConfigFile: Sendable {
             return text
         }
         for key in object.keys.sorted() where !keys.contains(key) {
+            let meant = TokenCacheCommand.nearest(to: key, among: keys).map { "Did you mean \"\($0)\"? " } ?? ""
             throw CLIError.usage("The config file \(path) has an unknown key \"\(key)\".",
-                                 hint: "Remove it; \(allowed)")
+                                 hint: "\(meant)Remove or rename it; \(allowed)")
         }
         if let text = try text("backend", StoreSettings.allowedBackends) {
             guard let value = BackendPolicy(rawValue: text) else {
@@ -311,14 +322,14 @@ struct ConfigFile: Sendable {
                                      hint: "Allowed values for \"authority\": an authority URL such as https://login.microsoftonline.com/organizations")
             }
         }
-        if let text = try text("key-source", KeySourceChoice.allowed) {
+        if let text = try text("key_source", KeySourceChoice.allowed) {
             guard let value = KeySourceChoice(rawValue: text) else {
-                throw CLIError.usage("The config file \(path) sets \"key-source\" to '\(text)', which is not a key source.",
-                                     hint: "Allowed values for \"key-source\": \(KeySourceChoice.allowed)")
+                throw CLIError.usage("The config file \(path) sets \"key_source\" to '\(text)', which is not a key source.",
+                                     hint: "Allowed values for \"key_source\": \(KeySourceChoice.allowed)")
             }
             config.keySource = value
         }
-        config.tpmTCTI = try text("tpm-tcti", "a TCTI in tpm2-tss syntax, such as device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321")
+        config.tpmTCTI = try text("tpm_tcti", "a TCTI in tpm2-tss syntax, such as device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321")
         config.graphEndpoint = try text("graph_endpoint", "https://HOST or http://127.0.0.1:PORT")
         if let stores = object["stores"] {
             config.stores = try ExternalStoreConfig.parse(stores, path: path, home: homeDirectory)
@@ -350,8 +361,51 @@ struct ConfigFile: Sendable {
         return config
     }
 
+    /// The file's JSON object. Refused with where: line and column, and a trailing comma named as
+    /// such (JSON has none; people editing by hand write them).
+    private static func parse(_ data: Data, path: String, allowed: String) throws(CLIError) -> JSONObject {
+        let example = #"Write it as {"backend": "file", "group": "com.example.app"} ("# + allowed + ")"
+        let body = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
+        func parsed(trailingCommas: Bool) -> Result<JSONValue, JSONParser.SyntaxError> {
+            body.withUnsafeBytes { bytes in
+                Result { () throws(JSONParser.SyntaxError) in
+                    try JSONParser.parse(bytes, maximumDepth: JSON.maximumDepth, allowingTrailingCommas: trailingCommas)
+                }
+            }
+        }
+        switch parsed(trailingCommas: false) {
+        case .success(.object(let object)):
+            return object
+        case .success:
+            throw CLIError.usage("The config file \(path) is JSON but not an object: it must start with '{'.", hint: example)
+        case .failure(let error):
+            let (line, column) = position(of: error.offset, in: body)
+            if case .success = parsed(trailingCommas: true), let comma = trailingComma(before: error.offset, in: body) {
+                let (line, column) = position(of: comma, in: body)
+                throw CLIError.usage("The config file \(path) has a trailing comma at line \(line), column \(column); JSON allows none before '}' or ']'.",
+                                     hint: "Remove that comma")
+            }
+            throw CLIError.usage("The config file \(path) is not valid JSON: \(error.reason) at line \(line), column \(column).", hint: example)
+        }
+    }
+
+    /// The 1-based line and column (in characters) of a byte offset.
+    private static func position(of offset: Int, in body: Data.SubSequence) -> (line: Int, column: Int) {
+        let before = body.prefix(offset)
+        let line = before.reduce(1) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
+        let lineStart = before.lastIndex(of: UInt8(ascii: "\n")).map { before.index(after: $0) } ?? before.startIndex
+        return (line, String(decoding: before[lineStart...], as: UTF8.self).count + 1)
+    }
+
+    /// The offset of the comma that, with only whitespace after it, precedes the byte at `offset`.
+    private static func trailingComma(before offset: Int, in body: Data.SubSequence) -> Int? {
+        let before = body.prefix(offset)
+        guard let last = before.lastIndex(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }), before[last] == UInt8(ascii: ",") else { return nil }
+        return last - body.startIndex
+    }
+
     /// Refuses a config file, or a directory holding it, that another user owns or group or others
-    /// may write: its "tpm-tcti" chooses code to run and its "graph_endpoint" where tokens go.
+    /// may write: its "tpm_tcti" chooses code to run and its "graph_endpoint" where tokens go.
     /// - Throws: ``CLIError`` usage (exit 64) naming the file or directory and the fix.
     private static func checkOwnership(_ path: String, _ info: stat) throws(CLIError) {
         if let problem = OwnFile.problem(info, refusing: 0o022) {
@@ -401,5 +455,15 @@ struct ConfigFile: Sendable {
         if let home = StoreSettings.environment("HOME") { return home }
         guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return "/" }
         return String(cString: directory)
+    }
+}
+
+/// Notes about the config file, printed once per process though commands read the file several
+/// times (the settings chain, the stores, the photo's endpoint).
+enum ConfigNotes {
+    private static let printed = Mutex<Set<String>>([])
+
+    static func once(_ note: String) {
+        if printed.withLock({ $0.insert(note).inserted }) { Terminal.note(Terminal.escape(note)) }
     }
 }

@@ -160,6 +160,12 @@ public struct TokenCacheCommand: ParsableCommand {
     package static func subcommand(meantBy word: String) -> String? {
         let names = configuration.subcommands.map { $0._commandName } + ["help"]
         guard !word.hasPrefix("-"), !names.contains(word) else { return nil }
+        return nearest(to: word, among: names)
+    }
+
+    /// The name a mistyped word was probably meant to be: the nearest within two edits (one for
+    /// short words), when only one is that near.
+    package static func nearest(to word: String, among names: [String]) -> String? {
         let limit = word.count <= 4 ? 1 : 2
         let near = names.map { ($0, editDistance(word.lowercased(), $0)) }.filter { $0.1 <= limit }
         guard let best = near.min(by: { $0.1 < $1.1 }), near.filter({ $0.1 == best.1 }).count == 1 else { return nil }

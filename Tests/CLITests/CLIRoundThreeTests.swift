@@ -268,4 +268,58 @@ struct CLIRoundThreeTests {
         #expect(token.status == 2 && token.stderr.contains("tokencache login --client \(Fixtures.appTwo)")
                 && token.stderr.contains("--group \(empty.group)`"), "\(token.stderr)")
     }
+
+    // MARK: Item 9: the config file
+
+    @Test("Config keys are snake_case; the other spelling is read with one note, both at once is refused; an unknown key gets the key meant")
+    func configKeySpelling() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let tcti = "swtpm:host=127.0.0.1,port=2321"
+        try Self.writeConfig(cli, #"{"tpm-tcti": "\#(tcti)", "key_source": "key-file"}"#)
+        let doctor = try cli.run(["doctor", "--json"], withGroup: false)
+        #expect(doctor.status == 0, "\(doctor.stderr)")
+        let settings = try #require((try JSONSerialization.jsonObject(with: Data(doctor.stdout.utf8)) as? [String: Any])?["settings"] as? [String: [String: String]])
+        #expect(settings["tpm_tcti"]?["value"] == tcti && settings["key_source"]?["value"] == "key-file", "\(settings)")
+        let notes = doctor.stderr.components(separatedBy: "\n").filter { $0.contains("spells \"tpm-tcti\"") }
+        #expect(notes.count == 1 && notes[0].contains("read as \"tpm_tcti\""), "\(doctor.stderr)")
+
+        try Self.writeConfig(cli, #"{"tpm-tcti": "\#(tcti)", "tpm_tcti": "device:/dev/tpmrm0"}"#)
+        let both = try cli.run(["list"])
+        #expect(both.status == 64 && both.stderr.contains("sets both \"tpm-tcti\" and \"tpm_tcti\"")
+                && both.stderr.contains("Keep \"tpm_tcti\""), "\(both.stderr)")
+
+        try Self.writeConfig(cli, #"{"grpah_endpoint": "https://graph.microsoft.com"}"#)
+        let unknown = try cli.run(["list"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("unknown key \"grpah_endpoint\"")
+                && unknown.stderr.contains("Did you mean \"graph_endpoint\"?"), "\(unknown.stderr)")
+    }
+
+    @Test("A config file with a trailing comma is refused naming it and its line and column; other bad JSON gives line and column")
+    func configSyntaxPosition() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        try Self.writeConfig(cli, "{\n  \"backend\": \"file\",\n  \"group\": \"com.example.app\",\n}\n")
+        let comma = try cli.run(["list"])
+        #expect(comma.status == 64 && comma.stderr.contains("trailing comma at line 3, column 29") && comma.stderr.contains("hint: Remove that comma"),
+                "\(comma.stderr)")
+        try Self.writeConfig(cli, "{\n  \"backend\": file\n}\n")
+        let bare = try cli.run(["list"])
+        #expect(bare.status == 64 && bare.stderr.contains("is not valid JSON") && bare.stderr.contains("at line 2, column 14"), "\(bare.stderr)")
+        try Self.writeConfig(cli, "[]")
+        let array = try cli.run(["list"])
+        #expect(array.status == 64 && array.stderr.contains("not an object"), "\(array.stderr)")
+    }
+
+    @Test("The man page names every config key and TOKENCACHE_GRAPH_ENDPOINT and TOKENCACHE_AGENT_UID")
+    func manPageNamesSettings() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
+        let sections = try String(contentsOf: root.appendingPathComponent("docs/man/tokencache.1.sections"), encoding: .utf8)
+        let settings = try String(contentsOf: root.appendingPathComponent("Sources/TokenCacheCLI/Settings.swift"), encoding: .utf8)
+        let keysLine = try #require(settings.components(separatedBy: "static let keys = [").dropFirst().first?.components(separatedBy: "]").first)
+        let keys = keysLine.components(separatedBy: "\"").enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        #expect(keys.count >= 12, "\(keys)")
+        for key in keys { #expect(sections.contains(".Qq \(key)"), "the man page's FILES does not name \"\(key)\"") }
+        for variable in ["TOKENCACHE_GRAPH_ENDPOINT", "TOKENCACHE_AGENT_UID"] { #expect(sections.contains(variable)) }
+    }
 }

@@ -108,7 +108,7 @@ struct CLISettingsTests {
 
         try Data("backend = \"file\"".utf8).write(to: configFile)
         let notJSON = try cli.run(["list"])
-        #expect(notJSON.status == 64 && notJSON.stderr.contains("is not a JSON object"), "\(notJSON.stderr)")
+        #expect(notJSON.status == 64 && notJSON.stderr.contains("is not valid JSON") && notJSON.stderr.contains("at line 1, column 1"), "\(notJSON.stderr)")
 
         try FileManager.default.removeItem(at: configFile)
         cli.environmentOverrides = ["TOKENCACHE_BACKEND": "keyring"]
