@@ -133,7 +133,12 @@ public final class EncryptedFileBackend {
     /// - Returns: nil when the group has no file.
     /// - Throws: ``TokenCacheError`` when the file is unsafe, unreadable or not a cache file.
     public func storedKeyKind(of group: CacheGroup) throws(TokenCacheError) -> StoredKeyKind? {
-        let path = fileURL(for: group).path
+        guard let header = try Self.storedHeader(at: fileURL(for: group).path) else { return nil }
+        return header.kdf == nil ? .key : .passphrase
+    }
+
+    /// A cache file's header, read without decrypting the file; nil when there is no file.
+    static func storedHeader(at path: String) throws(TokenCacheError) -> CacheFileFormat.Header? {
         guard let file = try FileIO.openExisting(path) else { return nil }
         defer { close(file.descriptor) }
         let wanted = 14 + CacheFileFormat.maximumHeaderLength + OpenSSL.nonceByteCount
@@ -146,8 +151,17 @@ public final class EncryptedFileBackend {
             if count == 0 { break }
             filled += count
         }
-        let header = try CacheFileFormat.parseStart(Data(prefix[..<filled]), path: path).header
-        return header.kdf == nil ? .key : .passphrase
+        return try CacheFileFormat.parseStart(Data(prefix[..<filled]), path: path).header
+    }
+
+    /// Whether `passphrase` opens the passphrase-protected cache file at `path` (its key's
+    /// identifier matches the header's), for a prompt that lets a person try again; nil when
+    /// there is no file. Derives the key with the file's scrypt parameters, checked first.
+    /// - Throws: `fileMismatch` for a file without a passphrase; the header's errors.
+    package static func passphraseOpens(_ passphrase: String, fileAt path: String) throws(TokenCacheError) -> Bool? {
+        guard let header = try storedHeader(at: path) else { return nil }
+        let kdf = try checkedKDF(header.kdf, path: path)
+        return try deriveKey(passphrase, kdf).identifier() == header.keyID
     }
 
     /// The file holding the key: the key file or the TPM-sealed key; nil for a passphrase or an app's key.
@@ -489,7 +503,7 @@ public final class EncryptedFileBackend {
     }
 
     /// The file's scrypt parameters, checked before any passphrase is asked for or key derived.
-    private static func checkedKDF(_ kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> CacheFileFormat.KDFParameters {
+    static func checkedKDF(_ kdf: CacheFileFormat.KDFParameters?, path: String) throws(TokenCacheError) -> CacheFileFormat.KDFParameters {
         guard let kdf, kdf.name == "scrypt" else {
             throw TokenCacheError(.fileMismatch, "\(path) was created with a key file (or an app's key), not a passphrase.",
                                   hint: "Read it without a passphrase, with the key it was written with; the file was not changed")
@@ -506,16 +520,21 @@ public final class EncryptedFileBackend {
     package var derivedKeyCount: Int { keys.withLock { $0.count } }
 
     private func derive(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters) throws(TokenCacheError) -> SymmetricKey {
-        let salt = Data(base64Encoded: kdf.salt) ?? Data()  // checked: valid base64
         var digest = Array(passphrase.utf8)
         defer { OpenSSL.cleanse(&digest) }  // also when hashing fails
         // Cached by a hash of the passphrase, never the passphrase itself.
         let fingerprint = try OpenSSL.sha256(digest).map { String($0, radix: 16) }.joined()
         let cacheKey = "scrypt:\(kdf.salt):\(kdf.n):\(kdf.r):\(kdf.p):\(fingerprint)"
         if let cached = keys.withLock({ $0[cacheKey] }) { return cached }
-        let key = try OpenSSL.scrypt(passphrase: passphrase, salt: [UInt8](salt), n: kdf.n, r: kdf.r, p: kdf.p)
+        let key = try Self.deriveKey(passphrase, kdf)
         keys.withLock { $0[cacheKey] = key }
         return key
+    }
+
+    /// The scrypt key of a passphrase with a file's (checked) parameters.
+    private static func deriveKey(_ passphrase: String, _ kdf: CacheFileFormat.KDFParameters) throws(TokenCacheError) -> SymmetricKey {
+        let salt = Data(base64Encoded: kdf.salt) ?? Data()  // checked: valid base64
+        return try OpenSSL.scrypt(passphrase: passphrase, salt: [UInt8](salt), n: kdf.n, r: kdf.r, p: kdf.p)
     }
 
     // MARK: Locking

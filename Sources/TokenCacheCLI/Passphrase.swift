@@ -27,32 +27,79 @@ enum Passphrase {
     /// How to give one where there is no --passphrase-file (`migrate`).
     static let howToGiveByVariable = "give it with TOKENCACHE_PASSPHRASE_FILE=PATH (a file of mode 0600 whose first line is the passphrase)"
 
+    /// Tries a person gets on a terminal, as sudo and ssh give.
+    static let tries = 3
+
     /// A key source that asks for the passphrase once, when the backend first needs it (never
-    /// when the Secret Service is used instead). `flag`: whether the command takes --passphrase-file.
+    /// when the Secret Service is used instead): for a file that exists, up to ``tries`` times
+    /// until one opens it; for one about to be created, a new passphrase typed twice.
+    /// `flag`: whether the command takes --passphrase-file.
     static func keySource(cachePath: String, flag: Bool = true) -> EncryptedFileBackend.KeySource {
         let once = Once()
         return .passphraseProvider {
-            try once.value { () throws(TokenCacheError) -> String in try prompt(for: cachePath, flag: flag) }
+            try once.value { () throws(TokenCacheError) -> String in
+                guard FileManager.default.fileExists(atPath: cachePath) else {
+                    return try newPassphrase(for: cachePath, howToGive: flag ? howToGive : howToGiveByVariable)
+                }
+                return try existingPassphrase(for: cachePath, flag: flag)
+            }
         }
     }
 
     /// A key source for the passphrase a file is about to be protected with (`migrate
-    /// --to-key-source passphrase`): asked once, on a terminal, as the new passphrase.
+    /// --to-key-source passphrase`): asked on a terminal, as a new passphrase.
     static func newKeySource(directory: String) -> EncryptedFileBackend.KeySource {
         let once = Once()
         return .passphraseProvider {
-            try once.value { () throws(TokenCacheError) -> String in
-                guard Terminal.stdinIsTerminal else {
-                    throw TokenCacheError(.invalidArgument, "A new passphrase for the encrypted file (\(directory)) is needed, and standard input is not a terminal to ask on.",
-                                          hint: "Not on a terminal, so it cannot be asked for: \(howToGiveByVariable). Nothing was changed", field: "passphrase")
-                }
-                guard let passphrase = hiddenLine(prompt: "New passphrase for the encrypted file (\(Terminal.escape(directory))): ") else {
-                    throw TokenCacheError(.invalidArgument, "No new passphrase was entered.",
-                                          hint: "Run the command again and type the new passphrase, or \(howToGiveByVariable). Nothing was changed", field: "passphrase")
-                }
-                return passphrase
-            }
+            try once.value { () throws(TokenCacheError) -> String in try newPassphrase(for: directory, howToGive: howToGiveByVariable) }
         }
+    }
+
+    /// The passphrase of an existing file, asked until one opens it, at most ``tries`` times.
+    /// Each is checked here (one more scrypt derivation than the read's) so a mistyped one can
+    /// be typed again; the read checks it once more.
+    static func existingPassphrase(for cachePath: String, flag: Bool) throws(TokenCacheError) -> String {
+        for attempt in 1...tries {
+            let passphrase = try prompt(for: cachePath, flag: flag)
+            guard try EncryptedFileBackend.passphraseOpens(passphrase, fileAt: cachePath) == false else { return passphrase }
+            if attempt < tries { Terminal.note("That is not the passphrase \(Terminal.escape(cachePath)) was created with; try again.") }
+        }
+        throw TokenCacheError(.fileAuthenticationFailed, "None of the \(tries) passphrases typed is the one \(cachePath) was created with.",
+                              hint: "Run the command again with the passphrase it was created with; the file was not changed")
+    }
+
+    /// A new passphrase, typed twice on a terminal, refused while weak or mistyped, at most
+    /// ``tries`` times.
+    static func newPassphrase(for what: String, howToGive: String) throws(TokenCacheError) -> String {
+        guard Terminal.stdinIsTerminal else {
+            throw TokenCacheError(.invalidArgument, "A new passphrase for the encrypted file (\(what)) is needed, and standard input is not a terminal to ask on.",
+                                  hint: "Not on a terminal, so it cannot be asked for: \(howToGive). Nothing was changed", field: "passphrase")
+        }
+        var problem = ""
+        for attempt in 1...tries {
+            guard let first = hiddenLine(prompt: "New passphrase for the encrypted file (\(Terminal.escape(what))): ") else {
+                throw TokenCacheError(.invalidArgument, "No new passphrase was entered.",
+                                      hint: "Run the command again and type the new passphrase, or \(howToGive). Nothing was changed", field: "passphrase")
+            }
+            if let weakness = weakness(of: first) {
+                problem = "it was too weak: \(weakness)"
+            } else if hiddenLine(prompt: "Type it again: ") != first {
+                problem = "the two did not match"
+            } else {
+                return first
+            }
+            if attempt < tries { Terminal.note("That passphrase was not taken: \(problem). Try again.") }
+        }
+        throw TokenCacheError(.invalidArgument, "No new passphrase was set after \(tries) tries: \(problem).",
+                              hint: "Run the command again; a passphrase of several words is strong and easy to type. Nothing was changed", field: "passphrase")
+    }
+
+    /// Why a new passphrase is too weak, nil when it is not. The file can be copied and guessed
+    /// at offline, where only scrypt's cost and the passphrase's length stand in the way.
+    static func weakness(of passphrase: String) -> String? {
+        if passphrase.count < 12 { return "it has \(passphrase.count) characters, and at least 12 are needed" }
+        if Set(passphrase).count < 5 { return "it repeats too few different characters" }
+        return nil
     }
 
     /// The first line of the file at `path`, without its line ending.

@@ -169,41 +169,13 @@ struct CLIRoundThreeTests {
 
     /// Runs the CLI on a pseudo-terminal, typing `answer` once `prompt` shows; the whole output
     /// and the exit status. Waits on the program's own output, never on time.
-    static func onTerminal(_ cli: CLI, _ arguments: [String], typing answer: String, after prompt: String) throws -> (status: Int, output: String) {
-        let script = """
-            import os, pty, sys, select, json
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execv(sys.argv[1], sys.argv[1:])
-            out, typed = b"", False
-            while True:
-                ready, _, _ = select.select([fd], [], [], 30)
-                if not ready:
-                    os.kill(pid, 9); break
-                try: chunk = os.read(fd, 4096)
-                except OSError: break
-                if not chunk: break
-                out += chunk
-                if not typed and os.environ["TEST_PROMPT"].encode() in out:
-                    os.write(fd, os.environ["TEST_TYPED"].encode() + b"\\n"); typed = True
-            _, status = os.waitpid(pid, 0)
-            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": out.decode(errors="replace")}))
-            """
-        var environment = cli.environment
-        environment["TEST_TYPED"] = answer
-        environment["TEST_PROMPT"] = prompt
-        let run = try runProcess("/usr/bin/python3", ["-c", script, binary] + arguments, environment: environment)
-        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stderr)")
-        return (result["status"] as? Int ?? -1, result["output"] as? String ?? "")
-    }
-
     @Test("Answering n to a removal prompt (on a terminal) says Nothing removed. and exits 1, without error:; nothing is removed")
     func answerNo() throws {
         let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         _ = try cli.save(Fixtures.alice, client: Fixtures.appOne)
-        let (status, output) = try Self.onTerminal(cli, ["remove", "--account", Fixtures.alice.username, "--backend", "file", "--group", cli.group],
-                                                   typing: "n", after: "[y/N]")
+        let (status, output) = try cli.onTerminal(["remove", "--account", Fixtures.alice.username, "--backend", "file", "--group", cli.group],
+                                                  answering: [("[y/N]", "n")])
         #expect(status == 1, "\(output)")
         #expect(output.contains("Nothing removed.") && !output.contains("error:"), "\(output)")
         #expect(try cli.run(["list"]).stdout.contains(Fixtures.alice.username))
@@ -321,5 +293,63 @@ struct CLIRoundThreeTests {
         #expect(keys.count >= 12, "\(keys)")
         for key in keys { #expect(sections.contains(".Qq \(key)"), "the man page's FILES does not name \"\(key)\"") }
         for variable in ["TOKENCACHE_GRAPH_ENDPOINT", "TOKENCACHE_AGENT_UID"] { #expect(sections.contains(variable)) }
+    }
+
+    // MARK: Item 7: passphrases
+
+    @Test("A new passphrase is asked twice on a terminal: a weak one and a mismatch are refused with the reason, three tries in all; the file is created with the one accepted")
+    func newPassphraseTypedTwice() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let strong = "correct horse battery staple"
+        let response = cli.dataHome.appendingPathComponent("response.json")
+        try Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne)).write(to: response)
+        let save = ["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString, "--scopes", "User.Read",
+                    "--response", response.path, "--backend", "file", "--group", cli.group, "--key-source", "passphrase"]
+        let (status, output) = try cli.onTerminal(save, answering: [
+            ("New passphrase", "abc"), ("New passphrase", strong), ("Type it again", strong + "!"),
+            ("New passphrase", strong), ("Type it again", strong)])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("too weak: it has 3 characters, and at least 12 are needed") && output.contains("the two did not match"), "\(output)")
+        #expect(!output.contains(strong), "the passphrase was echoed")
+        let folder = cli.dataHome.appendingPathComponent("tokencache")
+        #expect(try EncryptedFileBackend(directory: folder).storedKeyKind(of: CacheGroup(cli.group)) == .passphrase)
+        let passphraseFile = cli.dataHome.appendingPathComponent("passphrase")
+        try Data((strong + "\n").utf8).write(to: passphraseFile)
+        chmod(passphraseFile.path, 0o600)
+        let listed = try cli.run(["list", "--passphrase-file", passphraseFile.path])
+        #expect(listed.status == 0 && listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
+
+        // Three weak tries: nothing is created.
+        let other = try CLI(backend: "file")
+        defer { other.cleanUp() }
+        let refused = try other.onTerminal(save.map { $0 == cli.group ? other.group : $0 },
+                                           answering: [("New passphrase", "abc"), ("New passphrase", "abcabcabcabc"), ("New passphrase", "short")])
+        #expect(refused.status == 64 && refused.output.contains("No new passphrase was set after 3 tries"), "\(refused.output)")
+        #expect(!FileManager.default.fileExists(atPath: other.dataHome.appendingPathComponent("tokencache/\(other.group).tkc").path))
+    }
+
+    @Test("A mistyped passphrase for an existing file can be typed again on a terminal, three tries in all; then exit 1, the file unchanged")
+    func passphraseRetries() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let strong = "correct horse battery staple"
+        let passphraseFile = cli.dataHome.appendingPathComponent("passphrase")
+        try Data((strong + "\n").utf8).write(to: passphraseFile)
+        chmod(passphraseFile.path, 0o600)
+        let response = Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne))
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString, "--scopes", "User.Read",
+                                 "--passphrase-file", passphraseFile.path], input: response)
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let list = ["list", "--backend", "file", "--group", cli.group]
+        let second = try cli.onTerminal(list, answering: [("Passphrase for ", "wrong one"), ("Passphrase for ", strong)])
+        #expect(second.status == 0 && second.output.contains(Fixtures.alice.username), "\(second.output)")
+        #expect(second.output.contains("try again") && !second.output.contains(strong), "\(second.output)")
+        let file = cli.dataHome.appendingPathComponent("tokencache/\(cli.group).tkc")
+        let before = try Data(contentsOf: file)
+        let failed = try cli.onTerminal(list, answering: [("Passphrase for ", "one"), ("Passphrase for ", "two"), ("Passphrase for ", "three")])
+        #expect(failed.status == 1 && failed.output.contains("None of the 3 passphrases typed"), "\(failed.output)")
+        #expect(failed.output.components(separatedBy: "Passphrase for ").count == 4, "\(failed.output)")
+        #expect(try Data(contentsOf: file) == before)
     }
 }

@@ -193,39 +193,8 @@ struct CLISettingsTests {
         let (cli, _) = try cli()
         defer { cli.cleanUp() }
         #expect(try save(cli, ["--passphrase-file", try passphraseFile(cli)]).status == 0)
-        // The child gets a pseudo-terminal as stdin/stdout/stderr; the passphrase is typed once the prompt shows.
-        let script = """
-            import os, pty, sys, select, json
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execv(sys.argv[1], sys.argv[1:])
-            out, typed = b"", False
-            while True:
-                ready, _, _ = select.select([fd], [], [], 20)
-                if not ready: break
-                try: chunk = os.read(fd, 4096)
-                except OSError: break
-                if not chunk: break
-                out += chunk
-                if not typed and b"Passphrase for " in out:
-                    os.write(fd, os.environ["TEST_TYPED"].encode() + b"\\n"); typed = True
-            import time
-            for _ in range(200):  # a child still waiting for input is killed, not waited for forever
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done: break
-                time.sleep(0.1)
-            else:
-                os.kill(pid, 9); _, status = os.waitpid(pid, 0)
-            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": out.decode(errors="replace")}))
-            """
-        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        var environment = cli.environment
-        environment["TEST_TYPED"] = Self.passphrase
-        let run = try runProcess("/usr/bin/python3", ["-c", script, binary, "list", "--backend", "file", "--group", cli.group],
-                                 environment: environment)
-        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stderr)")
-        let output = try #require(result["output"] as? String)
-        #expect(result["status"] as? Int == 0, "\(output)")
+        let (status, output) = try cli.onTerminal(["list", "--backend", "file", "--group", cli.group], answering: [("Passphrase for ", Self.passphrase)])
+        #expect(status == 0, "\(output)")
         #expect(output.components(separatedBy: "Passphrase for ").count == 2, "asked other than once: \(output)")
         #expect(output.contains(Fixtures.alice.username), "\(output)")
         #expect(!output.contains(Self.passphrase), "the passphrase was echoed")

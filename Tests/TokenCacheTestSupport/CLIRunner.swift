@@ -65,6 +65,46 @@ package struct CLI {
         return response
     }
 
+    /// Runs `tokencache ARGUMENTS` (no group or backend added) on a pseudo-terminal, as a person
+    /// at a terminal would: each answer is typed once its prompt has appeared after the previous
+    /// answer's; stdin, stdout and stderr are the terminal, so `output` is everything shown.
+    /// A prompt asked again after the answers ran out gets end-of-file (Ctrl-D), never a hang.
+    package func onTerminal(_ arguments: [String], answering answers: [(prompt: String, typed: String)]) throws -> (status: Int, output: String) {
+        let script = """
+            import os, pty, sys, select, json
+            answers = json.loads(os.environ["TEST_ANSWERS"])
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            out, seen, next_answer = b"", 0, 0
+            while True:
+                # A guard against a hang only (a child that neither writes nor exits): generous.
+                ready, _, _ = select.select([fd], [], [], 300)
+                if not ready:
+                    os.kill(pid, 9); break
+                try: chunk = os.read(fd, 4096)
+                except OSError: break
+                if not chunk: break
+                out += chunk
+                while next_answer < len(answers):
+                    at = out.find(answers[next_answer][0].encode(), seen)
+                    if at < 0: break
+                    seen = at + len(answers[next_answer][0].encode())
+                    os.write(fd, answers[next_answer][1].encode() + b"\\n"); next_answer += 1
+                if next_answer == len(answers) and answers and out.find(answers[-1][0].encode(), seen) >= 0:
+                    seen = out.find(answers[-1][0].encode(), seen) + 1
+                    os.write(fd, b"\\x04")
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": out.decode(errors="replace")}))
+            """
+        var environment = self.environment
+        environment["TEST_ANSWERS"] = String(decoding: try JSONSerialization.data(withJSONObject: answers.map { [$0.prompt, $0.typed] }), as: UTF8.self)
+        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        let run = try runProcess("/usr/bin/python3", ["-c", script, binary] + arguments, environment: environment)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stderr)")
+        return (result["status"] as? Int ?? -1, result["output"] as? String ?? "")
+    }
+
     package func cleanUp() {
         _ = try? run(["remove", "--all", "--yes"])
         try? FileManager.default.removeItem(at: dataHome)
