@@ -58,6 +58,16 @@ extension EncryptedFileBackend {
         case (nil, nil):
             checks.append(.init(name: "key source", status: .info, detail: keySource.description))
         }
+        if stored == .passphrase {
+            if let held = sessionKeysHeld() {
+                let keyring = held.scope == .session ? "this session's keyring" : "your user-session keyring"
+                checks.append(.init(name: "session keys", status: .ok,
+                                    detail: "\(held.files) passphrase key\(held.files == 1 ? "" : "s") held in \(keyring), time left \(held.expires): no passphrase is asked (`tokencache lock --file` drops them)"))
+            } else {
+                checks.append(.init(name: "session keys", status: .info,
+                                    detail: "none held: each command needs the passphrase (`tokencache unlock --file` keeps its key for a while)"))
+            }
+        }
         // The TPM: needed with the TPM key source, else what --key-source tpm would use.
         let tcti: String? = if case .tpm(_, let tcti) = keySource { tcti } else { nil }
         let usesTPM = if case .tpm = keySource { true } else { false }

@@ -72,6 +72,17 @@ extension EncryptedFileBackend {
         return keys.count
     }
 
+    /// Which keyring ``unlockSession(timeout:)`` keeps keys in from this process: its own
+    /// session keyring, or the user-session keyring where the session keyring is that per-user
+    /// default (docker exec, su, many CI shells), so that the keys outlive the command.
+    package static var sessionKeyringScope: SessionKeyCache.Scope { SessionKeyCache.scope }
+
+    /// The keys ``unlockSession(timeout:)`` keeps for this directory, as the kernel lists them:
+    /// how many files they open, in which keyring, and the time left ("59m", "perm"); nil when none.
+    package func sessionKeysHeld() -> (files: Int, scope: SessionKeyCache.Scope, expires: String)? {
+        SessionKeyCache.held(for: directory)
+    }
+
     /// Drops the keys ``unlockSession(timeout:)`` kept for this directory from the session
     /// keyring. - Returns: false when none were kept.
     @discardableResult

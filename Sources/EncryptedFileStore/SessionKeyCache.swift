@@ -18,14 +18,38 @@ import Glibc
 /// with user-only permissions: possessor permissions would let any uid attached to the same
 /// session keyring read it (`su`, `sudo -u`, `runuser` keep the caller's). A key is used only
 /// when the kernel says it is this user's and no one else may touch it (``isOwn(_:)``).
-enum SessionKeyCache {
+package enum SessionKeyCache {
     static let recordSize = 8 + SymmetricKey.byteCount
     /// KEY_USR_ALL (<linux/keyctl.h>): every permission for the key's own uid, none for
     /// possessors, group or others.
     static let userOnlyPermissions: UInt = 0x003f_0000
     private static let threadKeyring = -1  // KEY_SPEC_THREAD_KEYRING
+    private static let sessionKeyring = Int(TC_KEY_SPEC_SESSION_KEYRING)
+    private static let userSessionKeyring = -5  // KEY_SPEC_USER_SESSION_KEYRING
+    private static let getKeyringIDOperation: Int32 = 0  // KEYCTL_GET_KEYRING_ID
     private static let describeOperation: Int32 = 6  // KEYCTL_DESCRIBE
     private static let linkOperation: Int32 = 8  // KEYCTL_LINK
+
+    /// Which keyring holds the keys: the session keyring when this process has one of its own
+    /// (a login session's, `keyctl session`); otherwise its session keyring is the per-user
+    /// default (docker exec, su, many CI shells), and linking into "the session keyring" would
+    /// make a new anonymous one that dies with the command: the user-session keyring itself
+    /// is used, which the user's processes without a session keyring of their own share.
+    package enum Scope: Sendable, Equatable {
+        case session
+        case userSession
+    }
+
+    static var scope: Scope {
+        // Asked without creating: a process with no session keyring is given the user-session one.
+        let session = tc_keyctl(getKeyringIDOperation, UInt(bitPattern: sessionKeyring), 0, 0, 0)
+        let userSession = tc_keyctl(getKeyringIDOperation, UInt(bitPattern: userSessionKeyring), 0, 0, 0)
+        return session >= 0 && session == userSession ? .userSession : .session
+    }
+
+    private static func keyring(_ scope: Scope) -> UInt {
+        UInt(bitPattern: scope == .session ? sessionKeyring : userSessionKeyring)
+    }
 
     static func description(of directory: URL) throws(TokenCacheError) -> String {
         "tokencache:file-key:" + ASCII.hex(try OpenSSL.sha256(Array(directory.standardizedFileURL.path.utf8)).prefix(8))
@@ -36,9 +60,11 @@ enum SessionKeyCache {
     }
 
     /// Stores the keys (by their files' salts) for `directory`, replacing what was there;
-    /// dropped by the kernel after `timeout` seconds (0: with the session).
+    /// dropped by the kernel after `timeout` seconds (0: with the session). Returns where.
+    @discardableResult
     static func store(_ keys: [(kdf: CacheFileFormat.KDFParameters, key: SymmetricKey)], for directory: URL,
-                      timeout: UInt32) throws(TokenCacheError) {
+                      timeout: UInt32) throws(TokenCacheError) -> Scope {
+        let scope = self.scope
         let payload = SecretPage(byteCount: keys.count * recordSize)
         for (index, entry) in keys.enumerated() {
             let record = UnsafeMutableRawBufferPointer(rebasing: payload.bytes[(index * recordSize)...])
@@ -59,12 +85,27 @@ enum SessionKeyCache {
             _ = tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0)
             throw failure("keyctl SET_TIMEOUT")
         }
-        // Linking displaces any key of the same name from the session keyring, ours or planted.
-        guard tc_keyctl(linkOperation, UInt(id), UInt(bitPattern: Int(TC_KEY_SPEC_SESSION_KEYRING)), 0, 0) == 0 else {
+        // Linking displaces any key of the same name from the keyring, ours or planted.
+        guard tc_keyctl(linkOperation, UInt(id), keyring(scope), 0, 0) == 0 else {
             let failure = failure("keyctl LINK")
             _ = tc_keyctl(Int32(TC_KEYCTL_INVALIDATE), UInt(id), 0, 0, 0)
             throw failure
         }
+        return scope
+    }
+
+    /// The directory's kept keys as the kernel lists them (/proc/keys): how many files they
+    /// open, where, and the time left as the kernel words it ("59m", "perm"); nil when none.
+    static func held(for directory: URL) -> (files: Int, scope: Scope, expires: String)? {
+        guard let name = try? description(of: directory) else { return nil }
+        let id = search(name)
+        guard id > 0, isOwn(id) else { return nil }
+        let size = tc_keyctl(Int32(TC_KEYCTL_READ), UInt(id), 0, 0, 0)
+        // /proc/keys: "id flags usage timeout perm uid gid type description", id in hex.
+        let line = (try? String(contentsOfFile: "/proc/keys", encoding: .utf8))?.split(separator: "\n")
+            .first { $0.split(separator: " ", omittingEmptySubsequences: true).first == Substring(String(id, radix: 16).leftPadded(to: 8)) }
+        let fields = line?.split(separator: " ", omittingEmptySubsequences: true) ?? []
+        return (max(size, 0) / recordSize, scope, fields.count > 3 ? String(fields[3]) : "unknown")
     }
 
     /// The key of the file with these scrypt parameters, when the session holds it.
@@ -92,7 +133,7 @@ enum SessionKeyCache {
         guard id > 0 else { return false }
         guard isOwn(id) else {
             // Another uid's key under our name: taken out of the session keyring (it cannot be invalidated by us).
-            guard tc_keyctl(Int32(TC_KEYCTL_UNLINK), UInt(id), UInt(bitPattern: Int(TC_KEY_SPEC_SESSION_KEYRING)), 0, 0) == 0 else {
+            guard tc_keyctl(Int32(TC_KEYCTL_UNLINK), UInt(id), keyring(scope), 0, 0) == 0 else {
                 throw failure("keyctl UNLINK")
             }
             return true
@@ -118,7 +159,8 @@ enum SessionKeyCache {
         return uid == geteuid() && permissions & ~userOnlyPermissions == 0
     }
 
-    /// The "user" key `name` in the session keyring (or a keyring linked to it); -1 when none.
+    /// The "user" key `name` in the session keyring (or a keyring linked to it: a process without
+    /// a session keyring of its own searches the user-session keyring); -1 when none.
     private static func search(_ name: String) -> Int {
         "user".withCString { type in
             name.withCString { description in
@@ -132,4 +174,8 @@ enum SessionKeyCache {
         TokenCacheError(.fileSystem, "The session keyring refused \(call): \(String(cString: strerror(errno))).",
                         hint: "Nothing was cached; the passphrase is asked for as before")
     }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

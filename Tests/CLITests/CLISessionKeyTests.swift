@@ -9,12 +9,23 @@ import TokenCacheTestSupport
 struct CLISessionKeyTests {
     /// Runs `script` with bash in a new session keyring, with the CLI's environment and `tokencache` on PATH.
     func inNewSession(_ cli: CLI, _ script: String) throws -> ProcessOutput {
-        let file = cli.dataHome.appendingPathComponent("session.sh")
+        try run(cli, script, sessionKeyring: "-")
+    }
+
+    /// Runs `script` with bash whose session keyring is the per-user default (the user-session
+    /// keyring, joined by name), as in `docker exec`, `su` and many CI shells.
+    func onUserSessionKeyring(_ cli: CLI, _ script: String) throws -> ProcessOutput {
+        try run(cli, script, sessionKeyring: "_uid_ses.\(getuid())")
+    }
+
+    /// `keyctl session NAME bash SCRIPT` ("-": a new anonymous session keyring).
+    private func run(_ cli: CLI, _ script: String, sessionKeyring: String) throws -> ProcessOutput {
+        let file = cli.dataHome.appendingPathComponent("session-\(UUID().uuidString).sh")
         try Data(("set -u\n" + script).utf8).write(to: file)
         var environment = cli.environment
         environment["PATH"] = TestEnvironment.binDirectory.path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
         environment["G"] = cli.group
-        return try runProcess("/usr/bin/keyctl", ["session", "-", "/bin/bash", file.path], environment: environment)
+        return try runProcess("/usr/bin/keyctl", ["session", sessionKeyring, "/bin/bash", file.path], environment: environment)
     }
 
     func passphraseProtected() throws -> CLI {
@@ -145,5 +156,26 @@ struct CLISessionKeyTests {
         #expect(lines.contains { $0.hasPrefix("AFTER-UNLOCK at-\(Fixtures.alice.uid)-") }, "\(output.stdout)\n\(output.stderr)")
         // The planted key was not used: the passphrase file was, and the token read.
         #expect(lines.contains { $0.hasPrefix("TOKEN at-\(Fixtures.alice.uid)-") }, "\(output.stdout)\n\(output.stderr)")
+    }
+
+    @Test("Where the session keyring is the per-user default, unlock --file keeps the keys where the next command finds them (the user-session keyring) and says so; doctor shows them and the time left; lock --file drops them")
+    func unlockOnUserSessionKeyring() throws {
+        let cli = try passphraseProtected()
+        defer { cli.cleanUp() }
+        let output = try onUserSessionKeyring(cli, """
+            [ "$(keyctl rdescribe @s | cut -d';' -f5)" = "_uid_ses.$(id -u)" ] || { echo "NOT-ON-USER-SESSION $(keyctl rdescribe @s)"; exit 3; }
+            token() { tokencache token --backend file --group "$G" --client \(Fixtures.appOne) --scopes User.Read < /dev/null; }
+            echo "UNLOCK $(TOKENCACHE_PASSPHRASE_FILE="$PASSPHRASE" tokencache unlock --file --group "$G" --timeout 600)"
+            echo "TOKEN $(token)"
+            tokencache doctor --backend file --group "$G" < /dev/null | grep "session keys" | sed 's/^/DOCTOR /'
+            tokencache lock --file
+            token > /dev/null 2>&1 && echo "AFTER-LOCK read" || echo "AFTER-LOCK refused $?"
+            """)
+        #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("UNLOCK Unlocked 1 passphrase key") && $0.contains("user-session keyring") }, "\(output.stdout)")
+        #expect(lines.contains { $0.hasPrefix("TOKEN at-\(Fixtures.alice.uid)-") }, "the next command did not find the key: \(output.stdout)\(output.stderr)")
+        #expect(lines.contains { $0.hasPrefix("DOCTOR") && $0.contains("held in your user-session keyring, time left") }, "\(output.stdout)")
+        #expect(lines.contains { $0.hasPrefix("AFTER-LOCK refused") }, "\(output.stdout)")
     }
 }

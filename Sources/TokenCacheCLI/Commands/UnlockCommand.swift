@@ -71,8 +71,14 @@ struct UnlockCommand: ParsableCommand {
             let backend = EncryptedFileBackend(keySource: try StoreOptions.fileKeySource(forFile))
             let seconds = timeout ?? 15 * 60
             let count = try backend.unlockSession(timeout: seconds)
-            let until = seconds == 0 ? "until it ends" : "for \(seconds) s"
-            Terminal.print("Unlocked \(count) passphrase key\(count == 1 ? "" : "s") of \(backend.directory.path) for this session, \(until).")
+            let keys = "\(count) passphrase key\(count == 1 ? "" : "s") of \(backend.directory.path)"
+            switch EncryptedFileBackend.sessionKeyringScope {
+            case .session:
+                Terminal.print("Unlocked \(keys) for this session, \(seconds == 0 ? "until it ends" : "for \(seconds) s").")
+            case .userSession:
+                let until = seconds == 0 ? "until you log out everywhere" : "for \(seconds) s"
+                Terminal.print("Unlocked \(keys) in your user-session keyring (this shell has no session keyring of its own), \(until): every process of yours without a session keyring of its own uses them.")
+            }
         }
     }
 }
