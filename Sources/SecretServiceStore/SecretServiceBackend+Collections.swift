@@ -177,7 +177,17 @@ extension SecretServiceBackend {
                 [.promptDismissed, .timedOut].contains(error.code) { throw Self.locked(path) }
             return
         }
-        try client.unlock(path, timeout: options.unlockTimeout)
+        do { try client.unlock(path, timeout: options.unlockTimeout) } catch where error.code == .promptDismissed && !Self.hasDisplay {
+            throw Self.unlockPromptUnshowable(path)
+        }
+    }
+
+    /// An unlock prompt dismissed where it cannot be shown: no display in this session (SSH).
+    static func unlockPromptUnshowable(_ collection: String) -> TokenCacheError {
+        TokenCacheError(.promptDismissed,
+                        "The keyring collection \(collection) is locked, and its unlock prompt cannot be shown here: this session has no display (DISPLAY and WAYLAND_DISPLAY are not set, as over SSH).",
+                        hint: "Unlock it in the desktop session, use the encrypted file instead, or use the desktop's cache through the token agent; nothing was read or changed",
+                        reason: .noDisplay)
     }
 }
 

@@ -187,7 +187,7 @@ struct CLIDiscoverabilityTests {
                 "\(output.stdout)")
     }
 
-    @Test("A locked keyring: list exits 1 naming `tokencache unlock` and --allow-prompt; unlock, whose prompt a headless daemon cannot show, exits 1 naming the desktop session",
+    @Test("A locked keyring: list exits 1 naming `tokencache unlock` and --allow-prompt where a display is; without one (SSH) list, unlock and doctor say the prompt cannot be shown here and name the ways out: the desktop, --backend file, the token agent",
           .enabled(if: TestEnvironment.runsSecretServiceTests))
     func lockedKeyringHints() throws {
         let report = #"python3 -c 'import json,sys; print(json.dumps({"step": sys.argv[1], "status": int(sys.argv[2]), "stderr": sys.argv[3]}))'"#
@@ -198,23 +198,28 @@ struct CLIDiscoverabilityTests {
                 org.freedesktop.Secret.Service.ReadAlias string:default | awk '/object path/ {print $3}' | tr -d '"')
             dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \\
                 org.freedesktop.Secret.Service.Lock array:objpath:$collection > /dev/null
+            err=$(DISPLAY=:987 "$T" list --backend secret-service --group org.example.cli-locked 2>&1 >/dev/null); \(report) list-display $? "$err"
+            unset DISPLAY WAYLAND_DISPLAY
             err=$("$T" list --backend secret-service --group org.example.cli-locked 2>&1 >/dev/null); \(report) list $? "$err"
             err=$("$T" unlock --group org.example.cli-locked 2>&1 >/dev/null); \(report) unlock $? "$err"
             err=$("$T" doctor --backend secret-service --group org.example.cli-locked 2>&1 >/dev/null); \(report) doctor $? "$err"
             """)
-        let list = try #require(results.first { $0["step"] as? String == "list" }, "\(results)")
-        let listError = list["stderr"] as? String ?? ""
-        #expect(list["status"] as? Int == 1, "\(list)")
-        #expect(listError.contains("is locked") && listError.contains("hint: Run `tokencache unlock` (or add --allow-prompt)"), "\(listError)")
-        let unlock = try #require(results.first { $0["step"] as? String == "unlock" }, "\(results)")
-        let unlockError = unlock["stderr"] as? String ?? ""
-        #expect(unlock["status"] as? Int == 1, "\(unlock)")
-        #expect(unlockError.contains("hint: Run `tokencache unlock` in your desktop session"), "\(unlockError)")
+        func step(_ name: String) throws -> (status: Int?, stderr: String) {
+            let step = try #require(results.first { $0["step"] as? String == name }, "\(results)")
+            return (step["status"] as? Int, step["stderr"] as? String ?? "")
+        }
+        let withDisplay = try step("list-display")
+        #expect(withDisplay.status == 1 && withDisplay.stderr.contains("is locked")
+                && withDisplay.stderr.contains("hint: Run `tokencache unlock` (or add --allow-prompt)"), "\(withDisplay)")
+        let wayOut = "hint: This session has no display for the keyring's unlock prompt (as over SSH): unlock it in the desktop session, use --backend file, or use the desktop's cache through the token agent"
+        let list = try step("list")
+        #expect(list.status == 1 && list.stderr.contains("is locked") && list.stderr.contains(wayOut), "\(list)")
+        let unlock = try step("unlock")
+        #expect(unlock.status == 1 && unlock.stderr.contains("its unlock prompt cannot be shown here: this session has no display")
+                && !unlock.stderr.contains("dismissed") && unlock.stderr.contains(wayOut), "\(unlock)")
         // doctor's fix line says the same CLI action, not the library's wording.
-        let doctor = try #require(results.first { $0["step"] as? String == "doctor" }, "\(results)")
-        let doctorError = doctor["stderr"] as? String ?? ""
-        #expect(doctor["status"] as? Int == 1, "\(doctor)")
-        #expect(doctorError.contains("hint: Run `tokencache unlock` (or add --allow-prompt)"), "\(doctorError)")
+        let doctor = try step("doctor")
+        #expect(doctor.status == 1 && doctor.stderr.contains(wayOut), "\(doctor)")
     }
 
     @Test("Library hints are said as CLI actions: no API names, no 'allow creation', no 'default mapping', no HTTPTransport")
