@@ -48,6 +48,9 @@ package final class TokenAgent: Sendable {
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
     private let approved = Mutex<Set<String>>([])
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
+    /// Connections refused because another user made them, per channel: counted, never put in
+    /// the request log, whose entries they would push out (#57 item 6).
+    private let refusalCounts = Mutex<[String: Refusals]>([:])
     private var logger: Logger { store.options.logger }
 
     /// The request log keeps this many entries (the oldest go first).
@@ -62,8 +65,53 @@ package final class TokenAgent: Sendable {
         self.confirmation = confirmation
     }
 
-    /// The logged requests, oldest first.
-    package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
+    /// The logged requests, oldest first, then one line per channel that refused other users'
+    /// connections: how many, and the last one's uid and time.
+    package var requests: [AgentProtocol.LoggedRequest] {
+        log.withLock { $0 } + refusalCounts.withLock { $0 }.sorted { $0.key < $1.key }.map { channel, refused in
+            AgentProtocol.LoggedRequest(time: refused.lastTime, channel: channel, pid: nil, uid: refused.lastUID, command: nil, operation: "connect",
+                                        clientID: nil, scopes: nil, account: nil, outcome: refused.summary)
+        }
+    }
+
+    /// Connections another user made, refused without a look at their request.
+    package struct Refusals: Sendable, Hashable {
+        /// How many.
+        package var count = 0
+        /// The last one's uid (nil: its owner could not be found).
+        package var lastUID: UInt32?
+        /// The last one's time, seconds since 1970.
+        package var lastTime: Int64 = 0
+        /// The uids whose first refusal went to the logger (a few: each later one is only counted).
+        var announced: Set<UInt32?> = []
+
+        var summary: String {
+            "refused: \(count) connection\(count == 1 ? "" : "s") from other users (counted, not logged one by one), the last from uid \(lastUID.map { "\($0)" } ?? "unknown")"
+        }
+    }
+
+    /// The refusals counted so far on `channel` (`socket`, `managed-identity`).
+    package func refusals(on channel: String) -> Refusals { refusalCounts.withLock { $0[channel] ?? Refusals() } }
+
+    /// Counts a connection refused because `uid` (nil: unknown) is not this user. Only the first
+    /// from each of a few uids reaches the logger: a flood costs a counter, not a log line each.
+    func countRefusal(channel: String, uid: UInt32?, pid: Int32? = nil, note: String = "") {
+        let now = Int64(Date().timeIntervalSince1970)
+        let announce = refusalCounts.withLock { refusals in
+            var refused = refusals[channel] ?? Refusals()
+            refused.count += 1
+            (refused.lastUID, refused.lastTime) = (uid, now)
+            let announce = refused.announced.count < 16 && refused.announced.insert(uid).inserted
+            refusals[channel] = refused
+            return announce
+        }
+        guard announce else { return }
+        let entry = AgentProtocol.LoggedRequest(
+            time: now, channel: channel, pid: pid, uid: uid, command: nil, operation: "connect", clientID: nil, scopes: nil, account: nil,
+            outcome: "refused: connection from uid \(uid.map { "\($0)" } ?? "unknown"), not the agent's user\(note) (more from it are counted: agent --list-requests)")
+        observer?(entry)
+        logger.notice("Agent refused another user's connection", metadata: ["channel": "\(channel)", "uid": "\(uid.map { "\($0)" } ?? "-")"])
+    }
 
     /// Answers one request that came over the socket from `peer`.
     package func handle(_ request: AgentProtocol.Request, peer: AgentPeer) async -> AgentProtocol.Response {
