@@ -117,9 +117,8 @@ func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) ->
 }
 
 extension TokenAgent {
-    /// Logs a connection refused because it came from another user.
+    /// Counts a connection refused because it came from another user.
     func recordRefusedPeer(_ peer: AgentPeer?) {
-        record(AgentProtocol.Request(operation: .token), operation: "connect", channel: "socket", peer: peer,
-               outcome: "refused: connection from uid \(peer.map { "\($0.uid)" } ?? "unknown"), not the agent's user")
+        countRefusal(channel: "socket", uid: peer?.uid, pid: peer?.pid)
     }
 }

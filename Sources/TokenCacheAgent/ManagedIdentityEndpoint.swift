@@ -43,10 +43,13 @@ package final class ManagedIdentityEndpoint: Sendable {
     /// How long another user's connection is read before it gets its 401.
     static let foreignDeadline: Duration = .seconds(1)
     private let foreignConnections = Mutex(0)
+    /// A monotonic reading for the head deadlines; tests pass a clock they move by hand.
+    private let now: @Sendable () -> Duration
 
     /// Binds 127.0.0.1 on an ephemeral port, for tokens of `clientID` (and `account`, needed
     /// when the client has several).
-    package init(agent: TokenAgent, clientID: String, account: String?) throws(TokenCacheError) {
+    /// - Parameter now: the monotonic time the head deadlines are read on (the default: since the endpoint started).
+    package init(agent: TokenAgent, clientID: String, account: String?, now: (@Sendable () -> Duration)? = nil) throws(TokenCacheError) {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TokenCacheError(.portUnavailable, "Could not make a TCP socket: \(String(cString: strerror(errno))).") }
         let socket = SocketDescriptor(fd)
@@ -70,7 +73,12 @@ package final class ManagedIdentityEndpoint: Sendable {
         self.agent = agent
         self.clientID = clientID
         self.account = account
+        let start = ContinuousClock.now
+        self.now = now ?? { start.duration(to: .now) }
     }
+
+    /// A head must be whole `limit` after the connection's start, whatever the client's pace.
+    private func deadline(_ limit: Duration) -> ReadDeadline { ReadDeadline(at: now() + limit, perRead: limit, now: now) }
 
     /// Starts accepting on a thread of its own; returns at once.
     /// - Throws: `overloaded` when the blocking pool has no thread left for the accept loop.
@@ -84,7 +92,7 @@ package final class ManagedIdentityEndpoint: Sendable {
                 refuseForeign(connection, uid: uid)
                 return
             }
-            let (status, body) = answer(Self.readHead(connection, until: .now + Self.headDeadline))
+            let (status, body) = answer(Self.readHead(connection, by: deadline(Self.headDeadline)))
             Self.respond(connection, status: status, body: body)
         }
     }
@@ -96,27 +104,26 @@ package final class ManagedIdentityEndpoint: Sendable {
 
     /// Another user's connection: its head read (and dropped) for at most a second, so that the
     /// 401 is not lost to a reset, then closed; past ``maximumForeignConnections`` at once,
-    /// closed unread. Logged with the peer's uid.
+    /// closed unread. Counted (``TokenAgent/refusals(on:)``), not logged one by one.
     private func refuseForeign(_ connection: SocketDescriptor, uid: uid_t?) {
         let admitted = foreignConnections.withLock { count in
             guard count < Self.maximumForeignConnections else { return false }
             count += 1
             return true
         }
-        agent.record(AgentProtocol.Request(operation: .token), operation: "connect", channel: "managed-identity", peer: nil,
-                     outcome: "refused: connection from uid \(uid.map { "\($0)" } ?? "unknown"), not the agent's user\(admitted ? "" : " (closed unread: too many at once)")")
+        agent.countRefusal(channel: "managed-identity", uid: uid, note: admitted ? "" : ", closed unread: too many at once")
         guard admitted else { return }
         defer { foreignConnections.withLock { $0 -= 1 } }
-        _ = Self.readHead(connection, until: .now + Self.foreignDeadline)
+        _ = Self.readHead(connection, by: deadline(Self.foreignDeadline))
         Self.respond(connection, status: 401, body: nil)
     }
 
     /// The request head, or nil (closed, too long, malformed, or not complete by `deadline`).
-    private static func readHead(_ connection: SocketDescriptor, until deadline: ContinuousClock.Instant) -> HTTPRequestHead? {
+    private static func readHead(_ connection: SocketDescriptor, by deadline: ReadDeadline) -> HTTPRequestHead? {
         var head = HTTPRequestHead.Reader()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
+            let remaining = min(deadline.remaining, deadline.perRead)
             guard remaining > .zero else { return nil }
             var ready = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
             let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)

@@ -44,10 +44,13 @@ package final class TokenAgent: Sendable {
     package let policy: AgentPolicy
     /// The library's one token request: account, tenant and refresh as for every front end.
     private let engine: TokenEngine
-    private let confirmation: Confirmation?
+    /// `--confirm`: the gate the broker passes too, keyed by caller, client, account, authority and scopes.
+    package let gate: PolicyGate
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
-    private let approved = Mutex<Set<String>>([])
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
+    /// Connections refused because another user made them, per channel: counted, never put in
+    /// the request log, whose entries they would push out (#57 item 6).
+    private let refusalCounts = Mutex<[String: Refusals]>([:])
     private var logger: Logger { store.options.logger }
 
     /// The request log keeps this many entries (the oldest go first).
@@ -59,11 +62,56 @@ package final class TokenAgent: Sendable {
         self.store = store
         self.policy = policy
         self.engine = TokenEngine(store: store, options: options)
-        self.confirmation = confirmation
+        self.gate = PolicyGate(confirmation: confirmation)
     }
 
-    /// The logged requests, oldest first.
-    package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
+    /// The logged requests, oldest first, then one line per channel that refused other users'
+    /// connections: how many, and the last one's uid and time.
+    package var requests: [AgentProtocol.LoggedRequest] {
+        log.withLock { $0 } + refusalCounts.withLock { $0 }.sorted { $0.key < $1.key }.map { channel, refused in
+            AgentProtocol.LoggedRequest(time: refused.lastTime, channel: channel, pid: nil, uid: refused.lastUID, command: nil, operation: "connect",
+                                        clientID: nil, scopes: nil, account: nil, outcome: refused.summary)
+        }
+    }
+
+    /// Connections another user made, refused without a look at their request.
+    package struct Refusals: Sendable, Hashable {
+        /// How many.
+        package var count = 0
+        /// The last one's uid (nil: its owner could not be found).
+        package var lastUID: UInt32?
+        /// The last one's time, seconds since 1970.
+        package var lastTime: Int64 = 0
+        /// The uids whose first refusal went to the logger (a few: each later one is only counted).
+        var announced: Set<UInt32?> = []
+
+        var summary: String {
+            "refused: \(count) connection\(count == 1 ? "" : "s") from other users (counted, not logged one by one), the last from uid \(lastUID.map { "\($0)" } ?? "unknown")"
+        }
+    }
+
+    /// The refusals counted so far on `channel` (`socket`, `managed-identity`).
+    package func refusals(on channel: String) -> Refusals { refusalCounts.withLock { $0[channel] ?? Refusals() } }
+
+    /// Counts a connection refused because `uid` (nil: unknown) is not this user. Only the first
+    /// from each of a few uids reaches the logger: a flood costs a counter, not a log line each.
+    func countRefusal(channel: String, uid: UInt32?, pid: Int32? = nil, note: String = "") {
+        let now = Int64(Date().timeIntervalSince1970)
+        let announce = refusalCounts.withLock { refusals in
+            var refused = refusals[channel] ?? Refusals()
+            refused.count += 1
+            (refused.lastUID, refused.lastTime) = (uid, now)
+            let announce = refused.announced.count < 16 && refused.announced.insert(uid).inserted
+            refusals[channel] = refused
+            return announce
+        }
+        guard announce else { return }
+        let entry = AgentProtocol.LoggedRequest(
+            time: now, channel: channel, pid: pid, uid: uid, command: nil, operation: "connect", clientID: nil, scopes: nil, account: nil,
+            outcome: "refused: connection from uid \(uid.map { "\($0)" } ?? "unknown"), not the agent's user\(note) (more from it are counted: agent --list-requests)")
+        observer?(entry)
+        logger.notice("Agent refused another user's connection", metadata: ["channel": "\(channel)", "uid": "\(uid.map { "\($0)" } ?? "-")"])
+    }
 
     /// Answers one request that came over the socket from `peer`.
     package func handle(_ request: AgentProtocol.Request, peer: AgentPeer) async -> AgentProtocol.Response {
@@ -84,7 +132,7 @@ package final class TokenAgent: Sendable {
                 let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
-                                             asker: "\(peer.command)[\(peer.pid)]")
+                                             asker: "\(peer.command)[\(peer.pid)]", caller: peer.executable)
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(token: AgentProtocol.Token(result))
             } catch {
@@ -137,10 +185,11 @@ package final class TokenAgent: Sendable {
 
     /// An access token for the client and scopes, within the policy: cached, or obtained by
     /// redeeming a refresh token of the group at the authority (the request's, else the
-    /// policy's first). `asker` names who asks, for `--confirm`.
+    /// policy's first). `asker` names who asks in `--confirm`'s question; `caller` is who the
+    /// answer is remembered for (an executable; `asker` when nil).
     package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
                        claims: String? = nil, clientCapabilities: [String] = [],
-                       asker: String) async throws(TokenCacheError) -> TokenResult {
+                       asker: String, caller: String? = nil) async throws(TokenCacheError) -> TokenResult {
         // From another process: checked as every front end checks it, before any policy or cache sees it.
         let client = try ClientID(clientID)
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
@@ -159,7 +208,7 @@ package final class TokenAgent: Sendable {
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty
         let target = try await engine.account(for: request) { [policy] in policy.allows(account: $0) }
-        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: request.authority, asker: asker)
+        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: request.authority, asker: asker, caller: caller ?? asker)
         do {
             return try await engine.token(request, for: target)
         } catch where !policy.authorities.isEmpty && {
@@ -196,22 +245,18 @@ package final class TokenAgent: Sendable {
         return parsed
     }
 
-    /// With a confirmation set, asks before the first token of each client, account, authority
-    /// and scope set: what the question named is what the answer approves (#44), so allowing
-    /// one account never serves another.
+    /// With `--confirm`, asks before the first token of each caller, client, account, authority
+    /// and scope set: what the question named is what the answer approves (#44, #57), so allowing
+    /// one account, scope set or program never serves another.
     private func confirm(clientID: String, scopes: [String], account: CachedAccount, authority: Authority?,
-                         asker: String) async throws(TokenCacheError) {
-        guard let confirmation else { return }
+                         asker: String, caller: String) async throws(TokenCacheError) {
         let where_ = authority?.url.absoluteString ?? "the cache"
-        let pair = [ASCII.lowercased(clientID), account.homeAccountID, where_,
-                    scopes.map(ASCII.lowercased).sorted().joined(separator: " ")].joined(separator: "|")
-        if approved.withLock({ $0.contains(pair) }) { return }
-        let question = "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username) "
-            + "at \(where_), scopes \(scopes.joined(separator: " "))."
-        guard await confirmation(question) else {
+        let key = PolicyGate.Key(caller: caller, operation: "token", client: clientID, account: account.homeAccountID,
+                                 authority: where_, scopes: scopes)
+        guard await gate.admits(key, question: "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username) "
+            + "at \(where_), scopes \(scopes.joined(separator: " ")).") else {
             throw TokenCacheError(.accessDenied, "The token agent's user did not allow client \(clientID) these scopes.",
                                   hint: "Ask whoever runs the agent to allow it (it asks on its terminal)")
         }
-        approved.withLock { _ = $0.insert(pair) }
     }
 }

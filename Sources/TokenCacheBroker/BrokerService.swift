@@ -40,10 +40,10 @@ package final class BrokerService: Sendable {
     /// What `getLinuxBrokerVersion` answers.
     package let version: String
     private let engine: TokenEngine
-    private let confirmation: Confirmation?
+    /// `--confirm` and who owns which client: the gate the agent passes too (``PolicyGate``).
+    package let gate: PolicyGate
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
     private let ownUID: UInt32
-    private let approved = Mutex<Set<String>>([])
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
     /// The client IDs each sandboxed app may use (`--app APP_ID=CLIENT_ID`), by lowercased app ID.
     private let appClients: [String: Set<String>]
@@ -69,7 +69,7 @@ package final class BrokerService: Sendable {
         self.appClients = appClients.reduce(into: [:]) { map, entry in
             map[entry.key.lowercased(), default: []].formUnion(entry.value.map { $0.lowercased() })
         }
-        self.confirmation = confirmation
+        self.gate = PolicyGate(confirmation: confirmation)
         self.observer = observer
     }
 
@@ -114,6 +114,10 @@ package final class BrokerService: Sendable {
         }
         do throws(TokenCacheError) {
             let (reply, note) = try await answer(method, request, caller: caller)
+            // The first caller served a client ID owns it: another's removeAccount for it needs the user's yes.
+            if note == nil, let client = request.clientID, let who = caller.identity, method.namesClient {
+                gate.claim(client: client, by: who.description)
+            }
             record(method, request, caller, outcome: note ?? "granted")
             return reply
         } catch {
@@ -133,6 +137,11 @@ package final class BrokerService: Sendable {
             // app then signs in interactively, as it would on a machine with no account.
             if try await standing(client: client, caller: caller) == .newHere {
                 return (BrokerProtocol.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
+            }
+            // With --confirm, listing a client's accounts is asked too (once per caller and client).
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client)
+            guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for the accounts of client \(client).") else {
+                return (BrokerProtocol.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
             }
             return (BrokerProtocol.accountsReply(try await accounts(clientID: client)), nil)
         case .acquireTokenSilently:
@@ -157,10 +166,23 @@ package final class BrokerService: Sendable {
         case .removeAccount:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
-            try await BlockingWork.run { [store] () throws(TokenCacheError) in
-                let target = try store.signOutTarget(clientID: client, account: request.account?.name)
-                try store.signOut(target, clientID: client)
+            let target = try await BlockingWork.run { [store] () throws(TokenCacheError) in
+                try store.signOutTarget(clientID: client, account: request.account?.name)
             }
+            // Only the client's own tokens go (AccountStore.signOut): other apps keep the account. A
+            // caller removes from a client another caller uses only with the user's yes.
+            let owner = gate.owner(of: client)
+            let foreign = owner != nil && owner != Self.name(caller)
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "removeAccount", client: client, account: target.homeAccountID)
+            let name = target.username.isEmpty ? target.homeAccountID : target.username
+            guard await gate.admits(key, needsConsent: foreign, question: "\(Self.who(caller)) asks the broker to sign client \(client) out of \(name)"
+                + (foreign ? ", a client \(owner ?? "another program") uses." : ".")) else {
+                throw TokenCacheError(.accessDenied, foreign
+                    ? "The broker refused: client \(client) is used here by \(owner ?? "another program"), not by \(caller.command ?? "this caller"), which may not sign it out."
+                    : "The broker's user did not allow signing client \(client) out of \(name).",
+                                      hint: foreign ? "Sign out from the app that uses it, or run `tokencache logout --client \(client)`" : "Ask whoever runs the broker to allow it")
+            }
+            try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.signOut(target, clientID: client) }
             return ("{}", nil)
         case .getLinuxBrokerVersion:
             return (BrokerProtocol.versionReply(version), nil)
@@ -196,8 +218,8 @@ package final class BrokerService: Sendable {
     /// be identified, and for a sandboxed app the client is not allowed for.
     private func standing(client: String, caller: BrokerCaller) async throws(TokenCacheError) -> Standing {
         let identity = caller.identity ?? .unknown(reason: "not identified")
-        let key = identity.description + "|" + client.lowercased()
-        if approved.withLock({ $0.contains(key) }) { return .allowed }
+        let key = PolicyGate.Key(caller: identity.description, operation: "client", client: client)
+        if gate.decision(for: key, needsConsent: true) == .allow { return .allowed }
         switch identity {
         case .unknown(let reason):
             throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell which app is calling (\(reason)), and serves only apps it can identify.",
@@ -217,13 +239,18 @@ package final class BrokerService: Sendable {
     }
 
     /// With `--confirm`, asks the user whether `caller` may use `client`; the answer yes is remembered for them.
-    private func ask(client: String, key: String, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
-        guard let confirmation else { return false }
-        let question = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")] asks the broker for client \(client), \(about). Allow it?"
-        guard await confirmation(question) else { return false }
-        approved.withLock { _ = $0.insert(key) }
+    private func ask(client: String, key: PolicyGate.Key, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
+        guard await gate.admits(key, needsConsent: true, question: "\(Self.who(caller)) asks the broker for client \(client), \(about).") else { return false }
+        // Using the client starts with listing its accounts: that yes covers the listing too.
+        gate.remember(PolicyGate.Key(caller: key.caller, operation: "getAccounts", client: client))
         return true
     }
+
+    /// Whom the gate remembers answers for: the caller's identity, never its pid or comm.
+    private static func name(_ caller: BrokerCaller) -> String { (caller.identity ?? .unknown(reason: "not identified")).description }
+
+    /// The caller as a question names it.
+    private static func who(_ caller: BrokerCaller) -> String { "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]" }
 
     private static func newClientMessage(_ client: String, _ caller: BrokerCaller) -> String {
         "client \(client) has not signed in here and was not allowed for \(caller.command ?? "this caller"); the broker lists no accounts and redeems no family refresh token for it"
@@ -255,7 +282,7 @@ package final class BrokerService: Sendable {
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
         try await confirm(client: client, accountName: target.username.isEmpty ? target.homeAccountID : target.username,
-                          key: target.homeAccountID, authority: authority, caller: caller)
+                          key: target.homeAccountID, authority: authority, scopes: request.scopes, caller: caller)
         return (try Self.replyable(try await engine.token(tokenRequest, for: target), of: target, client: client), target)
     }
 
@@ -293,7 +320,8 @@ package final class BrokerService: Sendable {
                                   hint: "Finish or cancel that sign-in, then retry")
         }
         defer { signingIn.withLock { $0 = false } }
-        try await confirm(client: client, accountName: hint ?? "a new account", key: "sign-in " + (hint ?? ""), authority: authority, caller: caller)
+        try await confirm(client: client, accountName: hint ?? "a new account", key: "sign-in " + (hint ?? ""), authority: authority,
+                          scopes: request.scopes, caller: caller)
         var parameters = InteractiveTokenParameters(scopes: request.scopes)
         parameters.loginHint = hint
         parameters.claims = request.claims
@@ -347,19 +375,16 @@ package final class BrokerService: Sendable {
         return result
     }
 
-    /// With `--confirm`, asks before the first token of each caller identity, client, account and authority.
-    private func confirm(client: String, accountName: String, key account: String, authority: Authority?, caller: BrokerCaller) async throws(TokenCacheError) {
-        guard let confirmation else { return }
+    /// With `--confirm`, asks before the first token of each caller identity, client, account,
+    /// authority and scope set (the agent's key, ``PolicyGate/Key``).
+    private func confirm(client: String, accountName: String, key account: String, authority: Authority?, scopes: [String],
+                         caller: BrokerCaller) async throws(TokenCacheError) {
         let place = authority?.url.absoluteString ?? "the account's home authority"
-        let key = [caller.identity?.description ?? "?", client.lowercased(), account, place].joined(separator: "|")
-        if approved.withLock({ $0.contains(key) }) { return }
-        let who = "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]"
-        let question = "\(who) asks the broker for a token of client \(client) for \(accountName) at \(place)."
-        guard await confirmation(question) else {
-            throw TokenCacheError(.accessDenied, "The broker's user did not allow client \(client) a token of this account.",
-                                  hint: "Ask whoever runs the broker to allow it (it asks on its terminal)")
+        let key = PolicyGate.Key(caller: Self.name(caller), operation: "token", client: client, account: account, authority: place, scopes: scopes)
+        guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for a token of client \(client) for \(accountName) at \(place), scopes \(scopes.joined(separator: " ")).") else {
+            throw TokenCacheError(.accessDenied, "The broker's user did not allow client \(client) a token of this account for these scopes.",
+                                  hint: "Ask whoever runs the broker to allow it (it asks on its terminal or desktop)")
         }
-        approved.withLock { _ = $0.insert(key) }
     }
 
     /// A log line: who (pid, uid, command), what (method, client, scopes, account), the outcome. No secrets.
@@ -377,4 +402,9 @@ package final class BrokerService: Sendable {
             "pid": "\(caller.pid.map { "\($0)" } ?? "-")", "uid": "\(caller.uid.map { "\($0)" } ?? "-")", "op": "\(method.rawValue)",
             "client": "\(request?.clientID ?? "-")", "outcome": "\(outcome)"])
     }
+}
+
+private extension BrokerProtocol.Method {
+    /// The methods that serve a client ID's accounts or tokens.
+    var namesClient: Bool { [.getAccounts, .acquireTokenSilently, .acquireTokenInteractively, .removeAccount].contains(self) }
 }

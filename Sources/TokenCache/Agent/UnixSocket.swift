@@ -108,6 +108,15 @@ package struct AgentPeer: Sendable, Hashable {
     /// The peer's real user ID.
     package var uid: UInt32
 
+    /// The peer's executable (`/proc/PID/exe`), whom `--confirm`'s answers are remembered for;
+    /// `uid N` when it cannot be read. Unlike ``command``, the process cannot rename it.
+    package var executable: String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return "uid \(uid)" }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// The peer's command name from /proc (what `ps` shows), for the request log.
     package var command: String {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return "?" }

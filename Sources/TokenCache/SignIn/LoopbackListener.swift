@@ -458,11 +458,17 @@ package struct SocketAddress: Hashable {
 
 /// Who is at the other end of a loopback TCP connection.
 package enum PeerCredentials {
-    /// The uid owning the peer's socket of an accepted loopback connection: the socket in
-    /// /proc/net/tcp or tcp6 whose local end is our peer and whose remote end is us. Nil when
-    /// none is found (then the connection is treated as another user's).
+    /// The uid owning the peer's socket of an accepted loopback connection: the socket whose
+    /// local end is our peer and whose remote end is us, asked of the kernel by that exact
+    /// 4-tuple (NETLINK_SOCK_DIAG), else found in /proc/net/tcp or tcp6. Nil when none is found
+    /// (then the connection is treated as another user's).
     package static func loopbackPeerUID(_ fd: Int32) -> uid_t? {
         guard let us = SocketAddress.local(fd), let peer = SocketAddress.peer(fd) else { return nil }
+        switch SocketDiagnostics.shared?.owner(local: peer, remote: us) ?? .unknown {
+        case .uid(let uid): return uid
+        case .none: return nil
+        case .unknown: break  // netlink unavailable or refused the question: the /proc tables, a line per socket
+        }
         for table in ["/proc/net/tcp6", "/proc/net/tcp"] {
             guard let text = readProcFile(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {

@@ -34,7 +34,8 @@ struct AgentCommand: ParsableCommand {
         serves cached tokens only, a named authority only the cached token's own). --scopes \
         limits the scopes a request may ask for, not what a token grants: the token endpoint may \
         grant more than was asked. --confirm asks on the agent's terminal before the first token \
-        of each client, account, authority and scope set. Every request is logged on the agent's \
+        of each caller (its executable), client, account, authority and scope set, as the \
+        broker's --confirm does. Every request is logged on the agent's \
         standard error and kept in memory: `tokencache agent --list-requests` shows who asked for \
         what.
 
@@ -61,7 +62,7 @@ struct AgentCommand: ParsableCommand {
 
     @OptionGroup var served: ServedOptions
 
-    @Flag(help: "Ask on the agent's terminal before the first token of each client and scope set.")
+    @Flag(help: "Ask on the agent's terminal before the first token of each caller, client, account, authority and scope set.")
     var confirm = false
 
     @Flag(name: .customLong("managed-identity"), help: "Also serve the App Service managed-identity protocol on 127.0.0.1 (needs one --client).")

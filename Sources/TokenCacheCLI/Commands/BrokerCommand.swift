@@ -37,9 +37,12 @@ struct BrokerCommand: ParsableCommand {
         --authority, only at Microsoft's cloud hosts or a host that issued the group's accounts; \
         a caller gets at most 8 calls answered at once. --client, --account, --scopes and \
         --authority limit what it serves, as for `tokencache agent`; --confirm asks on its \
-        terminal before the first token of each caller, client, account and authority, and \
-        whether a caller may use a client ID it is not allowed (the answer is remembered for \
-        that caller and client). Every request is logged on standard error with the caller's \
+        terminal (or, started by the bus, in a desktop dialog) before the first token of each \
+        caller, client, account, authority and scopes, before a caller lists or removes a \
+        client's accounts, and whether a caller may use a client ID it is not allowed; a yes is \
+        remembered for exactly what was asked, as the agent's (one policy gate). removeAccount \
+        signs out only the client named, and a caller other than the one that first used that \
+        client here needs the user's yes. Every request is logged on standard error with the caller's \
         identity, pid and uid, and `tokencache broker --list-requests` shows the log (to host \
         callers only).
 
@@ -63,7 +66,7 @@ struct BrokerCommand: ParsableCommand {
                                                         valueName: "app-id=client-id"))
     var apps: [String] = []
 
-    @Flag(help: "Ask on the broker's terminal before the first token of each caller, client, account and authority.")
+    @Flag(help: "Ask before the first token of each caller, client, account, authority and scopes, and before listing or removing accounts: on the broker's terminal, or (started by the bus, --install) in a desktop dialog (zenity); with neither, refuse.")
     var confirm = false
 
     @Flag(help: "Write a D-Bus service file and a systemd user unit that start the broker on demand, then exit.")
@@ -86,7 +89,6 @@ struct BrokerCommand: ParsableCommand {
         if [install, uninstall, listRequests].filter({ $0 }).count > 1 {
             throw ValidationError("Give one of --install, --uninstall and --list-requests.")
         }
-        if confirm && install { throw ValidationError("--confirm asks on a terminal; a broker started by the bus has none.") }
         _ = try appClients()
     }
 
@@ -108,10 +110,6 @@ struct BrokerCommand: ParsableCommand {
             if listRequests { return try printRequests() }
             if uninstall { return try removeFiles() }
             if install { return try writeFiles() }
-            if confirm && isatty(STDIN_FILENO) != 1 {
-                throw CLIError.usage("--confirm asks on the broker's terminal, and its standard input is not a terminal.",
-                                     hint: "Run it in a terminal, or drop --confirm and limit what it serves with --client, --account and --scopes")
-            }
             try serve()
         }
     }
@@ -122,7 +120,8 @@ struct BrokerCommand: ParsableCommand {
         var options = PublicClientApplication.Options()
         options.logger = store.options.logger
         let service = BrokerService(store: store, policy: policy, version: TokenCacheVersion.string, options: options,
-                                    appClients: try appClients(), confirmation: confirm ? AgentCommand.askOnTerminal : nil, observer: AgentCommand.show)
+                                    appClients: try appClients(), confirmation: confirm ? (isatty(STDIN_FILENO) == 1 ? AgentCommand.askOnTerminal : Self.askOnDesktop) : nil,
+                                    observer: AgentCommand.show)
         var signals = sigset_t()
         sigemptyset(&signals)
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
@@ -133,6 +132,37 @@ struct BrokerCommand: ParsableCommand {
         var received: Int32 = 0
         sigwait(&signals, &received)
         bus.stop()
+    }
+
+    private static let questions = DispatchQueue(label: "org.swift-tokencache.broker.confirm")
+
+    /// `--confirm` without a terminal (a broker the bus started): asks in a zenity dialog on the
+    /// session's display, one question at a time; no display or no zenity means no.
+    @Sendable static func askOnDesktop(_ question: String) async -> Bool {
+        await withCheckedContinuation { continuation in
+            questions.async {
+                let zenity = "/usr/bin/zenity"
+                guard ["DISPLAY", "WAYLAND_DISPLAY"].contains(where: { !(StoreSettings.environment($0) ?? "").isEmpty }),
+                      access(zenity, X_OK) == 0 else {
+                    Terminal.note("tokencache broker: refused (no terminal or desktop dialog to ask in): \(Terminal.escape(question))")
+                    return continuation.resume(returning: false)
+                }
+                let arguments = [zenity, "--question", "--no-markup", "--title=tokencache broker", "--timeout=120", "--text=\(question) Allow?"]
+                var actions = posix_spawn_file_actions_t()
+                posix_spawn_file_actions_init(&actions)
+                defer { posix_spawn_file_actions_destroy(&actions) }
+                posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+                tc_spawn_close_from(&actions, 3)
+                var argv = arguments.map { strdup($0) } + [nil]
+                defer { argv.forEach { free($0) } }
+                var pid: pid_t = 0
+                guard posix_spawn(&pid, zenity, &actions, nil, &argv, environ) == 0 else { return continuation.resume(returning: false) }
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                // Exited normally with 0: the user chose Yes (1: No, 5: the dialog timed out).
+                continuation.resume(returning: status & 0x7f == 0 && (status >> 8) & 0xff == 0)
+            }
+        }
     }
 
     // MARK: --install, --uninstall

@@ -25,6 +25,23 @@ struct AgentManagedIdentityTests {
         return user.isEmpty ? try runProcess(curl[0], Array(curl.dropFirst())) : try runProcess("/usr/bin/setpriv", user + curl)
     }
 
+    /// A started agent's endpoint: the URL of a token for management.azure.com, the header's value, the port.
+    func endpoint(of agent: RunningAgent) throws -> (url: String, header: String, port: Int) {
+        let endpoint = try #require(agent.variables["IDENTITY_ENDPOINT"]), header = try #require(agent.variables["IDENTITY_HEADER"])
+        return (endpoint + "?api-version=2019-08-01&resource=https://management.azure.com", header, try #require(URL(string: endpoint)?.port))
+    }
+
+    /// `python3 -c SOURCE PORT` as uid 65534, started; its standard input and output are pipes.
+    func attacker(_ source: String, port: Int) throws -> (process: Process, input: Pipe, output: Pipe) {
+        let attacker = Process()
+        attacker.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        attacker.arguments = asNobody + ["/usr/bin/python3", "-c", source, "\(port)"]
+        let (input, output) = (Pipe(), Pipe())
+        (attacker.standardInput, attacker.standardOutput) = (input, output)
+        try attacker.run()
+        return (attacker, input, output)
+    }
+
     @Test("requests without the identity header, with a wrong one, or another user's forged ones get 401 and an empty body, a malformed head 400; nothing is redeemed")
     func forgedRequestsGet401() async throws {
         let scenario = try await AgentScenario()
@@ -71,8 +88,7 @@ struct AgentManagedIdentityTests {
         defer { scenario.cleanUp() }
         let agent = try startAgent(scenario)
         defer { agent.stop() }
-        let endpoint = try #require(agent.variables["IDENTITY_ENDPOINT"]), header = try #require(agent.variables["IDENTITY_HEADER"])
-        let port = try #require(URL(string: endpoint)?.port)
+        let (url, header, port) = try endpoint(of: agent)
         let source = """
             import socket, sys, time
             connections = []
@@ -89,19 +105,86 @@ struct AgentManagedIdentityTests {
                     except OSError:
                         pass
             """
-        let attacker = Process()
-        attacker.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        attacker.arguments = asNobody + ["/usr/bin/python3", "-c", source, "\(port)"]
-        let output = Pipe()
-        attacker.standardOutput = output
-        try attacker.run()
+        let (attacker, _, output) = try attacker(source, port: port)
         defer { kill(attacker.processIdentifier, SIGKILL); attacker.waitUntilExit() }
         #expect(try output.fileHandleForReading.read(upToCount: 9) == Data("connected".utf8))
-        let url = endpoint + "?api-version=2019-08-01&resource=https://management.azure.com"
         // curl gives up after 20 s: a stalled endpoint fails here, an answered one passes at once.
         let good = try await offThePool { try get(url, headers: ["X-IDENTITY-HEADER: \(header)"]) }
         #expect(good.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(good.stdout) \(good.stderr)")
         #expect(agent.log.contains("refused: connection from uid 65534"), "\(agent.log)")
+    }
+
+    @Test("another user's flood (1,200 connections held open, half with forged requests) is counted, not logged: this user's requests are answered during it and their log entries kept")
+    func connectionFloodIsCountedNotLogged() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try startAgent(scenario)
+        defer { agent.stop() }
+        let (url, header, port) = try endpoint(of: agent)
+        let before = try get(url, headers: ["X-IDENTITY-HEADER: \(header)"])
+        #expect(before.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(before.stdout) \(before.stderr)")
+
+        // uid 65534 opens 1,200 connections and holds them; every other one sends a request with a
+        // forged header. Once told (a line on its standard input), it waits for the endpoint to close
+        // each (so each was accepted and counted) and prints how many of its requests got 401.
+        let source = """
+            import resource, socket, sys
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            forged = b"GET /msi/token?api-version=2019-08-01&resource=https://management.azure.com HTTP/1.1\\r\\nHost: x\\r\\nX-IDENTITY-HEADER: " + b"0" * 64 + b"\\r\\n\\r\\n"
+            connections = []
+            for index in range(1200):
+                s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                if index % 2:
+                    try:
+                        s.sendall(forged)
+                    except OSError:
+                        pass
+                connections.append(s)
+            print("connected", flush=True)
+            sys.stdin.readline()
+            unauthorized = 0
+            for s in connections:
+                s.settimeout(300)
+                answer = b""
+                try:
+                    while True:
+                        chunk = s.recv(4096)
+                        if not chunk:
+                            break
+                        answer += chunk
+                except OSError:
+                    pass
+                unauthorized += answer.startswith(b"HTTP/1.1 401 ")
+                s.close()
+            print("closed", unauthorized, flush=True)
+            """
+        let (attacker, input, output) = try attacker(source, port: port)
+        defer { kill(attacker.processIdentifier, SIGKILL); attacker.waitUntilExit() }
+        var line = ""
+        while !line.hasSuffix("\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+            line += String(decoding: byte, as: UTF8.self)
+        }
+        #expect(line == "connected\n")
+
+        // This user's request while the other user's connections are open.
+        let during = try await offThePool { try get(url, headers: ["X-IDENTITY-HEADER: \(header)"]) }
+        #expect(during.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(during.stdout) \(during.stderr)")
+        try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
+        let closed = String(decoding: try output.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
+        let unauthorized = Int(closed.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? -1
+        #expect(closed.hasPrefix("closed ") && unauthorized >= 0, "\(closed)")
+
+        // Both of this user's requests are in the log, ahead of one line that counts the 1,200 refusals.
+        let requests = try scenario.inContainer(["agent", "--list-requests", "--json"], socket: agent.socket)
+        let logged = try JSONSerialization.jsonObject(with: Data(requests.stdout.utf8)) as? [[String: Any]] ?? []
+        let granted = logged.filter { $0["channel"] as? String == "managed-identity" && $0["outcome"] as? String == "granted" }
+        #expect(granted.count == 2, "\(requests.stdout.prefix(2000))")
+        let counted = logged.filter { $0["op"] as? String == "connect" }
+        #expect(counted.count == 1 && counted.first?["uid"] as? Int == 65534, "\(counted)")
+        #expect((counted.first?["outcome"] as? String)?.hasPrefix("refused: 1200 connections from other users") == true, "\(counted)")
+        // The agent's standard error names the other user once, not once per connection.
+        #expect(agent.log.components(separatedBy: "refused: connection from uid 65534").count == 2, "\(agent.log.suffix(2000))")
     }
 
     @Test("the real azure-identity's ManagedIdentityCredential and DefaultAzureCredential get the signed-in user's token from the endpoint with no code change")

@@ -111,6 +111,12 @@ struct AgentTests {
         #expect(!refused.stdout.contains("at-") && !refused.stdout.contains("rt-"))
         #expect(try await scenario.idp.stats().token_requests == 0)
         #expect(agent.log.contains("uid 65534") && agent.log.contains("refused"), "\(agent.log)")
+        // Counted, not put in the request log (#57 item 6): --list-requests ends with the count.
+        let second = try agentClientScript(["raw", agent.socket, request], as: pastTheMode)
+        #expect(second.stdout.contains("accessDenied"), "\(second.stdout)")
+        let requests = try AgentClient(path: agent.socket).requests()
+        #expect(requests.count == 1 && requests[0].operation == "connect" && requests[0].channel == "socket" && requests[0].uid == 65534, "\(requests)")
+        #expect(requests.first?.outcome.hasPrefix("refused: 2 connections from other users") == true, "\(requests)")
     }
 
     @Test("policy: a client, scope or authority outside --client/--scopes/--authority is refused with the option to change; nothing is redeemed")

@@ -239,6 +239,15 @@ struct BrokerTests {
         #expect(listed.status == 0 && listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
     }
 
+    @Test("--confirm in a broker with no terminal and no display (as the bus starts one): it serves, and every question is answered no (a client's accounts are not listed)")
+    func confirmWithoutTerminal() async throws {
+        defer { cli.cleanUp() }
+        try await signIn(Fixtures.appOne)
+        let broker = try RunningBroker(cli, bus: bus, ["--confirm"], environment: ["DISPLAY": "", "WAYLAND_DISPLAY": ""])
+        #expect(Self.usernames(try broker.object("getAccounts", ["clientId": Fixtures.appOne])).isEmpty)
+        #expect(broker.log.contains("refused (no terminal or desktop dialog to ask in)"), "\(broker.log)")
+    }
+
     @Test("A client outside --client is refused (status 9), for accounts and tokens; the log names the caller's pid and uid")
     func outOfPolicyClientRefused() async throws {
         defer { cli.cleanUp() }
@@ -314,19 +323,19 @@ struct BrokerTests {
         #expect(broker.process.isRunning, "the first keeps serving")
     }
 
-    @Test("--install writes the D-Bus service file and the systemd user unit when the name is free; refuses when Microsoft's broker is installed; --uninstall removes them")
+    @Test("--install writes the D-Bus service file and the systemd user unit when the name is free, --confirm included; refuses when Microsoft's broker is installed; --uninstall removes them")
     func installAndUninstall() async throws {
         defer { cli.cleanUp() }
         var environment = RunningBroker.environment(cli, bus)
         func run(_ arguments: [String]) throws -> ProcessOutput {
             try runProcess(RunningBroker.binary, arguments + ["--backend", cli.backend, "--group", cli.group], environment: environment)
         }
-        let installed = try run(["broker", "--install", "--client", Fixtures.appOne])
+        let installed = try run(["broker", "--install", "--client", Fixtures.appOne, "--confirm"])
         #expect(installed.status == 0, "\(installed.stderr)")
         let serviceFile = cli.dataHome.appendingPathComponent("dbus-1/services/com.microsoft.identity.broker1.service")
         let unitFile = cli.dataHome.appendingPathComponent("config/systemd/user/tokencache-broker.service")
         let service = try String(contentsOf: serviceFile, encoding: .utf8)
-        #expect(service.contains("Name=com.microsoft.identity.broker1") && service.contains("broker --client \(Fixtures.appOne) --backend file --group \(cli.group)"), "\(service)")
+        #expect(service.contains("Name=com.microsoft.identity.broker1") && service.contains("broker --client \(Fixtures.appOne) --confirm --backend file --group \(cli.group)"), "\(service)")
         #expect(service.contains("SystemdService=tokencache-broker.service"))
         let unit = try String(contentsOf: unitFile, encoding: .utf8)
         #expect(unit.contains("Type=dbus") && unit.contains("BusName=com.microsoft.identity.broker1"), "\(unit)")

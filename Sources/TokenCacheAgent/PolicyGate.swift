@@ -1,0 +1,95 @@
+import Synchronization
+import TokenCacheCore
+
+/// The one gate the token agent and the identity broker pass before serving (#57 item 5): with
+/// `--confirm` it asks the user, and remembers a yes for exactly what the question named — who
+/// asked, the operation, and the request's client, account, authority and scopes. A yes for
+/// scopes A never covers scopes B, nor one caller another's. Without `--confirm` it allows what
+/// the static policy (``AgentPolicy``) let through, except what needs the user's consent, which it
+/// denies (there is no one to ask).
+///
+/// It also records which caller first used each client ID here: a client's accounts are that
+/// caller's to remove; another caller that names the same client needs the user's yes.
+package final class PolicyGate: Sendable {
+    /// Asks the person at the server; true to allow.
+    package typealias Confirmation = @Sendable (String) async -> Bool
+
+    /// What an answer is remembered for.
+    package struct Key: Hashable, Sendable {
+        /// Who asked: a Flatpak app ID, a snap name, an executable, or a channel (`managed-identity`).
+        package var caller: String
+        /// `token`, `getAccounts`, `removeAccount`, `signIn`, `client` (whether the caller may use the client at all).
+        package var operation: String
+        /// Lowercased.
+        package var client: String
+        /// A home account ID or username, empty for none.
+        package var account: String
+        /// The authority's URL, empty for none.
+        package var authority: String
+        /// Lowercased, sorted, each once.
+        package var scopes: [String]
+
+        package init(caller: String, operation: String, client: String, account: String = "", authority: String = "", scopes: [String] = []) {
+            (self.caller, self.operation, self.client) = (caller, operation, ASCII.lowercased(client))
+            (self.account, self.authority) = (account, authority)
+            self.scopes = Array(Set(scopes.map(ASCII.lowercased))).sorted()
+        }
+    }
+
+    /// What the gate does with a key.
+    package enum Decision: Equatable, Sendable {
+        /// Serve: the user said yes to this key, or no one is to be asked and the policy allows it.
+        case allow
+        /// Ask the user first.
+        case ask
+        /// Refuse: the key needs the user's yes and there is no one to ask.
+        case deny
+    }
+
+    private let confirmation: Confirmation?
+    private let allowed = Mutex<Set<Key>>([])
+    /// The caller that first used each client ID (lowercased) here.
+    private let owners = Mutex<[String: String]>([:])
+
+    package init(confirmation: Confirmation?) { self.confirmation = confirmation }
+
+    /// Whether the user is asked (`--confirm`).
+    package var asks: Bool { confirmation != nil }
+
+    /// The decision for `key`; `needsConsent`: the policy alone does not allow it.
+    package func decision(for key: Key, needsConsent: Bool = false) -> Decision {
+        if allowed.withLock({ $0.contains(key) }) { return .allow }
+        if confirmation != nil { return .ask }
+        return needsConsent ? .deny : .allow
+    }
+
+    /// True when `key` may be served: allowed before, or asked now (`question`) and answered yes,
+    /// which is remembered for `key` only. A no is not remembered: the next request asks again.
+    package func admits(_ key: Key, needsConsent: Bool = false, question: @autoclosure () -> String) async -> Bool {
+        switch decision(for: key, needsConsent: needsConsent) {
+        case .allow: return true
+        case .deny: return false
+        case .ask:
+            guard let confirmation, await confirmation(question()) else { return false }
+            allowed.withLock { _ = $0.insert(key) }
+            return true
+        }
+    }
+
+    /// Remembers a yes for `key` that a broader question already gave.
+    package func remember(_ key: Key) { allowed.withLock { _ = $0.insert(key) } }
+
+    /// Records that `caller` used `client` (the first caller to do so owns it); returns the owner.
+    @discardableResult
+    package func claim(client: String, by caller: String) -> String {
+        owners.withLock { owners in
+            let key = ASCII.lowercased(client)
+            if let owner = owners[key] { return owner }
+            owners[key] = caller
+            return caller
+        }
+    }
+
+    /// The caller that first used `client` here, nil when none has.
+    package func owner(of client: String) -> String? { owners.withLock { $0[ASCII.lowercased(client)] } }
+}
