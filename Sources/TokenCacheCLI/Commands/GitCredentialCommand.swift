@@ -36,7 +36,8 @@ struct GitCredentialCommand: ParsableCommand {
 
         Examples:
           tokencache git-credential --configure
-          git config --global credential.https://git.example.com.helper "tokencache --host git.example.com --scopes api://git/.default"
+          git config --global credential.https://git.example.com.helper \\
+            "tokencache --host git.example.com --scopes api://git/.default"
         """)
 
     /// Azure DevOps' resource, as Git Credential Manager and `az` ask for it.
