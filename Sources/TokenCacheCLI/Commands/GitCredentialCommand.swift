@@ -25,7 +25,7 @@ struct GitCredentialCommand: ParsableCommand {
         answered as username and password (Azure Repos takes an access token as a Basic password), \
         or as authtype=Bearer and credential where git announces capability[]=authtype. The client \
         is --client, TOKENCACHE_CLIENT_ID or the config file's "client", else Azure CLI's \
-        (\(azureCLIClient), which Azure DevOps accepts); the account and authority come as `token` \
+        (\(ToolTokenOptions.azureCLIClient), which Azure DevOps accepts); the account and authority come as `token` \
         takes them. With no account and a terminal (/dev/tty), it signs in with a device code \
         shown there; with none it fails at once with one line git shows. For any other host it \
         prints nothing, so git asks its next helper.
@@ -42,8 +42,6 @@ struct GitCredentialCommand: ParsableCommand {
 
     /// Azure DevOps' resource, as Git Credential Manager and `az` ask for it.
     static let azureDevOpsScope = "499b84ac-1321-427f-aa17-267ca6975798/.default"
-    /// Azure CLI's public client: in Microsoft's app family, and accepted by Azure DevOps.
-    static let azureCLIClient = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
 
     @Argument(help: ArgumentHelp("What git asks: get, store or erase.", valueName: "operation"))
     var operation: String?
@@ -51,23 +49,10 @@ struct GitCredentialCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Another host to answer for (host or host:port; *.suffix for its subdomains); repeatable.", valueName: "host"))
     var host: [String] = []
 
-    @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\", else Azure CLI's.", valueName: "id"),
-            transform: ClientIDArgument.parse)
-    var client: String?
-
-    @Option(help: ArgumentHelp("Scopes of the token, separated by spaces; default Azure DevOps' (\(azureDevOpsScope)).", valueName: "scopes"))
-    var scopes: [String] = []
-
-    @Option(help: ArgumentHelp("The account (username or home account ID); else TOKENCACHE_ACCOUNT or the config file's \"account\", else the client's only one.", valueName: "name|home-id"))
-    var account: String?
-
-    @Option(help: ArgumentHelp("The authority: tenant and where to refresh; else TOKENCACHE_AUTHORITY, the config file's \"authority\", or the account's own.", valueName: "url"))
-    var authority: String?
-
     @Flag(help: "Write git's configuration for Azure Repos (and each --host) in your global git config, and print it.")
     var configure = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var options: ToolTokenOptions
 
     func validate() throws {
         if configure {
@@ -77,7 +62,6 @@ struct GitCredentialCommand: ParsableCommand {
         } else if !["get", "store", "erase"].contains(operation!) {
             throw ValidationError("Unknown operation '\(operation!)': git asks for get, store or erase.")
         }
-        if !scopes.isEmpty && scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }
         if let bad = host.first(where: { $0.isEmpty || $0.contains(where: { $0 == "/" || $0 == " " }) }) {
             throw ValidationError("--host '\(bad)' is not a host: give host or host:port.")
         }
@@ -88,13 +72,9 @@ struct GitCredentialCommand: ParsableCommand {
         // git always writes its request and closes the pipe: read it all before anything else.
         let request = GitCredentialRequest(StandardIO.readAll(from: STDIN_FILENO, limit: 1 << 20) ?? Data())
         guard operation != "store", let host = request["host"], isKnown(host: host, protocol: request["protocol"]) else { return }
-        do {
+        // One line: git shows the helper's stderr as it is.
+        try ToolTokenOptions.reportingOnOneLine {
             if operation == "get" { try get(request) } else { try erase(request) }
-        } catch let error as CLIError {
-            // One line: git shows the helper's stderr as it is.
-            let hint = error.hint.map { " (\($0))" } ?? ""
-            StandardIO.write(Data("tokencache: \(Terminal.escape(error.message + hint))\n".utf8), to: STDERR_FILENO)
-            throw ExitCode(error.exitCode)
         }
     }
 
@@ -110,40 +90,8 @@ struct GitCredentialCommand: ParsableCommand {
         return name == "dev.azure.com" || name.hasSuffix(".visualstudio.com")
     }
 
-    /// The token request `token` would make for these options, and the engine that answers it.
-    private func tokenRequest() throws -> (TokenEngine, TokenRequest) {
-        let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
-        let client = settings.client?.value ?? Self.azureCLIClient
-        let account = settings.account?.value
-        var options = PublicClientApplication.Options()
-        options.logger = StoreOptions.logger(verbose: store.verbose, quiet: !store.verbose)
-        let engine = try TokenEngine.open(store.cacheChoice(), options: options) {
-            try store.openStore(account: account, quiet: true)
-        }
-        var request = TokenRequest(clientID: try ClientID(client), scopes: scopes.isEmpty ? [Self.azureDevOpsScope] : scopeList(scopes),
-                                   account: account, authority: settings.authority?.value)
-        request.clientCapabilities = settings.capabilities
-        return (engine, request)
-    }
-
     private func get(_ git: GitCredentialRequest) throws {
-        let (engine, request) = try tokenRequest()
-        let result: TokenResult
-        do throws(TokenCacheError) {
-            result = try engine.blockingToken(request)
-        } catch {
-            // No account: sign in here, unless the agent answers (its cache is elsewhere).
-            guard case .noAccount = error.reason, store.agent() == nil else {
-                throw CLIError(message: CLIHints.message(of: error), hint: CLIHints.hint(for: error),
-                               exitCode: error.code == .notFound ? 2 : 1, cause: error)
-            }
-            return try answer(git, with: signIn(request))
-        }
-        try answer(git, with: result)
-    }
-
-    /// The token in git's words.
-    private func answer(_ git: GitCredentialRequest, with result: TokenResult) throws {
+        let result = try options.token(defaultScope: Self.azureDevOpsScope, signIn: true, tool: "git")
         guard !result.accessToken.contains(where: { $0.isNewline || $0 == "\0" }) else {
             throw CLIError.failed("The access token holds a line break, which git's protocol cannot carry.")
         }
@@ -159,43 +107,10 @@ struct GitCredentialCommand: ParsableCommand {
         StandardIO.write(Data((lines.joined(separator: "\n") + "\n").utf8), to: STDOUT_FILENO)
     }
 
-    /// No account yet: a device code sign-in shown on the terminal, when there is one.
-    private func signIn(_ request: TokenRequest) throws -> TokenResult {
-        let tty = open("/dev/tty", O_WRONLY | O_NOCTTY | O_CLOEXEC)
-        let login = "sign in with `tokencache login --device-code --client \(request.clientID.value) --scopes \"\(request.scopes.joined(separator: " "))\"`"
-        guard tty >= 0 else {
-            throw CLIError.notFound("No account signed in for git (no terminal to sign in on): \(login).")
-        }
-        defer { close(tty) }
-        let authority = try request.authority ?? Authority("https://login.microsoftonline.com/organizations")
-        let app = PublicClientApplication(clientID: request.clientID.value, authority: authority, store: try store.openStore(account: nil, quiet: true))
-        let parameters = DeviceCodeParameters(scopes: request.scopes)
-        do throws(TokenCacheError) {
-            return try waitFor { [parameters] () throws(TokenCacheError) in
-                try await app.acquireTokenWithDeviceCode(parameters) { code in
-                    StandardIO.write(Data("tokencache (git): \(Terminal.escape(code.message))\n".utf8), to: tty)
-                }
-            }
-        } catch {
-            throw CLIError.failed("Sign-in for git failed: \(CLIHints.message(of: error))", cause: error)
-        }
-    }
-
     /// git refused the token: when it is the cached one, a refresh replaces it.
     private func erase(_ git: GitCredentialRequest) throws {
         guard let refused = git["credential"] ?? git["password"], !refused.isEmpty else { return }
-        let (engine, request) = try tokenRequest()
-        var cachedOnly = request
-        cachedOnly.redeemsRefreshTokens = false
-        guard let cached = try? engine.blockingToken(cachedOnly), cached.accessToken == refused else { return }
-        var forced = request
-        forced.forceRefresh = true
-        do throws(TokenCacheError) {
-            _ = try engine.blockingToken(forced)
-        } catch {
-            throw CLIError(message: "The refused token could not be replaced: \(CLIHints.message(of: error))", hint: CLIHints.hint(for: error),
-                           exitCode: 1, cause: error)
-        }
+        try options.replace(refused: refused, defaultScope: Self.azureDevOpsScope)
     }
 
     /// `--configure`: `git config --global` lines for Azure Repos and each --host.
