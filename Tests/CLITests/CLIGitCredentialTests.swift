@@ -167,11 +167,10 @@ struct CLIGitCredentialTests {
 /// main) for one test.
 final class GitServer: @unchecked Sendable {
     // @unchecked: set once in init and only read afterwards.
-    let port: Int
     let root: URL
-    private let process: Process
-    private let input: Pipe
+    private let server: StandInServer
 
+    var port: Int { server.port }
     var host: String { "127.0.0.1:\(port)" }
     var url: String { "http://\(host)/repo.git" }
 
@@ -184,52 +183,25 @@ final class GitServer: @unchecked Sendable {
             ["init", "-q", "-b", "main", source],
             ["-C", source, "commit", "-q", "--allow-empty", "-m", "first"],
         ]
-        for arguments in setUp {
-            let output = try runProcess("/usr/bin/git", ["-c", "user.name=Test", "-c", "user.email=test@example.com"] + arguments)
-            guard output.status == 0 else { throw TokenCacheError(.fileSystem, "git \(arguments) failed: \(output.stderr)") }
-        }
+        for arguments in setUp { try Self.git(arguments) }
         try Data("hello\n".utf8).write(to: URL(fileURLWithPath: source).appendingPathComponent("README"))
         for arguments in [["add", "README"], ["commit", "-q", "-m", "readme"], ["push", "-q", repository, "main"]] {
-            let output = try runProcess("/usr/bin/git", ["-C", source, "-c", "user.name=Test", "-c", "user.email=test@example.com"] + arguments)
-            guard output.status == 0 else { throw TokenCacheError(.fileSystem, "git \(arguments) failed: \(output.stderr)") }
+            try Self.git(["-C", source] + arguments)
         }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../TokenCacheTestIdentityProvider/Fixtures/git_server.py").standardizedFileURL.path
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [script, "--root", root.path, "--idp", "http://\(idp.host):\(idp.port)", "--scope", CLIGitCredentialTests.scope]
-        input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line.append(byte) }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            process.terminate()
-            throw TokenCacheError(.network, "git_server.py did not start")
-        }
-        self.port = port
+        server = try StandInServer(script: "git_server.py", arguments: [
+            "--root", root.path, "--idp", "http://\(idp.host):\(idp.port)", "--scope", CLIGitCredentialTests.scope])
     }
 
     deinit {
-        try? input.fileHandleForWriting.close()
-        process.terminate()
-        process.waitUntilExit()
         try? FileManager.default.removeItem(at: root)
     }
 
-    struct Stats: Decodable, CustomStringConvertible {
-        var accepted: [String]
-        var refused: Int
-        var anonymous: Int
-        var description: String { "accepted \(accepted.count) (\(Set(accepted).count) tokens), refused \(refused), anonymous \(anonymous)" }
+    private static func git(_ arguments: [String]) throws {
+        let output = try runProcess("/usr/bin/git", ["-c", "user.name=Test", "-c", "user.email=test@example.com"] + arguments)
+        guard output.status == 0 else { throw TokenCacheError(.fileSystem, "git \(arguments) failed: \(output.stderr)") }
     }
 
-    func stats() throws -> Stats {
-        let output = try runProcess("/usr/bin/curl", ["-sf", "http://\(host)/_stats"])
-        return try JSONDecoder().decode(Stats.self, from: Data(output.stdout.utf8))
-    }
+    func stats() throws -> StandInServer.Stats { try server.stats(at: "http://\(host)/_stats") }
 
     /// The server stops honouring the last token it let through (revoked at the provider).
     func revokeLastToken() throws {

@@ -1,5 +1,4 @@
 import ArgumentParser
-internal import CLinux
 import FoundationEssentials
 import TokenCache
 #if canImport(Glibc)
@@ -133,14 +132,11 @@ struct GitCredentialCommand: ParsableCommand {
 
     /// Runs git (found on PATH) and waits for it.
     private static func git(_ arguments: [String]) throws {
-        var pid: pid_t = 0
-        let argv = (["git"] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let spawned = posix_spawnp(&pid, "git", nil, nil, argv, environ)
-        guard spawned == 0 else { throw CLIError.failed("Could not run git: \(String(cString: strerror(spawned))).", hint: "Install git") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0 else { throw CLIError.failed("git \(arguments.joined(separator: " ")) failed (status \(status)).") }
+        let result: (status: Int32, output: Data)
+        do throws(Subprocess.SpawnFailure) { result = try Subprocess.run(["git"] + arguments) } catch {
+            throw CLIError.failed("Could not run git: \(error.reason).", hint: "Install git")
+        }
+        guard result.status == 0 else { throw CLIError.failed("git \(arguments.joined(separator: " ")) failed (status \(result.status)).") }
     }
 }
 

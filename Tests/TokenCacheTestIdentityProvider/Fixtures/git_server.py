@@ -18,21 +18,13 @@ import os
 import subprocess
 import sys
 import threading
-import urllib.request
+
+from resource_gate import Gate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 ROOT, IDP, SCOPE = args["--root"], args["--idp"], args["--scope"]
-lock = threading.Lock()
-stats = {"accepted": [], "refused": 0, "anonymous": 0}
-
-
-def idp(path, body=None, token=None):
-    request = urllib.request.Request(IDP + path, data=json.dumps(body).encode() if body is not None else None)
-    if token is not None:
-        request.add_header("Authorization", "Bearer " + token)
-    with urllib.request.urlopen(request) as response:
-        return json.loads(response.read() or b"{}")
+gate = Gate(IDP, SCOPE)
 
 
 def presented_token(header):
@@ -74,29 +66,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def authorized(self):
         token = presented_token(self.headers.get("Authorization", ""))
-        if token:
-            info = idp("/introspect", token=token)
-            if info["active"] and SCOPE in info["scopes"]:
-                with lock:
-                    stats["accepted"].append(token)
-                return token
-        with lock:
-            stats["refused" if token is not None else "anonymous"] += 1
+        if gate.admits(token):
+            return token
         self.reply(401, {"message": "TF400813: not authorized"}, {"WWW-Authenticate": 'Basic realm="git"'})
         return None
 
     def do_GET(self):
         if self.path == "/_stats":
-            with lock:
-                return self.reply(200, stats)
+            return self.reply(200, gate.stats())
         self.git(b"")
 
     def do_POST(self):
         body = self.body()
         if self.path == "/_revoke":
-            with lock:
-                token = stats["accepted"][-1]
-            idp("/control", {"revoke_access_token": token})
+            gate.revoke_last()
             return self.reply(200, {})
         self.git(body)
 
