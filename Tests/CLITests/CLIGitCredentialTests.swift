@@ -30,11 +30,11 @@ struct CLIGitCredentialTests {
 
     /// git as a developer runs it with `credential.helper = !tokencache git-credential ...`
     /// (only this helper: no system or global config), with no terminal to prompt on.
-    func git(_ arguments: [String], helper: String? = nil, in directory: URL? = nil, path: String? = nil) throws -> ProcessOutput {
-        let binary = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
-        let helper = helper ?? "!'\(binary)' git-credential " + helperArguments.map { "'\($0)'" }.joined(separator: " ")
-        var environment = cli.environment
-        environment["HOME"] = cli.dataHome.path
+    func git(_ arguments: [String], helper: String? = nil, in directory: URL? = nil, path: String? = nil,
+             environment base: [String: String]? = nil) throws -> ProcessOutput {
+        let helper = helper ?? Self.helper(helperArguments)
+        var environment = base ?? cli.environment
+        if base == nil { environment["HOME"] = cli.dataHome.path }
         environment["GIT_CONFIG_NOSYSTEM"] = "1"
         environment["GIT_CONFIG_GLOBAL"] = "/dev/null"
         environment["GIT_TERMINAL_PROMPT"] = "0"
@@ -45,6 +45,11 @@ struct CLIGitCredentialTests {
             + ["-c", "credential.helper=", "-c", "credential.helper=\(helper)", "-c", "user.name=Alice", "-c", "user.email=alice@contoso.com"]
         // setsid: a session of its own, so no /dev/tty either (stdin is a pipe).
         return try runProcess("/usr/bin/setsid", ["-w"] + git + arguments, environment: environment)
+    }
+
+    /// `credential.helper` running the built tokencache with these arguments.
+    static func helper(_ arguments: [String]) -> String {
+        "!'\(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path)' git-credential " + arguments.map { "'\($0)'" }.joined(separator: " ")
     }
 
     /// Alice signed in to app one, her access token expired, her refresh token known at the provider.
@@ -92,6 +97,40 @@ struct CLIGitCredentialTests {
         #expect(try await idp.stats().grants.count == 2)
         let list = try cli.run(["list"])
         #expect(list.status == 0 && list.stdout.contains(Fixtures.alice.username), "\(list.stdout)")
+    }
+
+    @Test("Through the agent, from a container-like home (only TOKENCACHE_AGENT_SOCK set, nothing cached there): the clone refreshes at the agent, a refused token is replaced through the agent, and the home holds no cache afterwards")
+    func throughTheAgent() async throws {
+        defer { cli.cleanUp() }
+        try await signInExpired()
+        let socket = cli.dataHome.appendingPathComponent("agent.sock").path
+        let started = try cli.run(["agent", "--daemon", "--socket", socket, "--authority", idp.authority().url.absoluteString])
+        #expect(started.status == 0, "\(started.stderr)")
+        // TOKENCACHE_AGENT_PID=N (or 'N'); killed however the test ends.
+        let pid = started.stdout.split(separator: "\n").first { $0.hasPrefix("TOKENCACHE_AGENT_PID=") }
+            .flatMap { Int32($0.dropFirst("TOKENCACHE_AGENT_PID=".count).drop { !$0.isNumber }.prefix(while: \.isNumber)) }
+        defer { if let pid { kill(pid, SIGKILL) } }
+        try #require(pid != nil, "\(started.stdout)")
+        let home = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: home) }
+        var container = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TOKENCACHE_") || $0.key == "TOKENCACHE_LOG_FILE" }
+        container["DBUS_SESSION_BUS_ADDRESS"] = nil
+        container["HOME"] = home.path
+        container["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
+        container["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+        container["TOKENCACHE_AGENT_SOCK"] = socket
+        let helper = Self.helper(["--host", server.host, "--client", Fixtures.appOne])
+        let clone = home.appendingPathComponent("clone")
+        let cloned = try git(["clone", server.url, clone.path], helper: helper, environment: container)
+        #expect(cloned.status == 0, "\(cloned.stderr)")
+        #expect(try await idp.stats().grants.count == 1)
+        try server.revokeLastToken()
+        #expect(try git(["fetch", "-q"], helper: helper, in: clone, environment: container).status != 0)
+        let fetched = try git(["fetch", "-q"], helper: helper, in: clone, environment: container)
+        #expect(fetched.status == 0, "\(fetched.stderr)")
+        #expect(try await idp.stats().grants.count == 2)
+        // Nothing was cached in the container: no data directory was even made.
+        #expect(!FileManager.default.fileExists(atPath: home.appendingPathComponent(".local/share").path))
     }
 
     @Test("No account and no terminal: git fails at once, showing the helper's one-line reason, and the server saw no credential")
