@@ -157,6 +157,26 @@ struct CLIGitCredentialTests {
         #expect(listed.status == 0 && listed.stdout.contains("refs/heads/main"), "\(listed.stderr)")
     }
 
+    @Test("A host the helper does not know: it answers nothing and git asks the next helper, whose credential is used")
+    func unknownHostFallsThrough() async throws {
+        defer { cli.cleanUp() }
+        try await signInExpired()
+        // A valid token for the next helper to hand out, as a store would.
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString, "--scopes", Self.scope])
+        try #require(token.status == 0, "\(token.stderr)")
+        let store = cli.dataHome.appendingPathComponent("next-helper.sh")
+        let asked = cli.dataHome.appendingPathComponent("next-helper-asked")
+        try Data("#!/bin/sh\ncat >/dev/null\necho \"$1\" >> '\(asked.path)'\n[ \"$1\" = get ] && printf 'username=next\\npassword=%s\\n' '\(token.stdout.filter { !$0.isNewline })'\nexit 0\n".utf8).write(to: store)
+        chmod(store.path, 0o700)
+        // Not --host: for tokencache, 127.0.0.1 is not a git host it serves.
+        let unknown = Self.helper(["--client", Fixtures.appOne, "--backend", cli.backend, "--group", cli.group])
+        let listed = try git(["-c", "credential.helper=\(store.path)", "ls-remote", server.url], helper: unknown)
+        #expect(listed.status == 0 && listed.stdout.contains("refs/heads/main"), "\(listed.stderr)")
+        // git asks the next helper only when the one before gave no credential.
+        #expect(try String(contentsOf: asked, encoding: .utf8).hasPrefix("get\n"))  // (then store, on success)
+        #expect(try await idp.stats().grants.count == 1, "the helper asked for no token for a host it does not serve")
+    }
+
     @Test("Unknown hosts and plain http to a host not named get nothing (git asks its next helper); store is a no-op; with capability[]=authtype the answer is a Bearer credential")
     func protocolDetails() async throws {
         defer { cli.cleanUp() }
