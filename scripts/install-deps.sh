@@ -46,6 +46,13 @@ install_missing "${demo_packages[@]}" libsecret-1-0 gnome-keyring dbus libsecret
     xdg-desktop-portal `# the real Secret portal (gnome-keyring is its backend)` \
     xdg-dbus-proxy `# the sandbox's filtered bus, as Flatpak's (portal only)`
 
+# The developer tools' tests (#61): the real git and kubectl. Debian's kubectl (kubernetes-client)
+# only where no kubectl is installed: the Google Cloud SDK's `kubectl` package owns /usr/bin/kubectl
+# on some machines (this one), and the two packages conflict. Debian 12's kubernetes-client is
+# 1.20, older than client.authentication.k8s.io/v1 (1.22): the v1 case needs a newer kubectl.
+install_missing git
+command -v kubectl >/dev/null || install_missing kubernetes-client
+
 # JSON on the command line: the symbol graphs (scripts/count-public-api.sh) and the package's
 # manifest (scripts/check-module-graph.sh).
 install_missing jq

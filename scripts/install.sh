@@ -21,6 +21,8 @@ trap 'rm -rf "$DOCS"' EXIT
 scripts/generate-docs.sh "$BIN" "$DOCS"
 ROOT="$DESTDIR$PREFIX"
 install -D -m 0755 "$BIN" "$ROOT/bin/tokencache"
+# git's name for the credential helper (`credential.helper = tokencache`).
+install -D -m 0755 scripts/git-credential-tokencache "$ROOT/bin/git-credential-tokencache"
 install -D -m 0644 "$DOCS/man/man1/tokencache.1" "$ROOT/share/man/man1/tokencache.1"
 install -D -m 0644 "$DOCS/completions/bash/tokencache" "$ROOT/share/bash-completion/completions/tokencache"
 install -D -m 0644 "$DOCS/completions/zsh/_tokencache" "$ROOT/share/zsh/site-functions/_tokencache"

@@ -4,7 +4,7 @@
 #   ./install.sh                      into /usr/local as root, ~/.local otherwise
 #   ./install.sh --prefix DIR         into DIR (bin/, lib/, include/, share/)
 #   ./install.sh --uninstall [--prefix DIR]   removes what an earlier install put there
-# What it installs: bin/tokencache; lib/libtokencache.so.0 with its links and pkg-config file;
+# What it installs: bin/tokencache and bin/git-credential-tokencache (git's name for its helper); lib/libtokencache.so.0 with its links and pkg-config file;
 # include/tokencache.h; the man page; bash, zsh and fish completions; the Python binding; the C and
 # Python examples. It records each file in PREFIX/share/tokencache/installed-files, which
 # --uninstall reads (and removes nothing else).
@@ -67,6 +67,7 @@ link() {
     echo "$2" >> "$manifest.new"
 }
 put "$here/bin/tokencache" "$prefix/bin/tokencache" 0755
+put "$here/bin/git-credential-tokencache" "$prefix/bin/git-credential-tokencache" 0755
 put "$here/lib/libtokencache.so.$version" "$prefix/lib/libtokencache.so.$version" 0644
 link "libtokencache.so.$version" "$prefix/lib/libtokencache.so.$major"
 link "libtokencache.so.$major" "$prefix/lib/libtokencache.so"

@@ -34,6 +34,7 @@ mkdir -p "$root/bin" "$root/lib" "$root/include" "$root/share/man/man1" "$root/s
     "$root/share/doc/tokencache/examples" "$root/python/tokencache"
 install -m 0755 "$bin" "$root/bin/tokencache"
 strip --strip-unneeded "$root/bin/tokencache"
+install -m 0755 scripts/git-credential-tokencache "$root/bin/git-credential-tokencache"
 install -m 0644 ".build/c-library/lib/libtokencache.so.$version" "$root/lib/libtokencache.so.$version"
 install -m 0644 "$header" "$root/include/tokencache.h"
 install -m 0644 Sources/TokenCacheC/tokencache.pc.in "$root/share/tokencache/tokencache.pc.in"

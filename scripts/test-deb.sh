@@ -64,6 +64,9 @@ scripts/check-c-abi.sh "$lib"
 help_status=0; help="$(/usr/bin/tokencache --help 2>&1)" || help_status=$?
 [ "$help_status" = 0 ] && grep -q "USAGE: tokencache" <<< "$help" \
     || { echo "FAIL: tokencache --help exited $help_status and printed:" >&2; echo "$help" >&2; exit 1; }
+# git's name for the credential helper: a host it does not serve gets nothing (exit 0).
+[ -z "$(printf 'protocol=https\nhost=github.com\n\n' | /usr/bin/git-credential-tokencache get)" ] \
+    || { echo "FAIL: git-credential-tokencache answered for github.com" >&2; exit 1; }
 for file in /usr/share/man/man1/tokencache.1.gz /usr/share/bash-completion/completions/tokencache /usr/share/zsh/vendor-completions/_tokencache \
     /usr/share/fish/vendor_completions.d/tokencache.fish; do
     [ -s "$file" ] || { echo "FAIL: no $file" >&2; exit 1; }
@@ -102,7 +105,7 @@ TOKENCACHE_CLI=/usr/bin/tokencache scripts/test-c-api.sh --installed
 scripts/test-python.sh --installed
 
 apt_get purge -y -qq "${packages[@]}" >/dev/null
-for path in /usr/bin/tokencache "$lib" /usr/include/tokencache.h /usr/lib/python3/dist-packages/tokencache; do
+for path in /usr/bin/tokencache /usr/bin/git-credential-tokencache "$lib" /usr/include/tokencache.h /usr/lib/python3/dist-packages/tokencache; do
     [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
 done
 echo "Debian packages ${packages[*]}: installed with apt, used from C, Python and the CLI, removed"

@@ -46,6 +46,9 @@ fail() { echo "FAIL ($prefix): $*" >&2; exit 1; }
 version="$(tokencache --version)"
 [[ "$version" == *"(commit $commit)" ]] || fail "tokencache --version printed '$version', not the commit $commit"
 [ "$(command -v tokencache)" = "$prefix/bin/tokencache" ] || fail "tokencache is $(command -v tokencache)"
+# git's name for the credential helper: a host it does not serve gets nothing (exit 0).
+[ "$(command -v git-credential-tokencache)" = "$prefix/bin/git-credential-tokencache" ] || fail "git-credential-tokencache is $(command -v git-credential-tokencache)"
+[ -z "$(printf 'protocol=https\nhost=github.com\n\n' | git-credential-tokencache get)" ] || fail "git-credential-tokencache answered for github.com"
 page="$(MANWIDTH=80 man -P cat tokencache 2>/dev/null)" || fail "man tokencache found no page"
 grep -q "tokencache" <<< "$page" || fail "the man page is empty"
 complete="$(bash -c "source '$prefix/share/bash-completion/completions/tokencache' && complete -p tokencache")"

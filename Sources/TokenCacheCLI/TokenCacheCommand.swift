@@ -75,7 +75,7 @@ public struct TokenCacheCommand: ParsableCommand {
             ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
             LoginCommand.self, LogoutCommand.self,
             SignUpCommand.self, ResetPasswordCommand.self,
-            GroupsCommand.self, UnlockCommand.self, LockCommand.self, StoresCommand.self,
+            GroupsCommand.self, UnlockCommand.self, LockCommand.self, StoresCommand.self, GitCredentialCommand.self, KubectlCredentialCommand.self,
         ]
     )
 
@@ -126,7 +126,7 @@ public struct TokenCacheCommand: ParsableCommand {
             ("Sign in and get tokens", ["login", "token", "logout", "photo"]),
             ("See and clean up", ["list", "groups", "stores", "remove"]),
             ("Move tokens", ["save", "import", "export", "migrate"]),
-            ("Share with other programs", ["agent", "broker"]),
+            ("Share with other programs", ["agent", "broker", "git-credential", "kubectl-credential"]),
             ("Keyring, key and checks", ["unlock", "lock", "doctor"]),
             ("Entra External ID", ["signup", "reset-password"]),
         ]

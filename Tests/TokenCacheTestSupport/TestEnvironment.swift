@@ -107,13 +107,13 @@ package func runProcess(_ executable: String, _ arguments: [String], input: Data
 
 /// Appends what the project's own programs printed to the file named by
 /// `TOKENCACHE_TEST_OUTPUT_FILE` (scripts/test.sh checks it for secrets after the run). Left out:
-/// `tokencache token` and `export` and the helper's `app-token` (a Swift app printing its token),
+/// `tokencache token`, `export`, `git-credential` and `kubectl-credential` and the helper's `app-token` (a Swift app printing its token),
 /// whose job is to print a secret, and other programs (secret-tool, MSAL Python), which are
 /// peers reading secrets on purpose.
 package func recordOutput(_ output: ProcessOutput, of executable: String, _ arguments: [String]) {
     guard let path = TestEnvironment.environment["TOKENCACHE_TEST_OUTPUT_FILE"], !path.isEmpty,
           ["tokencache", "TokenCacheTestHelper"].contains(URL(fileURLWithPath: executable).lastPathComponent),
-          !["token", "export", "app-token"].contains(arguments.first ?? "") else { return }
+          !["token", "export", "app-token", "git-credential", "kubectl-credential"].contains(arguments.first ?? "") else { return }
     let text = "$ \(URL(fileURLWithPath: executable).lastPathComponent) \(arguments.joined(separator: " ")) -> \(output.status)\n"
         + output.stdout + output.stderr
     let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)

@@ -188,37 +188,21 @@ struct AgentCommand: ParsableCommand {
         var arguments = CommandLine.arguments
         arguments.removeAll { $0 == "--daemon" }
         arguments.append("--detached")
-        var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { throw CLIError.failed("Could not start the agent: \(String(cString: strerror(errno))).") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
-        // The agent keeps no other descriptor of this process: the launcher's pipe ends (or
-        // the caller would never see end of file), log files, a D-Bus connection.
-        tc_spawn_close_from(&actions, 3)
-        var pid: pid_t = 0
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nil, argv, environ)
-        close(pipeFDs[1])
-        defer { close(pipeFDs[0]) }
-        guard spawned == 0 else { throw CLIError.failed("Could not start the agent: \(String(cString: strerror(spawned))).") }
-        var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(pipeFDs[0], &buffer, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            output += buffer[..<count]
+        // The agent keeps no other descriptor of this process (``Subprocess``).
+        let pid: pid_t, pipe: Int32
+        do throws(Subprocess.SpawnFailure) {
+            (pid, pipe) = try Subprocess.spawn(arguments, executable: "/proc/self/exe")
+        } catch {
+            throw CLIError.failed("Could not start the agent: \(error.reason).")
         }
+        defer { close(pipe) }
+        let output = StandardIO.readAll(from: pipe, limit: 1 << 20) ?? Data()
         guard !output.isEmpty else {
             var status: Int32 = 0
             waitpid(pid, &status, 0)
             throw CLIError.failed("The agent did not start (its error is above).")
         }
-        StandardIO.write(Data(output), to: STDOUT_FILENO)
+        StandardIO.write(output, to: STDOUT_FILENO)
     }
 
     /// `--kill`: stops the agent `TOKENCACHE_AGENT_PID` names, once it is sure that process is a

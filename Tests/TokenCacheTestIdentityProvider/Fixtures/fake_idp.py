@@ -66,6 +66,11 @@ Continuous access evaluation (docs: "Claims challenges, claims requests and clie
                  JSON str|null} (every refresh grant refused as Entra refuses one that conditional
                  access stops: interaction_required, AADSTS50076, suberror basic_action, with `claims`)
   GET  /resource/stats  {"requests": [{"user", "status"}]}
+Token introspection, for stand-ins of other resources (the git server of the git credential tests):
+  GET  /introspect   Authorization: Bearer <access token>: {"active": bool, "scopes": [...], "user": uid}; active
+                     while the token is one this provider issued, unexpired (its expires_in from issue, on the
+                     real clock) and not revoked
+  POST /control  also {"revoke_access_token": token} (introspection answers inactive for it from then on)
 Native authentication (initiate, challenge, sign-up, password reset and their token grants): native_auth.py.
 Each grant records client_id, outcome, redeemed and issued refresh tokens, the claims sent, the caller's SDK
 (x-client-sku header, "-" when absent), and when the request arrived and was answered; a refresh grant also
@@ -95,7 +100,7 @@ state = {"error_body": None, "mode": "normal", "delay": 0.0, "non_family_clients
          # the Graph stand-in
          "access_tokens": {}, "graph_photos": {}, "graph_requests": [], "graph_offline": False,
          # continuous access evaluation: the claims each access token's request carried
-         "access_token_claims": {}, "cae_challenge": None, "refresh_interaction_claims": None, "resource_requests": []}
+         "access_token_claims": {}, "access_token_info": {}, "cae_challenge": None, "refresh_interaction_claims": None, "resource_requests": []}
 CONTROL_SETTINGS = ("expires_in", "tenant_domains", "browser_action", "sign_in_user", "family_clients", "tamper_state", "pkce_challenge_override",
                     "device_slow_down", "device_interval", "device_expires_in", "omit_device_endpoint", "device_message",
                     "nonce_override", "graph_offline", "cae_challenge", "refresh_interaction_claims")
@@ -129,6 +134,8 @@ def token_response(n, refresh_token, scopes, who, tid, family, client_info=True,
     }
     state["access_tokens"][response["access_token"]] = who
     state["access_token_claims"][response["access_token"]] = parsed_claims(request_claims)
+    state["access_token_info"][response["access_token"]] = {"scopes": scopes, "expires_at": time.time() + state["expires_in"],
+                                                             "revoked": False, "user": who["uid"]}
     state["issued_refresh_tokens"].append(refresh_token)
     if client_info:
         response["client_info"] = b64({"uid": who["uid"], "utid": who["utid"]})
@@ -255,6 +262,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.graph()
         if self.path == "/resource":
             return self.resource()
+        if self.path == "/introspect":
+            authorization = self.headers.get("Authorization", "")
+            with lock:
+                info = state["access_token_info"].get(authorization[len("Bearer "):]) if authorization.startswith("Bearer ") else None
+                active = info is not None and not info["revoked"] and time.time() < info["expires_at"]
+                return self.reply(200, {"active": active, "scopes": info["scopes"] if info else [], "user": info["user"] if info else None})
         if self.path == "/resource/stats":
             with lock:
                 return self.reply(200, {"requests": state["resource_requests"]})
@@ -317,6 +330,8 @@ class Handler(BaseHTTPRequestHandler):
                     state["non_family_clients"] = set(command["non_family_clients"])
                 if "error_body" in command:
                     state["error_body"] = command["error_body"]
+                if command.get("revoke_access_token") in state["access_token_info"]:
+                    state["access_token_info"][command["revoke_access_token"]]["revoked"] = True
                 for uid, photo in command.get("graph_photos", {}).items():
                     state["graph_photos"][uid] = photo
                 native_auth.control(command)
