@@ -33,7 +33,7 @@ cleanup() {
 trap cleanup EXIT
 # -displayfd: Xvfb picks a free display and writes its number once it accepts connections. -noreset:
 # the AT-SPI bus launcher connects and leaves first, and a server reset then would refuse the app.
-Xvfb -displayfd 3 -screen 0 1280x1024x24 -nolisten tcp -noreset 3>"$WORK/display" 2>"$WORK/xvfb.log" &
+Xvfb -displayfd 3 -screen 0 1280x1100x24 -nolisten tcp -noreset 3>"$WORK/display" 2>"$WORK/xvfb.log" &
 XVFB=$!
 for _ in $(seq 100); do [ -s "$WORK/display" ] && break; sleep 0.1; done
 [ -s "$WORK/display" ] || { echo "test-desktop: Xvfb did not start: $(cat "$WORK/xvfb.log")" >&2; exit 1; }
@@ -41,7 +41,7 @@ export DISPLAY=":$(head -1 "$WORK/display")"
 unset DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS
 # A desktop behind the window: ImageMagick's display sets the root window's background and exits
 # (with status 1 though it did, so the screen is checked instead).
-convert -size 1280x1024 gradient:'#c0d4ec-#8aa4c8' "$WORK/background.png"
+convert -size 1280x1100 gradient:'#c0d4ec-#8aa4c8' "$WORK/background.png"
 display -window root "$WORK/background.png" || true
 # In the session: metacity (its compositor draws GTK's translucent shadow; it ends with the X
 # server), then the test, with Debian's python3, which has pyatspi (not a venv's).

@@ -27,8 +27,8 @@ TENANT = "11111111-1111-1111-1111-111111111111"
 TITLE = "TokenCache Desktop Sample"
 ALICE = {"uid": "a11ce000-0000-0000-0000-000000000000", "utid": TENANT, "username": "alice@contoso.com", "name": "Alice Example"}
 BOB = {"uid": "b0b00000-0000-0000-0000-000000000000", "utid": TENANT, "username": "bob@contoso.com", "name": "Bob Example"}
-PHOTO_RGB = (208, 48, 47)  # Alice's photo is a square of this colour; Bob has none (initials)
-PHOTO_PIXELS = 3000  # the 96 px round avatar shows about 7200 of them; initials, none
+PHOTO_RGB = (208, 48, 47)  # the sweater in Alice's photo (Bob has none: his initials show)
+PHOTO_PIXELS = 400  # the 96 px round avatar shows about 900 of its pixels; initials, none
 
 checks = []
 
@@ -196,7 +196,10 @@ def main():
     probe = os.path.join(work, "probe.png")
     try:
         photo = os.path.join(work, "photo.png")
-        subprocess.run(["convert", "-size", "96x96", "xc:rgb(%d,%d,%d)" % PHOTO_RGB, photo], check=True)
+        # A stand-in portrait: head and shoulders on a blue backdrop, the sweater of PHOTO_RGB.
+        subprocess.run(["convert", "-size", "192x192", "radial-gradient:#b9cde4-#6f8fb8", "-fill", "rgb(%d,%d,%d)" % PHOTO_RGB,
+                        "-draw", "ellipse 96,206 74,62 0,360", "-fill", "#e3b28f", "-draw", "rectangle 84,120 108,150",
+                        "-draw", "circle 96,92 96,54", "-fill", "#4a3426", "-draw", "ellipse 96,72 40,24 180,360", photo], check=True)
         provider.control({"sign_in_user": ALICE, "browser_action": "submit"})
         with open(photo, "rb") as file:
             import base64

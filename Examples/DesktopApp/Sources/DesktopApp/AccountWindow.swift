@@ -47,7 +47,7 @@ final class AccountWindow {
         self.model = model
         window = tc_application_window_new(application)
         tc_window_set_title(window, Settings.title)
-        tc_window_set_default_size(window, 600, 820)
+        tc_window_set_default_size(window, 600, 880)
         let header = Widgets.headerBar(subtitle: "Starting…")
         title = header.title
         tc_header_bar_pack_start(header.bar, signIn)
@@ -75,7 +75,7 @@ final class AccountWindow {
     }
 
     private func accountPage() -> UnsafeMutablePointer<GtkWidget> {
-        let page = Widgets.box(GTK_ORIENTATION_VERTICAL, spacing: 24, margin: 24)
+        let page = Widgets.box(GTK_ORIENTATION_VERTICAL, spacing: 18, margin: 24)
         gtk_widget_set_halign(avatar, GTK_ALIGN_CENTER)
         tc_set_accessible_label(avatar, "Account photo")
         tc_label_set_wrap(deviceCode)
