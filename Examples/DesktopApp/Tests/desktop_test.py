@@ -295,7 +295,7 @@ def main():
         click(app, "push button", "Sign out")
         wait_for("Sign out clears the last account", lambda: subtitle(app) == "Signed out" and row_value(app, "Email") == "–"
                  and row_value(app, "Token expires") == "–")
-        check("the photo is cleared", photo_pixels(probe) < 100)
+        wait_for("the photo is cleared", lambda: photo_pixels(probe) < 100)  # the screen is painted after the tree changes
         wait_for("Sign in is offered again", lambda: find(app, "push button", "Sign in", required=False))
         log = log_text(app)
         for line in ("Signed in as alice@contoso.com", "Signed in as bob@contoso.com", "Switched to alice@contoso.com", "Signed out of bob@contoso.com"):
