@@ -61,10 +61,13 @@ install_missing jq
 # tpm2-tools to flush what killed writers left in it; keyctl for the session key.
 install_missing libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils
 
-# The GTK 4 desktop sample (#48) and its test: GTK 4, Xvfb, the AT-SPI bus and the Python bindings
-# that drive it, ImageMagick for the screenshot and the photo's pixels. Without recommends (GTK's
-# pull in a desktop's worth of packages); the test was checked on a machine with exactly these.
-install_missing --no-install-recommends libgtk-4-dev xvfb xauth at-spi2-core python3-pyatspi gir1.2-atspi-2.0 imagemagick
+# The desktop sample (#48, #60) and its test: GTK 4 and libadwaita, Xvfb, a window manager whose
+# compositor draws the window's frame and shadow (metacity) and xwininfo (x11-utils) to find the
+# window for the screenshot, the AT-SPI bus and the Python bindings that drive it, ImageMagick for
+# the screenshot and the photo's pixels. Without recommends (GTK's pull in a desktop's worth of
+# packages); the test was checked on a machine with exactly these.
+install_missing --no-install-recommends libgtk-4-dev libadwaita-1-dev xvfb xauth metacity x11-utils at-spi2-core python3-pyatspi \
+    gir1.2-atspi-2.0 imagemagick
 
 # Headless Chromium for the interactive sign-in tests (a real browser completes the flow).
 # Without recommends: its one recommendation, chromium-sandbox, is not needed (the tests run it with

@@ -2,9 +2,10 @@
 import Foundation
 import PackageDescription
 
-// A GTK 4 desktop app on the library, as a developer would write one: its own package, so the
-// library never depends on GTK. It depends on the repository it lives in by path (SwiftPM names a
-// path dependency after its directory, which differs between clones, so compute it).
+// A GNOME desktop app (GTK 4 and libadwaita) on the library, as a developer would write one: its
+// own package, so the library never depends on GTK. It depends on the repository it lives in by
+// path (SwiftPM names a path dependency after its directory, which differs between clones, so
+// compute it).
 let tokenCachePackage = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().appendingPathComponent("../..").standardizedFileURL
 
@@ -15,9 +16,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        // GTK 4 from Debian's libgtk-4-dev, with a small header of inline helpers for what Swift
-        // cannot call directly (GTK's cast macros, g_signal_connect, variadic functions).
-        .systemLibrary(name: "CGtk", pkgConfig: "gtk4", providers: [.apt(["libgtk-4-dev"])]),
+        // libadwaita 1.2 and GTK 4 (Debian's libadwaita-1-dev, whose pkg-config pulls in gtk4), with a
+        // small header of inline helpers for what Swift cannot call directly (cast macros,
+        // g_signal_connect, variadic functions).
+        .systemLibrary(name: "CGtk", pkgConfig: "libadwaita-1", providers: [.apt(["libadwaita-1-dev"])]),
         .executableTarget(
             name: "DesktopApp",
             dependencies: [
