@@ -89,7 +89,7 @@ struct CLIRoundThreeTests {
 
     @Test("login, logout, photo, save, signup and reset-password take client, account and authority from TOKENCACHE_* and the config file, as token does; the option wins")
     func settingsChainEveryCommand() throws {
-        var cli = try CLI(backend: "file")
+        let cli = try CLI(backend: "file")
         defer { cli.cleanUp() }
         let authority = Fixtures.authority().url.absoluteString
         var chained = cli
