@@ -28,6 +28,11 @@ package final class BrokerBus: @unchecked Sendable {
     private var thread: pthread_t?
     /// The name's fate, once known: owned, or the reason it is not.
     private let outcome = Mutex<Result<Void, TokenCacheError>?>(nil)
+    /// Whether ``stop()`` ended the serving, and what to call when the bus ends it instead.
+    private let ending = Mutex<(stopping: Bool, endedByBus: Bool, whenEnded: (@Sendable () -> Void)?)>((false, false, nil))
+
+    /// Whether serving ended without ``stop()``: the bus closed the connection or took the name.
+    package var endedByBus: Bool { ending.withLock { $0.endedByBus } }
     private let decided = DispatchSemaphore(value: 0)
 
     /// The tokencache interface beside Microsoft's: the request log, for `tokencache broker --list-requests`.
@@ -57,7 +62,11 @@ package final class BrokerBus: @unchecked Sendable {
 
     /// Connects to the session bus, exports the object and owns the name; returns once the name
     /// is owned. Throws `backendUnavailable` when another process owns it (or the bus refuses).
-    package func start() throws(TokenCacheError) {
+    /// - Parameter whenEnded: called (on the loop's thread) when serving ends without ``stop()``:
+    ///   the bus closed the connection (the session ended) or the name was taken away, after
+    ///   which the broker can never be reached again.
+    package func start(whenEnded: (@Sendable () -> Void)? = nil) throws(TokenCacheError) {
+        ending.withLock { $0.whenEnded = whenEnded }
         var started = pthread_t()
         let context = Unmanaged.passRetained(self).toOpaque()
         guard pthread_create(&started, nil, { context in
@@ -78,6 +87,7 @@ package final class BrokerBus: @unchecked Sendable {
 
     /// Gives the name up and stops the loop.
     package func stop() {
+        ending.withLock { $0.stopping = true }
         if let loop { g_main_loop_quit(loop.pointer) }
         // The thread ends once its loop is quit, or has ended when it failed to start serving.
         if let thread { pthread_join(thread, nil) }
@@ -106,6 +116,11 @@ package final class BrokerBus: @unchecked Sendable {
             return decide(.failure(error))
         }
         g_main_loop_run(loop.pointer)
+        let whenEnded = ending.withLock { ending in
+            ending.endedByBus = !ending.stopping
+            return ending.endedByBus ? ending.whenEnded : nil
+        }
+        whenEnded?()
         if ownership != 0 { g_bus_unown_name(ownership) }
         for id in [registration, adminRegistration] where id != 0 {
             if let connection { g_dbus_connection_unregister_object(OpaquePointer(connection.pointer), id) }

@@ -34,9 +34,13 @@ public final class PrivateBus: @unchecked Sendable {
         self.address = address
     }
 
-    deinit {
+    /// Ends the bus, as a session's end does (every connection closes).
+    public func stop() {
+        guard daemon.isRunning else { return }
         // SIGKILL: a process started from a Dispatch thread inherits its blocked signals, SIGTERM among them.
         kill(daemon.processIdentifier, SIGKILL)
         daemon.waitUntilExit()
     }
+
+    deinit { stop() }
 }

@@ -127,11 +127,17 @@ struct BrokerCommand: ParsableCommand {
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let bus = BrokerBus(service: service)
-        try bus.start()
+        // The bus going away (the session ended, the name taken) wakes the wait as a signal would:
+        // a broker no bus can reach must not linger.
+        try bus.start(whenEnded: { kill(getpid(), SIGTERM) })
         Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerProtocol.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
         var received: Int32 = 0
         sigwait(&signals, &received)
         bus.stop()
+        if bus.endedByBus {
+            throw TokenCacheError(.noSessionBus, "The session bus closed the broker's connection (or gave its name to another process); the broker stopped.",
+                                  hint: "Nothing to do when the session ended; otherwise start it again (`tokencache broker`, or through --install)")
+        }
     }
 
     private static let questions = DispatchQueue(label: "org.swift-tokencache.broker.confirm")

@@ -120,6 +120,19 @@ struct BrokerTests {
 
     static func status(_ reply: [String: Any]) -> Int? { (reply["error"] as? [String: Any])?["status"] as? Int }
 
+    /// Found in a CI run: a broker the bus had started outlived the bus (its session), waiting
+    /// for a signal forever.
+    @Test("A broker whose session bus goes away stops, exit 1 saying why; it never lingers")
+    func stopsWhenTheBusGoes() throws {
+        let broker = try RunningBroker(cli, bus: bus)
+        defer { broker.stop() }
+        bus.stop()
+        // No time bound: the broker's exit is the event waited for.
+        broker.process.waitUntilExit()
+        #expect(broker.process.terminationStatus == 1, "\(broker.log)")
+        #expect(broker.log.contains("The session bus closed the broker's connection"), "\(broker.log)")
+    }
+
     @Test("getAccounts lists the accounts the calling client is signed in to, in the runtime's shape; another client gets none")
     func accountsByClient() async throws {
         defer { cli.cleanUp() }
