@@ -41,7 +41,7 @@ enum CLIHints {
         let sidesOnly = context.backendOption == nil
         switch (error.code, error.reason.value) {
         case (.keyringLocked, _) where !SecretServiceBackend.hasDisplay, (.promptDismissed, .noDisplay):
-            return "This session has no display for the keyring's unlock prompt (as over SSH): unlock it in the desktop session, use \(context.backendOption ?? "--backend") file, or use the desktop's cache through the token agent (`tokencache agent` there, TOKENCACHE_AGENT_SOCK here: docs/AGENT.md); nothing was read or changed"
+            return "This session has no display for the keyring's unlock prompt (as over SSH): run `tokencache unlock` in the desktop session, use \(context.backendOption ?? "--backend") file, or use the desktop's cache through the token agent (`tokencache agent` there, TOKENCACHE_AGENT_SOCK here: docs/AGENT.md); nothing was read or changed"
         case (.keyringLocked, _):
             return "Run `tokencache unlock` (or add --allow-prompt) and answer the provider's unlock prompt, or unlock it in your desktop session; nothing was read or changed"
         case (.promptDismissed, .createCollectionPromptDismissed(let label)) where label == SecretServiceBackend.defaultCollectionLabel:

@@ -211,7 +211,7 @@ struct CLIDiscoverabilityTests {
         let withDisplay = try step("list-display")
         #expect(withDisplay.status == 1 && withDisplay.stderr.contains("is locked")
                 && withDisplay.stderr.contains("hint: Run `tokencache unlock` (or add --allow-prompt)"), "\(withDisplay)")
-        let wayOut = "hint: This session has no display for the keyring's unlock prompt (as over SSH): unlock it in the desktop session, use --backend file, or use the desktop's cache through the token agent"
+        let wayOut = "hint: This session has no display for the keyring's unlock prompt (as over SSH): run `tokencache unlock` in the desktop session, use --backend file, or use the desktop's cache through the token agent"
         let list = try step("list")
         #expect(list.status == 1 && list.stderr.contains("is locked") && list.stderr.contains(wayOut), "\(list)")
         let unlock = try step("unlock")

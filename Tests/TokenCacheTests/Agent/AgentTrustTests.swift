@@ -163,8 +163,9 @@ struct AgentTrustTests {
         #expect(c.status == 1)
         #expect(c.stderr.contains("TOKENCACHE_E_BACKEND_UNAVAILABLE TOKENCACHE_REASON_AGENT_UNTRUSTED"), "\(c.stderr)")
         #expect(!c.stdout.contains("forged-token"))
-        // Each client connected, learned who listens, and closed without a byte.
-        #expect(fake.connections == ["connection 0 bytes", "connection 0 bytes"], "\(fake.connections)")
+        // No client sent a byte. How many lines the fake has logged by now is not the point: it
+        // logs a connection after the client has closed it, so the last may not be there yet.
+        #expect(!fake.connections.isEmpty && fake.connections.allSatisfy { $0 == "connection 0 bytes" }, "\(fake.connections)")
     }
 
     @Test("TOKENCACHE_AGENT_UID trusts the agent's uid when a container's user differs from the host's; the agent's error is then shown as its words, and its hint without links")
