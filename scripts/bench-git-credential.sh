@@ -57,7 +57,7 @@ token=$("$CLI" token --backend file --group "$group" --client "$client" --author
 printf 'http://bench:%s@127.0.0.1:%s\n' "$token" "$git_port" > "$WORK/plaintext-credentials"
 chmod 600 "$WORK/plaintext-credentials"
 
-helper="!'$CLI' git-credential --host 127.0.0.1:$git_port --client $client --authority $authority --backend file --group $group"
+helper="!'$CLI' git-credential --host 127.0.0.1:$git_port --scopes 499b84ac-1321-427f-aa17-267ca6975798/.default --client $client --authority $authority --backend file --group $group"
 floor="store --file=$WORK/plaintext-credentials"
 # run HELPER: milliseconds for one `git ls-remote` through it.
 run() {

@@ -103,12 +103,21 @@ static inline int tc_sock_diag_tcp_uid(int fd, unsigned int sequence, int family
         for (struct nlmsghdr *reply = (struct nlmsghdr *)buffer; NLMSG_OK(reply, remaining); reply = NLMSG_NEXT(reply, remaining)) {
             if (reply->nlmsg_seq != sequence) continue;  // an answer to an earlier, abandoned query
             if (reply->nlmsg_type == NLMSG_ERROR) {
+                if (reply->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr))) return -EPROTO;
                 const struct nlmsgerr *failure = (const struct nlmsgerr *)NLMSG_DATA(reply);
                 return failure->error < 0 ? failure->error : -ENOENT;
             }
             if (reply->nlmsg_type == NLMSG_DONE) return -ENOENT;
             if (reply->nlmsg_type == SOCK_DIAG_BY_FAMILY && reply->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
-                *uid = ((const struct inet_diag_msg *)NLMSG_DATA(reply))->idiag_uid;
+                const struct inet_diag_msg *found = (const struct inet_diag_msg *)NLMSG_DATA(reply);
+                // An exact lookup ignores idiag_states: the kernel may answer a TIME_WAIT or
+                // SYN_RECV minisocket (uid 0) or a listener on the port. Only this connection counts.
+                if (found->idiag_state != 1 /* TCP_ESTABLISHED */
+                    || found->id.idiag_sport != htons(source_port) || found->id.idiag_dport != htons(destination_port)
+                    || memcmp(found->id.idiag_src, source, length) != 0 || memcmp(found->id.idiag_dst, destination, length) != 0) {
+                    return -ENOENT;
+                }
+                *uid = found->idiag_uid;
                 return 0;
             }
         }

@@ -21,10 +21,13 @@ struct CLIGitCredentialTests {
         server = try GitServer(idp: idp)
     }
 
+    /// The stand-in server takes Azure DevOps tokens, as Azure Repos does; any other host must name its scope.
+    static let azureDevOps = "499b84ac-1321-427f-aa17-267ca6975798/.default"
+
     /// The helper's arguments for the stand-in: its host known, app one at the local provider,
     /// the test's store.
     var helperArguments: [String] {
-        ["--host", server.host, "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
+        ["--host", server.host, "--scopes", Self.azureDevOps, "--client", Fixtures.appOne, "--authority", idp.authority().url.absoluteString,
          "--backend", cli.backend, "--group", cli.group]
     }
 
@@ -119,7 +122,7 @@ struct CLIGitCredentialTests {
         container["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
         container["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
         container["TOKENCACHE_AGENT_SOCK"] = socket
-        let helper = Self.helper(["--host", server.host, "--client", Fixtures.appOne])
+        let helper = Self.helper(["--host", server.host, "--scopes", Self.azureDevOps, "--client", Fixtures.appOne])
         let clone = home.appendingPathComponent("clone")
         let cloned = try git(["clone", server.url, clone.path], helper: helper, environment: container)
         #expect(cloned.status == 0, "\(cloned.stderr)")
@@ -185,6 +188,12 @@ struct CLIGitCredentialTests {
             let answer = try cli.run(["git-credential", "get"] + helperArguments, input: Data(input.utf8), withGroup: false)
             #expect(answer.status == 0 && answer.stdout.isEmpty && answer.stderr.isEmpty, "\(input): \(answer.stdout) \(answer.stderr)")
         }
+        // A host named with --host gets a token over https, and over plain http only on loopback.
+        let named = ["git-credential", "get", "--host", "git.example.com", "--scopes", Self.azureDevOps] + Array(helperArguments.dropFirst(4))
+        let plain = try cli.run(named, input: Data("protocol=http\nhost=git.example.com\n\n".utf8), withGroup: false)
+        #expect(plain.status == 0 && plain.stdout.isEmpty, "a token went over plain http: \(plain.stdout)")
+        let noScope = try cli.run(["git-credential", "get", "--host", "git.example.com"], input: Data("protocol=https\nhost=git.example.com\n\n".utf8), withGroup: false)
+        #expect(noScope.status == 64 && noScope.stdout.isEmpty && noScope.stderr.contains("--host needs --scopes"), "\(noScope.stdout)\(noScope.stderr)")
         let stored = try cli.run(["git-credential", "store"] + helperArguments,
                                  input: Data("protocol=http\nhost=\(server.host)\nusername=u\npassword=p\n\n".utf8), withGroup: false)
         #expect(stored.status == 0 && stored.stdout.isEmpty)
@@ -205,7 +214,9 @@ struct CLIGitCredentialTests {
         let config = cli.dataHome.appendingPathComponent("gitconfig")
         var configuring = cli
         configuring.environmentOverrides["GIT_CONFIG_GLOBAL"] = config.path
-        let written = try configuring.run(["git-credential", "--configure", "--host", "git.example.com"], withGroup: false)
+        let withoutScopes = try configuring.run(["git-credential", "--configure", "--host", "git.example.com"], withGroup: false)
+        #expect(withoutScopes.status == 64 && withoutScopes.stderr.contains("--host needs --scopes"), "\(withoutScopes.stderr)")
+        let written = try configuring.run(["git-credential", "--configure", "--host", "git.example.com", "--scopes", "api://git/.default"], withGroup: false)
         #expect(written.status == 0, "\(written.stderr)")
         #expect(written.stdout.contains("credential.https://dev.azure.com.helper \"tokencache\""), "\(written.stdout)")
         func get(_ key: String) throws -> String {
@@ -214,7 +225,7 @@ struct CLIGitCredentialTests {
         #expect(try get("credential.https://dev.azure.com.helper") == "tokencache")
         #expect(try get("credential.https://dev.azure.com.usehttppath") == "true")
         #expect(try get("credential.https://*.visualstudio.com.helper") == "tokencache")
-        #expect(try get("credential.https://git.example.com.helper") == "tokencache --host git.example.com")
+        #expect(try get("credential.https://git.example.com.helper") == "tokencache --host 'git.example.com' --scopes 'api://git/.default'")
         // Idempotent: a second run replaces the values rather than adding helpers.
         #expect(try configuring.run(["git-credential", "--configure"], withGroup: false).status == 0)
         let all = try runProcess("/usr/bin/git", ["config", "--file", config.path, "--get-all", "credential.https://dev.azure.com.helper"])

@@ -128,8 +128,10 @@ struct BrokerCommand: ParsableCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let bus = BrokerBus(service: service)
         // The bus going away (the session ended, the name taken) wakes the wait as a signal would:
-        // a broker no bus can reach must not linger.
-        try bus.start(whenEnded: { kill(getpid(), SIGTERM) })
+        // a broker no bus can reach must not linger. Sent to this thread: threads started before
+        // the mask (the store's) would take a process-wide SIGTERM and end the process unheard.
+        let waiting = pthread_self()
+        try bus.start(whenEnded: { pthread_kill(waiting, SIGTERM) })
         Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerProtocol.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
         var received: Int32 = 0
         sigwait(&signals, &received)
@@ -153,7 +155,8 @@ struct BrokerCommand: ParsableCommand {
                     Terminal.note("tokencache broker: refused (no terminal or desktop dialog to ask in): \(Terminal.escape(question))")
                     return continuation.resume(returning: false)
                 }
-                let arguments = [zenity, "--question", "--no-markup", "--title=tokencache broker", "--timeout=120", "--text=\(question) Allow?"]
+                // Escaped: the question quotes what the caller sent (client, scopes, account).
+                let arguments = [zenity, "--question", "--no-markup", "--title=tokencache broker", "--timeout=120", "--text=\(Terminal.escape(question)) Allow?"]
                 var actions = posix_spawn_file_actions_t()
                 posix_spawn_file_actions_init(&actions)
                 defer { posix_spawn_file_actions_destroy(&actions) }

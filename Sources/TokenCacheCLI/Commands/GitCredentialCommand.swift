@@ -45,7 +45,7 @@ struct GitCredentialCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("What git asks: get, store or erase.", valueName: "operation"))
     var operation: String?
 
-    @Option(help: ArgumentHelp("Another host to answer for (host or host:port; *.suffix for its subdomains); repeatable.", valueName: "host"))
+    @Option(help: ArgumentHelp("Another host to answer for (host or host:port; *.domain for its subdomains), with --scopes naming its resource; over plain http only on loopback. Repeatable.", valueName: "host"))
     var host: [String] = []
 
     @Flag(help: "Write git's configuration for Azure Repos (and each --host) in your global git config, and print it.")
@@ -61,9 +61,29 @@ struct GitCredentialCommand: ParsableCommand {
         } else if !["get", "store", "erase"].contains(operation!) {
             throw ValidationError("Unknown operation '\(operation!)': git asks for get, store or erase.")
         }
-        if let bad = host.first(where: { $0.isEmpty || $0.contains(where: { $0 == "/" || $0 == " " }) }) {
-            throw ValidationError("--host '\(bad)' is not a host: give host or host:port.")
+        if let bad = host.first(where: { !Self.isHostPattern($0) }) {
+            throw ValidationError("--host '\(bad)' is not a host: give host or host:port (letters, digits, '.', '-'; *.domain for its subdomains).")
         }
+        // An Azure DevOps token is for Azure Repos only: another host names its own resource.
+        if !host.isEmpty && options.scopes.isEmpty {
+            throw ValidationError("--host needs --scopes: the token for \(host.joined(separator: ", ")) is for that host's resource (an Azure DevOps token is only for Azure Repos).")
+        }
+    }
+
+    /// host, host:port or *.domain (two labels at least), in the letters DNS allows.
+    static func isHostPattern(_ pattern: String) -> Bool {
+        let name = pattern.hasPrefix("*.") ? String(pattern.dropFirst(2)) : pattern
+        let parts = name.split(separator: ":", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let hostName = parts.first, !hostName.isEmpty,
+              hostName.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }),
+              parts.count == 1 || UInt16(parts[1]) != nil else { return false }
+        return !pattern.hasPrefix("*.") || hostName.split(separator: ".").count >= 2
+    }
+
+    /// Whether `host` (host or host:port) is this machine's loopback: the only place a token may go over plain http.
+    static func isLoopback(_ host: String) -> Bool {
+        let name = host.hasPrefix("[") ? String(host.dropFirst().prefix { $0 != "]" }) : String(host.prefix { $0 != ":" })
+        return name == "localhost" || name == "::1" || name.hasPrefix("127.")
     }
 
     func run() throws {
@@ -84,7 +104,7 @@ struct GitCredentialCommand: ParsableCommand {
         let configured = self.host.map { $0.lowercased() }
         if configured.contains(where: { pattern in
             pattern.hasPrefix("*.") ? name.hasSuffix(pattern.dropFirst(1)) : name == pattern
-        }) { return scheme == "https" || scheme == "http" }
+        }) { return scheme == "https" || (scheme == "http" && Self.isLoopback(name)) }
         guard scheme == "https" else { return false }
         return name == "dev.azure.com" || name.hasSuffix(".visualstudio.com")
     }
@@ -120,8 +140,12 @@ struct GitCredentialCommand: ParsableCommand {
                 ("credential.https://dev.azure.com.useHttpPath", "true"),
                 ("credential.https://*.visualstudio.com.helper", "tokencache"),
             ]
+            // The options that choose the token go with the host; quoted, as git runs the value with the shell.
+            let chosen = [("--scopes", options.scopes.joined(separator: " ")), ("--client", options.client ?? ""),
+                          ("--authority", options.authority ?? ""), ("--account", options.account ?? "")]
+                .filter { !$0.1.isEmpty }.map { " \($0.0) \(Self.shellQuoted($0.1))" }.joined()
             for host in host {
-                settings.append(("credential.https://\(host).helper", "tokencache --host \(host)"))
+                settings.append(("credential.https://\(host).helper", "tokencache --host \(Self.shellQuoted(host))" + chosen))
             }
             for (key, value) in settings {
                 try Self.git(["config", "--global", "--replace-all", key, value])
@@ -129,6 +153,8 @@ struct GitCredentialCommand: ParsableCommand {
             }
         }
     }
+
+    static func shellQuoted(_ text: String) -> String { "'" + text.replacing("'", with: #"'\''"#) + "'" }
 
     /// Runs git (found on PATH) and waits for it.
     private static func git(_ arguments: [String]) throws {
