@@ -132,7 +132,7 @@ package final class TokenAgent: Sendable {
                 let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
-                                             asker: "\(peer.command)[\(peer.pid)]", caller: peer.executable)
+                                             asker: "\(peer.executable) (pid \(peer.pid))", caller: peer.executable)
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(token: AgentProtocol.Token(result))
             } catch {

@@ -249,8 +249,8 @@ package final class BrokerService: Sendable {
     /// Whom the gate remembers answers for: the caller's identity, never its pid or comm.
     private static func name(_ caller: BrokerCaller) -> String { (caller.identity ?? .unknown(reason: "not identified")).description }
 
-    /// The caller as a question names it.
-    private static func who(_ caller: BrokerCaller) -> String { "\(caller.command ?? "?")[\(caller.pid.map { "\($0)" } ?? "?")]" }
+    /// The caller as a question names it: by its identity (the kernel's word), not the comm it sets.
+    private static func who(_ caller: BrokerCaller) -> String { "\(name(caller)) (pid \(caller.pid.map { "\($0)" } ?? "?"))" }
 
     private static func newClientMessage(_ client: String, _ caller: BrokerCaller) -> String {
         "client \(client) has not signed in here and was not allowed for \(caller.command ?? "this caller"); the broker lists no accounts and redeems no family refresh token for it"
