@@ -15,7 +15,7 @@ extension SecretServiceBackend: GroupListingBackend {
     package func groupSummaries(alongside group: CacheGroup) throws(TokenCacheError) -> [GroupSummary] {
         let collection = try collectionPath(for: group)
         var items: [String: [(kind: EntityKind?, homeAccountID: String?)]] = [:]
-        for attributes in try attributes(ofItems: try searchPaths([:], collection: collection)) {
+        for attributes in try client.attributes(ofItems: try searchPaths([:], collection: collection)) {
             guard let name = attributes["group"] else { continue }
             items[name, default: []].append((attributes["kind"].flatMap(EntityKind.init(rawValue:)), attributes["home_account_id"]))
         }

@@ -150,23 +150,13 @@ public final class SecretServiceBackend: @unchecked Sendable {
     @_spi(Backend) public func attributes(of kind: EntityKind, matching attributes: [CacheAttribute: String],
                            in group: CacheGroup) throws(TokenCacheError) -> [[CacheAttribute: String]] {
         let paths = try searchPaths(CacheQuery(kind: kind, attributes: attributes), in: group)
-        return try self.attributes(ofItems: paths).map { stored in
+        return try client.attributes(ofItems: paths).map { stored in
             var attributes: [CacheAttribute: String] = [:]
             for (name, value) in stored {
                 if let attribute = CacheAttribute(rawValue: name) { attributes[attribute] = value }
             }
             return attributes
         }
-    }
-
-    /// The Attributes of the items a search found, in order; an item deleted since the search
-    /// (another process's removal) is left out, as a search a moment later would leave it out.
-    package func attributes(ofItems paths: [String]) throws(TokenCacheError) -> [[String: String]] {
-        var found: [[String: String]] = []
-        for path in paths {
-            do { found.append(try client.attributes(of: path)) } catch where error.code == .collectionMissing { continue }
-        }
-        return found
     }
 
     /// The paths of the query's matches in the group's collection.

@@ -237,7 +237,7 @@ struct SecretServiceTests {
         try other.write(in: try other.collectionPath(for: group)) { () throws(TokenCacheError) in try other.client.delete(paths[0]) }
         let gone = try #require(throws: TokenCacheError.self) { try backend.client.attributes(of: paths[0]) }
         #expect(gone.code == .collectionMissing, "\(gone)")
-        let read = try backend.attributes(ofItems: paths + appMetadata)
+        let read = try backend.client.attributes(ofItems: paths + appMetadata)
         #expect(read.count == 1 && read.first?["kind"] == EntityKind.appMetadata.rawValue, "\(read)")
     }
 

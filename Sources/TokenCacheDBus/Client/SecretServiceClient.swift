@@ -171,6 +171,16 @@ package final class SecretServiceClient: Sendable {
     package func attributes(of item: ObjectPath) throws(TokenCacheError) -> [String: String] {
         try property("Attributes", of: item, interface: Self.itemInterface, as: \.stringDictionary)
     }
+
+    /// The Attributes of the items a search found, in order; an item deleted since the search
+    /// (another process's removal) is left out, as a search a moment later would leave it out.
+    package func attributes(ofItems paths: [ObjectPath]) throws(TokenCacheError) -> [[String: String]] {
+        var found: [[String: String]] = []
+        for path in paths {
+            do { found.append(try attributes(of: path)) } catch where error.code == .collectionMissing { continue }
+        }
+        return found
+    }
 }
 
 extension SecretServiceClient {
