@@ -218,18 +218,55 @@ struct CLIGitCredentialTests {
         #expect(withoutScopes.status == 64 && withoutScopes.stderr.contains("--host needs --scopes"), "\(withoutScopes.stderr)")
         let written = try configuring.run(["git-credential", "--configure", "--host", "git.example.com", "--scopes", "api://git/.default"], withGroup: false)
         #expect(written.status == 0, "\(written.stderr)")
-        #expect(written.stdout.contains("credential.https://dev.azure.com.helper \"tokencache\""), "\(written.stdout)")
+        #expect(written.stdout.contains("credential.https://dev.azure.com.helper \"\"\ngit config --global --add credential.https://dev.azure.com.helper \"tokencache\""),
+                "\(written.stdout)")
         func get(_ key: String) throws -> String {
             try runProcess("/usr/bin/git", ["config", "--file", config.path, "--get", key]).stdout.trimmingCharacters(in: .newlines)
         }
-        #expect(try get("credential.https://dev.azure.com.helper") == "tokencache")
+        #expect(try get("credential.https://dev.azure.com.helper") == "tokencache")  // --get: the last value
         #expect(try get("credential.https://dev.azure.com.usehttppath") == "true")
         #expect(try get("credential.https://*.visualstudio.com.helper") == "tokencache")
         #expect(try get("credential.https://git.example.com.helper") == "tokencache --host 'git.example.com' --scopes 'api://git/.default'")
         // Idempotent: a second run replaces the values rather than adding helpers.
         #expect(try configuring.run(["git-credential", "--configure"], withGroup: false).status == 0)
         let all = try runProcess("/usr/bin/git", ["config", "--file", config.path, "--get-all", "credential.https://dev.azure.com.helper"])
-        #expect(all.stdout == "tokencache\n")
+        #expect(all.stdout == "\ntokencache\n")
+    }
+
+    @Test("With `credential.helper = store` for every host set before --configure, git neither asks store for Azure Repos nor hands it the token to keep: ~/.git-credentials is never written, and tokencache is the only helper git runs there")
+    func configureKeepsTokensFromOtherHelpers() throws {
+        defer { cli.cleanUp() }
+        let home = cli.dataHome, config = home.appendingPathComponent("gitconfig"), stored = home.appendingPathComponent(".git-credentials")
+        let bin = home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        // Records each operation git hands to the `tokencache` helper: git runs git-credential-tokencache from PATH.
+        let asked = home.appendingPathComponent("tokencache-asked")
+        try Data("#!/bin/sh\ncat >/dev/null\necho \"$1\" >> '\(asked.path)'\n".utf8).write(to: bin.appendingPathComponent("git-credential-tokencache"))
+        chmod(bin.appendingPathComponent("git-credential-tokencache").path, 0o700)
+        try Data("[credential]\n\thelper = store --file '\(stored.path)'\n".utf8).write(to: config)
+        var configuring = cli
+        configuring.environmentOverrides["GIT_CONFIG_GLOBAL"] = config.path
+        let written = try configuring.run(["git-credential", "--configure"], withGroup: false)
+        try #require(written.status == 0, "\(written.stderr)")
+
+        var environment = cli.environment
+        environment["HOME"] = home.path
+        environment["GIT_CONFIG_GLOBAL"] = config.path
+        environment["GIT_CONFIG_NOSYSTEM"] = "1"
+        environment["PATH"] = [bin.path, "/usr/bin", "/bin"].joined(separator: ":")
+        // What git does after a fetch the server accepted: `store` to every helper in the URL's list.
+        let approved = try runProcess("/usr/bin/git", ["credential", "approve"],
+                                      input: Data("protocol=https\nhost=dev.azure.com\npath=org/_git/repo\nusername=alice\npassword=token-from-tokencache\n\n".utf8),
+                                      environment: environment)
+        #expect(approved.status == 0, "\(approved.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: stored.path), "git gave the token to `store`: \((try? String(contentsOf: stored, encoding: .utf8)) ?? "")")
+        #expect(try String(contentsOf: asked, encoding: .utf8) == "store\n")
+        // A host tokencache is not configured for keeps the user's own helper.
+        let elsewhere = try runProcess("/usr/bin/git", ["credential", "approve"],
+                                       input: Data("protocol=https\nhost=github.com\nusername=bob\npassword=elsewhere\n\n".utf8),
+                                       environment: environment)
+        #expect(elsewhere.status == 0, "\(elsewhere.stderr)")
+        #expect(try String(contentsOf: stored, encoding: .utf8).contains("github.com"))
     }
 }
 

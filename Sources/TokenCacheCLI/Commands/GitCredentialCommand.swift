@@ -148,8 +148,18 @@ struct GitCredentialCommand: ParsableCommand {
                 settings.append(("credential.https://\(host).helper", "tokencache --host \(Self.shellQuoted(host))" + chosen))
             }
             for (key, value) in settings {
-                try Self.git(["config", "--global", "--replace-all", key, value])
-                StandardIO.write(Data("git config --global \(key) \"\(value)\"\n".utf8), to: STDOUT_FILENO)
+                guard key.hasSuffix(".helper") else {
+                    try Self.git(["config", "--global", "--replace-all", key, value])
+                    StandardIO.write(Data("git config --global \(key) \"\(value)\"\n".utf8), to: STDOUT_FILENO)
+                    continue
+                }
+                // An empty helper first empties git's list for these URLs (gitcredentials(7)): a
+                // `credential.helper = store` or `cache` set for every host is then neither asked
+                // first nor handed the token to keep in plain text after a successful fetch.
+                try Self.git(["config", "--global", "--replace-all", key, ""])
+                try Self.git(["config", "--global", "--add", key, value])
+                StandardIO.write(Data("git config --global \(key) \"\"\ngit config --global --add \(key) \"\(value)\"\n".utf8),
+                                 to: STDOUT_FILENO)
             }
         }
     }
