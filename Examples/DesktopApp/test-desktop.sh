@@ -38,7 +38,13 @@ XVFB=$!
 for _ in $(seq 100); do [ -s "$WORK/display" ] && break; sleep 0.1; done
 [ -s "$WORK/display" ] || { echo "test-desktop: Xvfb did not start: $(cat "$WORK/xvfb.log")" >&2; exit 1; }
 export DISPLAY=":$(head -1 "$WORK/display")"
-unset DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS
+unset DBUS_SESSION_BUS_ADDRESS AT_SPI_BUS_ADDRESS GNOME_KEYRING_CONTROL
+# A home of the test's own: the session's gnome-keyring (started by D-Bus activation with the
+# bus's environment, and no login keyring: no 'default' collection) keeps its keyrings there.
+mkdir -p "$WORK/home/.local/share" "$WORK/run"
+chmod 700 "$WORK/run"
+export HOME="$WORK/home" XDG_DATA_HOME="$WORK/home/.local/share" XDG_CONFIG_HOME="$WORK/home/.config" \
+    XDG_CACHE_HOME="$WORK/home/.cache" XDG_RUNTIME_DIR="$WORK/run"
 # A desktop behind the window: ImageMagick's display sets the root window's background and exits
 # (with status 1 though it did, so the screen is checked instead).
 convert -size 1280x1100 gradient:'#c0d4ec-#8aa4c8' "$WORK/background.png"
@@ -48,5 +54,6 @@ display -window root "$WORK/background.png" || true
 export WORK
 dbus-run-session -- sh -c 'metacity --sm-disable --compositor=xrender >"$WORK/wm.log" 2>&1 & exec "$@"' sh \
     /usr/bin/python3 Tests/desktop_test.py --app "$PWD/.build/debug/DesktopApp" --tokencache "$BIN/tokencache" \
-    --idp "$ROOT/Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py" --screenshot "$SCREENSHOT" 2> >(grep -v "^dbus-daemon\|fd limit" >&2)
+    --idp "$ROOT/Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py" --screenshot "$SCREENSHOT" \
+    --answer-keyring-prompt "$ROOT/scripts/lib/answer-keyring-prompt.py" 2> >(grep -v "^dbus-daemon\|fd limit" >&2)
 echo "test-desktop: screenshot at $SCREENSHOT"

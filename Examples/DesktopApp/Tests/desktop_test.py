@@ -7,7 +7,9 @@ Chromium as the system browser; the test reads the header bar and the account's 
 tenant, the token's expiry and scopes), the avatar's pixels (the photo, else initials), switches
 between the accounts, calls Graph, sees an error as a toast and in the log view, signs out from the
 CLI (reflected within a second) and from the app, signs in with a device code, and saves a
-screenshot of the framed window.
+screenshot of the framed window. Last, in the session's gnome-keyring with no default collection,
+it dismisses and then answers the keyring's "Choose password for new keyring" (through
+scripts/lib/answer-keyring-prompt.py) and signs in into the new collection.
 """
 import argparse
 import json
@@ -187,7 +189,7 @@ def shows_account(app, user):
 
 def main():
     parser = argparse.ArgumentParser()
-    for option in ("--app", "--tokencache", "--idp", "--screenshot"):
+    for option in ("--app", "--tokencache", "--idp", "--screenshot", "--answer-keyring-prompt"):
         parser.add_argument(option, required=True)
     arguments = parser.parse_args()
     work = tempfile.mkdtemp(prefix="desktop-test-")
@@ -321,6 +323,61 @@ def main():
         provider.control({"approve_device": code})
         wait_for("the device code sign-in completes", lambda: subtitle(app) == "Signed in as alice@contoso.com", timeout=90)
         wait_for("the device code sign-in shows the account", lambda: row_value(app, "Email") == "alice@contoso.com")
+        app_process.kill()
+        app_process.wait()
+
+        # The keyring, in a session whose gnome-keyring has no 'default' collection (started by
+        # D-Bus activation with no login keyring, as a desktop other than GNOME starts it). Opening
+        # the cache, the keyring asks for a new keyring's password (gcr-prompter's "Choose password
+        # for new keyring") while the app's window says it is opening the keyring. Dismissed: the
+        # window shows the problem and the ways forward. Answered: the app opens signed out, and a
+        # sign-in is saved in the new default collection, where the CLI finds it.
+        keyring_environment = dict(environment, XDG_DATA_HOME=os.path.join(work, "keyring-data"), BROWSER=browser + " %s")
+        del keyring_environment["TOKENCACHE_BACKEND"]  # auto
+        keyrings = os.path.join(os.environ["XDG_DATA_HOME"], "keyrings")
+        check("the session's keyring has no collection yet", not os.path.isdir(keyrings) or not os.listdir(keyrings),
+              str(os.path.isdir(keyrings) and os.listdir(keyrings)))
+
+        def answering_the_keyring_prompt(*answer):
+            """The app started while answer-keyring-prompt.py (listening first) answers the keyring's prompt."""
+            ready = os.path.join(work, "prompt-ready")
+            if os.path.exists(ready):
+                os.unlink(ready)
+            os.mkfifo(ready)
+            answerer = subprocess.Popen(["/usr/bin/python3", arguments.answer_keyring_prompt, "--ready", ready, *answer],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            processes.append(answerer)
+            with open(ready) as fifo:  # it listens to AT-SPI events before the prompt can appear
+                fifo.read()
+            started = subprocess.Popen([arguments.app], env=keyring_environment, stdout=app_log, stderr=subprocess.STDOUT)
+            processes.append(started)
+            return started, find_app("DesktopApp", started), answerer
+
+        app_process, app, answerer = answering_the_keyring_prompt("--cancel")
+        answered = answerer.communicate(timeout=90)[0]
+        check("opening the cache shows the keyring's prompt, dismissed here", "answered: Cancel" in answered, answered)
+        wait_for("a dismissed prompt: the window shows the problem and the ways forward",
+                 lambda: any("was dismissed or not answered" in text for text in labels(app))
+                 and any(text.startswith("Retry and choose a password") and "--backend file" in text for text in labels(app)), detail=lambda: str(labels(app)))
+        app_process.kill()
+        app_process.wait()
+        wait_for("that window is gone", lambda: not any(a is not None and a.name == "DesktopApp" for a in pyatspi.Registry.getDesktop(0)))
+
+        app_process, app, answerer = answering_the_keyring_prompt("desktop-keyring-password")
+        answered = answerer.communicate(timeout=90)[0]
+        check("the keyring's prompt is shown again and answered with a new password", "answered: Continue" in answered, answered)
+        wait_for("the app then opens signed out", lambda: subtitle(app) == "Signed out")
+        check("and Sign in can be used", is_sensitive(find(app, "push button", "Sign in")))
+        provider.control({"sign_in_user": ALICE, "browser_action": "submit"})
+        click(app, "push button", "Sign in")
+        wait_for("the sign-in is saved in the keyring", lambda: subtitle(app) == "Signed in as alice@contoso.com", timeout=120,
+                 detail=lambda: str(labels(app)))
+        check("the new keyring is on disk", os.path.isdir(keyrings) and any(name.endswith(".keyring") for name in os.listdir(keyrings)),
+              str(os.path.isdir(keyrings) and os.listdir(keyrings)))
+        listed = subprocess.run([arguments.tokencache, "list", "--backend", "secret-service", "--client", CLIENT, "--json"],
+                                env=keyring_environment, capture_output=True, text=True)
+        check("the CLI finds the account in the keyring's default collection",
+              listed.returncode == 0 and ALICE["username"] in listed.stdout, listed.stdout + listed.stderr)
         print(f"desktop: {len(checks)} passed, 0 failed", flush=True)
     except SystemExit:
         with open(os.path.join(work, "app.log")) as file:

@@ -129,6 +129,7 @@ static inline void tc_log_view_append(GtkWidget *view, const char *line) {
 }
 static inline void tc_log_view_clear(GtkWidget *view) { gtk_text_buffer_set_text(gtk_text_view_get_buffer(GTK_TEXT_VIEW(view)), "", 0); }
 static inline void tc_window_present(GtkWidget *window) { gtk_window_present(GTK_WINDOW(window)); }
+static inline void tc_window_destroy(GtkWidget *window) { gtk_window_destroy(GTK_WINDOW(window)); }
 
 /// The accessible name assistive technologies (and the AT-SPI test) read for a widget.
 static inline void tc_set_accessible_label(GtkWidget *widget, const char *label) {

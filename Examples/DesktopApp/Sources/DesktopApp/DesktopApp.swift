@@ -40,29 +40,51 @@ struct DesktopApp {
 }
 
 enum Launch {
-    /// The account window; when the cache cannot even be opened, a window that says why and what to do.
+    /// The account window once the cache is open; meanwhile a window saying so, since opening may
+    /// wait for the keyring's own prompt (an unlock dialog, or "Choose password for new keyring" in
+    /// a session whose keyring has no 'default' collection), which must not stall GTK's main loop.
+    /// When the cache cannot be opened, a window that says why and what to do.
     @MainActor
     static func open(on application: UnsafeMutableRawPointer?) {
-        do throws(TokenCacheError) {
-            guard let backend = Settings.backendName.map({ BackendPolicy(rawValue: $0) }) ?? .automatic else {
-                let values = BackendPolicy.allCases.map(\.rawValue).joined(separator: ", ")
-                throw TokenCacheError(.invalidArgument, "TOKENCACHE_BACKEND=\(Settings.backendName ?? "") is not a backend.",
-                                      hint: "Set it to one of \(values), or unset it for auto.")
-            }
-            let configuration = AppConfiguration(clientID: Settings.clientID, authority: Settings.authority, scopes: ["User.Read"],
-                                                 backend: backend)
-            var options = PublicClientApplication.Options()
-            options.logger = Logger(label: "tokencache")
-            // A desktop app: the keyring's prompts are the user's to answer. An unlock dialog, and
-            // in a session whose keyring has no 'default' collection (gnome-keyring without a
-            // login keyring) "Choose password for new keyring", which creates it as libsecret does.
-            options.secretService.allowsUnlockPrompt = true
-            let app = try PublicClientApplication(configuration: configuration, options: options)
-            AccountWindow.shown = AccountWindow(application: application, model: AccountsModel(
-                application: app, scopes: ["User.Read"], checkingEvery: Settings.checkInterval))
-        } catch {
-            FileHandle.standardError.write(Data("DesktopApp: \(error.message) \(error.hint ?? "")\n".utf8))
-            ProblemWindow.show(on: application, error: error)
+        guard let backend = Settings.backendName.map({ BackendPolicy(rawValue: $0) }) ?? .automatic else {
+            let values = BackendPolicy.allCases.map(\.rawValue).joined(separator: ", ")
+            return fail(on: application, TokenCacheError(.invalidArgument, "TOKENCACHE_BACKEND=\(Settings.backendName ?? "") is not a backend.",
+                                                         hint: "Set it to one of \(values), or unset it for auto."))
         }
+        let waiting = StatusWindow.show(on: application, subtitle: "Opening the token cache", icon: "dialog-password-symbolic",
+                                        title: "Opening the keyring…",
+                                        description: "If your keyring asks for a password, answer it to continue.")
+        Task { @MainActor in
+            let opened = await Task.detached { () -> Result<PublicClientApplication, TokenCacheError> in
+                do throws(TokenCacheError) {
+                    let configuration = AppConfiguration(clientID: Settings.clientID, authority: Settings.authority, scopes: ["User.Read"],
+                                                         backend: backend)
+                    var options = PublicClientApplication.Options()
+                    options.logger = Logger(label: "tokencache")
+                    // A desktop app: the keyring's prompts are the user's to answer. An unlock dialog, and
+                    // in a session whose keyring has no 'default' collection (gnome-keyring without a
+                    // login keyring) "Choose password for new keyring", which creates it as libsecret does.
+                    options.secretService.allowsUnlockPrompt = true
+                    return .success(try PublicClientApplication(configuration: configuration, options: options))
+                } catch {
+                    return .failure(error)
+                }
+            }.value
+            switch opened {
+            case .success(let app):
+                AccountWindow.shown = AccountWindow(application: application, model: AccountsModel(
+                    application: app, scopes: ["User.Read"], checkingEvery: Settings.checkInterval))
+            case .failure(let error):
+                fail(on: application, error)
+            }
+            tc_window_destroy(waiting)
+        }
+    }
+
+    @MainActor
+    private static func fail(on application: UnsafeMutableRawPointer?, _ error: TokenCacheError) {
+        FileHandle.standardError.write(Data("DesktopApp: \(error.message) \(error.hint ?? "")\n".utf8))
+        StatusWindow.show(on: application, subtitle: "Cannot open the token cache", icon: "dialog-error-symbolic",
+                          title: error.message, description: error.hint ?? "")
     }
 }

@@ -72,21 +72,24 @@ enum Widgets {
     }
 }
 
-/// The window shown when the cache cannot be opened at all: the problem and what to do, never
-/// a window that silently lacks its buttons.
+/// A window with only a status: while the cache opens, and when it cannot be opened at all (the
+/// problem and what to do, never a window that silently lacks its buttons).
 @MainActor
-enum ProblemWindow {
-    static func show(on application: UnsafeMutableRawPointer?, error: TokenCacheError) {
+enum StatusWindow {
+    @discardableResult
+    static func show(on application: UnsafeMutableRawPointer?, subtitle: String, icon: String, title: String,
+                     description: String) -> UnsafeMutablePointer<GtkWidget> {
         let window = tc_application_window_new(application)!
         tc_window_set_title(window, Settings.title)
         tc_window_set_default_size(window, 560, 420)
         let content = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0)!
-        tc_box_append(content, Widgets.headerBar(subtitle: "Cannot open the token cache").bar)
+        tc_box_append(content, Widgets.headerBar(subtitle: subtitle).bar)
         let status = adw_status_page_new()!
-        tc_status_page_set(status, "dialog-error-symbolic", error.message, error.hint ?? "")
+        tc_status_page_set(status, icon, title, description)
         gtk_widget_set_vexpand(status, 1)
         tc_box_append(content, status)
         tc_window_set_content(window, content)
         tc_window_present(window)
+        return window
     }
 }
