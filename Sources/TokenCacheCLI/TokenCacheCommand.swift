@@ -213,7 +213,7 @@ public struct TokenCacheCommand: ParsableCommand {
 
 enum TokenCacheVersion {
     /// The release: the same as the C library's (tokencache.h's TOKENCACHE_VERSION_*) and the package's.
-    static let string = "0.5.0"
+    static let string = "0.6.0"
 
     /// What `--version` prints: the release and the commit it was built from, "dirty" when the
     /// checkout had uncommitted changes (BuildInfoPlugin), so two builds of one release differ.

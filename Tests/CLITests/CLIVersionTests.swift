@@ -13,7 +13,7 @@ struct CLIVersionTests {
         let output = try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, ["--version"])
         #expect(output.status == 0, "\(output.stderr)")
         // The CLI and these tests come from one build, so they carry the same BuildInfo.
-        #expect(output.stdout == "0.5.0 (commit \(BuildInfo.commit)\(BuildInfo.isDirty ? ", dirty" : ""))\n", "\(output.stdout)")
+        #expect(output.stdout == "0.6.0 (commit \(BuildInfo.commit)\(BuildInfo.isDirty ? ", dirty" : ""))\n", "\(output.stdout)")
         let head = try runProcess("/usr/bin/git", ["-C", Self.root.path, "rev-parse", "--short=12", "HEAD"])
         try #require(head.status == 0, "the tests run in a git checkout: \(head.stderr)")
         // A commit made while the suite runs moves HEAD past the build's commit, which stays its ancestor.

@@ -68,7 +68,7 @@ class BindingTests(unittest.TestCase):
         self.store = open_empty_store(self)
 
     def test_version_matches_package(self):
-        self.assertEqual(tokencache.library_version(), "0.5.0")
+        self.assertEqual(tokencache.library_version(), "0.6.0")
 
     def test_round_trip_list_find_sign_out_remove(self):
         saved = self.store.save_response(CLIENT_A, AUTHORITY, "User.Read", response("1"))

@@ -41,7 +41,8 @@
  *    that added them: TOKENCACHE_0.1, TOKENCACHE_0.2 for tokencache_sign_in_*, and
  *    TOKENCACHE_0.3 for tokencache_store_set_sso_stores, TOKENCACHE_0.4 for tokencache_native_*,
  *    TOKENCACHE_0.5 for tokencache_error_reason and tokencache_reason_name, TOKENCACHE_0.6 for
- *    tokencache_account_photo and tokencache_photo_free. Functions
+ *    tokencache_account_photo, tokencache_photo_free, the claims challenges and client
+ *    capabilities, and tokencache_store_set_broker. Functions
  *    are only ever added (under a new symbol version node); an incompatible change would raise
  *    the soname. Error codes and enum values never change
  *    meaning; new ones may be added, so treat unknown codes as failures.
@@ -58,7 +59,7 @@ extern "C" {
 
 /* The version of this header; compare with tokencache_version() at run time. */
 #define TOKENCACHE_VERSION_MAJOR 0
-#define TOKENCACHE_VERSION_MINOR 5
+#define TOKENCACHE_VERSION_MINOR 6
 #define TOKENCACHE_VERSION_PATCH 0
 
 /* Status codes: returned by every function that can fail, and in tokencache_error.code. */
@@ -456,7 +457,7 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
                                     const char *scopes, unsigned flags, char **access_token,
                                     tokencache_token_info **info, tokencache_error *error);
 
-/* ---- Continuous access evaluation (since TOKENCACHE_0.7) ---- */
+/* ---- Continuous access evaluation (since TOKENCACHE_0.6) ---- */
 
 /* Declares client capabilities, as MSAL's client_capabilities: "cp1" says the app handles claims
    challenges, so resources may apply continuous access evaluation to its tokens. capabilities:
@@ -469,7 +470,7 @@ int tokencache_acquire_token_silent(tokencache_store *store, const char *client_
 int tokencache_store_set_client_capabilities(tokencache_store *store, const char *capabilities,
                                              tokencache_error *error);
 
-/* ---- The identity broker (since TOKENCACHE_0.7) ---- */
+/* ---- The identity broker (since TOKENCACHE_0.6) ---- */
 
 /* When the store's silent requests ask the identity broker on the session bus
    (com.microsoft.identity.broker1: Microsoft's broker on an enrolled machine gives device-bound

@@ -49,10 +49,14 @@ static inline void tc_view_switcher_bar_show(GtkWidget *bar, GtkWidget *stack) {
     adw_view_switcher_bar_set_stack(ADW_VIEW_SWITCHER_BAR(bar), ADW_VIEW_STACK(stack));
     adw_view_switcher_bar_set_reveal(ADW_VIEW_SWITCHER_BAR(bar), TRUE);
 }
+/// The status page's icon, title and description, both as plain text (escaped: the description
+/// is Pango markup, and an error's text may hold '<' or '&').
 static inline void tc_status_page_set(GtkWidget *page, const char *icon, const char *title, const char *description) {
     adw_status_page_set_icon_name(ADW_STATUS_PAGE(page), icon);
     adw_status_page_set_title(ADW_STATUS_PAGE(page), title);
-    adw_status_page_set_description(ADW_STATUS_PAGE(page), description);
+    gchar *escaped = g_markup_escape_text(description, -1);
+    adw_status_page_set_description(ADW_STATUS_PAGE(page), escaped);
+    g_free(escaped);
 }
 
 /// A toast at the foot of the window: `title` as plain text (escaped: toasts take Pango markup);
