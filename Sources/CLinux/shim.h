@@ -24,6 +24,9 @@ extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *
 static inline int tc_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
+/// A pipe whose two ends are close-on-exec from the start (pipe2 is _GNU_SOURCE-only).
+extern int pipe2(int fds[2], int flags);
+static inline int tc_pipe_cloexec(int fds[2]) { return pipe2(fds, 02000000 /* O_CLOEXEC */); }
 
 // The kernel keyring (keyutils) through its raw system calls: libkeyutils is not needed, and
 // syscall is variadic. Numbers from <sys/syscall.h>; constants from <linux/keyctl.h>.

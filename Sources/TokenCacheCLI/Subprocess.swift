@@ -18,7 +18,9 @@ enum Subprocess {
     /// read end of its standard output, which the caller closes.
     static func spawn(_ arguments: [String], executable: String? = nil) throws(SpawnFailure) -> (pid: pid_t, output: Int32) {
         var pipeFDs: [Int32] = [0, 0]
-        guard pipe(&pipeFDs) == 0 else { throw SpawnFailure(code: errno) }
+        // Close-on-exec: a program another thread starts meanwhile must not inherit either end
+        // (its copy of the write end would keep our reader from ever seeing end of file).
+        guard tc_pipe_cloexec(&pipeFDs) == 0 else { throw SpawnFailure(code: errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -38,11 +40,14 @@ enum Subprocess {
         return (pid, pipeFDs[0])
     }
 
-    /// Runs `arguments` (searched on PATH) to its end: its standard output and wait status.
-    static func run(_ arguments: [String]) throws(SpawnFailure) -> (status: Int32, output: Data) {
+    /// Runs `arguments` (searched on PATH) to its end: its standard output (empty if it wrote
+    /// more than `limit` bytes) and wait status.
+    static func run(_ arguments: [String], limit: Int = 16 << 20) throws(SpawnFailure) -> (status: Int32, output: Data) {
         let (pid, output) = try spawn(arguments)
-        defer { close(output) }
-        let data = StandardIO.readAll(from: output, limit: 16 << 20) ?? Data()
+        let data = StandardIO.readAll(from: output, limit: limit) ?? Data()
+        // Closed before the wait: a program writing past the limit then gets EPIPE and ends,
+        // rather than blocking on a full pipe nobody reads while we wait for it.
+        close(output)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return (status, data)
