@@ -99,6 +99,11 @@ public struct TokenCacheCommand: ParsableCommand {
         } catch {
             let code = exitCode(for: error)
             let message = self.message(for: error)
+            // A broker the bus starts with options it refuses: said where doctor shows it (#59 item 10).
+            if arguments.first == "broker", code != .success, !message.isEmpty,
+               !arguments.contains(where: { ["--install", "--uninstall", "--list-requests", "-h", "--help"].contains($0) }) {
+                BrokerCommand.recordFailure(message)
+            }
             guard code != .success, !message.isEmpty, jsonRequested(arguments) else { exit(withError: error) }
             ErrorReport.reportAsJSON(true)
             ErrorReport.report(CLIError(message: message, hint: "Run `tokencache \(arguments[0]) --help` for its options", exitCode: code.rawValue))
