@@ -95,6 +95,10 @@ public struct BackendSelection: Sendable {
     package static func otherBackend(holding group: CacheGroup, besides backend: any CacheBackend,
                                      fileDirectory: URL? = nil, keySource: EncryptedFileBackend.KeySource = .keyFile(),
                                      secretService: SecretServiceBackend.Options = .init()) -> (policy: BackendPolicy, location: String, entries: Int)? {
+        // `token --account` reads the Secret Service scoped to the account: the backend is its base (#59 item 5).
+        if let scoped = backend as? AccountScopedBackend {
+            return otherBackend(holding: group, besides: scoped.base, fileDirectory: fileDirectory, keySource: keySource, secretService: secretService)
+        }
         let other: any CacheBackend
         let policy: BackendPolicy
         switch backend {
