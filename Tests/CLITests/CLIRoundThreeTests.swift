@@ -240,6 +240,50 @@ struct CLIRoundThreeTests {
         }
     }
 
+    // MARK: Item 8: --help
+
+    @Test("--help is short and by task; each command's help has its own options, then the storage options once and short; examples are never wrapped mid-command at 80 columns; usage says options are optional; --quiet's help does not promise --verbose")
+    func helpShape() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var environment = cli.environment
+        environment["COLUMNS"] = "80"
+        let root = try runProcess(Self.binary, ["--help"], environment: environment).stdout
+        let rootLines = root.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(rootLines.count < 100, "\(rootLines.count) lines")
+        let firstGroup = try #require(rootLines.firstIndex { $0.hasSuffix("SUBCOMMANDS:") }, "\(root)")
+        #expect(firstGroup < 25 && rootLines[firstGroup] == "SIGN-IN AND TOKEN SUBCOMMANDS:", "\(root)")
+        #expect(!root.contains("Every subcommand"), "\(root)")
+        let commands = rootLines.drop { !$0.hasSuffix("SUBCOMMANDS:") }.filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+            .map { String($0.split(separator: " ").first ?? "") }.filter { $0 != "help" }
+        #expect(commands.prefix(4) == ["login", "token", "logout", "photo"] && commands.count >= 20, "\(commands)")
+        for command in commands {
+            let help = try runProcess(Self.binary, ["help", command], environment: environment).stdout
+            let lines = help.split(separator: "\n", omittingEmptySubsequences: false)
+            let usage = lines.first { $0.hasPrefix("USAGE: ") } ?? ""
+            #expect(!usage.hasSuffix(" <options>"), "\(command): \(usage)")
+            if let storage = lines.firstIndex(of: "STORAGE OPTIONS:") {
+                #expect(lines.filter { $0 == "STORAGE OPTIONS:" }.count == 1, "\(command)")
+                let own = lines.firstIndex(of: "OPTIONS:")
+                #expect(own.map { $0 < storage } ?? true, "\(command): storage options before its own")
+                let block = lines[(storage + 1)...].prefix { !$0.isEmpty }
+                #expect(block.count <= 30, "\(command): \(block.count) lines of storage options")
+            }
+            if let examples = lines.firstIndex(where: { $0 == "Examples:" }) {
+                for line in lines[(examples + 1)...].prefix(while: { !$0.isEmpty }) {
+                    #expect(line.hasPrefix("  "), "\(command): an example wrapped at 80 columns: \(line)")
+                }
+            }
+        }
+        let photo = try runProcess(Self.binary, ["photo", "--help"], environment: environment).stdout
+        let output = try #require(photo.range(of: "--output"), "\(photo)")
+        let backend = try #require(photo.range(of: "--backend"), "\(photo)")
+        #expect(output.lowerBound < backend.lowerBound, "\(photo)")
+        #expect(try runProcess(Self.binary, ["list", "--help"], environment: environment).stdout.contains("USAGE: tokencache list [<options>]"))
+        let token = try runProcess(Self.binary, ["token", "--help"], environment: environment).stdout
+        #expect(!token.contains("even with --verbose"), "\(token)")
+    }
+
     // MARK: Item 4: migrate --to-key-source and --dry-run
 
     @Test("migrate --to-key-source: the source in use is nothing to do; to a passphrase off a terminal it asks for the new one by TOKENCACHE_PASSPHRASE_FILE (migrate has no --passphrase-file); --dry-run changes nothing")

@@ -86,7 +86,7 @@ struct BrokerCommand: ParsableCommand {
     @Flag(help: "With --list-requests, print JSON.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     static let unitName = "tokencache-broker.service"
 

@@ -46,7 +46,7 @@ struct DoctorCommand: ParsableCommand {
     @Flag(help: "Accept the encrypted file although it is older than one this machine has seen (a backup restored on purpose).")
     var acceptRollback = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         var settings: StoreSettings!
