@@ -16,7 +16,7 @@ OUTPUT="${2:-docs/CLI.md}"
     COLUMNS=100 "$BIN" --help
     echo '```'
     # Every subcommand --help lists, so a new one is never left out of the reference.
-    commands=$(COLUMNS=100 "$BIN" --help | awk '/^SUBCOMMANDS:/ {on=1; next} on && /^  [a-z]/ {print $1} on && /^[^ ]/ {on=0}')
+    commands=$(COLUMNS=100 "$BIN" --help | awk '/SUBCOMMANDS:$/ {on=1; next} on && /^  [a-z]/ {print $1} on && /^[^ ]/ {on=0}')
     for command in $commands; do
         echo
         echo "## tokencache $command"

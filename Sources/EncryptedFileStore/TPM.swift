@@ -62,6 +62,18 @@ enum TPMSealedKey {
         return defaultTCTI
     }
 
+    /// What to do when no TPM answers through `name`: check what names it (the variable when it
+    /// is set, or the configuration), and only when nothing does, set one (#59 item 5).
+    static func reachHint(_ name: String) -> String {
+        if SecureEnvironment.value(tctiVariable) == name {
+            return "\(tctiVariable) is set, to \(name): check that it names a TPM that runs here (a started swtpm, a device you may read: group tss), or unset it to use \(defaultTCTI); or use the key file or a passphrase"
+        }
+        if name != defaultTCTI {
+            return "The TCTI \(name) was configured (the config file's \"tpm_tcti\", or the app): check that it names a TPM that runs here, or remove it to use \(defaultTCTI); or use the key file or a passphrase"
+        }
+        return "Check that the machine has a TPM 2.0 (/dev/tpmrm0, readable by you: group tss) or set \(tctiVariable) or the config file's \"tpm_tcti\"; or use the key file or a passphrase"
+    }
+
     /// Seals `key` to the TPM: the sealed key file's contents.
     static func seal(_ key: SymmetricKey, tcti: String) throws(TokenCacheError) -> Data {
         let tpm = try TPMConnection(tcti: tcti)
@@ -193,8 +205,8 @@ final class TPMConnection {
         emptyInput = OpaquePointer(emptyStorage)
         let loaded = loader.Tss2_TctiLdr_Initialize(name, &tcti)
         guard loaded == 0 else {
-            throw TokenCacheError(.backendUnavailable, "No TPM could be reached through the TCTI \(name) (tpm2-tss error 0x\(String(loaded, radix: 16))).",
-                                  hint: "Check that the machine has a TPM 2.0 (/dev/tpmrm0, readable by you: group tss) or set \(TPMSealedKey.tctiVariable) or the config file's \"tpm-tcti\"; or use the key file or a passphrase",
+            throw TokenCacheError(.backendUnavailable, "No TPM could be reached through the TCTI \(name) (\(TPMResponseCode.explain(loaded))).",
+                                  hint: TPMSealedKey.reachHint(name),
                                   reason: .tpmUnavailable(tcti: name))
         }
         try check(esys.Esys_Initialize(&context, tcti, nil), "Esys_Initialize")
@@ -261,7 +273,8 @@ final class TPMConnection {
     func check(_ code: UInt32, _ operation: String) throws(TokenCacheError) {
         guard code != 0 else { return }
         let layer = code & UInt32(TC_TSS2_RC_LAYER_MASK)
-        let hex = "0x" + String(code, radix: 16)
+        // The code in words (its layer, then the TSS or TPM code), never a bare hex number.
+        let hex = TPMResponseCode.explain(code)
         let fromTPM = layer == 0 || layer == UInt32(TC_TSS2_RESMGR_TPM_RC_LAYER)
         // Format one (parameter, handle or session errors) carries the error number in its low 6 bits.
         let tpmCode = code & UInt32(TC_TPM2_RC_FMT1) != 0 ? (code & 0x3F) | UInt32(TC_TPM2_RC_FMT1) : code & 0xFFF
@@ -287,7 +300,7 @@ final class TPMConnection {
         // The TCTI's own errors, and the ESAPI's "no connection" and I/O errors from below it.
         if !fromTPM && (layer == UInt32(TC_TSS2_TCTI_RC_LAYER) || [8, 10].contains(code & 0xFFFF) || operation == "Esys_Initialize") {
             throw TokenCacheError(.backendUnavailable, "No TPM answered through the TCTI \(name) (\(operation): \(hex)).",
-                                  hint: "Check that the TPM (or \(TPMSealedKey.tctiVariable)'s) is there and reachable; or use the key file or a passphrase",
+                                  hint: TPMSealedKey.reachHint(name),
                                   reason: .tpmUnavailable(tcti: name))
         }
         throw TokenCacheError(.crypto, "The TPM at \(name) failed \(operation) (\(hex)).", hint: "Nothing was changed")

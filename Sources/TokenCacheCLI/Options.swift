@@ -16,33 +16,33 @@ extension BrokerUse: ExpressibleByArgument {}
 /// Options every subcommand shares: where the cache lives. Backend, group and collection
 /// default to `TOKENCACHE_*` variables, then the config file (``StoreSettings``).
 struct StoreOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Where the cache lives: auto (in a Flatpak or Snap whose Secret portal answers, the app's portal-keyed keyring; else the Secret Service, else the encrypted file), secret-service or file. Default: $TOKENCACHE_BACKEND, else the config file's \"backend\", else auto.",
+    @Option(help: ArgumentHelp("auto (the Secret Service, else the encrypted file; a sandbox's portal keyring), secret-service or file. Default: $TOKENCACHE_BACKEND, config \"backend\", auto.",
                                valueName: "backend"))
     var backend: BackendPolicy?
 
-    @Option(help: ArgumentHelp("The sharing group (keychain group), reverse-DNS. Default: $TOKENCACHE_GROUP, else the config file's \"group\", else \(CacheGroup.universalStorage.name).",
+    @Option(help: ArgumentHelp("The sharing group, reverse-DNS. Default: $TOKENCACHE_GROUP, config \"group\", \(CacheGroup.universalStorage.name).",
                                valueName: "name"))
     var group: String?
 
-    @Option(help: ArgumentHelp("On the Secret Service, the collection the group maps onto: default (the 'default' alias, usually Login), session (in-memory) or a collection's label. Default: $TOKENCACHE_COLLECTION, else the config file's \"collection\", else default.",
+    @Option(help: ArgumentHelp("Secret Service collection: default (usually Login), session (in memory) or a label. Default: $TOKENCACHE_COLLECTION, config \"collection\", default.",
                                valueName: "collection"))
     var collection: String?
 
-    @Option(help: ArgumentHelp("For the encrypted file: a file (mode 0600, yours) whose first line is the passphrase. A new file is then protected by the passphrase (scrypt) instead of the key file; one created with a passphrase needs it. Default: $TOKENCACHE_PASSPHRASE_FILE; without either, a passphrase-protected file asks for it on a terminal.",
+    @Option(help: ArgumentHelp("Encrypted file: a file (0600, yours) whose first line is the passphrase (a new file is then keyed by it). Default: $TOKENCACHE_PASSPHRASE_FILE, else asked on a terminal.",
                                valueName: "path"), completion: .file())
     var passphraseFile: String?
 
-    @Option(help: ArgumentHelp("For the encrypted file: how a new cache is keyed: key-file (cache.key, 0600), tpm (the key sealed to this machine's TPM 2.0 in cache.key.tpm; the TPM is $TOKENCACHE_TPM_TCTI or the config file's \"tpm_tcti\", else device:/dev/tpmrm0) or passphrase. An existing cache keeps its key (`tokencache migrate --to-key-source` changes it). Default: $TOKENCACHE_KEY_SOURCE, else the config file's \"key_source\", else tpm where cache.key.tpm exists, else key-file.",
+    @Option(help: ArgumentHelp("Encrypted file: how a new cache is keyed: key-file, tpm (sealed to this machine's TPM 2.0; $TOKENCACHE_TPM_TCTI) or passphrase. Default: $TOKENCACHE_KEY_SOURCE, config \"key_source\", tpm where cache.key.tpm exists, key-file.",
                                valueName: "source"))
     var keySource: KeySourceChoice?
 
-    @Flag(help: ArgumentHelp("On the Secret Service, let the provider show a prompt that needs you (an unlock dialog, an access confirmation) and wait up to 60 s for it. Without it a prompt is given 2 s: one that needs nobody (KWallet's unlock of an open wallet, KeePassXC's writes) still completes; any other is dismissed and the keyring reported locked."))
+    @Flag(help: ArgumentHelp("Secret Service: show an unlock or access prompt and wait up to 60 s for you (else 2 s, then locked)."))
     var allowPrompt = false
 
-    @Flag(help: "Log what the library does (to stderr; never secrets), and say when auto falls back to the encrypted file.")
+    @Flag(help: "Log what the library does to stderr (never secrets), and say when auto uses the encrypted file.")
     var verbose = false
 
-    @Flag(help: ArgumentHelp("With --collection LABEL, create that collection when there is none (the provider asks for its password: add --allow-prompt)."))
+    @Flag(help: ArgumentHelp("With --collection LABEL, create it when missing (its password is asked: add --allow-prompt)."))
     var create = false
 
     func validate() throws {

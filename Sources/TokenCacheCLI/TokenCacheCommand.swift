@@ -13,71 +13,26 @@ public struct TokenCacheCommand: ParsableCommand {
         commandName: "tokencache",
         abstract: "Sign in, inspect, share and clear MSAL token caches kept in the Secret Service, an encrypted file, or a sandboxed app's portal-keyed keyring.",
         discussion: """
-        Every subcommand but migrate and stores takes --backend auto|secret-service|file, --group NAME, \
-        --collection default|session|LABEL, --create, --allow-prompt, --passphrase-file PATH and --verbose. Backend, group \
-        and collection come from the first of: the option; TOKENCACHE_BACKEND, TOKENCACHE_GROUP, \
-        TOKENCACHE_COLLECTION; the config file $XDG_CONFIG_HOME/tokencache/config.json \
-        (~/.config/tokencache/config.json), a JSON object with any of "backend", "group", \
-        "collection" and "stores"; the default. `doctor` shows each and where it came from. When auto falls \
-        back to the encrypted file (no usable Secret Service), --verbose says so in one line and \
-        `doctor` explains why; other output stays quiet about it.
-
-        Passphrase-protected encrypted files: --passphrase-file PATH or \
-        TOKENCACHE_PASSPHRASE_FILE=PATH names a file of mode 0600 whose first line is the \
-        passphrase; without either, a file created with a passphrase asks for it when standard \
-        input is a terminal.
-
-        Environment: TOKENCACHE_LOG_FILE=PATH appends the library's log at trace level to PATH \
-        (mode 0600; never secrets); TOKENCACHE_LIBGCRYPT_PATH, \
-        TOKENCACHE_LIBCRYPTO_PATH and TOKENCACHE_LIBCURL_PATH override where libgcrypt, \
-        OpenSSL's libcrypto and libcurl are loaded from (ignored when tokencache runs setuid, \
-        setgid or with file capabilities; without them each is opened by absolute path from the \
-        system library directory, never from beside the executable).
-
-        Output: names and other text read from the cache or sent by a server are printed with \
-        control characters (C0, DEL, C1, bidirectional overrides) made visible, as \\u{1B}; \
-        --json output escapes them as \\u001b. `token` refuses to print an access token holding one.
-
-        Other tools' MSAL caches (Azure CLI, azure-identity, Azure PowerShell, azureauth, and \
-        those declared under "stores" in the config file, as name: {"file": PATH} or name: \
-        {"libsecret": {"schema", "attributes", "label", "collection", "signal", "encoding": \
-        raw|base64|detect, "match_schema"}}, each with an optional "lock" PATH): `stores` shows \
-        which exist, `list --store NAME` and `remove --account X --store NAME` work on one under \
-        its owner's lock.
-
-        Client, account and authority (--client, --account, --authority of login, logout, photo, \
-        save, signup, reset-password and token) come from the first of: the option; \
-        TOKENCACHE_CLIENT_ID, TOKENCACHE_ACCOUNT, TOKENCACHE_AUTHORITY; the config file's "client", \
-        "account", "authority". The filters of list and remove and what agent and broker serve \
-        are never taken from them.
-
-        Errors: "error: " and a line saying what happened, then "hint: " and what to do; with \
-        --json, exactly one JSON line on stderr instead, {"error": {"code", "reason", "message", \
-        "hint", "exit_code", "server"}}. `tokencache` alone prints a short usage (exit 64).
-
-        Exit codes: 0 success; 1 error (one line saying what happened, then a hint), including a \
-        sign-in that fails, times out or is cancelled, and a removal answered "n" ("Nothing removed."); 2 nothing found (token, remove, logout; list of a group other than the default that holds nothing, or with an --account or --client that matches nothing); 64 bad arguments, including values the cache refuses (an authority that is not a URL, a client ID with spaces), an argument that is not UTF-8, an account to pick where the app has several, empty input to save, a bad TOKENCACHE_* value or config file, any path named that cannot be used as given (missing, a directory, unreadable, an --output that exists; a passphrase file that is empty or readable by others), a passphrase-protected file with no passphrase given where none can be asked, and a removal without --yes where no question can be asked. `man tokencache` says more (EXIT STATUS).
-
-        Examples:
-          tokencache login --device-code \\
-              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
-              --authority https://login.microsoftonline.com/organizations \\
-              --scopes "User.Read"
-          tokencache list
-          tokencache list --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --json
-          tokencache remove --account alice@contoso.com \\
-              --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
-          tokencache token --client 04b07795-... --scopes "User.Read"
+        `tokencache <command> --help` shows what a command does, its own options, then the \
+        storage options most commands share (--backend, --group, ...) once. Settings: the \
+        option, else TOKENCACHE_*, else ~/.config/tokencache/config.json (`tokencache \
+        doctor` shows which). Exit codes: 0 success, 1 error, 2 nothing found, 64 bad \
+        arguments. `man tokencache` has the whole reference.
         """,
         version: TokenCacheVersion.described,
-        subcommands: [
-            ListCommand.self, RemoveCommand.self, TokenCommand.self, PhotoCommand.self, SaveCommand.self, AgentCommand.self, BrokerCommand.self,
-            ImportCommand.self, ExportCommand.self, DoctorCommand.self, MigrateCommand.self,
-            LoginCommand.self, LogoutCommand.self,
-            SignUpCommand.self, ResetPasswordCommand.self,
-            GroupsCommand.self, UnlockCommand.self, LockCommand.self, StoresCommand.self, GitCredentialCommand.self, KubectlCredentialCommand.self,
-        ]
+        groupedSubcommands: taskGroups.map { CommandGroup(name: $0.name, subcommands: $0.commands) }
     )
+
+    /// The commands by task, in the order a newcomer needs them: the help's groups and the short
+    /// usage's (#59 item 8).
+    static let taskGroups: [(name: String, commands: [any ParsableCommand.Type])] = [
+        ("Sign-in and token", [LoginCommand.self, TokenCommand.self, LogoutCommand.self, PhotoCommand.self]),
+        ("Inspect and clean up", [ListCommand.self, GroupsCommand.self, StoresCommand.self, RemoveCommand.self]),
+        ("Move tokens", [SaveCommand.self, ImportCommand.self, ExportCommand.self, MigrateCommand.self]),
+        ("Share with other programs", [AgentCommand.self, BrokerCommand.self, GitCredentialCommand.self, KubectlCredentialCommand.self]),
+        ("Keyring and checks", [UnlockCommand.self, LockCommand.self, DoctorCommand.self]),
+        ("Entra External ID", [SignUpCommand.self, ResetPasswordCommand.self]),
+    ]
 
     public init() {}
 
@@ -98,7 +53,13 @@ public struct TokenCacheCommand: ParsableCommand {
             command = try parseAsRoot(arguments)
         } catch {
             let code = exitCode(for: error)
+            if code == .success { printingHelp(error) }
             let message = self.message(for: error)
+            // A broker the bus starts with options it refuses: said where doctor shows it (#59 item 10).
+            if arguments.first == "broker", code != .success, !message.isEmpty,
+               !arguments.contains(where: { ["--install", "--uninstall", "--list-requests", "-h", "--help"].contains($0) }) {
+                BrokerCommand.recordFailure(message)
+            }
             guard code != .success, !message.isEmpty, jsonRequested(arguments) else { exit(withError: error) }
             ErrorReport.reportAsJSON(true)
             ErrorReport.report(CLIError(message: message, hint: "Run `tokencache \(arguments[0]) --help` for its options", exitCode: code.rawValue))
@@ -109,8 +70,39 @@ public struct TokenCacheCommand: ParsableCommand {
             var command = command
             try command.run()
         } catch {
+            if exitCode(for: error) == .success { printingHelp(error) }
             exit(withError: error)
         }
+    }
+
+    /// Help (`--help`, `help COMMAND`) as ArgumentParser words it, but with a usage line that
+    /// says the options are optional: `tokencache list [<options>]`, not `<options>` (#59 item 8).
+    /// Returns for anything else (a version, a dump).
+    static func printingHelp(_ error: any Error) {
+        let text = fullMessage(for: error)
+        guard text.split(separator: "\n").contains(where: { $0.hasPrefix("USAGE: ") }) else { return }
+        print(storageOptionsLast(optionalOptions(inUsage: text)))
+        exit(withError: ExitCode.success)
+    }
+
+    /// The STORAGE OPTIONS section (``StoreOptions``, shared by most commands) after the
+    /// command's own OPTIONS, where ArgumentParser puts a titled section first: what the command
+    /// does, its own options, then the shared ones once (#59 item 8).
+    static func storageOptionsLast(_ text: String) -> String {
+        let trailing = text.reversed().prefix { $0 == "\n" }.count
+        var sections = text.dropLast(trailing).split(separator: "\n\n", omittingEmptySubsequences: false)
+        guard let storage = sections.firstIndex(where: { $0.hasPrefix("STORAGE OPTIONS:\n") }) else { return text }
+        let moved = sections.remove(at: storage)
+        guard let own = sections.firstIndex(where: { $0.hasPrefix("OPTIONS:\n") }) else { return text }
+        sections.insert(moved, at: own + 1)
+        return sections.joined(separator: "\n\n") + String(repeating: "\n", count: trailing)
+    }
+
+    /// The USAGE line's trailing ` <options>` as ` [<options>]`.
+    static func optionalOptions(inUsage text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("USAGE: ") && line.hasSuffix(" <options>") ? line.dropLast("<options>".count) + "[<options>]" : line
+        }.joined(separator: "\n")
     }
 
     /// Whether a command line asks a command that takes `--json` for it (before any `--`).
@@ -122,14 +114,7 @@ public struct TokenCacheCommand: ParsableCommand {
 
     /// What `tokencache` alone prints: the commands by task, and where the rest is.
     static var shortUsage: String {
-        let groups: [(String, [String])] = [
-            ("Sign in and get tokens", ["login", "token", "logout", "photo"]),
-            ("See and clean up", ["list", "groups", "stores", "remove"]),
-            ("Move tokens", ["save", "import", "export", "migrate"]),
-            ("Share with other programs", ["agent", "broker", "git-credential", "kubectl-credential"]),
-            ("Keyring, key and checks", ["unlock", "lock", "doctor"]),
-            ("Entra External ID", ["signup", "reset-password"]),
-        ]
+        let groups: [(String, [String])] = taskGroups.map { ($0.name, $0.commands.map { $0._commandName }) }
         let named = Set(groups.flatMap(\.1))
         let rest = configuration.subcommands.map { $0._commandName }.filter { !named.contains($0) }
         let all = groups + (rest.isEmpty ? [] : [("Other", rest)])

@@ -21,6 +21,10 @@ struct CLIOtherBackendTests {
                 "\(list.stderr)")
         let token = try file.run(["token", "--group", file.group, "--client", Fixtures.appOne, "--scopes", "User.Read"], withGroup: false)
         #expect(token.status == 2 && token.stderr.contains("The encrypted file also holds"), "\(token.stderr)")
+        // Naming the account (read from the keyring scoped to it) says the same, as list does (#59 item 5).
+        let named = try file.run(["token", "--group", file.group, "--client", Fixtures.appOne, "--scopes", "User.Read",
+                                  "--account", Fixtures.alice.username], withGroup: false)
+        #expect(named.status == 2 && named.stderr.contains("The encrypted file also holds"), "\(named.stderr)")
         // With --json, said inside the one error line (#59 item 2).
         for arguments in [["list", "--account", "nobody@example.com"], ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"]] {
             let json = try file.run(arguments + ["--group", file.group, "--json"], withGroup: false)

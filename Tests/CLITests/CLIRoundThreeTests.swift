@@ -195,6 +195,95 @@ struct CLIRoundThreeTests {
         _ = try cli.run(["remove", "--all", "--yes", "--backend", "file"], withGroup: false)
     }
 
+    @Test("A refresh without --authority goes to the loopback provider's own port and scheme, where the account was saved from (not https on 443); list shows the host as MSAL keys it")
+    func refreshKeepsPort() async throws {
+        let idp = try FakeIdentityProvider()
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        try await CLITokenRefreshTests.signInExpired(cli: cli, idp: idp, refreshToken: "rt-port")
+        let token = try cli.run(["token", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(token.status == 0 && token.stdout.hasPrefix("at-issued-"), "\(token.stdout) \(token.stderr)")
+        #expect(try await idp.stats().grants.count == 1)
+        let list = try cli.run(["list", "--json"])
+        #expect(list.stdout.contains(idp.host) && !list.stdout.contains("\(idp.host):\(idp.port)"), "\(list.stdout)")
+    }
+
+    @Test("photo of an account at a host of no Microsoft cloud names the account's host, not the --authority's")
+    func photoNamesAccountHost() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let saved = try cli.run(["save", "--client", Fixtures.appOne, "--authority", "https://login.example.org/\(Fixtures.tenantA)", "--scopes", "User.Read"],
+                                input: Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: "photo")))
+        try #require(saved.status == 0, "\(saved.stderr)")
+        let photo = try cli.run(["photo", "--client", Fixtures.appOne, "--authority", "https://login.microsoftonline.com/organizations",
+                                 "--output", cli.dataHome.appendingPathComponent("p.jpg").path])
+        #expect(photo.status != 0 && photo.stderr.contains("Accounts of login.example.org") && !photo.stderr.contains("Accounts of login.microsoftonline.com"),
+                "\(photo.stderr)")
+    }
+
+    @Test("doctor on a headless machine (no session bus), where the encrypted file is the normal backend, warns of neither the bus nor the Secret Service; the selection says why")
+    func doctorHeadless() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var environment = cli.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        for backend in [["--backend", "file"], []] {
+            let output = try runProcess(Self.binary, ["doctor", "--json", "--group", cli.group] + backend, environment: environment)
+            #expect(output.status == 0, "\(backend): \(output.stderr)")
+            let report = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
+            let checks = try #require(report["checks"] as? [[String: Any]], "\(output.stdout)")
+            let named = checks.filter { ["session bus", "Secret Service", "libgcrypt"].contains($0["name"] as? String ?? "") }
+            #expect(named.contains { $0["name"] as? String == "session bus" }, "\(output.stdout)")
+            #expect(named.allSatisfy { $0["status"] as? String == "info" }, "\(backend): \(named)")
+            #expect((report["selected"] as? String)?.contains("encrypted file") == true || (report["selected"] as? String)?.contains(".tkc") == true,
+                    "\(output.stdout)")
+        }
+    }
+
+    // MARK: Item 8: --help
+
+    @Test("--help is short and by task; each command's help has its own options, then the storage options once and short; examples are never wrapped mid-command at 80 columns; usage says options are optional; --quiet's help does not promise --verbose")
+    func helpShape() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        var environment = cli.environment
+        environment["COLUMNS"] = "80"
+        let root = try runProcess(Self.binary, ["--help"], environment: environment).stdout
+        let rootLines = root.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(rootLines.count < 100, "\(rootLines.count) lines")
+        let firstGroup = try #require(rootLines.firstIndex { $0.hasSuffix("SUBCOMMANDS:") }, "\(root)")
+        #expect(firstGroup < 25 && rootLines[firstGroup] == "SIGN-IN AND TOKEN SUBCOMMANDS:", "\(root)")
+        #expect(!root.contains("Every subcommand"), "\(root)")
+        let commands = rootLines.drop { !$0.hasSuffix("SUBCOMMANDS:") }.filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+            .map { String($0.split(separator: " ").first ?? "") }.filter { $0 != "help" }
+        #expect(commands.prefix(4) == ["login", "token", "logout", "photo"] && commands.count >= 20, "\(commands)")
+        for command in commands {
+            let help = try runProcess(Self.binary, ["help", command], environment: environment).stdout
+            let lines = help.split(separator: "\n", omittingEmptySubsequences: false)
+            let usage = lines.first { $0.hasPrefix("USAGE: ") } ?? ""
+            #expect(!usage.hasSuffix(" <options>"), "\(command): \(usage)")
+            if let storage = lines.firstIndex(of: "STORAGE OPTIONS:") {
+                #expect(lines.filter { $0 == "STORAGE OPTIONS:" }.count == 1, "\(command)")
+                let own = lines.firstIndex(of: "OPTIONS:")
+                #expect(own.map { $0 < storage } ?? true, "\(command): storage options before its own")
+                let block = lines[(storage + 1)...].prefix { !$0.isEmpty }
+                #expect(block.count <= 30, "\(command): \(block.count) lines of storage options")
+            }
+            if let examples = lines.firstIndex(where: { $0 == "Examples:" }) {
+                for line in lines[(examples + 1)...].prefix(while: { !$0.isEmpty }) {
+                    #expect(line.hasPrefix("  "), "\(command): an example wrapped at 80 columns: \(line)")
+                }
+            }
+        }
+        let photo = try runProcess(Self.binary, ["photo", "--help"], environment: environment).stdout
+        let output = try #require(photo.range(of: "--output"), "\(photo)")
+        let backend = try #require(photo.range(of: "--backend"), "\(photo)")
+        #expect(output.lowerBound < backend.lowerBound, "\(photo)")
+        #expect(try runProcess(Self.binary, ["list", "--help"], environment: environment).stdout.contains("USAGE: tokencache list [<options>]"))
+        let token = try runProcess(Self.binary, ["token", "--help"], environment: environment).stdout
+        #expect(!token.contains("even with --verbose"), "\(token)")
+    }
+
     // MARK: Item 4: migrate --to-key-source and --dry-run
 
     @Test("migrate --to-key-source: the source in use is nothing to do; to a passphrase off a terminal it asks for the new one by TOKENCACHE_PASSPHRASE_FILE (migrate has no --passphrase-file); --dry-run changes nothing")

@@ -5,6 +5,19 @@ import TokenCacheTestSupport
 /// The TPM key source through the CLI, against a real software TPM (swtpm) per test.
 @Suite("CLI: TPM key source", .harness)
 struct CLITPMTests {
+    @Test("No TPM through a TOKENCACHE_TPM_TCTI that is set: the hint says it is set (not to set it), and the tpm2-tss code is explained (its layer and what it means) (#59 item 5)")
+    func unreachableTCTI() throws {
+        var cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        cli.environmentOverrides["TOKENCACHE_TPM_TCTI"] = "swtpm:host=127.0.0.1,port=1"
+        let saved = try cli.run(["save", "--key-source", "tpm", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString,
+                                 "--scopes", "User.Read"], input: Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: "tpm")))
+        #expect(saved.status == 1, "\(saved.stderr)")
+        #expect(saved.stderr.contains("TOKENCACHE_TPM_TCTI is set, to swtpm:host=127.0.0.1,port=1") && !saved.stderr.contains("or set TOKENCACHE_TPM_TCTI"),
+                "\(saved.stderr)")
+        #expect(saved.stderr.contains("the TCTI (the connection to the TPM) reported"), "\(saved.stderr)")
+    }
+
     @Test("--key-source tpm seals the key; later commands use it without the option; doctor shows the TPM")
     func keySourceOption() throws {
         let tpm = try SoftwareTPM()

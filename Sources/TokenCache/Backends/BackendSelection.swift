@@ -95,6 +95,10 @@ public struct BackendSelection: Sendable {
     package static func otherBackend(holding group: CacheGroup, besides backend: any CacheBackend,
                                      fileDirectory: URL? = nil, keySource: EncryptedFileBackend.KeySource = .keyFile(),
                                      secretService: SecretServiceBackend.Options = .init()) -> (policy: BackendPolicy, location: String, entries: Int)? {
+        // `token --account` reads the Secret Service scoped to the account: the backend is its base (#59 item 5).
+        if let scoped = backend as? AccountScopedBackend {
+            return otherBackend(holding: group, besides: scoped.base, fileDirectory: fileDirectory, keySource: keySource, secretService: secretService)
+        }
         let other: any CacheBackend
         let policy: BackendPolicy
         switch backend {
@@ -207,6 +211,16 @@ public struct BackendSelection: Sendable {
         let hasLibgcrypt = SecretServiceBackend.isLibgcryptLoadable
         checks.append(.init(name: "libgcrypt", status: hasLibgcrypt ? .info : policy == .secretService ? .failed : .warning,
                             detail: SecretServiceBackend.libgcryptDescription + " (Secret Service transfer)"))
+        // Where the encrypted file is the normal backend (asked for, or a headless machine with no
+        // session bus or no provider on it), what the Secret Service lacks is said, not warned of (#59 item 11).
+        let fileIsNormal = policy == .file
+            || (policy == .automatic && secretServiceProblem.map { [.noSessionBus, .noSecretService].contains($0.code) } ?? false)
+        if fileIsNormal {
+            for index in checks.indices where ["session bus", "Secret Service", "libgcrypt"].contains(checks[index].name)
+                && checks[index].status == .warning {
+                checks[index].status = .info
+            }
+        }
         let file = EncryptedFileBackend(directory: fileDirectory, keySource: keySource)
         checks.append(contentsOf: file.diagnose(group))
         // The encrypted file cannot work without libcrypto: a failure when the file would be used.

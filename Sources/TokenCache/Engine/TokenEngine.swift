@@ -129,7 +129,8 @@ package final class TokenEngine: Sendable {
                                           clientID: request.clientID.value, from: named.realm, to: keyed.realm) ?? account
         }
         let cached = try Self.cachedToken(request, account: account, in: store)
-        let app = redeemingApplication(for: request, account: account, cached: cached)
+        let app = redeemingApplication(for: request, account: account, cached: cached,
+                                       origin: request.authority == nil ? try store.origin(of: account) : nil)
         if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
             var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
@@ -214,15 +215,24 @@ package final class TokenEngine: Sendable {
     /// host and home tenant, where its refresh token was issued; Microsoft Entra accounts only:
     /// another kind's authority cannot be rebuilt from the account).
     private func redeemingApplication(for request: TokenRequest, account: CachedAccount? = nil,
-                                      cached: TokenResult? = nil) -> PublicClientApplication? {
+                                      cached: TokenResult? = nil, origin: String? = nil) -> PublicClientApplication? {
         guard request.redeemsRefreshTokens else { return nil }
         if let authority = request.authority {
             return application(clientID: request.clientID.value, authority: authority, capabilities: request.clientCapabilities)
         }
         guard let account, account.authorityType == "MSSTS",
               let tenant = cached?.tenantID ?? account.homeTenantID,
-              let home = try? Authority("https://\(account.environment)/\(tenant)") else { return nil }
+              let home = Self.homeAuthority(of: account, tenant: tenant, origin: origin) else { return nil }
         return application(clientID: request.clientID.value, authority: home, capabilities: request.clientCapabilities)
+    }
+
+    /// The account's own authority for `tenant`: at its host, on the port and scheme it was saved
+    /// from (`origin`, a loopback provider's) when that names the same host, else https there.
+    static func homeAuthority(of account: CachedAccount, tenant: String, origin: String?) -> Authority? {
+        if let origin, let home = try? Authority("\(origin)/\(tenant)"), home.environment == account.environment.lowercased() {
+            return home
+        }
+        return try? Authority("https://\(account.environment)/\(tenant)")
     }
 
     /// The account's usable cached token at the request's authority; without one, the token of

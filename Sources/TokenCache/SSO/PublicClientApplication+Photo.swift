@@ -53,21 +53,23 @@ package enum GraphEndpoint {
                 .map { text throws(TokenCacheError) in try parse(text) }
         }
         if authority.kind == .b2c || authority.kind == .oidc {
-            throw noGraph(authority)
+            throw noGraph(authority, host: account.environment)
         }
         if let configured {
             // An app's own URL gets the variable's checks too (scheme, loopback for http, no query).
             return (try parse(configured.absoluteString, source: "Options.graphEndpoint"), scope)
         }
-        guard let host, let base = URL(string: "https://\(host)") else { throw noGraph(authority) }
+        guard let host, let base = URL(string: "https://\(host)") else { throw noGraph(authority, host: account.environment) }
         return (base, scope)
     }
 
-    private static func noGraph(_ authority: Authority) -> TokenCacheError {
-        TokenCacheError(.unsupportedFlow, "Accounts of \(authority.environment) (\(authority.kind.rawValue)) have no Microsoft Graph photo.",
+    /// Named by the account's own host (`host`), whose cloud decides the Graph host, not by the
+    /// app's authority (#59 item 11).
+    private static func noGraph(_ authority: Authority, host: String) -> TokenCacheError {
+        TokenCacheError(.unsupportedFlow, "Accounts of \(host) (\(authority.kind.rawValue)) have no Microsoft Graph photo.",
                         hint: authority.kind == .b2c || authority.kind == .oidc ? "Show a placeholder: B2C and other OpenID providers have no Graph"
                             : "Set TOKENCACHE_GRAPH_ENDPOINT to this cloud's Graph endpoint",
-                        reason: .noGraph(authority: authority.environment))
+                        reason: .noGraph(authority: host))
     }
 }
 

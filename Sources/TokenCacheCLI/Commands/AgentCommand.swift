@@ -45,7 +45,8 @@ struct AgentCommand: ParsableCommand {
         and --account for the scope `<resource>/.default`. A request without the header gets 401.
 
         Examples:
-          eval "$(tokencache agent --daemon --authority https://login.microsoftonline.com/organizations)"
+          eval "$(tokencache agent --daemon \\
+              --authority https://login.microsoftonline.com/organizations)"
           tokencache agent --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
               --authority https://login.microsoftonline.com/organizations --confirm
           tokencache agent --managed-identity --client 04b07795-... \\
@@ -83,7 +84,7 @@ struct AgentCommand: ParsableCommand {
     @Flag(help: .hidden)
     var detached = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         if managedIdentity && served.clients.count != 1 { throw ValidationError("--managed-identity needs exactly one --client (the identity it serves).") }

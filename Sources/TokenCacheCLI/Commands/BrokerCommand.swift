@@ -1,6 +1,7 @@
 import ArgumentParser
 internal import CLinux
 import Dispatch
+import Synchronization
 import FoundationEssentials
 import TokenCache
 import TokenCacheAgent
@@ -50,8 +51,12 @@ struct BrokerCommand: ParsableCommand {
         microsoft-identity-broker on an Intune-enrolled machine, or another broker). \
         --install writes a D-Bus service file ($XDG_DATA_HOME/dbus-1/services) and a systemd \
         user unit ($XDG_CONFIG_HOME/systemd/user/tokencache-broker.service) that start it on \
-        the first call, with the options given; it refuses while the name has an owner or \
-        Microsoft's broker is installed. --uninstall removes both files.
+        the first call, with the options given, as the tokencache on PATH (else this binary: \
+        it says so when that is a temporary path); a second --install replaces the first's \
+        options, naming what it replaced. It refuses while the name has an owner or \
+        Microsoft's broker is installed. --uninstall removes both files. A broker that fails \
+        to start writes why to $XDG_DATA_HOME/tokencache/broker-start-failure, which doctor \
+        and --list-requests show; neither starts an installed broker.
 
         Examples:
           tokencache broker --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46
@@ -81,7 +86,7 @@ struct BrokerCommand: ParsableCommand {
     @Flag(help: "With --list-requests, print JSON.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     static let unitName = "tokencache-broker.service"
 
@@ -110,8 +115,53 @@ struct BrokerCommand: ParsableCommand {
             if listRequests { return try printRequests() }
             if uninstall { return try removeFiles() }
             if install { return try writeFiles() }
-            try serve()
+            do {
+                try serve()
+            } catch let error where !Self.serving.withLock({ $0 }) {
+                // Started by the bus, its stderr goes to the journal at best, and the caller sees
+                // only Spawn.ChildExited: kept where doctor and --list-requests show it (#59 item 10).
+                Self.recordFailure(Self.describe(error))
+                throw error
+            }
         }
+    }
+
+    /// Whether this process got as far as serving (a failure after that is no failure to start).
+    private static let serving = Mutex(false)
+
+    // MARK: The last failure to start
+
+    /// Where the last failure of `tokencache broker` to start is kept (mode 0600): beside the
+    /// D-Bus service file --install writes, so a broker the bus starts and the user's doctor agree.
+    static var failureFile: String { dataHome() + "/tokencache/broker-start-failure" }
+
+    /// An error as its one line and hint say it.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as TokenCacheError: [CLIHints.message(of: error), CLIHints.hint(for: error)].compactMap { $0 }.joined(separator: " Hint: ")
+        case let error as CLIError: [error.message, error.hint].compactMap { $0 }.joined(separator: " Hint: ")
+        default: String(describing: error)
+        }
+    }
+
+    /// Keeps why the broker did not start (when and the message, escaped), replacing the last.
+    static func recordFailure(_ message: String) {
+        let path = failureFile
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        mkdir(directory, 0o700)
+        let descriptor = open(path + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        let line = "\(Date().ISO8601Format()) pid \(getpid()): \(Terminal.escape(message))\n"
+        let written = StandardIO.write(Data(line.utf8), to: descriptor)
+        close(descriptor)
+        if written { rename(path + ".new", path) } else { unlink(path + ".new") }
+    }
+
+    /// The last failure to start, when the broker has not started since: "TIME pid N: MESSAGE".
+    static func lastFailure() -> String? {
+        guard let data = FileManager.default.contents(atPath: failureFile), data.count < 64 * 1024 else { return nil }
+        let text = String(String(decoding: data, as: UTF8.self).split(separator: "\n").first ?? "")
+        return text.isEmpty ? nil : Terminal.escape(text)
     }
 
     private func serve() throws {
@@ -132,6 +182,8 @@ struct BrokerCommand: ParsableCommand {
         // the mask (the store's) would take a process-wide SIGTERM and end the process unheard.
         let waiting = pthread_self()
         try bus.start(whenEnded: { pthread_kill(waiting, SIGTERM) })
+        Self.serving.withLock { $0 = true }
+        unlink(Self.failureFile)
         Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerProtocol.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
         var received: Int32 = 0
         sigwait(&signals, &received)
@@ -215,8 +267,10 @@ struct BrokerCommand: ParsableCommand {
             throw CLIError.usage("The argument '\(Terminal.escape(argument))' cannot be written into a service file.",
                                  hint: "Use values without spaces, quotes, backslashes, %, $ or ;")
         }
-        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let running = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let (executable, note) = Self.executableToInstall(running: running)
         let command = ([executable] + arguments).joined(separator: " ")
+        let replaced = Self.installedCommand(in: unitFile).flatMap { $0 == command ? nil : $0 }
         let service = """
             [D-BUS Service]
             Name=\(BrokerProtocol.busName)
@@ -238,7 +292,38 @@ struct BrokerCommand: ParsableCommand {
             try FileManager.default.createDirectory(atPath: String(path[..<path.lastIndex(of: "/")!]), withIntermediateDirectories: true)
             try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         }
+        if let replaced {
+            Terminal.print("Replaced the installed `\(Terminal.escape(replaced))`: its options are not kept (give every option to --install).")
+        }
         Terminal.print("Installed: \(serviceFile) and \(unitFile). Broker-enabled MSAL apps start `\(command)` on their first call.")
+        if let note { Terminal.note(note) }
+    }
+
+    /// The path the unit runs: the `tokencache` on PATH (an installed one, which an upgrade keeps
+    /// in place) before this process's executable; a note when that is another binary than this
+    /// one, or when only this one is there and it is a temporary path (a build directory, /tmp).
+    static func executableToInstall(running: String) -> (path: String, note: String?) {
+        let path = StoreSettings.environment("PATH") ?? ""
+        let installed = path.split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }
+            .map { $0 + "/tokencache" }.first { access($0, X_OK) == 0 }
+        if let installed {
+            let resolved = realpath(installed, nil).map { pointer in defer { free(pointer) }; return String(cString: pointer) }
+            return (installed, resolved == running ? nil
+                : "The broker is started as \(installed) (the tokencache on PATH), not as this binary (\(running)).")
+        }
+        let temporary = ["/tmp/", "/var/tmp/", "/dev/shm/"] + [StoreSettings.environment("TMPDIR")].compactMap { $0 }.filter { $0.hasPrefix("/") }
+            .map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+        if running.contains("/.build/") || running.hasSuffix(" (deleted)") || temporary.contains(where: running.hasPrefix) {
+            return (running, "\(running) is a temporary path (a build directory or a temporary directory): the broker no longer starts once it is gone. Install tokencache on PATH and run --install again.")
+        }
+        return (running, nil)
+    }
+
+    /// The command an earlier --install wrote into the unit, if any.
+    static func installedCommand(in unitFile: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: unitFile) else { return nil }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+            .first { $0.hasPrefix("ExecStart=") }.map { String($0.dropFirst("ExecStart=".count)) }
     }
 
     private func removeFiles() throws {
@@ -255,6 +340,13 @@ struct BrokerCommand: ParsableCommand {
         // The broker gives its log to host callers only, which it tells by /proc/PID/exe: closed
         // to it while this process is not dumpable (main made it so). This process opens no store
         // and holds no token, so it lets itself be looked at for this call.
+        // Asked only of a broker that runs: a call to the name would start an installed one (#59 item 10).
+        guard try BrokerBus.nameHasOwner() else {
+            let failure = Self.lastFailure().map { " Its last start failed: \($0)" } ?? ""
+            throw CLIError.failed("No broker runs on this session bus (--list-requests starts none).\(failure)",
+                                  hint: failure.isEmpty ? "Start it with `tokencache broker`, or let a broker-enabled app's first call start the installed one"
+                                      : "Fix what stopped it, then start it with `tokencache broker` to see it serve")
+        }
         _ = tc_set_dumpable(1)
         try AgentCommand.printLog(try BrokerBus.requests(), json: json)
     }

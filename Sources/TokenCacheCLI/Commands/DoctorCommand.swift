@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import TokenCache
+import TokenCacheBroker
 
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -45,7 +46,7 @@ struct DoctorCommand: ParsableCommand {
     @Flag(help: "Accept the encrypted file although it is older than one this machine has seen (a backup restored on purpose).")
     var acceptRollback = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         var settings: StoreSettings!
@@ -129,6 +130,13 @@ struct DoctorCommand: ParsableCommand {
     /// Who answers as the identity broker on the session bus, and what that means for `token --broker`.
     static func brokerCheck() -> BackendDiagnosis.Check {
         let name = "identity broker"
+        // Nobody owns the name: said without calling it, which would start an installed broker (#59 item 10).
+        if (try? BrokerBus.nameHasOwner()) == false {
+            if let failure = BrokerCommand.lastFailure() {
+                return .init(name: name, status: .warning, detail: "none on the session bus (\(BrokerClient.busName)); the last start of `tokencache broker` failed: \(failure)")
+            }
+            return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
+        }
         do {
             switch try BrokerClient.onSessionBus(timeoutSeconds: 5).owner() {
             case .broker(let version)?:
@@ -139,6 +147,9 @@ struct DoctorCommand: ParsableCommand {
                 return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
             }
         } catch {
+            if let failure = BrokerCommand.lastFailure() {
+                return .init(name: name, status: .warning, detail: "does not answer (\(error.message)); the last start of `tokencache broker` failed: \(failure)")
+            }
             return .init(name: name, status: .info, detail: "not asked: \(error.message)")
         }
     }

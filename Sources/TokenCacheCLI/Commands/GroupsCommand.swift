@@ -22,7 +22,7 @@ struct GroupsCommand: ParsableCommand {
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     /// The documented `--json` document.
     struct Output: Encodable {

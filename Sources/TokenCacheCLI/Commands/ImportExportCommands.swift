@@ -36,7 +36,7 @@ struct ImportCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The cache file; - for standard input.", valueName: "file"), completion: .file())
     var file: String
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
@@ -87,7 +87,7 @@ struct ExportCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"), completion: .file())
     var output: String?
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {

@@ -28,7 +28,8 @@ struct KubectlCredentialCommand: ParsableCommand {
 
         Examples:
           tokencache kubectl-credential --convert-kubeconfig
-          tokencache kubectl-credential --convert-kubeconfig --kubeconfig ~/.kube/aks --context prod
+          tokencache kubectl-credential --convert-kubeconfig \\
+              --kubeconfig ~/.kube/aks --context prod
         """)
 
     /// AKS's server application (its AAD integration), as kubelogin asks for it.

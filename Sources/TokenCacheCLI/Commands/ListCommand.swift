@@ -43,7 +43,7 @@ struct ListCommand: ParsableCommand {
     @Flag(help: "Print JSON with sorted keys, for scripts.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         if broker && client == nil { throw ValidationError("--broker lists one client's accounts at the broker: give --client.") }

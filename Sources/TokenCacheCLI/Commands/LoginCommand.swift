@@ -30,7 +30,8 @@ struct LoginCommand: ParsableCommand {
           tokencache login --client 04b07795-... \\
               --authority https://login.microsoftonline.com/common \\
               --scopes "User.Read" --device-code
-          BROWSER=firefox tokencache login --client 04b07795-... --authority https://login.microsoftonline.com/common --scopes "User.Read"
+          BROWSER=firefox tokencache login --client 04b07795-... \\
+              --authority https://login.microsoftonline.com/common --scopes "User.Read"
         """)
 
     @OptionGroup var app: AppOptions
@@ -59,7 +60,7 @@ struct LoginCommand: ParsableCommand {
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     @OptionGroup var native: NativeLoginOptions
 
@@ -173,7 +174,7 @@ struct LogoutCommand: ParsableCommand {
     @Flag(help: "Accepted, as `remove` takes it: signing one app out never asks.")
     var yes = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {

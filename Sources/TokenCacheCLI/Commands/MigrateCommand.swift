@@ -53,7 +53,8 @@ struct MigrateCommand: ParsableCommand {
         passphrase, the new passphrase is asked for on a terminal, or read from the file \
         TOKENCACHE_PASSPHRASE_FILE names. The key source already in use is nothing to do.
           tokencache migrate --to-key-source tpm
-          TOKENCACHE_PASSPHRASE_FILE=~/.pass tokencache migrate --to-key-source passphrase
+          TOKENCACHE_PASSPHRASE_FILE=~/.pass \\
+              tokencache migrate --to-key-source passphrase
 
         --dry-run says what would be moved, copied or re-encrypted, and changes nothing.
         """)

@@ -91,7 +91,7 @@ struct SignUpCommand: ParsableCommand {
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         try app.requireScopes()
@@ -173,7 +173,7 @@ struct ResetPasswordCommand: ParsableCommand {
     @Flag(help: "Print the account signed in as JSON.")
     var json = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         try app.requireScopes()

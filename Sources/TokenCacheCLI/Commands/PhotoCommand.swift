@@ -19,10 +19,10 @@ struct PhotoCommand: ParsableCommand {
         written) or no account matches, 1 on error.
 
         Examples:
-          tokencache photo --client 04b07795-... --authority https://login.microsoftonline.com/organizations --account alice@contoso.com --output alice.jpg
+          tokencache photo --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --authority https://login.microsoftonline.com/organizations \\
+              --account alice@contoso.com --output alice.jpg
         """)
-
-    @OptionGroup var store: StoreOptions
 
     @Option(help: ArgumentHelp("The client app whose silent token calls Graph (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
@@ -39,6 +39,8 @@ struct PhotoCommand: ParsableCommand {
 
     @Flag(help: "Ask Graph again instead of using the photo cached today.")
     var refresh = false
+
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {

@@ -52,7 +52,7 @@ struct RemoveCommand: ParsableCommand {
     @Flag(help: "Show what would be removed, and remove nothing.")
     var dryRun = false
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         if all == (account != nil) { throw ValidationError("Give either --account NAME|HOME_ID or --all.") }

@@ -34,7 +34,7 @@ struct SaveCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The account a response without client_info or id_token belongs to (it must be in the group).", valueName: "uid.utid"))
     var homeAccountId: String?
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {

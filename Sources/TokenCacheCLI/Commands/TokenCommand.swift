@@ -38,14 +38,17 @@ struct TokenCommand: ParsableCommand {
         exits 2; --json's error line has the claims under server.claims for `tokencache login --claims`.
 
         Examples:
-          TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 --scopes "User.Read")
+          TOKEN=$(tokencache token --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+              --scopes "User.Read")
           export TOKENCACHE_CLIENT_ID=04b07795-8ddb-461a-bbee-02f9e1bf7b46
           tokencache token --scopes "User.Read" --account alice@contoso.com --json
           tokencache token --scopes "User.Read" --no-refresh
-          tokencache token --scopes "User.Read" --challenge "$(curl -sI https://api.example.com/ | sed -n 's/^www-authenticate: //Ip')"
+          H=$(curl -sI https://api.example.com/ | sed -n 's/^www-authenticate: //Ip')
+          tokencache token --scopes "User.Read" --challenge "$H"
           tokencache token --client 1950a258-227b-4e31-a9cf-717495945fc2 \\
             --scopes "https://management.azure.com//.default" --sso-store azure-cli
-          tokencache token --store azure-cli --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
+          tokencache token --store azure-cli \\
+            --client 04b07795-8ddb-461a-bbee-02f9e1bf7b46 \\
             --scopes "https://management.core.windows.net//.default"
         """)
 
@@ -85,13 +88,13 @@ struct TokenCommand: ParsableCommand {
     @Flag(help: "Print the token result as JSON (includes the token).")
     var json = false
 
-    @Flag(help: "Print nothing but the token or the error (no notes, even with --verbose).")
+    @Flag(help: "Print nothing but the token or the error (no notes); not with --verbose.")
     var quiet = false
 
     /// Whether a missing or stale token is refreshed: by default, except from another tool's store.
     var refreshes: Bool { refresh ?? (externalStore == nil) }
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         if !singleSignOnStores.isEmpty && refresh == false { throw ValidationError("--sso-store is used when refreshing: drop --no-refresh.") }

@@ -26,7 +26,7 @@ struct ToolTokenOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The authority: tenant and where to refresh; else TOKENCACHE_AUTHORITY, the config file's \"authority\", or the account's own.", valueName: "url"))
     var authority: String?
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     func validate() throws {
         if !scopes.isEmpty && scopeList(scopes).isEmpty { throw ValidationError("--scopes must name at least one scope.") }

@@ -26,7 +26,7 @@ struct UnlockCommand: ParsableCommand {
           tokencache unlock --file --timeout 1h
         """)
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup(title: "Storage options") var store: StoreOptions
 
     @Flag(help: "Unlock the passphrase-protected encrypted file for this login session instead.")
     var file = false

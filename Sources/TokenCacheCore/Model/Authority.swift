@@ -87,6 +87,20 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         return try Authority(components.string ?? "", kind: .aad)
     }
 
+    /// The scheme, host and port, when they are not https on its default port (a loopback test
+    /// provider such as `http://127.0.0.1:8400`): what ``environment`` (the host alone, as every
+    /// MSAL keys the cache) leaves out. Kept with the account record (``originField``), so that an
+    /// authority rebuilt from the account reaches the same server (#59 item 11); nil otherwise.
+    package var origin: String? {
+        let scheme = url.scheme?.lowercased() ?? "https"
+        guard scheme != "https" || (url.port != nil && url.port != 443) else { return nil }
+        let host = environment.contains(":") && !environment.hasPrefix("[") ? "[\(environment)]" : environment
+        return "\(scheme)://\(host)\(url.port.map { ":\($0)" } ?? "")"
+    }
+
+    /// The account record's extra field (other MSAL SDKs keep and ignore it) holding ``origin``.
+    package static let originField = "tokencache_origin"
+
     /// MSAL's `authority_type` for accounts from this authority.
     package var authorityType: String { kind == .adfs ? "ADFS" : "MSSTS" }
 

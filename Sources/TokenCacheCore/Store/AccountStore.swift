@@ -681,6 +681,18 @@ public final class AccountStore: Sendable {
         return familyTokens + ownTokens
     }
 
+    /// Where the account's records were saved from when that was not https on the default port
+    /// (a loopback provider): the origin (``Authority/origin``) its host alone leaves out; nil
+    /// otherwise, or when another tool wrote them.
+    package func origin(of account: CachedAccount) throws(TokenCacheError) -> String? {
+        try read { index in
+            index.entries(.account, homeAccountID: account.homeAccountID)
+                .filter { $0["environment"] == account.environment }
+                .sorted { $0.key < $1.key }
+                .lazy.compactMap { $0[Authority.originField] }.first
+        }
+    }
+
     /// The account of a home account ID in a cloud, described from that cloud's records only:
     /// what another cloud holds for the same ID never shows in it.
     package func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {

@@ -67,14 +67,17 @@ package struct ResponseEntities: Sendable {
         accessToken = CacheEntry(kind: .accessToken, fields: at)
 
         if hasClientInfo {
-            account = CacheEntry(kind: .account, fields: [
+            var fields: JSONObject = [
                 "home_account_id": home,
                 "environment": environment,
                 "realm": realm,
                 "local_account_id": claims?.objectID.map(JSONValue.string) ?? claims?.subject.map(JSONValue.string) ?? .null,
                 "username": .string(claims?.username ?? ""),
                 "authority_type": .string(authority.authorityType),
-            ])
+            ]
+            // A port or scheme the host leaves out (a loopback provider): kept for a refresh rebuilt from the account.
+            if let origin = authority.origin { fields[Authority.originField] = .string(origin) }
+            account = CacheEntry(kind: .account, fields: fields)
         }
         if let idTokenSecret = response.idToken {
             idToken = CacheEntry(kind: .idToken, fields: [
