@@ -212,7 +212,7 @@ package final class TokenAgent: Sendable {
         do {
             return try await engine.token(request, for: target)
         } catch where !policy.authorities.isEmpty && {
-            error.reason.kind == .refreshTokenFromOtherHost
+            error.reason.refreshTokenFromOtherHost != nil
         }() {
             // The agent's --authority is the reason: a hint to use another authority would only be
             // refused next as "not one the agent serves" (#46). Name the filter instead.

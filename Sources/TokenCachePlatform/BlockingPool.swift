@@ -12,7 +12,7 @@ import TokenCacheCore
 /// pool's `ceiling`, as Dispatch's overcommit queues grow. A job may therefore wait for a lock,
 /// a prompt or another job without starving anything, and no timeout counts time spent queued.
 /// Threads parked longer than `idleLifetime` end, so the pool shrinks back after a burst. At the
-/// ceiling a job is refused with `overloaded` (reason ``TokenCacheError/Reason/threadCeilingReached(pool:limit:)``),
+/// ceiling a job is refused with `overloaded` (reason ``TokenCacheError/Reason/threadCeilingReached``),
 /// which names the pool and its limit, rather than queued behind work of unknown length.
 ///
 /// Hand-written, not Dispatch (whose Linux global queues add a thread only about once a second

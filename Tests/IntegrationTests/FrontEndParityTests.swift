@@ -9,7 +9,9 @@ import TokenCacheTestIdentityProvider
 
 /// One rule decides which account, cloud, tenant, single sign-on store and agent a token request gets (`TokenEngine`):
 /// the same cases through the CLI, C, Python and a Swift app (each a process of its own, on one
-/// encrypted file) give the same token or the same code and typed reason.
+/// encrypted file) give the same token or the same code and typed reason. The same table runs in
+/// process against the pipeline (`EngineParityTests`), where a failure points at the engine rather
+/// than at a front end's translation.
 @Suite("Every front end chooses alike", .harness)
 struct FrontEndParityTests {
     /// What a front end answered: a token, or an error's code and reason, normalised across

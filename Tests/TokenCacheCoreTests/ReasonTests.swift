@@ -4,8 +4,9 @@ import TokenCacheTestSupport
 import TokenCacheCore
 
 // `TokenCacheError.Reason` is a struct over a package enum (#45 item 5): apps compare it, switch
-// on its kind and read its context; the agent's socket still carries the enum's JSON.
-@Suite("Error reasons: compared, switched by kind, context read, JSON unchanged", .harness)
+// over the reasons without context and read the context of the others; the agent's socket still
+// carries the enum's JSON. Each reason is declared once, as a case of the enum (#58 item 5).
+@Suite("Error reasons: compared, switched, context read, named by their case, JSON unchanged", .harness)
 struct ReasonTests {
     typealias Reason = TokenCacheError.Reason
 
@@ -38,22 +39,22 @@ struct ReasonTests {
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(Reason.self, from: Data(#"{"newReason":{}}"#.utf8)) }
     }
 
-    @Test("reasons compare by kind and context; the kind leaves the context out")
-    func comparedAndKind() {
+    @Test("reasons compare by context; an app switches over those without context with a default case")
+    func comparedAndSwitched() {
         let several = Reason.severalAccounts(accounts: ["a", "b"])
         #expect(several == .severalAccounts(accounts: ["a", "b"]))
         #expect(several != .severalAccounts(accounts: ["a"]))
         #expect(several != .noAccount)
-        #expect(several.kind == .severalAccounts)
-        #expect(several.kind == Reason.severalAccounts(accounts: []).kind)
-        #expect(several.kind != .noAccount)
-        #expect(Reason.noAccount.kind == .noAccount)
-        let chosen = switch several.kind {
-        case .noAccount: "none"
-        case .severalAccounts: "several"
-        default: "other"
+        func chosen(_ reason: Reason) -> String {
+            if let accounts = reason.severalAccounts { return "several: \(accounts.count)" }
+            return switch reason {
+            case .noAccount, .noRefreshToken: "sign in"
+            default: "other"
+            }
         }
-        #expect(chosen == "several")
+        #expect(chosen(several) == "several: 2")
+        #expect(chosen(.noRefreshToken) == "sign in")
+        #expect(chosen(.tpmLockedOut) == "other")
     }
 
     @Test("each reason's context is read through its property; any other reason gives nil")
@@ -69,13 +70,20 @@ struct ReasonTests {
         #expect(Reason.libraryMissing(name: "libcurl", install: "apt-get install libcurl4").libraryMissing?.install == "apt-get install libcurl4")
     }
 
-    @Test("a reason's kind and name agree with the case it wraps")
-    func kindMatchesName() {
+    @Test("a reason's name is the name of the case it wraps, with or without context")
+    func nameIsTheCase() {
         let reasons: [Reason] = [.unspecified, .tpmLockedOut, .collectionMissing(label: "x"), .graphRefused(status: 500),
-                                 .brokerUnavailable(name: "com.microsoft.identity.broker1"), .clientNotSignedIn(signedOut: true, clients: [])]
-        let kinds: [Reason.Kind] = [.unspecified, .tpmLockedOut, .collectionMissing, .graphRefused, .brokerUnavailable, .clientNotSignedIn]
-        #expect(reasons.map(\.kind) == kinds)
-        #expect(reasons.map(\.name) == ["unspecified", "tpmLockedOut", "collectionMissing", "graphRefused", "brokerUnavailable", "clientNotSignedIn"])
-        #expect(Set(reasons.map(\.kind)).count == reasons.count)
+                                 .brokerUnavailable(name: "com.microsoft.identity.broker1"), .clientNotSignedIn(signedOut: true, clients: []),
+                                 .brokerRefused(status: 1, code: nil)]
+        #expect(reasons.map(\.name) == ["unspecified", "tpmLockedOut", "collectionMissing", "graphRefused", "brokerUnavailable",
+                                        "clientNotSignedIn", "brokerRefused"])
+    }
+
+    @Test("a reason's name is the key the agent's JSON carries it under")
+    func nameIsTheWireKey() throws {
+        for (reason, json) in Self.wire {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+            #expect(Array(object.keys) == [reason.name], "\(json)")
+        }
     }
 }

@@ -112,7 +112,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     }
 
     /// The parsed authority. Valid after ``validate()``.
-    public var parsedAuthority: Authority { get throws(TokenCacheError) { try Authority(authority) } }
+    package var parsedAuthority: Authority { get throws(TokenCacheError) { try Authority(authority) } }
     /// The parsed group. Valid after ``validate()``.
-    public var cacheGroup: CacheGroup { get throws(TokenCacheError) { try CacheGroup(group) } }
+    package var cacheGroup: CacheGroup { get throws(TokenCacheError) { try CacheGroup(group) } }
 }

@@ -20,10 +20,10 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     case unknownSection = "UnknownSection"
 
     /// The kinds that are MSAL sections of their own name.
-    public static let sections: [EntityKind] = [.accessToken, .refreshToken, .idToken, .account, .appMetadata, .accountMetadata, .accountPhoto]
+    package static let sections: [EntityKind] = [.accessToken, .refreshToken, .idToken, .account, .appMetadata, .accountMetadata, .accountPhoto]
 
     /// The kind stored under a top-level member of an MSAL document, or nil for an unknown one.
-    public init?(section name: String) {
+    package init?(section name: String) {
         guard let kind = EntityKind(rawValue: name), kind != .unknownSection else { return nil }
         self = kind
     }
@@ -44,7 +44,7 @@ public enum EntityKind: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// Whether entries of this kind carry a secret (token) in their `secret` field.
-    public var isCredential: Bool {
+    package var isCredential: Bool {
         switch self {
         case .accessToken, .refreshToken, .idToken: true
         case .account, .appMetadata, .accountMetadata, .accountPhoto, .unknownSection: false

@@ -8,9 +8,9 @@ extension AccountStore {
     /// leave a phantom signed-out row and report success on a typo. The one rule of every front
     /// end (the CLI's `logout` and `remove --client`, C's `tokencache_store_sign_out`).
     /// - Throws: `notFound` with reason ``TokenCacheError/Reason/noAccount`` (no such account, or
-    ///   the client is signed in to none) or ``TokenCacheError/Reason/clientNotSignedIn(signedOut:clients:)``;
-    ///   `ambiguousAccount` with reason ``TokenCacheError/Reason/severalAccounts(accounts:)`` or
-    ///   ``TokenCacheError/Reason/accountInSeveralClouds(hosts:)``.
+    ///   the client is signed in to none) or ``TokenCacheError/Reason/clientNotSignedIn``;
+    ///   `ambiguousAccount` with reason ``TokenCacheError/Reason/severalAccounts`` or
+    ///   ``TokenCacheError/Reason/accountInSeveralClouds``.
     package func signOutTarget(clientID: String, account name: String?, authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount {
         var inventory = try inventory()
         if let authority {

@@ -459,7 +459,7 @@ public final class AccountStore: Sendable {
     }
 
     /// Checks an app display name: one line of 1 to 200 characters.
-    public static func validate(appDisplayName name: String) throws(TokenCacheError) {
+    package static func validate(appDisplayName name: String) throws(TokenCacheError) {
         guard !name.isEmpty, name.count <= 200, !name.contains(where: \.isNewline) else {
             throw TokenCacheError.invalidArgument("display name", "must be one line of 1 to 200 characters")
         }

@@ -15,7 +15,7 @@ public enum TokenCacheLogLevel: Int, Sendable, CaseIterable {
 
     /// The swift-log level to set on a `Logger`; `nothing` maps to `.critical`, which this
     /// library never uses.
-    public var loggerLevel: Logger.Level {
+    package var loggerLevel: Logger.Level {
         switch self {
         case .nothing: .critical
         case .error: .error
