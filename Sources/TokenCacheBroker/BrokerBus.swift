@@ -40,8 +40,8 @@ package final class BrokerBus: @unchecked Sendable {
 
     static let introspection = """
         <node>
-          <interface name="\(BrokerProtocol.interfaceName)">
-        \(BrokerProtocol.Method.allCases.map { """
+          <interface name="\(BrokerWire.interfaceName)">
+        \(BrokerWire.Method.allCases.map { """
             <method name="\($0.rawValue)">
               <arg type="s" name="protocolVersion" direction="in"/>
               <arg type="s" name="correlationId" direction="in"/>
@@ -152,22 +152,22 @@ package final class BrokerBus: @unchecked Sendable {
         }
         node = NodeInfo(info)
         let this = Unmanaged.passUnretained(self).toOpaque()
-        for (index, interface) in [BrokerProtocol.interfaceName, Self.adminInterface].enumerated() {
+        for (index, interface) in [BrokerWire.interfaceName, Self.adminInterface].enumerated() {
             guard let description = g_dbus_node_info_lookup_interface(info, interface) else { continue }
             // GDBus copies the table.
             var vtable = Self.vtable()
-            let id = g_dbus_connection_register_object(raw, BrokerProtocol.objectPath, description, &vtable, this, nil, &error)
+            let id = g_dbus_connection_register_object(raw, BrokerWire.objectPath, description, &vtable, this, nil, &error)
             guard id != 0 else {
                 throw TokenCacheError(.backendUnavailable, "Could not export the broker's object: \(Self.consume(&error)).")
             }
             if index == 0 { registration = id } else { adminRegistration = id }
         }
-        ownership = g_bus_own_name_on_connection(raw, BrokerProtocol.busName, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, { _, _, data in
+        ownership = g_bus_own_name_on_connection(raw, BrokerWire.busName, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, { _, _, data in
             Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue().decide(.success(()))
         }, { _, _, data in
             let bus = Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue()
-            bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerProtocol.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
-                                                hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerProtocol.busName)` names its pid")))
+            bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerWire.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
+                                                hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerWire.busName)` names its pid")))
             // Lost after being owned (or never owned): stop serving.
             if let loop = bus.loop { g_main_loop_quit(loop.pointer) }
         }, this, nil)
@@ -251,10 +251,10 @@ package final class BrokerBus: @unchecked Sendable {
     /// The caller is identified (``CallerIdentity``, through its pidfd) in the task, off the loop's thread.
     private func answer(_ call: PendingCall, caller given: BrokerCaller, pidfd: Int32?) {
         let service = self.service
-        let method = BrokerProtocol.Method(rawValue: call.method)
+        let method = BrokerWire.Method(rawValue: call.method)
         guard call.interface == Self.adminInterface || (method != nil && call.arguments.count == 3) else {
             if let pidfd { close(pidfd) }
-            return call.reply(BrokerProtocol.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
+            return call.reply(BrokerWire.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
         }
         let arguments = call.arguments
         Task {
@@ -287,7 +287,7 @@ package final class BrokerBus: @unchecked Sendable {
             throw TokenCacheError(.noSessionBus, "No session bus: \(consume(&error)).", hint: "Run it in a desktop session (DBUS_SESSION_BUS_ADDRESS)")
         }
         let connection = GObject(UnsafeMutableRawPointer(raw))
-        var children: [OpaquePointer?] = [g_variant_new_string(BrokerProtocol.busName)]
+        var children: [OpaquePointer?] = [g_variant_new_string(BrokerWire.busName)]
         guard let reply = g_dbus_connection_call_sync(OpaquePointer(connection.pointer), "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                                       "NameHasOwner", g_variant_new_tuple(&children, 1), nil, G_DBUS_CALL_FLAGS_NONE, 10_000, nil, &error) else {
             throw TokenCacheError(.noSessionBus, "The session bus did not answer: \(consume(&error)).")
@@ -305,7 +305,7 @@ package final class BrokerBus: @unchecked Sendable {
             throw TokenCacheError(.noSessionBus, "No session bus: \(consume(&error)).")
         }
         let connection = GObject(UnsafeMutableRawPointer(raw))
-        guard let reply = g_dbus_connection_call_sync(OpaquePointer(connection.pointer), BrokerProtocol.busName, BrokerProtocol.objectPath, adminInterface,
+        guard let reply = g_dbus_connection_call_sync(OpaquePointer(connection.pointer), BrokerWire.busName, BrokerWire.objectPath, adminInterface,
                                                       "ListRequests", nil, nil, G_DBUS_CALL_FLAGS_NONE, 10_000, nil, &error) else {
             throw TokenCacheError(.agentUnavailable, "No tokencache broker answers on this session bus: \(consume(&error)).",
                                   hint: "Start it with `tokencache broker`")

@@ -77,14 +77,14 @@ package final class BrokerService: Sendable {
     package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
 
     /// Answers one call of the interface: the reply JSON, an error reply when it fails (never a throw).
-    package func handle(_ method: BrokerProtocol.Method, protocolVersion: String, correlationID: String,
+    package func handle(_ method: BrokerWire.Method, protocolVersion: String, correlationID: String,
                         json: String, caller given: BrokerCaller) async -> String {
         var caller = given
         if caller.identity == nil { caller.identity = CallerIdentity.identify(pid: caller.pid) }
         // The bus lets only this user's processes in, but a bus may be configured otherwise: refuse others.
         guard caller.uid == ownUID else {
             record(method, nil, caller, outcome: "refused: uid \(caller.uid.map { "\($0)" } ?? "unknown") is not the broker's")
-            return BrokerProtocol.errorReply(.incorrectConfiguration, code: TokenCacheError.Code.accessDenied.description,
+            return BrokerWire.errorReply(.incorrectConfiguration, code: TokenCacheError.Code.accessDenied.description,
                                              context: "The broker serves only the user it runs as.")
         }
         let request: BrokerProtocol.Request
@@ -128,7 +128,7 @@ package final class BrokerService: Sendable {
     }
 
     /// The reply, and the log's outcome when it is not plain `granted`.
-    private func answer(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request,
+    private func answer(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request,
                         caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?) {
         switch method {
         case .getAccounts:
@@ -136,19 +136,19 @@ package final class BrokerService: Sendable {
             // A client new here that nobody allowed sees no accounts (the family's included): the
             // app then signs in interactively, as it would on a machine with no account.
             if try await standing(client: client, caller: caller) == .newHere {
-                return (BrokerProtocol.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
             }
             // With --confirm, listing a client's accounts is asked too (once per caller and client).
             let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client)
             guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for the accounts of client \(client).") else {
-                return (BrokerProtocol.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
             }
-            return (BrokerProtocol.accountsReply(try await accounts(clientID: client)), nil)
+            return (BrokerWire.accountsReply(try await accounts(clientID: client)), nil)
         case .acquireTokenSilently:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
             let (result, account) = try await token(request, caller: caller)
-            return (BrokerProtocol.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
             // otherwise the user signs in in the system browser, and the account joins the group.
@@ -158,11 +158,11 @@ package final class BrokerService: Sendable {
             if try await standing(client: client, caller: caller) != .newHere {
                 do throws(TokenCacheError) {
                     let (result, account) = try await token(request, caller: caller)
-                    return (BrokerProtocol.tokenReply(result, account: account), nil)
+                    return (BrokerWire.tokenReply(result, account: account), nil)
                 } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {}
             }
             let (result, account) = try await signIn(request, caller: caller)
-            return (BrokerProtocol.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil)
         case .removeAccount:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
@@ -185,7 +185,7 @@ package final class BrokerService: Sendable {
             try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.signOut(target, clientID: client) }
             return ("{}", nil)
         case .getLinuxBrokerVersion:
-            return (BrokerProtocol.versionReply(version), nil)
+            return (BrokerWire.versionReply(version), nil)
         case .cancelInteractiveFlow:
             // Nothing interactive runs here, so there is nothing to cancel.
             return ("{}", nil)
@@ -388,7 +388,7 @@ package final class BrokerService: Sendable {
     }
 
     /// A log line: who (pid, uid, command), what (method, client, scopes, account), the outcome. No secrets.
-    private func record(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request?, _ caller: BrokerCaller, outcome: String) {
+    private func record(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request?, _ caller: BrokerCaller, outcome: String) {
         let entry = AgentProtocol.LoggedRequest(
             time: Int64(Date().timeIntervalSince1970), channel: "bus", pid: caller.pid.map { Int32(bitPattern: $0) }, uid: caller.uid,
             command: caller.command, operation: method.rawValue, clientID: request?.clientID,
@@ -404,7 +404,7 @@ package final class BrokerService: Sendable {
     }
 }
 
-private extension BrokerProtocol.Method {
+private extension BrokerWire.Method {
     /// The methods that serve a client ID's accounts or tokens.
     var namesClient: Bool { [.getAccounts, .acquireTokenSilently, .acquireTokenInteractively, .removeAccount].contains(self) }
 }

@@ -132,11 +132,11 @@ struct DoctorCommand: ParsableCommand {
         do {
             switch try BrokerClient.onSessionBus(timeoutSeconds: 5).owner() {
             case .broker(let version)?:
-                return .init(name: name, status: .ok, detail: "a broker (version \(version)) answers on \(BrokerClient.busName): `token --broker` and apps with the broker option get their tokens from it")
+                return .init(name: name, status: .ok, detail: "a broker (version \(version)) answers on \(BrokerWire.busName): `token --broker` and apps with the broker option get their tokens from it")
             case .ourProvider?:
-                return .init(name: name, status: .info, detail: "`tokencache broker` answers on \(BrokerClient.busName): broker-enabled MSAL apps get this cache's accounts; `token --broker` uses this cache")
+                return .init(name: name, status: .info, detail: "`tokencache broker` answers on \(BrokerWire.busName): broker-enabled MSAL apps get this cache's accounts; `token --broker` uses this cache")
             case nil:
-                return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
+                return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerWire.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
             }
         } catch {
             return .init(name: name, status: .info, detail: "not asked: \(error.message)")
