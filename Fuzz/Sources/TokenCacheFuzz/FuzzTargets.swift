@@ -15,6 +15,7 @@
 import Foundation
 @_spi(Backend) @testable import EncryptedFileStore
 @testable import TokenCache
+@testable import TokenCacheBroker
 @_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCacheCrypto
 @testable import TokenCachePlatform

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TokenCache
 import TokenCacheCore
 
 /// The provider's side of the identity broker's protocol (``BrokerWire``): the request parser
