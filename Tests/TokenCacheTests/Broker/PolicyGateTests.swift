@@ -102,7 +102,7 @@ struct PolicyGateTests {
         func token(_ scopes: [String], caller: String) async -> TokenCacheError.Code? {
             do {
                 _ = try await agent.token(clientID: Fixtures.appOne, scopes: scopes, account: Fixtures.alice.username, authority: nil,
-                                          asker: "test[1]", caller: caller)
+                                          caller: ServerPolicy.Caller(identity: caller, pid: 1))
                 return nil
             } catch {
                 return error.code
