@@ -137,7 +137,7 @@ let package = Package(
         // included: like the agent's servers, in no product apps use; scripts/check-no-agent-server.sh checks apps hold none of it.
         .target(
             name: "TokenCacheBroker",
-            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "TokenCacheDBus", "CLibSecret", .product(name: "Logging", package: "swift-log")]
         ),
 
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
