@@ -20,6 +20,10 @@ let package = Package(
         .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
+        // The servers (the agent's and the identity broker's), for the fuzz package only (Fuzz/, which
+        // fuzzes their request parsers): no app links them; scripts/check-no-agent-server.sh checks
+        // that apps and libtokencache.so hold none of them.
+        .library(name: "TokenCacheServers", targets: ["TokenCacheAgent", "TokenCacheBroker"]),
         // The C interface; scripts/build-c-library.sh links it as libtokencache.so.0.
         .library(name: "TokenCacheC", type: .dynamic, targets: ["TokenCacheC"]),
         .plugin(name: "TokenCacheConfigPlugin", targets: ["TokenCacheConfigPlugin"]),
@@ -121,19 +125,19 @@ let package = Package(
         // AccountsModel, the @Observable state of a desktop app's accounts (see the product).
         .target(name: "TokenCacheModel", dependencies: ["TokenCache"]),
 
-        // The token agent's servers, out of the library apps link (#45): in no product; only the
-        // CLI (and the tests) depend on it, and scripts/check-no-agent-server.sh checks an app and
+        // The token agent's servers, out of the library apps link (#45): only the CLI, the tests
+        // and the fuzz package (through TokenCacheServers) depend on it, and scripts/check-no-agent-server.sh checks an app and
         // libtokencache.so hold none of it.
         .target(
             name: "TokenCacheAgent",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", .product(name: "Logging", package: "swift-log")]
         ),
 
-        // The identity broker on the session bus (`tokencache broker`, #47): like the agent's
-        // servers, in no product; scripts/check-no-agent-server.sh checks apps hold none of it.
+        // The identity broker on the session bus (`tokencache broker`, #47), its request parser
+        // included: like the agent's servers, in no product apps use; scripts/check-no-agent-server.sh checks apps hold none of it.
         .target(
             name: "TokenCacheBroker",
-            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "TokenCacheDBus", "CLibSecret", .product(name: "Logging", package: "swift-log")]
         ),
 
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.

@@ -13,7 +13,9 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "TokenCacheFuzz",
-            dependencies: [.product(name: "TokenCache", package: tokenCachePackage.lastPathComponent)]
+            dependencies: [.product(name: "TokenCache", package: tokenCachePackage.lastPathComponent),
+                           // The servers' request parsers (the broker's), which apps do not link.
+                           .product(name: "TokenCacheServers", package: tokenCachePackage.lastPathComponent)]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -169,7 +169,7 @@ package final class ManagedIdentityEndpoint: Sendable {
         let result: Result<TokenResult, TokenCacheError> = waitOnThisThread { [agent, clientID, account] in
             do throws(TokenCacheError) {
                 return .success(try await agent.token(clientID: clientID, scopes: scopes, account: account, authority: nil,
-                                                      asker: "a managed-identity client"))
+                                                      caller: ServerPolicy.Caller(identity: "a managed-identity client")))
             } catch {
                 return .failure(error)
             }

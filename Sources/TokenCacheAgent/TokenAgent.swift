@@ -41,11 +41,13 @@ package final class TokenAgent: Sendable {
     package typealias Confirmation = @Sendable (String) async -> Bool
 
     package let store: AccountStore
-    package let policy: AgentPolicy
+    /// The allow lists and `--confirm`: the one policy the broker serves under too.
+    package let serverPolicy: ServerPolicy
+    package var policy: AgentPolicy { serverPolicy.lists }
+    /// `--confirm`: the gate the broker passes too, keyed by caller, client, account, authority and scopes.
+    package var gate: PolicyGate { serverPolicy.gate }
     /// The library's one token request: account, tenant and refresh as for every front end.
     private let engine: TokenEngine
-    /// `--confirm`: the gate the broker passes too, keyed by caller, client, account, authority and scopes.
-    package let gate: PolicyGate
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
     /// Connections refused because another user made them, per channel: counted, never put in
@@ -60,9 +62,8 @@ package final class TokenAgent: Sendable {
                  confirmation: Confirmation? = nil, observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
         self.observer = observer
         self.store = store
-        self.policy = policy
+        self.serverPolicy = ServerPolicy(.agent, lists: policy, confirmation: confirmation)
         self.engine = TokenEngine(store: store, options: options)
-        self.gate = PolicyGate(confirmation: confirmation)
     }
 
     /// The logged requests, oldest first, then one line per channel that refused other users'
@@ -132,7 +133,7 @@ package final class TokenAgent: Sendable {
                 let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
-                                             asker: "\(peer.executable) (pid \(peer.pid))", caller: peer.executable)
+                                             caller: ServerPolicy.Caller(identity: peer.executable, pid: Int64(peer.pid)))
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(token: AgentProtocol.Token(result))
             } catch {
@@ -185,30 +186,27 @@ package final class TokenAgent: Sendable {
 
     /// An access token for the client and scopes, within the policy: cached, or obtained by
     /// redeeming a refresh token of the group at the authority (the request's, else the
-    /// policy's first). `asker` names who asks in `--confirm`'s question; `caller` is who the
-    /// answer is remembered for (an executable; `asker` when nil).
+    /// policy's first). `caller` is who asks, as the kernel identified it: `--confirm`'s question
+    /// names it and its answer is remembered for it.
     package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
                        claims: String? = nil, clientCapabilities: [String] = [],
-                       asker: String, caller: String? = nil) async throws(TokenCacheError) -> TokenResult {
+                       caller: ServerPolicy.Caller) async throws(TokenCacheError) -> TokenResult {
         // From another process: checked as every front end checks it, before any policy or cache sees it.
         let client = try ClientID(clientID)
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
-        guard policy.allows(client: clientID) else {
-            throw Self.refused("client \(clientID) is not one the agent serves", allowed: policy.clients, option: "--client")
-        }
-        let disallowed = policy.disallowed(scopes: scopes)
-        guard disallowed.isEmpty else {
-            throw Self.refused("scope \(disallowed.joined(separator: " ")) is not one the agent serves", allowed: policy.scopes, option: "--scopes")
-        }
-        var request = TokenRequest(clientID: client, scopes: scopes, account: account, authority: try resolve(authority: authority))
+        try serverPolicy.check(client: clientID)
+        try serverPolicy.check(scopes: scopes)
+        var request = TokenRequest(clientID: client, scopes: scopes, account: account, authority: try serverPolicy.authority(authority))
         request.forceRefresh = forceRefresh
         (request.claims, request.clientCapabilities) = (claims, clientCapabilities)
         _ = try request.claimsParameter  // claims that cannot carry the capabilities: refused before any lookup
         // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named authority
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty
-        let target = try await engine.account(for: request) { [policy] in policy.allows(account: $0) }
-        try await confirm(clientID: clientID, scopes: scopes, account: target, authority: request.authority, asker: asker, caller: caller ?? asker)
+        let target = try await engine.account(for: request) { [serverPolicy] in serverPolicy.allows(account: $0) }
+        try await serverPolicy.confirmToken(caller: caller, client: clientID, account: target.homeAccountID,
+                                            accountName: target.username.isEmpty ? target.homeAccountID : target.username,
+                                            authority: request.authority, scopes: scopes)
         do {
             return try await engine.token(request, for: target)
         } catch where !policy.authorities.isEmpty && {
@@ -216,47 +214,16 @@ package final class TokenAgent: Sendable {
         }() {
             // The agent's --authority is the reason: a hint to use another authority would only be
             // refused next as "not one the agent serves" (#46). Name the filter instead.
-            throw Self.refused("this account's refresh tokens were issued at another host than the agent's --authority \(request.authority?.url.absoluteString ?? ""), where it redeems",
+            throw serverPolicy.refused("this account's refresh tokens were issued at another host than the agent's --authority \(request.authority?.url.absoluteString ?? ""), where it redeems",
                                allowed: policy.authorities.map(\.url.absoluteString), option: "--authority")
         } catch where error.reason == .noUsableToken(refreshable: true) || error.reason == .noUsableToken(refreshable: false) {
             // Say which of the agent's settings stands in the way, not only that nothing is cached.
             if let named = request.authority, policy.authorities.isEmpty {
-                throw Self.refused("authority \(named.url.absoluteString) holds no cached token of this account, and an agent started without --authority refreshes nowhere",
+                throw serverPolicy.refused("authority \(named.url.absoluteString) holds no cached token of this account, and an agent started without --authority refreshes nowhere",
                                    allowed: [], option: "--authority")
             }
             throw TokenCacheError(.notFound, "The agent has no usable cached access token for client \(clientID) and these scopes, and no authority to refresh at.",
                                   hint: "Restart the agent with --authority URL: an agent started without one refreshes nowhere", reason: error.reason)
-        }
-    }
-
-    private static func refused(_ what: String, allowed: [String], option: String) -> TokenCacheError {
-        TokenCacheError(.accessDenied, "The token agent refused: \(what)\(allowed.isEmpty ? "" : " (allowed: \(allowed.joined(separator: ", ")))").",
-                        hint: "Ask for an allowed one, or restart the agent with \(option) naming it")
-    }
-
-    /// The authority to refresh at: the one named, when the policy allows it, else the policy's
-    /// first; nil when neither exists (cached tokens only).
-    private func resolve(authority: String?) throws(TokenCacheError) -> Authority? {
-        guard let authority else { return policy.authorities.first }
-        let parsed = try Authority(authority)
-        guard policy.authorities.isEmpty || policy.authorities.contains(where: { $0.url == parsed.url }) else {
-            throw Self.refused("authority \(authority) is not one the agent serves", allowed: policy.authorities.map(\.url.absoluteString), option: "--authority")
-        }
-        return parsed
-    }
-
-    /// With `--confirm`, asks before the first token of each caller, client, account, authority
-    /// and scope set: what the question named is what the answer approves (#44, #57), so allowing
-    /// one account, scope set or program never serves another.
-    private func confirm(clientID: String, scopes: [String], account: CachedAccount, authority: Authority?,
-                         asker: String, caller: String) async throws(TokenCacheError) {
-        let where_ = authority?.url.absoluteString ?? "the cache"
-        let key = PolicyGate.Key(caller: caller, operation: "token", client: clientID, account: account.homeAccountID,
-                                 authority: where_, scopes: scopes)
-        guard await gate.admits(key, question: "\(asker) asks for a token of client \(clientID) for \(account.username.isEmpty ? account.homeAccountID : account.username) "
-            + "at \(where_), scopes \(scopes.joined(separator: " ")).") else {
-            throw TokenCacheError(.accessDenied, "The token agent's user did not allow client \(clientID) these scopes.",
-                                  hint: "Ask whoever runs the agent to allow it (it asks on its terminal)")
         }
     }
 }

@@ -8,6 +8,7 @@ import Synchronization
 import TokenCache
 import TokenCacheAgent
 import TokenCacheCore
+import TokenCacheDBus
 
 /// The identity broker on the session bus: owns `com.microsoft.identity.broker1` (refusing to
 /// queue behind another owner), exports ``BrokerProtocol/interfaceName`` at
@@ -17,10 +18,10 @@ import TokenCacheCore
 package final class BrokerBus: @unchecked Sendable {
     // @unchecked: the GLib handles are touched by the loop's thread, and by start/stop after it is joined.
     private let service: BrokerService
-    private let context = MainContext()
-    private var loop: MainLoop?
-    private var connection: GObject?
-    private var node: NodeInfo?
+    private let context = GMainContextRef()
+    private var loop: GMainLoopRef?
+    private var connection: GDBusConnectionRef?
+    private var node: GDBusNodeInfoRef?
     private var registration: guint = 0
     private var ownership: guint = 0
     /// The loop's thread (a pthread: Foundation's `Thread` links the whole of Foundation into
@@ -40,8 +41,8 @@ package final class BrokerBus: @unchecked Sendable {
 
     static let introspection = """
         <node>
-          <interface name="\(BrokerProtocol.interfaceName)">
-        \(BrokerProtocol.Method.allCases.map { """
+          <interface name="\(BrokerWire.interfaceName)">
+        \(BrokerWire.Method.allCases.map { """
             <method name="\($0.rawValue)">
               <arg type="s" name="protocolVersion" direction="in"/>
               <arg type="s" name="correlationId" direction="in"/>
@@ -88,7 +89,7 @@ package final class BrokerBus: @unchecked Sendable {
     /// Gives the name up and stops the loop.
     package func stop() {
         ending.withLock { $0.stopping = true }
-        if let loop { g_main_loop_quit(loop.pointer) }
+        loop?.quit()
         // The thread ends once its loop is quit, or has ended when it failed to start serving.
         if let thread { pthread_join(thread, nil) }
         thread = nil
@@ -105,71 +106,66 @@ package final class BrokerBus: @unchecked Sendable {
 
     /// The loop thread: everything GLib is made, used and freed here.
     private func runLoop() {
-        g_main_context_push_thread_default(context.pointer)
-        defer { g_main_context_pop_thread_default(context.pointer) }
-        let loop = MainLoop(context)
-        self.loop = loop
-        do throws(TokenCacheError) {
-            try connect()
-        } catch {
+        context.asThreadDefault {
+            let loop = GMainLoopRef(context)
+            self.loop = loop
+            do throws(TokenCacheError) {
+                try connect()
+            } catch {
+                self.loop = nil
+                return decide(.failure(error))
+            }
+            loop.run()
+            let whenEnded = ending.withLock { ending in
+                ending.endedByBus = !ending.stopping
+                return ending.endedByBus ? ending.whenEnded : nil
+            }
+            whenEnded?()
+            if ownership != 0 { g_bus_unown_name(ownership) }
+            for id in [registration, adminRegistration] where id != 0 {
+                if let connection { g_dbus_connection_unregister_object(connection.pointer, id) }
+            }
+            connection?.flush()
+            // Callbacks already queued run (and release their boxes) before the context goes.
+            context.drain()
+            (ownership, registration, adminRegistration) = (0, 0, 0)
+            self.connection = nil
+            self.node = nil
             self.loop = nil
-            return decide(.failure(error))
         }
-        g_main_loop_run(loop.pointer)
-        let whenEnded = ending.withLock { ending in
-            ending.endedByBus = !ending.stopping
-            return ending.endedByBus ? ending.whenEnded : nil
-        }
-        whenEnded?()
-        if ownership != 0 { g_bus_unown_name(ownership) }
-        for id in [registration, adminRegistration] where id != 0 {
-            if let connection { g_dbus_connection_unregister_object(OpaquePointer(connection.pointer), id) }
-        }
-        if let connection { g_dbus_connection_flush_sync(OpaquePointer(connection.pointer), nil, nil) }
-        // Callbacks already queued run (and release their boxes) before the context goes.
-        while g_main_context_iteration(context.pointer, 0) != 0 {}
-        (ownership, registration, adminRegistration) = (0, 0, 0)
-        self.connection = nil
-        self.node = nil
-        self.loop = nil
     }
 
     private func connect() throws(TokenCacheError) {
-        var error: UnsafeMutablePointer<GError>?
-        guard let address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-            throw TokenCacheError(.noSessionBus, "No session bus to serve on: \(Self.consume(&error)).", hint: "Run it in a desktop session (DBUS_SESSION_BUS_ADDRESS)")
+        let connection: GDBusConnectionRef
+        do { connection = try GDBusConnectionRef.privateSession() } catch {
+            throw TokenCacheError(.noSessionBus, "Could not connect to the session bus: \(error.message).", hint: "Run it in a desktop session (DBUS_SESSION_BUS_ADDRESS)")
         }
-        defer { g_free(address) }
-        let flags = GDBusConnectionFlags(rawValue: G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT.rawValue | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION.rawValue)
-        guard let raw = g_dbus_connection_new_for_address_sync(address, flags, nil, nil, &error) else {
-            throw TokenCacheError(.noSessionBus, "Could not connect to the session bus: \(Self.consume(&error)).")
-        }
-        let connection = GObject(UnsafeMutableRawPointer(raw))
         self.connection = connection
-        g_dbus_connection_set_exit_on_close(raw, 0)
-        guard let info = g_dbus_node_info_new_for_xml(Self.introspection, &error) else {
-            throw TokenCacheError(.backendUnavailable, "The broker's interface description is invalid: \(Self.consume(&error)).")
+        let node: GDBusNodeInfoRef
+        do { node = try GDBusNodeInfoRef(xml: Self.introspection) } catch {
+            throw TokenCacheError(.backendUnavailable, "The broker's interface description is invalid: \(error.message).")
         }
-        node = NodeInfo(info)
+        self.node = node
         let this = Unmanaged.passUnretained(self).toOpaque()
-        for (index, interface) in [BrokerProtocol.interfaceName, Self.adminInterface].enumerated() {
-            guard let description = g_dbus_node_info_lookup_interface(info, interface) else { continue }
+        for (index, interface) in [BrokerWire.interfaceName, Self.adminInterface].enumerated() {
+            guard let description = node.interface(interface) else { continue }
             // GDBus copies the table.
             var vtable = Self.vtable()
-            let id = g_dbus_connection_register_object(raw, BrokerProtocol.objectPath, description, &vtable, this, nil, &error)
+            var error: UnsafeMutablePointer<GError>?
+            let id = g_dbus_connection_register_object(connection.pointer, BrokerWire.objectPath, description, &vtable, this, nil, &error)
             guard id != 0 else {
-                throw TokenCacheError(.backendUnavailable, "Could not export the broker's object: \(Self.consume(&error)).")
+                throw TokenCacheError(.backendUnavailable, "Could not export the broker's object: \(GLibFailure(taking: error).message).")
             }
             if index == 0 { registration = id } else { adminRegistration = id }
         }
-        ownership = g_bus_own_name_on_connection(raw, BrokerProtocol.busName, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, { _, _, data in
+        ownership = g_bus_own_name_on_connection(connection.pointer, BrokerWire.busName, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, { _, _, data in
             Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue().decide(.success(()))
         }, { _, _, data in
             let bus = Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue()
-            bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerProtocol.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
-                                                hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerProtocol.busName)` names its pid")))
+            bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerWire.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
+                                                hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerWire.busName)` names its pid")))
             // Lost after being owned (or never owned): stop serving.
-            if let loop = bus.loop { g_main_loop_quit(loop.pointer) }
+            bus.loop?.quit()
         }, this, nil)
     }
 
@@ -191,70 +187,52 @@ package final class BrokerBus: @unchecked Sendable {
     /// credentials are asked for; the answer is given from ``credentialsArrived(_:)``.
     private func received(connection: OpaquePointer, sender: String, interface: String, method: String,
                           parameters: OpaquePointer?, invocation: OpaquePointer) {
-        var arguments: [String] = []
-        if let parameters {
-            for index in 0..<g_variant_n_children(parameters) {
-                guard let child = g_variant_get_child_value(parameters, index) else { continue }
-                arguments.append(String(cString: g_variant_get_string(child, nil)))
-                g_variant_unref(child)
-            }
-        }
+        // Borrowed from GDBus for this callback: a reference of our own while it is read.
+        let arguments = parameters.map { GVariantRef(sinking: $0).children.compactMap(\.string) } ?? []
         let call = PendingCall(bus: self, invocation: invocation, interface: interface, method: method, arguments: arguments, sender: sender)
-        let senderVariant = g_variant_new_string(sender)
-        var children: [OpaquePointer?] = [senderVariant]
-        let tuple = g_variant_new_tuple(&children, 1)
+        let query = GVariantRef.tuple([.string(sender)])
         // With the fd list: a bus that gives the caller's pidfd (ProcessFD, dbus-daemon 1.15.7+,
         // dbus-broker) sends it in the reply's fd list.
-        g_dbus_connection_call_with_unix_fd_list(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                                 "GetConnectionCredentials", tuple, nil, G_DBUS_CALL_FLAGS_NONE, -1, nil, nil, { source, result, data in
-            let call = Unmanaged<PendingCall>.fromOpaque(data!).takeRetainedValue()
-            var error: UnsafeMutablePointer<GError>?
-            var fds: UnsafeMutablePointer<GUnixFDList>?
-            let reply = g_dbus_connection_call_with_unix_fd_list_finish(OpaquePointer(source), &fds, result, &error)
-            var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
-            var pidfd: Int32?
-            if let reply {
-                if let dictionary = g_variant_get_child_value(reply, 0) {
-                    caller.uid = BrokerBus.uint32(dictionary, "UnixUserID")
-                    caller.pid = BrokerBus.uint32(dictionary, "ProcessID")
-                    pidfd = BrokerBus.processFD(dictionary, fds)
-                    g_variant_unref(dictionary)
+        // GDBus takes its own reference to the query.
+        withExtendedLifetime(query) {
+            g_dbus_connection_call_with_unix_fd_list(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                                     "GetConnectionCredentials", query.pointer, nil, G_DBUS_CALL_FLAGS_NONE, -1, nil, nil, { source, result, data in
+                let call = Unmanaged<PendingCall>.fromOpaque(data!).takeRetainedValue()
+                var error: UnsafeMutablePointer<GError>?
+                var fds: UnsafeMutablePointer<GUnixFDList>?
+                let reply = g_dbus_connection_call_with_unix_fd_list_finish(OpaquePointer(source), &fds, result, &error).map(GVariantRef.init(taking:))
+                if reply == nil { _ = GLibFailure(taking: error) }
+                defer { if let fds { g_object_unref(fds) } }
+                var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
+                var pidfd: Int32?
+                if let reply, reply.count == 1 {
+                    let credentials = reply[0]
+                    caller.uid = credentials.value(forKey: "UnixUserID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
+                    caller.pid = credentials.value(forKey: "ProcessID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
+                    pidfd = BrokerBus.processFD(credentials, fds)
                 }
-                g_variant_unref(reply)
-            } else {
-                _ = BrokerBus.consume(&error)
-            }
-            if let fds { g_object_unref(fds) }
-            call.bus.answer(call, caller: caller, pidfd: pidfd)
-        }, Unmanaged.passRetained(call).toOpaque())
+                call.bus.answer(call, caller: caller, pidfd: pidfd)
+            }, Unmanaged.passRetained(call).toOpaque())
+        }
     }
 
     /// The caller's pidfd (`ProcessFD`, a handle into the reply's fd list), duplicated: the caller closes it.
-    private static func processFD(_ dictionary: OpaquePointer, _ fds: UnsafeMutablePointer<GUnixFDList>?) -> Int32? {
-        guard let fds, let value = g_variant_lookup_value(dictionary, "ProcessFD", nil) else { return nil }
-        defer { g_variant_unref(value) }
-        guard String(cString: g_variant_get_type_string(value)) == "h" else { return nil }
+    private static func processFD(_ credentials: GVariantRef, _ fds: UnsafeMutablePointer<GUnixFDList>?) -> Int32? {
+        guard let fds, let value = credentials.value(forKey: "ProcessFD"), value.typeString == "h" else { return nil }
         var error: UnsafeMutablePointer<GError>?
-        let fd = g_unix_fd_list_get(fds, g_variant_get_handle(value), &error)
-        if fd < 0 { _ = consume(&error); return nil }
+        let fd = withExtendedLifetime(value) { g_unix_fd_list_get(fds, g_variant_get_handle(value.pointer), &error) }
+        if fd < 0 { _ = GLibFailure(taking: error); return nil }
         return fd
-    }
-
-    private static func uint32(_ dictionary: OpaquePointer, _ key: String) -> UInt32? {
-        guard let value = g_variant_lookup_value(dictionary, key, nil) else { return nil }
-        defer { g_variant_unref(value) }
-        guard String(cString: g_variant_get_type_string(value)) == "u" else { return nil }
-        return g_variant_get_uint32(value)
     }
 
     /// Answers in a task; the invocation is completed from there (GDBus allows any thread).
     /// The caller is identified (``CallerIdentity``, through its pidfd) in the task, off the loop's thread.
     private func answer(_ call: PendingCall, caller given: BrokerCaller, pidfd: Int32?) {
         let service = self.service
-        let method = BrokerProtocol.Method(rawValue: call.method)
+        let method = BrokerWire.Method(rawValue: call.method)
         guard call.interface == Self.adminInterface || (method != nil && call.arguments.count == 3) else {
             if let pidfd { close(pidfd) }
-            return call.reply(BrokerProtocol.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
+            return call.reply(BrokerWire.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
         }
         let arguments = call.arguments
         Task {
@@ -272,48 +250,36 @@ package final class BrokerBus: @unchecked Sendable {
         }
     }
 
-    static func consume(_ error: inout UnsafeMutablePointer<GError>?) -> String {
-        guard let pointer = error else { return "unknown error" }
-        defer { g_error_free(pointer); error = nil }
-        return pointer.pointee.message.map { String(cString: $0) } ?? "unknown error"
-    }
-
     // MARK: Asking a running broker
 
     /// Whether some process owns the broker's name on this session bus now.
     package static func nameHasOwner() throws(TokenCacheError) -> Bool {
-        var error: UnsafeMutablePointer<GError>?
-        guard let raw = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-            throw TokenCacheError(.noSessionBus, "No session bus: \(consume(&error)).", hint: "Run it in a desktop session (DBUS_SESSION_BUS_ADDRESS)")
+        let reply: GVariantRef
+        do {
+            let connection = try GDBusConnectionRef.session()
+            reply = try connection.call("NameHasOwner", on: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", of: "org.freedesktop.DBus",
+                                        arguments: .tuple([.string(BrokerWire.busName)]), timeoutMilliseconds: 10_000)
+        } catch {
+            throw TokenCacheError(.noSessionBus, "The session bus did not answer: \(error.message).", hint: "Run it in a desktop session (DBUS_SESSION_BUS_ADDRESS)")
         }
-        let connection = GObject(UnsafeMutableRawPointer(raw))
-        var children: [OpaquePointer?] = [g_variant_new_string(BrokerProtocol.busName)]
-        guard let reply = g_dbus_connection_call_sync(OpaquePointer(connection.pointer), "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                                      "NameHasOwner", g_variant_new_tuple(&children, 1), nil, G_DBUS_CALL_FLAGS_NONE, 10_000, nil, &error) else {
-            throw TokenCacheError(.noSessionBus, "The session bus did not answer: \(consume(&error)).")
-        }
-        defer { g_variant_unref(reply) }
-        guard let child = g_variant_get_child_value(reply, 0) else { return false }
-        defer { g_variant_unref(child) }
-        return g_variant_get_boolean(child) != 0
+        return reply.count == 1 && reply[0].bool == true
     }
 
     /// The request log of the broker on this session bus (`--list-requests`).
     package static func requests() throws(TokenCacheError) -> [AgentProtocol.LoggedRequest] {
-        var error: UnsafeMutablePointer<GError>?
-        guard let raw = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-            throw TokenCacheError(.noSessionBus, "No session bus: \(consume(&error)).")
+        let connection: GDBusConnectionRef
+        do { connection = try GDBusConnectionRef.session() } catch {
+            throw TokenCacheError(.noSessionBus, "No session bus: \(error.message).")
         }
-        let connection = GObject(UnsafeMutableRawPointer(raw))
-        guard let reply = g_dbus_connection_call_sync(OpaquePointer(connection.pointer), BrokerProtocol.busName, BrokerProtocol.objectPath, adminInterface,
-                                                      "ListRequests", nil, nil, G_DBUS_CALL_FLAGS_NONE, 10_000, nil, &error) else {
-            throw TokenCacheError(.agentUnavailable, "No tokencache broker answers on this session bus: \(consume(&error)).",
+        let reply: GVariantRef
+        do {
+            reply = try connection.call("ListRequests", on: BrokerWire.objectPath, interface: adminInterface, of: BrokerWire.busName,
+                                        arguments: nil, timeoutMilliseconds: 10_000)
+        } catch {
+            throw TokenCacheError(.agentUnavailable, "No tokencache broker answers on this session bus: \(error.message).",
                                   hint: "Start it with `tokencache broker`")
         }
-        defer { g_variant_unref(reply) }
-        guard let child = g_variant_get_child_value(reply, 0) else { return [] }
-        defer { g_variant_unref(child) }
-        let text = String(cString: g_variant_get_string(child, nil))
+        guard reply.count == 1, let text = reply[0].string else { return [] }
         do {
             return try JSONDecoder().decode([AgentProtocol.LoggedRequest].self, from: Data(text.utf8))
         } catch {
@@ -338,35 +304,7 @@ private final class PendingCall: @unchecked Sendable {
 
     /// Returns `(s)`; GDBus takes the invocation (and the floating tuple).
     func reply(_ text: String) {
-        var children: [OpaquePointer?] = [g_variant_new_string(text)]
-        g_dbus_method_invocation_return_value(invocation, g_variant_new_tuple(&children, 1))
+        let value = GVariantRef.tuple([.string(text)])
+        withExtendedLifetime(value) { g_dbus_method_invocation_return_value(invocation, value.pointer) }
     }
-}
-
-/// A GMainContext, unreferenced when it goes.
-private final class MainContext: @unchecked Sendable {
-    let pointer: OpaquePointer
-    init() { pointer = g_main_context_new() }
-    deinit { g_main_context_unref(pointer) }
-}
-
-/// A GMainLoop on a context, unreferenced when it goes.
-private final class MainLoop {
-    let pointer: OpaquePointer
-    init(_ context: MainContext) { pointer = g_main_loop_new(context.pointer, 0) }
-    deinit { g_main_loop_unref(pointer) }
-}
-
-/// A GObject reference (a connection), released when it goes.
-private final class GObject {
-    let pointer: UnsafeMutableRawPointer
-    init(_ pointer: UnsafeMutableRawPointer) { self.pointer = pointer }
-    deinit { g_object_unref(pointer) }
-}
-
-/// Parsed introspection data, unreferenced when it goes.
-private final class NodeInfo {
-    let pointer: UnsafeMutablePointer<GDBusNodeInfo>
-    init(_ pointer: UnsafeMutablePointer<GDBusNodeInfo>) { self.pointer = pointer }
-    deinit { g_dbus_node_info_unref(pointer) }
 }

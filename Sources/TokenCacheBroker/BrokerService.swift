@@ -36,17 +36,17 @@ package final class BrokerService: Sendable {
     package typealias Confirmation = @Sendable (String) async -> Bool
 
     package let store: AccountStore
-    package let policy: AgentPolicy
+    /// The allow lists, `--app` and `--confirm`: the one policy the agent serves under too.
+    package let serverPolicy: ServerPolicy
+    package var policy: AgentPolicy { serverPolicy.lists }
     /// What `getLinuxBrokerVersion` answers.
     package let version: String
     private let engine: TokenEngine
     /// `--confirm` and who owns which client: the gate the agent passes too (``PolicyGate``).
-    package let gate: PolicyGate
+    package var gate: PolicyGate { serverPolicy.gate }
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
     private let ownUID: UInt32
     private let log = Mutex<[AgentProtocol.LoggedRequest]>([])
-    /// The client IDs each sandboxed app may use (`--app APP_ID=CLIENT_ID`), by lowercased app ID.
-    private let appClients: [String: Set<String>]
     /// Calls being answered, by sender.
     private let inFlight = Mutex<[String: Int]>([:])
     /// Whether an interactive sign-in runs (one at a time).
@@ -62,14 +62,10 @@ package final class BrokerService: Sendable {
                  ownUID: UInt32 = getuid(), appClients: [String: [String]] = [:], confirmation: Confirmation? = nil,
                  observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
         self.store = store
-        self.policy = policy
+        self.serverPolicy = ServerPolicy(.broker, lists: policy, appClients: appClients, confirmation: confirmation)
         self.version = version
         self.engine = TokenEngine(store: store, options: options)
         self.ownUID = ownUID
-        self.appClients = appClients.reduce(into: [:]) { map, entry in
-            map[entry.key.lowercased(), default: []].formUnion(entry.value.map { $0.lowercased() })
-        }
-        self.gate = PolicyGate(confirmation: confirmation)
         self.observer = observer
     }
 
@@ -77,14 +73,14 @@ package final class BrokerService: Sendable {
     package var requests: [AgentProtocol.LoggedRequest] { log.withLock { $0 } }
 
     /// Answers one call of the interface: the reply JSON, an error reply when it fails (never a throw).
-    package func handle(_ method: BrokerProtocol.Method, protocolVersion: String, correlationID: String,
+    package func handle(_ method: BrokerWire.Method, protocolVersion: String, correlationID: String,
                         json: String, caller given: BrokerCaller) async -> String {
         var caller = given
         if caller.identity == nil { caller.identity = CallerIdentity.identify(pid: caller.pid) }
         // The bus lets only this user's processes in, but a bus may be configured otherwise: refuse others.
         guard caller.uid == ownUID else {
             record(method, nil, caller, outcome: "refused: uid \(caller.uid.map { "\($0)" } ?? "unknown") is not the broker's")
-            return BrokerProtocol.errorReply(.incorrectConfiguration, code: TokenCacheError.Code.accessDenied.description,
+            return BrokerWire.errorReply(.incorrectConfiguration, code: TokenCacheError.Code.accessDenied.description,
                                              context: "The broker serves only the user it runs as.")
         }
         let request: BrokerProtocol.Request
@@ -128,7 +124,7 @@ package final class BrokerService: Sendable {
     }
 
     /// The reply, and the log's outcome when it is not plain `granted`.
-    private func answer(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request,
+    private func answer(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request,
                         caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?) {
         switch method {
         case .getAccounts:
@@ -136,19 +132,19 @@ package final class BrokerService: Sendable {
             // A client new here that nobody allowed sees no accounts (the family's included): the
             // app then signs in interactively, as it would on a machine with no account.
             if try await standing(client: client, caller: caller) == .newHere {
-                return (BrokerProtocol.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
             }
             // With --confirm, listing a client's accounts is asked too (once per caller and client).
             let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client)
             guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for the accounts of client \(client).") else {
-                return (BrokerProtocol.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
             }
-            return (BrokerProtocol.accountsReply(try await accounts(clientID: client)), nil)
+            return (BrokerWire.accountsReply(try await accounts(clientID: client)), nil)
         case .acquireTokenSilently:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
             let (result, account) = try await token(request, caller: caller)
-            return (BrokerProtocol.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
             // otherwise the user signs in in the system browser, and the account joins the group.
@@ -158,11 +154,11 @@ package final class BrokerService: Sendable {
             if try await standing(client: client, caller: caller) != .newHere {
                 do throws(TokenCacheError) {
                     let (result, account) = try await token(request, caller: caller)
-                    return (BrokerProtocol.tokenReply(result, account: account), nil)
+                    return (BrokerWire.tokenReply(result, account: account), nil)
                 } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {}
             }
             let (result, account) = try await signIn(request, caller: caller)
-            return (BrokerProtocol.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil)
         case .removeAccount:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
@@ -185,7 +181,7 @@ package final class BrokerService: Sendable {
             try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.signOut(target, clientID: client) }
             return ("{}", nil)
         case .getLinuxBrokerVersion:
-            return (BrokerProtocol.versionReply(version), nil)
+            return (BrokerWire.versionReply(version), nil)
         case .cancelInteractiveFlow:
             // Nothing interactive runs here, so there is nothing to cancel.
             return ("{}", nil)
@@ -197,10 +193,7 @@ package final class BrokerService: Sendable {
 
     private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> String {
         let client = request.clientID ?? ""
-        guard policy.allows(client: client) else {
-            throw TokenCacheError(.accessDenied, "The broker refused: client \(client) is not one it serves (allowed: \(policy.clients.joined(separator: ", "))).",
-                                  hint: "Restart the broker with --client naming it")
-        }
+        try serverPolicy.check(client: client)
         return client
     }
 
@@ -225,7 +218,7 @@ package final class BrokerService: Sendable {
             throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell which app is calling (\(reason)), and serves only apps it can identify.",
                                   hint: "Call it from a process it can look at in /proc (not in another pid namespace or with /proc hidden)")
         case .flatpak(let id), .snap(let id):
-            if appClients[id.lowercased()]?.contains(client.lowercased()) == true { return .allowed }
+            if serverPolicy.allows(client: client, app: id) { return .allowed }
             if try await ask(client: client, key: key, caller: caller, about: "which it is not allowed yet") { return .allowed }
             throw TokenCacheError(.accessDenied, "The broker refused: the sandboxed app \(identity) is not allowed client \(client) (a sandboxed app gets only the client IDs allowed for its app ID).",
                                   hint: "To allow it, restart the broker with --app \(id)=\(client) (or with --confirm to be asked)")
@@ -249,8 +242,13 @@ package final class BrokerService: Sendable {
     /// Whom the gate remembers answers for: the caller's identity, never its pid or comm.
     private static func name(_ caller: BrokerCaller) -> String { (caller.identity ?? .unknown(reason: "not identified")).description }
 
+    /// The caller as the policy knows it: its identity (the kernel's word) and pid.
+    private static func policyCaller(_ caller: BrokerCaller) -> ServerPolicy.Caller {
+        ServerPolicy.Caller(identity: name(caller), pid: caller.pid.map(Int64.init))
+    }
+
     /// The caller as a question names it: by its identity (the kernel's word), not the comm it sets.
-    private static func who(_ caller: BrokerCaller) -> String { "\(name(caller)) (pid \(caller.pid.map { "\($0)" } ?? "?"))" }
+    private static func who(_ caller: BrokerCaller) -> String { policyCaller(caller).described }
 
     private static func newClientMessage(_ client: String, _ caller: BrokerCaller) -> String {
         "client \(client) has not signed in here and was not allowed for \(caller.command ?? "this caller"); the broker lists no accounts and redeems no family refresh token for it"
@@ -264,7 +262,7 @@ package final class BrokerService: Sendable {
     /// The client's accounts (signed in, not signed out) the policy lets it see.
     func accounts(clientID: String) async throws(TokenCacheError) -> [CachedAccount] {
         let accounts = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
-        return accounts.filter { policy.allows(account: $0) }
+        return accounts.filter { serverPolicy.allows(account: $0) }
     }
 
     /// The token a silent request asks for: the engine chooses the account (within the policy),
@@ -272,28 +270,15 @@ package final class BrokerService: Sendable {
     /// refresh token's issuer.
     private func token(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
         let client = try allowedClient(request)
-        let disallowed = policy.disallowed(scopes: request.scopes)
-        guard disallowed.isEmpty else {
-            throw TokenCacheError(.accessDenied, "The broker refused: scope \(disallowed.joined(separator: " ")) is not one it serves.",
-                                  hint: "Restart the broker with --scopes naming it")
-        }
-        let authority = try resolve(request.authority)
+        try serverPolicy.check(scopes: request.scopes)
+        let authority = try serverPolicy.authority(request.authority)
         var tokenRequest = TokenRequest(clientID: try ClientID(client), scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
-        let target = try await engine.account(for: tokenRequest) { [policy] in policy.allows(account: $0) }
-        try await confirm(client: client, accountName: target.username.isEmpty ? target.homeAccountID : target.username,
-                          key: target.homeAccountID, authority: authority, scopes: request.scopes, caller: caller)
+        let target = try await engine.account(for: tokenRequest) { [serverPolicy] in serverPolicy.allows(account: $0) }
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: target.homeAccountID,
+                                            accountName: target.username.isEmpty ? target.homeAccountID : target.username,
+                                            authority: authority, scopes: request.scopes)
         return (try Self.replyable(try await engine.token(tokenRequest, for: target), of: target, client: client), target)
-    }
-
-    /// The request's authority when the policy allows it, else the policy's first (nil: none named, no policy).
-    private func resolve(_ text: String?) throws(TokenCacheError) -> Authority? {
-        guard let named = try text.map({ (text) throws(TokenCacheError) in try Authority(text) }) else { return policy.authorities.first }
-        guard policy.authorities.isEmpty || policy.authorities.contains(where: { $0.url == named.url }) else {
-            throw TokenCacheError(.accessDenied, "The broker refused: authority \(named.url.absoluteString) is not one it serves.",
-                                  hint: "Restart the broker with --authority naming it")
-        }
-        return named
     }
 
     /// The user signs in in the system browser (the library's sign-in: PKCE, loopback redirect,
@@ -301,10 +286,11 @@ package final class BrokerService: Sendable {
     /// as the login hint; the result is saved to the group like any sign-in.
     private func signIn(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
         let client = try allowedClient(request)
-        guard policy.disallowed(scopes: request.scopes).isEmpty, !request.scopes.isEmpty else {
-            throw TokenCacheError(.accessDenied, "The broker refused: the scopes asked for are not ones it serves.", hint: "Restart the broker with --scopes naming them")
+        guard !request.scopes.isEmpty else {
+            throw TokenCacheError(.accessDenied, "The broker refused: an interactive sign-in must name its scopes.", hint: "Name the scopes to sign in for")
         }
-        guard let authority = try resolve(request.authority) else {
+        try serverPolicy.check(scopes: request.scopes)
+        guard let authority = try serverPolicy.authority(request.authority) else {
             throw TokenCacheError(.invalidArgument, "An interactive request must name an authority (authParameters.authority).", field: "authority")
         }
         try await checkSignInAuthority(authority)
@@ -320,8 +306,8 @@ package final class BrokerService: Sendable {
                                   hint: "Finish or cancel that sign-in, then retry")
         }
         defer { signingIn.withLock { $0 = false } }
-        try await confirm(client: client, accountName: hint ?? "a new account", key: "sign-in " + (hint ?? ""), authority: authority,
-                          scopes: request.scopes, caller: caller)
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: "sign-in " + (hint ?? ""),
+                                            accountName: hint ?? "a new account", authority: authority, scopes: request.scopes)
         var parameters = InteractiveTokenParameters(scopes: request.scopes)
         parameters.loginHint = hint
         parameters.claims = request.claims
@@ -333,7 +319,7 @@ package final class BrokerService: Sendable {
             throw TokenCacheError(.unsupportedFlow, "The broker cannot open a browser to sign in (\(error.message))",
                                   hint: "Sign in with `tokencache login --device-code --client \(client)`, then retry")
         }
-        guard let account = result.account, policy.allows(account: account) else {
+        guard let account = result.account, serverPolicy.allows(account: account) else {
             throw TokenCacheError(.accessDenied, "The broker refused: the account signed in is not one it serves.", hint: "Restart the broker with --account naming it")
         }
         return (try Self.replyable(result, of: account, client: client), account)
@@ -351,7 +337,7 @@ package final class BrokerService: Sendable {
     /// or to a host that already issued one of this group's accounts: a caller cannot plant a
     /// look-alike account from a host of its own.
     private func checkSignInAuthority(_ authority: Authority) async throws(TokenCacheError) {
-        guard policy.authorities.isEmpty else { return }  // resolve() kept the request within the policy
+        guard policy.authorities.isEmpty else { return }  // serverPolicy.authority kept the request within the policy
         let host = Environment.canonical(authority.environment.lowercased())
         if Self.microsoftHosts.contains(host) { return }
         let issued = try await BlockingWork.run { [store] () throws(TokenCacheError) in
@@ -375,20 +361,8 @@ package final class BrokerService: Sendable {
         return result
     }
 
-    /// With `--confirm`, asks before the first token of each caller identity, client, account,
-    /// authority and scope set (the agent's key, ``PolicyGate/Key``).
-    private func confirm(client: String, accountName: String, key account: String, authority: Authority?, scopes: [String],
-                         caller: BrokerCaller) async throws(TokenCacheError) {
-        let place = authority?.url.absoluteString ?? "the account's home authority"
-        let key = PolicyGate.Key(caller: Self.name(caller), operation: "token", client: client, account: account, authority: place, scopes: scopes)
-        guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for a token of client \(client) for \(accountName) at \(place), scopes \(scopes.joined(separator: " ")).") else {
-            throw TokenCacheError(.accessDenied, "The broker's user did not allow client \(client) a token of this account for these scopes.",
-                                  hint: "Ask whoever runs the broker to allow it (it asks on its terminal or desktop)")
-        }
-    }
-
     /// A log line: who (pid, uid, command), what (method, client, scopes, account), the outcome. No secrets.
-    private func record(_ method: BrokerProtocol.Method, _ request: BrokerProtocol.Request?, _ caller: BrokerCaller, outcome: String) {
+    private func record(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request?, _ caller: BrokerCaller, outcome: String) {
         let entry = AgentProtocol.LoggedRequest(
             time: Int64(Date().timeIntervalSince1970), channel: "bus", pid: caller.pid.map { Int32(bitPattern: $0) }, uid: caller.uid,
             command: caller.command, operation: method.rawValue, clientID: request?.clientID,
@@ -404,7 +378,7 @@ package final class BrokerService: Sendable {
     }
 }
 
-private extension BrokerProtocol.Method {
+private extension BrokerWire.Method {
     /// The methods that serve a client ID's accounts or tokens.
     var namesClient: Bool { [.getAccounts, .acquireTokenSilently, .acquireTokenInteractively, .removeAccount].contains(self) }
 }

@@ -15,6 +15,7 @@
 import Foundation
 @_spi(Backend) @testable import EncryptedFileStore
 @testable import TokenCache
+@testable import TokenCacheBroker
 @_spi(Backend) @testable import TokenCacheCore
 @testable import TokenCacheCrypto
 @testable import TokenCachePlatform
@@ -161,7 +162,7 @@ func fuzzRequestHead(_ input: [UInt8]) {
 /// Parses `text` as every method's request: a request or a typed error, never a trap; what is
 /// accepted keeps to the bounds, and every error reply is a JSON object with an integer status.
 func fuzzBrokerRequest(_ text: String) {
-    for method in BrokerProtocol.Method.allCases {
+    for method in BrokerWire.Method.allCases {
         do throws(BrokerProtocol.RequestError) {
             let request = try BrokerProtocol.parse(text, method: method)
             precondition(text.utf8.count <= BrokerProtocol.maximumRequestBytes, "an oversized request was taken")

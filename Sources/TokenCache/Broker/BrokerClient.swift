@@ -12,14 +12,7 @@ import TokenCacheDBus
 ///
 /// Blocking calls, each bounded: the engine runs them off the cooperative pool.
 package final class BrokerClient: Sendable {
-    package static let busName = "com.microsoft.identity.broker1"
-    static let objectPath = "/com/microsoft/identity/broker1"
-    static let interface = "com.microsoft.identity.Broker1"
-    /// The protocol version MSAL's runtime sends; the broker names no lower bound.
-    static let protocolVersion = "0.0"
-    /// What our own provider (`tokencache broker`) says it is in `getLinuxBrokerVersion`'s reply:
-    /// the engine never asks it, since it answers from this very cache.
-    package static let ourProvider = "swift-tokencache"
+    private typealias Key = BrokerWire.Key
 
     /// Who answers on the name.
     package enum Owner: Sendable, Equatable {
@@ -45,7 +38,7 @@ package final class BrokerClient: Sendable {
         do { bus = try SessionBusStrings.connect() } catch {
             throw TokenCacheError(.noSessionBus, "No D-Bus session bus (\(error.message)): the identity broker cannot be asked.",
                                   hint: "Run it inside the desktop session, or use this cache instead of the broker",
-                                  reason: .brokerUnavailable(name: busName))
+                                  reason: .brokerUnavailable(name: BrokerWire.busName))
         }
         return BrokerClient(connection: bus, timeoutMilliseconds: Int32(max(1, min(timeoutSeconds * 1000, Double(Int32.max)))))
     }
@@ -56,19 +49,18 @@ package final class BrokerClient: Sendable {
     package func owner() throws(TokenCacheError) -> Owner? {
         let reply: JSONObject
         do {
-            reply = try call("getLinuxBrokerVersion", ["msalCppVersion": .string("1.28.0")])
-        } catch where error.reason == .brokerUnavailable(name: Self.busName) {
+            reply = try call(.getLinuxBrokerVersion, BrokerWire.versionRequest)
+        } catch where error.reason == .brokerUnavailable(name: BrokerWire.busName) {
             return nil
         }
-        if reply["provider"]?.stringValue == Self.ourProvider { return .ourProvider }
-        return .broker(version: reply["linuxBrokerVersion"]?.stringValue ?? "unknown")
+        if reply[Key.provider]?.stringValue == BrokerWire.providerName { return .ourProvider }
+        return .broker(version: reply[Key.linuxBrokerVersion]?.stringValue ?? "unknown")
     }
 
     /// The accounts the broker lets `clientID` use, each kept whole to be handed back.
     package func accounts(clientID: String) throws(TokenCacheError) -> [BrokerAccount] {
-        // MSALRuntime sends the client ID as the redirect URI here.
-        let reply = try call("getAccounts", ["clientId": .string(clientID), "redirectUri": .string(clientID)])
-        guard case .array(let list)? = reply["accounts"] else { return [] }
+        let reply = try call(.getAccounts, BrokerWire.accountsRequest(clientID: clientID))
+        guard case .array(let list)? = reply[Key.accounts] else { return [] }
         return list.compactMap { value in
             guard case .object(let object) = value else { return nil }
             return BrokerAccount(object)
@@ -79,74 +71,57 @@ package final class BrokerClient: Sendable {
     /// - Throws: `interactionRequired` or `serverError` (reason `TokenCacheError.Reason.brokerRefused(status:code:)`).
     package func token(clientID: String, authority: Authority, scopes: [String], account: BrokerAccount,
                        claims: String?) throws(TokenCacheError) -> TokenResult {
-        // Every member MSALRuntime sends, with its values for a silent request of a public client.
-        let parameters: JSONObject = [
-            "accessTokenToRenew": "",
-            "account": .object(account.object),
-            "additionalQueryParametersForAuthorization": .object([:]),
-            "authority": .string(authority.url.absoluteString),
-            "authorizationType": .integer(1),
-            "clientId": .string(clientID),
-            "decodedClaims": .string(claims ?? ""),
-            "enrollmentId": "",
-            "isTestMode": .bool(false),
-            "password": "",
-            "popParams": .null,
-            "redirectUri": .string(Self.nativeClientRedirectURI),
-            "requestedScopes": .array(scopes.map(JSONValue.string)),
-            "username": .string(account.username),
-            "uxContextHandle": .integer(-1),
-        ]
-        let reply = try call("acquireTokenSilently", ["authParameters": .object(parameters)])
+        let reply = try call(.acquireTokenSilently, BrokerWire.silentTokenRequest(
+            clientID: clientID, authority: authority.url.absoluteString, scopes: scopes, account: account.object,
+            username: account.username, claims: claims))
         return try Self.tokenResult(reply, account: account)
     }
 
     /// Signs `account` out of `clientID` at the broker.
     package func removeAccount(clientID: String, account: BrokerAccount) throws(TokenCacheError) {
-        _ = try call("removeAccount", ["account": .object(account.object), "clientId": .string(clientID),
-                                       "redirectUri": .string(clientID)])
+        _ = try call(.removeAccount, BrokerWire.removeAccountRequest(clientID: clientID, account: account.object))
     }
-
-    /// The redirect URI MSALRuntime sends in a token request's parameters.
-    static let nativeClientRedirectURI = "https://login.microsoftonline.com/common/oauth2/nativeclient"
 
     // MARK: Replies
 
     /// A `brokerTokenResponse` as a result, or the broker's error as a typed one.
     static func tokenResult(_ reply: JSONObject, account: BrokerAccount) throws(TokenCacheError) -> TokenResult {
-        guard case .object(let response)? = reply["brokerTokenResponse"],
-              let accessToken = response["accessToken"]?.stringValue, !accessToken.isEmpty,
-              let expiresOnMilliseconds = response["expiresOn"]?.secondsValue else {
+        guard case .object(let response)? = reply[Key.brokerTokenResponse],
+              let accessToken = response[Key.accessToken]?.stringValue, !accessToken.isEmpty,
+              let expiresOnMilliseconds = response[Key.expiresOn]?.secondsValue else {
             throw TokenCacheError(.invalidTokenResponse, "The identity broker answered without an access token.",
                                   hint: "Update the broker, or report its version (tokencache doctor)",
                                   reason: .brokerRefused(status: -1, code: nil))
         }
-        let replied = (response["account"]).flatMap { value -> BrokerAccount? in
+        let replied = (response[Key.account]).flatMap { value -> BrokerAccount? in
             guard case .object(let object) = value else { return nil }
             return BrokerAccount(object)
         } ?? account
-        let scopes = (response["grantedScopes"]?.stringValue ?? "").split(separator: " ").map(String.init)
-        let scheme = response["accessTokenType"].flatMap { value -> String? in
+        let scopes = (response[Key.grantedScopes]?.stringValue ?? "").split(separator: " ").map(String.init)
+        let scheme = response[Key.accessTokenType].flatMap { value -> String? in
             if case .integer(let type) = value { return type == 0 ? "Bearer" : "pop" }
             return nil
         } ?? "Bearer"
         return TokenResult(accessToken: accessToken, authenticationScheme: scheme,
                            expiresOn: Date(timeIntervalSince1970: expiresOnMilliseconds / 1000), refreshOn: nil,
                            tenantID: replied.realm, scopes: scopes, account: replied.cachedAccount, cachedAt: nil,
-                           idToken: response["idToken"]?.stringValue, isFromCache: false)
+                           idToken: response[Key.idToken]?.stringValue, isFromCache: false)
     }
 
     /// The broker's error object (`{"error": {"status": …}}`) as a typed error.
     static func brokerError(_ error: JSONObject) -> TokenCacheError {
-        let status: Int = if case .integer(let value)? = error["status"] { Int(value) } else { -1 }
-        let code: String? = switch error["errorCode"] {
+        let status: Int = if case .integer(let value)? = error[Key.status] { Int(value) } else { -1 }
+        let code: String? = switch error[Key.errorCode] {
         case .integer(let value)?: String(value)
         case .string(let value)?: value
         default: nil
         }
-        let context = error["context"]?.stringValue.map { ": " + String($0.prefix(200)) } ?? ""
-        // MSALRuntime's ResponseStatus: 3 is InteractionRequired; the others are failures of the request.
-        let needsUser = status == 3
+        let context = error[Key.context]?.stringValue.map { ": " + String($0.prefix(200)) } ?? ""
+        // The runtime's ResponseStatus (BrokerWire.Status, docs/BROKER.md): InteractionRequired and
+        // AccountUnusable send MSAL to an interactive sign-in. 3 (NoNetwork there) was read as
+        // InteractionRequired before the wire was defined once, and still is, as docs/BROKER.md and
+        // the CLI's tests say: which Microsoft's broker means by it is not measured.
+        let needsUser = [BrokerWire.Status.interactionRequired.rawValue, BrokerWire.Status.accountUnusable.rawValue, 3].contains(status)
         return TokenCacheError(needsUser ? .interactionRequired : .serverError,
                                "The identity broker refused the request (status \(status)\(code.map { ", error \($0)" } ?? ""))\(context).",
                                hint: needsUser ? "Sign in interactively through the broker" : "Try again, or see the broker's log",
@@ -157,7 +132,7 @@ package final class BrokerClient: Sendable {
 
     /// One method call: `(s protocolVersion, s correlationId, s request) -> (s reply)`. A reply
     /// with an `error` member is thrown as the broker's error.
-    func call(_ method: String, _ request: JSONObject) throws(TokenCacheError) -> JSONObject {
+    func call(_ method: BrokerWire.Method, _ request: JSONObject) throws(TokenCacheError) -> JSONObject {
         let body: String
         do { body = String(decoding: try JSON.encode(request), as: UTF8.self) } catch {
             throw TokenCacheError(.invalidArgument, "The broker request could not be written as JSON.")
@@ -165,8 +140,9 @@ package final class BrokerClient: Sendable {
         let correlationID = UUID().uuidString.lowercased()
         let replyText: String
         do {
-            replyText = try connection.call(busName: Self.busName, path: Self.objectPath, interface: Self.interface, method: method,
-                                            strings: [Self.protocolVersion, correlationID, body], timeoutMilliseconds: timeoutMilliseconds)
+            replyText = try connection.call(busName: BrokerWire.busName, path: BrokerWire.objectPath, interface: BrokerWire.interfaceName,
+                                            method: method.rawValue, strings: [BrokerWire.protocolVersion, correlationID, body],
+                                            timeoutMilliseconds: timeoutMilliseconds)
         } catch {
             throw Self.busError(error, method: method)
         }
@@ -176,7 +152,7 @@ package final class BrokerClient: Sendable {
                                   hint: "Update the broker, or report its version (tokencache doctor)",
                                   reason: .brokerRefused(status: -1, code: nil))
         }
-        if case .object(let error)? = reply["error"] { throw Self.brokerError(error) }
+        if case .object(let error)? = reply[Key.error] { throw Self.brokerError(error) }
         return reply
     }
 }
@@ -185,13 +161,13 @@ package final class BrokerClient: Sendable {
 /// `localAccountId`, …), kept whole: the broker wants it back as it gave it.
 package struct BrokerAccount: Sendable, Hashable {
     package let object: JSONObject
-    package var homeAccountID: String { object["homeAccountId"]?.stringValue ?? "" }
-    package var environment: String { object["environment"]?.stringValue ?? "" }
-    package var username: String { object["username"]?.stringValue ?? "" }
-    package var realm: String? { object["realm"]?.stringValue }
+    package var homeAccountID: String { object[BrokerWire.Key.homeAccountID]?.stringValue ?? "" }
+    package var environment: String { object[BrokerWire.Key.environment]?.stringValue ?? "" }
+    package var username: String { object[BrokerWire.Key.username]?.stringValue ?? "" }
+    package var realm: String? { object[BrokerWire.Key.realm]?.stringValue }
 
     init?(_ object: JSONObject) {
-        guard let home = object["homeAccountId"]?.stringValue, !home.isEmpty else { return nil }
+        guard let home = object[BrokerWire.Key.homeAccountID]?.stringValue, !home.isEmpty else { return nil }
         self.object = object
     }
 
@@ -203,12 +179,12 @@ package struct BrokerAccount: Sendable, Hashable {
 
 extension BrokerClient {
     /// A failed bus call as a typed error: nobody owns the name, no answer in time, or the broker failed.
-    static func busError(_ failure: SessionBusStrings.Failure, method: String) -> TokenCacheError {
+    static func busError(_ failure: SessionBusStrings.Failure, method: BrokerWire.Method) -> TokenCacheError {
         switch failure.remote {
         case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
-            TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(busName)).",
+            TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerWire.busName)).",
                             hint: "Install and enrol Microsoft's identity broker, start `tokencache broker`, or use this cache without the broker",
-                            reason: .brokerUnavailable(name: busName))
+                            reason: .brokerUnavailable(name: BrokerWire.busName))
         case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout":
             TokenCacheError(.timedOut, "The identity broker did not answer \(method) in time.",
                             hint: "Try again; see the broker's log", reason: .brokerRefused(status: -1, code: nil))

@@ -22,14 +22,14 @@ extension TokenEngine {
         if found == nil, use == .always, case .ourProvider? = owner {
             // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
             throw TokenCacheError(.backendUnavailable,
-                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerClient.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
+                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerWire.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
                                   hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
-                                  reason: .brokerUnavailable(name: BrokerClient.busName))
+                                  reason: .brokerUnavailable(name: BrokerWire.busName))
         }
         if found == nil, use == .always {
-            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerClient.busName)); this app requires one.",
+            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerWire.busName)); this app requires one.",
                                   hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",
-                                  reason: .brokerUnavailable(name: BrokerClient.busName))
+                                  reason: .brokerUnavailable(name: BrokerWire.busName))
         }
         return found
     }

@@ -184,7 +184,7 @@ struct BrokerCommand: ParsableCommand {
         try bus.start(whenEnded: { pthread_kill(waiting, SIGTERM) })
         Self.serving.withLock { $0 = true }
         unlink(Self.failureFile)
-        Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerProtocol.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
+        Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerWire.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
         var received: Int32 = 0
         sigwait(&signals, &received)
         bus.stop()
@@ -228,7 +228,7 @@ struct BrokerCommand: ParsableCommand {
 
     // MARK: --install, --uninstall
 
-    private var serviceFile: String { Self.dataHome() + "/dbus-1/services/\(BrokerProtocol.busName).service" }
+    private var serviceFile: String { Self.dataHome() + "/dbus-1/services/\(BrokerWire.busName).service" }
     private var unitFile: String { Self.configHome() + "/systemd/user/\(Self.unitName)" }
 
     private static func dataHome() -> String {
@@ -245,7 +245,7 @@ struct BrokerCommand: ParsableCommand {
     /// binary), and the D-Bus service directories of the system (XDG_DATA_DIRS).
     static func microsoftBroker() -> String? {
         let dataDirectories = (StoreSettings.environment("XDG_DATA_DIRS") ?? "/usr/local/share:/usr/share").split(separator: ":").map(String.init)
-        let candidates = dataDirectories.map { "\($0)/dbus-1/services/\(BrokerProtocol.busName).service" } + [
+        let candidates = dataDirectories.map { "\($0)/dbus-1/services/\(BrokerWire.busName).service" } + [
             "/usr/lib/systemd/user/microsoft-identity-broker.service", "/opt/microsoft/identity-broker",
             "/usr/bin/microsoft-identity-broker",
         ]
@@ -258,7 +258,7 @@ struct BrokerCommand: ParsableCommand {
                                   hint: "Leave com.microsoft.identity.broker1 to it; remove microsoft-identity-broker first to use tokencache broker instead")
         }
         if try BrokerBus.nameHasOwner() {
-            throw CLIError.failed("Another process owns \(BrokerProtocol.busName) on this session bus; nothing was written.",
+            throw CLIError.failed("Another process owns \(BrokerWire.busName) on this session bus; nothing was written.",
                                   hint: "Stop it first (`tokencache broker` in a terminal, or Microsoft's broker), then run --install again")
         }
         var arguments = Array(CommandLine.arguments.dropFirst())
@@ -273,18 +273,18 @@ struct BrokerCommand: ParsableCommand {
         let replaced = Self.installedCommand(in: unitFile).flatMap { $0 == command ? nil : $0 }
         let service = """
             [D-BUS Service]
-            Name=\(BrokerProtocol.busName)
+            Name=\(BrokerWire.busName)
             Exec=\(command)
             SystemdService=\(Self.unitName)
 
             """
         let unit = """
             [Unit]
-            Description=tokencache identity broker (\(BrokerProtocol.busName)) on the shared token cache
+            Description=tokencache identity broker (\(BrokerWire.busName)) on the shared token cache
 
             [Service]
             Type=dbus
-            BusName=\(BrokerProtocol.busName)
+            BusName=\(BrokerWire.busName)
             ExecStart=\(command)
 
             """

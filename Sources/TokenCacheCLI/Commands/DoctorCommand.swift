@@ -133,18 +133,18 @@ struct DoctorCommand: ParsableCommand {
         // Nobody owns the name: said without calling it, which would start an installed broker (#59 item 10).
         if (try? BrokerBus.nameHasOwner()) == false {
             if let failure = BrokerCommand.lastFailure() {
-                return .init(name: name, status: .warning, detail: "none on the session bus (\(BrokerClient.busName)); the last start of `tokencache broker` failed: \(failure)")
+                return .init(name: name, status: .warning, detail: "none on the session bus (\(BrokerWire.busName)); the last start of `tokencache broker` failed: \(failure)")
             }
-            return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
+            return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerWire.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
         }
         do {
             switch try BrokerClient.onSessionBus(timeoutSeconds: 5).owner() {
             case .broker(let version)?:
-                return .init(name: name, status: .ok, detail: "a broker (version \(version)) answers on \(BrokerClient.busName): `token --broker` and apps with the broker option get their tokens from it")
+                return .init(name: name, status: .ok, detail: "a broker (version \(version)) answers on \(BrokerWire.busName): `token --broker` and apps with the broker option get their tokens from it")
             case .ourProvider?:
-                return .init(name: name, status: .info, detail: "`tokencache broker` answers on \(BrokerClient.busName): broker-enabled MSAL apps get this cache's accounts; `token --broker` uses this cache")
+                return .init(name: name, status: .info, detail: "`tokencache broker` answers on \(BrokerWire.busName): broker-enabled MSAL apps get this cache's accounts; `token --broker` uses this cache")
             case nil:
-                return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerClient.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
+                return .init(name: name, status: .info, detail: "none on the session bus (\(BrokerWire.busName)): `token --broker always` fails, `--broker when-available` uses this cache")
             }
         } catch {
             if let failure = BrokerCommand.lastFailure() {

@@ -84,6 +84,12 @@ package final class GVariantRef: @unchecked Sendable {
     /// The child at `index` of a container (the index must be in range: check `count` or the type).
     package subscript(index: Int) -> GVariantRef { GVariantRef(taking: g_variant_get_child_value(pointer, gsize(index))) }
 
+    /// The value of `key` in an `a{sv}` dictionary, unboxed; nil when absent (or not a dictionary).
+    package func value(forKey key: String) -> GVariantRef? {
+        guard typeString == "a{sv}" else { return nil }
+        return g_variant_lookup_value(pointer, key, nil).map(GVariantRef.init(taking:))
+    }
+
     /// The children of a container, in order.
     package var children: [GVariantRef] { (0..<count).map { self[$0] } }
 

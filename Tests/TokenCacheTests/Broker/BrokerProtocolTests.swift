@@ -36,7 +36,7 @@ struct BrokerProtocolTests {
         _ = try BrokerProtocol.parse("{}", method: .getLinuxBrokerVersion)
     }
 
-    static let refused: [(BrokerProtocol.Method, String, String?, String)] = [
+    static let refused: [(BrokerWire.Method, String, String?, String)] = [
         (.getAccounts, "{", nil, "is not a JSON object"),
         (.getAccounts, "[1]", nil, "is not a JSON object"),
         (.getAccounts, "\u{FF}", nil, "is not a JSON object"),
@@ -82,7 +82,7 @@ struct BrokerProtocolTests {
         #expect(seeds.count >= 5)
         for seed in seeds {
             let text = try String(contentsOf: seed, encoding: .utf8)
-            for method in BrokerProtocol.Method.allCases {
+            for method in BrokerWire.Method.allCases {
                 _ = try? BrokerProtocol.parse(text, method: method)
             }
         }
@@ -136,7 +136,7 @@ struct BrokerProtocolTests {
         let account = CachedAccount(homeAccountID: "uid.tid", environment: "login.microsoftonline.com", username: "a@b.c")
         let result = TokenResult(accessToken: "at-x", authenticationScheme: "Bearer", expiresOn: Date(timeIntervalSince1970: 1_700_000_000),
                                  refreshOn: nil, tenantID: "tid", scopes: ["User.Read", "Mail.Read"], account: account, cachedAt: nil, isFromCache: true)
-        let reply = try #require(try JSONSerialization.jsonObject(with: Data(BrokerProtocol.tokenReply(result, account: account).utf8)) as? [String: Any])
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(BrokerWire.tokenReply(result, account: account).utf8)) as? [String: Any])
         let token = try #require(reply["brokerTokenResponse"] as? [String: Any])
         #expect(token["accessToken"] as? String == "at-x" && token["accessTokenType"] as? Int == 0)
         #expect(token["expiresOn"] as? Int == 1_700_000_000_000 && token["grantedScopes"] as? String == "User.Read Mail.Read")

@@ -102,7 +102,7 @@ struct PolicyGateTests {
         func token(_ scopes: [String], caller: String) async -> TokenCacheError.Code? {
             do {
                 _ = try await agent.token(clientID: Fixtures.appOne, scopes: scopes, account: Fixtures.alice.username, authority: nil,
-                                          asker: "test[1]", caller: caller)
+                                          caller: ServerPolicy.Caller(identity: caller, pid: 1))
                 return nil
             } catch {
                 return error.code
@@ -182,5 +182,34 @@ struct PolicyGateTests {
         let allowed = Self.object(await confirming.handle(.removeAccount, protocolVersion: "0.0", correlationID: "x", json: removal(Fixtures.appOne), caller: appB))
         #expect(allowed["error"] == nil && questions.asked.withLock { $0.last?.contains("/usr/bin/app-a") == true }, "\(allowed) \(questions.asked.withLock { $0 })")
         #expect(try store.accounts(clientID: Fixtures.appOne).isEmpty)
+    }
+
+    @Test("one server policy: the agent and the broker refuse a scope and an authority outside the allow lists with the same check and wording, before any question")
+    func oneServerPolicy() async throws {
+        var lists = AgentPolicy()
+        lists.scopes = ["User.Read"]
+        lists.authorities = [Fixtures.authority()]
+        let questions = Questions()
+        let agent = TokenAgent(store: try Self.store(), policy: lists, confirmation: questions.confirmation)
+        let service = BrokerService(store: try Self.store(), policy: lists, version: "test", confirmation: questions.confirmation)
+        let elsewhere = "https://login.example.org/common"
+        for (scopes, authority, what) in [(["Mail.Read"], nil, "scope Mail.Read"), (["User.Read"], elsewhere, "authority \(elsewhere)")] {
+            var agentError: TokenCacheError?
+            do {
+                _ = try await agent.token(clientID: Fixtures.appOne, scopes: scopes, account: Fixtures.alice.username, authority: authority,
+                                          caller: ServerPolicy.Caller(identity: "/usr/bin/app-a", pid: 1))
+            } catch {
+                agentError = error
+            }
+            #expect(agentError?.code == .accessDenied && agentError?.message.contains("\(what) is not one the agent serves") == true, "\(String(describing: agentError))")
+            var parameters: [String: Any] = ["clientId": Fixtures.appOne, "requestedScopes": scopes, "account": ["username": Fixtures.alice.username]]
+            parameters["authority"] = authority
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: ["authParameters": parameters]), as: UTF8.self)
+            let reply = Self.object(await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x", json: json,
+                                                         caller: Self.caller("/usr/bin/app-a")))
+            let context = (reply["error"] as? [String: Any])?["context"] as? String ?? ""
+            #expect(Self.code(reply) == "accessDenied" && context.contains("\(what) is not one the broker serves"), "\(reply)")
+        }
+        #expect(questions.count == 0, "the allow lists refuse before --confirm asks")
     }
 }
