@@ -171,18 +171,20 @@ struct CLIBrokerClientTests {
         #expect(parameters?["username"] as? String == "erin@contoso.com")
     }
 
-    @Test("a refusal by the broker is a typed reason with its status; interaction required is not found (exit 2)")
+    @Test("a refusal by the broker is a typed reason with its status: InteractionRequired (2) is not found (exit 2); NoNetwork (3) is a network error, not a reason to sign in again")
     func refusal() throws {
-        let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
-                                       "getAccounts": ["accounts": [Self.dave]],
-                                       "acquireTokenSilently": ["error": ["status": 3, "errorCode": 50076, "context": "MFA required"]]]
-        let (lines, _) = try run(scenario, Self.token + "\ntoken --broker always")
-        let line = try #require(lines.first)
-        #expect(line["status"] as? Int == 2, "\(line)")
-        let error = (line["error"] as? [String: Any])?["error"] as? [String: Any]
-        #expect(error?["code"] as? String == "interactionRequired")
-        #expect(error?["reason"] as? String == "brokerRefused")
-        #expect((error?["message"] as? String)?.contains("status 3") == true)
+        for (status, code, context) in [(2, "interactionRequired", "MFA required"), (3, "network", "No network")] {
+            let scenario: [String: Any] = ["getLinuxBrokerVersion": ["linuxBrokerVersion": "2.0.4"],
+                                           "getAccounts": ["accounts": [Self.dave]],
+                                           "acquireTokenSilently": ["error": ["status": status, "errorCode": 50076, "context": context]]]
+            let (lines, _) = try run(scenario, Self.token + "\ntoken --broker always")
+            let line = try #require(lines.first)
+            let error = (line["error"] as? [String: Any])?["error"] as? [String: Any]
+            #expect(error?["code"] as? String == code, "\(line)")
+            #expect(error?["reason"] as? String == "brokerRefused")
+            #expect((error?["message"] as? String)?.contains("status \(status)") == true)
+            if status == 2 { #expect(line["status"] as? Int == 2, "\(line)") }
+        }
     }
 
     @Test("no broker on the bus: required is brokerUnavailable; when-available falls back to this cache's token")

@@ -118,13 +118,14 @@ package final class BrokerClient: Sendable {
         }
         let context = error[Key.context]?.stringValue.map { ": " + String($0.prefix(200)) } ?? ""
         // The runtime's ResponseStatus (BrokerWire.Status, docs/BROKER.md): InteractionRequired and
-        // AccountUnusable send MSAL to an interactive sign-in. 3 (NoNetwork there) was read as
-        // InteractionRequired before the wire was defined once, and still is, as docs/BROKER.md and
-        // the CLI's tests say: which Microsoft's broker means by it is not measured.
-        let needsUser = [BrokerWire.Status.interactionRequired.rawValue, BrokerWire.Status.accountUnusable.rawValue, 3].contains(status)
-        return TokenCacheError(needsUser ? .interactionRequired : .serverError,
+        // AccountUnusable send MSAL to an interactive sign-in; NoNetwork and the two temporarily
+        // unavailable statuses are the network's, not the user's (signing in again would not help).
+        let needsUser = [BrokerWire.Status.interactionRequired, .accountUnusable].map(\.rawValue).contains(status)
+        let network = [BrokerWire.Status.noNetwork, .networkTemporarilyUnavailable, .serverTemporarilyUnavailable].map(\.rawValue).contains(status)
+        return TokenCacheError(needsUser ? .interactionRequired : network ? .network : .serverError,
                                "The identity broker refused the request (status \(status)\(code.map { ", error \($0)" } ?? ""))\(context).",
-                               hint: needsUser ? "Sign in interactively through the broker" : "Try again, or see the broker's log",
+                               hint: needsUser ? "Sign in interactively through the broker"
+                                   : network ? "Check the network connection, then try again" : "Try again, or see the broker's log",
                                reason: .brokerRefused(status: status, code: code))
     }
 

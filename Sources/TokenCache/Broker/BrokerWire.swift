@@ -32,6 +32,8 @@ package enum BrokerWire {
         case unexpected = 0
         case interactionRequired = 2
         case noNetwork = 3
+        case networkTemporarilyUnavailable = 4
+        case serverTemporarilyUnavailable = 5
         case apiContractViolation = 6
         case userCanceled = 7
         case incorrectConfiguration = 9
