@@ -79,12 +79,22 @@ struct StoreOptions: ParsableArguments {
     ///   readable by others: checked now, whether or not the cache file exists yet, unless the
     ///   Secret Service was chosen (the file is for the encrypted file only).
     static func fileKeySource(_ settings: StoreSettings, passphraseFlag: Bool = true) throws(TokenCacheError) -> EncryptedFileBackend.KeySource {
-        if let file = settings.passphraseFile, settings.backend.value != .secretService {
-            let passphrase = try Passphrase.read(file.value, from: file.source)
-            return .passphraseProvider { passphrase }
-        }
         let file = EncryptedFileBackend()
         let cachePath = file.fileURL(for: settings.group.value).path
+        if let passphraseFile = settings.passphraseFile, settings.backend.value != .secretService {
+            let passphrase = try Passphrase.read(passphraseFile.value, from: passphraseFile.source)
+            // Asked for when the backend first needs it: a file about to be created gets the rule
+            // a new passphrase typed on a terminal gets.
+            return .passphraseProvider { () throws(TokenCacheError) -> String in
+                if !FileManager.default.fileExists(atPath: cachePath), let weakness = Passphrase.weakness(of: passphrase) {
+                    throw TokenCacheError(.invalidArgument,
+                                          "The passphrase in \(passphraseFile.value) (from \(passphraseFile.source)) is too weak to create \(cachePath): \(weakness).",
+                                          hint: "Put a longer passphrase in the file (at least 12 characters, several different ones), e.g. `openssl rand -base64 24`; nothing was written",
+                                          field: "passphrase-file")
+                }
+                return passphrase
+            }
+        }
         // A file whose header cannot be read is reported by the read itself.
         if (try? file.storedKeyKind(of: settings.group.value)) == .passphrase {
             return Passphrase.keySource(cachePath: cachePath, flag: passphraseFlag)

@@ -418,6 +418,30 @@ struct CLIRoundThreeTests {
         #expect(!FileManager.default.fileExists(atPath: other.dataHome.appendingPathComponent("tokencache/\(other.group).tkc").path))
     }
 
+    @Test("A weak passphrase in --passphrase-file creates no file (exit 64, the reason and nothing written); a strong one does, and reading a file that does not exist is not refused")
+    func weakPassphraseFileCreatesNothing() throws {
+        let cli = try CLI(backend: "file")
+        defer { cli.cleanUp() }
+        let passphraseFile = cli.dataHome.appendingPathComponent("passphrase")
+        func write(_ passphrase: String) throws {
+            try Data((passphrase + "\n").utf8).write(to: passphraseFile)
+            chmod(passphraseFile.path, 0o600)
+        }
+        let response = Fixtures.json(Fixtures.response(for: Fixtures.alice, tag: Fixtures.appOne))
+        let save = ["save", "--client", Fixtures.appOne, "--authority", Fixtures.authority().url.absoluteString, "--scopes", "User.Read",
+                    "--passphrase-file", passphraseFile.path]
+        let cacheFile = cli.dataHome.appendingPathComponent("tokencache/\(cli.group).tkc")
+        try write("abc")
+        let listed = try cli.run(["list", "--passphrase-file", passphraseFile.path])
+        #expect(!listed.stderr.contains("too weak"), "a read creates nothing, so nothing is refused: \(listed.stderr)")
+        let weak = try cli.run(save, input: response)
+        #expect(weak.status == 64 && weak.stderr.contains("too weak to create") && weak.stderr.contains("at least 12 are needed"), "\(weak.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cacheFile.path))
+        try write("correct horse battery staple")
+        let strong = try cli.run(save, input: response)
+        #expect(strong.status == 0 && FileManager.default.fileExists(atPath: cacheFile.path), "\(strong.stderr)")
+    }
+
     @Test("A mistyped passphrase for an existing file can be typed again on a terminal, three tries in all; then exit 1, the file unchanged")
     func passphraseRetries() throws {
         let cli = try CLI(backend: "file")
