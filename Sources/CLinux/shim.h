@@ -2,6 +2,7 @@
 #define TOKENCACHE_CLINUX_SHIM_H
 // The glibc calls Swift cannot make directly: declared only under _GNU_SOURCE (which the Glibc
 // module is built without), variadic, or not exported by the Glibc module.
+#include <fcntl.h>
 #include <malloc.h>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -26,7 +27,7 @@ static inline int tc_spawn_close_from(posix_spawn_file_actions_t *actions, int f
 }
 /// A pipe whose two ends are close-on-exec from the start (pipe2 is _GNU_SOURCE-only).
 extern int pipe2(int fds[2], int flags);
-static inline int tc_pipe_cloexec(int fds[2]) { return pipe2(fds, 02000000 /* O_CLOEXEC */); }
+static inline int tc_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
 // The kernel keyring (keyutils) through its raw system calls: libkeyutils is not needed, and
 // syscall is variadic. Numbers from <sys/syscall.h>; constants from <linux/keyctl.h>.
