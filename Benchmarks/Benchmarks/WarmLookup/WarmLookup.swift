@@ -10,10 +10,16 @@ import TokenCache
 /// scripts/with-test-keyring.sh with a seeded keyring) the same lookup runs on the Secret Service
 /// backend with its coherence mechanism on (item-signal revision checked on every lookup), reading
 /// groups `org.swift-tokencache.bench-ss-N` that bench.sh seeded with N accounts x 3 clients.
+///
+/// bench.sh's smoke run sets TOKENCACHE_BENCH_SIZES (the account counts, `10,100`) and
+/// TOKENCACHE_BENCH_SMOKE=1 (a fraction of a second a benchmark): it checks the machinery only.
 let benchmarks: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let smoke = environment["TOKENCACHE_BENCH_SMOKE"] == "1"
+    let sizes = environment["TOKENCACHE_BENCH_SIZES"].map { $0.split(separator: ",").compactMap { Int($0) } } ?? [10, 100, 1_000]
     Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
-                                           maxDuration: .seconds(3))
-    for accounts in [10, 100, 1_000] {
+                                           maxDuration: smoke ? .milliseconds(300) : .seconds(3))
+    for accounts in sizes {
         Benchmark("Warm access-token lookup, \(accounts) accounts x 3 clients (in-memory)",
                   configuration: .init(scalingFactor: .kilo)) { benchmark, fixture in
             for _ in benchmark.scaledIterations {
@@ -23,8 +29,8 @@ let benchmarks: @Sendable () -> Void = {
             try Fixture(accounts: accounts, backend: InMemoryBackend())
         }
     }
-    guard ProcessInfo.processInfo.environment["TOKENCACHE_BENCH_SECRET_SERVICE"] == "1" else { return }
-    for accounts in [10, 100, 1_000] {
+    guard environment["TOKENCACHE_BENCH_SECRET_SERVICE"] == "1" else { return }
+    for accounts in sizes {
         Benchmark("Warm access-token lookup, \(accounts) accounts x 3 clients (Secret Service, coherence on)",
                   configuration: .init(scalingFactor: .kilo)) { benchmark, fixture in
             for _ in benchmark.scaledIterations {
