@@ -462,9 +462,9 @@ package enum PeerCredentials {
     /// local end is our peer and whose remote end is us, asked of the kernel by that exact
     /// 4-tuple (NETLINK_SOCK_DIAG), else found in /proc/net/tcp or tcp6. Nil when none is found
     /// (then the connection is treated as another user's).
-    package static func loopbackPeerUID(_ fd: Int32) -> uid_t? {
+    package static func loopbackPeerUID(_ fd: Int32, diagnostics: SocketDiagnostics? = .shared) -> uid_t? {
         guard let us = SocketAddress.local(fd), let peer = SocketAddress.peer(fd) else { return nil }
-        switch SocketDiagnostics.shared?.owner(local: peer, remote: us) ?? .unknown {
+        switch diagnostics?.owner(local: peer, remote: us) ?? .unknown {
         case .uid(let uid): return uid
         case .none: return nil
         case .unknown: break  // netlink unavailable or refused the question: the /proc tables, a line per socket
