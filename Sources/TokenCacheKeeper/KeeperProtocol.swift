@@ -48,7 +48,7 @@ package enum KeeperProtocol {
 }
 
 /// A client of the keeper's socket for what the agent's client does not send (`enroll`). It
-/// trusts a socket and a listener of root's only (``AgentTrust``), so nothing reaches a fake keeper.
+/// trusts a socket and a listener of root's only (the agent client's checks), so nothing reaches a fake keeper.
 package struct KeeperClient: Sendable {
     package let path: String
 
@@ -56,20 +56,7 @@ package struct KeeperClient: Sendable {
 
     /// Sends `enrollment`; returns the group as the keeper read it back (accounts and clients, no secrets).
     package func enroll(_ enrollment: KeeperProtocol.Enrollment) throws(TokenCacheError) -> GroupInventory {
-        try AgentTrust.checkPath(path, trusting: [0])
-        let socket = try UnixSocket.connect(path)
-        try AgentTrust.checkPeer(of: socket, at: path, trusting: [0])
-        socket.setTimeouts(seconds: AgentClient.timeoutSeconds)
-        guard socket.write(all: AgentProtocol.encode(enrollment)), let message = AgentProtocol.readMessage(from: socket) else {
-            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) closed the connection without an answer.",
-                                  hint: "Check that it runs (its journal says why)", reason: .agentProtocol(path: path))
-        }
-        guard let response = try? JSONDecoder().decode(AgentProtocol.Response.self, from: message) else {
-            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered outside protocol version \(AgentProtocol.version).",
-                                  reason: .agentProtocol(path: path))
-        }
-        if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
-        guard let inventory = response.inventory else {
+        guard let inventory = try AgentClient(path: path, trustedUIDs: [0]).exchange(enrollment).inventory else {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the group it stored.", reason: .agentProtocol(path: path))
         }
         return inventory

@@ -134,6 +134,19 @@ final class KeeperScenario: @unchecked Sendable {
         return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
     }
 
+    /// A scenario where Alice has enrolled (cleaned up here when that fails).
+    static func withAliceEnrolled() async throws -> KeeperScenario {
+        let scenario = try KeeperScenario()
+        do {
+            let enrolled = try await scenario.enrollAlice()
+            guard enrolled.status == 0 else { throw KeeperTestError("enrol as Alice: \(enrolled.stderr)\n\(scenario.log)") }
+            return scenario
+        } catch {
+            scenario.cleanUp()
+            throw error
+        }
+    }
+
     /// `tokencache token` of app one through the keeper, run as `user` with `executable`.
     func token(as user: KeeperTestUser, executable: String? = nil, environment: [String: String] = [:]) throws -> ProcessOutput {
         try user.run(executable ?? app, ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"],
@@ -201,10 +214,8 @@ struct KeeperTests {
 
     @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program not in apps.d are each refused with a typed reason")
     func unidentifiedOrUnlistedCallersAreRefused() async throws {
-        let scenario = try KeeperScenario()
+        let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
-        let enrolled = try await scenario.enrollAlice()
-        try #require(enrolled.status == 0, "\(enrolled.stderr)\n\(scenario.log)")
         func refused(_ output: ProcessOutput, _ why: String, sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(output.status != 0 && output.stdout.isEmpty && output.stderr.contains("refused") && output.stderr.contains(why),
                     "\(output.stdout)\(output.stderr)", sourceLocation: sourceLocation)
@@ -237,10 +248,8 @@ struct KeeperTests {
 
     @Test("Bob's allowed app gets nothing of Alice's: the keeper serves each caller from its own uid's store")
     func otherUserGetsNothing() async throws {
-        let scenario = try KeeperScenario()
+        let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
-        let enrolled = try await scenario.enrollAlice()
-        try #require(enrolled.status == 0, "\(enrolled.stderr)\n\(scenario.log)")
         let bobs = try scenario.token(as: scenario.bob)
         #expect(bobs.status != 0 && bobs.stdout.isEmpty && bobs.stderr.contains("holds no group \(scenario.group) of uid \(scenario.bob.uid)"),
                 "\(bobs.stdout)\(bobs.stderr)")
@@ -253,10 +262,8 @@ struct KeeperTests {
 
     @Test("A forged, oversized or unknown request gets a typed error, an enrolment from another program is refused, and the keeper keeps serving")
     func forgedRequestsGetTypedErrors() async throws {
-        let scenario = try KeeperScenario()
+        let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
-        let enrolled = try await scenario.enrollAlice()
-        try #require(enrolled.status == 0, "\(enrolled.stderr)\n\(scenario.log)")
         // As Bob, with the system Python: frames written by hand.
         let script = """
             import json, socket, struct, sys
