@@ -212,7 +212,7 @@ struct KeeperTests {
         #expect(key.status != 0 && key.stderr.contains("Permission denied"), "\(key.stderr)")
     }
 
-    @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program not in apps.d are each refused with a typed reason")
+    @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program that only an apps file of Alice's or one others may write names are each refused with a typed reason")
     func unidentifiedOrUnlistedCallersAreRefused() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -236,11 +236,20 @@ struct KeeperTests {
                                                 environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
             refused(traced, "tracer")
         }
-        // A root-owned program in a root-owned directory that no apps file names.
+        // A root-owned program in a root-owned directory that only ignored apps files name: one of
+        // Alice's, and one of root's that others may write to.
         let other = scenario.appDirectory + "/other"
         try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
         try FileManager.default.copyItem(atPath: scenario.app, toPath: other + "/tokencache")
+        let entry = Data(#"{"executable": "\#(other)/tokencache", "groups": ["\#(scenario.group)"]}"#.utf8)
+        for (name, owner, mode) in [("alices.json", scenario.alice.uid, mode_t(0o644)), ("writable.json", UInt32(0), mode_t(0o666))] {
+            try entry.write(to: URL(fileURLWithPath: "\(scenario.apps)/\(name)"))
+            chown("\(scenario.apps)/\(name)", owner, owner == 0 ? 0 : scenario.alice.gid)
+            chmod("\(scenario.apps)/\(name)", mode)
+        }
         refused(try scenario.token(as: scenario.alice, executable: other + "/tokencache"), "is not an app of")
+        #expect(scenario.log.contains("alices.json") && scenario.log.contains("writable.json") && scenario.log.contains("ignores an apps file"),
+                "\(scenario.log)")
         #expect(try await scenario.idp.stats().grants.isEmpty, "nothing was redeemed for a refused caller")
         // The allowed app itself is still served.
         #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
