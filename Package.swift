@@ -74,6 +74,7 @@ let package = Package(
         //                       agent's client -> the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only
+        //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
         .target(
             name: "TokenCacheCore",
             dependencies: [.product(name: "Logging", package: "swift-log")]
@@ -140,6 +141,15 @@ let package = Package(
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "TokenCacheDBus", "CLibSecret", .product(name: "Logging", package: "swift-log")]
         ),
 
+        // The token keeper (`tokencache keeper`, #62): a system service holding enrolled users'
+        // groups out of their own processes' reach, serving each app the groups its root-owned
+        // apps file allows. Server side, like the agent's and the broker's: the CLI only.
+        .target(
+            name: "TokenCacheKeeper",
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "EncryptedFileStore",
+                           "TokenCacheAgent", "TokenCacheBroker", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+        ),
+
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
         .target(
             name: "TokenCacheAdmin",
@@ -153,6 +163,7 @@ let package = Package(
                 "TokenCache",
                 "TokenCacheAgent",
                 "TokenCacheBroker",
+                "TokenCacheKeeper",
                 "TokenCacheAdmin",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

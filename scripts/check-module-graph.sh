@@ -6,6 +6,8 @@
 #   - Sign-in (Sources/TokenCache/SignIn) imports no store.
 #   - The primitives (TokenCacheCrypto, TokenCacheDBus) import no store, and TokenCacheCrypto no
 #     GLib (CLibSecret) nor TokenCacheDBus: the encrypted file, on Crypto alone, links no GLib/GIO.
+#   - The token keeper (TokenCacheKeeper) is linked by the CLI only: no other module imports it,
+#     no other target depends on it, no product holds it.
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -52,5 +54,14 @@ found="$(jq -r '
     | select(. == "CLibSecret" or . == "TokenCacheDBus") | "TokenCacheCrypto depends on \(.)"' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheCrypto depends on GLib or the D-Bus layer" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in and the primitives import no store; TokenCacheCrypto uses no GLib."
+# The token keeper (#62) is server code, like the agent's: only the CLI links it, no product holds it.
+found="$(imports Sources "TokenCacheKeeper" | grep -vE '^Sources/(TokenCacheCLI|TokenCacheKeeper)/' || true)"
+[ -z "$found" ] || refuse "a module other than the CLI imports TokenCacheKeeper" "$found"
+found="$(jq -r '
+    (.targets[] | select(.name != "TokenCacheCLI") | .name as $target | .dependencies[] | (.byName // .target // empty)[0]
+     | select(. == "TokenCacheKeeper") | "\($target) depends on TokenCacheKeeper"),
+    (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
+
+((status)) || echo "check-module-graph: the stores are leaves; sign-in and the primitives import no store; TokenCacheCrypto uses no GLib; only the CLI links the keeper."
 exit "$status"

@@ -104,7 +104,7 @@ package final class AgentServer: Sendable {
 /// Runs async work from a thread of the blocking pool (never from the cooperative pool) and
 /// waits for it: the pool starts another thread for the work's own blocking calls, so this wait
 /// starves nothing.
-func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
+package func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
     let done = DispatchSemaphore(value: 0)
     let result = Mutex<T?>(nil)
     Task {

@@ -12,15 +12,15 @@ import TokenCachePlatform
 /// A listening socket accepted on a thread of its own until stopped, each connection served on
 /// a thread of the blocking pool, at most `maximumConnections` at once (more wait in the listen
 /// backlog): the agent's socket and its managed-identity endpoint.
-final class SocketListener: Sendable {
-    let socket: SocketDescriptor
+package final class SocketListener: Sendable {
+    package let socket: SocketDescriptor
     private let stopped = Mutex(false)
 
-    init(_ socket: SocketDescriptor) { self.socket = socket }
+    package init(_ socket: SocketDescriptor) { self.socket = socket }
 
     /// Starts accepting; returns at once.
     /// - Throws: `overloaded` when the blocking pool has no thread for the accept loop.
-    func start(label: String, maximumConnections: Int, serve: @escaping @Sendable (SocketDescriptor) -> Void) throws(TokenCacheError) {
+    package func start(label: String, maximumConnections: Int, serve: @escaping @Sendable (SocketDescriptor) -> Void) throws(TokenCacheError) {
         let slots = DispatchSemaphore(value: maximumConnections)
         try BlockingPool.shared.submit(label) { [self] in
             while !stopped.withLock({ $0 }) {
@@ -48,7 +48,7 @@ final class SocketListener: Sendable {
 
     /// Stops accepting (a blocked accept returns): true the first time, false when stopped already.
     @discardableResult
-    func stop() -> Bool {
+    package func stop() -> Bool {
         guard stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) else { return false }
         socket.shutdown()
         return true

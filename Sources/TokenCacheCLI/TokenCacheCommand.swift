@@ -29,7 +29,7 @@ public struct TokenCacheCommand: ParsableCommand {
         ("Sign-in and token", [LoginCommand.self, TokenCommand.self, LogoutCommand.self, PhotoCommand.self]),
         ("Inspect and clean up", [ListCommand.self, GroupsCommand.self, StoresCommand.self, RemoveCommand.self]),
         ("Move tokens", [SaveCommand.self, ImportCommand.self, ExportCommand.self, MigrateCommand.self]),
-        ("Share with other programs", [AgentCommand.self, BrokerCommand.self, GitCredentialCommand.self, KubectlCredentialCommand.self]),
+        ("Share with other programs", [AgentCommand.self, BrokerCommand.self, KeeperCommand.self, GitCredentialCommand.self, KubectlCredentialCommand.self]),
         ("Keyring and checks", [UnlockCommand.self, LockCommand.self, DoctorCommand.self]),
         ("Entra External ID", [SignUpCommand.self, ResetPasswordCommand.self]),
     ]

@@ -52,6 +52,12 @@ package struct AgentClient: Sendable {
     /// - Throws: `agentUnavailable` with reason `agentUntrusted` when the socket or its listener
     ///   may be another user's: nothing was sent.
     package func send(_ request: AgentProtocol.Request) throws(TokenCacheError) -> AgentProtocol.Response {
+        try exchange(request)
+    }
+
+    /// Sends one message of the protocol's framing (a request, or a token keeper's `enroll`) and
+    /// returns the answer, or throws its error, after the same trust checks as ``send(_:)``.
+    package func exchange(_ request: some Encodable) throws(TokenCacheError) -> AgentProtocol.Response {
         try AgentTrust.checkPath(path, trusting: trustedUIDs)
         let socket = try UnixSocket.connect(path)
         try AgentTrust.checkPeer(of: socket, at: path, trusting: trustedUIDs)

@@ -1,0 +1,265 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import FoundationEssentials
+import Logging
+import TokenCache
+import TokenCacheAgent
+import TokenCacheCore
+
+/// The token keeper (#62): a system service that holds enrolled users' groups where their own
+/// processes cannot read them (``KeeperVault``) and serves each app, identified by the kernel
+/// (``KeeperCaller``), the access tokens of the groups its apps file allows (``AppRegistry``),
+/// from the caller's own uid's store. It refreshes with the stored refresh tokens at their
+/// issuer (``TokenEngine``, as the agent does) and never hands a refresh token out.
+package final class KeeperServer: Sendable {
+    /// The socket's path; nil for one systemd passed (socket activation).
+    package let path: String?
+    private let listener: SocketListener
+    private let vault: KeeperVault
+    private let appsDirectory: String
+    private let logger: Logger
+    private let options: PublicClientApplication.Options
+    private let observer: @Sendable (String) -> Void
+
+    /// Bound on each request (from the connection or the previous answer) and each read and write.
+    static let ioTimeoutSeconds = 10
+    /// Connections served at once; more wait in the listen backlog.
+    static let maximumConnections = 32
+
+    /// Listens at `socket`, or on the descriptor systemd passed (LISTEN_FDS) when it passed one.
+    /// - Parameter observer: gets each decision's log line (who, what, outcome; never a token).
+    package init(socket: String, vault: KeeperVault, appsDirectory: String, options: PublicClientApplication.Options,
+                 observer: @escaping @Sendable (String) -> Void = { _ in }) throws(TokenCacheError) {
+        if let passed = Self.socketFromSystemd() {
+            (listener, path) = (SocketListener(passed), nil)
+        } else {
+            (listener, path) = (SocketListener(try Self.listen(socket)), socket)
+        }
+        (self.vault, self.appsDirectory, self.options, self.logger, self.observer) = (vault, appsDirectory, options, options.logger, observer)
+    }
+
+    /// Starts accepting on a thread of its own; returns at once.
+    package func start() throws(TokenCacheError) {
+        try listener.start(label: "org.swift-tokencache.keeper.accept", maximumConnections: Self.maximumConnections) { [self] in serve($0) }
+    }
+
+    /// Stops accepting and removes the socket file it made.
+    package func stop() {
+        guard listener.stop(), let path else { return }
+        unlink(path)
+    }
+
+    // MARK: Serving
+
+    private func serve(_ connection: SocketDescriptor) {
+        connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
+        let caller = KeeperCaller.identify(connection)
+        let start = ContinuousClock.now
+        let now: @Sendable () -> Duration = { start.duration(to: .now) }
+        var deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
+        while let head = connection.read(exactly: 4, by: deadline) {
+            let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
+            guard length > 0, length <= AgentProtocol.maximumMessageBytes else {
+                // Answered, then closed: the rest of an oversized message is never read.
+                log(caller, op: "-", group: nil, request: nil, outcome: "refused: a message of \(length) bytes")
+                _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(TokenCacheError.invalidArgument(
+                    "request", "is \(length) bytes; the keeper reads messages of 1 to \(AgentProtocol.maximumMessageBytes) bytes",
+                    hint: "See docs/AGENT.md for the protocol"))))
+                return
+            }
+            guard let body = connection.read(exactly: length, by: deadline) else { return }
+            let response = waitOnThisThread { [self] in await answer(Data(body), from: caller) }
+            deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
+            guard connection.write(all: AgentProtocol.encode(response)) else { return }
+        }
+    }
+
+    /// The answer to one message.
+    func answer(_ message: Data, from caller: KeeperCaller?) async -> AgentProtocol.Response {
+        guard let envelope = try? JSONDecoder().decode(KeeperProtocol.Envelope.self, from: message) else {
+            log(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
+            return AgentProtocol.Response(TokenCacheError.invalidArgument("request", "is not a JSON object of protocol version \(AgentProtocol.version)",
+                                                                          hint: "See docs/KEEPER.md for the protocol"))
+        }
+        let op = envelope.op ?? "-"
+        do throws(TokenCacheError) {
+            guard (envelope.version ?? AgentProtocol.version) == AgentProtocol.version else {
+                throw TokenCacheError(.agentUnavailable, "The token keeper speaks protocol version \(AgentProtocol.version), not \(envelope.version ?? 0).",
+                                      hint: "Use a tokencache of the same release on both sides")
+            }
+            guard let caller else { throw KeeperProtocol.refused("the kernel did not say who is calling", hint: "Call from a local process") }
+            if op == "enroll" {
+                guard let enrollment = try? JSONDecoder().decode(KeeperProtocol.Enrollment.self, from: message) else {
+                    throw TokenCacheError.invalidArgument("request", "is not an enrolment (group, cache)", hint: "See docs/KEEPER.md")
+                }
+                let inventory = try enroll(enrollment, from: caller)
+                log(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
+                return AgentProtocol.Response(inventory: inventory)
+            }
+            guard let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) else {
+                throw TokenCacheError.invalidArgument("request", "is not a request of protocol version \(AgentProtocol.version) (op token, list or enroll)",
+                                                      hint: "See docs/KEEPER.md for the protocol")
+            }
+            let (store, entry) = try authorize(caller, group: envelope.group, client: request.operation == .token ? request.clientID ?? "" : nil)
+            let response: AgentProtocol.Response
+            switch request.operation {
+            case .token: response = AgentProtocol.Response(token: AgentProtocol.Token(try await token(request, store: store)))
+            case .list: response = AgentProtocol.Response(inventory: try list(request, store: store, entry: entry))
+            case .requests: throw KeeperProtocol.refused("it shows no request log over its socket", hint: "Read the keeper's journal")
+            }
+            log(caller, op: op, group: store.group.name, request: request, outcome: "granted")
+            return response
+        } catch {
+            log(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
+                outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
+            return AgentProtocol.Response(error)
+        }
+    }
+
+    /// The caller's store of the group it asks for, when its apps file allows it that group (and `client`).
+    func authorize(_ caller: KeeperCaller, group named: String?, client: String?) throws(TokenCacheError) -> (AccountStore, AppRegistry.Entry) {
+        guard let identity = caller.identity else {
+            throw KeeperProtocol.refused("the caller (pid \(caller.pid)) is not identified as an app: \(caller.unidentifiedBecause ?? "unknown")",
+                                         hint: "Run the app as installed, without a debugger, LD_PRELOAD, LD_AUDIT or LD_LIBRARY_PATH")
+        }
+        let entries = try AppRegistry.load(appsDirectory, logger: logger).entries(for: identity)
+        guard let first = entries.first else {
+            throw KeeperProtocol.refused("\(identity) is not an app of \(appsDirectory)",
+                                         hint: "Its package installs an entry there, or an administrator adds one (consent by the user is not supported yet)")
+        }
+        let group = try CacheGroup(named ?? first.groups[0])
+        guard let entry = entries.first(where: { $0.groups.contains(group.name) }) else {
+            throw KeeperProtocol.refused("\(identity) may not use group \(group.name) (its groups: \(entries.flatMap(\.groups).joined(separator: ", ")))",
+                                         hint: "Ask for one of its groups")
+        }
+        if let client, !entry.allows(client: client) {
+            throw KeeperProtocol.refused("\(identity) may not use client \(client) (its clients: \((entry.clientIDs ?? []).joined(separator: ", ")))",
+                                         hint: "Ask for one of its client IDs")
+        }
+        guard let store = try vault.store(uid: caller.uid, group: group, creating: false) else {
+            throw TokenCacheError(.notFound, "The token keeper holds no group \(group.name) of uid \(caller.uid).",
+                                  hint: "Enrol it with `tokencache keeper --enroll --group \(group.name)`", reason: .noAccount)
+        }
+        return (store, entry)
+    }
+
+    /// A token of the caller's store: cached, or refreshed at the refresh token's issuer.
+    func token(_ request: AgentProtocol.Request, store: AccountStore) async throws(TokenCacheError) -> TokenResult {
+        let engine = TokenEngine(store: store, options: options)
+        guard let scopes = request.scopes, !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
+        var tokenRequest = TokenRequest(clientID: try ClientID(request.clientID ?? ""), scopes: scopes, account: request.account,
+                                        authority: try request.authority.map { (text) throws(TokenCacheError) in try Authority(text) })
+        tokenRequest.forceRefresh = request.forceRefresh ?? false
+        (tokenRequest.claims, tokenRequest.clientCapabilities) = (request.claims, request.clientCapabilities ?? [])
+        let target = try await engine.account(for: tokenRequest)
+        return try await engine.token(tokenRequest, for: target)
+    }
+
+    /// The caller's group as its app may see it: the clients its apps file names.
+    func list(_ request: AgentProtocol.Request, store: AccountStore, entry: AppRegistry.Entry) throws(TokenCacheError) -> GroupInventory {
+        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: request.clientID)
+        inventory.location = "token keeper"
+        inventory.accounts = inventory.accounts.compactMap { account in
+            var account = account
+            account.clients = account.clients.filter { entry.allows(client: $0.clientID) }
+            return account.clients.isEmpty ? nil : account
+        }
+        return inventory
+    }
+
+    /// Stores `enrollment` under the caller's uid, then reads it back for the caller to compare.
+    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) throws(TokenCacheError) -> GroupInventory {
+        // Only the keeper's own program enrols: another one (an interpreter running any script) could replace the user's tokens with its own.
+        guard case .host(let path)? = caller.identity, Self.isOwnExecutable(path) else {
+            throw KeeperProtocol.refused("only the keeper's own program (\(Self.ownExecutable)) may enrol, and the caller is \(caller.identity?.description ?? "not identified: \(caller.unidentifiedBecause ?? "unknown")")",
+                                         hint: "Enrol with `tokencache keeper --enroll` as installed, without LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH or a debugger")
+        }
+        let group = try CacheGroup(enrollment.group)
+        guard let store = try vault.store(uid: caller.uid, group: group, creating: true) else {
+            throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(caller.uid).")
+        }
+        try store.importMSALJSON(Data(enrollment.cache.utf8))
+        // Read back from the file, not from this store's memory: what the caller compares is what was written.
+        guard let written = try vault.store(uid: caller.uid, group: group, creating: false) else {
+            throw TokenCacheError(.fileSystem, "The token keeper could not read back group \(group.name) of uid \(caller.uid).")
+        }
+        var inventory = try written.inventory()
+        inventory.location = "token keeper"
+        return inventory
+    }
+
+    /// The keeper's executable, as /proc/self/exe names it.
+    static var ownExecutable: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+    }
+
+    /// Whether `path` is the file the keeper runs (same device and inode).
+    static func isOwnExecutable(_ path: String) -> Bool {
+        var own = stat(), other = stat()
+        return stat("/proc/self/exe", &own) == 0 && stat(path, &other) == 0 && own.st_dev == other.st_dev && own.st_ino == other.st_ino
+    }
+
+    /// One line per decision in the keeper's log (the journal under systemd): who, what, outcome; never a token.
+    private func log(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) {
+        let client = request?.clientID ?? "-", scopes = (request?.scopes ?? []).joined(separator: " "), account = request?.account ?? "-"
+        logger.notice("Keeper decision", metadata: [
+            "caller": "\(caller?.described ?? "unknown")", "uid": "\(caller.map { "\($0.uid)" } ?? "-")", "op": "\(op)",
+            "group": "\(group ?? "-")", "client": "\(client)", "scopes": "\(scopes)", "account": "\(account)", "outcome": "\(outcome)"])
+        observer("\(caller?.described ?? "unknown caller"): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)")
+    }
+
+    // MARK: The socket
+
+    /// The listening socket systemd passed (LISTEN_PID is this process, LISTEN_FDS at least 1: fd 3).
+    static func socketFromSystemd() -> SocketDescriptor? {
+        guard let pid = getenv("LISTEN_PID").map({ String(cString: $0) }), pid == "\(getpid())",
+              let count = getenv("LISTEN_FDS").map({ String(cString: $0) }).flatMap(Int.init), count >= 1 else { return nil }
+        for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] { unsetenv(name) }  // not inherited by anything it starts
+        var info = stat()
+        guard fstat(3, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+        return SocketDescriptor(3)
+    }
+
+    /// Listens at `path`, mode 0666 (every user may call; who calls is the kernel's to say), in a
+    /// directory of the keeper's that no one else can write to (made 0755 when missing).
+    static func listen(_ path: String) throws(TokenCacheError) -> SocketDescriptor {
+        var address = try UnixSocket.address(path)
+        let directory = UnixSocket.parent(of: path)
+        if mkdir(directory, 0o755) == 0 { chmod(directory, 0o755) }
+        var folder = stat()
+        guard lstat(directory, &folder) == 0, folder.st_mode & S_IFMT == S_IFDIR, folder.st_uid == geteuid(), folder.st_mode & 0o022 == 0 else {
+            throw TokenCacheError(.unsafeFile, "The keeper's socket directory \(directory) is missing, not the keeper's, or others can write to it.",
+                                  hint: "Choose another path with --socket")
+        }
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFSOCK else {
+                throw TokenCacheError(.unsafeFile, "\(path) exists and is not a socket; the keeper does not replace it.", hint: "Choose another path with --socket")
+            }
+            if (try? UnixSocket.connect(path)) != nil {
+                throw TokenCacheError(.portUnavailable, "A token keeper already listens at \(path).", hint: "Stop it, or choose another path with --socket")
+            }
+            unlink(path)
+        }
+        let socket = try UnixSocket.newSocket()
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0 else {
+            throw TokenCacheError(.portUnavailable, "Could not listen at \(path): \(String(cString: strerror(errno))).", hint: "Choose another path with --socket")
+        }
+        // Before listen: no one connects while the mode is another.
+        guard chmod(path, 0o666) == 0, Glibc.listen(socket.fd, 64) == 0 else {
+            let failure = errno
+            unlink(path)
+            throw TokenCacheError(.portUnavailable, "Could not listen at \(path): \(String(cString: strerror(failure))).")
+        }
+        return socket
+    }
+}

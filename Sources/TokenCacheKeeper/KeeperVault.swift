@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import EncryptedFileStore
+import FoundationEssentials
+import Logging
+import TokenCacheCore
+import TokenCacheCrypto
+import TokenCachePlatform
+
+/// Where the keeper keeps enrolled users' groups: `STATE/UID/GROUP.tkc`, each user's directory
+/// 0700 and the keeper's, encrypted (the encrypted file's format) with the key in
+/// `STATE/keeper.key`, 0600, which only the keeper reads. A user's own processes reach none of it.
+package struct KeeperVault: Sendable {
+    /// The state directory (default `/var/lib/tokencache`).
+    package let directory: String
+    private let logger: Logger
+
+    /// The key file's path.
+    package var keyFile: String { directory + "/keeper.key" }
+
+    /// Makes the state directory (0700, the keeper's) and the key when missing.
+    /// - Throws: `unsafeFile` when the directory or key is another user's, a link, or open to others.
+    package init(directory: String, logger: Logger) throws(TokenCacheError) {
+        self.directory = directory
+        self.logger = logger
+        try FileIO.ensureDirectory(URL(fileURLWithPath: directory), purpose: "keeper state directory")
+        try Self.createKey(at: keyFile)
+    }
+
+    /// Creates the key file once: 32 random bytes written to a new O_EXCL|O_NOFOLLOW file, synced,
+    /// then linked into place (never over an existing key), so a crash leaves no truncated key.
+    static func createKey(at path: String) throws(TokenCacheError) {
+        var existing = stat()
+        if lstat(path, &existing) == 0 { return }  // the encrypted file's reader checks its owner, mode and size
+        let temporary = path + ".new.\(getpid())"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FileIO.error("create", temporary) }
+        defer { unlink(temporary) }
+        var key = [UInt8](repeating: 0, count: 32)
+        defer { for index in key.indices { key[index] = 0 } }
+        let filled = SecureRandom.fill(&key) == nil
+        let written = filled ? key.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } : -1
+        let synced = written == 32 && fsync(fd) == 0
+        close(fd)
+        guard synced else { throw TokenCacheError(.fileSystem, "The keeper's key \(path) could not be written.") }
+        // link, not rename: a key another keeper made meanwhile is kept, never replaced.
+        guard link(temporary, path) == 0 || errno == EEXIST else { throw FileIO.error("link", path) }
+    }
+
+    /// The group's store for `uid`, in that user's directory (made 0700 when missing).
+    package func store(uid: UInt32, group: CacheGroup, creating: Bool) throws(TokenCacheError) -> AccountStore? {
+        let userDirectory = URL(fileURLWithPath: "\(directory)/\(uid)")
+        if !creating {
+            var info = stat()
+            guard lstat(userDirectory.path, &info) == 0 else { return nil }
+        }
+        try FileIO.ensureDirectory(userDirectory, purpose: "keeper's directory of uid \(uid)")
+        let backend = EncryptedFileBackend(directory: userDirectory, keySource: .keyFile(URL(fileURLWithPath: keyFile)))
+        if !creating {
+            var info = stat()
+            guard lstat(backend.fileURL(for: group).path, &info) == 0 else { return nil }
+        }
+        var options = AccountStore.Options()
+        options.logger = logger
+        return AccountStore(backend: backend, group: group, options: options)
+    }
+
+    /// The groups `uid` has enrolled.
+    package func groups(uid: UInt32) -> [String] {
+        guard let folder = opendir("\(directory)/\(uid)") else { return [] }
+        defer { closedir(folder) }
+        var groups: [String] = []
+        while let item = readdir(folder) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasSuffix(".tkc"), !name.hasPrefix(".") { groups.append(String(name.dropLast(4))) }
+        }
+        return groups.sorted()
+    }
+}

@@ -1,0 +1,312 @@
+import Foundation
+import Testing
+import TokenCacheTestIdentityProvider
+import TokenCacheTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real user made with `useradd` for one test, removed with `userdel -r`.
+struct KeeperTestUser {
+    let name: String
+    let uid: UInt32
+    let gid: UInt32
+    var home: String { "/home/\(name)" }
+
+    init(_ name: String) throws {
+        let added = try runProcess("/usr/sbin/useradd", ["--create-home", "--user-group", "--shell", "/bin/sh", name])
+        guard added.status == 0 else { throw KeeperTestError("useradd \(name): \(added.stderr)") }
+        let ids = try runProcess("/usr/bin/id", ["-u", name]).stdout + " " + (try runProcess("/usr/bin/id", ["-g", name]).stdout)
+        let numbers = ids.split(whereSeparator: \.isWhitespace).compactMap { UInt32($0) }
+        guard numbers.count == 2 else { throw KeeperTestError("id \(name): \(ids)") }
+        (self.name, uid, gid) = (name, numbers[0], numbers[1])
+    }
+
+    func remove() { _ = try? runProcess("/usr/sbin/userdel", ["--remove", "--force", name]) }
+
+    /// The environment of a login of this user: its home, no desktop session, no tokencache setting.
+    func environment(_ extra: [String: String] = [:]) -> [String: String] {
+        ["HOME": home, "USER": name, "LOGNAME": name, "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "LANG": "C.UTF-8"].merging(extra) { $1 }
+    }
+
+    /// Runs `executable ARGUMENTS` as this user (setpriv: real and effective uid and gid, its groups).
+    func run(_ executable: String, _ arguments: [String], environment extra: [String: String] = [:], input: Data? = nil) throws -> ProcessOutput {
+        try runProcess("/usr/bin/setpriv", ["--reuid", "\(uid)", "--regid", "\(gid)", "--init-groups", "--", executable] + arguments,
+                       input: input, environment: environment(extra))
+    }
+}
+
+struct KeeperTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Two real users (Alice, Bob), a root-owned copy of the CLI in a root-owned 0755 directory (the
+/// allowed app, and the keeper itself), an apps file allowing it one group and client, and the
+/// keeper run as root on temporary paths. Everything is removed by ``cleanUp()``.
+final class KeeperScenario: @unchecked Sendable {
+    // @unchecked: set up in init, then only read; the keeper process is stopped once.
+    let id = UUID().uuidString.prefix(6).lowercased()
+    /// Socket directory, state and apps directory (root's, 0755).
+    let root: String
+    /// The allowed app's directory under /opt (root's, 0755, every parent root's).
+    let appDirectory: String
+    let group = "com.example.keeper-test"
+    var alice: KeeperTestUser!
+    var bob: KeeperTestUser!
+    var keeper: Process?
+    let keeperLog: URL
+    let idp: FakeIdentityProvider
+
+    var app: String { appDirectory + "/tokencache" }
+    var socket: String { root + "/run/keeper.sock" }
+    var state: String { root + "/state" }
+    var apps: String { root + "/apps.d" }
+    var refreshToken: String { "rt-keeper-\(id)" }
+
+    init() throws {
+        root = "/tmp/tck-\(id)"
+        appDirectory = "/opt/tck-\(id)"
+        keeperLog = URL(fileURLWithPath: "/tmp/tck-\(id).log")
+        idp = try FakeIdentityProvider()
+        do {
+            try setUp()
+        } catch {
+            cleanUp()
+            throw error
+        }
+    }
+
+    private func setUp() throws {
+        let files = FileManager.default
+        for directory in [root, root + "/run", apps, appDirectory] {
+            try files.createDirectory(atPath: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+            chmod(directory, 0o755)
+        }
+        try files.copyItem(atPath: TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, toPath: app)
+        chmod(app, 0o755)
+        try Data("""
+            {"executable": "\(app)", "groups": ["\(group)"], "clientIDs": ["\(Fixtures.appOne)"]}
+            """.utf8).write(to: URL(fileURLWithPath: apps + "/allowed.json"))
+        chmod(apps + "/allowed.json", 0o644)
+        alice = try KeeperTestUser("tcka\(id)")
+        bob = try KeeperTestUser("tckb\(id)")
+        files.createFile(atPath: keeperLog.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: app)
+        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps]
+        var environment = ProcessInfo.processInfo.environment
+        for name in ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"] { environment[name] = nil }
+        process.environment = environment
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = try FileHandle(forWritingTo: keeperLog)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        keeper = process
+        // Ready once it says so on standard error; then the rest of its lines go to the log file.
+        var text = ""
+        while !text.contains("serving at"), let byte = try errors.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+            text += String(decoding: byte, as: UTF8.self)
+        }
+        guard text.contains("serving at") else { throw KeeperTestError("the keeper did not start: \(text)") }
+        let log = try FileHandle(forWritingTo: keeperLog)
+        log.seekToEndOfFile()
+        log.write(Data(text.utf8))
+        // Copies what it says from now on into its log, until it exits.
+        errors.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil } else { log.write(data) }
+        }
+    }
+
+    var log: String { (try? String(contentsOf: keeperLog, encoding: .utf8)) ?? "" }
+
+    /// As Alice: saves a sign-in of app one at the local identity provider, whose access token is
+    /// stale (the keeper must refresh), then enrols her group with the keeper.
+    func enrollAlice() async throws -> ProcessOutput {
+        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "keeper", expiresIn: 60)
+        response["refresh_token"] = refreshToken
+        try await idp.seed(refreshToken: refreshToken, user: Fixtures.alice, clientID: Fixtures.appOne, family: "1")
+        let saved = try alice.run(app, ["save", "--backend", "file", "--group", group, "--client", Fixtures.appOne,
+                                        "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"], input: Fixtures.json(response))
+        guard saved.status == 0 else { throw KeeperTestError("save as Alice: \(saved.stderr)") }
+        return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
+    }
+
+    /// A scenario where Alice has enrolled (cleaned up here when that fails).
+    static func withAliceEnrolled() async throws -> KeeperScenario {
+        let scenario = try KeeperScenario()
+        do {
+            let enrolled = try await scenario.enrollAlice()
+            guard enrolled.status == 0 else { throw KeeperTestError("enrol as Alice: \(enrolled.stderr)\n\(scenario.log)") }
+            return scenario
+        } catch {
+            scenario.cleanUp()
+            throw error
+        }
+    }
+
+    /// `tokencache token` of app one through the keeper, run as `user` with `executable`.
+    func token(as user: KeeperTestUser, executable: String? = nil, environment: [String: String] = [:]) throws -> ProcessOutput {
+        try user.run(executable ?? app, ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"],
+                     environment: ["TOKENCACHE_AGENT_SOCK": socket, "TOKENCACHE_AGENT_UID": "0"].merging(environment) { $1 })
+    }
+
+    /// Every file under a user's home, with its bytes as text.
+    func homeFiles(_ user: KeeperTestUser) -> String {
+        var text = ""
+        let walker = FileManager.default.enumerator(atPath: user.home)
+        while let name = walker?.nextObject() as? String {
+            if let data = FileManager.default.contents(atPath: user.home + "/" + name) { text += String(decoding: data, as: UTF8.self) }
+        }
+        return text
+    }
+
+    func cleanUp() {
+        if let keeper, keeper.isRunning {
+            keeper.terminate()
+            keeper.waitUntilExit()
+        }
+        alice?.remove()
+        bob?.remove()
+        for path in [root, appDirectory, keeperLog.path] { try? FileManager.default.removeItem(atPath: path) }
+    }
+}
+
+/// The token keeper (#62) with real users and real processes: the keeper as root, its callers
+/// as Alice and Bob through setpriv. Root is needed (useradd, setpriv, the keeper itself); in CI a
+/// run that is not root fails instead of skipping.
+@Suite("Token keeper", .serialized, .enabled(if: getuid() == 0 || TestEnvironment.isCI))
+struct KeeperTests {
+    init() throws {
+        try #require(getuid() == 0, "the keeper's tests need root (useradd, setpriv)")
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && FileManager.default.isExecutableFile(atPath: "/usr/sbin/useradd"),
+                     "setpriv and useradd are needed")
+    }
+
+    @Test("Alice's allowed app gets her token (refreshed by the keeper at the issuer), her copy is gone after enrolment, and she cannot read the keeper's store (EACCES)")
+    func allowedAppGetsToken() async throws {
+        let scenario = try KeeperScenario()
+        defer { scenario.cleanUp() }
+        let enrolled = try await scenario.enrollAlice()
+        #expect(enrolled.status == 0 && enrolled.stdout.contains("Enrolled group"), "\(enrolled.stdout)\(enrolled.stderr)\n\(scenario.log)")
+        // Her own copy is empty now; the refresh token is in no file of hers.
+        let listed = try scenario.alice.run(scenario.app, ["list", "--backend", "file", "--group", scenario.group])
+        #expect(!listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)")
+        #expect(!scenario.homeFiles(scenario.alice).contains(scenario.refreshToken))
+
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token.stdout)\(token.stderr)\n\(scenario.log)")
+        #expect(!token.stdout.contains(scenario.refreshToken) && !token.stderr.contains(scenario.refreshToken))
+        #expect(try await scenario.idp.stats().grants.count == 1, "the keeper refreshed once, at the issuer")
+        #expect(scenario.log.contains("\(scenario.app) (pid") && scenario.log.contains("-> granted"), "\(scenario.log)")
+        #expect(!scenario.log.contains(scenario.refreshToken))
+
+        // As Alice the keeper's store is closed: the directory and the file.
+        let store = "\(scenario.state)/\(scenario.alice.uid)/\(scenario.group).tkc"
+        #expect(FileManager.default.fileExists(atPath: store))
+        let read = try scenario.alice.run("/bin/cat", [store])
+        #expect(read.status != 0 && read.stderr.contains("Permission denied"), "\(read.stdout)\(read.stderr)")
+        let key = try scenario.alice.run("/bin/cat", ["\(scenario.state)/keeper.key"])
+        #expect(key.status != 0 && key.stderr.contains("Permission denied"), "\(key.stderr)")
+    }
+
+    @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program that only an apps file of Alice's or one others may write names are each refused with a typed reason")
+    func unidentifiedOrUnlistedCallersAreRefused() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        func refused(_ output: ProcessOutput, _ why: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(output.status != 0 && output.stdout.isEmpty && output.stderr.contains("refused") && output.stderr.contains(why),
+                    "\(output.stdout)\(output.stderr)", sourceLocation: sourceLocation)
+        }
+        // A copy in her home: hers, so anyone running as her could have changed it.
+        let copy = scenario.alice.home + "/tokencache"
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: copy)
+        chown(copy, scenario.alice.uid, scenario.alice.gid)
+        refused(try scenario.token(as: scenario.alice, executable: copy), "belongs to uid \(scenario.alice.uid)")
+        // The allowed app with a library preloaded.
+        refused(try scenario.token(as: scenario.alice, environment: ["LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libm.so.6"]), "LD_PRELOAD")
+        refused(try scenario.token(as: scenario.alice, environment: ["LD_LIBRARY_PATH": "/usr/lib"]), "LD_LIBRARY_PATH")
+        // Under a tracer.
+        // Where strace works for her (a container's seccomp may forbid ptrace): run under it.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"),
+           try scenario.alice.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status == 0 {
+            let traced = try scenario.alice.run("/usr/bin/strace", ["-f", "-o", "/dev/null", scenario.app, "token", "--client", Fixtures.appOne, "--scopes", "User.Read"],
+                                                environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+            refused(traced, "tracer")
+        }
+        // A root-owned program in a root-owned directory that only ignored apps files name: one of
+        // Alice's, and one of root's that others may write to.
+        let other = scenario.appDirectory + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: other + "/tokencache")
+        let entry = Data(#"{"executable": "\#(other)/tokencache", "groups": ["\#(scenario.group)"]}"#.utf8)
+        for (name, owner, mode) in [("alices.json", scenario.alice.uid, mode_t(0o644)), ("writable.json", UInt32(0), mode_t(0o666))] {
+            try entry.write(to: URL(fileURLWithPath: "\(scenario.apps)/\(name)"))
+            chown("\(scenario.apps)/\(name)", owner, owner == 0 ? 0 : scenario.alice.gid)
+            chmod("\(scenario.apps)/\(name)", mode)
+        }
+        refused(try scenario.token(as: scenario.alice, executable: other + "/tokencache"), "is not an app of")
+        #expect(scenario.log.contains("alices.json") && scenario.log.contains("writable.json") && scenario.log.contains("ignores an apps file"),
+                "\(scenario.log)")
+        #expect(try await scenario.idp.stats().grants.isEmpty, "nothing was redeemed for a refused caller")
+        // The allowed app itself is still served.
+        #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
+    }
+
+    @Test("Bob's allowed app gets nothing of Alice's: the keeper serves each caller from its own uid's store")
+    func otherUserGetsNothing() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let bobs = try scenario.token(as: scenario.bob)
+        #expect(bobs.status != 0 && bobs.stdout.isEmpty && bobs.stderr.contains("holds no group \(scenario.group) of uid \(scenario.bob.uid)"),
+                "\(bobs.stdout)\(bobs.stderr)")
+        let listed = try scenario.bob.run(scenario.app, ["list"], environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+        #expect(!listed.stdout.contains(Fixtures.alice.username) && !listed.stderr.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
+        #expect(try await scenario.idp.stats().grants.isEmpty)
+        // Alice still gets hers.
+        #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
+    }
+
+    @Test("A forged, oversized or unknown request gets a typed error, an enrolment from another program is refused, and the keeper keeps serving")
+    func forgedRequestsGetTypedErrors() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        // As Bob, with the system Python: frames written by hand.
+        let script = """
+            import json, socket, struct, sys
+            def ask(frame):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(frame)
+                head = b""
+                while len(head) < 4:
+                    chunk = s.recv(4 - len(head))
+                    if not chunk: return None
+                    head += chunk
+                (n,) = struct.unpack(">I", head); body = b""
+                while len(body) < n: body += s.recv(n - len(body))
+                return json.loads(body)
+            def frame(obj):
+                data = json.dumps({"version": 1, **obj}).encode(); return struct.pack(">I", len(data)) + data
+            answers = [
+                ask(struct.pack(">I", 0x7fffffff)),
+                ask(struct.pack(">I", 5) + b"nope!"),
+                ask(frame({"op": "enroll", "group": "com.example.keeper-test", "cache": "{}", "uid": 0})),
+                ask(frame({"op": "token", "client_id": sys.argv[2], "scopes": ["User.Read"], "uid": int(sys.argv[3])})),
+                ask(frame({"op": "teleport"})),
+                ask(frame({"version": 9, "op": "token"})),
+            ]
+            print(json.dumps([(a or {}).get("error", {}).get("code") for a in answers]))
+            """
+        let output = try scenario.bob.run("/usr/bin/python3", ["-c", script, scenario.socket, Fixtures.appOne, "\(scenario.alice.uid)"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                == #"["invalidArgument", "invalidArgument", "accessDenied", "accessDenied", "invalidArgument", "agentUnavailable"]"#,
+                "\(output.stdout)\(output.stderr)\n\(scenario.log)")
+        // Nothing of Bob's was stored, and the keeper still serves Alice.
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)/\(scenario.bob.uid)/\(scenario.group).tkc"))
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status == 0, "\(token.stderr)\n\(scenario.log)")
+        #expect(scenario.keeper?.isRunning == true)
+    }
+}
