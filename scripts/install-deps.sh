@@ -61,6 +61,9 @@ install_missing jq
 # tpm2-tools to flush what killed writers left in it; keyctl for the session key.
 install_missing libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm swtpm-tools tpm2-tools keyutils
 
+# The token keeper's tests (#62): a caller under a tracer (strace) is not identified as its program.
+install_missing strace
+
 # The desktop sample (#48, #60) and its test: GTK 4 and libadwaita, Xvfb, a window manager whose
 # compositor draws the window's frame and shadow (metacity) and xwininfo (x11-utils) to find the
 # window for the screenshot, the AT-SPI bus and the Python bindings that drive it, ImageMagick for

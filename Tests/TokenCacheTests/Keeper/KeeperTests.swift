@@ -229,9 +229,14 @@ struct KeeperTests {
         refused(try scenario.token(as: scenario.alice, environment: ["LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libm.so.6"]), "LD_PRELOAD")
         refused(try scenario.token(as: scenario.alice, environment: ["LD_LIBRARY_PATH": "/usr/lib"]), "LD_LIBRARY_PATH")
         // Under a tracer.
-        // Where strace works for her (a container's seccomp may forbid ptrace): run under it.
-        if FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"),
-           try scenario.alice.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status == 0 {
+        // Where strace works for her (a container's seccomp may forbid ptrace): run under it. In CI
+        // it must (scripts/install-deps.sh installs it): a check that cannot run fails there.
+        let straceWorks = try FileManager.default.isExecutableFile(atPath: "/usr/bin/strace")
+            && scenario.alice.run("/usr/bin/strace", ["-o", "/dev/null", "/bin/true"]).status == 0
+        if ProcessInfo.processInfo.environment["CI"] != nil {
+            #expect(straceWorks, "strace cannot trace a program of Alice's here, so the tracer case cannot run")
+        }
+        if straceWorks {
             let traced = try scenario.alice.run("/usr/bin/strace", ["-f", "-o", "/dev/null", scenario.app, "token", "--client", Fixtures.appOne, "--scopes", "User.Read"],
                                                 environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
             refused(traced, "tracer")
