@@ -40,7 +40,7 @@ extension PublicClientApplication {
             try store.appMetadata(clientID: clientID).map(\.entry)
         }
         for access in stores.accesses {
-            let candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) -> [RefreshToken] in
+            let candidates = try await BlockingWork.run { () throws(TokenCacheError) -> [RefreshToken] in
                 guard let theirs = try stores.snapshot(access) else { return [] }
                 // The host rule applies as to the group's own tokens (redeemableAt).
                 return try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,

@@ -241,7 +241,7 @@ public final class AccountStore: Sendable {
     public func accessToken(clientID: String, account: CachedAccount, scopes: [String],
                             authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
         guard let clientID = Self.lookup(clientID) else {
-            _ = try Self.resourceScopes(scopes)
+            _ = try Self.resourceScopes(scopes)  // scopes of none are refused as before
             return nil
         }
         return try accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority, now: now)
@@ -282,7 +282,7 @@ public final class AccountStore: Sendable {
     public func accessTokensByTenant(clientID: String, account: CachedAccount, scopes: [String],
                                      now: Date = Date()) throws(TokenCacheError) -> [TokenResult] {
         guard let clientID = Self.lookup(clientID) else {
-            _ = try Self.resourceScopes(scopes)
+            _ = try Self.resourceScopes(scopes)  // scopes of none are refused as before
             return []
         }
         return try accessTokensByTenant(clientID: clientID, account: account, scopes: scopes, now: now)
