@@ -28,7 +28,7 @@ package final class ManagedIdentityEndpoint: Sendable {
 
     private let listener: SocketListener
     private let agent: TokenAgent
-    private let clientID: String
+    private let clientID: ClientID
     private let account: String?
 
     static let path = "/msi/token"
@@ -49,7 +49,7 @@ package final class ManagedIdentityEndpoint: Sendable {
     /// Binds 127.0.0.1 on an ephemeral port, for tokens of `clientID` (and `account`, needed
     /// when the client has several).
     /// - Parameter now: the monotonic time the head deadlines are read on (the default: since the endpoint started).
-    package init(agent: TokenAgent, clientID: String, account: String?, now: (@Sendable () -> Duration)? = nil) throws(TokenCacheError) {
+    package init(agent: TokenAgent, clientID: ClientID, account: String?, now: (@Sendable () -> Duration)? = nil) throws(TokenCacheError) {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TokenCacheError(.portUnavailable, "Could not make a TCP socket: \(String(cString: strerror(errno))).") }
         let socket = SocketDescriptor(fd)
@@ -158,14 +158,14 @@ package final class ManagedIdentityEndpoint: Sendable {
         guard let resource = query["resource"], !resource.isEmpty else {
             return (400, Self.error("invalid_request", "The resource parameter is missing."))
         }
-        if let requested = query["client_id"], !ASCII.equalsIgnoringCase(requested, clientID) {
+        if let requested = query["client_id"], !ASCII.equalsIgnoringCase(requested, clientID.value) {
             return (400, Self.error("invalid_request", "This endpoint serves client \(clientID) only, not \(requested)."))
         }
         if let selector = ["principal_id", "object_id", "mi_res_id", "msi_res_id"].first(where: { query[$0] != nil }) {
             return (400, Self.error("invalid_request", "\(selector) is not supported: this endpoint serves client \(clientID)."))
         }
         let scopes = [resource + "/.default"]
-        let request = AgentProtocol.Request(operation: .token, clientID: clientID, scopes: scopes, account: account)
+        let request = AgentProtocol.Request(operation: .token, clientID: clientID.value, scopes: scopes, account: account)
         let result: Result<TokenResult, TokenCacheError> = waitOnThisThread { [agent, clientID, account] in
             do throws(TokenCacheError) {
                 return .success(try await agent.token(clientID: clientID, scopes: scopes, account: account, authority: nil,
@@ -178,7 +178,7 @@ package final class ManagedIdentityEndpoint: Sendable {
         case .success(let token):
             agent.record(request, channel: "managed-identity", peer: nil, outcome: "granted")
             return (200, ["access_token": token.accessToken, "expires_on": String(Int64(token.expiresOn.timeIntervalSince1970)),
-                          "resource": resource, "token_type": token.authenticationScheme, "client_id": clientID])
+                          "resource": resource, "token_type": token.authenticationScheme, "client_id": clientID.value])
         case .failure(let error):
             agent.record(request, channel: "managed-identity", peer: nil, outcome: TokenAgent.outcome(of: error))
             let status = error.code == .accessDenied ? 403 : [.invalidArgument, .interactionRequired, .notFound].contains(error.code) ? 400 : 500

@@ -130,7 +130,10 @@ package final class TokenAgent: Sendable {
             }
         case .token:
             do throws(TokenCacheError) {
-                let result = try await token(clientID: request.clientID ?? "", scopes: request.scopes ?? [], account: request.account,
+                // From another process: checked here, where it enters, as every front end checks
+                // it, before any policy or cache sees it; then carried as a ClientID.
+                let client = try ClientID(request.clientID ?? "")
+                let result = try await token(clientID: client, scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
                                              caller: ServerPolicy.Caller(identity: peer.executable, pid: Int64(peer.pid)))
@@ -188,15 +191,13 @@ package final class TokenAgent: Sendable {
     /// redeeming a refresh token of the group at the authority (the request's, else the
     /// policy's first). `caller` is who asks, as the kernel identified it: `--confirm`'s question
     /// names it and its answer is remembered for it.
-    package func token(clientID: String, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
+    package func token(clientID: ClientID, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
                        claims: String? = nil, clientCapabilities: [String] = [],
                        caller: ServerPolicy.Caller) async throws(TokenCacheError) -> TokenResult {
-        // From another process: checked as every front end checks it, before any policy or cache sees it.
-        let client = try ClientID(clientID)
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
-        try serverPolicy.check(client: clientID)
+        try serverPolicy.check(client: clientID.value)
         try serverPolicy.check(scopes: scopes)
-        var request = TokenRequest(clientID: client, scopes: scopes, account: account, authority: try serverPolicy.authority(authority))
+        var request = TokenRequest(clientID: clientID, scopes: scopes, account: account, authority: try serverPolicy.authority(authority))
         request.forceRefresh = forceRefresh
         (request.claims, request.clientCapabilities) = (claims, clientCapabilities)
         _ = try request.claimsParameter  // claims that cannot carry the capabilities: refused before any lookup
@@ -204,7 +205,7 @@ package final class TokenAgent: Sendable {
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty
         let target = try await engine.account(for: request) { [serverPolicy] in serverPolicy.allows(account: $0) }
-        try await serverPolicy.confirmToken(caller: caller, client: clientID, account: target.homeAccountID,
+        try await serverPolicy.confirmToken(caller: caller, client: clientID.value, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
                                             authority: request.authority, scopes: scopes)
         do {

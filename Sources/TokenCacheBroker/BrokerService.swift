@@ -135,7 +135,7 @@ package final class BrokerService: Sendable {
                 return (BrokerWire.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
             }
             // With --confirm, listing a client's accounts is asked too (once per caller and client).
-            let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client)
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client.value)
             guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for the accounts of client \(client).") else {
                 return (BrokerWire.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
             }
@@ -143,7 +143,7 @@ package final class BrokerService: Sendable {
         case .acquireTokenSilently:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
-            let (result, account) = try await token(request, caller: caller)
+            let (result, account) = try await token(request, client: client, caller: caller)
             return (BrokerWire.tokenReply(result, account: account), nil)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
@@ -153,11 +153,11 @@ package final class BrokerService: Sendable {
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) != .newHere {
                 do throws(TokenCacheError) {
-                    let (result, account) = try await token(request, caller: caller)
+                    let (result, account) = try await token(request, client: client, caller: caller)
                     return (BrokerWire.tokenReply(result, account: account), nil)
                 } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {}
             }
-            let (result, account) = try await signIn(request, caller: caller)
+            let (result, account) = try await signIn(request, client: client, caller: caller)
             return (BrokerWire.tokenReply(result, account: account), nil)
         case .removeAccount:
             let client = try allowedClient(request)
@@ -167,9 +167,9 @@ package final class BrokerService: Sendable {
             }
             // Only the client's own tokens go (AccountStore.signOut): other apps keep the account. A
             // caller removes from a client another caller uses only with the user's yes.
-            let owner = gate.owner(of: client)
+            let owner = gate.owner(of: client.value)
             let foreign = owner != nil && owner != Self.name(caller)
-            let key = PolicyGate.Key(caller: Self.name(caller), operation: "removeAccount", client: client, account: target.homeAccountID)
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "removeAccount", client: client.value, account: target.homeAccountID)
             let name = target.username.isEmpty ? target.homeAccountID : target.username
             guard await gate.admits(key, needsConsent: foreign, question: "\(Self.who(caller)) asks the broker to sign client \(client) out of \(name)"
                 + (foreign ? ", a client \(owner ?? "another program") uses." : ".")) else {
@@ -191,10 +191,12 @@ package final class BrokerService: Sendable {
         }
     }
 
-    private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> String {
+    /// The request's client: one the policy serves, checked as ``ClientID`` here, where a
+    /// broker request's client enters, and carried as one to the store.
+    private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> ClientID {
         let client = request.clientID ?? ""
         try serverPolicy.check(client: client)
-        return client
+        return try ClientID(client)
     }
 
     /// How a caller stands with a client ID.
@@ -209,21 +211,21 @@ package final class BrokerService: Sendable {
 
     /// Whether the caller may use `client`, and how. Throws `accessDenied` for a caller that could not
     /// be identified, and for a sandboxed app the client is not allowed for.
-    private func standing(client: String, caller: BrokerCaller) async throws(TokenCacheError) -> Standing {
+    private func standing(client: ClientID, caller: BrokerCaller) async throws(TokenCacheError) -> Standing {
         let identity = caller.identity ?? .unknown(reason: "not identified")
-        let key = PolicyGate.Key(caller: identity.description, operation: "client", client: client)
+        let key = PolicyGate.Key(caller: identity.description, operation: "client", client: client.value)
         if gate.decision(for: key, needsConsent: true) == .allow { return .allowed }
         switch identity {
         case .unknown(let reason):
             throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell which app is calling (\(reason)), and serves only apps it can identify.",
                                   hint: "Call it from a process it can look at in /proc (not in another pid namespace or with /proc hidden)")
         case .flatpak(let id), .snap(let id):
-            if serverPolicy.allows(client: client, app: id) { return .allowed }
+            if serverPolicy.allows(client: client.value, app: id) { return .allowed }
             if try await ask(client: client, key: key, caller: caller, about: "which it is not allowed yet") { return .allowed }
             throw TokenCacheError(.accessDenied, "The broker refused: the sandboxed app \(identity) is not allowed client \(client) (a sandboxed app gets only the client IDs allowed for its app ID).",
                                   hint: "To allow it, restart the broker with --app \(id)=\(client) (or with --confirm to be asked)")
         case .host:
-            if policy.clients.contains(where: { ASCII.equalsIgnoringCase($0, client) }) { return .allowed }
+            if policy.clients.contains(where: { ASCII.equalsIgnoringCase($0, client.value) }) { return .allowed }
             let held = try await BlockingWork.run { [store] () throws(TokenCacheError) in !(try store.appMetadata(clientID: client)).isEmpty }
             if held { return .held }
             if try await ask(client: client, key: key, caller: caller, about: "which has not signed in here") { return .allowed }
@@ -232,10 +234,10 @@ package final class BrokerService: Sendable {
     }
 
     /// With `--confirm`, asks the user whether `caller` may use `client`; the answer yes is remembered for them.
-    private func ask(client: String, key: PolicyGate.Key, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
+    private func ask(client: ClientID, key: PolicyGate.Key, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
         guard await gate.admits(key, needsConsent: true, question: "\(Self.who(caller)) asks the broker for client \(client), \(about).") else { return false }
         // Using the client starts with listing its accounts: that yes covers the listing too.
-        gate.remember(PolicyGate.Key(caller: key.caller, operation: "getAccounts", client: client))
+        gate.remember(PolicyGate.Key(caller: key.caller, operation: "getAccounts", client: client.value))
         return true
     }
 
@@ -250,17 +252,17 @@ package final class BrokerService: Sendable {
     /// The caller as a question names it: by its identity (the kernel's word), not the comm it sets.
     private static func who(_ caller: BrokerCaller) -> String { policyCaller(caller).described }
 
-    private static func newClientMessage(_ client: String, _ caller: BrokerCaller) -> String {
+    private static func newClientMessage(_ client: ClientID, _ caller: BrokerCaller) -> String {
         "client \(client) has not signed in here and was not allowed for \(caller.command ?? "this caller"); the broker lists no accounts and redeems no family refresh token for it"
     }
 
-    private static func newClientError(_ client: String, _ caller: BrokerCaller) -> TokenCacheError {
+    private static func newClientError(_ client: ClientID, _ caller: BrokerCaller) -> TokenCacheError {
         TokenCacheError(.accessDenied, "The broker refused: " + newClientMessage(client, caller) + ".",
                         hint: "Sign in with that app (it opens the browser), run `tokencache login --client \(client)`, or restart the broker with --client \(client) (or --confirm to be asked)")
     }
 
     /// The client's accounts (signed in, not signed out) the policy lets it see.
-    func accounts(clientID: String) async throws(TokenCacheError) -> [CachedAccount] {
+    func accounts(clientID: ClientID) async throws(TokenCacheError) -> [CachedAccount] {
         let accounts = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
         return accounts.filter { serverPolicy.allows(account: $0) }
     }
@@ -268,14 +270,13 @@ package final class BrokerService: Sendable {
     /// The token a silent request asks for: the engine chooses the account (within the policy),
     /// serves the cached token or redeems at the request's authority, whose host must be the
     /// refresh token's issuer.
-    private func token(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
-        let client = try allowedClient(request)
+    private func token(_ request: BrokerProtocol.Request, client: ClientID, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
         try serverPolicy.check(scopes: request.scopes)
         let authority = try serverPolicy.authority(request.authority)
-        var tokenRequest = TokenRequest(clientID: try ClientID(client), scopes: request.scopes, account: request.accountName, authority: authority)
+        var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [serverPolicy] in serverPolicy.allows(account: $0) }
-        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: target.homeAccountID,
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client.value, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
                                             authority: authority, scopes: request.scopes)
         return (try Self.replyable(try await engine.token(tokenRequest, for: target), of: target, client: client), target)
@@ -284,8 +285,7 @@ package final class BrokerService: Sendable {
     /// The user signs in in the system browser (the library's sign-in: PKCE, loopback redirect,
     /// `$BROWSER`, the desktop portal or xdg-open), at the request's authority, with its username
     /// as the login hint; the result is saved to the group like any sign-in.
-    private func signIn(_ request: BrokerProtocol.Request, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
-        let client = try allowedClient(request)
+    private func signIn(_ request: BrokerProtocol.Request, client: ClientID, caller: BrokerCaller) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
         guard !request.scopes.isEmpty else {
             throw TokenCacheError(.accessDenied, "The broker refused: an interactive sign-in must name its scopes.", hint: "Name the scopes to sign in for")
         }
@@ -306,7 +306,7 @@ package final class BrokerService: Sendable {
                                   hint: "Finish or cancel that sign-in, then retry")
         }
         defer { signingIn.withLock { $0 = false } }
-        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: "sign-in " + (hint ?? ""),
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client.value, account: "sign-in " + (hint ?? ""),
                                             accountName: hint ?? "a new account", authority: authority, scopes: request.scopes)
         var parameters = InteractiveTokenParameters(scopes: request.scopes)
         parameters.loginHint = hint
@@ -350,7 +350,7 @@ package final class BrokerService: Sendable {
     }
 
     /// The result, when a reply can carry it.
-    private static func replyable(_ result: TokenResult, of target: CachedAccount, client: String) throws(TokenCacheError) -> TokenResult {
+    private static func replyable(_ result: TokenResult, of target: CachedAccount, client: ClientID) throws(TokenCacheError) -> TokenResult {
         // The runtime takes a reply without these as a success with no token or no account
         // (docs/BROKER.md): say instead that the account needs signing in again.
         guard !result.accessToken.isEmpty, result.idToken?.split(separator: ".", omittingEmptySubsequences: false).count == 3,

@@ -139,9 +139,9 @@ private struct Prompter {
 /// The native-auth app for the C arguments, on the store behind the handle.
 private func nativeApplication(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?, _ authority: UnsafePointer<CChar>?,
                                _ types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws(NativeFailure) -> NativeAuthPublicClientApplication {
-    let converted: (AccountStore, String, String)
+    let converted: (AccountStore, ClientID, String)
     do throws(TokenCacheError) {
-        converted = (try StoreHandle.from(store).store, try clientIDString(clientID), try requiredString(authority, "authority"))
+        converted = (try StoreHandle.from(store).store, try checkedClientID(clientID), try requiredString(authority, "authority"))
     } catch {
         throw .cache(error)
     }

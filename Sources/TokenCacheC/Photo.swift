@@ -20,7 +20,7 @@ public func tokencache_account_photo(_ store: OpaquePointer?, _ clientID: Unsafe
         let handle = try StoreHandle.from(store)
         let (dataOut, lengthOut, typeOut) = (try requiredOut(data, "data"), try requiredOut(length, "length"), try requiredOut(contentType, "content_type"))
         guard flags & ~UInt32(TOKENCACHE_PHOTO_REFRESH) == 0 else { throw .invalidArgument("flags", "has unknown bits set") }
-        let app = PublicClientApplication(clientID: try clientIDString(clientID), authority: try Authority(try requiredString(authority, "authority")),
+        let app = PublicClientApplication(clientID: try checkedClientID(clientID), authority: try Authority(try requiredString(authority, "authority")),
                                           store: handle.store)
         let name = try optionalString(account, "account"), refresh = flags & UInt32(TOKENCACHE_PHOTO_REFRESH) != 0
         guard let photo = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) }) else { return }

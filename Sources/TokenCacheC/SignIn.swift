@@ -72,7 +72,7 @@ private func waitForSignIn(show: (DeviceCodeMessage) -> Void,
 func application(_ store: OpaquePointer?, _ clientID: UnsafePointer<CChar>?,
                  _ authority: UnsafePointer<CChar>?) throws(TokenCacheError) -> PublicClientApplication {
     let handle = try StoreHandle.from(store)
-    let clientID = try clientIDString(clientID)
+    let clientID = try checkedClientID(clientID)
     return handle.application(clientID: clientID, authority: try Authority(try requiredString(authority, "authority")))
 }
 

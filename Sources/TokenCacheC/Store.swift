@@ -43,7 +43,7 @@ final class StoreHandle {
     }
 
     /// The handle's app for a client and authority (for sign-in): the engine's.
-    func application(clientID: String, authority: Authority) -> PublicClientApplication {
+    func application(clientID: ClientID, authority: Authority) -> PublicClientApplication {
         engine.application(clientID: clientID, authority: authority, capabilities: clientCapabilities.withLock { $0 })
     }
 
@@ -103,12 +103,8 @@ final class TokenInfoHandle {
     }
 }
 
-/// A client (application) ID argument: required, checked as ``ClientID``.
-func clientIDString(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> String {
-    try checkedClientID(pointer).value
-}
-
-/// The `client_id` argument checked, as a token request takes it.
+/// A client (application) ID argument: required, checked as ``ClientID`` here, where it enters,
+/// and carried as one to the store.
 func checkedClientID(_ pointer: UnsafePointer<CChar>?) throws(TokenCacheError) -> ClientID {
     try ClientID(try requiredString(pointer, "client_id"))
 }
@@ -173,7 +169,7 @@ public func tokencache_store_accounts(_ store: OpaquePointer?, _ clientID: Unsaf
     return boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
         let out = try requiredOut(accounts, "accounts")
-        let client = clientID == nil ? nil : try clientIDString(clientID)
+        let client = clientID == nil ? nil : try checkedClientID(clientID)
         // The engine that answers this handle's tokens lists: the agent's accounts when it
         // answers. An app's listing has no authority yet: the single sign-on stores' accounts
         // whose token the app could redeem where it was issued (the silent call applies the host rule).
@@ -256,14 +252,15 @@ public func tokencache_store_save_response(_ store: OpaquePointer?, _ clientID: 
     info?.pointee = nil
     return boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
-        let clientID = try clientIDString(clientID)
+        let clientID = try checkedClientID(clientID)
         let authority = try Authority(try requiredString(authority, "authority"))
         let scopes = try scopeList(scopes)
         guard let responseJSON else { throw .invalidArgument("response_json", "is NULL") }
         guard length > 0, length <= 1 << 20 else { throw .invalidArgument("length", "must be 1 byte to 1 MiB") }
         // No copy of the secret-bearing body: parsed in place, the caller keeps and wipes it.
         let body = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: responseJSON), count: length, deallocator: .none)
-        let result = try handle.store.save(responseJSON: body, clientID: clientID, authority: authority, scopes: scopes)
+        let result = try handle.store.save(try TokenResponse(json: body), clientID: clientID, authority: authority, scopes: scopes,
+                                           homeAccountID: nil)
         info?.pointee = Handle.make(TokenInfoHandle(result))
     }
 }
@@ -323,7 +320,7 @@ public func tokencache_store_sign_out(_ store: OpaquePointer?, _ clientID: Unsaf
                                       _ account: UnsafePointer<CChar>?, _ error: UnsafeMutableRawPointer?) -> Int32 {
     boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
-        let clientID = try clientIDString(clientID)
+        let clientID = try checkedClientID(clientID)
         let target = try handle.store.signOutTarget(clientID: clientID, account: try requiredString(account, "account"))
         try handle.store.signOut(target, clientID: clientID)
     }

@@ -14,14 +14,14 @@ public typealias AccountsChangedCallback = @convention(c) (OpaquePointer?, Unsaf
 /// `@unchecked Sendable`: its state is immutable except `stop` and `done`, which are semaphores.
 final class WatchHandle: @unchecked Sendable {
     private let store: AccountStore
-    private let clientID: String
+    private let clientID: ClientID
     private let interval: DispatchTimeInterval
     private let callback: AccountsChangedCallback
     private let userData: UnsafeMutableRawPointer?
     private let stopping = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
-    init(store: AccountStore, clientID: String, intervalMilliseconds: Int, callback: @escaping AccountsChangedCallback,
+    init(store: AccountStore, clientID: ClientID, intervalMilliseconds: Int, callback: @escaping AccountsChangedCallback,
          userData: UnsafeMutableRawPointer?) {
         self.store = store
         self.clientID = clientID
@@ -82,7 +82,7 @@ public func tokencache_store_watch_accounts(_ store: OpaquePointer?, _ clientID:
     watch?.pointee = nil
     return boundary(error) { () throws(TokenCacheError) in
         let handle = try StoreHandle.from(store)
-        let clientID = try clientIDString(clientID)
+        let clientID = try checkedClientID(clientID)
         guard let callback else { throw .invalidArgument("callback", "is NULL") }
         let out = try requiredOut(watch, "watch")
         let running = WatchHandle(store: handle.store, clientID: clientID,

@@ -226,7 +226,7 @@ struct StandardErrorAndFileLogHandler: LogHandler {
 struct AppOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("The authority that issues the tokens, for example https://login.microsoftonline.com/organizations (for native sign-in a CIAM one, https://contoso.ciamlogin.com); else TOKENCACHE_AUTHORITY or the config file's \"authority\".",
                                valueName: "url"))
@@ -240,7 +240,7 @@ struct AppOptions: ParsableArguments {
 
     /// The client and authority, from the options, else `TOKENCACHE_CLIENT_ID` and
     /// `TOKENCACHE_AUTHORITY`, else the config file; a usage error (64) when one is missing.
-    func request() throws(CLIError) -> (client: String, authority: Authority, settings: RequestSettings) {
+    func request() throws(CLIError) -> (client: ClientID, authority: Authority, settings: RequestSettings) {
         let settings = try RequestSettings.resolve(client: client, account: nil, authority: authority)
         return (try settings.requiredClient(), try settings.requiredAuthority(), settings)
     }
@@ -255,9 +255,8 @@ struct AppOptions: ParsableArguments {
 /// `--client ID`, refused while the command line is parsed (exit 64) as the cache would refuse it,
 /// so every command takes the same client IDs.
 enum ClientIDArgument {
-    static func parse(_ value: String) throws -> String {
-        do { _ = try ClientID(value) } catch { throw ValidationError(error.message) }
-        return value
+    static func parse(_ value: String) throws -> ClientID {
+        do { return try ClientID(value) } catch { throw ValidationError(error.message) }
     }
 }
 

@@ -143,7 +143,7 @@ enum KeySourceChoice: String, CaseIterable, Sendable {
 /// `TOKENCACHE_CLIENT_ID` / `TOKENCACHE_ACCOUNT` / `TOKENCACHE_AUTHORITY` > the config file's
 /// "client" / "account" / "authority": so a script can name them once.
 struct RequestSettings: Sendable {
-    var client: Setting<String>?
+    var client: Setting<ClientID>?
     var account: Setting<String>?
     var authority: Setting<Authority>?
     /// The client capabilities (`cp1`) token requests declare: `TOKENCACHE_CLIENT_CAPABILITIES`
@@ -155,13 +155,12 @@ struct RequestSettings: Sendable {
     static let authorityVariable = "TOKENCACHE_AUTHORITY"
     static let capabilitiesVariable = "TOKENCACHE_CLIENT_CAPABILITIES"
 
-    static func resolve(client: String?, account: String?, authority: String?) throws(CLIError) -> RequestSettings {
+    static func resolve(client: ClientID?, account: String?, authority: String?) throws(CLIError) -> RequestSettings {
         let config = try ConfigFile.load()
         let clientSetting = try Setting.first(option: ("--client", client), variable: clientVariable, file: (config.path, config.client)) { text throws(CLIError) in
-            do throws(TokenCacheError) { _ = try ClientID(text) } catch {
+            do throws(TokenCacheError) { return try ClientID(text) } catch {
                 throw CLIError.usage("\(clientVariable) is '\(text)': \(error.message)", hint: "Set it to an application (client) ID, or unset it")
             }
-            return text
         }
         let accountSetting = try Setting.first(option: ("--account", account), variable: accountVariable, file: (config.path, config.account))
         let parsedOption: Authority?
@@ -186,7 +185,7 @@ struct RequestSettings: Sendable {
     }
 
     /// The client, or a usage error (exit 64) naming every way to give one.
-    func requiredClient() throws(CLIError) -> String {
+    func requiredClient() throws(CLIError) -> ClientID {
         guard let client else {
             throw CLIError.usage("No client named.", hint: "Pass --client ID, or set \(Self.clientVariable) or \"client\" in the config file")
         }
@@ -233,7 +232,7 @@ struct ConfigFile: Sendable {
     /// The store names listed under "single_sign_on" (``SingleSignOnSetting``).
     var singleSignOn: [String]?
     /// A token request's client, account and authority (``RequestSettings``).
-    var client: String?
+    var client: ClientID?
     var account: String?
     var authority: Authority?
     /// "client_capabilities": what token requests declare (`["cp1"]`: claims challenges handled).
@@ -310,10 +309,9 @@ struct ConfigFile: Sendable {
         }
         config.collection = try text("collection", "default, session or a collection's label")
         if let text = try text("client", "an application (client) ID") {
-            do throws(TokenCacheError) { _ = try ClientID(text) } catch {
+            do throws(TokenCacheError) { config.client = try ClientID(text) } catch {
                 throw CLIError.usage("The config file \(path) sets \"client\" to '\(text)': \(error.message)", hint: "Allowed values for \"client\": an application (client) ID")
             }
-            config.client = text
         }
         config.account = try text("account", "a username or home account ID")
         if let text = try text("authority", "an authority URL such as https://login.microsoftonline.com/organizations") {

@@ -67,7 +67,7 @@ do {
     guard let alice = visible.first(where: { $0.username == "alice.demo@contoso.com" }) else {
         fatalError("Notes should see the account Mail signed in")
     }
-    if let refresh = try notesStore.refreshToken(clientID: notes.clientID, account: alice) {
+    if let refresh = try notesStore.refreshToken(clientID: try ClientID(notes.clientID), account: alice) {
         let kind = refresh.familyID.map { "family \($0) refresh token" } ?? "own refresh token"
         print("Notes can sign in silently with the \(kind) issued to \(refresh.clientID == mail.clientID ? mail.name : refresh.clientID)")
     }

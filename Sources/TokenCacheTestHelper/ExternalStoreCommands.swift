@@ -40,7 +40,7 @@ let externalStoreCommands: [String: HelperCommand] = [
         guard case .secretService(let item) = store.persistence else { throw TokenCacheError(.invalidArgument, "not a keyring store") }
         let keyring = try SecretServiceBackend()
         try ExternalStoreAccess(store, secretService: keyring).modify(creatingIfMissing: true) { (theirs) throws(TokenCacheError) in
-            try theirs.save(helperResponse(username: "locked@contoso.com"), clientID: "04b07795-8ddb-461a-bbee-02f9e1bf7b46",
+            try theirs.save(helperResponse(username: "locked@contoso.com"), clientID: try ClientID("04b07795-8ddb-461a-bbee-02f9e1bf7b46"),
                             authority: authority, scopes: ["User.Read"], homeAccountID: nil)
             return (true, ())
         }

@@ -105,7 +105,7 @@ struct MSALPythonInteropTests {
         let notes = try store.accessToken(clientID: Fixtures.appTwo, account: alice, scopes: ["Notes.Read"], now: Fixtures.now)
         #expect(notes?.accessToken == "at-\(Fixtures.alice.uid)-\(Fixtures.tenantA)-two")
         // Family SSO: app three (family member) can use app one's family refresh token for Alice.
-        let family = try #require(try store.refreshToken(clientID: Fixtures.appThree, account: alice))
+        let family = try #require(try store.refreshToken(clientID: try ClientID(Fixtures.appThree), account: alice))
         #expect(family.familyID == "1" && family.clientID == Fixtures.appOne)
         // ADFS account.
         let adfs = try #require(try store.account("adfs-sub-bob"))
@@ -132,7 +132,7 @@ struct MSALPythonInteropTests {
             expected.append([result.accessToken])
             queries.append(["credential_type": "RefreshToken", "now": now,
                             "query": ["client_id": sample.clientID, "home_account_id": home]])
-            expected.append(try store.refreshTokens(clientID: sample.clientID, account: try #require(result.account))
+            expected.append(try store.refreshTokens(clientID: try ClientID(sample.clientID), account: try #require(result.account))
                 .filter { $0.clientID == sample.clientID }.map(\.secret))
         }
         let answer = try Self.python(["op": "search", "cache": exported, "queries": queries])

@@ -119,7 +119,7 @@ struct MultiProcessLoadTests {
                 guard let account = try store.account("w\(writer)-\(index)@load.example"),
                       let token = try store.accessToken(clientID: "load-client", account: account, scopes: ["User.Read"]),
                       token.accessToken.hasPrefix("secret-at-"),
-                      try store.refreshToken(clientID: "load-client", account: account) != nil else { missing += 1; continue }
+                      try store.refreshToken(clientID: try ClientID("load-client"), account: account) != nil else { missing += 1; continue }
             }
         }
         #expect(missing == 0)

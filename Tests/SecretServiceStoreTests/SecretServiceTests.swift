@@ -30,7 +30,7 @@ struct SecretServiceTests {
         let reopened = AccountStore(backend: try SecretServiceBackend(), group: group)
         let account = try #require(try reopened.account(Fixtures.alice.username, clientID: Fixtures.appTwo))
         #expect(try reopened.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"], now: Fixtures.now) != nil)
-        #expect(try reopened.refreshToken(clientID: Fixtures.appThree, account: account)?.familyID == "1")
+        #expect(try reopened.refreshToken(clientID: try ClientID(Fixtures.appThree), account: account)?.familyID == "1")
         try reopened.signOut(account, clientID: Fixtures.appOne)
         #expect(try store.accounts(clientID: Fixtures.appOne).isEmpty)
         #expect(try store.accounts(clientID: Fixtures.appTwo).count == 1)

@@ -98,14 +98,14 @@ struct SavingTests {
                        authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
         try store.setAppDisplayName("Notes", clientID: Fixtures.appTwo, authority: Fixtures.authority())
         let account = try #require(try store.allAccounts().first)
-        #expect(try store.refreshToken(clientID: Fixtures.appTwo, account: account)?.secret == "rt-\(Fixtures.alice.uid)-fam")
+        #expect(try store.refreshToken(clientID: try ClientID(Fixtures.appTwo), account: account)?.secret == "rt-\(Fixtures.alice.uid)-fam")
         // App two's own sign-in answers without a family: from then on only its own token.
         try store.save(Fixtures.tokenResponse(Fixtures.response(for: Fixtures.alice, foci: nil, tag: "own")), clientID: Fixtures.appTwo,
                        authority: Fixtures.authority(), scopes: [], now: Fixtures.now)
         let metadata = try #require(try store.appMetadata(clientID: Fixtures.appTwo).first)
         #expect(metadata.displayName == "Notes")
         #expect(metadata.familyID == nil)
-        #expect(try store.refreshTokens(clientID: Fixtures.appTwo, account: account).map(\.secret) == ["rt-\(Fixtures.alice.uid)-own"])
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appTwo), account: account).map(\.secret) == ["rt-\(Fixtures.alice.uid)-own"])
     }
 }
 
@@ -192,11 +192,11 @@ struct LookupTests {
         try saveAlice(client: Fixtures.appOne, foci: "1", tag: "fam")
         let account = try #require(try store.allAccounts().first)
         // App two's metadata has no family: only its own tokens, newest first.
-        #expect(try store.refreshTokens(clientID: Fixtures.appTwo, account: account).map(\.secret)
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appTwo), account: account).map(\.secret)
                 == ["rt-\(Fixtures.alice.uid)-new", "rt-\(Fixtures.alice.uid)-old"])
         // App three has no metadata: family "1" is tried.
-        #expect(try store.refreshToken(clientID: Fixtures.appThree, account: account)?.secret == "rt-\(Fixtures.alice.uid)-fam")
-        #expect(try store.refreshToken(clientID: Fixtures.appOne, account: account)?.familyID == "1")
+        #expect(try store.refreshToken(clientID: try ClientID(Fixtures.appThree), account: account)?.secret == "rt-\(Fixtures.alice.uid)-fam")
+        #expect(try store.refreshToken(clientID: try ClientID(Fixtures.appOne), account: account)?.familyID == "1")
     }
 
     @Test("ID-token claims are exposed on the account")
@@ -236,7 +236,7 @@ struct MultiAppTests {
         try save(Fixtures.alice, client: Fixtures.appOne)
         let accounts = try store.accounts(clientID: Fixtures.appTwo)
         #expect(accounts.map(\.username) == [Fixtures.alice.username])
-        let rt = try #require(try store.refreshToken(clientID: Fixtures.appTwo, account: accounts[0]))
+        let rt = try #require(try store.refreshToken(clientID: try ClientID(Fixtures.appTwo), account: accounts[0]))
         #expect(rt.familyID == "1")
         #expect(rt.clientID == Fixtures.appOne)
     }
@@ -260,7 +260,7 @@ struct MultiAppTests {
         #expect(try store.accounts(clientID: Fixtures.appOne).isEmpty)
         #expect(try store.signInState(of: account, clientID: Fixtures.appOne) == .signedOut)
         #expect(try store.accessToken(clientID: Fixtures.appOne, account: account, scopes: ["User.Read"], now: Fixtures.now) == nil)
-        #expect(try store.refreshToken(clientID: Fixtures.appOne, account: account) == nil)
+        #expect(try store.refreshToken(clientID: try ClientID(Fixtures.appOne), account: account) == nil)
         #expect(!(try store.entries()).contains { $0.kind == .accessToken && $0["client_id"] == Fixtures.appOne })
 
         #expect(try store.accounts(clientID: Fixtures.appTwo).map(\.username) == [Fixtures.alice.username])

@@ -58,8 +58,8 @@ package final class BrokerClient: Sendable {
     }
 
     /// The accounts the broker lets `clientID` use, each kept whole to be handed back.
-    package func accounts(clientID: String) throws(TokenCacheError) -> [BrokerAccount] {
-        let reply = try call(.getAccounts, BrokerWire.accountsRequest(clientID: clientID))
+    package func accounts(clientID: ClientID) throws(TokenCacheError) -> [BrokerAccount] {
+        let reply = try call(.getAccounts, BrokerWire.accountsRequest(clientID: clientID.value))
         guard case .array(let list)? = reply[Key.accounts] else { return [] }
         return list.compactMap { value in
             guard case .object(let object) = value else { return nil }
@@ -69,17 +69,17 @@ package final class BrokerClient: Sendable {
 
     /// An access token for `account` without user interaction: the broker's cache, or its refresh.
     /// - Throws: `interactionRequired` or `serverError` (reason `TokenCacheError.Reason.brokerRefused(status:code:)`).
-    package func token(clientID: String, authority: Authority, scopes: [String], account: BrokerAccount,
+    package func token(clientID: ClientID, authority: Authority, scopes: [String], account: BrokerAccount,
                        claims: String?) throws(TokenCacheError) -> TokenResult {
         let reply = try call(.acquireTokenSilently, BrokerWire.silentTokenRequest(
-            clientID: clientID, authority: authority.url.absoluteString, scopes: scopes, account: account.object,
+            clientID: clientID.value, authority: authority.url.absoluteString, scopes: scopes, account: account.object,
             username: account.username, claims: claims))
         return try Self.tokenResult(reply, account: account)
     }
 
     /// Signs `account` out of `clientID` at the broker.
-    package func removeAccount(clientID: String, account: BrokerAccount) throws(TokenCacheError) {
-        _ = try call(.removeAccount, BrokerWire.removeAccountRequest(clientID: clientID, account: account.object))
+    package func removeAccount(clientID: ClientID, account: BrokerAccount) throws(TokenCacheError) {
+        _ = try call(.removeAccount, BrokerWire.removeAccountRequest(clientID: clientID.value, account: account.object))
     }
 
     // MARK: Replies

@@ -43,7 +43,7 @@ extension TokenEngine {
     /// The decision at the broker: the account chosen among the broker's accounts by the cache's
     /// own rule, the token to be asked at the request's authority (else the account's home tenant).
     func decide(_ request: TokenRequest, through broker: BrokerClient) throws(TokenCacheError) -> Decision {
-        let accounts = try broker.accounts(clientID: request.clientID.value)
+        let accounts = try broker.accounts(clientID: request.clientID)
         let chosen = try Self.choose(among: accounts.map(\.cachedAccount), for: request, in: nil)
         guard let account = accounts.first(where: { $0.homeAccountID == chosen.homeAccountID && $0.environment == chosen.environment }) else {
             throw TokenCacheError(.notFound, "No account of client \(request.clientID) at the identity broker.", reason: .noAccount)
@@ -59,7 +59,7 @@ extension TokenEngine {
     }
 
     /// The accounts the broker holds for `clientID`, when the app uses one and one answers; nil otherwise.
-    package func brokerAccounts(clientID: String) async throws(TokenCacheError) -> [CachedAccount]? {
+    package func brokerAccounts(clientID: ClientID) async throws(TokenCacheError) -> [CachedAccount]? {
         guard options.broker != .never else { return nil }
         return try await BlockingWork.run { () throws(TokenCacheError) in
             try self.brokerNow().map { broker throws(TokenCacheError) in try broker.accounts(clientID: clientID).map(\.cachedAccount) }

@@ -45,11 +45,14 @@ package final class TokenEngine: Sendable {
         source = app.agent.map(Source.agent) ?? .store(app.store)
         localStore = app.store
         options = app.options
-        applications.withLock { $0[Self.key(app.clientID, app.authority, app.options.clientCapabilities)] = app }
+        // An app whose client ID was refused redeems nothing: its requests throw before they get here.
+        if let clientID = app.listedClientID {
+            applications.withLock { $0[Self.key(clientID, app.authority, app.options.clientCapabilities)] = app }
+        }
     }
 
-    private static func key(_ clientID: String, _ authority: Authority, _ capabilities: [String]) -> String {
-        clientID.lowercased() + " " + authority.url.absoluteString + " " + capabilities.joined(separator: ",")
+    private static func key(_ clientID: ClientID, _ authority: Authority, _ capabilities: [String]) -> String {
+        clientID.value.lowercased() + " " + authority.url.absoluteString + " " + capabilities.joined(separator: ",")
     }
 
     /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache
@@ -69,7 +72,7 @@ package final class TokenEngine: Sendable {
     /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local
     /// store and options.
     /// - Precondition: the engine has a local store (every engine but one opened on the agent alone).
-    package func application(clientID: String, authority: Authority, capabilities: [String] = []) -> PublicClientApplication {
+    package func application(clientID: ClientID, authority: Authority, capabilities: [String] = []) -> PublicClientApplication {
         guard let store = localStore else { preconditionFailure("an engine opened on the agent alone has no store to sign in to") }
         let key = Self.key(clientID, authority, capabilities)
         return applications.withLock { applications in
@@ -126,7 +129,7 @@ package final class TokenEngine: Sendable {
            account.tenants.contains(where: { ASCII.equalsIgnoringCase($0, named.realm) }) {
             // Records saved at the domain's realm (by an earlier version) move to the tenant ID, where MSAL looks.
             account = try store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
-                                          clientID: request.clientID.value, from: named.realm, to: keyed.realm) ?? account
+                                          clientID: request.clientID, from: named.realm, to: keyed.realm) ?? account
         }
         let cached = try Self.cachedToken(request, account: account, in: store)
         let app = redeemingApplication(for: request, account: account, cached: cached,
@@ -144,7 +147,7 @@ package final class TokenEngine: Sendable {
                                   reason: .noUsableToken(refreshable: true))
         }
         if let cached { return .cached(cached) }
-        let refreshable = !(try store.refreshTokens(clientID: request.clientID.value, account: account).isEmpty)
+        let refreshable = !(try store.refreshTokens(clientID: request.clientID, account: account).isEmpty)
         throw TokenCacheError(.notFound, "No usable cached access token for client \(request.clientID) and scopes \"\(request.scopes.joined(separator: " "))\".",
                               hint: refreshable ? "Give an authority to redeem the cached refresh token (no sign-in needed)" : "Sign the user in",
                               reason: .noUsableToken(refreshable: refreshable))
@@ -165,7 +168,7 @@ package final class TokenEngine: Sendable {
         case .agent(let agent): return .token(try Self.agentToken(from: agent, request))
         case .broker(let broker, let account, let authority):
             // The claims as MSAL sends them: the caller's challenge with the app's capabilities (cp1) merged in.
-            return .token(try broker.token(clientID: request.clientID.value, authority: authority, scopes: request.scopes,
+            return .token(try broker.token(clientID: request.clientID, authority: authority, scopes: request.scopes,
                                            account: account, claims: try request.claimsParameter))
         }
     }
@@ -218,12 +221,12 @@ package final class TokenEngine: Sendable {
                                       cached: TokenResult? = nil, origin: String? = nil) -> PublicClientApplication? {
         guard request.redeemsRefreshTokens else { return nil }
         if let authority = request.authority {
-            return application(clientID: request.clientID.value, authority: authority, capabilities: request.clientCapabilities)
+            return application(clientID: request.clientID, authority: authority, capabilities: request.clientCapabilities)
         }
         guard let account, account.authorityType == "MSSTS",
               let tenant = cached?.tenantID ?? account.homeTenantID,
               let home = Self.homeAuthority(of: account, tenant: tenant, origin: origin) else { return nil }
-        return application(clientID: request.clientID.value, authority: home, capabilities: request.clientCapabilities)
+        return application(clientID: request.clientID, authority: home, capabilities: request.clientCapabilities)
     }
 
     /// The account's own authority for `tenant`: at its host, on the port and scheme it was saved
@@ -238,11 +241,11 @@ package final class TokenEngine: Sendable {
     /// The account's usable cached token at the request's authority; without one, the token of
     /// the only tenant that has one (several: which is meant is not guessed, as MSAL asks for an authority).
     private static func cachedToken(_ request: TokenRequest, account: CachedAccount, in store: AccountStore) throws(TokenCacheError) -> TokenResult? {
-        if let found = try store.accessToken(clientID: request.clientID.value, account: account, scopes: request.scopes, authority: request.authority) {
+        if let found = try store.accessToken(clientID: request.clientID, account: account, scopes: request.scopes, authority: request.authority) {
             return found
         }
         guard request.authority == nil else { return nil }
-        let byTenant = try store.accessTokensByTenant(clientID: request.clientID.value, account: account, scopes: request.scopes)
+        let byTenant = try store.accessTokensByTenant(clientID: request.clientID, account: account, scopes: request.scopes)
         if byTenant.count > 1 {
             let tenants = byTenant.compactMap(\.tenantID)
             throw TokenCacheError(.ambiguousAccount, "Client \(request.clientID) has usable tokens for these scopes in \(byTenant.count) tenants: \(tenants.joined(separator: ", ")).",
@@ -299,7 +302,7 @@ package final class TokenEngine: Sendable {
     /// else looks at the authority as named.
     func keyedByTenant(_ request: TokenRequest) throws(TokenCacheError) -> TokenRequest {
         guard let named = request.authority, Self.namesTenantByDomain(named), localStore != nil else { return request }
-        let app = application(clientID: request.clientID.value, authority: named, capabilities: request.clientCapabilities)
+        let app = application(clientID: request.clientID, authority: named, capabilities: request.clientCapabilities)
         let resolved: Authority
         if request.redeemsRefreshTokens {
             resolved = try waitFor { () async throws(TokenCacheError) -> Authority in
@@ -312,7 +315,7 @@ package final class TokenEngine: Sendable {
         }
         if let endpoints = app.client.knownEndpoints(for: named) {
             // The app that redeems at the tenant ID: its endpoints are the ones just discovered.
-            application(clientID: request.clientID.value, authority: resolved, capabilities: request.clientCapabilities)
+            application(clientID: request.clientID, authority: resolved, capabilities: request.clientCapabilities)
                 .client.remember(endpoints, for: resolved)
         }
         var keyed = request
@@ -338,14 +341,14 @@ package final class TokenEngine: Sendable {
         let store: AccountStore
         switch source {
         case .agent(let agent):
-            return try Self.choose(among: try Self.accounts(from: agent, clientID: request.clientID.value).filter(allowed), for: request, in: nil)
+            return try Self.choose(among: try Self.accounts(from: agent, clientID: request.clientID).filter(allowed), for: request, in: nil)
         case .store(let local): store = local
         }
         let app = redeemingApplication(for: request)
         let candidates = if let app, !app.options.singleSignOnStores.isEmpty {
             try app.accountsHere()
         } else {
-            try store.accounts(clientID: request.clientID.value)
+            try store.accounts(clientID: request.clientID)
         }
         return try Self.choose(among: candidates.filter(allowed), for: request, in: store)
     }
@@ -363,7 +366,7 @@ package final class TokenEngine: Sendable {
         if let name = request.account {
             chosen = inScope.filter { AccountName.matches(name, $0) }
             if chosen.isEmpty, let store, let named = try namedAccount(name, authority: request.authority, in: store),
-               try store.signInState(of: named, clientID: request.clientID.value) != .signedOut {
+               try store.signInState(of: named, clientID: request.clientID) != .signedOut {
                 chosen = [named]
             }
         }
@@ -399,7 +402,7 @@ package final class TokenEngine: Sendable {
     /// client could redeem at `authority` (nil: where it was issued). A nil `clientID` lists every
     /// account of the group (on the agent: every account its policy shows).
     /// - Throws: what the agent, the broker or the store throws (`agentUnavailable`, `keyringLocked`…).
-    package func accounts(clientID: String?, authority: Authority? = nil) throws(TokenCacheError) -> [CachedAccount] {
+    package func accounts(clientID: ClientID?, authority: Authority? = nil) throws(TokenCacheError) -> [CachedAccount] {
         let store: AccountStore
         switch source {
         case .agent(let agent): return try Self.accounts(from: agent, clientID: clientID)
@@ -411,7 +414,7 @@ package final class TokenEngine: Sendable {
         guard !options.singleSignOnStores.isEmpty else { return own }
         if let authority {
             return own + (try application(clientID: clientID, authority: authority, capabilities: options.clientCapabilities)
-                .singleSignOnAccounts(excluding: own))
+                .singleSignOnAccounts(clientID, excluding: own))
         }
         let stores = SingleSignOnStores(options.singleSignOnStores, group: store, clientID: clientID) { [options, storesKeyring] in
             storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
@@ -445,8 +448,8 @@ package final class TokenEngine: Sendable {
     }
 
     /// The accounts the agent lets this client use (nil: every account it shows), as accounts.
-    static func accounts(from agent: AgentClient, clientID: String?) throws(TokenCacheError) -> [CachedAccount] {
-        try agent.inventory(clientID: clientID).accounts.map {
+    static func accounts(from agent: AgentClient, clientID: ClientID?) throws(TokenCacheError) -> [CachedAccount] {
+        try agent.inventory(clientID: clientID?.value).accounts.map {
             CachedAccount(homeAccountID: $0.homeAccountID, environment: $0.environment, username: $0.username)
         }
     }

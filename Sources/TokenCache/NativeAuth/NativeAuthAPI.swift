@@ -8,7 +8,7 @@ import Logging
 struct NativeAuthAPI: Sendable {
     let client: TokenEndpointClient
     let authority: Authority
-    let clientID: String
+    let clientID: ClientID
     /// `challenge_type` as sent: the app's methods, and always `redirect`.
     let challengeTypes: String
     /// The clock of the waits: the retry after a 5xx, the password reset's completion polls.
@@ -40,7 +40,7 @@ struct NativeAuthAPI: Sendable {
             throw NativeAuthError(TokenCacheError.invalidArgument("authority", "gives no URL for \(path)"))
         }
         var form = fields
-        form["client_id"] = clientID
+        form["client_id"] = clientID.value
         var response = try await post(form, to: url)
         if response.status >= 500 {
             try? await clock.sleep(for: .milliseconds(500))

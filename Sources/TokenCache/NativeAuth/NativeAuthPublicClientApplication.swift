@@ -23,6 +23,8 @@ public final class NativeAuthPublicClientApplication: Sendable {
 
     /// The application (client) ID.
     public let clientID: String
+    /// `clientID` as checked when the app was created: the client of every request and save.
+    let checkedClientID: ClientID
     /// The CIAM authority, for example `https://contoso.ciamlogin.com/contoso.onmicrosoft.com`.
     public let authority: Authority
     /// The ways the app lets users sign in.
@@ -43,22 +45,30 @@ public final class NativeAuthPublicClientApplication: Sendable {
     ///   - options: transport, timeouts and the rest, as ``PublicClientApplication/Options``.
     /// - Throws: `invalidArgument` (``NativeAuthError/Reason/tokenCache(_:)``) for a client ID
     ///   `ClientID` refuses, or an authority that is not https (http only on loopback, for tests).
-    public init(clientID: String, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
-                store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
+    public convenience init(clientID: String, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
+                            store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
         guard !challengeTypes.isEmpty else {
             throw NativeAuthError(TokenCacheError.invalidArgument("challengeTypes", "is empty", hint: "Offer oob, password or both"))
         }
-        do {
-            _ = try ClientID(clientID)
-            self.authority = try Self.authority(authority)
-        } catch {
-            throw NativeAuthError(error)
+        let checked: ClientID
+        do { checked = try ClientID(clientID) } catch { throw NativeAuthError(error) }
+        try self.init(clientID: checked, authority: authority, challengeTypes: challengeTypes, store: store, options: options)
+    }
+
+    /// The app for a client ID its front end checked (C's `tokencache_native_*`); as the public
+    /// initializer otherwise.
+    package init(clientID checked: ClientID, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
+                 store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
+        guard !challengeTypes.isEmpty else {
+            throw NativeAuthError(TokenCacheError.invalidArgument("challengeTypes", "is empty", hint: "Offer oob, password or both"))
         }
-        self.clientID = clientID
+        do { self.authority = try Self.authority(authority) } catch { throw NativeAuthError(error) }
+        self.clientID = checked.value
+        self.checkedClientID = checked
         self.challengeTypes = challengeTypes
-        self.application = PublicClientApplication(clientID: clientID, authority: self.authority, store: store, options: options)
+        self.application = PublicClientApplication(clientID: checked, authority: self.authority, store: store, options: options)
         let sent = ChallengeType.allCases.filter(challengeTypes.contains).map(\.rawValue) + ["redirect"]
-        self.api = NativeAuthAPI(client: application.client, authority: self.authority, clientID: clientID,
+        self.api = NativeAuthAPI(client: application.client, authority: self.authority, clientID: checked,
                                  challengeTypes: sent.joined(separator: " "), clock: options.clock)
     }
 
@@ -232,7 +242,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
             guard let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) else {
                 throw TokenCacheError.invalidResponse("client_info", "is missing; native sign-in requires it")
             }
-            let result = try await application.saveSignIn(response, authority: try authority.withTenant(info.utid), scopes: scopes)
+            let result = try await application.saveSignIn(response, clientID: checkedClientID, authority: try authority.withTenant(info.utid), scopes: scopes)
             guard let saved = result.account else {
                 throw TokenCacheError.invalidResponse("id_token", "gave no account record")
             }
@@ -252,9 +262,9 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// to the tenant ID, where MSAL looks for it; the account as it then reads.
     private func movedToTenant(_ account: CachedAccount) async throws(TokenCacheError) -> CachedAccount {
         guard let tenant = account.homeTenantID, !ASCII.equalsIgnoringCase(tenant, authority.realm) else { return account }
-        return try await BlockingWork.run { [application, authority] () throws(TokenCacheError) in
+        return try await BlockingWork.run { [application, authority, checkedClientID] () throws(TokenCacheError) in
             try application.store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
-                                            clientID: application.clientID, from: authority.realm, to: tenant) ?? account
+                                            clientID: checkedClientID, from: authority.realm, to: tenant) ?? account
         }
     }
 

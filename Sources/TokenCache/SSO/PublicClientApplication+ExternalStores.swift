@@ -11,7 +11,7 @@ import Logging
 extension PublicClientApplication {
     /// The opted-in stores, read for this app; a keyring store outside the group's Secret Service
     /// uses one connection the app opens once.
-    func singleSignOnStores() -> SingleSignOnStores {
+    func singleSignOnStores(_ clientID: ClientID) -> SingleSignOnStores {
         SingleSignOnStores(options.singleSignOnStores, group: store, clientID: clientID) {
             storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
                 if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
@@ -22,25 +22,25 @@ extension PublicClientApplication {
 
     /// The opted-in stores' accounts this app could redeem a token of at its authority and that
     /// its group does not list (`known`), unless the app signed out of them.
-    func singleSignOnAccounts(excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
-        try singleSignOnStores().accounts(excluding: known, redeemableAt: authority)
+    func singleSignOnAccounts(_ clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
+        try singleSignOnStores(clientID).accounts(excluding: known, redeemableAt: authority)
     }
 
     /// Redeems a refresh token of the account from an opted-in store, trying the stores in
     /// order; nil when none holds one this app may send to `authority` or every one was refused.
     /// - Throws: `serverError` (429, 5xx), `userMismatch`, and the errors of saving to the group.
-    func refreshFromSingleSignOnStores(scopes: [String], account: CachedAccount, authority: Authority,
+    func refreshFromSingleSignOnStores(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority,
                                        claims: String?) async throws(TokenCacheError) -> TokenResult? {
         let stores: SingleSignOnStores? = options.singleSignOnStores.isEmpty ? nil : try await BlockingWork.run { [self] () throws(TokenCacheError) in
             // Signed out here means signed out for this app, wherever the tokens are.
-            try store.signInState(of: account, clientID: clientID) == .signedOut ? nil : singleSignOnStores()
+            try store.signInState(of: account, clientID: clientID) == .signedOut ? nil : singleSignOnStores(clientID)
         }
         guard let stores else { return nil }
         let appMetadata = try await BlockingWork.run { [self] () throws(TokenCacheError) in
             try store.appMetadata(clientID: clientID).map(\.entry)
         }
         for access in stores.accesses {
-            let candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) -> [RefreshToken] in
+            let candidates = try await BlockingWork.run { () throws(TokenCacheError) -> [RefreshToken] in
                 guard let theirs = try stores.snapshot(access) else { return [] }
                 // The host rule applies as to the group's own tokens (redeemableAt).
                 return try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,
@@ -58,7 +58,7 @@ extension PublicClientApplication {
                     let rotated = response.refreshToken.flatMap { $0.isEmpty || $0 == refreshToken.secret ? nil : $0 }
                     let saved: Result<TokenResult, TokenCacheError>
                     do {
-                        saved = .success(try await saveRefreshed(response, account: account, authority: authority,
+                        saved = .success(try await saveRefreshed(response, clientID: clientID, account: account, authority: authority,
                                                                  scopes: scopes, redeemed: nil))
                     } catch {
                         saved = .failure(error)

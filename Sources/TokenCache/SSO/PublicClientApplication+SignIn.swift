@@ -24,6 +24,7 @@ extension PublicClientApplication {
     ///   answers refused), `portUnavailable`, `browserUnavailable`, `unsupportedFlow`, `network`,
     ///   `serverError`. Nothing is saved on an error.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        let clientID = try checkedClientID.get()
         let authority = parameters.authority ?? self.authority
         let endpoints = try await client.endpoints(for: authority)
         guard let authorizationEndpoint = endpoints.authorization else {
@@ -98,8 +99,8 @@ extension PublicClientApplication {
         switch redeemed {
         case .tokens(let response):
             try AuthorizationRequest.checkNonce(response, nonce)
-            return try await saveSignIn(response, authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token),
-                                        scopes: parameters.scopes)
+            return try await saveSignIn(response, clientID: clientID,
+                                        authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token), scopes: parameters.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
         }
@@ -120,6 +121,7 @@ extension PublicClientApplication {
     ///   `serverError`. Nothing is saved on an error.
     public func acquireTokenWithDeviceCode(_ parameters: DeviceCodeParameters,
                                            onCode: @escaping @Sendable (DeviceCodeMessage) -> Void) async throws(TokenCacheError) -> TokenResult {
+        let clientID = try checkedClientID.get()
         let authority = parameters.authority ?? self.authority
         let endpoints = try await client.endpoints(for: authority)
         let fallback = authority.kind == .aad ? URL(string: authority.url.absoluteString + "/oauth2/v2.0/devicecode") : nil
@@ -135,18 +137,18 @@ extension PublicClientApplication {
         let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
         onCode(authorization.message)
         let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims)
-        return try await saveSignIn(response, authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token),
-                                    scopes: parameters.scopes)
+        return try await saveSignIn(response, clientID: clientID,
+                                    authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token), scopes: parameters.scopes)
     }
 
     /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group
     /// then sees the account, and its refresh token is redeemable only at the authority's host.
-    func saveSignIn(_ response: TokenResponse, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
+    func saveSignIn(_ response: TokenResponse, clientID: ClientID, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
         return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
-            try store.save(response, clientID: clientID, authority: authority, scopes: scopes)
+            try store.save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil)
         }
     }
 }
@@ -157,7 +159,7 @@ enum AuthorizationRequest {
     static let reserved: Set<String> = ["client_id", "response_type", "redirect_uri", "scope", "state", "code_challenge",
                                         "code_challenge_method", "nonce", "prompt", "login_hint", "domain_hint", "claims"]
 
-    static func url(endpoint: URL, clientID: String, redirectURI: String, state: String, challenge: String, nonce: String,
+    static func url(endpoint: URL, clientID: ClientID, redirectURI: String, state: String, challenge: String, nonce: String,
                     parameters: InteractiveTokenParameters, claims: String? = nil) throws(TokenCacheError) -> URL {
         if let clash = parameters.extraQueryParameters.keys.sorted().first(where: { reserved.contains($0.lowercased()) }) {
             throw TokenCacheError.invalidArgument("extraQueryParameters", "'\(clash)' is set by the sign-in itself",
@@ -165,7 +167,7 @@ enum AuthorizationRequest {
         }
         let scopes = parameters.scopes + parameters.extraScopesToConsent + ["openid", "profile", "offline_access"]
         var fields: [(String, String)] = [
-            ("client_id", clientID), ("response_type", "code"), ("redirect_uri", redirectURI),
+            ("client_id", clientID.value), ("response_type", "code"), ("redirect_uri", redirectURI),
             ("scope", scopes.joined(separator: " ")), ("state", state),
             ("code_challenge", challenge), ("code_challenge_method", "S256"),
             // OIDC Core 3.1.2.1: the scope has openid, so the ID token must carry this nonce back.

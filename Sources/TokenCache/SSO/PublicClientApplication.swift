@@ -77,19 +77,22 @@ public final class PublicClientApplication: Sendable {
     /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
     /// caller is never replaced by the token agent).
     public convenience init(clientID: ClientID, authority: Authority, store: AccountStore, options: Options = Options()) {
-        self.init(clientID: clientID.value, authority: authority, store: store, options: options, agent: nil)
+        self.init(clientID: clientID.value, checked: .success(clientID), authority: authority, store: store, options: options, agent: nil)
     }
 
-    /// Creates the app for a client ID not checked yet: an ID `ClientID` would refuse finds no
-    /// account, cannot be saved, and token requests throw its `invalidArgument` error. Prefer the
-    /// initializer taking a `ClientID`, which checks it where it enters.
+    /// Creates the app for a client ID not checked yet: it is checked here, once. An ID
+    /// `ClientID` refuses finds no account, and token requests, sign-ins and ``remove(_:)`` throw
+    /// its `invalidArgument` error before anything is sent or saved. Prefer the initializer
+    /// taking a `ClientID`, which checks it where it enters.
     public convenience init(clientID: String, authority: Authority, store: AccountStore, options: Options = Options()) {
-        self.init(clientID: clientID, authority: authority, store: store, options: options, agent: nil)
+        self.init(clientID: clientID, checked: Result { () throws(TokenCacheError) in try ClientID(clientID) },
+                  authority: authority, store: store, options: options, agent: nil)
     }
 
-    private init(clientID: String, authority: Authority, store: AccountStore, options: Options, agent: AgentClient?) {
+    private init(clientID: String, checked: Result<ClientID, TokenCacheError>, authority: Authority, store: AccountStore,
+                 options: Options, agent: AgentClient?) {
         self.clientID = clientID
-        checkedClientID = Result { () throws(TokenCacheError) in try ClientID(clientID) }
+        checkedClientID = checked
         self.authority = authority
         self.store = store
         self.options = options
@@ -100,8 +103,8 @@ public final class PublicClientApplication: Sendable {
 
     /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
     public convenience init(configuration: AppConfiguration, store: AccountStore, options: Options = Options()) throws(TokenCacheError) {
-        try configuration.validate()
-        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
+        let clientID = try configuration.validated()
+        self.init(clientID: clientID, authority: try configuration.parsedAuthority, store: store,
                   options: try Self.options(options, with: configuration))
     }
 
@@ -126,7 +129,7 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: `TokenCacheError` `invalidArgument` naming the configuration field at fault,
     ///   or `backendUnavailable`, `keyringLocked`… when the policy's backend cannot be used.
     public convenience init(configuration: AppConfiguration, options: Options = Options()) throws(TokenCacheError) {
-        try configuration.validate()
+        let clientID = try configuration.validated()
         let store = try AccountStore.open(group: try configuration.cacheGroup, policy: configuration.backend, logger: options.logger,
                                           fileDirectory: options.fileDirectory, secretService: options.secretService).store
         let options = try Self.options(options, with: configuration)
@@ -134,7 +137,7 @@ public final class PublicClientApplication: Sendable {
         // cache chosen: by the engine's rule, TOKENCACHE_AGENT_SOCK's agent answers.
         let choice = CacheChoice(namedGroup: store.group != .universalStorage, namedBackend: configuration.backend != .automatic,
                                  otherStores: !options.singleSignOnStores.isEmpty)
-        self.init(clientID: configuration.clientID, authority: try configuration.parsedAuthority, store: store,
+        self.init(clientID: clientID.value, checked: .success(clientID), authority: try configuration.parsedAuthority, store: store,
                   options: options, agent: TokenEngine.agent(for: choice))
     }
 
@@ -151,15 +154,22 @@ public final class PublicClientApplication: Sendable {
     /// With the token agent (``init(configuration:options:)``), the accounts it serves this app;
     /// with ``Options/broker`` and a broker that answers, the broker's.
     public func accounts() async throws(TokenCacheError) -> [CachedAccount] {
+        guard let clientID = listedClientID else { return [] }
         let engine = TokenEngine(application: self)
         return try await BlockingWork.run { [self] () throws(TokenCacheError) in try engine.accounts(clientID: clientID, authority: authority) }
+    }
+
+    /// The client whose accounts the app lists: nil for a client ID `ClientID` refused, which has none.
+    var listedClientID: ClientID? {
+        try? checkedClientID.get()
     }
 
     /// This cache's accounts for the app with its single sign-on stores' (the agent and the
     /// broker aside: the engine decided against them), on the caller's thread.
     func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
+        guard let clientID = listedClientID else { return [] }
         let own = try store.accounts(clientID: clientID)
-        return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(excluding: own))
+        return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(clientID, excluding: own))
     }
 
     /// The account with this username (case-insensitive), among those this app can use; nil when
@@ -218,7 +228,8 @@ public final class PublicClientApplication: Sendable {
     /// go and the app no longer lists the account; other apps of the group keep it, and their
     /// single sign-on with it.
     public func remove(_ account: CachedAccount) async throws(TokenCacheError) {
-        try await BlockingWork.run { [store, clientID] () throws(TokenCacheError) in try store.signOut(account, clientID: clientID) }
+        let clientID = try checkedClientID.get()
+        return try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.signOut(account, clientID: clientID) }
     }
 
     /// Removes an account and every token of it from the group, for every app that shares the
@@ -239,7 +250,7 @@ public final class PublicClientApplication: Sendable {
     /// again only when it moved. The sequence ends when the task iterating it is cancelled, and
     /// throws the `TokenCacheError` a read failed with (a locked keyring, a tampered file).
     public func accountChanges(checkingEvery interval: Duration = .seconds(1)) -> AccountChanges {
-        AccountChanges(store: store, clientID: clientID, interval: interval, clock: options.clock)
+        AccountChanges(store: store, clientID: listedClientID, interval: interval, clock: options.clock)
     }
 
     // MARK: Silent tokens
@@ -290,9 +301,10 @@ public final class PublicClientApplication: Sendable {
     /// local path, once it decided against the broker.
     func acquireTokenSilentHere(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
         let asked = try parameters.resolvedAuthority(default: self.authority)
+        let clientID = try checkedClientID.get()
         if let agent {
             let authority = asked
-            var request = TokenRequest(clientID: try checkedClientID.get(), scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
+            var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
             (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
             request.clientCapabilities = options.clientCapabilities
             return try await TokenEngine.token(from: agent, request)
@@ -301,23 +313,23 @@ public final class PublicClientApplication: Sendable {
         let authority = try await TokenEngine.tenantAuthority(of: asked, discoveringWith: client)
         let (scopes, account) = (parameters.scopes, parameters.account)
         let forceRefresh = parameters.forceRefresh || parameters.claims != nil
-        let before = try await cachedToken(scopes: scopes, account: account, authority: authority)
+        let before = try await cachedToken(clientID, scopes: scopes, account: account, authority: authority)
         if !forceRefresh, let before, !before.needsRefresh() {
             return before
         }
-        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account, at: authority) }
+        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(clientID, for: account, at: authority) }
         let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout, clock: options.clock)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only
         // a token other than the one seen before waiting will do: cached_at has whole seconds, so
         // it cannot tell a token saved just before this call from one saved just after.
-        let cached = try await cachedToken(scopes: scopes, account: account, authority: authority)
+        let cached = try await cachedToken(clientID, scopes: scopes, account: account, authority: authority)
         if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
         do {
-            return try await refresh(scopes: scopes, account: account, authority: authority, claims: parameters.claims)
+            return try await refresh(clientID, scopes: scopes, account: account, authority: authority, claims: parameters.claims)
         } catch let error where error.code == .network || error.code == .serverError {
             // A token past refresh_on still works: serve it rather than fail on a transient error.
             if let cached, !forceRefresh, parameters.claims == nil {
@@ -329,7 +341,7 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The usable cached access token, read off the cooperative pool (the read may wait on D-Bus or a file).
-    private func cachedToken(scopes: [String], account: CachedAccount, authority: Authority) async throws(TokenCacheError) -> TokenResult? {
+    private func cachedToken(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority) async throws(TokenCacheError) -> TokenResult? {
         try await BlockingWork.run { [self] () throws(TokenCacheError) in
             try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
         }
@@ -338,16 +350,16 @@ public final class PublicClientApplication: Sendable {
     /// The refresh lock's name: group, account, and whose refresh token the app redeems — its
     /// family's (shared by every app of the family, so they must wait for each other) or its own
     /// (so apps with their own tokens refresh in parallel).
-    private func refreshLockName(for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> String {
-        let owner = try redeemableRefreshTokens(for: account, at: authority).first?.familyID
-            .map { "family:\($0)" } ?? "client:\(clientID.lowercased())"
+    private func refreshLockName(_ clientID: ClientID, for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> String {
+        let owner = try redeemableRefreshTokens(clientID, for: account, at: authority).first?.familyID
+            .map { "family:\($0)" } ?? "client:\(clientID.value.lowercased())"
         return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(authority.environment))|\(owner)"
     }
 
     /// The refresh tokens this app may send to its authority for the account: only those issued
     /// by the authority's host or, for Microsoft Entra, a host of the same cloud. The lock name
     /// and the redemption loop both read them, so both follow the same rule.
-    private func redeemableRefreshTokens(for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
+    private func redeemableRefreshTokens(_ clientID: ClientID, for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
         try store.refreshTokens(clientID: clientID, account: account, redeemableAt: authority)
     }
 
@@ -355,15 +367,15 @@ public final class PublicClientApplication: Sendable {
     /// process rotated meanwhile once more.
     private static let maximumRedemptions = 8
 
-    private func refresh(scopes: [String], account: CachedAccount, authority: Authority,
+    private func refresh(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority,
                          claims: String?) async throws(TokenCacheError) -> TokenResult {
         // Read once here, and again only after a refusal (another SDK may have rotated a token
         // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
         var candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try redeemableRefreshTokens(for: account, at: authority)
+            try redeemableRefreshTokens(clientID, for: account, at: authority)
         }
         if candidates.isEmpty {
-            if let result = try await refreshFromSingleSignOnStores(scopes: scopes, account: account, authority: authority, claims: claims) {
+            if let result = try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims) {
                 return result
             }
             let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
@@ -382,7 +394,7 @@ public final class PublicClientApplication: Sendable {
                                                   claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
             switch outcome {
             case .tokens(let response):
-                return try await saveRefreshed(response, account: account, authority: authority, scopes: scopes,
+                return try await saveRefreshed(response, clientID: clientID, account: account, authority: authority, scopes: scopes,
                                                redeemed: refreshToken.secret)
             case .rejected(let details):
                 lastRejection = details
@@ -391,7 +403,7 @@ public final class PublicClientApplication: Sendable {
                 candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
                     // This app is not in the family after all, as MSAL concludes: stop using family tokens.
                     if leavesFamily { try store.leaveFamily(clientID: clientID, environment: account.environment) }
-                    return try redeemableRefreshTokens(for: account, at: authority)
+                    return try redeemableRefreshTokens(clientID, for: account, at: authority)
                 }
             }
         }
@@ -399,7 +411,7 @@ public final class PublicClientApplication: Sendable {
         let isInteraction = details == nil || ["invalid_grant", "interaction_required", "consent_required", "login_required"]
             .contains(details!.error)
         // The group's tokens are stale; a tool the user signed in to since may hold a good one.
-        if isInteraction, let result = try await refreshFromSingleSignOnStores(scopes: scopes, account: account, authority: authority, claims: claims) {
+        if isInteraction, let result = try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims) {
             return result
         }
         throw TokenCacheError(
@@ -413,7 +425,7 @@ public final class PublicClientApplication: Sendable {
 
     /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
     /// (`invalidResponse`, `userMismatch`). `redeemed` is the group's token it was obtained with.
-    func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
+    func saveRefreshed(_ response: TokenResponse, clientID: ClientID, account: CachedAccount, authority: Authority, scopes: [String],
                        redeemed: String?) async throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")

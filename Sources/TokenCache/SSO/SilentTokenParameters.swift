@@ -41,7 +41,8 @@ public struct AccountChanges: AsyncSequence, Sendable {
     public typealias Failure = TokenCacheError
 
     let store: AccountStore
-    let clientID: String
+    /// Nil for a client ID `ClientID` refused: it has no accounts.
+    let clientID: ClientID?
     let interval: Duration
     let clock: any Clock<Duration>
 
@@ -52,13 +53,13 @@ public struct AccountChanges: AsyncSequence, Sendable {
     /// Yields the current accounts at once, then each differing list.
     public struct Iterator: AsyncIteratorProtocol {
         let store: AccountStore
-        let clientID: String
+        let clientID: ClientID?
         let interval: Duration
         let clock: any Clock<Duration>
         private var last: [CachedAccount]?
         private var revision: CacheRevision?
 
-        init(store: AccountStore, clientID: String, interval: Duration, clock: any Clock<Duration>) {
+        init(store: AccountStore, clientID: ClientID?, interval: Duration, clock: any Clock<Duration>) {
             self.store = store
             self.clientID = clientID
             self.interval = interval
@@ -78,6 +79,7 @@ public struct AccountChanges: AsyncSequence, Sendable {
                     read = try await BlockingWork.run { () throws(TokenCacheError) -> (CacheRevision?, [CachedAccount]?) in
                         let now = try store.backend.currentRevision(of: store.group)
                         if let now, now == known { return (now, nil) }
+                        guard let clientID else { return (now, []) }
                         return (now, try store.accounts(clientID: clientID))
                     }
                 } catch where error.code == .cancelled && Task.isCancelled {

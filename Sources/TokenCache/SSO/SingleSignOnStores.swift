@@ -10,12 +10,12 @@ package struct SingleSignOnStores: Sendable {
     /// Access to each store, in the order the app opted into them.
     package let accesses: [ExternalStoreAccess]
     private let group: AccountStore
-    private let clientID: String
+    private let clientID: ClientID
 
     /// `stores` read for `clientID` of `group`. Keyring stores share the group's Secret Service
     /// connection when the group is kept there, else the one `openKeyring` gives (called only
     /// when a store is in the keyring; nil when none can be opened: their reads then say why).
-    package init(_ stores: [ExternalStore], group: AccountStore, clientID: String,
+    package init(_ stores: [ExternalStore], group: AccountStore, clientID: ClientID,
                  openKeyring: () -> SecretServiceBackend?) {
         var keyring = group.backend as? SecretServiceBackend
         if keyring == nil, stores.contains(where: \.isEncrypted) { keyring = openKeyring() }

@@ -97,7 +97,7 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// Redeems a refresh token.
-    func redeem(refreshToken: String, clientID: String, scopes: [String], claims: String? = nil, at endpoint: URL,
+    func redeem(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
         if let claims { grant["claims"] = claims }
@@ -107,16 +107,16 @@ final class TokenEndpointClient: Sendable {
     /// Redeems a grant (`grant` holds `grant_type` and the grant's own fields: a refresh token,
     /// an authorization code with its verifier, a device code); every grant shares the client
     /// fields, the scopes and the response handling.
-    func redeem(grant: [String: String], clientID: String, scopes: [String], at endpoint: URL,
+    func redeem(grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var form = grant
         form["claims"] = try claimsParameter(grant["claims"])
-        form["client_id"] = clientID
+        form["client_id"] = clientID.value
         form["scope"] = (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")
         if isMicrosoft { form["client_info"] = "1" }
         let grantType = grant["grant_type"] ?? "-"
         logger.debug(grantType == "refresh_token" ? "Redeeming refresh token" : "Redeeming grant", metadata: [
-            "grant_type": .string(grantType), "endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID)])
+            "grant_type": .string(grantType), "endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID.value)])
         let response = try await post(form, to: endpoint, what: "The token endpoint")
         if response.status == 200 {
             return .tokens(try TokenResponse(json: response.body))

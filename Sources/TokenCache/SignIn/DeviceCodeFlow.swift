@@ -17,7 +17,7 @@ struct DeviceCodeFlow: Sendable {
     }
 
     let client: TokenEndpointClient
-    let clientID: String
+    let clientID: ClientID
     let scopes: [String]
     let isMicrosoft: Bool
     /// The clock of the polling interval and the code's expiry (tests pass a manual one).
@@ -31,7 +31,7 @@ struct DeviceCodeFlow: Sendable {
 
     /// Asks the device authorization endpoint for a user code.
     func start(at endpoint: URL, claims: String?, now: Date = Date()) async throws(TokenCacheError) -> Authorization {
-        var form = ["client_id": clientID, "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")]
+        var form = ["client_id": clientID.value, "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")]
         form["claims"] = try client.claimsParameter(claims)
         let response = try await client.post(form, to: endpoint, what: "The device authorization endpoint")
         guard response.status == 200 else {

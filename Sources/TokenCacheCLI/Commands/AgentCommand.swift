@@ -276,7 +276,7 @@ private struct RequestOutput: Encodable {
 /// What a token server (`agent`, `broker`) serves: its policy's options.
 struct ServedOptions: ParsableArguments {
     @Option(name: .customLong("client"), help: ArgumentHelp("Serve only this client app (repeatable).", valueName: "id"), transform: ClientIDArgument.parse)
-    var clients: [String] = []
+    var clients: [ClientID] = []
 
     @Option(name: .customLong("account"), help: ArgumentHelp("Serve only this account, username or home account ID (repeatable).", valueName: "name|home-id"))
     var accounts: [String] = []
@@ -293,7 +293,7 @@ struct ServedOptions: ParsableArguments {
 
     func policy() throws -> AgentPolicy {
         var policy = AgentPolicy()
-        policy.clients = clients
+        policy.clients = clients.map(\.value)
         policy.accounts = accounts
         policy.scopes = scopeList(scopes)
         policy.authorities = try authorities.map { try Authority($0) }

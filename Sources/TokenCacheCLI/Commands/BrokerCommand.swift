@@ -105,7 +105,7 @@ struct BrokerCommand: ParsableCommand {
             guard parts.count == 2, !parts[0].isEmpty, let client = try? ClientIDArgument.parse(parts[1]) else {
                 throw ValidationError("--app takes APP_ID=CLIENT_ID (a Flatpak app ID or snap name, and a client ID): '\(entry)' is not.")
             }
-            map[parts[0], default: []].append(client)
+            map[parts[0], default: []].append(client.value)
         }
         return map
     }

@@ -141,7 +141,7 @@ struct GitCredentialCommand: ParsableCommand {
                 ("credential.https://*.visualstudio.com.helper", "tokencache"),
             ]
             // The options that choose the token go with the host; quoted, as git runs the value with the shell.
-            let chosen = [("--scopes", options.scopes.joined(separator: " ")), ("--client", options.client ?? ""),
+            let chosen = [("--scopes", options.scopes.joined(separator: " ")), ("--client", options.client?.value ?? ""),
                           ("--authority", options.authority ?? ""), ("--account", options.account ?? "")]
                 .filter { !$0.1.isEmpty }.map { " \($0.0) \(Self.shellQuoted($0.1))" }.joined()
             for host in host {

@@ -116,7 +116,7 @@ struct KubectlCredentialCommand: ParsableCommand {
         }
         let backup = try Self.backUp(path)
         var arguments = ["kubectl-credential"]
-        if let client = options.client { arguments += ["--client", client] }
+        if let client = options.client { arguments += ["--client", client.value] }
         for scope in options.scopes { arguments += ["--scopes", scope] }
         if let account = options.account { arguments += ["--account", account] }
         if let authority = options.authority { arguments += ["--authority", authority] }

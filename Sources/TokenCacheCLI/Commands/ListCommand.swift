@@ -29,7 +29,7 @@ struct ListCommand: ParsableCommand {
         """)
 
     @Option(help: ArgumentHelp("Only this client app (application ID).", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("Only this account (username or home account ID).", valueName: "name|home-id"))
     var account: String?
@@ -59,7 +59,7 @@ struct ListCommand: ParsableCommand {
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
-                inventory = try Self.inventory(through: agent, client: client, account: account)
+                inventory = try Self.inventory(through: agent, client: client?.value, account: account)
             } else {
                 let opened = try store.openStore()
                 inventory = try opened.inventory()
@@ -78,7 +78,7 @@ struct ListCommand: ParsableCommand {
                     }
                 }
             }
-            inventory = inventory.narrowed(toAccount: account, clientID: client)
+            inventory = inventory.narrowed(toAccount: account, clientID: client?.value)
             // Held by the broker: listed apart, marked, never merged into the group's accounts.
             let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
@@ -111,7 +111,7 @@ struct ListCommand: ParsableCommand {
 
     /// The accounts the identity broker holds for `client`, through the engine (which asks only a
     /// broker other than `tokencache broker`).
-    static func brokerAccounts(client: String, store options: StoreOptions) throws -> [CachedAccount] {
+    static func brokerAccounts(client: ClientID, store options: StoreOptions) throws -> [CachedAccount] {
         var settings = PublicClientApplication.Options()
         settings.broker = .always
         let engine = TokenEngine(store: try options.openStore(), options: settings)

@@ -132,7 +132,7 @@ struct LoginCommand: ParsableCommand {
             if json {
                 try JSONOutput.print(Output(username: account?.username ?? "", homeAccountId: account?.homeAccountID ?? "",
                                             environment: account?.environment ?? app.authority.environment,
-                                            tenantId: result.tenantID, clientId: client, scopes: result.scopes,
+                                            tenantId: result.tenantID, clientId: client.value, scopes: result.scopes,
                                             expiresOn: result.expiresOn))
             } else {
                 Terminal.print("Signed in as \(Terminal.escape(account?.username ?? "(no username)")) (\(Terminal.escape(account?.homeAccountID ?? "-"))) for client \(client) in group \(store.group).")
@@ -160,7 +160,7 @@ struct LogoutCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The client app to sign out (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("The account (username or home account ID); needed when the app has several; else TOKENCACHE_ACCOUNT or the config file's \"account\".", valueName: "name|home-id"))
     var account: String?

@@ -197,7 +197,7 @@ struct ResetPasswordCommand: ParsableCommand {
 struct NativeSession {
     let app: NativeAuthPublicClientApplication
     let group: String
-    let client: String
+    let client: ClientID
 
     init(store storeOptions: StoreOptions, app options: AppOptions, types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
         // Client and authority in the one settings chain, as `token` follows it.
@@ -261,7 +261,7 @@ struct NativeSession {
         let token = try waitFor { try await account.getAccessToken(scopes: scopes) }
         if json {
             try JSONOutput.print(Output(username: account.username, homeAccountId: account.account.homeAccountID,
-                                        environment: account.account.environment, clientId: client, scopes: token.scopes,
+                                        environment: account.account.environment, clientId: client.value, scopes: token.scopes,
                                         expiresOn: token.expiresOn))
         } else {
             Terminal.print("\(what) as \(Terminal.escape(account.username)) (\(Terminal.escape(account.account.homeAccountID))) for client \(client) in group \(group).")

@@ -26,7 +26,7 @@ struct PhotoCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The client app whose silent token calls Graph (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("The authority the token comes from, for example https://login.microsoftonline.com/organizations; else TOKENCACHE_AUTHORITY or the config file's \"authority\".", valueName: "url"))
     var authority: String?

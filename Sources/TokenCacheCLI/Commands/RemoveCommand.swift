@@ -32,7 +32,7 @@ struct RemoveCommand: ParsableCommand {
     var account: String?
 
     @Option(help: ArgumentHelp("Sign only this client app out.", valueName: "id"), transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("The authority the account signed in at, to pick it when the same account is at hosts of two clouds.", valueName: "url"))
     var authority: String?

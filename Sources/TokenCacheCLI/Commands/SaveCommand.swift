@@ -57,7 +57,7 @@ struct SaveCommand: ParsableCommand {
                 }
                 result = try store.save(response, clientID: client, authority: authority, scopes: scopes, homeAccountID: homeAccountId)
             } else {
-                result = try store.save(response, clientID: client, authority: authority, scopes: scopes)
+                result = try store.save(response, clientID: client, authority: authority, scopes: scopes, homeAccountID: nil)
             }
             if let displayName { try store.setAppDisplayName(displayName, clientID: client, authority: authority) }
             let who = result.account.map { "\($0.username.isEmpty ? $0.homeAccountID : $0.username)" } ?? "(no account)"

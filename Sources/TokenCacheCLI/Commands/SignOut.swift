@@ -5,7 +5,7 @@ import TokenCache
 /// rule C follows too); this says it in options. It never asks: only that app's own tokens go
 /// (as `gh auth logout` and `az logout` do), and `--dry-run` shows what would go.
 enum SignOut {
-    static func run(client: String, account: String?, authority: Authority?, in store: AccountStore, dryRun: Bool) throws {
+    static func run(client: ClientID, account: String?, authority: Authority?, in store: AccountStore, dryRun: Bool) throws {
         let target: CachedAccount
         do {
             target = try store.signOutTarget(clientID: client, account: account, authority: authority)

@@ -54,7 +54,7 @@ struct TokenCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\".", valueName: "id"),
             transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("Scopes the token must carry, separated by spaces; repeatable (--scopes A --scopes B needs both).", valueName: "scopes"))
     var scopes: [String]
@@ -133,7 +133,7 @@ struct TokenCommand: ParsableCommand {
     /// How to get a token where none is cached: in another tool's store, from that tool. The
     /// `login` suggested keeps this command line's --backend and --group, so it signs in where
     /// this command looked.
-    private func signInHint(client: String, authority: Authority? = nil) -> String {
+    private func signInHint(client: ClientID, authority: Authority? = nil) -> String {
         guard let externalStore else {
             let at = authority?.url.absoluteString ?? "https://login.microsoftonline.com/organizations"
             let backend = store.backend.map { " --backend \($0.rawValue)" } ?? ""
@@ -163,7 +163,7 @@ struct TokenCommand: ParsableCommand {
                 group = try store.openStore(account: account, quiet: quiet)
                 return group!
             }
-            var request = TokenRequest(clientID: try ClientID(client), scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
+            var request = TokenRequest(clientID: client, scopes: scopeList(scopes), account: account, authority: settings.authority?.value)
             request.redeemsRefreshTokens = refreshes
             request.claims = claims ?? challenge.flatMap { ClaimsChallenge(wwwAuthenticate: $0)?.claims }
             request.forceRefresh = request.claims != nil
@@ -199,7 +199,7 @@ struct TokenCommand: ParsableCommand {
     /// The engine's error as this command reports it: nothing to hand out is exit 2 (as scripts
     /// test for), a choice to make or a value the library refuses is a usage error (64); with
     /// --json the one error line carries the code and reason (``ErrorReport``).
-    private func translated(_ error: TokenCacheError, client: String, account: String?, authority: Authority?, note: String? = nil) -> Error {
+    private func translated(_ error: TokenCacheError, client: ClientID, account: String?, authority: Authority?, note: String? = nil) -> Error {
         var message = CLIHints.message(of: error)
         if case .noAccount = error.reason, let externalStore {
             message = "No account of client \(client)\(account.map { " matches '\($0)'" } ?? "") in store \(externalStore)."
@@ -215,7 +215,7 @@ struct TokenCommand: ParsableCommand {
     }
 
     /// The engine's reasons in this command's options.
-    private func hint(for error: TokenCacheError, client: String, authority: Authority?) -> String? {
+    private func hint(for error: TokenCacheError, client: ClientID, authority: Authority?) -> String? {
         switch error.reason.value {
         // Through the token agent, only the agent's own --authority refreshes (#59 item 5): a
         // request's --authority is refused by an agent started without one.

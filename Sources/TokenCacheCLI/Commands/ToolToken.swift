@@ -15,7 +15,7 @@ struct ToolTokenOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("The client app (application ID); else TOKENCACHE_CLIENT_ID or the config file's \"client\", else Azure CLI's (\(azureCLIClient)).", valueName: "id"),
             transform: ClientIDArgument.parse)
-    var client: String?
+    var client: ClientID?
 
     @Option(help: ArgumentHelp("Scopes of the token, separated by spaces; default the tool's resource (Azure DevOps for git, AKS for kubectl).", valueName: "scopes"))
     var scopes: [String] = []
@@ -36,14 +36,14 @@ struct ToolTokenOptions: ParsableArguments {
     /// --scopes), and the engine that answers it.
     func request(defaultScope: String) throws -> (TokenEngine, TokenRequest) {
         let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
-        let client = settings.client?.value ?? Self.azureCLIClient
+        let client = try settings.client?.value ?? ClientID(Self.azureCLIClient)
         let account = settings.account?.value
         var options = PublicClientApplication.Options()
         options.logger = StoreOptions.logger(verbose: store.verbose, quiet: !store.verbose)
         let engine = try TokenEngine.open(store.cacheChoice(), options: options) {
             try store.openStore(account: account, quiet: true)
         }
-        var request = TokenRequest(clientID: try ClientID(client), scopes: scopes.isEmpty ? [defaultScope] : scopeList(scopes),
+        var request = TokenRequest(clientID: client, scopes: scopes.isEmpty ? [defaultScope] : scopeList(scopes),
                                    account: account, authority: settings.authority?.value)
         request.clientCapabilities = settings.capabilities
         return (engine, request)
@@ -74,7 +74,7 @@ struct ToolTokenOptions: ParsableArguments {
         guard tty >= 0 else { throw CLIError.notFound("No account signed in for \(tool) (no terminal to sign in on): \(login).") }
         defer { close(tty) }
         let authority = try request.authority ?? Authority("https://login.microsoftonline.com/organizations")
-        let app = PublicClientApplication(clientID: request.clientID.value, authority: authority, store: try store.openStore(account: nil, quiet: true))
+        let app = PublicClientApplication(clientID: request.clientID, authority: authority, store: try store.openStore(account: nil, quiet: true))
         let parameters = DeviceCodeParameters(scopes: request.scopes)
         do throws(TokenCacheError) {
             return try waitFor { [parameters] () throws(TokenCacheError) in

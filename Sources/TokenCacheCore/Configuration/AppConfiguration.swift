@@ -92,7 +92,15 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
     /// Checks every field.
     /// - Throws: ``TokenCacheError`` `invalidArgument` naming the field at fault.
     public func validate() throws(TokenCacheError) {
-        do { _ = try ClientID(clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
+        try validated()
+    }
+
+    /// ``validate()``, returning the client ID it checked: where an app made from a configuration
+    /// gets the ``ClientID`` it carries.
+    @discardableResult
+    package func validated() throws(TokenCacheError) -> ClientID {
+        let checked: ClientID
+        do { checked = try ClientID(clientID) } catch { throw .invalidArgument("clientId", "must be the application (client) ID, without spaces") }
         do { _ = try Authority(authority) } catch { throw TokenCacheError(.invalidArgument, error.message, hint: error.hint, field: "authority") }
         do { _ = try CacheGroup(group) } catch { throw .invalidArgument("group", "'\(group)' is not a reverse-DNS name") }
         if let redirectURI, !Self.isRedirectURI(redirectURI) {
@@ -109,6 +117,7 @@ public struct AppConfiguration: Sendable, Hashable, Codable {
         if let bad = clientCapabilities.first(where: { !Self.isCapability($0) }) {
             throw .invalidArgument("clientCapabilities", "'\(bad)' is not a capability name such as cp1")
         }
+        return checked
     }
 
     /// The parsed authority. Valid after ``validate()``.

@@ -13,7 +13,7 @@ extension AccountStore {
     /// batch cut short leaves a copy, never a loss.
     ///
     /// - Returns: the account as it reads afterwards, or nil when the cloud holds none.
-    package func moveRealm(homeAccountID home: String, environment: String, clientID: String,
+    package func moveRealm(homeAccountID home: String, environment: String, clientID: ClientID,
                            from old: String, to new: String) throws(TokenCacheError) -> CachedAccount? {
         let cloud = Environment.canonical(environment)
         return try mutate { index in
@@ -22,7 +22,7 @@ extension AccountStore {
             for kind in [EntityKind.account, .idToken, .accessToken] {
                 for entry in index.entries(kind, homeAccountID: home)
                 where Self.cloud(of: entry) == cloud && ASCII.equalsIgnoringCase(entry["realm"] ?? "", old)
-                    && (kind == .account || ASCII.equalLowercased(entry["client_id"], clientID)) {
+                    && (kind == .account || ASCII.equalLowercased(entry["client_id"], clientID.value)) {
                     var fields = entry.fields
                     fields["realm"] = .string(new)
                     let moved = CacheEntry(kind: kind, fields: fields)
@@ -40,13 +40,13 @@ extension AccountStore {
             }
             if !removals.isEmpty {
                 options.logger.debug("Moving account records to the tenant ID", metadata: [
-                    "client_id": .string(clientID), "account": options.privacy.pii(home), "entries": .stringConvertible(removals.count)])
+                    "client_id": .string(clientID.value), "account": options.privacy.pii(home), "entries": .stringConvertible(removals.count)])
             }
             // An older copy stored under the moved record's own key is overwritten, not removed after.
             let written = Set(upserts.compactMap { if case .upsert(let entry) = $0 { entry.key } else { nil } })
             return upserts + removals.filter { if case .remove(_, let key) = $0 { !written.contains(key) } else { true } }
         } result: { index in
-            account(homeAccountID: home, cloud: cloud, clientID: clientID, in: index)
+            account(homeAccountID: home, cloud: cloud, clientID: clientID.value, in: index)
         }
     }
 

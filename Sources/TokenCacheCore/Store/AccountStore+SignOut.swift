@@ -11,13 +11,13 @@ extension AccountStore {
     ///   the client is signed in to none) or ``TokenCacheError/Reason/clientNotSignedIn``;
     ///   `ambiguousAccount` with reason ``TokenCacheError/Reason/severalAccounts`` or
     ///   ``TokenCacheError/Reason/accountInSeveralClouds``.
-    package func signOutTarget(clientID: String, account name: String?, authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount {
+    package func signOutTarget(clientID: ClientID, account name: String?, authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount {
         var inventory = try inventory()
         if let authority {
             let cloud = Environment.canonical(authority.environment)
             inventory.accounts.removeAll { Environment.canonical($0.environment) != cloud }
         }
-        func isClient(_ id: String) -> Bool { id.lowercased() == clientID.lowercased() }
+        func isClient(_ id: String) -> Bool { id.lowercased() == clientID.value.lowercased() }
         let accounts = inventory.accounts.filter { Self.signedInClients($0).contains(where: isClient) }
         let listing = accounts.map { "\($0.username) (\($0.homeAccountID))" }
         guard let name else {

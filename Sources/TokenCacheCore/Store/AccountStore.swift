@@ -77,7 +77,7 @@ public final class AccountStore: Sendable {
     @discardableResult
     public func save(_ response: TokenResponse, clientID: String, authority: Authority,
                      scopes: [String], now: Date = Date()) throws(TokenCacheError) -> TokenResult {
-        try save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil, now: now)
+        try save(response, clientID: try ClientID(clientID), authority: authority, scopes: scopes, homeAccountID: nil, now: now)
     }
 
     /// Saves a response for a known account: a refresh response may carry neither client_info
@@ -88,9 +88,8 @@ public final class AccountStore: Sendable {
     ///   it (the family token another app of the family saved under its own key) gets the new
     ///   refresh token, as MSAL updates the redeemed entry.
     @discardableResult
-    package func save(_ response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
+    package func save(_ response: TokenResponse, clientID: ClientID, authority: Authority, scopes: [String],
               homeAccountID: String?, redeemedRefreshToken: String? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult {
-        _ = try ClientID(clientID)
         let entities = try ResponseEntities(response: response, clientID: clientID, authority: authority,
                                             scopes: scopes, knownHomeAccountID: homeAccountID, now: now)
         if entities.accessToken["target"]?.isEmpty ?? true {
@@ -115,7 +114,7 @@ public final class AccountStore: Sendable {
                 changes += Self.upsert(entry, in: index)
             }
             if let home = entities.homeAccountID {
-                changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID, state: .signedIn), in: index)
+                changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID.value, state: .signedIn), in: index)
             }
             if let redeemed = redeemedRefreshToken, let home = entities.homeAccountID,
                let newRT = entities.refreshToken, let newSecret = newRT["secret"], newSecret != redeemed {
@@ -124,12 +123,12 @@ public final class AccountStore: Sendable {
                                          except: index.existing(matching: newRT)?.key ?? newRT.key)
             }
             logger.debug("Saving token response", metadata: [
-                "client_id": .string(clientID), "account": options.privacy.pii(entities.homeAccountID ?? "-"),
+                "client_id": .string(clientID.value), "account": options.privacy.pii(entities.homeAccountID ?? "-"),
                 "changes": .stringConvertible(changes.count)])
             return changes
         } result: { index in
             let account = entities.homeAccountID.flatMap {
-                self.account(homeAccountID: $0, cloud: Environment.canonical(authority.environment), clientID: clientID, in: index)
+                self.account(homeAccountID: $0, cloud: Environment.canonical(authority.environment), clientID: clientID.value, in: index)
             }
             return Self.result(AccessToken(entry: entities.accessToken), account: account)
                 .with(account: account, idToken: entities.idToken?["secret"], isFromCache: false)
@@ -148,13 +147,26 @@ public final class AccountStore: Sendable {
     /// Accounts a client can use silently: those with a refresh token of the client or of its
     /// family, minus those the client signed out of (MSAL's `allAccounts`). An account is one
     /// home account ID in one cloud, as in MSAL: the same ID at hosts of two clouds is two accounts.
+    /// A client ID ``ClientID`` refuses has none.
     public func accounts(clientID: String) throws(TokenCacheError) -> [CachedAccount] {
+        guard let clientID = Self.lookup(clientID) else { return [] }
+        return try accounts(clientID: clientID)
+    }
+
+    /// `accounts(clientID:)` of a client checked where it entered.
+    package func accounts(clientID: ClientID) throws(TokenCacheError) -> [CachedAccount] {
         try read { index in
             Self.accountKeys(in: index).compactMap { key in
-                guard Self.canUse(home: key.home, cloud: key.cloud, clientID: clientID, in: index) else { return nil }
-                return self.account(homeAccountID: key.home, cloud: key.cloud, clientID: clientID, in: index)
+                guard Self.canUse(home: key.home, cloud: key.cloud, clientID: clientID.value, in: index) else { return nil }
+                return self.account(homeAccountID: key.home, cloud: key.cloud, clientID: clientID.value, in: index)
             }
         }
+    }
+
+    /// A client ID of a public read taking a `String`: nil for one ``ClientID`` refuses, which no
+    /// entry of this store holds (a save refuses it), so such a read finds nothing, as before.
+    private static func lookup(_ clientID: String) -> ClientID? {
+        try? ClientID(clientID)
     }
 
     /// Every account in the group, whichever apps use it: one per home account ID and cloud.
@@ -209,7 +221,13 @@ public final class AccountStore: Sendable {
 
     /// The sign-in state a client has recorded for an account.
     public func signInState(of account: CachedAccount, clientID: String) throws(TokenCacheError) -> SignInState? {
-        try read { Self.signInState(home: account.homeAccountID, clientID: clientID, in: $0) }
+        guard let clientID = Self.lookup(clientID) else { return nil }
+        return try signInState(of: account, clientID: clientID)
+    }
+
+    /// `signInState(of:clientID:)` of a client checked where it entered.
+    package func signInState(of account: CachedAccount, clientID: ClientID) throws(TokenCacheError) -> SignInState? {
+        try read { Self.signInState(home: account.homeAccountID, clientID: clientID.value, in: $0) }
     }
 
     // MARK: Tokens
@@ -222,6 +240,17 @@ public final class AccountStore: Sendable {
     ///   account's home tenant.
     public func accessToken(clientID: String, account: CachedAccount, scopes: [String],
                             authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
+        guard let clientID = Self.lookup(clientID) else {
+            _ = try Self.resourceScopes(scopes)  // scopes of none are refused as before
+            return nil
+        }
+        return try accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority, now: now)
+    }
+
+    /// `accessToken(clientID:account:scopes:authority:now:)` of a client checked where it entered.
+    package func accessToken(clientID: ClientID, account: CachedAccount, scopes: [String],
+                             authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
+        let clientID = clientID.value
         let requested = try Self.resourceScopes(scopes)
         let environment = Environment.canonical(authority?.environment ?? account.environment)
         let deadline = now.timeIntervalSince1970 + options.expiryMargin
@@ -252,6 +281,17 @@ public final class AccountStore: Sendable {
     /// authority otherwise.
     public func accessTokensByTenant(clientID: String, account: CachedAccount, scopes: [String],
                                      now: Date = Date()) throws(TokenCacheError) -> [TokenResult] {
+        guard let clientID = Self.lookup(clientID) else {
+            _ = try Self.resourceScopes(scopes)  // scopes of none are refused as before
+            return []
+        }
+        return try accessTokensByTenant(clientID: clientID, account: account, scopes: scopes, now: now)
+    }
+
+    /// `accessTokensByTenant(clientID:account:scopes:now:)` of a client checked where it entered.
+    package func accessTokensByTenant(clientID: ClientID, account: CachedAccount, scopes: [String],
+                                      now: Date = Date()) throws(TokenCacheError) -> [TokenResult] {
+        let clientID = clientID.value
         let requested = try Self.resourceScopes(scopes)
         let environment = Environment.canonical(account.environment)
         let deadline = now.timeIntervalSince1970 + options.expiryMargin
@@ -307,15 +347,15 @@ public final class AccountStore: Sendable {
     /// The refresh token a client should redeem for an account, in MSAL's order: the family's
     /// token when app metadata names a family, family "1" when the app has no metadata yet,
     /// then the app's own, newest first. Nil when the app signed out of the account.
-    package func refreshToken(clientID: String, account: CachedAccount) throws(TokenCacheError) -> RefreshToken? {
+    package func refreshToken(clientID: ClientID, account: CachedAccount) throws(TokenCacheError) -> RefreshToken? {
         try refreshTokens(clientID: clientID, account: account).first
     }
 
     /// Every refresh token the client may redeem for the account, in the order to try them.
-    package func refreshTokens(clientID: String, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
+    package func refreshTokens(clientID: ClientID, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
         try read { index in
-            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
-            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID,
+            guard Self.signInState(home: account.homeAccountID, clientID: clientID.value, in: index) != .signedOut else { return [] }
+            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID.value,
                                       environment: account.environment, in: index).map(RefreshToken.init(entry:))
         }
     }
@@ -325,7 +365,7 @@ public final class AccountStore: Sendable {
     /// authority, a host of the same cloud (``Environment/authority(_:accepts:)``). Family
     /// tokens are Microsoft's: an app with a B2C, AD FS or generic OIDC authority redeems only
     /// its own.
-    package func refreshTokens(clientID: String, account: CachedAccount, redeemableAt authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
+    package func refreshTokens(clientID: ClientID, account: CachedAccount, redeemableAt authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
         try refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID, redeemableAt: authority, appMetadata: nil)
     }
 
@@ -333,9 +373,10 @@ public final class AccountStore: Sendable {
     /// read from `appMetadata` (its own group's) instead of this store's: for another tool's
     /// cache, which knows nothing of the client. With no `authority`, the tokens the client
     /// could redeem at the hosts that issued them, in any environment.
-    package func refreshTokens(clientID: String, homeAccountID: String, redeemableAt authority: Authority?,
+    package func refreshTokens(clientID: ClientID, homeAccountID: String, redeemableAt authority: Authority?,
                                appMetadata: [CacheEntry]?) throws(TokenCacheError) -> [RefreshToken] {
-        try read { index in
+        let clientID = clientID.value
+        return try read { index in
             guard Self.signInState(home: homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
             return Self.refreshTokens(home: homeAccountID, clientID: clientID, environment: authority?.environment,
                                       appMetadata: appMetadata ?? Array(index.all(.appMetadata)), in: index)
@@ -388,8 +429,15 @@ public final class AccountStore: Sendable {
 
     /// The app metadata recorded for a client, if any.
     public func appMetadata(clientID: String) throws(TokenCacheError) -> [AppMetadata] {
-        try read { index in
-            index.all(.appMetadata).filter { $0["client_id"]?.lowercased() == clientID.lowercased() }.map(AppMetadata.init(entry:))
+        guard let clientID = Self.lookup(clientID) else { return [] }
+        return try appMetadata(clientID: clientID)
+    }
+
+    /// `appMetadata(clientID:)` of a client checked where it entered.
+    package func appMetadata(clientID: ClientID) throws(TokenCacheError) -> [AppMetadata] {
+        let clientID = clientID.value.lowercased()
+        return try read { index in
+            index.all(.appMetadata).filter { $0["client_id"]?.lowercased() == clientID }.map(AppMetadata.init(entry:))
         }
     }
 
@@ -402,7 +450,8 @@ public final class AccountStore: Sendable {
 
     /// Records that a client is not in a family after all (the server answered
     /// `client_mismatch` to a family refresh token), so it stops using family tokens.
-    package func leaveFamily(clientID: String, environment: String) throws(TokenCacheError) {
+    package func leaveFamily(clientID: ClientID, environment: String) throws(TokenCacheError) {
+        let clientID = clientID.value
         try mutate { index in
             let existing = index.all(.appMetadata).first {
                 $0["client_id"]?.lowercased() == clientID.lowercased()
@@ -417,7 +466,14 @@ public final class AccountStore: Sendable {
     /// Signs one app out of an account: the app's access, ID and own refresh tokens in the
     /// account's cloud are removed and its state becomes `signed_out`. Other apps keep the
     /// account and their SSO, including the family refresh token.
+    /// - Throws: `invalidArgument` (field `client ID`) for a client ID ``ClientID`` refuses: nothing is written.
     public func signOut(_ account: CachedAccount, clientID: String) throws(TokenCacheError) {
+        try signOut(account, clientID: try ClientID(clientID))
+    }
+
+    /// `signOut(_:clientID:)` of a client checked where it entered.
+    package func signOut(_ account: CachedAccount, clientID: ClientID) throws(TokenCacheError) {
+        let clientID = clientID.value
         let cloud = Environment.canonical(account.environment)
         try mutate { index in
             var changes: [CacheChange] = []
@@ -439,10 +495,14 @@ public final class AccountStore: Sendable {
     /// other SDKs keep and ignore), so admins see "Notes" rather than a client ID in
     /// `tokencache list`. Later saves keep it. It may be called before the app's first sign-in.
     public func setAppDisplayName(_ name: String, clientID: String, authority: Authority) throws(TokenCacheError) {
-        _ = try ClientID(clientID)
+        try setAppDisplayName(name, clientID: try ClientID(clientID), authority: authority)
+    }
+
+    /// `setAppDisplayName(_:clientID:authority:)` of a client checked where it entered.
+    package func setAppDisplayName(_ name: String, clientID: ClientID, authority: Authority) throws(TokenCacheError) {
         try Self.validate(appDisplayName: name)
         try mutate { index in
-            var entry = CacheEntry(kind: .appMetadata, fields: ["client_id": .string(clientID),
+            var entry = CacheEntry(kind: .appMetadata, fields: ["client_id": .string(clientID.value),
                                                                 "environment": .string(authority.environment)])
             if let stored = index.existing(matching: entry) {
                 entry = stored

@@ -13,7 +13,7 @@ package struct ResponseEntities: Sendable {
     package var all: [CacheEntry] { [accessToken, account, idToken, refreshToken, appMetadata].compactMap { $0 } }
 
     /// Builds the entities, validating everything first so a bad response changes nothing.
-    package init(response: TokenResponse, clientID: String, authority: Authority, scopes: [String],
+    package init(response: TokenResponse, clientID: ClientID, authority: Authority, scopes: [String],
          knownHomeAccountID: String? = nil, now: Date) throws(TokenCacheError) {
         let now = Int(now.timeIntervalSince1970)
         let claims = try response.idToken.map(IDTokenClaims.init(jwt:))
@@ -46,7 +46,7 @@ package struct ResponseEntities: Sendable {
         let target = granted.sorted().joined(separator: " ")
         let environment = JSONValue.string(authority.environment)
         let realm = JSONValue.string(authority.realm)
-        let client = JSONValue.string(clientID)
+        let client = JSONValue.string(clientID.value)
 
         let expiresIn = response.expiresIn ?? response.expiresOn.map { $0 - now } ?? 600
         let extendedExpiresIn = response.extendedExpiresIn ?? expiresIn

@@ -101,7 +101,7 @@ struct PolicyGateTests {
         let agent = TokenAgent(store: try Self.store(), policy: AgentPolicy(), confirmation: questions.confirmation)
         func token(_ scopes: [String], caller: String) async -> TokenCacheError.Code? {
             do {
-                _ = try await agent.token(clientID: Fixtures.appOne, scopes: scopes, account: Fixtures.alice.username, authority: nil,
+                _ = try await agent.token(clientID: try ClientID(Fixtures.appOne), scopes: scopes, account: Fixtures.alice.username, authority: nil,
                                           caller: ServerPolicy.Caller(identity: caller, pid: 1))
                 return nil
             } catch {
@@ -196,7 +196,7 @@ struct PolicyGateTests {
         for (scopes, authority, what) in [(["Mail.Read"], nil, "scope Mail.Read"), (["User.Read"], elsewhere, "authority \(elsewhere)")] {
             var agentError: TokenCacheError?
             do {
-                _ = try await agent.token(clientID: Fixtures.appOne, scopes: scopes, account: Fixtures.alice.username, authority: authority,
+                _ = try await agent.token(clientID: try ClientID(Fixtures.appOne), scopes: scopes, account: Fixtures.alice.username, authority: authority,
                                           caller: ServerPolicy.Caller(identity: "/usr/bin/app-a", pid: 1))
             } catch {
                 agentError = error

@@ -81,8 +81,8 @@ struct SSOSecurityTests {
     func oidcAppNeverUsesFamilyTokens() async throws {
         let account = try await signInAlice()
         let oidc = issuer.authority(kind: .oidc)
-        #expect(try store.refreshTokens(clientID: Fixtures.appThree, account: account, redeemableAt: oidc).isEmpty)
-        #expect(try store.refreshTokens(clientID: Fixtures.appThree, account: account, redeemableAt: issuer.authority()).count == 1)
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appThree), account: account, redeemableAt: oidc).isEmpty)
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appThree), account: account, redeemableAt: issuer.authority()).count == 1)
         await #expect(throws: TokenCacheError.self) {
             try await app(Fixtures.appThree, oidc).acquireTokenSilent(scopes: ["User.Read"], account: account, forceRefresh: true)
         }
@@ -116,10 +116,10 @@ struct SSOSecurityTests {
         try store.save(Fixtures.tokenResponse(response), clientID: Fixtures.appOne,
                        authority: try Authority("https://login.windows.net/\(Fixtures.tenantA)"), scopes: [])
         let account = try #require(try store.account(Fixtures.alice.username))
-        let found = try store.refreshTokens(clientID: Fixtures.appTwo, account: account,
+        let found = try store.refreshTokens(clientID: try ClientID(Fixtures.appTwo), account: account,
                                             redeemableAt: try Authority("https://login.microsoftonline.com/organizations"))
         #expect(found.map(\.secret) == ["rt-windows-net"])
-        #expect(try store.refreshTokens(clientID: Fixtures.appTwo, account: account,
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appTwo), account: account,
                                         redeemableAt: try Authority("https://login.microsoftonline.us/organizations")).isEmpty)
     }
 

@@ -55,7 +55,7 @@ struct SilentSSOTests {
         let stats = try await idp.stats()
         #expect(stats.grants.map(\.outcome) == ["ok"])
         #expect(stats.grants.first?.redeemed == "rt-initial-\(Fixtures.appOne)")
-        let secrets = try store.refreshTokens(clientID: Fixtures.appOne, account: account).map(\.secret)
+        let secrets = try store.refreshTokens(clientID: try ClientID(Fixtures.appOne), account: account).map(\.secret)
         #expect(secrets == ["rt-rotated-1"])
         // The new token is now served from the cache.
         _ = try await app(Fixtures.appOne).acquireTokenSilent(scopes: ["User.Read"], account: account)
@@ -93,7 +93,7 @@ struct SilentSSOTests {
         let grants = try await idp.stats().grants
         #expect(grants.map(\.outcome) == ["ok", "invalid_grant", "ok"])
         #expect(grants.map(\.redeemed) == ["rt-initial-\(Fixtures.appOne)", "rt-initial-\(Fixtures.appOne)", "rt-rotated-1"])
-        #expect(try store.refreshTokens(clientID: Fixtures.appOne, account: account).map(\.secret) == ["rt-rotated-2"])
+        #expect(try store.refreshTokens(clientID: try ClientID(Fixtures.appOne), account: account).map(\.secret) == ["rt-rotated-2"])
     }
 
     @Test("An app that never signed in gets SSO by redeeming another app's family refresh token")
@@ -142,7 +142,7 @@ struct SilentSSOTests {
         #expect(error?.code == .interactionRequired)
         #expect(error?.server?.suberror == "client_mismatch")
         #expect(try store.appMetadata(clientID: Fixtures.appTwo).first?.familyID == nil)
-        #expect(try store.refreshToken(clientID: Fixtures.appTwo, account: account) == nil)
+        #expect(try store.refreshToken(clientID: try ClientID(Fixtures.appTwo), account: account) == nil)
         // Once app two has its own token, it uses it.
         try await signIn(Fixtures.appTwo, foci: nil, expiresIn: 60)
         let result = try await second.acquireTokenSilent(scopes: ["User.Read"], account: account)

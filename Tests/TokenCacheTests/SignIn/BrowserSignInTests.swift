@@ -321,7 +321,7 @@ struct SignInFlowTests {
     func authorizationURL() throws {
         var parameters = InteractiveTokenParameters(scopes: ["a b"])
         let url = try AuthorizationRequest.url(endpoint: URL(string: "https://contoso.b2clogin.com/x/oauth2/v2.0/authorize?p=B2C_1_signin")!,
-                                               clientID: "client", redirectURI: "http://localhost:1234", state: "st", challenge: "ch",
+                                               clientID: try ClientID("client"), redirectURI: "http://localhost:1234", state: "st", challenge: "ch",
                                                nonce: "nc", parameters: parameters)
         let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
         #expect(items.first?.name == "p")
@@ -330,7 +330,7 @@ struct SignInFlowTests {
         #expect(items.first { $0.name == "nonce" }?.value == "nc")
         parameters.extraQueryParameters = ["State": "forged"]
         let error = #expect(throws: TokenCacheError.self) {
-            try AuthorizationRequest.url(endpoint: url, clientID: "c", redirectURI: "r", state: "s", challenge: "c", nonce: "n", parameters: parameters)
+            try AuthorizationRequest.url(endpoint: url, clientID: try ClientID("c"), redirectURI: "r", state: "s", challenge: "c", nonce: "n", parameters: parameters)
         }
         #expect(error?.code == .invalidArgument)
     }
