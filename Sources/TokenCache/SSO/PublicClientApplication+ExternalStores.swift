@@ -1,6 +1,7 @@
 import FoundationEssentials
 import SecretServiceStore
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 /// Single sign-on with other tools' caches (``PublicClientApplication/Options/singleSignOnStores``):

@@ -3,6 +3,7 @@ import EncryptedFileStore
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 import Logging
 
 /// A public client app (desktop app or command-line tool) on the shared cache: the Linux
