@@ -9,7 +9,8 @@ let package = Package(
         // Every module the façade is built from is listed, so that `swift package
         // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
         .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto",
-                                               "TokenCacheDBus", "SecretServiceStore", "EncryptedFileStore", "SandboxStore"]),
+                                               "TokenCacheDBus", "SecretServiceStore", "EncryptedFileStore", "SandboxStore",
+                                               "TokenCachePipeline"]),
         // For apps that use only part of it, without linking what they do not use (#35): the MSAL
         // model and account store (no C library at all), or that with the encrypted file (OpenSSL,
         // loaded at run time; no GLib/GIO, no libcurl).
@@ -70,8 +71,12 @@ let package = Package(
         //                                                     -> DBus, Crypto, Platform, Core (CLibSecret)
         //   The three stores are leaves: none imports another; sign-in (TokenCache/SignIn) imports
         //   none either (scripts/check-module-graph.sh).
+        //   TokenCachePipeline  the token pipeline, on no store (#58 item 1): the HTTP layer (transport
+        //                       protocol, token endpoint client), the refresh lock, the agent's client,
+        //                       the token request              -> Platform, Core (CLinux)
         //   TokenCache          the façade apps import: backend selection, sign-in, silent SSO, the
-        //                       agent's client -> the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
+        //                       engine, libcurl's transport
+        //                          -> Pipeline, the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only
         //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
@@ -109,8 +114,13 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")]
         ),
         .target(
+            name: "TokenCachePipeline",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "CLinux", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
             name: "TokenCache",
             dependencies: [
+                "TokenCachePipeline",
                 "SandboxStore",
                 "TokenCacheCore",
                 "TokenCachePlatform",

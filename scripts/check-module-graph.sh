@@ -8,6 +8,8 @@
 #     GLib (CLibSecret) nor TokenCacheDBus: the encrypted file, on Crypto alone, links no GLib/GIO.
 #   - The token keeper (TokenCacheKeeper) is linked by the CLI only: no other module imports it,
 #     no other target depends on it, no product holds it.
+#   - The token pipeline (TokenCachePipeline, #58) imports no store, no TokenCacheDBus, GLib
+#     (CLibSecret) or libcurl (CCurl), and not the façade (TokenCache): the façade fills its seams.
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -39,6 +41,9 @@ for module in TokenCacheCrypto TokenCacheDBus; do
 done
 found="$(imports Sources/TokenCacheCrypto 'CLibSecret|TokenCacheDBus')"
 [ -z "$found" ] || refuse "TokenCacheCrypto imports GLib or the D-Bus layer" "$found"
+pipelineRefused="$(printf '%s|' "${stores[@]}")TokenCacheDBus|CLibSecret|CCurl|TokenCache"
+found="$(imports Sources/TokenCachePipeline "$pipelineRefused")"
+[ -z "$found" ] || refuse "TokenCachePipeline imports a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
 
 # The manifest's target dependencies (a store that only depended on another could still import it
 # tomorrow; SwiftPM also lets a target import what its dependencies depend on, so both are checked).
@@ -53,6 +58,10 @@ found="$(jq -r '
     .targets[] | select(.name == "TokenCacheCrypto") | .dependencies[] | (.byName // .target // empty)[0]
     | select(. == "CLibSecret" or . == "TokenCacheDBus") | "TokenCacheCrypto depends on \(.)"' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheCrypto depends on GLib or the D-Bus layer" "$found"
+found="$(jq -r --argjson refused "[$storeList,\"TokenCacheDBus\",\"CLibSecret\",\"CCurl\",\"TokenCache\"]" '
+    .targets[] | select(.name == "TokenCachePipeline") | .dependencies[] | (.byName // .target // empty)[0]
+    | select(. as $d | $refused | index($d)) | "TokenCachePipeline depends on \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: TokenCachePipeline depends on a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
 
 # The token keeper (#62) is server code, like the agent's: only the CLI links it, no product holds it.
 found="$(imports Sources "TokenCacheKeeper" | grep -vE '^Sources/(TokenCacheCLI|TokenCacheKeeper)/' || true)"
@@ -63,5 +72,5 @@ found="$(jq -r '
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in and the primitives import no store; TokenCacheCrypto uses no GLib; only the CLI links the keeper."
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade; only the CLI links the keeper."
 exit "$status"

@@ -1,4 +1,5 @@
-// Apps import TokenCache alone: the model, the store and both backends come with it.
+// Apps import TokenCache alone: the model, the store, both backends and the HTTP transport types come with it.
 @_exported import EncryptedFileStore
 @_exported import SecretServiceStore
 @_exported import TokenCacheCore
+@_exported import TokenCachePipeline

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenCacheCore
 import TokenCacheDBus
+import TokenCachePipeline
 
 /// The identity broker on the session bus (`com.microsoft.identity.broker1`), asked as Microsoft's
 /// own runtime (MSALRuntime 0.20.7, behind MSAL Python, .NET and Node) asks it, request for

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 
 /// The identity broker's session-bus interface (`com.microsoft.identity.Broker1`, as Microsoft's
 /// runtime `msalruntime` speaks it; docs/BROKER.md), defined once for both sides: the client

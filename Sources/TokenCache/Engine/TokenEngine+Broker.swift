@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 
 /// The identity broker in the one decision: asked only when the app opts in
 /// (``BrokerUse``) and another broker than this cache's own provider answers; its accounts are

@@ -2,6 +2,7 @@ import FoundationEssentials
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 
 /// The one place that decides what a ``TokenRequest`` gets: the token agent or the local store,
 /// which account (named, or the client's only one; one name at hosts of two clouds is never

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 /// The native authentication API (Entra External ID, API V1) of one authority: form POSTs to

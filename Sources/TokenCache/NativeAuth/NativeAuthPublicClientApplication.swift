@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 /// An app that hosts its own sign-in UI with Microsoft Entra External ID's native

@@ -3,6 +3,7 @@ import EncryptedFileStore
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 import FoundationEssentials
 
 /// The default HTTP transport: libcurl, loaded at run time on the first request.

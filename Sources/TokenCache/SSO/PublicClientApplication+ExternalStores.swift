@@ -1,6 +1,7 @@
 import FoundationEssentials
 import SecretServiceStore
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 /// Single sign-on with other tools' caches (``PublicClientApplication/Options/singleSignOnStores``):
@@ -58,7 +59,7 @@ extension PublicClientApplication {
                     let rotated = response.refreshToken.flatMap { $0.isEmpty || $0 == refreshToken.secret ? nil : $0 }
                     let saved: Result<TokenResult, TokenCacheError>
                     do {
-                        saved = .success(try await saveRefreshed(response, clientID: clientID, account: account, authority: authority,
+                        saved = .success(try await saveRefreshed(response, account: account, authority: authority,
                                                                  scopes: scopes, redeemed: nil))
                     } catch {
                         saved = .failure(error)

@@ -2,6 +2,7 @@ import CLinux
 import FoundationEssentials
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 #if canImport(Glibc)
 import Glibc
 #endif

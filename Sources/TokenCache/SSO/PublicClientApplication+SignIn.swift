@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 extension PublicClientApplication {

@@ -3,6 +3,7 @@ import EncryptedFileStore
 import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 import Logging
 
 /// A public client app (desktop app or command-line tool) on the shared cache: the Linux
@@ -66,6 +67,9 @@ public final class PublicClientApplication: Sendable {
     /// The shared cache.
     public let store: AccountStore
     let client: TokenEndpointClient
+    /// The pipeline's refresh of this app's tokens, on `client` and `store` (for a client ID
+    /// `ClientID` refused: its error, thrown by every request).
+    let redeemer: Result<TokenRedeemer, TokenCacheError>
     let options: Options
     /// The Secret Service connection for opted-in keyring stores when the group is not kept
     /// there: opened on first use, then kept.
@@ -99,6 +103,9 @@ public final class PublicClientApplication: Sendable {
         self.agent = agent
         self.client = TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
                                           logger: store.options.logger, capabilities: options.clientCapabilities)
+        redeemer = checked.map { [client] clientID in
+            TokenRedeemer(clientID: clientID, store: store, client: client, refreshLockTimeout: options.refreshLockTimeout, clock: options.clock)
+        }
     }
 
     /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
@@ -311,154 +318,22 @@ public final class PublicClientApplication: Sendable {
         }
         // Found and saved where MSAL files them: a tenant named by domain at its tenant ID (the engine's rule).
         let authority = try await TokenEngine.tenantAuthority(of: asked, discoveringWith: client)
-        let (scopes, account) = (parameters.scopes, parameters.account)
-        let forceRefresh = parameters.forceRefresh || parameters.claims != nil
-        let before = try await cachedToken(clientID, scopes: scopes, account: account, authority: authority)
-        if !forceRefresh, let before, !before.needsRefresh() {
-            return before
-        }
-        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(clientID, for: account, at: authority) }
-        let lock = try await RefreshLock.acquire(name: lockName, timeout: options.refreshLockTimeout, clock: options.clock)
-        defer { withExtendedLifetime(lock) {} }
-
-        // Another process may have refreshed while we waited for the lock. With forceRefresh only
-        // a token other than the one seen before waiting will do: cached_at has whole seconds, so
-        // it cannot tell a token saved just before this call from one saved just after.
-        let cached = try await cachedToken(clientID, scopes: scopes, account: account, authority: authority)
-        if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
-            return cached
-        }
-        do {
-            return try await refresh(clientID, scopes: scopes, account: account, authority: authority, claims: parameters.claims)
-        } catch let error where error.code == .network || error.code == .serverError {
-            // A token past refresh_on still works: serve it rather than fail on a transient error.
-            if let cached, !forceRefresh, parameters.claims == nil {
-                store.options.logger.debug("Refresh failed transiently; returning the cached token", metadata: ["code": "\(error.code)"])
-                return cached
-            }
-            throw error
-        }
+        // The pipeline refreshes; other tools' stores, which it does not import, redeem through this app.
+        return try await redeemer.get().token(scopes: parameters.scopes, account: parameters.account, authority: authority,
+                                              forceRefresh: parameters.forceRefresh || parameters.claims != nil, claims: parameters.claims,
+                                              singleSignOn: { [self] (scopes, account, authority, claims) async throws(TokenCacheError) -> TokenResult? in
+                                                  try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims)
+                                              })
     }
 
-    /// The usable cached access token, read off the cooperative pool (the read may wait on D-Bus or a file).
-    private func cachedToken(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority) async throws(TokenCacheError) -> TokenResult? {
-        try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
-        }
-    }
-
-    /// The refresh lock's name: group, account, and whose refresh token the app redeems — its
-    /// family's (shared by every app of the family, so they must wait for each other) or its own
-    /// (so apps with their own tokens refresh in parallel).
-    private func refreshLockName(_ clientID: ClientID, for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> String {
-        let owner = try redeemableRefreshTokens(clientID, for: account, at: authority).first?.familyID
-            .map { "family:\($0)" } ?? "client:\(clientID.value.lowercased())"
-        return "\(store.group.name)|\(account.homeAccountID)|\(Environment.canonical(authority.environment))|\(owner)"
-    }
-
-    /// The refresh tokens this app may send to its authority for the account: only those issued
-    /// by the authority's host or, for Microsoft Entra, a host of the same cloud. The lock name
-    /// and the redemption loop both read them, so both follow the same rule.
-    private func redeemableRefreshTokens(_ clientID: ClientID, for account: CachedAccount, at authority: Authority) throws(TokenCacheError) -> [RefreshToken] {
-        try store.refreshTokens(clientID: clientID, account: account, redeemableAt: authority)
-    }
-
-    /// Bound on redemptions per refresh: each cached refresh token once, and a token another
-    /// process rotated meanwhile once more.
-    private static let maximumRedemptions = 8
-
-    private func refresh(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority,
-                         claims: String?) async throws(TokenCacheError) -> TokenResult {
-        // Read once here, and again only after a refusal (another SDK may have rotated a token
-        // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
-        var candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try redeemableRefreshTokens(clientID, for: account, at: authority)
-        }
-        if candidates.isEmpty {
-            if let result = try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims) {
-                return result
-            }
-            let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                try store.refreshTokens(clientID: clientID, account: account)
-            }
-            throw Self.noRedeemableToken(account: account, authority: authority, others: others)
-        }
-        let endpoint = try await client.tokenEndpoint(for: authority)
-        var lastRejection: ServerErrorDetails?
-        // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
-        // the same key meanwhile, the new secret is worth a try.
-        var tried = Set<String>()
-        while tried.count < Self.maximumRedemptions, let refreshToken = candidates.first(where: { !tried.contains($0.secret) }) {
-            tried.insert(refreshToken.secret)
-            let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
-                                                  claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
-            switch outcome {
-            case .tokens(let response):
-                return try await saveRefreshed(response, clientID: clientID, account: account, authority: authority, scopes: scopes,
-                                               redeemed: refreshToken.secret)
-            case .rejected(let details):
-                lastRejection = details
-                if let failure = Self.transientFailure(details) { throw failure }
-                let leavesFamily = refreshToken.familyID != nil && details.suberror == "client_mismatch"
-                candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                    // This app is not in the family after all, as MSAL concludes: stop using family tokens.
-                    if leavesFamily { try store.leaveFamily(clientID: clientID, environment: account.environment) }
-                    return try redeemableRefreshTokens(clientID, for: account, at: authority)
-                }
-            }
-        }
-        let details = lastRejection
-        let isInteraction = details == nil || ["invalid_grant", "interaction_required", "consent_required", "login_required"]
-            .contains(details!.error)
-        // The group's tokens are stale; a tool the user signed in to since may hold a good one.
-        if isInteraction, let result = try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims) {
-            return result
-        }
-        throw TokenCacheError(
-            isInteraction ? .interactionRequired : .serverError,
-            details.map { "The token endpoint refused every refresh token (\($0.error)\($0.suberror.map { ", \($0)" } ?? ""))." }
-                ?? "No refresh token is cached for this account and app.",
-            hint: isInteraction ? "Sign the user in interactively" + (details?.claims != nil ? " with the claims challenge" : "")
-                : "Check the app registration (client ID, authority)",
-            server: details, reason: details == nil ? .noRefreshToken : isInteraction ? .refreshTokenRejected : .clientRejected)
-    }
-
-    /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
-    /// (`invalidResponse`, `userMismatch`). `redeemed` is the group's token it was obtained with.
-    func saveRefreshed(_ response: TokenResponse, clientID: ClientID, account: CachedAccount, authority: Authority, scopes: [String],
+    /// Saves a refresh response to the group (``TokenRedeemer/saveRefreshed(_:account:authority:scopes:redeemed:)``).
+    func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
                        redeemed: String?) async throws(TokenCacheError) -> TokenResult {
-        if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
-            throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
-        }
-        return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
-            try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
-                           homeAccountID: account.homeAccountID, redeemedRefreshToken: redeemed)
-        }
+        try await redeemer.get().saveRefreshed(response, account: account, authority: authority, scopes: scopes, redeemed: redeemed)
     }
 
-    /// The error for an answer worth retrying later (429, 5xx), which ends a refresh; nil otherwise.
+    /// The error for an answer worth retrying later (``TokenRedeemer/transientFailure(_:)``).
     static func transientFailure(_ details: ServerErrorDetails) -> TokenCacheError? {
-        guard details.httpStatus == 429 || details.httpStatus >= 500 else { return nil }
-        return TokenCacheError(.serverError, "The token endpoint answered \(details.httpStatus) (\(details.error)).",
-                               hint: details.retryAfter.map { "Retry after \($0) s; the cache was not changed" }
-                                   ?? "Retry later; the cache was not changed", server: details)
-    }
-
-    /// The error when the account has no refresh token this authority may see: sending one
-    /// issued by another host would hand it to a stranger, so nothing is sent.
-    private static func noRedeemableToken(account: CachedAccount, authority: Authority,
-                                          others: [RefreshToken]) -> TokenCacheError {
-        if others.isEmpty {
-            return TokenCacheError(.interactionRequired, "No refresh token is cached for this account and app.",
-                                   hint: "Sign the user in interactively", reason: .noRefreshToken)
-        }
-        let issuers = Array(Set(others.map { ASCII.lowercased($0.environment) })).sorted()
-        let aliases = Environment.aliases(of: issuers[0])
-        return TokenCacheError(
-            .interactionRequired,
-            "The account's refresh tokens were issued by \(issuers.joined(separator: ", ")), not by \(authority.environment); "
-                + "a refresh token is redeemed only at the host that issued it (or an alias of it), so nothing was sent.",
-            hint: "Use an authority on \(aliases.joined(separator: " or ")), or sign the user in interactively at \(authority.environment)",
-            reason: .refreshTokenFromOtherHost(aliases: aliases, host: authority.environment))
+        TokenRedeemer.transientFailure(details)
     }
 }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 @_spi(Backend) import TokenCacheCore
+import TokenCachePipeline
 
 /// What ``PublicClientApplication/acquireTokenSilent(_:)`` asks for: MSAL's
 /// `MSALSilentTokenParameters`.

@@ -9,6 +9,7 @@ import FoundationEssentials
 import TokenCacheDBus
 import TokenCacheCore
 import TokenCachePlatform
+import TokenCachePipeline
 
 /// How the interactive sign-in opens the sign-in page in a browser.
 ///

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 import Logging
 
 /// The device authorization grant (RFC 8628): ask for a user code, then poll the token

@@ -1,6 +1,4 @@
 import FoundationEssentials
-import EncryptedFileStore
-import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
 #if canImport(Glibc)
@@ -11,9 +9,9 @@ import Glibc
 /// redeeming their family's refresh token), so two processes never redeem the same (rotating)
 /// refresh token at once. It is a `FileLock` on a file that is never deleted: the kernel
 /// releases it when a process dies, so a crash never leaves a stale lock.
-enum RefreshLock {
+package enum RefreshLock {
     /// Where lock files live: `$XDG_RUNTIME_DIR/tokencache/locks` (per-user tmpfs), else the cache dir.
-    static var directory: URL {
+    package static var directory: URL {
         let environment = ProcessInfo.processInfo.environment
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
             return URL(fileURLWithPath: runtime).appendingPathComponent("tokencache/locks")
@@ -31,7 +29,7 @@ enum RefreshLock {
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
     ///   block refreshes (the encrypted file's checks, `FileIO.ensureDirectory(_:purpose:)`).
-    static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
+    package static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
                         clock: any Clock<Duration> = ContinuousClock()) async throws(TokenCacheError) -> FileLock {
         try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")
         try FileIO.ensureDirectory(directory, purpose: "lock directory")
@@ -64,7 +62,7 @@ enum RefreshLock {
     }
 
     /// FNV-1a, 64 bit: stable across processes and runs (Swift's Hasher is seeded per process).
-    static func hash(_ text: String) -> String {
+    package static func hash(_ text: String) -> String {
         var value: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             value ^= UInt64(byte)

@@ -9,11 +9,11 @@ import TokenCacheCore
 /// What a client checks before it tells an agent anything (issue #44): a fake agent another user
 /// runs at the path `TOKENCACHE_AGENT_SOCK` names would learn every request's client, scopes,
 /// account and authority, and could answer a token of its choosing.
-enum AgentTrust {
+package enum AgentTrust {
     /// The socket file must be a socket of a trusted user, in a directory of a trusted user (or
     /// root) that no other user can write to: otherwise another user could have put it there
     /// first (a `/tmp` path for `ssh -R`, which sshd does not replace).
-    static func checkPath(_ path: String, trusting uids: Set<UInt32>) throws(TokenCacheError) {
+    package static func checkPath(_ path: String, trusting uids: Set<UInt32>) throws(TokenCacheError) {
         let directory = UnixSocket.parent(of: path)
         var folder = stat()
         guard stat(directory, &folder) == 0 else { return }  // connect reports the missing path
@@ -35,7 +35,7 @@ enum AgentTrust {
 
     /// The listening process must run as a trusted user (SO_PEERCRED): on the remote side of
     /// `ssh -R` that is sshd running as this user; in a container, the uid `TOKENCACHE_AGENT_UID` names.
-    static func checkPeer(of socket: SocketDescriptor, at path: String, trusting uids: Set<UInt32>) throws(TokenCacheError) {
+    package static func checkPeer(of socket: SocketDescriptor, at path: String, trusting uids: Set<UInt32>) throws(TokenCacheError) {
         guard let peer = socket.peerCredentials() else {
             throw untrusted(path, "the kernel did not say who listens there", uid: nil)
         }
@@ -55,7 +55,7 @@ enum AgentTrust {
     /// message is labelled as the agent's (control characters removed), and its hint, labelled
     /// too, loses anything that looks like a link: an agent must not be able to send the user to
     /// a page (a policy refusal's "restart the agent with --client" still gets through).
-    static func asAgentsAnswer(_ error: TokenCacheError, path: String) -> TokenCacheError {
+    package static func asAgentsAnswer(_ error: TokenCacheError, path: String) -> TokenCacheError {
         let hint = error.hint.map { hint in
             ServerText.printable(hint, limit: 300).split(separator: " ", omittingEmptySubsequences: false)
                 .map { looksLikeLink($0) ? "[link removed]" : String($0) }.joined(separator: " ")

@@ -1,4 +1,5 @@
 import Dispatch
+import TokenCacheCore
 import TokenCachePlatform
 
 /// Runs blocking cache work — D-Bus calls, file I/O, file locks — on `BlockingPool.shared`, so

@@ -1,6 +1,4 @@
 import Dispatch
-import EncryptedFileStore
-import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
 import FoundationEssentials
@@ -8,15 +6,15 @@ import Logging
 
 /// Talks to an authority's token endpoint: OpenID discovery and the refresh-token,
 /// authorization-code and device-code grants.
-final class TokenEndpointClient: Sendable {
-    let transport: any HTTPTransport
-    let timeout: TimeInterval
-    let logger: Logger
+package final class TokenEndpointClient: Sendable {
+    package let transport: any HTTPTransport
+    package let timeout: TimeInterval
+    package let logger: Logger
     /// The app's client capabilities (`cp1`), merged into the `claims` of every request (``ClaimsRequest``).
-    let capabilities: [String]
+    package let capabilities: [String]
     private let endpoints = Locked<[String: Endpoints]>([:])
 
-    init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger, capabilities: [String] = []) {
+    package init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger, capabilities: [String] = []) {
         self.transport = transport
         self.timeout = timeout
         self.logger = logger
@@ -24,33 +22,33 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// The `claims` parameter of a request carrying the caller's `claims`: merged with the capabilities.
-    func claimsParameter(_ claims: String?) throws(TokenCacheError) -> String? {
+    package func claimsParameter(_ claims: String?) throws(TokenCacheError) -> String? {
         try ClaimsRequest.merged(capabilities: capabilities, claims: claims)
     }
 
     /// The endpoints OpenID discovery gives for an authority.
-    struct Endpoints: Sendable {
+    package struct Endpoints: Sendable {
         /// `token_endpoint`.
-        var token: URL
+        package var token: URL
         /// `authorization_endpoint`, when discovery gave a usable one.
-        var authorization: URL?
+        package var authorization: URL?
         /// `device_authorization_endpoint`, when discovery gave a usable one.
-        var deviceAuthorization: URL?
+        package var deviceAuthorization: URL?
     }
 
     /// The token endpoint of an authority, from OpenID discovery (cached per process).
-    func tokenEndpoint(for authority: Authority) async throws(TokenCacheError) -> URL {
+    package func tokenEndpoint(for authority: Authority) async throws(TokenCacheError) -> URL {
         try await endpoints(for: authority).token
     }
 
     /// The endpoints this client discovered for an authority already (or was told), without a request.
-    func knownEndpoints(for authority: Authority) -> Endpoints? {
+    package func knownEndpoints(for authority: Authority) -> Endpoints? {
         endpoints.withLock { $0[authority.url.absoluteString] }
     }
 
     /// Records an authority's endpoints learnt from another's discovery: a domain's discovery
     /// names its tenant ID's endpoints (``TokenEngine/tenantAuthority(of:discoveringWith:)``).
-    func remember(_ found: Endpoints, for authority: Authority) {
+    package func remember(_ found: Endpoints, for authority: Authority) {
         endpoints.withLock { known in
             if known[authority.url.absoluteString] == nil { known[authority.url.absoluteString] = found }
         }
@@ -59,7 +57,7 @@ final class TokenEndpointClient: Sendable {
     /// The endpoints of an authority, from OpenID discovery (cached per process). Each must be
     /// https (http only on loopback) and, for Microsoft authorities (Entra, B2C, AD FS), on the
     /// authority's host or an alias of it: codes and tokens go only where they were issued.
-    func endpoints(for authority: Authority) async throws(TokenCacheError) -> Endpoints {
+    package func endpoints(for authority: Authority) async throws(TokenCacheError) -> Endpoints {
         let cacheKey = authority.url.absoluteString
         if let known = endpoints.withLock({ $0[cacheKey] }) { return known }
         let base = authority.url.absoluteString
@@ -91,13 +89,13 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// The outcome of a token request: tokens, or the server's error.
-    enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         case tokens(TokenResponse)
         case rejected(ServerErrorDetails)
     }
 
     /// Redeems a refresh token.
-    func redeem(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
+    package func redeem(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
         if let claims { grant["claims"] = claims }
@@ -107,7 +105,7 @@ final class TokenEndpointClient: Sendable {
     /// Redeems a grant (`grant` holds `grant_type` and the grant's own fields: a refresh token,
     /// an authorization code with its verifier, a device code); every grant shares the client
     /// fields, the scopes and the response handling.
-    func redeem(grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
+    package func redeem(grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
         var form = grant
         form["claims"] = try claimsParameter(grant["claims"])
@@ -128,7 +126,7 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its status.
-    func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
+    package func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
         let request = HTTPRequest(method: "POST", url: endpoint,
                                   headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
                                   body: Data(Self.formEncode(form).utf8), timeout: timeout)
@@ -136,7 +134,7 @@ final class TokenEndpointClient: Sendable {
     }
 
     /// An OAuth error response's fields (RFC 6749 5.2, with Microsoft's additions).
-    static func errorDetails(_ response: HTTPResponse) -> ServerErrorDetails {
+    package static func errorDetails(_ response: HTTPResponse) -> ServerErrorDetails {
         let object = (try? JSON.decodeObject(response.body)) ?? [:]
         let codes: [Int] = if case .array(let values)? = object["error_codes"] {
             values.compactMap { if case .integer(let code) = $0 { Int(code) } else { nil } }
@@ -165,13 +163,13 @@ final class TokenEndpointClient: Sendable {
 
     /// The transport enforces the request's own timeout (``CurlTransport``: libcurl's timer, from
     /// the transfer's start); the backstop below only catches a transport that ignores it.
-    static let backstopMargin: TimeInterval = 10
+    package static let backstopMargin: TimeInterval = 10
 
     /// Runs `operation`, giving up `seconds` after it started even if it ignores cancellation
     /// (an app's own transport may not honour the request's timeout). The time counts from the
     /// moment the operation runs, not from the call: time spent waiting for a thread is not the
     /// server's. Cancelling the calling task cancels the operation.
-    static func withDeadline<T: Sendable>(seconds: TimeInterval,
+    package static func withDeadline<T: Sendable>(seconds: TimeInterval,
                                           _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         let work = Locked<Task<Void, Never>?>(nil)
         return try await withTaskCancellationHandler {
@@ -199,7 +197,7 @@ final class TokenEndpointClient: Sendable {
         (error as? HTTPTransportError)?.description ?? "network error"
     }
 
-    static func formEncode(_ form: [String: String]) -> String {
+    package static func formEncode(_ form: [String: String]) -> String {
         form.sorted { $0.key < $1.key }.map { "\(ASCII.percentEncoded($0.key))=\(ASCII.percentEncoded($0.value))" }
             .joined(separator: "&")
     }

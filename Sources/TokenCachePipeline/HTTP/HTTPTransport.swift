@@ -1,6 +1,4 @@
 import FoundationEssentials
-import EncryptedFileStore
-import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
 
