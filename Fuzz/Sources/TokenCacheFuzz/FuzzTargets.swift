@@ -40,7 +40,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             precondition(try! again.exportMSALJSON() == exported, "export/import round trip changed the cache")
             for account in try! store.allAccounts() {
                 _ = try? store.accessToken(clientID: "c", account: account, scopes: ["s"])
-                _ = try? store.refreshTokens(clientID: "c", account: account)
+                _ = try? store.refreshTokens(clientID: ClientID("c"), account: account)
             }
         }
     case "token-response":
