@@ -20,6 +20,30 @@ package final class HeadlessChromium: Sendable {
 
     package init() {}
 
+    /// The browser's flags. `--password-store=basic` and ``isolatedEnvironment`` keep it off the
+    /// test session's bus: Chromium otherwise stores its "Chromium Safe Storage" key in the shared
+    /// test keyring (waiting on it while other tests lock or load it) and activates the portal and
+    /// the accessibility bus there, so a sign-in test depended on what the other tests were doing.
+    package static func arguments(profile: String, url: String) -> [String] {
+        ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--password-store=basic",
+         "--user-data-dir=\(profile)", url]
+    }
+
+    /// The browser's environment: the test process's, with no session bus and no accessibility bridge.
+    package static var isolatedEnvironment: [String: String] {
+        ProcessInfo.processInfo.environment.merging(isolation) { _, new in new }
+    }
+
+    private static let isolation = ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "NO_AT_BRIDGE": "1"]
+
+    /// A shell line that starts the browser detached (`setsid`, its own process group) on `"$1"`,
+    /// isolated as ``arguments(profile:url:)`` says, for the scripts a program under test runs.
+    package static func detachedShellCommand(profile: String) -> String {
+        let flags = arguments(profile: "'\(profile)'", url: "\"$1\"").joined(separator: " ")
+        let environment = isolation.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        return "env \(environment) setsid \(path) \(flags) </dev/null >/dev/null 2>&1 &"
+    }
+
     private let running = Mutex<(process: Process, profile: URL)?>(nil)
     /// How many URLs it was asked to open.
     package let opened = Atomic<Int>(0)
@@ -33,14 +57,30 @@ package final class HeadlessChromium: Sendable {
         let profile = try TestEnvironment.temporaryDirectory()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.path)
-        process.arguments = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                             "--user-data-dir=\(profile.path)", url.absoluteString]
-        // Chromium's own chatter (D-Bus, GPU) is not the test's output.
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.arguments = Self.arguments(profile: profile.path, url: url.absoluteString)
+        process.environment = Self.isolatedEnvironment
+        // Chromium's own chatter is not the test's output: it goes to a file in the profile, which
+        // ``outputTail()`` reads for a failing test's message.
+        let log = profile.appendingPathComponent(Self.logName)
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = try FileHandle(forWritingTo: log)
+        process.standardOutput = output
+        process.standardError = output
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        try? output.close()
         running.withLock { $0 = (process, profile) }
+    }
+
+    private static let logName = "chromium-output.log"
+
+    /// The last lines the browser printed, for the message of a sign-in that did not complete.
+    package func outputTail(lines: Int = 20) -> String {
+        guard let profile = running.withLock({ $0?.profile }),
+              let text = try? String(contentsOf: profile.appendingPathComponent(Self.logName), encoding: .utf8) else {
+            return "(the browser was not started)"
+        }
+        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
     }
 
     /// Ends the browser (it keeps running after the flow) and removes its profile.
@@ -127,7 +167,7 @@ package struct BrowserCommand {
         path = directory.appendingPathComponent("browser.sh")
         try """
             #!/bin/sh
-            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(profile.path)' "$1" </dev/null >/dev/null 2>&1 &
+            \(HeadlessChromium.detachedShellCommand(profile: profile.path))
             echo $! > '\(pidFile.path)'
             """.write(to: path, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path.path)

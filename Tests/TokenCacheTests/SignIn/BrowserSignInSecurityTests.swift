@@ -73,7 +73,7 @@ struct BrowserSignInSecurityTests {
             #!/bin/sh
             echo $$ > '\(standInPID.path)'
             while [ ! -e '\(go.path)' ]; do sleep 0.1; done
-            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(directory.path)/profile' "$1" </dev/null >/dev/null 2>&1 &
+            \(HeadlessChromium.detachedShellCommand(profile: directory.path + "/profile"))
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
@@ -138,7 +138,7 @@ struct BrowserSignInSecurityTests {
         try """
             #!/bin/sh
             printf '%s\n' "$*" > '\(given.path)'
-            setsid \(HeadlessChromium.path) --headless=new --no-sandbox --disable-gpu --no-first-run --user-data-dir='\(directory.path)/profile' "$1" </dev/null >/dev/null 2>&1 &
+            \(HeadlessChromium.detachedShellCommand(profile: directory.path + "/profile"))
             echo $! > '\(browserPID.path)'
             """.write(to: standIn, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: standIn.path)
