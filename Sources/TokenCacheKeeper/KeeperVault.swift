@@ -69,6 +69,39 @@ package struct KeeperVault: Sendable {
         return AccountStore(backend: backend, group: group, options: options)
     }
 
+    /// The revision of `uid`'s stored group: the SHA-256 of its file, which every save changes (a
+    /// fresh nonce); nil when there is none.
+    package func revision(uid: UInt32, group: CacheGroup) throws(TokenCacheError) -> String? {
+        let path = file(uid: uid, group: group)
+        guard let file = try FileIO.openExisting(path) else { return nil }
+        defer { close(file.descriptor) }
+        return ASCII.hex(try OpenSSL.sha256(try FileIO.readAll(file.descriptor, path: path)))
+    }
+
+    /// Deletes `uid`'s stored group if its file is still at `revision`, holding the group's lock
+    /// (the one every save of the group holds, in this keeper or another), so that a refresh saved
+    /// meanwhile is never deleted unseen. The directory is synced after.
+    /// - Returns: false when the file changed since (nothing was deleted).
+    package func remove(uid: UInt32, group: CacheGroup, ifAt revision: String) throws(TokenCacheError) -> Bool {
+        let userDirectory = "\(directory)/\(uid)"
+        let lock = try FileLock(path: "\(userDirectory)/\(group.name).lock")
+        defer { withExtendedLifetime(lock) {} }
+        guard try self.revision(uid: uid, group: group) == revision else { return false }
+        let path = file(uid: uid, group: group)
+        guard unlink(path) == 0 else { throw FileIO.error("remove", path) }
+        let folder = open(userDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if folder >= 0 {
+            fsync(folder)
+            close(folder)
+        }
+        return true
+    }
+
+    /// The path of `uid`'s stored group (the encrypted file backend's name for it).
+    private func file(uid: UInt32, group: CacheGroup) -> String {
+        EncryptedFileBackend(directory: URL(fileURLWithPath: "\(directory)/\(uid)"), keySource: .keyFile(URL(fileURLWithPath: keyFile))).fileURL(for: group).path
+    }
+
     /// The groups `uid` has enrolled.
     package func groups(uid: UInt32) -> [String] {
         guard let folder = opendir("\(directory)/\(uid)") else { return [] }

@@ -42,11 +42,16 @@ struct KeeperCommand: ParsableCommand {
     @Flag(help: "Hand your group to the keeper (as the user), then remove your copy once the keeper has read it back.")
     var enroll = false
 
-    @OptionGroup(title: "Storage options (with --enroll)") var store: StoreOptions
+    @Flag(help: "Take your group back from the keeper (as the user): it is written to your store and read back before the keeper deletes its copy.")
+    var unenroll = false
+
+    @OptionGroup(title: "Storage options (with --enroll or --unenroll)") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
+            guard !(enroll && unenroll) else { throw CLIError.usage("--enroll and --unenroll go one at a time.") }
             if enroll { return try enrollGroup() }
+            if unenroll { return try unenrollGroup() }
             try serve()
         }
     }
@@ -82,15 +87,45 @@ struct KeeperCommand: ParsableCommand {
         let cache = String(decoding: try local.exportMSALJSON(), as: UTF8.self)
         let kept = try KeeperClient(path: socket).enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache))
         // Every account and client of yours, with its kind of refresh token, must be in what the keeper read back.
-        func slots(_ inventory: GroupInventory) -> Set<String> {
-            Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
-        }
-        let missing = slots(mine).subtracting(slots(kept))
+        let missing = Self.slots(mine).subtracting(Self.slots(kept))
         guard missing.isEmpty else {
             throw CLIError.failed("The keeper's copy of group \(local.group) lacks \(missing.count) of your client sign-ins; your copy was kept.",
                                   hint: "Check the keeper's journal, then run --enroll again")
         }
         try local.removeAll()
         Terminal.print(TerminalText("Enrolled group \(local.group) (\(mine.accounts.count) account\(mine.accounts.count == 1 ? "" : "s")) in the token keeper at \(socket); your copy was removed."))
+    }
+
+    /// Takes the group back: the keeper's copy is written to your store and read back from it, and
+    /// only then does the keeper delete its copy (if no app refreshed meanwhile).
+    private func unenrollGroup() throws {
+        let local = try store.openStore()
+        let client = KeeperClient(path: socket)
+        let export = try client.export(group: local.group.name)
+        do {
+            _ = try local.importMSALJSON(Data(export.cache.utf8))
+        } catch {
+            throw CLIError.failed("Group \(local.group) could not be written to your store (\(local.location)): \(error.message) The keeper still holds it.",
+                                  hint: error.hint ?? "Fix your store (`tokencache doctor`), then run --unenroll again", cause: error)
+        }
+        // Read back from a store opened anew: every account and client the keeper holds, with its kind of refresh token, must be there.
+        let missing = Self.slots(export.inventory).subtracting(Self.slots(try store.openStore().inventory()))
+        guard missing.isEmpty else {
+            throw CLIError.failed("Your store (\(local.location)) lacks \(missing.count) of the keeper's client sign-ins of group \(local.group) after writing them; the keeper still holds its copy.",
+                                  hint: "Check your store with `tokencache doctor`, then run --unenroll again")
+        }
+        do {
+            try client.unenroll(group: local.group.name, revision: export.revision)
+        } catch {
+            throw CLIError.failed("Group \(local.group) is in your store now, but the keeper kept its copy: \(error.message)",
+                                  hint: error.hint ?? "Run --unenroll again", cause: error)
+        }
+        let count = export.inventory.accounts.count
+        Terminal.print(TerminalText("Unenrolled group \(local.group) (\(count) account\(count == 1 ? "" : "s")): it is in your store (\(local.location)) and the keeper's copy was deleted."))
+    }
+
+    /// Each account's clients with their kind of refresh token, to compare two copies of a group (no secrets).
+    static func slots(_ inventory: GroupInventory) -> Set<String> {
+        Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
     }
 }

@@ -399,4 +399,50 @@ struct KeeperTests {
         #expect(accounts.allSatisfy { listed.stdout.contains($0.username) }, "\(listed.stdout)\(listed.stderr)")
         #expect(!scenario.log.contains(scenario.refreshToken))
     }
+
+    @Test("--unenroll gives Alice her group back (written to her store and read back before the keeper deletes its copy); a store that cannot take it, another program, or Bob with nothing enrolled lose nothing")
+    func unenrollGivesTheGroupBack() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let kept = "\(scenario.state)/\(scenario.alice.uid)/\(scenario.group).tkc"
+        let unenroll = ["keeper", "--unenroll", "--socket", scenario.socket, "--backend", "file", "--group", scenario.group]
+
+        // Her store cannot take it (its directory is root's): a typed error, the keeper keeps its copy.
+        let closed = scenario.root + "/closed"
+        try FileManager.default.createDirectory(atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let refused = try scenario.alice.run(scenario.app, unenroll, environment: ["XDG_DATA_HOME": closed])
+        #expect(refused.status != 0 && refused.stderr.contains("The keeper still holds it"), "\(refused.stdout)\(refused.stderr)")
+        #expect(!refused.stderr.contains(scenario.refreshToken) && !refused.stdout.contains(scenario.refreshToken))
+        #expect(FileManager.default.fileExists(atPath: kept))
+
+        // Another program of Alice's asks for the group: refused, whatever it claims.
+        let script = """
+            import json, socket, struct, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            for op in ("export", "unenroll"):
+                data = json.dumps({"version": 1, "op": op, "group": sys.argv[2], "revision": "x"}).encode()
+                s.sendall(struct.pack(">I", len(data)) + data)
+                head = s.recv(4); (n,) = struct.unpack(">I", head); body = b""
+                while len(body) < n: body += s.recv(n - len(body))
+                print(json.loads(body).get("error", {}).get("code"))
+            """
+        let forged = try scenario.alice.run("/usr/bin/python3", ["-c", script, scenario.socket, scenario.group])
+        #expect(forged.stdout == "accessDenied\naccessDenied\n" && !forged.stdout.contains(scenario.refreshToken), "\(forged.stdout)\(forged.stderr)")
+        #expect(FileManager.default.fileExists(atPath: kept))
+
+        // Bob has nothing enrolled: a typed error, nothing written.
+        let bobs = try scenario.bob.run(scenario.app, unenroll)
+        #expect(bobs.status != 0 && bobs.stderr.contains("holds no group \(scenario.group) of uid \(scenario.bob.uid)"), "\(bobs.stderr)")
+
+        // Alice's own unenrolment: back in her store, gone from the keeper, which then serves her nothing.
+        let done = try scenario.alice.run(scenario.app, unenroll)
+        #expect(done.status == 0 && done.stdout.contains("Unenrolled group \(scenario.group) (1 account)"), "\(done.stdout)\(done.stderr)\n\(scenario.log)")
+        #expect(!FileManager.default.fileExists(atPath: kept))
+        let listed = try scenario.alice.run(scenario.app, ["list", "--backend", "file", "--group", scenario.group])
+        #expect(listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status != 0 && token.stderr.contains("holds no group"), "\(token.stdout)\(token.stderr)")
+        #expect(!scenario.log.contains(scenario.refreshToken))
+        #expect(scenario.log.contains("unenroll group \(scenario.group)") && scenario.log.contains("granted: deleted"), "\(scenario.log)")
+    }
 }
