@@ -67,6 +67,34 @@ package enum KeeperProtocol {
         package init(cache: String, revision: String, inventory: GroupInventory) { (self.cache, self.revision, self.inventory) = (cache, revision, inventory) }
     }
 
+    /// `groups`: the caller's enrolled groups (the keeper's own program only).
+    package struct GroupsRequest: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var op = "groups"
+
+        package init() {}
+    }
+
+    /// One enrolled group as `--list` shows it: no secret.
+    package struct EnrolledGroup: Codable, Sendable, Hashable {
+        package var uid: UInt32
+        package var group: String
+        /// Its accounts; nil when the keeper could not read it (`problem` says why).
+        package var accounts: Int?
+        package var problem: String?
+        /// The apps the apps directory allows this group (executables, `flatpak ID`, `snap NAME`).
+        package var apps: [String]
+    }
+
+    /// The answer to `groups`.
+    package struct Enrolled: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var ok = true
+        package var groups: [EnrolledGroup]
+
+        package init(groups: [EnrolledGroup]) { self.groups = groups }
+    }
+
     /// A refusal of the keeper's: `accessDenied`, saying what is missing and who can add it.
     package static func refused(_ what: String, hint: String) -> TokenCacheError {
         TokenCacheError(.accessDenied, "The token keeper refused: \(what).", hint: hint)
@@ -95,6 +123,15 @@ package struct KeeperClient: Sendable {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the group.", reason: .agentProtocol(path: path))
         }
         return export
+    }
+
+    /// The caller's enrolled groups, with the apps allowed each (no secrets).
+    package func enrolled() throws(TokenCacheError) -> [KeeperProtocol.EnrolledGroup] {
+        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupsRequest())
+        guard let enrolled = try? JSONDecoder().decode(KeeperProtocol.Enrolled.self, from: message) else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the list of groups.", reason: .agentProtocol(path: path))
+        }
+        return enrolled.groups
     }
 
     /// Asks the keeper to delete its copy of the caller's group, if it is still at `revision`.

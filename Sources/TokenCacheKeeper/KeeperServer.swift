@@ -99,6 +99,12 @@ package final class KeeperServer: Sendable {
                 log(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
             }
+            if op == "groups" {
+                try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
+                let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
+                log(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s)")
+                return KeeperProtocol.Enrolled(groups: groups)
+            }
             if op == "export" || op == "unenroll" {
                 guard let asked = try? JSONDecoder().decode(KeeperProtocol.GroupRequest.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not an \(op) request (version, op, group)", hint: "See docs/KEEPER.md")

@@ -45,11 +45,15 @@ struct KeeperCommand: ParsableCommand {
     @Flag(help: "Take your group back from the keeper (as the user): it is written to your store and read back before the keeper deletes its copy.")
     var unenroll = false
 
+    @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets); as root, every user's, from --state-dir and --apps-dir.")
+    var list = false
+
     @OptionGroup(title: "Storage options (with --enroll or --unenroll)") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
-            guard !(enroll && unenroll) else { throw CLIError.usage("--enroll and --unenroll go one at a time.") }
+            guard [enroll, unenroll, list].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll and --list go one at a time.") }
+            if list { return try listGroups() }
             if enroll { return try enrollGroup() }
             if unenroll { return try unenrollGroup() }
             try serve()
@@ -127,5 +131,29 @@ struct KeeperCommand: ParsableCommand {
     /// Each account's clients with their kind of refresh token, to compare two copies of a group (no secrets).
     static func slots(_ inventory: GroupInventory) -> Set<String> {
         Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
+    }
+
+    /// Your enrolled groups, from the keeper; as root, every user's, read from the state directory.
+    private func listGroups() throws {
+        let groups: [KeeperProtocol.EnrolledGroup]
+        if geteuid() == 0 {
+            var info = stat()
+            guard stat(stateDirectory, &info) == 0 else {
+                throw CLIError.notFound("There is no keeper state directory \(stateDirectory).", hint: "Name it with --state-dir")
+            }
+            let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+            let apps = try AppRegistry.load(appsDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+            groups = vault.uids().flatMap { vault.enrolled(uid: $0, apps: apps) }
+            Terminal.print(TerminalText("Groups in the token keeper's \(stateDirectory) (apps from \(appsDirectory)):"))
+        } else {
+            groups = try KeeperClient(path: socket).enrolled()
+            Terminal.print(TerminalText("Your groups in the token keeper at \(socket):"))
+        }
+        if groups.isEmpty { Terminal.print(TerminalText("  none enrolled")) }
+        for entry in groups {
+            let accounts = entry.accounts.map { "\($0) account\($0 == 1 ? "" : "s")" } ?? "unreadable (\(entry.problem ?? "?"))"
+            let apps = entry.apps.isEmpty ? "no app allowed" : "apps: " + entry.apps.joined(separator: ", ")
+            Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(entry.uid) " : "")\(entry.group): \(accounts); \(apps)"))
+        }
     }
 }

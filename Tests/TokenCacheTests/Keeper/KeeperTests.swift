@@ -445,4 +445,18 @@ struct KeeperTests {
         #expect(!scenario.log.contains(scenario.refreshToken))
         #expect(scenario.log.contains("unenroll group \(scenario.group)") && scenario.log.contains("granted: deleted"), "\(scenario.log)")
     }
+
+    @Test("--list shows Alice her enrolled group (accounts, the apps allowed it, no secret), Bob none, and root every user's from --state-dir")
+    func listShowsEnrolledGroups() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let hers = try scenario.alice.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])
+        #expect(hers.status == 0 && hers.stdout.contains("\(scenario.group): 1 account; apps: \(scenario.app)"), "\(hers.stdout)\(hers.stderr)\n\(scenario.log)")
+        #expect(!hers.stdout.contains(scenario.refreshToken) && !hers.stdout.contains(Fixtures.alice.username))
+        let bobs = try scenario.bob.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])
+        #expect(bobs.status == 0 && bobs.stdout.contains("none enrolled") && !bobs.stdout.contains(scenario.group), "\(bobs.stdout)\(bobs.stderr)")
+        let all = try runProcess(scenario.app, ["keeper", "--list", "--state-dir", scenario.state, "--apps-dir", scenario.apps])
+        #expect(all.status == 0 && all.stdout.contains("uid \(scenario.alice.uid) \(scenario.group): 1 account; apps: \(scenario.app)"), "\(all.stdout)\(all.stderr)")
+        #expect(!all.stdout.contains(scenario.refreshToken))
+    }
 }
