@@ -27,7 +27,10 @@ struct KeeperCommand: ParsableCommand {
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
         read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
-        and TOKENCACHE_AGENT_UID=0. See docs/KEEPER.md for what is not done yet (consent, audit log, package).
+        and TOKENCACHE_AGENT_UID=0. --unenroll takes the group back into your store and has the \
+        keeper delete its copy only once your store reads it back. --list shows your enrolled \
+        groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir. \
+        See docs/KEEPER.md for what is not done yet (consent, audit log, package).
         """)
 
     @Option(help: ArgumentHelp("The socket's path (default \(KeeperProtocol.defaultSocket)).", valueName: "path"))
