@@ -459,4 +459,32 @@ struct KeeperTests {
         #expect(all.status == 0 && all.stdout.contains("uid \(scenario.alice.uid) \(scenario.group): 1 account; apps: \(scenario.app)"), "\(all.stdout)\(all.stderr)")
         #expect(!all.stdout.contains(scenario.refreshToken))
     }
+
+    @Test("The hardened systemd unit and socket (packaging/systemd) pass systemd-analyze verify (ExecStart pointed at the built binary); in CI systemd-analyze must be there")
+    func systemdUnitsVerify() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else {
+            #expect(!TestEnvironment.isCI, "systemd-analyze is missing (scripts/install-deps.sh installs systemd), so the units cannot be checked")
+            return
+        }
+        let units = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/systemd").standardizedFileURL
+        let service = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.service"), encoding: .utf8)
+        let socket = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.socket"), encoding: .utf8)
+        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache",
+                     "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"] {
+            #expect(service.contains("\n\(line)\n"), "the unit lacks \(line)")
+        }
+        #expect(socket.contains("\nListenStream=/run/tokencache/keeper.sock\n") && socket.contains("\nSocketMode=0666\n"))
+        // systemd-analyze checks that ExecStart's program exists: the built one stands in for /usr/bin/tokencache.
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let built = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        try Data(service.replacingOccurrences(of: "ExecStart=/usr/bin/tokencache", with: "ExecStart=\(built)").utf8)
+            .write(to: directory.appendingPathComponent("tokencache-keeper.service"))
+        try Data(socket.utf8).write(to: directory.appendingPathComponent("tokencache-keeper.socket"))
+        let verified = try runProcess(analyze, ["verify", "--man=no", directory.appendingPathComponent("tokencache-keeper.socket").path,
+                                                directory.appendingPathComponent("tokencache-keeper.service").path])
+        #expect(verified.status == 0 && !verified.stderr.contains("tokencache-keeper") && !verified.stdout.contains("tokencache-keeper"),
+                "\(verified.stdout)\(verified.stderr)")
+    }
 }
