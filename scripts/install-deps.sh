@@ -63,6 +63,9 @@ install_missing libtss2-esys-3.0.2-0 libtss2-tctildr0 libtss2-tcti-swtpm0 swtpm 
 
 # The token keeper's tests (#62): a caller under a tracer (strace) is not identified as its program.
 install_missing strace
+# ... and the hardened unit and socket (packaging/systemd) are checked with systemd-analyze verify
+# (Debian's systemd package holds it; installing it starts nothing here).
+install_missing systemd
 
 # The desktop sample (#48, #60) and its test: GTK 4 and libadwaita, Xvfb, a window manager whose
 # compositor draws the window's frame and shadow (metacity) and xwininfo (x11-utils) to find the

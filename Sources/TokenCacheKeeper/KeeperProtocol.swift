@@ -5,7 +5,8 @@ import TokenCacheCore
 /// What the keeper speaks: the token agent's protocol (``AgentProtocol``: `token` and `list`,
 /// whose answers carry access tokens and account details only), with two additions a keeper
 /// client may send: `group`, which of the app's groups a request is for (default: the first its
-/// apps file names), and the operation `enroll`, which hands the keeper a group's cache.
+/// apps file names), and the operations of the keeper's own program for the user: `enroll`,
+/// which hands the keeper a group's cache, `export` and `unenroll`, which give it back.
 package enum KeeperProtocol {
     /// The default socket (socket activation: `tokencache-keeper.socket`).
     package static let defaultSocket = "/run/tokencache/keeper.sock"
@@ -41,6 +42,59 @@ package enum KeeperProtocol {
         }
     }
 
+    /// `export` (the group's cache, to give it back to the user) and `unenroll` (delete the
+    /// keeper's copy, if it is still at `revision`, the one `export` answered with).
+    package struct GroupRequest: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var op: String
+        package var group: String
+        /// With `unenroll`: the revision `export` answered with.
+        package var revision: String?
+
+        package init(op: String, group: String, revision: String? = nil) { (self.op, self.group, self.revision) = (op, group, revision) }
+    }
+
+    /// The answer to `export`: the caller's group as MSAL JSON (refresh tokens included: this crosses
+    /// the socket once, outward, to the keeper's own program only), the accounts and clients the
+    /// keeper holds in it, and the stored file's revision.
+    package struct Export: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var ok = true
+        package var cache: String
+        package var revision: String
+        package var inventory: GroupInventory
+
+        package init(cache: String, revision: String, inventory: GroupInventory) { (self.cache, self.revision, self.inventory) = (cache, revision, inventory) }
+    }
+
+    /// `groups`: the caller's enrolled groups (the keeper's own program only).
+    package struct GroupsRequest: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var op = "groups"
+
+        package init() {}
+    }
+
+    /// One enrolled group as `--list` shows it: no secret.
+    package struct EnrolledGroup: Codable, Sendable, Hashable {
+        package var uid: UInt32
+        package var group: String
+        /// Its accounts; nil when the keeper could not read it (`problem` says why).
+        package var accounts: Int?
+        package var problem: String?
+        /// The apps the apps directory allows this group (executables, `flatpak ID`, `snap NAME`).
+        package var apps: [String]
+    }
+
+    /// The answer to `groups`.
+    package struct Enrolled: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var ok = true
+        package var groups: [EnrolledGroup]
+
+        package init(groups: [EnrolledGroup]) { self.groups = groups }
+    }
+
     /// A refusal of the keeper's: `accessDenied`, saying what is missing and who can add it.
     package static func refused(_ what: String, hint: String) -> TokenCacheError {
         TokenCacheError(.accessDenied, "The token keeper refused: \(what).", hint: hint)
@@ -60,5 +114,28 @@ package struct KeeperClient: Sendable {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the group it stored.", reason: .agentProtocol(path: path))
         }
         return inventory
+    }
+
+    /// The caller's group as the keeper holds it (`export`; the keeper's own program only).
+    package func export(group: String) throws(TokenCacheError) -> KeeperProtocol.Export {
+        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupRequest(op: "export", group: group))
+        guard let export = try? JSONDecoder().decode(KeeperProtocol.Export.self, from: message) else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the group.", reason: .agentProtocol(path: path))
+        }
+        return export
+    }
+
+    /// The caller's enrolled groups, with the apps allowed each (no secrets).
+    package func enrolled() throws(TokenCacheError) -> [KeeperProtocol.EnrolledGroup] {
+        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupsRequest())
+        guard let enrolled = try? JSONDecoder().decode(KeeperProtocol.Enrolled.self, from: message) else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the list of groups.", reason: .agentProtocol(path: path))
+        }
+        return enrolled.groups
+    }
+
+    /// Asks the keeper to delete its copy of the caller's group, if it is still at `revision`.
+    package func unenroll(group: String, revision: String) throws(TokenCacheError) {
+        _ = try AgentClient(path: path, trustedUIDs: [0]).exchange(KeeperProtocol.GroupRequest(op: "unenroll", group: group, revision: revision))
     }
 }

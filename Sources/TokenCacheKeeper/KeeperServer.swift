@@ -78,7 +78,7 @@ package final class KeeperServer: Sendable {
     }
 
     /// The answer to one message.
-    func answer(_ message: Data, from caller: KeeperCaller?) async -> AgentProtocol.Response {
+    func answer(_ message: Data, from caller: KeeperCaller?) async -> any Encodable & Sendable {
         guard let envelope = try? JSONDecoder().decode(KeeperProtocol.Envelope.self, from: message) else {
             log(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
             return AgentProtocol.Response(TokenCacheError.invalidArgument("request", "is not a JSON object of protocol version \(AgentProtocol.version)",
@@ -98,6 +98,30 @@ package final class KeeperServer: Sendable {
                 let inventory = try enroll(enrollment, from: caller)
                 log(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
+            }
+            if op == "groups" {
+                try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
+                let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
+                log(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s)")
+                return KeeperProtocol.Enrolled(groups: groups)
+            }
+            if op == "export" || op == "unenroll" {
+                guard let asked = try? JSONDecoder().decode(KeeperProtocol.GroupRequest.self, from: message) else {
+                    throw TokenCacheError.invalidArgument("request", "is not an \(op) request (version, op, group)", hint: "See docs/KEEPER.md")
+                }
+                try Self.requireOwnProgram(caller, to: op == "export" ? "take a group back" : "delete a group", hint: "Unenrol with `tokencache keeper --unenroll`")
+                let group = try CacheGroup(asked.group)
+                if op == "export" {
+                    let export = try export(group, uid: caller.uid)
+                    log(caller, op: op, group: group.name, request: nil, outcome: "granted: \(export.inventory.accounts.count) account(s) handed back")
+                    return export
+                }
+                guard let revision = asked.revision, try vault.remove(uid: caller.uid, group: group, ifAt: revision) else {
+                    throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed since it was handed back (an app refreshed a token); it was not deleted.",
+                                          hint: "Run `tokencache keeper --unenroll --group \(group.name)` again: it takes the newer copy")
+                }
+                log(caller, op: op, group: group.name, request: nil, outcome: "granted: deleted")
+                return AgentProtocol.Response()
             }
             guard let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) else {
                 throw TokenCacheError.invalidArgument("request", "is not a request of protocol version \(AgentProtocol.version) (op token, list or enroll)",
@@ -170,13 +194,18 @@ package final class KeeperServer: Sendable {
         return inventory
     }
 
+    /// Refuses a caller that is not the keeper's own program: another one (an interpreter running
+    /// any script) could replace the user's tokens with its own, or take their refresh tokens.
+    static func requireOwnProgram(_ caller: KeeperCaller, to what: String, hint: String) throws(TokenCacheError) {
+        guard case .host(let path)? = caller.identity, isOwnExecutable(path) else {
+            throw KeeperProtocol.refused("only the keeper's own program (\(ownExecutable)) may \(what), and the caller is \(caller.identity?.description ?? "not identified: \(caller.unidentifiedBecause ?? "unknown")")",
+                                         hint: "\(hint) as installed, without LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH or a debugger")
+        }
+    }
+
     /// Stores `enrollment` under the caller's uid, then reads it back for the caller to compare.
     func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) throws(TokenCacheError) -> GroupInventory {
-        // Only the keeper's own program enrols: another one (an interpreter running any script) could replace the user's tokens with its own.
-        guard case .host(let path)? = caller.identity, Self.isOwnExecutable(path) else {
-            throw KeeperProtocol.refused("only the keeper's own program (\(Self.ownExecutable)) may enrol, and the caller is \(caller.identity?.description ?? "not identified: \(caller.unidentifiedBecause ?? "unknown")")",
-                                         hint: "Enrol with `tokencache keeper --enroll` as installed, without LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH or a debugger")
-        }
+        try Self.requireOwnProgram(caller, to: "enrol", hint: "Enrol with `tokencache keeper --enroll`")
         let group = try CacheGroup(enrollment.group)
         guard let store = try vault.store(uid: caller.uid, group: group, creating: true) else {
             throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(caller.uid).")
@@ -189,6 +218,22 @@ package final class KeeperServer: Sendable {
         var inventory = try written.inventory()
         inventory.location = "token keeper"
         return inventory
+    }
+
+    /// `uid`'s group as MSAL JSON with its file's revision, read between two looks at the file that agree.
+    func export(_ group: CacheGroup, uid: UInt32) throws(TokenCacheError) -> KeeperProtocol.Export {
+        guard let before = try vault.revision(uid: uid, group: group), let store = try vault.store(uid: uid, group: group, creating: false) else {
+            throw TokenCacheError(.notFound, "The token keeper holds no group \(group.name) of uid \(uid).",
+                                  hint: "`tokencache keeper --list` shows your enrolled groups", reason: .noAccount)
+        }
+        let cache = String(decoding: try store.exportMSALJSON(), as: UTF8.self)
+        var inventory = try store.inventory()
+        guard try vault.revision(uid: uid, group: group) == before else {
+            throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed while it was read (an app refreshed a token).",
+                                  hint: "Run `tokencache keeper --unenroll --group \(group.name)` again")
+        }
+        inventory.location = "token keeper"
+        return KeeperProtocol.Export(cache: cache, revision: before, inventory: inventory)
     }
 
     /// The keeper's executable, as /proc/self/exe names it.

@@ -69,15 +69,72 @@ package struct KeeperVault: Sendable {
         return AccountStore(backend: backend, group: group, options: options)
     }
 
+    /// The revision of `uid`'s stored group: the SHA-256 of its file, which every save changes (a
+    /// fresh nonce); nil when there is none.
+    package func revision(uid: UInt32, group: CacheGroup) throws(TokenCacheError) -> String? {
+        let path = file(uid: uid, group: group)
+        guard let file = try FileIO.openExisting(path) else { return nil }
+        defer { close(file.descriptor) }
+        return ASCII.hex(try OpenSSL.sha256(try FileIO.readAll(file.descriptor, path: path)))
+    }
+
+    /// Deletes `uid`'s stored group if its file is still at `revision`, holding the group's lock
+    /// (the one every save of the group holds, in this keeper or another), so that a refresh saved
+    /// meanwhile is never deleted unseen. The directory is synced after.
+    /// - Returns: false when the file changed since (nothing was deleted).
+    package func remove(uid: UInt32, group: CacheGroup, ifAt revision: String) throws(TokenCacheError) -> Bool {
+        let userDirectory = "\(directory)/\(uid)"
+        let lock = try FileLock(path: "\(userDirectory)/\(group.name).lock")
+        defer { withExtendedLifetime(lock) {} }
+        guard try self.revision(uid: uid, group: group) == revision else { return false }
+        let path = file(uid: uid, group: group)
+        guard unlink(path) == 0 else { throw FileIO.error("remove", path) }
+        let folder = open(userDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if folder >= 0 {
+            fsync(folder)
+            close(folder)
+        }
+        return true
+    }
+
+    /// The path of `uid`'s stored group (the encrypted file backend's name for it).
+    private func file(uid: UInt32, group: CacheGroup) -> String {
+        EncryptedFileBackend(directory: URL(fileURLWithPath: "\(directory)/\(uid)"), keySource: .keyFile(URL(fileURLWithPath: keyFile))).fileURL(for: group).path
+    }
+
+    /// The uids with a directory here, in order.
+    package func uids() -> [UInt32] {
+        names(in: directory).compactMap(UInt32.init).sorted()
+    }
+
+    /// `uid`'s enrolled groups: how many accounts each holds and which apps `apps` allows it; no secret.
+    package func enrolled(uid: UInt32, apps: AppRegistry) -> [KeeperProtocol.EnrolledGroup] {
+        groups(uid: uid).map { name in
+            var accounts: Int?, problem: String?
+            do throws(TokenCacheError) {
+                accounts = try store(uid: uid, group: try CacheGroup(name), creating: false)?.inventory().accounts.count ?? 0
+            } catch {
+                problem = "\(error.code): \(error.message)"
+            }
+            let allowed = apps.entries.filter { $0.groups.contains(name) }.map { $0.executable ?? $0.flatpak.map { "flatpak \($0)" } ?? $0.snap.map { "snap \($0)" } ?? "?" }
+            return KeeperProtocol.EnrolledGroup(uid: uid, group: name, accounts: accounts, problem: problem, apps: allowed)
+        }
+    }
+
     /// The groups `uid` has enrolled.
     package func groups(uid: UInt32) -> [String] {
-        guard let folder = opendir("\(directory)/\(uid)") else { return [] }
-        defer { closedir(folder) }
-        var groups: [String] = []
-        while let item = readdir(folder) {
+        names(in: "\(directory)/\(uid)").filter { $0.hasSuffix(".tkc") }.map { String($0.dropLast(4)) }.sorted()
+    }
+
+    /// The names in `folder` not starting with a dot; none when it cannot be read.
+    private func names(in folder: String) -> [String] {
+        guard let listing = opendir(folder) else { return [] }
+        defer { closedir(listing) }
+        var names: [String] = []
+        while let item = readdir(listing) {
             let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasSuffix(".tkc"), !name.hasPrefix(".") { groups.append(String(name.dropLast(4))) }
+            if !name.hasPrefix(".") { names.append(name) }
         }
-        return groups.sorted()
+        return names
     }
 }

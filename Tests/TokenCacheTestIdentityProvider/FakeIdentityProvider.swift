@@ -162,6 +162,8 @@ package final class FakeIdentityProvider: @unchecked Sendable {
         /// OpenID discovery requests (GET .../.well-known/openid-configuration).
         package var discovery_requests: Int
         package var grants: [Grant]
+        /// Every refresh token it issued, by any grant.
+        package var issued_refresh_tokens: [String]?
     }
 
     package func stats() async throws -> Stats {

@@ -27,7 +27,10 @@ struct KeeperCommand: ParsableCommand {
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
         read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
-        and TOKENCACHE_AGENT_UID=0. See docs/KEEPER.md for what is not done yet (consent, audit log, package).
+        and TOKENCACHE_AGENT_UID=0. --unenroll takes the group back into your store and has the \
+        keeper delete its copy only once your store reads it back. --list shows your enrolled \
+        groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir. \
+        See docs/KEEPER.md for what is not done yet (consent, audit log, package).
         """)
 
     @Option(help: ArgumentHelp("The socket's path (default \(KeeperProtocol.defaultSocket)).", valueName: "path"))
@@ -42,11 +45,20 @@ struct KeeperCommand: ParsableCommand {
     @Flag(help: "Hand your group to the keeper (as the user), then remove your copy once the keeper has read it back.")
     var enroll = false
 
-    @OptionGroup(title: "Storage options (with --enroll)") var store: StoreOptions
+    @Flag(help: "Take your group back from the keeper (as the user): it is written to your store and read back before the keeper deletes its copy.")
+    var unenroll = false
+
+    @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets); as root, every user's, from --state-dir and --apps-dir.")
+    var list = false
+
+    @OptionGroup(title: "Storage options (with --enroll or --unenroll)") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
+            guard [enroll, unenroll, list].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll and --list go one at a time.") }
+            if list { return try listGroups() }
             if enroll { return try enrollGroup() }
+            if unenroll { return try unenrollGroup() }
             try serve()
         }
     }
@@ -82,15 +94,69 @@ struct KeeperCommand: ParsableCommand {
         let cache = String(decoding: try local.exportMSALJSON(), as: UTF8.self)
         let kept = try KeeperClient(path: socket).enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache))
         // Every account and client of yours, with its kind of refresh token, must be in what the keeper read back.
-        func slots(_ inventory: GroupInventory) -> Set<String> {
-            Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
-        }
-        let missing = slots(mine).subtracting(slots(kept))
+        let missing = Self.slots(mine).subtracting(Self.slots(kept))
         guard missing.isEmpty else {
             throw CLIError.failed("The keeper's copy of group \(local.group) lacks \(missing.count) of your client sign-ins; your copy was kept.",
                                   hint: "Check the keeper's journal, then run --enroll again")
         }
         try local.removeAll()
         Terminal.print(TerminalText("Enrolled group \(local.group) (\(mine.accounts.count) account\(mine.accounts.count == 1 ? "" : "s")) in the token keeper at \(socket); your copy was removed."))
+    }
+
+    /// Takes the group back: the keeper's copy is written to your store and read back from it, and
+    /// only then does the keeper delete its copy (if no app refreshed meanwhile).
+    private func unenrollGroup() throws {
+        let local = try store.openStore()
+        let client = KeeperClient(path: socket)
+        let export = try client.export(group: local.group.name)
+        do {
+            _ = try local.importMSALJSON(Data(export.cache.utf8))
+        } catch {
+            throw CLIError.failed("Group \(local.group) could not be written to your store (\(local.location)): \(error.message) The keeper still holds it.",
+                                  hint: error.hint ?? "Fix your store (`tokencache doctor`), then run --unenroll again", cause: error)
+        }
+        // Read back from a store opened anew: every account and client the keeper holds, with its kind of refresh token, must be there.
+        let missing = Self.slots(export.inventory).subtracting(Self.slots(try store.openStore().inventory()))
+        guard missing.isEmpty else {
+            throw CLIError.failed("Your store (\(local.location)) lacks \(missing.count) of the keeper's client sign-ins of group \(local.group) after writing them; the keeper still holds its copy.",
+                                  hint: "Check your store with `tokencache doctor`, then run --unenroll again")
+        }
+        do {
+            try client.unenroll(group: local.group.name, revision: export.revision)
+        } catch {
+            throw CLIError.failed("Group \(local.group) is in your store now, but the keeper kept its copy: \(error.message)",
+                                  hint: error.hint ?? "Run --unenroll again", cause: error)
+        }
+        let count = export.inventory.accounts.count
+        Terminal.print(TerminalText("Unenrolled group \(local.group) (\(count) account\(count == 1 ? "" : "s")): it is in your store (\(local.location)) and the keeper's copy was deleted."))
+    }
+
+    /// Each account's clients with their kind of refresh token, to compare two copies of a group (no secrets).
+    static func slots(_ inventory: GroupInventory) -> Set<String> {
+        Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
+    }
+
+    /// Your enrolled groups, from the keeper; as root, every user's, read from the state directory.
+    private func listGroups() throws {
+        let groups: [KeeperProtocol.EnrolledGroup]
+        if geteuid() == 0 {
+            var info = stat()
+            guard stat(stateDirectory, &info) == 0 else {
+                throw CLIError.notFound("There is no keeper state directory \(stateDirectory).", hint: "Name it with --state-dir")
+            }
+            let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+            let apps = try AppRegistry.load(appsDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+            groups = vault.uids().flatMap { vault.enrolled(uid: $0, apps: apps) }
+            Terminal.print(TerminalText("Groups in the token keeper's \(stateDirectory) (apps from \(appsDirectory)):"))
+        } else {
+            groups = try KeeperClient(path: socket).enrolled()
+            Terminal.print(TerminalText("Your groups in the token keeper at \(socket):"))
+        }
+        if groups.isEmpty { Terminal.print(TerminalText("  none enrolled")) }
+        for entry in groups {
+            let accounts = entry.accounts.map { "\($0) account\($0 == 1 ? "" : "s")" } ?? "unreadable (\(entry.problem ?? "?"))"
+            let apps = entry.apps.isEmpty ? "no app allowed" : "apps: " + entry.apps.joined(separator: ", ")
+            Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(entry.uid) " : "")\(entry.group): \(accounts); \(apps)"))
+        }
     }
 }

@@ -58,6 +58,17 @@ package struct AgentClient: Sendable {
     /// Sends one message of the protocol's framing (a request, or a token keeper's `enroll`) and
     /// returns the answer, or throws its error, after the same trust checks as ``send(_:)``.
     package func exchange(_ request: some Encodable) throws(TokenCacheError) -> AgentProtocol.Response {
+        try roundTrip(request).response
+    }
+
+    /// Sends `request` as ``exchange(_:)`` does (the same trust checks, framing and thrown
+    /// error) and returns the answer's bytes, for answers with fields the agent's `Response` has not
+    /// (the token keeper's `export`).
+    package func exchangeMessage(_ request: some Encodable) throws(TokenCacheError) -> Data {
+        try roundTrip(request).message
+    }
+
+    private func roundTrip(_ request: some Encodable) throws(TokenCacheError) -> (response: AgentProtocol.Response, message: Data) {
         try AgentTrust.checkPath(path, trusting: trustedUIDs)
         let socket = try UnixSocket.connect(path)
         try AgentTrust.checkPeer(of: socket, at: path, trusting: trustedUIDs)
@@ -71,7 +82,7 @@ package struct AgentClient: Sendable {
                                   hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
         }
         if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
-        return response
+        return (response, message)
     }
 
     /// An access token from the agent; with `claims` (a claims challenge) it refreshes, carrying them.

@@ -1,5 +1,8 @@
 import Foundation
 import Testing
+@testable import EncryptedFileStore
+@testable import TokenCache
+@testable import TokenCacheCore
 import TokenCacheTestIdentityProvider
 import TokenCacheTestSupport
 #if canImport(Glibc)
@@ -92,6 +95,11 @@ final class KeeperScenario: @unchecked Sendable {
         alice = try KeeperTestUser("tcka\(id)")
         bob = try KeeperTestUser("tckb\(id)")
         files.createFile(atPath: keeperLog.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        try startKeeper()
+    }
+
+    /// Starts the keeper (as root, on this scenario's paths) and returns once it says it serves.
+    func startKeeper() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: app)
         process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps]
@@ -120,18 +128,37 @@ final class KeeperScenario: @unchecked Sendable {
         }
     }
 
+    /// Kills the keeper with SIGKILL (no clean-up of its own) and waits until it is gone.
+    func killKeeper() {
+        guard let keeper, keeper.isRunning else { return }
+        kill(keeper.processIdentifier, SIGKILL)
+        keeper.waitUntilExit()
+    }
+
     var log: String { (try? String(contentsOf: keeperLog, encoding: .utf8)) ?? "" }
 
-    /// As Alice: saves a sign-in of app one at the local identity provider, whose access token is
-    /// stale (the keeper must refresh), then enrols her group with the keeper.
-    func enrollAlice() async throws -> ProcessOutput {
-        var response = Fixtures.response(for: Fixtures.alice, scope: "User.Read", foci: "1", tag: "keeper", expiresIn: 60)
-        response["refresh_token"] = refreshToken
-        try await idp.seed(refreshToken: refreshToken, user: Fixtures.alice, clientID: Fixtures.appOne, family: "1")
-        let saved = try alice.run(app, ["save", "--backend", "file", "--group", group, "--client", Fixtures.appOne,
-                                        "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"], input: Fixtures.json(response))
-        guard saved.status == 0 else { throw KeeperTestError("save as Alice: \(saved.stderr)") }
+    /// The refresh token Alice's sign-in of `user` starts with.
+    func refreshToken(of user: Fixtures.User) -> String { user.uid == Fixtures.alice.uid ? refreshToken : "\(refreshToken)-\(user.uid.prefix(5))" }
+
+    /// As Alice: saves a sign-in of app one at the local identity provider for each of `accounts`,
+    /// whose access token is stale (the keeper must refresh), then enrols her group with the keeper.
+    func enrollAlice(accounts: [Fixtures.User] = [Fixtures.alice]) async throws -> ProcessOutput {
+        for user in accounts {
+            var response = Fixtures.response(for: user, scope: "User.Read", foci: "1", tag: "keeper", expiresIn: 60)
+            response["refresh_token"] = refreshToken(of: user)
+            try await idp.seed(refreshToken: refreshToken(of: user), user: user, clientID: Fixtures.appOne, family: "1")
+            let saved = try alice.run(app, ["save", "--backend", "file", "--group", group, "--client", Fixtures.appOne,
+                                            "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"], input: Fixtures.json(response))
+            guard saved.status == 0 else { throw KeeperTestError("save as Alice: \(saved.stderr)") }
+        }
         return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
+    }
+
+    /// Alice's group as the keeper stored it, read here as root with the keeper's key: it must decrypt whole.
+    func keptStore() throws -> AccountStore {
+        let backend = EncryptedFileBackend(directory: URL(fileURLWithPath: "\(state)/\(alice.uid)"),
+                                           keySource: .keyFile(URL(fileURLWithPath: state + "/keeper.key")))
+        return AccountStore(backend: backend, group: try CacheGroup(group))
     }
 
     /// A scenario where Alice has enrolled (cleaned up here when that fails).
@@ -313,5 +340,151 @@ struct KeeperTests {
         let token = try scenario.token(as: scenario.alice)
         #expect(token.status == 0, "\(token.stderr)\n\(scenario.log)")
         #expect(scenario.keeper?.isRunning == true)
+    }
+
+    @Test("kill -9 of the keeper while 8 processes of Alice's make it refresh (rotating refresh tokens) and save loses nothing: after a restart every account is there, decrypts whole, holds a refresh token the issuer gave, and the keeper serves again")
+    func killNineLosesNothing() async throws {
+        let scenario = try KeeperScenario()
+        defer { scenario.cleanUp() }
+        let accounts = [Fixtures.alice, Fixtures.bob]
+        let enrolled = try await scenario.enrollAlice(accounts: accounts)
+        try #require(enrolled.status == 0, "\(enrolled.stderr)\n\(scenario.log)")
+        // Every token it issues is stale at once: each request makes the keeper redeem and save.
+        try await scenario.idp.control(["expires_in": 60])
+        let environment = scenario.alice.environment(["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+        let writers = try (0..<8).map { index in
+            let account = accounts[index % accounts.count].username
+            let script = """
+                for i in 1 2 3 4 5 6; do
+                  "$0" token --refresh --client \(Fixtures.appOne) --scopes User.Read --account \(account) >/dev/null 2>&1 && echo "refreshed $i" >&2
+                done
+                """
+            return try RunningProgram(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                      arguments: ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
+                                                  "/bin/sh", "-c", script, scenario.app],
+                                      environment: environment)
+        }
+        defer { writers.forEach { $0.terminate() } }
+        // In the middle: once one refresh went through, while the others are under way.
+        _ = try await writers[0].shown("(refreshed) 1")
+        scenario.killKeeper()
+        for writer in writers { _ = await writer.exitStatus() }
+
+        // Read as root with the keeper's key: whole, both accounts, each refresh token one the issuer gave.
+        let store = try scenario.keptStore()
+        let inventory = try store.inventory()
+        #expect(Set(inventory.accounts.map(\.username)) == Set(accounts.map(\.username)), "\(inventory.accounts.map(\.username))")
+        let cache = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: Any])
+        let refreshTokens = try #require(cache["RefreshToken"] as? [String: [String: Any]]).values
+        let issued = Set(try await scenario.idp.stats().issued_refresh_tokens ?? []).union(accounts.map(scenario.refreshToken(of:)))
+        #expect(!refreshTokens.isEmpty)
+        for item in refreshTokens {
+            let secret = try #require(item["secret"] as? String)
+            #expect(issued.contains(secret), "a stored refresh token the issuer never gave")
+            // A redemption the kill cut short after the issuer rotated: Entra keeps the old one valid a while, so does this one.
+            let user = try #require(accounts.first { item["home_account_id"] as? String == $0.homeAccountID })
+            try await scenario.idp.seed(refreshToken: secret, user: user, clientID: Fixtures.appOne, family: "1")
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: "\(scenario.state)/\(scenario.alice.uid)")
+        #expect(leftovers.allSatisfy { !$0.hasSuffix(".tkc") || $0 == "\(scenario.group).tkc" }, "\(leftovers)")
+
+        // Started again, it serves each account (refreshing with what it saved) and lists both.
+        try scenario.startKeeper()
+        for user in accounts {
+            let token = try scenario.alice.run(scenario.app, ["token", "--refresh", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", user.username],
+                                               environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+            #expect(token.status == 0 && !token.stdout.isEmpty, "\(user.username): \(token.stderr)\n\(scenario.log)")
+        }
+        let listed = try scenario.alice.run(scenario.app, ["list"], environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+        #expect(accounts.allSatisfy { listed.stdout.contains($0.username) }, "\(listed.stdout)\(listed.stderr)")
+        #expect(!scenario.log.contains(scenario.refreshToken))
+    }
+
+    @Test("--unenroll gives Alice her group back (written to her store and read back before the keeper deletes its copy); a store that cannot take it, another program, or Bob with nothing enrolled lose nothing")
+    func unenrollGivesTheGroupBack() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let kept = "\(scenario.state)/\(scenario.alice.uid)/\(scenario.group).tkc"
+        let unenroll = ["keeper", "--unenroll", "--socket", scenario.socket, "--backend", "file", "--group", scenario.group]
+
+        // Her store cannot take it (its directory is root's): a typed error, the keeper keeps its copy.
+        let closed = scenario.root + "/closed"
+        try FileManager.default.createDirectory(atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let refused = try scenario.alice.run(scenario.app, unenroll, environment: ["XDG_DATA_HOME": closed])
+        #expect(refused.status != 0 && refused.stderr.contains("The keeper still holds it"), "\(refused.stdout)\(refused.stderr)")
+        #expect(!refused.stderr.contains(scenario.refreshToken) && !refused.stdout.contains(scenario.refreshToken))
+        #expect(FileManager.default.fileExists(atPath: kept))
+
+        // Another program of Alice's asks for the group: refused, whatever it claims.
+        let script = """
+            import json, socket, struct, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            for op in ("export", "unenroll"):
+                data = json.dumps({"version": 1, "op": op, "group": sys.argv[2], "revision": "x"}).encode()
+                s.sendall(struct.pack(">I", len(data)) + data)
+                head = s.recv(4); (n,) = struct.unpack(">I", head); body = b""
+                while len(body) < n: body += s.recv(n - len(body))
+                print(json.loads(body).get("error", {}).get("code"))
+            """
+        let forged = try scenario.alice.run("/usr/bin/python3", ["-c", script, scenario.socket, scenario.group])
+        #expect(forged.stdout == "accessDenied\naccessDenied\n" && !forged.stdout.contains(scenario.refreshToken), "\(forged.stdout)\(forged.stderr)")
+        #expect(FileManager.default.fileExists(atPath: kept))
+
+        // Bob has nothing enrolled: a typed error, nothing written.
+        let bobs = try scenario.bob.run(scenario.app, unenroll)
+        #expect(bobs.status != 0 && bobs.stderr.contains("holds no group \(scenario.group) of uid \(scenario.bob.uid)"), "\(bobs.stderr)")
+
+        // Alice's own unenrolment: back in her store, gone from the keeper, which then serves her nothing.
+        let done = try scenario.alice.run(scenario.app, unenroll)
+        #expect(done.status == 0 && done.stdout.contains("Unenrolled group \(scenario.group) (1 account)"), "\(done.stdout)\(done.stderr)\n\(scenario.log)")
+        #expect(!FileManager.default.fileExists(atPath: kept))
+        let listed = try scenario.alice.run(scenario.app, ["list", "--backend", "file", "--group", scenario.group])
+        #expect(listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status != 0 && token.stderr.contains("holds no group"), "\(token.stdout)\(token.stderr)")
+        #expect(!scenario.log.contains(scenario.refreshToken))
+        #expect(scenario.log.contains("unenroll group \(scenario.group)") && scenario.log.contains("granted: deleted"), "\(scenario.log)")
+    }
+
+    @Test("--list shows Alice her enrolled group (accounts, the apps allowed it, no secret), Bob none, and root every user's from --state-dir")
+    func listShowsEnrolledGroups() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let hers = try scenario.alice.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])
+        #expect(hers.status == 0 && hers.stdout.contains("\(scenario.group): 1 account; apps: \(scenario.app)"), "\(hers.stdout)\(hers.stderr)\n\(scenario.log)")
+        #expect(!hers.stdout.contains(scenario.refreshToken) && !hers.stdout.contains(Fixtures.alice.username))
+        let bobs = try scenario.bob.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])
+        #expect(bobs.status == 0 && bobs.stdout.contains("none enrolled") && !bobs.stdout.contains(scenario.group), "\(bobs.stdout)\(bobs.stderr)")
+        let all = try runProcess(scenario.app, ["keeper", "--list", "--state-dir", scenario.state, "--apps-dir", scenario.apps])
+        #expect(all.status == 0 && all.stdout.contains("uid \(scenario.alice.uid) \(scenario.group): 1 account; apps: \(scenario.app)"), "\(all.stdout)\(all.stderr)")
+        #expect(!all.stdout.contains(scenario.refreshToken))
+    }
+
+    @Test("The hardened systemd unit and socket (packaging/systemd) pass systemd-analyze verify (ExecStart pointed at the built binary); in CI systemd-analyze must be there")
+    func systemdUnitsVerify() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else {
+            #expect(!TestEnvironment.isCI, "systemd-analyze is missing (scripts/install-deps.sh installs systemd), so the units cannot be checked")
+            return
+        }
+        let units = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/systemd").standardizedFileURL
+        let service = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.service"), encoding: .utf8)
+        let socket = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.socket"), encoding: .utf8)
+        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache",
+                     "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"] {
+            #expect(service.contains("\n\(line)\n"), "the unit lacks \(line)")
+        }
+        #expect(socket.contains("\nListenStream=/run/tokencache/keeper.sock\n") && socket.contains("\nSocketMode=0666\n"))
+        // systemd-analyze checks that ExecStart's program exists: the built one stands in for /usr/bin/tokencache.
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let built = TestEnvironment.binDirectory.appendingPathComponent("tokencache").path
+        try Data(service.replacingOccurrences(of: "ExecStart=/usr/bin/tokencache", with: "ExecStart=\(built)").utf8)
+            .write(to: directory.appendingPathComponent("tokencache-keeper.service"))
+        try Data(socket.utf8).write(to: directory.appendingPathComponent("tokencache-keeper.socket"))
+        let verified = try runProcess(analyze, ["verify", "--man=no", directory.appendingPathComponent("tokencache-keeper.socket").path,
+                                                directory.appendingPathComponent("tokencache-keeper.service").path])
+        #expect(verified.status == 0 && !verified.stderr.contains("tokencache-keeper") && !verified.stdout.contains("tokencache-keeper"),
+                "\(verified.stdout)\(verified.stderr)")
     }
 }
