@@ -73,9 +73,11 @@ let package = Package(
         //   none either (scripts/check-module-graph.sh).
         //   TokenCachePipeline  the token pipeline, on no store (#58 item 1): the HTTP layer (transport
         //                       protocol, token endpoint client), the refresh lock, the agent's client,
-        //                       the token request              -> Platform, Core (CLinux)
+        //                       the token request and the engine that decides it, with the seams the
+        //                       façade fills (apps, broker, single sign-on stores)
+        //                                                      -> Platform, Core (CLinux)
         //   TokenCache          the façade apps import: backend selection, sign-in, silent SSO, the
-        //                       engine, libcurl's transport
+        //                       engine's seams filled, libcurl's transport
         //                          -> Pipeline, the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only

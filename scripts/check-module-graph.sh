@@ -10,6 +10,9 @@
 #     no other target depends on it, no product holds it.
 #   - The token pipeline (TokenCachePipeline, #58) imports no store, no TokenCacheDBus, GLib
 #     (CLibSecret) or libcurl (CCurl), and not the façade (TokenCache): the façade fills its seams.
+#   - The engine (TokenEngine, which decides account, tenant, staleness, store, agent and broker)
+#     is defined in TokenCachePipeline only: other modules extend it (the façade's seams), never
+#     declare it.
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -44,6 +47,8 @@ found="$(imports Sources/TokenCacheCrypto 'CLibSecret|TokenCacheDBus')"
 pipelineRefused="$(printf '%s|' "${stores[@]}")TokenCacheDBus|CLibSecret|CCurl|TokenCache"
 found="$(imports Sources/TokenCachePipeline "$pipelineRefused")"
 [ -z "$found" ] || refuse "TokenCachePipeline imports a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
+found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|fileprivate|private|final)[[:space:]]+)*(class|struct|actor|enum)[[:space:]]+TokenEngine\b' Sources | grep -v '^Sources/TokenCachePipeline/' || true)"
+[ -z "$found" ] || refuse "TokenEngine is declared outside TokenCachePipeline" "$found"
 
 # The manifest's target dependencies (a store that only depended on another could still import it
 # tomorrow; SwiftPM also lets a target import what its dependencies depend on, so both are checked).
@@ -72,5 +77,5 @@ found="$(jq -r '
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade; only the CLI links the keeper."
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, and it alone declares the engine; only the CLI links the keeper."
 exit "$status"

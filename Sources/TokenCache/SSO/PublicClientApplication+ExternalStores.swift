@@ -23,7 +23,7 @@ extension PublicClientApplication {
 
     /// The opted-in stores' accounts this app could redeem a token of at its authority and that
     /// its group does not list (`known`), unless the app signed out of them.
-    func singleSignOnAccounts(_ clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
+    package func singleSignOnAccounts(_ clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
         try singleSignOnStores(clientID).accounts(excluding: known, redeemableAt: authority)
     }
 

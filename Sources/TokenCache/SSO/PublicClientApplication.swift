@@ -66,7 +66,8 @@ public final class PublicClientApplication: Sendable {
     public let authority: Authority
     /// The shared cache.
     public let store: AccountStore
-    let client: TokenEndpointClient
+    /// The token endpoint client: discovery is asked and remembered here, once per app.
+    package let client: TokenEndpointClient
     /// The pipeline's refresh of this app's tokens, on `client` and `store` (for a client ID
     /// `ClientID` refused: its error, thrown by every request).
     let redeemer: Result<TokenRedeemer, TokenCacheError>
@@ -173,7 +174,7 @@ public final class PublicClientApplication: Sendable {
 
     /// This cache's accounts for the app with its single sign-on stores' (the agent and the
     /// broker aside: the engine decided against them), on the caller's thread.
-    func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
+    package func accountsHere() throws(TokenCacheError) -> [CachedAccount] {
         guard let clientID = listedClientID else { return [] }
         let own = try store.accounts(clientID: clientID)
         return options.singleSignOnStores.isEmpty ? own : own + (try singleSignOnAccounts(clientID, excluding: own))

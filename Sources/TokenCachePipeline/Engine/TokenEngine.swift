@@ -1,14 +1,14 @@
 import FoundationEssentials
-import SecretServiceStore
 import TokenCacheCore
 import TokenCachePlatform
-import TokenCachePipeline
 
 /// The one place that decides what a ``TokenRequest`` gets: the token agent or the local store,
 /// which account (named, or the client's only one; one name at hosts of two clouds is never
 /// guessed), which cloud and tenant, whether a refresh token is redeemed and from which single
-/// sign-on stores. Swift apps (``PublicClientApplication``), the C interface (and Python through
-/// it) and the CLI call it and translate arguments and errors only, so they answer alike.
+/// sign-on stores. Swift apps (the façade's `PublicClientApplication`), the C interface (and
+/// Python through it) and the CLI call it and translate arguments and errors only, so they
+/// answer alike. What lives above the pipeline (the apps that redeem, the identity broker, the
+/// single sign-on stores' keyring) it reaches through ``EngineServices``, which the façade gives.
 package final class TokenEngine: Sendable {
     /// Where answers come from: the token agent, or a store (the group's, or another tool's, read only).
     package enum Source: Sendable {
@@ -18,38 +18,32 @@ package final class TokenEngine: Sendable {
     package let source: Source
     /// The local store, also when the agent answers token requests: sign-in (C's
     /// `tokencache_sign_in_*` on a default store) still saves here. Nil only on an engine
-    /// ``open(_:options:store:)`` made on the agent, which opens no store.
+    /// ``init(agent:services:)`` made, which opens no store.
     private let localStore: AccountStore?
-    /// Transport, timeouts and single sign-on stores of the apps it redeems with.
-    package let options: PublicClientApplication.Options
-    /// The Secret Service connection the single sign-on stores' keyring items are read through
-    /// when no app lists them (``accounts(clientID:authority:)`` without an authority): opened once.
-    private let storesKeyring = Locked<SecretServiceBackend?>(nil)
+    /// What the engine opens or makes through the façade: the apps that redeem, the broker, the
+    /// single sign-on stores.
+    package let services: any EngineServices
     /// The apps per client and authority: made once, so their endpoints are discovered once.
-    private let applications = Locked<[String: PublicClientApplication]>([:])
+    private let applications = Locked<[String: any RedeemingApplication]>([:])
 
     /// An engine on `store`, unless `agent` is given: then the agent answers.
-    package init(store: AccountStore, agent: AgentClient? = nil, options: PublicClientApplication.Options = .init()) {
+    package init(store: AccountStore, agent: AgentClient?, services: any EngineServices) {
         source = agent.map(Source.agent) ?? .store(store)
         localStore = store
-        self.options = options
+        self.services = services
     }
 
-    private init(agent: AgentClient) {
+    /// An engine on the agent alone: it opens no store, and signs nobody in.
+    package init(agent: AgentClient, services: any EngineServices) {
         source = .agent(agent)
         localStore = nil
-        options = .init()
+        self.services = services
     }
 
-    /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
-    init(application app: PublicClientApplication) {
-        source = app.agent.map(Source.agent) ?? .store(app.store)
-        localStore = app.store
-        options = app.options
-        // An app whose client ID was refused redeems nothing: its requests throw before they get here.
-        if let clientID = app.listedClientID {
-            applications.withLock { $0[Self.key(clientID, app.authority, app.options.clientCapabilities)] = app }
-        }
+    /// Keeps `app` as the one that redeems for `clientID` at `authority` with `capabilities`
+    /// (a Swift app's engine redeems with the app itself).
+    package func keep(_ app: any RedeemingApplication, clientID: ClientID, authority: Authority, capabilities: [String]) {
+        applications.withLock { $0[Self.key(clientID, authority, capabilities)] = app }
     }
 
     private static func key(_ clientID: ClientID, _ authority: Authority, _ capabilities: [String]) -> String {
@@ -62,25 +56,15 @@ package final class TokenEngine: Sendable {
         choice.isLocal ? nil : AgentClient.fromEnvironment
     }
 
-    /// The engine for a caller: on the agent by ``agent(for:)``'s rule, else on the store `open`
-    /// opens (called only then, so an agent's user needs no local cache).
-    package static func open(_ choice: CacheChoice, options: PublicClientApplication.Options = .init(),
-                             store open: () throws -> AccountStore) rethrows -> TokenEngine {
-        if let agent = agent(for: choice) { return TokenEngine(agent: agent) }
-        return TokenEngine(store: try open(), options: options)
-    }
-
     /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local
-    /// store and options.
+    /// store, made through ``EngineServices/application(clientID:authority:capabilities:store:)`` once.
     /// - Precondition: the engine has a local store (every engine but one opened on the agent alone).
-    package func application(clientID: ClientID, authority: Authority, capabilities: [String] = []) -> PublicClientApplication {
+    package func redeemingApplication(clientID: ClientID, authority: Authority, capabilities: [String] = []) -> any RedeemingApplication {
         guard let store = localStore else { preconditionFailure("an engine opened on the agent alone has no store to sign in to") }
         let key = Self.key(clientID, authority, capabilities)
         return applications.withLock { applications in
             if let kept = applications[key] { return kept }
-            var options = options
-            options.clientCapabilities = capabilities
-            let app = PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
+            let app = services.application(clientID: clientID, authority: authority, capabilities: capabilities, store: store)
             applications[key] = app
             return app
         }
@@ -93,11 +77,12 @@ package final class TokenEngine: Sendable {
         /// A cached token that serves as it is.
         case cached(TokenResult)
         /// A refresh: the app redeems at its authority (the token endpoint, under the refresh lock).
-        case redeem(PublicClientApplication, SilentTokenParameters)
+        case redeem(any RedeemingApplication, TokenRefresh)
         /// The agent answers: it chooses the account and refreshes on its side.
         case agent(AgentClient)
-        /// The identity broker answers, for its account chosen by the cache's rule, at this authority.
-        case broker(BrokerClient, BrokerAccount, Authority)
+        /// The identity broker answers, for its account chosen by the cache's rule, at this
+        /// authority (``decide(_:through:)``): the call, made on the caller's thread.
+        case broker(@Sendable (TokenRequest) throws(TokenCacheError) -> TokenResult)
     }
 
     /// The one decision, synchronously on the caller's thread: agent or broker, which account,
@@ -133,10 +118,10 @@ package final class TokenEngine: Sendable {
                                           clientID: request.clientID, from: named.realm, to: keyed.realm) ?? account
         }
         let cached = try Self.cachedToken(request, account: account, in: store)
-        let app = redeemingApplication(for: request, account: account, cached: cached,
+        let app = redeemer(for: request, account: account, cached: cached,
                                        origin: request.authority == nil ? try store.origin(of: account) : nil)
         if let app, request.forceRefresh || request.claims != nil || cached?.needsRefresh() ?? true {
-            var parameters = SilentTokenParameters(scopes: request.scopes, account: account)
+            var parameters = TokenRefresh(scopes: request.scopes, account: account)
             parameters.forceRefresh = request.forceRefresh
             parameters.claims = request.claims
             return .redeem(app, parameters)
@@ -155,22 +140,19 @@ package final class TokenEngine: Sendable {
     }
 
     /// What is left of a decision once its blocking calls ran: the token, or a refresh to run.
-    enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         case token(TokenResult)
-        case refresh(PublicClientApplication, SilentTokenParameters)
+        case refresh(any RedeemingApplication, TokenRefresh)
     }
 
     /// The decision carried out as far as it goes without the token endpoint: the cached token,
     /// or the agent's or the broker's answer (blocking calls on a local socket or the session bus).
-    func outcome(of decision: Decision, for request: TokenRequest) throws(TokenCacheError) -> Outcome {
+    package func outcome(of decision: Decision, for request: TokenRequest) throws(TokenCacheError) -> Outcome {
         switch decision {
         case .cached(let result): return .token(result)
         case .redeem(let app, let parameters): return .refresh(app, parameters)
         case .agent(let agent): return .token(try Self.agentToken(from: agent, request))
-        case .broker(let broker, let account, let authority):
-            // The claims as MSAL sends them: the caller's challenge with the app's capabilities (cp1) merged in.
-            return .token(try broker.token(clientID: request.clientID, authority: authority, scopes: request.scopes,
-                                           account: account, claims: try request.claimsParameter))
+        case .broker(let ask): return .token(try ask(request))
         }
     }
 
@@ -193,12 +175,12 @@ package final class TokenEngine: Sendable {
     }
 
     /// A decision made and carried out in one ``BlockingWork`` job; a refresh then runs here.
-    func token(_ request: TokenRequest,
+    package func token(_ request: TokenRequest,
                decidedBy decide: @escaping @Sendable () throws(TokenCacheError) -> Decision) async throws(TokenCacheError) -> TokenResult {
         let outcome = try await BlockingWork.run { () throws(TokenCacheError) in try self.outcome(of: try decide(), for: request) }
         switch outcome {
         case .token(let result): return result
-        case .refresh(let app, let parameters): return try await app.acquireTokenSilentHere(parameters)
+        case .refresh(let app, let parameters): return try await app.refresh(parameters)
         }
     }
 
@@ -210,7 +192,7 @@ package final class TokenEngine: Sendable {
         switch try outcome(of: try decide(request), for: request) {
         case .token(let result): return result
         case .refresh(let app, let parameters):
-            return try waitFor { () async throws(TokenCacheError) in try await app.acquireTokenSilentHere(parameters) }
+            return try waitFor { () async throws(TokenCacheError) in try await app.refresh(parameters) }
         }
     }
 
@@ -218,21 +200,21 @@ package final class TokenEngine: Sendable {
     /// at the tenant of the cached token it replaces, else at the account's home authority (its
     /// host and home tenant, where its refresh token was issued; Microsoft Entra accounts only:
     /// another kind's authority cannot be rebuilt from the account).
-    private func redeemingApplication(for request: TokenRequest, account: CachedAccount? = nil,
-                                      cached: TokenResult? = nil, origin: String? = nil) -> PublicClientApplication? {
+    private func redeemer(for request: TokenRequest, account: CachedAccount? = nil,
+                          cached: TokenResult? = nil, origin: String? = nil) -> (any RedeemingApplication)? {
         guard request.redeemsRefreshTokens else { return nil }
         if let authority = request.authority {
-            return application(clientID: request.clientID, authority: authority, capabilities: request.clientCapabilities)
+            return redeemingApplication(clientID: request.clientID, authority: authority, capabilities: request.clientCapabilities)
         }
         guard let account, account.authorityType == "MSSTS",
               let tenant = cached?.tenantID ?? account.homeTenantID,
               let home = Self.homeAuthority(of: account, tenant: tenant, origin: origin) else { return nil }
-        return application(clientID: request.clientID, authority: home, capabilities: request.clientCapabilities)
+        return redeemingApplication(clientID: request.clientID, authority: home, capabilities: request.clientCapabilities)
     }
 
     /// The account's own authority for `tenant`: at its host, on the port and scheme it was saved
     /// from (`origin`, a loopback provider's) when that names the same host, else https there.
-    static func homeAuthority(of account: CachedAccount, tenant: String, origin: String?) -> Authority? {
+    package static func homeAuthority(of account: CachedAccount, tenant: String, origin: String?) -> Authority? {
         if let origin, let home = try? Authority("\(origin)/\(tenant)"), home.environment == account.environment.lowercased() {
             return home
         }
@@ -267,7 +249,7 @@ package final class TokenEngine: Sendable {
     /// providers keep the tenant as named, as MSAL does. A domain has a dot: a name without one
     /// (`contoso`, as MSAL SDKs' own cache samples file tokens) is no Entra tenant identifier
     /// and is looked up as named, without a network request.
-    static func namesTenantByDomain(_ authority: Authority) -> Bool {
+    package static func namesTenantByDomain(_ authority: Authority) -> Bool {
         authority.kind == .aad && !AccountStore.genericRealms.contains(ASCII.lowercased(authority.realm))
             && UUID(uuidString: authority.realm) == nil && authority.realm.contains(".")
     }
@@ -277,7 +259,7 @@ package final class TokenEngine: Sendable {
     /// a domain (`/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration`) names the
     /// tenant ID's endpoints (`/TENANT-ID/oauth2/v2.0/token`). An authority that does not name
     /// its tenant by domain (``namesTenantByDomain(_:)``) is its own.
-    static func tenantAuthority(of authority: Authority, tokenEndpoint: URL) -> Authority {
+    package static func tenantAuthority(of authority: Authority, tokenEndpoint: URL) -> Authority {
         guard namesTenantByDomain(authority),
               let tenant = tokenEndpoint.path.split(separator: "/").first.map(String.init),
               !ASCII.equalsIgnoringCase(tenant, authority.realm),
@@ -289,7 +271,7 @@ package final class TokenEngine: Sendable {
     /// client: its discovery is cached); `client` then knows the tenant ID's endpoints too, so
     /// nothing is discovered twice. Nothing is sent for an authority not named by domain.
     /// - Throws: what discovery throws (`network`, reason `tokenEndpointNotFound(authority:)`…).
-    static func tenantAuthority(of authority: Authority, discoveringWith client: TokenEndpointClient) async throws(TokenCacheError) -> Authority {
+    package static func tenantAuthority(of authority: Authority, discoveringWith client: TokenEndpointClient) async throws(TokenCacheError) -> Authority {
         guard namesTenantByDomain(authority) else { return authority }
         let endpoints = try await client.endpoints(for: authority)
         let resolved = tenantAuthority(of: authority, tokenEndpoint: endpoints.token)
@@ -301,9 +283,9 @@ package final class TokenEngine: Sendable {
     /// on the caller's thread. Discovery is asked once per app, and only by a request that may
     /// send one (that may redeem): one that may not uses what this process discovered already,
     /// else looks at the authority as named.
-    func keyedByTenant(_ request: TokenRequest) throws(TokenCacheError) -> TokenRequest {
+    package func keyedByTenant(_ request: TokenRequest) throws(TokenCacheError) -> TokenRequest {
         guard let named = request.authority, Self.namesTenantByDomain(named), localStore != nil else { return request }
-        let app = application(clientID: request.clientID, authority: named, capabilities: request.clientCapabilities)
+        let app = redeemingApplication(clientID: request.clientID, authority: named, capabilities: request.clientCapabilities)
         let resolved: Authority
         if request.redeemsRefreshTokens {
             resolved = try waitFor { () async throws(TokenCacheError) -> Authority in
@@ -316,7 +298,7 @@ package final class TokenEngine: Sendable {
         }
         if let endpoints = app.client.knownEndpoints(for: named) {
             // The app that redeems at the tenant ID: its endpoints are the ones just discovered.
-            application(clientID: request.clientID, authority: resolved, capabilities: request.clientCapabilities)
+            redeemingApplication(clientID: request.clientID, authority: resolved, capabilities: request.clientCapabilities)
                 .client.remember(endpoints, for: resolved)
         }
         var keyed = request
@@ -337,7 +319,7 @@ package final class TokenEngine: Sendable {
     }
 
     /// ``account(for:allowing:)`` on the caller's thread.
-    func chooseAccount(for request: TokenRequest,
+    package func chooseAccount(for request: TokenRequest,
                        allowing allowed: (CachedAccount) -> Bool = { _ in true }) throws(TokenCacheError) -> CachedAccount {
         let store: AccountStore
         switch source {
@@ -345,8 +327,8 @@ package final class TokenEngine: Sendable {
             return try Self.choose(among: try Self.accounts(from: agent, clientID: request.clientID).filter(allowed), for: request, in: nil)
         case .store(let local): store = local
         }
-        let app = redeemingApplication(for: request)
-        let candidates = if let app, !app.options.singleSignOnStores.isEmpty {
+        let app = redeemer(for: request)
+        let candidates = if let app, app.hasSingleSignOnStores {
             try app.accountsHere()
         } else {
             try store.accounts(clientID: request.clientID)
@@ -356,7 +338,7 @@ package final class TokenEngine: Sendable {
 
     /// The rule itself, on candidates already read; `store` (when there is one) also finds a named
     /// account that is not among them.
-    static func choose(among candidates: [CachedAccount], for request: TokenRequest,
+    package static func choose(among candidates: [CachedAccount], for request: TokenRequest,
                        in store: AccountStore?) throws(TokenCacheError) -> CachedAccount {
         // An account is a home account ID in one cloud: the authority picks the cloud. At another
         // cloud the account is still found (and then refused a token there, saying why).
@@ -410,32 +392,26 @@ package final class TokenEngine: Sendable {
         case .store(let local): store = local
         }
         guard let clientID else { return try store.allAccounts() }
-        if let broker = try brokerNow() { return try broker.accounts(clientID: clientID).map(\.cachedAccount) }
+        if let broker = try brokerNow() { return try broker.cachedAccounts(clientID: clientID) }
         let own = try store.accounts(clientID: clientID)
-        guard !options.singleSignOnStores.isEmpty else { return own }
+        guard services.hasSingleSignOnStores else { return own }
         if let authority {
-            return own + (try application(clientID: clientID, authority: authority, capabilities: options.clientCapabilities)
+            return own + (try redeemingApplication(clientID: clientID, authority: authority, capabilities: services.clientCapabilities)
                 .singleSignOnAccounts(clientID, excluding: own))
         }
-        let stores = SingleSignOnStores(options.singleSignOnStores, group: store, clientID: clientID) { [options, storesKeyring] in
-            storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
-                if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
-                return opened
-            }
-        }
-        return own + (try stores.accounts(excluding: own, redeemableAt: nil))
+        return own + (try services.singleSignOnAccounts(group: store, clientID: clientID, excluding: own))
     }
 
     // MARK: The agent
 
     /// A token from the agent, which chooses and refreshes on its side: nothing of this
     /// process's cache is read or written, and only the access token crosses the socket.
-    static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
+    package static func token(from agent: AgentClient, _ request: TokenRequest) async throws(TokenCacheError) -> TokenResult {
         try await BlockingWork.run { () throws(TokenCacheError) in try agentToken(from: agent, request) }
     }
 
     /// ``token(from:_:)`` on the caller's thread (a blocking call on the agent's socket).
-    static func agentToken(from agent: AgentClient, _ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
+    package static func agentToken(from agent: AgentClient, _ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
         let token = try agent.token(clientID: request.clientID.value, scopes: request.scopes, account: request.account,
                                     authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
                                     claims: request.claims, clientCapabilities: request.clientCapabilities)
@@ -449,7 +425,7 @@ package final class TokenEngine: Sendable {
     }
 
     /// The accounts the agent lets this client use (nil: every account it shows), as accounts.
-    static func accounts(from agent: AgentClient, clientID: ClientID?) throws(TokenCacheError) -> [CachedAccount] {
+    package static func accounts(from agent: AgentClient, clientID: ClientID?) throws(TokenCacheError) -> [CachedAccount] {
         try agent.inventory(clientID: clientID?.value).accounts.map {
             CachedAccount(homeAccountID: $0.homeAccountID, environment: $0.environment, username: $0.username)
         }

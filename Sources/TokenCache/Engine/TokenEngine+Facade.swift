@@ -1,0 +1,129 @@
+import FoundationEssentials
+import SecretServiceStore
+import TokenCacheCore
+import TokenCachePipeline
+
+/// The engine's seams (``EngineServices``) as the façade fills them for an app's options: apps
+/// that redeem are `PublicClientApplication`s (with other tools' stores), the identity broker is
+/// asked on the session bus by ``PublicClientApplication/Options/broker``, and the opted-in
+/// single sign-on stores are read through one Secret Service connection, opened once.
+struct ApplicationServices: EngineServices {
+    /// Transport, timeouts, broker use and single sign-on stores of the apps the engine redeems with.
+    let options: PublicClientApplication.Options
+    /// The Secret Service connection the single sign-on stores' keyring items are read through
+    /// when no app lists them (an account listing without an authority): opened once.
+    private let storesKeyring = Locked<SecretServiceBackend?>(nil)
+
+    init(options: PublicClientApplication.Options) {
+        self.options = options
+    }
+
+    var clientCapabilities: [String] { options.clientCapabilities }
+    var mayAskBroker: Bool { options.broker != .never }
+    var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
+
+    func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication {
+        var options = options
+        options.clientCapabilities = capabilities
+        return PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
+    }
+
+    func broker() throws(TokenCacheError) -> (any BrokerConnection)? {
+        try BrokerClient.toAsk(options.broker)
+    }
+
+    func singleSignOnAccounts(group: AccountStore, clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
+        let stores = SingleSignOnStores(options.singleSignOnStores, group: group, clientID: clientID) { [options, storesKeyring] in
+            storesKeyring.withLock { (opened: inout SecretServiceBackend?) -> SecretServiceBackend? in
+                if opened == nil { opened = try? SecretServiceBackend(options: options.secretService) }
+                return opened
+            }
+        }
+        return try stores.accounts(excluding: known, redeemableAt: nil)
+    }
+}
+
+/// The engines the façade and its front ends (C, the CLI, the servers) build: on a Swift app's
+/// options, with ``ApplicationServices`` as their seams.
+extension TokenEngine {
+    /// An engine on `store`, unless `agent` is given: then the agent answers.
+    package convenience init(store: AccountStore, agent: AgentClient? = nil, options: PublicClientApplication.Options = .init()) {
+        self.init(store: store, agent: agent, services: ApplicationServices(options: options))
+    }
+
+    /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
+    convenience init(application app: PublicClientApplication) {
+        self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options))
+        // An app whose client ID was refused redeems nothing: its requests throw before they get here.
+        if let clientID = app.listedClientID {
+            keep(app, clientID: clientID, authority: app.authority, capabilities: app.options.clientCapabilities)
+        }
+    }
+
+    /// The engine for a caller: on the agent by ``agent(for:)``'s rule, else on the store `open`
+    /// opens (called only then, so an agent's user needs no local cache).
+    package static func open(_ choice: CacheChoice, options: PublicClientApplication.Options = .init(),
+                             store open: () throws -> AccountStore) rethrows -> TokenEngine {
+        if let agent = agent(for: choice) { return TokenEngine(agent: agent, services: ApplicationServices(options: .init())) }
+        return TokenEngine(store: try open(), options: options)
+    }
+
+    /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local
+    /// store and options (``redeemingApplication(clientID:authority:capabilities:)``).
+    /// - Precondition: the engine has a local store, and was built by the façade (its apps are
+    ///   `PublicClientApplication`s).
+    package func application(clientID: ClientID, authority: Authority, capabilities: [String] = []) -> PublicClientApplication {
+        guard let app = redeemingApplication(clientID: clientID, authority: authority, capabilities: capabilities) as? PublicClientApplication else {
+            preconditionFailure("an engine the façade built redeems with PublicClientApplication (ApplicationServices)")
+        }
+        return app
+    }
+}
+
+/// A Swift app as the engine redeems with it.
+extension PublicClientApplication: RedeemingApplication {
+    /// Whether ``Options/singleSignOnStores`` lists any store.
+    package var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
+
+    /// The engine's refresh, as ``acquireTokenSilent(_:)`` from this cache (the broker aside:
+    /// the engine decided against it).
+    package func refresh(_ refresh: TokenRefresh) async throws(TokenCacheError) -> TokenResult {
+        var parameters = SilentTokenParameters(scopes: refresh.scopes, account: refresh.account)
+        parameters.forceRefresh = refresh.forceRefresh
+        parameters.claims = refresh.claims
+        return try await acquireTokenSilentHere(parameters)
+    }
+}
+
+extension BrokerAccount: BrokerAccountDescription {}
+
+extension BrokerClient: BrokerConnection {
+    /// The broker an app's requests go to by its `use`, or nil for this cache, asked on the
+    /// caller's thread (a session bus call). A broker that is this cache's own provider
+    /// (`tokencache broker`) is never asked.
+    /// - Throws: `backendUnavailable` / `noSessionBus` (reason
+    ///   `TokenCacheError.Reason.brokerUnavailable(name:)`) when the app requires a broker and none answers.
+    static func toAsk(_ use: BrokerUse) throws(TokenCacheError) -> BrokerClient? {
+        guard use != .never else { return nil }
+        let client: BrokerClient?
+        do throws(TokenCacheError) { client = try BrokerClient.onSessionBus() } catch {
+            if use != .whenAvailable { throw error }
+            client = nil
+        }
+        let owner = try client?.owner()
+        let found: BrokerClient? = if let client, case .broker? = owner { client } else { nil }
+        if found == nil, use == .always, case .ourProvider? = owner {
+            // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
+            throw TokenCacheError(.backendUnavailable,
+                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerWire.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
+                                  hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
+                                  reason: .brokerUnavailable(name: BrokerWire.busName))
+        }
+        if found == nil, use == .always {
+            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerWire.busName)); this app requires one.",
+                                  hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",
+                                  reason: .brokerUnavailable(name: BrokerWire.busName))
+        }
+        return found
+    }
+}
