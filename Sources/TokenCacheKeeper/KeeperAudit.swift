@@ -95,6 +95,8 @@ package struct KeeperAudit: Sendable {
         guard bytes.count > capBytes else { return }  // another thread trimmed it first
         var kept = bytes.suffix(capBytes / 2)
         if let newline = kept.firstIndex(of: UInt8(ascii: "\n")) { kept = kept[kept.index(after: newline)...] }
+        // Under the exclusive lock no trim is under way: a temporary file here is one a crash left.
+        FileIO.removeStaleTemporaryFiles(in: URL(fileURLWithPath: "\(directory)/\(uid)"), prefix: ".audit.log.")
         _ = try FileIO.atomicReplace(path, with: Data(kept), temporaryPrefix: ".audit.log.")
     }
 
