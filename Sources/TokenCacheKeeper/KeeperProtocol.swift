@@ -5,8 +5,9 @@ import TokenCacheCore
 /// What the keeper speaks: the token agent's protocol (``AgentProtocol``: `token` and `list`,
 /// whose answers carry access tokens and account details only), with two additions a keeper
 /// client may send: `group`, which of the app's groups a request is for (default: the first its
-/// apps file names), and the operations of the keeper's own program for the user: `enroll`,
-/// which hands the keeper a group's cache, `export` and `unenroll`, which give it back.
+/// apps file names), the operations of the keeper's own program for the user: `enroll`,
+/// which hands the keeper a group's cache, `export` and `unenroll`, which give it back, and
+/// `log`, any caller's own audit log.
 package enum KeeperProtocol {
     /// The default socket (socket activation: `tokencache-keeper.socket`).
     package static let defaultSocket = "/run/tokencache/keeper.sock"
@@ -95,6 +96,32 @@ package enum KeeperProtocol {
         package init(groups: [EnrolledGroup]) { self.groups = groups }
     }
 
+    /// `log`: the newest `lines` entries of the caller's own audit log (its uid from SO_PEERCRED;
+    /// no field of the request names whose).
+    package struct LogRequest: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var op = "log"
+        package var lines: Int?
+
+        package init(lines: Int?) { self.lines = lines }
+
+        enum CodingKeys: String, CodingKey { case version, op, lines }
+
+        // The envelope was checked already.
+        package init(from decoder: any Decoder) throws {
+            lines = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(Int.self, forKey: .lines)
+        }
+    }
+
+    /// The answer to `log`: the caller's entries, oldest first (no secret).
+    package struct AuditLog: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var ok = true
+        package var entries: [KeeperAudit.Entry]
+
+        package init(entries: [KeeperAudit.Entry]) { self.entries = entries }
+    }
+
     /// A refusal of the keeper's: `accessDenied`, saying what is missing and who can add it.
     package static func refused(_ what: String, hint: String) -> TokenCacheError {
         TokenCacheError(.accessDenied, "The token keeper refused: \(what).", hint: hint)
@@ -132,6 +159,15 @@ package struct KeeperClient: Sendable {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the list of groups.", reason: .agentProtocol(path: path))
         }
         return enrolled.groups
+    }
+
+    /// The newest `lines` entries of the caller's own audit log (any program of the user's may ask).
+    package func log(lines: Int?) throws(TokenCacheError) -> [KeeperAudit.Entry] {
+        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.LogRequest(lines: lines))
+        guard let log = try? JSONDecoder().decode(KeeperProtocol.AuditLog.self, from: message) else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the audit log.", reason: .agentProtocol(path: path))
+        }
+        return log.entries
     }
 
     /// Asks the keeper to delete its copy of the caller's group, if it is still at `revision`.

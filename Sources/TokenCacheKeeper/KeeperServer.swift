@@ -23,6 +23,14 @@ package final class KeeperServer: Sendable {
     private let logger: Logger
     private let options: PublicClientApplication.Options
     private let observer: @Sendable (String) -> Void
+    /// Each uid's audit log, in the state directory.
+    private let audit: KeeperAudit
+    /// Whether decisions also go to syslog (LOG_AUTHPRIV): where /dev/log exists and standard
+    /// error is not the journal already (systemd sets JOURNAL_STREAM then).
+    private let syslogs: Bool
+
+    /// The most entries one `log` request gets (an answer stays well under the protocol's 1 MiB).
+    package static let maximumLogLines = 500
 
     /// Bound on each request (from the connection or the previous answer) and each read and write.
     static let ioTimeoutSeconds = 10
@@ -39,6 +47,9 @@ package final class KeeperServer: Sendable {
             (listener, path) = (SocketListener(try Self.listen(socket)), socket)
         }
         (self.vault, self.appsDirectory, self.options, self.logger, self.observer) = (vault, appsDirectory, options, options.logger, observer)
+        audit = KeeperAudit(directory: vault.directory)
+        syslogs = access("/dev/log", W_OK) == 0 && getenv("JOURNAL_STREAM") == nil
+        if syslogs { openlog(nil, LOG_PID, LOG_AUTHPRIV) }
     }
 
     /// Starts accepting on a thread of its own; returns at once.
@@ -64,7 +75,7 @@ package final class KeeperServer: Sendable {
             let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
             guard length > 0, length <= AgentProtocol.maximumMessageBytes else {
                 // Answered, then closed: the rest of an oversized message is never read.
-                log(caller, op: "-", group: nil, request: nil, outcome: "refused: a message of \(length) bytes")
+                audit(log(caller, op: "-", group: nil, request: nil, outcome: "refused: a message of \(length) bytes"))
                 _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(TokenCacheError.invalidArgument(
                     "request", "is \(length) bytes; the keeper reads messages of 1 to \(AgentProtocol.maximumMessageBytes) bytes",
                     hint: "See docs/AGENT.md for the protocol"))))
@@ -80,7 +91,7 @@ package final class KeeperServer: Sendable {
     /// The answer to one message.
     func answer(_ message: Data, from caller: KeeperCaller?) async -> any Encodable & Sendable {
         guard let envelope = try? JSONDecoder().decode(KeeperProtocol.Envelope.self, from: message) else {
-            log(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
+            await decided(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
             return AgentProtocol.Response(TokenCacheError.invalidArgument("request", "is not a JSON object of protocol version \(AgentProtocol.version)",
                                                                           hint: "See docs/KEEPER.md for the protocol"))
         }
@@ -91,18 +102,26 @@ package final class KeeperServer: Sendable {
                                       hint: "Use a tokencache of the same release on both sides")
             }
             guard let caller else { throw KeeperProtocol.refused("the kernel did not say who is calling", hint: "Call from a local process") }
+            if op == "log" {
+                // Any caller, identified or not, gets its own uid's entries (SO_PEERCRED), whatever the request names.
+                let asked = try? JSONDecoder().decode(KeeperProtocol.LogRequest.self, from: message)
+                let lines = min(max(asked?.lines ?? 50, 1), Self.maximumLogLines)
+                let entries = try await BlockingWork.run { [audit] () throws(TokenCacheError) in try audit.entries(uid: caller.uid, last: lines) }
+                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(entries.count) entries")
+                return KeeperProtocol.AuditLog(entries: entries)
+            }
             if op == "enroll" {
                 guard let enrollment = try? JSONDecoder().decode(KeeperProtocol.Enrollment.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not an enrolment (group, cache)", hint: "See docs/KEEPER.md")
                 }
                 let inventory = try enroll(enrollment, from: caller)
-                log(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
+                await decided(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
             }
             if op == "groups" {
                 try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
                 let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
-                log(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s)")
+                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s)")
                 return KeeperProtocol.Enrolled(groups: groups)
             }
             if op == "export" || op == "unenroll" {
@@ -113,14 +132,14 @@ package final class KeeperServer: Sendable {
                 let group = try CacheGroup(asked.group)
                 if op == "export" {
                     let export = try export(group, uid: caller.uid)
-                    log(caller, op: op, group: group.name, request: nil, outcome: "granted: \(export.inventory.accounts.count) account(s) handed back")
+                    await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: \(export.inventory.accounts.count) account(s) handed back")
                     return export
                 }
                 guard let revision = asked.revision, try vault.remove(uid: caller.uid, group: group, ifAt: revision) else {
                     throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed since it was handed back (an app refreshed a token); it was not deleted.",
                                           hint: "Run `tokencache keeper --unenroll --group \(group.name)` again: it takes the newer copy")
                 }
-                log(caller, op: op, group: group.name, request: nil, outcome: "granted: deleted")
+                await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: deleted")
                 return AgentProtocol.Response()
             }
             guard let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) else {
@@ -134,10 +153,10 @@ package final class KeeperServer: Sendable {
             case .list: response = AgentProtocol.Response(inventory: try list(request, store: store, entry: entry))
             case .requests: throw KeeperProtocol.refused("it shows no request log over its socket", hint: "Read the keeper's journal")
             }
-            log(caller, op: op, group: store.group.name, request: request, outcome: "granted")
+            await decided(caller, op: op, group: store.group.name, request: request, outcome: "granted")
             return response
         } catch {
-            log(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
+            await decided(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
                 outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
             return AgentProtocol.Response(error)
         }
@@ -249,13 +268,48 @@ package final class KeeperServer: Sendable {
         return stat("/proc/self/exe", &own) == 0 && stat(path, &other) == 0 && own.st_dev == other.st_dev && own.st_ino == other.st_ino
     }
 
-    /// One line per decision in the keeper's log (the journal under systemd): who, what, outcome; never a token.
-    private func log(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) {
+    /// A decision, logged (``log(_:op:group:request:outcome:)``) and then written to syslog and
+    /// the caller's audit log on the blocking pool: never on a cooperative thread.
+    private func decided(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) async {
+        let record = log(caller, op: op, group: group, request: request, outcome: outcome)
+        do throws(TokenCacheError) {
+            try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in audit(record) }
+        } catch {
+            logger.error("The keeper's audit log was not written", metadata: ["uid": "\(record.entry?.uid.description ?? "-")", "error": "\(error.code): \(error.message)"])
+        }
+    }
+
+    /// One line per decision in the keeper's log (standard error: the journal under systemd):
+    /// who, what, outcome; never a token. Returns it, with the audit log's entry when the kernel
+    /// said who called, for ``audit(_:)``.
+    private func log(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?,
+                     outcome: String) -> (line: String, entry: KeeperAudit.Entry?) {
         let client = request?.clientID ?? "-", scopes = (request?.scopes ?? []).joined(separator: " "), account = request?.account ?? "-"
         logger.notice("Keeper decision", metadata: [
             "caller": "\(caller?.described ?? "unknown")", "uid": "\(caller.map { "\($0.uid)" } ?? "-")", "op": "\(op)",
             "group": "\(group ?? "-")", "client": "\(client)", "scopes": "\(scopes)", "account": "\(account)", "outcome": "\(outcome)"])
-        observer("\(caller?.described ?? "unknown caller"): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)")
+        let line = "\(caller?.described ?? "unknown caller"): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)"
+        observer(line)
+        let entry = caller.map { caller in
+            KeeperAudit.Entry(time: Date().formatted(.iso8601), app: caller.identity?.description ?? "unidentified: \(caller.unidentifiedBecause ?? "unknown")",
+                              uid: caller.uid, pid: caller.pid, op: op, group: group, client: request?.clientID, account: request?.account,
+                              scopes: request?.scopes ?? [], outcome: outcome)
+        }
+        return (line, entry)
+    }
+
+    /// Sends a decision to syslog (LOG_AUTHPRIV, where there is one) and appends it to its
+    /// caller's audit log (blocking: call on a thread of its own or the blocking pool).
+    private func audit(_ record: (line: String, entry: KeeperAudit.Entry?)) {
+        if syslogs {
+            record.line.withCString { text in withVaList([text]) { vsyslog(LOG_AUTHPRIV | LOG_NOTICE, "%s", $0) } }
+        }
+        guard let entry = record.entry else { return }
+        do throws(TokenCacheError) {
+            try audit.append(entry)
+        } catch {
+            logger.error("The keeper's audit log was not written", metadata: ["uid": "\(entry.uid)", "error": "\(error.code): \(error.message)"])
+        }
     }
 
     // MARK: The socket

@@ -29,8 +29,17 @@ struct KeeperCommand: ParsableCommand {
         read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
         and TOKENCACHE_AGENT_UID=0. --unenroll takes the group back into your store and has the \
         keeper delete its copy only once your store reads it back. --list shows your enrolled \
-        groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir. \
-        See docs/KEEPER.md for what is not done yet (consent, audit log, package).
+        groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir.
+
+        Every decision (app, uid, op, group, client, account, scopes, outcome; never a token) is \
+        written to the keeper's standard error (the journal under systemd), to syslog \
+        (LOG_AUTHPRIV) where /dev/log exists and standard error is not the journal, and to the \
+        caller's audit log, --state-dir/UID/audit.log (root's, 0600; past 1 MiB its newest half \
+        is kept). --log shows your own newest entries (--lines, default 50, at most 500; --json \
+        prints {"entries": [{"time", "app", "uid", "pid", "op", "group", "client", "account", \
+        "scopes", "outcome"}]}); the keeper answers with the calling uid's only. As root, --log \
+        reads --state-dir itself: --uid picks whose (default 0).
+        See docs/KEEPER.md for what is not done yet (consent, package).
         """)
 
     @Option(help: ArgumentHelp("The socket's path (default \(KeeperProtocol.defaultSocket)).", valueName: "path"))
@@ -51,11 +60,25 @@ struct KeeperCommand: ParsableCommand {
     @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets); as root, every user's, from --state-dir and --apps-dir.")
     var list = false
 
+    @Flag(help: "Show your own newest audit log entries (the keeper's decisions about your programs); as root, --uid's, from --state-dir.")
+    var log = false
+
+    @Option(help: ArgumentHelp("With --log: how many entries (default 50, at most \(KeeperServer.maximumLogLines)).", valueName: "n"))
+    var lines: Int?
+
+    @Option(help: ArgumentHelp("With --log as root: whose audit log to read from --state-dir (default 0).", valueName: "uid"))
+    var uid: UInt32?
+
+    @Flag(help: "With --log: print JSON with sorted keys, for scripts.")
+    var json = false
+
     @OptionGroup(title: "Storage options (with --enroll or --unenroll)") var store: StoreOptions
 
     func run() throws {
         try reportingErrors {
-            guard [enroll, unenroll, list].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll and --list go one at a time.") }
+            guard [enroll, unenroll, list, log].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll, --list and --log go one at a time.") }
+            guard log || (lines == nil && uid == nil && !json) else { throw CLIError.usage("--lines, --uid and --json go with --log.") }
+            if log { return try showLog() }
             if list { return try listGroups() }
             if enroll { return try enrollGroup() }
             if unenroll { return try unenrollGroup() }
@@ -158,5 +181,39 @@ struct KeeperCommand: ParsableCommand {
             let apps = entry.apps.isEmpty ? "no app allowed" : "apps: " + entry.apps.joined(separator: ", ")
             Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(entry.uid) " : "")\(entry.group): \(accounts); \(apps)"))
         }
+    }
+
+    /// The documented `--log --json` document.
+    struct LogOutput: Encodable {
+        var entries: [KeeperAudit.Entry]
+    }
+
+    /// Your own newest audit log entries, from the keeper; as root, `--uid`'s, read from the state directory.
+    private func showLog() throws {
+        if let lines, lines < 1 || lines > KeeperServer.maximumLogLines {
+            throw CLIError.usage("--lines takes 1 to \(KeeperServer.maximumLogLines).")
+        }
+        let entries: [KeeperAudit.Entry], whose: String
+        if geteuid() == 0 {
+            var info = stat()
+            guard stat(stateDirectory, &info) == 0 else {
+                throw CLIError.notFound("There is no keeper state directory \(stateDirectory).", hint: "Name it with --state-dir")
+            }
+            let owner = uid ?? 0
+            entries = try KeeperAudit(directory: stateDirectory).entries(uid: owner, last: lines ?? 50)
+            whose = "uid \(owner)'s audit log in \(stateDirectory)"
+        } else {
+            guard uid == nil else { throw CLIError.usage("--uid is for root, reading --state-dir; the keeper shows you your own log only.") }
+            entries = try KeeperClient(path: socket).log(lines: lines)
+            whose = "Your audit log in the token keeper at \(socket)"
+        }
+        if json { return try JSONOutput.print(LogOutput(entries: entries)) }
+        guard !entries.isEmpty else { return Terminal.print(TerminalText("\(whose): no entries.")) }
+        Terminal.print(TerminalText("\(whose), oldest first:"))
+        Terminal.print(Terminal.table(["TIME", "APP", "PID", "OP", "GROUP", "CLIENT", "ACCOUNT", "SCOPES", "OUTCOME"], entries.map { entry in
+            [TerminalText(entry.time), TerminalText(entry.app), TerminalText("\(entry.pid)"), TerminalText(entry.op), TerminalText(entry.group ?? "-"),
+             TerminalText(entry.client ?? "-"), TerminalText(entry.account ?? "-"),
+             TerminalText(entry.scopes.isEmpty ? "-" : entry.scopes.joined(separator: " ")), TerminalText(entry.outcome)]
+        }))
     }
 }

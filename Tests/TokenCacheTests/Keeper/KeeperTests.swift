@@ -460,6 +460,89 @@ struct KeeperTests {
         #expect(!all.stdout.contains(scenario.refreshToken))
     }
 
+    @Test("The audit log: Alice's --log shows her allowed app's token and an unlisted program's refusal (app, client, outcome; no token), Bob's --log and a forged request of Bob's naming Alice's uid show none of hers, the file is root's 0600 and closed to Alice (EACCES), and past 1 MiB it keeps its newest half")
+    func auditLogShowsEachUserTheirOwn() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token.stderr)\n\(scenario.log)")
+        let accessToken = token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // A root-owned program in a root-owned directory that no apps file names.
+        let other = scenario.appDirectory + "/unlisted"
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: other)
+        chmod(other, 0o755)
+        let refused = try scenario.token(as: scenario.alice, executable: other)
+        #expect(refused.status != 0 && refused.stderr.contains("is not an app of"), "\(refused.stdout)\(refused.stderr)")
+
+        struct Log: Decodable {
+            struct Entry: Decodable { var time: String; var app: String; var uid: UInt32; var op: String; var client: String?; var outcome: String }
+            var entries: [Entry]
+        }
+        func entries(_ output: ProcessOutput, sourceLocation: SourceLocation = #_sourceLocation) throws -> [Log.Entry] {
+            try #require(output.status == 0, "\(output.stdout)\(output.stderr)\n\(scenario.log)", sourceLocation: sourceLocation)
+            return try JSONDecoder().decode(Log.self, from: Data(output.stdout.utf8)).entries
+        }
+        // Alice's own: both decisions, with the app, client and outcome; no token of any kind.
+        let table = try scenario.alice.run(scenario.app, ["keeper", "--log", "--socket", scenario.socket])
+        #expect(table.status == 0 && table.stdout.contains(scenario.app) && table.stdout.contains(other) && table.stdout.contains(Fixtures.appOne)
+                && table.stdout.contains("granted") && table.stdout.contains("refused"), "\(table.stdout)\(table.stderr)\n\(scenario.log)")
+        let hers = try entries(try scenario.alice.run(scenario.app, ["keeper", "--log", "--json", "--lines", "20", "--socket", scenario.socket]))
+        #expect(hers.allSatisfy { $0.uid == scenario.alice.uid })
+        #expect(hers.contains { $0.app == scenario.app && $0.op == "token" && $0.client == Fixtures.appOne && $0.outcome == "granted" }, "\(hers)")
+        #expect(hers.contains { $0.app == other && $0.op == "token" && $0.outcome.hasPrefix("refused") && $0.outcome.contains("is not an app of") }, "\(hers)")
+        #expect(hers.contains { $0.op == "enroll" && $0.outcome.hasPrefix("granted") }, "\(hers)")
+        let file = "\(scenario.state)/\(scenario.alice.uid)/audit.log"
+        let written = try String(contentsOfFile: file, encoding: .utf8)
+        for text in [table.stdout, written, scenario.log] {
+            #expect(!text.contains(accessToken) && !text.contains(scenario.refreshToken), "a token in the audit log or its output")
+        }
+
+        // Bob's: nothing of Alice's, through the CLI or a request of his naming her uid.
+        let bobs = try entries(try scenario.bob.run(scenario.app, ["keeper", "--log", "--json", "--socket", scenario.socket]))
+        #expect(bobs.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil }, "\(bobs)")
+        let script = """
+            import json, socket, struct, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            data = json.dumps({"version": 1, "op": "log", "uid": int(sys.argv[2]), "lines": 500, "group": "x"}).encode()
+            s.sendall(struct.pack(">I", len(data)) + data)
+            head = b""
+            while len(head) < 4: head += s.recv(4 - len(head))
+            (n,) = struct.unpack(">I", head); body = b""
+            while len(body) < n: body += s.recv(n - len(body))
+            print(body.decode())
+            """
+        let forged = try scenario.bob.run("/usr/bin/python3", ["-c", script, scenario.socket, "\(scenario.alice.uid)"])
+        #expect(forged.status == 0, "\(forged.stderr)")
+        let forgedEntries = try JSONDecoder().decode(Log.self, from: Data(forged.stdout.utf8)).entries
+        #expect(!forgedEntries.isEmpty && forgedEntries.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil },
+                "\(forged.stdout)")
+
+        // The file: root's, 0600, closed to Alice; as root, --log --uid reads it from --state-dir.
+        var info = stat()
+        #expect(lstat(file, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
+        let read = try scenario.alice.run("/bin/cat", [file])
+        #expect(read.status != 0 && read.stderr.contains("Permission denied") && read.stdout.isEmpty, "\(read.stdout)\(read.stderr)")
+        let asRoot = try runProcess(scenario.app, ["keeper", "--log", "--json", "--state-dir", scenario.state, "--uid", "\(scenario.alice.uid)"])
+        #expect(try entries(asRoot).contains { $0.app == other }, "\(asRoot.stdout)\(asRoot.stderr)")
+
+        // Past the cap (1 MiB): the next decision leaves the newest half, whole lines, still root's 0600.
+        let filler = String(repeating: #"{"time":"2000-01-01T00:00:00Z","app":"filler","uid":\#(scenario.alice.uid),"pid":1,"op":"token","scopes":[],"outcome":"granted"}"# + "\n", count: 12000)
+        let appended = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
+        appended.seekToEndOfFile()
+        appended.write(Data(filler.utf8))
+        try appended.close()
+        #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
+        let trimmed = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(trimmed.utf8.count <= 1 << 19 && trimmed.utf8.count > 1 << 18, "\(trimmed.utf8.count) bytes")
+        #expect(trimmed.hasSuffix("\n"))
+        let first = try #require(trimmed.split(separator: "\n").first)
+        #expect((try? JSONDecoder().decode(Log.Entry.self, from: Data(first.utf8))) != nil, "the first line is cut: \(first)")
+        let last = try #require(trimmed.split(separator: "\n").last)
+        let newest = try JSONDecoder().decode(Log.Entry.self, from: Data(last.utf8))
+        #expect(newest.app == scenario.app && newest.op == "token" && newest.outcome == "granted", "\(last)")
+        #expect(lstat(file, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
+    }
+
     @Test("The hardened systemd unit and socket (packaging/systemd) pass systemd-analyze verify (ExecStart pointed at the built binary); in CI systemd-analyze must be there")
     func systemdUnitsVerify() throws {
         let analyze = "/usr/bin/systemd-analyze"
