@@ -46,6 +46,22 @@ package struct KeeperAudit: Sendable {
         }
     }
 
+    /// The longest text of a field a caller chose (client, account, scope, group, outcome, app), in characters.
+    package static let maximumFieldLength = 256
+    /// The most scopes an entry keeps.
+    package static let maximumScopes = 32
+
+    /// `text` as the log keeps it: control characters as `\u{…}`, cut to ``maximumFieldLength``
+    /// characters with `…`, so no field can forge a line or fill the log.
+    package static func printable(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if out.unicodeScalars.count >= maximumFieldLength { return out + "…" }
+            if scalar.properties.generalCategory == .control { out += "\\u{\(String(scalar.value, radix: 16))}" } else { out.unicodeScalars.append(scalar) }
+        }
+        return out
+    }
+
     /// The path of `uid`'s audit log.
     package func path(uid: UInt32) -> String { "\(directory)/\(uid)/audit.log" }
 
@@ -93,8 +109,16 @@ package struct KeeperAudit: Sendable {
             bytes = try FileIO.readAll(file.descriptor, path: path)
         }
         guard bytes.count > capBytes else { return }  // another thread trimmed it first
-        var kept = bytes.suffix(capBytes / 2)
-        if let newline = kept.firstIndex(of: UInt8(ascii: "\n")) { kept = kept[kept.index(after: newline)...] }
+        // From the first line that starts in the newest half; when the newest line alone is longer
+        // than that half, from its start: a trim never leaves the log empty.
+        let newline = UInt8(ascii: "\n"), last = bytes.index(before: bytes.endIndex)
+        var start = bytes.index(bytes.endIndex, offsetBy: -(capBytes / 2))
+        if let found = bytes[start..<last].firstIndex(of: newline) {
+            start = bytes.index(after: found)
+        } else {
+            start = bytes[..<last].lastIndex(of: newline).map { bytes.index(after: $0) } ?? bytes.startIndex
+        }
+        let kept = bytes[start...]
         // Under the exclusive lock no trim is under way: a temporary file here is one a crash left.
         FileIO.removeStaleTemporaryFiles(in: URL(fileURLWithPath: "\(directory)/\(uid)"), prefix: ".audit.log.")
         _ = try FileIO.atomicReplace(path, with: Data(kept), temporaryPrefix: ".audit.log.")

@@ -43,21 +43,9 @@ package enum KeeperProtocol {
         }
     }
 
-    /// `export` (the group's cache, to give it back to the user) and `unenroll` (delete the
-    /// keeper's copy, if it is still at `revision`, the one `export` answered with).
-    package struct GroupRequest: Codable, Sendable {
-        package var version = AgentProtocol.version
-        package var op: String
-        package var group: String
-        /// With `unenroll`: the revision `export` answered with.
-        package var revision: String?
-
-        package init(op: String, group: String, revision: String? = nil) { (self.op, self.group, self.revision) = (op, group, revision) }
-    }
-
-    /// The answer to `export`: the caller's group as MSAL JSON (refresh tokens included: this crosses
-    /// the socket once, outward, to the keeper's own program only), the accounts and clients the
-    /// keeper holds in it, and the stored file's revision.
+    /// A user's group as root's `--unenroll` reads it from the state directory: MSAL JSON (refresh
+    /// tokens included; it never crosses the socket), the accounts and clients in it, and the stored
+    /// file's revision.
     package struct Export: Codable, Sendable {
         package var version = AgentProtocol.version
         package var ok = true
@@ -143,15 +131,6 @@ package struct KeeperClient: Sendable {
         return inventory
     }
 
-    /// The caller's group as the keeper holds it (`export`; the keeper's own program only).
-    package func export(group: String) throws(TokenCacheError) -> KeeperProtocol.Export {
-        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupRequest(op: "export", group: group))
-        guard let export = try? JSONDecoder().decode(KeeperProtocol.Export.self, from: message) else {
-            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the group.", reason: .agentProtocol(path: path))
-        }
-        return export
-    }
-
     /// The caller's enrolled groups, with the apps allowed each (no secrets).
     package func enrolled() throws(TokenCacheError) -> [KeeperProtocol.EnrolledGroup] {
         let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupsRequest())
@@ -170,8 +149,4 @@ package struct KeeperClient: Sendable {
         return log.entries
     }
 
-    /// Asks the keeper to delete its copy of the caller's group, if it is still at `revision`.
-    package func unenroll(group: String, revision: String) throws(TokenCacheError) {
-        _ = try AgentClient(path: path, trustedUIDs: [0]).exchange(KeeperProtocol.GroupRequest(op: "unenroll", group: group, revision: revision))
-    }
 }

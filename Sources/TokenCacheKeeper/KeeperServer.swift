@@ -125,22 +125,11 @@ package final class KeeperServer: Sendable {
                 return KeeperProtocol.Enrolled(groups: groups)
             }
             if op == "export" || op == "unenroll" {
-                guard let asked = try? JSONDecoder().decode(KeeperProtocol.GroupRequest.self, from: message) else {
-                    throw TokenCacheError.invalidArgument("request", "is not an \(op) request (version, op, group)", hint: "See docs/KEEPER.md")
-                }
-                try Self.requireOwnProgram(caller, to: op == "export" ? "take a group back" : "delete a group", hint: "Unenrol with `tokencache keeper --unenroll`")
-                let group = try CacheGroup(asked.group)
-                if op == "export" {
-                    let export = try export(group, uid: caller.uid)
-                    await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: \(export.inventory.accounts.count) account(s) handed back")
-                    return export
-                }
-                guard let revision = asked.revision, try vault.remove(uid: caller.uid, group: group, ifAt: revision) else {
-                    throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed since it was handed back (an app refreshed a token); it was not deleted.",
-                                          hint: "Run `tokencache keeper --unenroll --group \(group.name)` again: it takes the newer copy")
-                }
-                await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: deleted")
-                return AgentProtocol.Response()
+                // Any process of the user can run the keeper's own program with arguments of its
+                // choosing: handing a group back (its refresh tokens) or deleting it on a user
+                // process's request would undo what the keeper is for. Root unenrols, until consent exists.
+                throw KeeperProtocol.refused("it hands no group back to, and deletes none for, a process of the user (any program of the user could ask)",
+                                             hint: "Ask an administrator to run `tokencache keeper --unenroll --uid UID --group GROUP --output FILE` as root")
             }
             guard let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) else {
                 throw TokenCacheError.invalidArgument("request", "is not a request of protocol version \(AgentProtocol.version) (op token, list or enroll)",
@@ -239,22 +228,6 @@ package final class KeeperServer: Sendable {
         return inventory
     }
 
-    /// `uid`'s group as MSAL JSON with its file's revision, read between two looks at the file that agree.
-    func export(_ group: CacheGroup, uid: UInt32) throws(TokenCacheError) -> KeeperProtocol.Export {
-        guard let before = try vault.revision(uid: uid, group: group), let store = try vault.store(uid: uid, group: group, creating: false) else {
-            throw TokenCacheError(.notFound, "The token keeper holds no group \(group.name) of uid \(uid).",
-                                  hint: "`tokencache keeper --list` shows your enrolled groups", reason: .noAccount)
-        }
-        let cache = String(decoding: try store.exportMSALJSON(), as: UTF8.self)
-        var inventory = try store.inventory()
-        guard try vault.revision(uid: uid, group: group) == before else {
-            throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed while it was read (an app refreshed a token).",
-                                  hint: "Run `tokencache keeper --unenroll --group \(group.name)` again")
-        }
-        inventory.location = "token keeper"
-        return KeeperProtocol.Export(cache: cache, revision: before, inventory: inventory)
-    }
-
     /// The keeper's executable, as /proc/self/exe names it.
     static var ownExecutable: String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -284,16 +257,23 @@ package final class KeeperServer: Sendable {
     /// said who called, for ``audit(_:)``.
     private func log(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?,
                      outcome: String) -> (line: String, entry: KeeperAudit.Entry?) {
-        let client = request?.clientID ?? "-", scopes = (request?.scopes ?? []).joined(separator: " "), account = request?.account ?? "-"
+        // Every field a caller chose is bounded and printable: one request must not fill the audit
+        // log (wiping what it held at the trim) nor forge a line in the journal or syslog.
+        let clean = KeeperAudit.printable
+        let (group, outcome) = (group.map { clean($0) }, clean(outcome))
+        let requested = (client: request?.clientID.map { clean($0) }, account: request?.account.map { clean($0) },
+                         scopes: (request?.scopes ?? []).prefix(KeeperAudit.maximumScopes).map { clean($0) })
+        let client = requested.client ?? "-", scopes = requested.scopes.joined(separator: " "), account = requested.account ?? "-"
+        let described = clean(caller?.described ?? "unknown caller")
         logger.notice("Keeper decision", metadata: [
-            "caller": "\(caller?.described ?? "unknown")", "uid": "\(caller.map { "\($0.uid)" } ?? "-")", "op": "\(op)",
+            "caller": "\(described)", "uid": "\(caller.map { "\($0.uid)" } ?? "-")", "op": "\(op)",
             "group": "\(group ?? "-")", "client": "\(client)", "scopes": "\(scopes)", "account": "\(account)", "outcome": "\(outcome)"])
-        let line = "\(caller?.described ?? "unknown caller"): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)"
+        let line = "\(described): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)"
         observer(line)
         let entry = caller.map { caller in
-            KeeperAudit.Entry(time: Date().formatted(.iso8601), app: caller.identity?.description ?? "unidentified: \(caller.unidentifiedBecause ?? "unknown")",
-                              uid: caller.uid, pid: caller.pid, op: op, group: group, client: request?.clientID, account: request?.account,
-                              scopes: request?.scopes ?? [], outcome: outcome)
+            KeeperAudit.Entry(time: Date().formatted(.iso8601), app: clean(caller.identity?.description ?? "unidentified: \(caller.unidentifiedBecause ?? "unknown")"),
+                              uid: caller.uid, pid: caller.pid, op: op, group: group, client: requested.client, account: requested.account,
+                              scopes: requested.scopes, outcome: outcome)
         }
         return (line, entry)
     }

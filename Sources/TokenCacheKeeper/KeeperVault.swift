@@ -19,7 +19,9 @@ package struct KeeperVault: Sendable {
     private let logger: Logger
 
     /// The key file's path.
-    package var keyFile: String { directory + "/keeper.key" }
+    /// The key's name in the state directory.
+    package static let keyFileName = "keeper.key"
+    package var keyFile: String { directory + "/" + Self.keyFileName }
 
     /// Makes the state directory (0700, the keeper's) and the key when missing.
     /// - Throws: `unsafeFile` when the directory or key is another user's, a link, or open to others.
@@ -76,6 +78,23 @@ package struct KeeperVault: Sendable {
         guard let file = try FileIO.openExisting(path) else { return nil }
         defer { close(file.descriptor) }
         return ASCII.hex(try OpenSSL.sha256(try FileIO.readAll(file.descriptor, path: path)))
+    }
+
+    /// `uid`'s group as MSAL JSON (refresh tokens included: for root's `--unenroll` only, never
+    /// over the socket), the accounts and clients in it, and the revision of the file it was read from.
+    package func export(uid: UInt32, group: CacheGroup) throws(TokenCacheError) -> KeeperProtocol.Export {
+        guard let before = try revision(uid: uid, group: group), let store = try store(uid: uid, group: group, creating: false) else {
+            throw TokenCacheError(.notFound, "The token keeper holds no group \(group.name) of uid \(uid).",
+                                  hint: "`tokencache keeper --list` as root shows every user's groups", reason: .noAccount)
+        }
+        let cache = String(decoding: try store.exportMSALJSON(), as: UTF8.self)
+        var inventory = try store.inventory()
+        guard try revision(uid: uid, group: group) == before else {
+            throw TokenCacheError(.migrationNotVerified, "The token keeper's copy of group \(group.name) changed while it was read (an app refreshed a token).",
+                                  hint: "Run the --unenroll again")
+        }
+        inventory.location = "token keeper"
+        return KeeperProtocol.Export(cache: cache, revision: before, inventory: inventory)
     }
 
     /// Deletes `uid`'s stored group if its file is still at `revision`, holding the group's lock

@@ -64,11 +64,11 @@ package final class HeadlessChromium: Sendable {
         let log = profile.appendingPathComponent(Self.logName)
         FileManager.default.createFile(atPath: log.path, contents: nil)
         let output = try FileHandle(forWritingTo: log)
+        defer { try? output.close() }  // the browser has its own copy once started
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        try? output.close()
         running.withLock { $0 = (process, profile) }
     }
 

@@ -27,8 +27,10 @@ struct KeeperCommand: ParsableCommand {
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
         read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
-        and TOKENCACHE_AGENT_UID=0. --unenroll takes the group back into your store and has the \
-        keeper delete its copy only once your store reads it back. --list shows your enrolled \
+        and TOKENCACHE_AGENT_UID=0. --unenroll (as root, with --uid and --output) writes that \
+        user's group to a new 0600 file and deletes the keeper's copy only once the file reads \
+        back; the user imports the file. No process of the user can take a group back: any of \
+        them could run this program. --list shows your enrolled \
         groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir.
 
         Every decision (app, uid, op, group, client, account, scopes, outcome; never a token) is \
@@ -54,8 +56,11 @@ struct KeeperCommand: ParsableCommand {
     @Flag(help: "Hand your group to the keeper (as the user), then remove your copy once the keeper has read it back.")
     var enroll = false
 
-    @Flag(help: "Take your group back from the keeper (as the user): it is written to your store and read back before the keeper deletes its copy.")
+    @Flag(help: "As root: write --uid's group from --state-dir to a new file (--output, MSAL JSON, 0600) and read it back, then delete the keeper's copy. The keeper never hands a group back to a process of the user.")
     var unenroll = false
+
+    @Option(help: ArgumentHelp("With --unenroll: the new file to write the group to (never an existing one).", valueName: "file"))
+    var output: String?
 
     @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets); as root, every user's, from --state-dir and --apps-dir.")
     var list = false
@@ -66,7 +71,7 @@ struct KeeperCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --log: how many entries (default 50, at most \(KeeperServer.maximumLogLines)).", valueName: "n"))
     var lines: Int?
 
-    @Option(help: ArgumentHelp("With --log as root: whose audit log to read from --state-dir (default 0).", valueName: "uid"))
+    @Option(help: ArgumentHelp("As root, with --log: whose audit log to read from --state-dir (default 0); with --unenroll: whose group.", valueName: "uid"))
     var uid: UInt32?
 
     @Flag(help: "With --log: print JSON with sorted keys, for scripts.")
@@ -77,7 +82,9 @@ struct KeeperCommand: ParsableCommand {
     func run() throws {
         try reportingErrors {
             guard [enroll, unenroll, list, log].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll, --list and --log go one at a time.") }
-            guard log || (lines == nil && uid == nil && !json) else { throw CLIError.usage("--lines, --uid and --json go with --log.") }
+            guard log || (lines == nil && !json) else { throw CLIError.usage("--lines and --json go with --log.") }
+            guard log || unenroll || uid == nil else { throw CLIError.usage("--uid goes with --log or --unenroll.") }
+            guard unenroll || output == nil else { throw CLIError.usage("--output goes with --unenroll.") }
             if log { return try showLog() }
             if list { return try listGroups() }
             if enroll { return try enrollGroup() }
@@ -126,32 +133,51 @@ struct KeeperCommand: ParsableCommand {
         Terminal.print(TerminalText("Enrolled group \(local.group) (\(mine.accounts.count) account\(mine.accounts.count == 1 ? "" : "s")) in the token keeper at \(socket); your copy was removed."))
     }
 
-    /// Takes the group back: the keeper's copy is written to your store and read back from it, and
-    /// only then does the keeper delete its copy (if no app refreshed meanwhile).
+    /// Root takes a user's group out of the keeper: it is written to a new file and read back from
+    /// it, and only then is the keeper's copy deleted (if no app refreshed meanwhile). A process of
+    /// the user cannot do this: any of them could run this program (docs/KEEPER.md).
     private func unenrollGroup() throws {
-        let local = try store.openStore()
-        let client = KeeperClient(path: socket)
-        let export = try client.export(group: local.group.name)
-        do {
-            _ = try local.importMSALJSON(Data(export.cache.utf8))
-        } catch {
-            throw CLIError.failed("Group \(local.group) could not be written to your store (\(local.location)): \(error.message) The keeper still holds it.",
-                                  hint: error.hint ?? "Fix your store (`tokencache doctor`), then run --unenroll again", cause: error)
+        guard geteuid() == 0 else {
+            throw CLIError.failed("Only root takes a group out of the token keeper: any program of yours could run this command, and the keeper exists to keep your refresh tokens from them.",
+                                  hint: "Ask an administrator to run `tokencache keeper --unenroll --uid \(getuid()) --group GROUP --output FILE`, then import FILE with `tokencache import --format msal-json FILE`")
         }
-        // Read back from a store opened anew: every account and client the keeper holds, with its kind of refresh token, must be there.
-        let missing = Self.slots(export.inventory).subtracting(Self.slots(try store.openStore().inventory()))
-        guard missing.isEmpty else {
-            throw CLIError.failed("Your store (\(local.location)) lacks \(missing.count) of the keeper's client sign-ins of group \(local.group) after writing them; the keeper still holds its copy.",
-                                  hint: "Check your store with `tokencache doctor`, then run --unenroll again")
+        guard let owner = uid, let output else { throw CLIError.usage("--unenroll needs --uid (whose group) and --output (a new file).") }
+        let group = try CacheGroup(store.group ?? CacheGroup.universalStorage.name)
+        var info = stat()
+        guard stat("\(stateDirectory)/\(KeeperVault.keyFileName)", &info) == 0 else {
+            throw CLIError.notFound("There is no keeper state in \(stateDirectory).", hint: "Name it with --state-dir")
         }
-        do {
-            try client.unenroll(group: local.group.name, revision: export.revision)
-        } catch {
-            throw CLIError.failed("Group \(local.group) is in your store now, but the keeper kept its copy: \(error.message)",
-                                  hint: error.hint ?? "Run --unenroll again", cause: error)
+        let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+        let export = try vault.export(uid: owner, group: group)
+        try Self.writeNewFile(output, Data(export.cache.utf8))
+        // Read back from the file: every account and client the keeper holds, with its kind of refresh token, must be there.
+        let readBack = AccountStore(backend: InMemoryBackend(), group: group)
+        guard let written = FileManager.default.contents(atPath: output),
+              (try? readBack.importMSALJSON(written)) != nil,
+              Self.slots(export.inventory).isSubset(of: Self.slots(try readBack.inventory())) else {
+            throw CLIError.failed("\(output) does not read back as uid \(owner)'s group \(group); the keeper still holds its copy.",
+                                  hint: "Remove \(output), check the disk, and run --unenroll again")
+        }
+        guard try vault.remove(uid: owner, group: group, ifAt: export.revision) else {
+            throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted.",
+                                  hint: "Remove \(output) and run --unenroll again: it takes the newer copy")
         }
         let count = export.inventory.accounts.count
-        Terminal.print(TerminalText("Unenrolled group \(local.group) (\(count) account\(count == 1 ? "" : "s")): it is in your store (\(local.location)) and the keeper's copy was deleted."))
+        Terminal.print(TerminalText("Unenrolled uid \(owner)'s group \(group) (\(count) account\(count == 1 ? "" : "s")): written to \(output) (root's, 0600) and deleted from the keeper. Give the file to the user (`chown \(owner) \(output)`), who imports it with `tokencache import --format msal-json \(output)`."))
+    }
+
+    /// Writes `data` to a new file (0600; never over an existing one, nor through a link), synced.
+    static func writeNewFile(_ path: String, _ data: Data) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CLIError.failed("\(path) could not be created: \(String(cString: strerror(errno))).", hint: "Name a new file with --output")
+        }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count, fsync(fd) == 0 else {
+            unlink(path)
+            throw CLIError.failed("\(path) could not be written; the keeper still holds its copy.", hint: "Check the disk, then run --unenroll again")
+        }
     }
 
     /// Each account's clients with their kind of refresh token, to compare two copies of a group (no secrets).
@@ -164,8 +190,9 @@ struct KeeperCommand: ParsableCommand {
         let groups: [KeeperProtocol.EnrolledGroup]
         if geteuid() == 0 {
             var info = stat()
-            guard stat(stateDirectory, &info) == 0 else {
-                throw CLIError.notFound("There is no keeper state directory \(stateDirectory).", hint: "Name it with --state-dir")
+            // A listing writes nothing: where there is no key, the vault (which would make one) is not opened.
+            guard stat("\(stateDirectory)/\(KeeperVault.keyFileName)", &info) == 0 else {
+                throw CLIError.notFound("There is no keeper state in \(stateDirectory).", hint: "Name it with --state-dir")
             }
             let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             let apps = try AppRegistry.load(appsDirectory, logger: StoreOptions.logger(verbose: store.verbose))

@@ -400,22 +400,19 @@ struct KeeperTests {
         #expect(!scenario.log.contains(scenario.refreshToken))
     }
 
-    @Test("--unenroll gives Alice her group back (written to her store and read back before the keeper deletes its copy); a store that cannot take it, another program, or Bob with nothing enrolled lose nothing")
-    func unenrollGivesTheGroupBack() async throws {
+    @Test("--unenroll is root's: Alice's own --unenroll (the keeper's program, run by any process of hers) and her forged export or unenroll requests get nothing and delete nothing; root writes her group to a new 0600 file, read back, then deletes the keeper's copy; an existing file or Bob with nothing enrolled lose nothing")
+    func unenrollIsRoots() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
         let kept = "\(scenario.state)/\(scenario.alice.uid)/\(scenario.group).tkc"
-        let unenroll = ["keeper", "--unenroll", "--socket", scenario.socket, "--backend", "file", "--group", scenario.group]
+        let before = try #require(FileManager.default.contents(atPath: kept))
 
-        // Her store cannot take it (its directory is root's): a typed error, the keeper keeps its copy.
-        let closed = scenario.root + "/closed"
-        try FileManager.default.createDirectory(atPath: closed, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
-        let refused = try scenario.alice.run(scenario.app, unenroll, environment: ["XDG_DATA_HOME": closed])
-        #expect(refused.status != 0 && refused.stderr.contains("The keeper still holds it"), "\(refused.stdout)\(refused.stderr)")
-        #expect(!refused.stderr.contains(scenario.refreshToken) && !refused.stdout.contains(scenario.refreshToken))
-        #expect(FileManager.default.fileExists(atPath: kept))
+        // Alice runs the keeper's own program: refused, nothing handed back, nothing deleted.
+        let hers = try scenario.alice.run(scenario.app, ["keeper", "--unenroll", "--socket", scenario.socket, "--backend", "file", "--group", scenario.group])
+        #expect(hers.status != 0 && hers.stderr.contains("Only root takes a group out of the token keeper"), "\(hers.stdout)\(hers.stderr)")
+        #expect(!hers.stdout.contains(scenario.refreshToken) && !hers.stderr.contains(scenario.refreshToken))
 
-        // Another program of Alice's asks for the group: refused, whatever it claims.
+        // Her forged requests, whatever program sends them: a typed refusal, no cache in the answer.
         let script = """
             import json, socket, struct, sys
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
@@ -424,26 +421,42 @@ struct KeeperTests {
                 s.sendall(struct.pack(">I", len(data)) + data)
                 head = s.recv(4); (n,) = struct.unpack(">I", head); body = b""
                 while len(body) < n: body += s.recv(n - len(body))
-                print(json.loads(body).get("error", {}).get("code"))
+                answer = json.loads(body)
+                print(answer.get("error", {}).get("code"), "cache" in answer)
             """
         let forged = try scenario.alice.run("/usr/bin/python3", ["-c", script, scenario.socket, scenario.group])
-        #expect(forged.stdout == "accessDenied\naccessDenied\n" && !forged.stdout.contains(scenario.refreshToken), "\(forged.stdout)\(forged.stderr)")
-        #expect(FileManager.default.fileExists(atPath: kept))
+        #expect(forged.stdout == "accessDenied False\naccessDenied False\n" && !forged.stdout.contains(scenario.refreshToken), "\(forged.stdout)\(forged.stderr)")
+        #expect(FileManager.default.contents(atPath: kept) == before, "the keeper's copy changed")
+
+        // Root, to a file that exists: refused, the file and the keeper's copy untouched.
+        let output = scenario.root + "/alice-group.json"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: output))
+        let unenroll = ["keeper", "--unenroll", "--state-dir", scenario.state, "--uid", "\(scenario.alice.uid)", "--group", scenario.group, "--output", output]
+        let existing = try runProcess(scenario.app, unenroll)
+        #expect(existing.status != 0 && existing.stderr.contains("could not be created"), "\(existing.stdout)\(existing.stderr)")
+        #expect(FileManager.default.contents(atPath: output) == Data("keep me".utf8))
+        #expect(FileManager.default.contents(atPath: kept) == before, "the keeper's copy changed")
 
         // Bob has nothing enrolled: a typed error, nothing written.
-        let bobs = try scenario.bob.run(scenario.app, unenroll)
+        let bobsFile = scenario.root + "/bob-group.json"
+        let bobs = try runProcess(scenario.app, ["keeper", "--unenroll", "--state-dir", scenario.state, "--uid", "\(scenario.bob.uid)", "--group", scenario.group, "--output", bobsFile])
         #expect(bobs.status != 0 && bobs.stderr.contains("holds no group \(scenario.group) of uid \(scenario.bob.uid)"), "\(bobs.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: bobsFile))
 
-        // Alice's own unenrolment: back in her store, gone from the keeper, which then serves her nothing.
-        let done = try scenario.alice.run(scenario.app, unenroll)
-        #expect(done.status == 0 && done.stdout.contains("Unenrolled group \(scenario.group) (1 account)"), "\(done.stdout)\(done.stderr)\n\(scenario.log)")
+        // Root's unenrolment: the file holds her account, is root's 0600, and the keeper's copy is gone.
+        try FileManager.default.removeItem(atPath: output)
+        let done = try runProcess(scenario.app, unenroll)
+        #expect(done.status == 0 && done.stdout.contains("Unenrolled uid \(scenario.alice.uid)'s group \(scenario.group) (1 account)"), "\(done.stdout)\(done.stderr)")
+        #expect(!done.stdout.contains(scenario.refreshToken) && !done.stderr.contains(scenario.refreshToken))
         #expect(!FileManager.default.fileExists(atPath: kept))
-        let listed = try scenario.alice.run(scenario.app, ["list", "--backend", "file", "--group", scenario.group])
-        #expect(listed.stdout.contains(Fixtures.alice.username), "\(listed.stdout)\(listed.stderr)")
+        var info = stat()
+        #expect(lstat(output, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
+        let written = AccountStore(backend: InMemoryBackend(), group: try CacheGroup(scenario.group))
+        _ = try written.importMSALJSON(try #require(FileManager.default.contents(atPath: output)))
+        #expect(try written.accounts(clientID: Fixtures.appOne).map(\.username) == [Fixtures.alice.username])
         let token = try scenario.token(as: scenario.alice)
         #expect(token.status != 0 && token.stderr.contains("holds no group"), "\(token.stdout)\(token.stderr)")
         #expect(!scenario.log.contains(scenario.refreshToken))
-        #expect(scenario.log.contains("unenroll group \(scenario.group)") && scenario.log.contains("granted: deleted"), "\(scenario.log)")
     }
 
     @Test("--list shows Alice her enrolled group (accounts, the apps allowed it, no secret), Bob none, and root every user's from --state-dir")
