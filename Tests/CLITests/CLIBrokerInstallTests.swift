@@ -26,11 +26,14 @@ struct CLIBrokerInstallTests {
         return try PrivateBus(configuration: configuration)
     }
 
-    static func environment(_ cli: CLI, _ bus: PrivateBus, path: String = "/usr/bin:/bin") -> [String: String] {
+    /// `path` nil: a PATH of one directory the test owns, which holds no tokencache. A tokencache
+    /// installed on the machine (/usr/bin, from the Debian package) would otherwise be what
+    /// --install picks; the CLI runs nothing else by PATH (#56: a run met one mid-suite).
+    static func environment(_ cli: CLI, _ bus: PrivateBus, path: String? = nil) -> [String: String] {
         var environment = cli.environment
         environment["DBUS_SESSION_BUS_ADDRESS"] = bus.address
         environment["XDG_DATA_DIRS"] = cli.dataHome.appendingPathComponent("system-share").path
-        environment["PATH"] = path
+        environment["PATH"] = path ?? cli.dataHome.appendingPathComponent("no-tokencache-bin").path
         return environment
     }
 
@@ -71,7 +74,7 @@ struct CLIBrokerInstallTests {
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent("tokencache").path, withDestinationPath: Self.binary)
         let third = try runProcess(Self.binary, ["broker", "--install", "--confirm", "--backend", "file", "--group", cli.group],
-                                   environment: Self.environment(cli, bus, path: bin.path + ":/usr/bin:/bin"))
+                                   environment: Self.environment(cli, bus, path: bin.path))
         #expect(third.status == 0 && !third.stderr.contains("temporary"), "\(third.stderr)")
         let unit = try String(contentsOf: unitFile, encoding: .utf8)
         #expect(unit.contains("ExecStart=\(bin.path)/tokencache broker --confirm"), "\(unit)")

@@ -51,7 +51,7 @@ struct NoDefaultCollectionTests {
             .appendingPathComponent("scripts/lib/answer-keyring-prompt.py").path
         // Xvfb writes its display number once it accepts connections; the answerer writes "ready"
         // once it listens to AT-SPI events. Both are read from FIFOs: nothing waits by the clock.
-        let lines = try inFreshKeyring("""
+        let output = try inFreshKeyring("""
             mkfifo "$HOME/display" "$HOME/ready"
             Xvfb -displayfd 3 -screen 0 1024x768x24 -nolisten tcp 3>"$HOME/display" 2>"$HOME/xvfb.log" &
             xvfb=$!
@@ -61,11 +61,11 @@ struct NoDefaultCollectionTests {
             dbus-update-activation-environment DISPLAY
             $H ss-no-default read
             $H ss-no-default auto
-            /usr/bin/python3 '\(answer)' --ready "$HOME/ready" --cancel >/dev/null &
+            /usr/bin/python3 '\(answer)' --ready "$HOME/ready" --cancel &
             read -r _ < "$HOME/ready"
             $H ss-no-default save prompt
             wait $!
-            /usr/bin/python3 '\(answer)' --ready "$HOME/ready" new-keyring-password >/dev/null &
+            /usr/bin/python3 '\(answer)' --ready "$HOME/ready" new-keyring-password &
             read -r _ < "$HOME/ready"
             $H ss-no-default save prompt
             wait $!
@@ -73,7 +73,10 @@ struct NoDefaultCollectionTests {
             \(Self.keyringState)
             kill $xvfb
             """, loginKeyring: false)
-        try #require(lines.count == 6, "\(lines)")
+        // The answerer's own lines say which button it pressed in which window, shown on a failure.
+        let answers = output.filter { $0["answered"] != nil }, lines = output.filter { $0["answered"] == nil }
+        #expect(answers.map { $0["answered"] as? String } == ["Cancel", "Continue"], "\(answers)")
+        try #require(lines.count == 6, "\(lines) \(answers)")
         // A display, no prompts allowed: nothing shown, and a keyring could be made: no fallback.
         #expect(lines[0]["result"] as? String == "collectionMissing" && lines[0]["reason"] as? String == "defaultCollectionMissing", "\(lines[0])")
         #expect((lines[0]["hint"] as? String)?.contains("--allow-prompt") == true, "\(lines[0])")
@@ -83,7 +86,7 @@ struct NoDefaultCollectionTests {
         #expect(lines[2]["result"] as? String == "promptDismissed" && lines[2]["reason"] as? String == "createCollectionPromptDismissed", "\(lines[2])")
         // The user chose a password: the collection exists, is the default, and holds the account
         // (gnome-keyring names its path after the label: ' ' becomes '_', escaped as _5f).
-        #expect(lines[3]["result"] as? String == "ok", "\(lines[3])")
+        #expect(lines[3]["result"] as? String == "ok", "\(lines[3]) \(answers)")
         #expect(lines[3]["collection"] as? String == "/org/freedesktop/secrets/collection/Default_5fkeyring", "\(lines[3])")
         #expect(lines[3]["accounts"] as? [String] == ["keyring@contoso.com"], "\(lines[3])")
         #expect(lines[4]["result"] as? String == "ok" && lines[4]["accounts"] as? [String] == ["keyring@contoso.com"], "read back without a prompt: \(lines[4])")

@@ -4,8 +4,11 @@
 # --cancel presses Cancel. Run with Debian's python3 (pyatspi) inside the test's session bus, on
 # the display gcr-prompter opens on. Driven by AT-SPI events, no polling: writes "ready" to
 # READY (a FIFO the caller reads) once it listens, so the caller starts the prompt after that;
-# prints "answered: <button>" and exits.
+# prints a JSON line {"answered": "<button>", "staleWindows": N} and exits. Only a window that
+# appeared after it started is answered: the prompter may still hold the last prompt's dialog
+# (closed, not yet gone from the accessibility tree), and pressing a button there answers nothing.
 #   answer-keyring-prompt.py --ready READY [--cancel] [PASSWORD]
+import json
 import sys
 
 import pyatspi
@@ -39,25 +42,38 @@ def descendants(node, role):
 
 
 answered = False
+stale = []  # the prompter's windows when this started: an earlier prompt's
+
+
+def windows(app):
+    """The top-level windows of app, those gone meanwhile left out."""
+    try:
+        return [child for child in (app.getChildAtIndex(i) for i in range(app.childCount)) if child is not None]
+    except Exception:  # the app went meanwhile
+        return []
 
 
 def answer(app):
-    """Fills the prompt of app (gcr-prompter) and presses its button once; False while it is not all there."""
+    """Fills the new prompt of app (gcr-prompter) and presses its button once; False while it is not all there."""
     global answered
     if answered:
         return True
-    buttons = {b.name: b for b in descendants(app, "push button")}
-    fields = descendants(app, "password text")
     wanted = "Cancel" if cancel else "Continue"
-    if wanted not in buttons or (not cancel and len(fields) < 2):
-        return False
-    if not cancel:
-        for field in fields:
-            field.queryEditableText().setTextContents(password)
-    buttons[wanted].queryAction().doAction(0)
-    answered = True
-    print(f"answered: {wanted}", flush=True)
-    return True
+    for window in windows(app):
+        if any(window == old for old in stale):
+            continue
+        buttons = {b.name: b for b in descendants(window, "push button")}
+        fields = descendants(window, "password text")
+        if wanted not in buttons or (not cancel and len(fields) < 2):
+            continue
+        if not cancel:
+            for field in fields:
+                field.queryEditableText().setTextContents(password)
+        buttons[wanted].queryAction().doAction(0)
+        answered = True
+        print(json.dumps({"answered": wanted, "staleWindows": len(stale)}), flush=True)
+        return True
+    return False
 
 
 def prompter():
@@ -90,5 +106,6 @@ if ready is not None:
     with open(ready, "w") as fifo:
         fifo.write("ready\n")
 already = prompter()
+stale = windows(already) if already is not None else []
 if already is None or not answer(already):
     pyatspi.Registry.start()
