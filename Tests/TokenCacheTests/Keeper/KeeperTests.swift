@@ -27,6 +27,12 @@ struct KeeperTestUser {
 
     func remove() { _ = try? runProcess("/usr/sbin/userdel", ["--remove", "--force", name]) }
 
+    /// Gives this user a login password (chpasswd, from its standard input: in no argument).
+    func setPassword(_ password: String) throws {
+        let set = try runProcess("/usr/sbin/chpasswd", [], input: Data("\(name):\(password)\n".utf8))
+        guard set.status == 0 else { throw KeeperTestError("chpasswd \(name): \(set.stderr)") }
+    }
+
     /// The environment of a login of this user: its home, no desktop session, no tokencache setting.
     func environment(_ extra: [String: String] = [:]) -> [String: String] {
         ["HOME": home, "USER": name, "LOGNAME": name, "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "LANG": "C.UTF-8"].merging(extra) { $1 }
@@ -66,6 +72,9 @@ final class KeeperScenario: @unchecked Sendable {
     var state: String { root + "/state" }
     var apps: String { root + "/apps.d" }
     var refreshToken: String { "rt-keeper-\(id)" }
+    /// This scenario's PAM service (/etc/pam.d/NAME, as packaging/pam/tokencache-keeper), which the keeper checks consent with.
+    var pamService: String { "tokencache-keeper-test-\(id)" }
+    var pamFile: String { "/etc/pam.d/\(pamService)" }
 
     init() throws {
         root = "/tmp/tck-\(id)"
@@ -95,6 +104,9 @@ final class KeeperScenario: @unchecked Sendable {
         alice = try KeeperTestUser("tcka\(id)")
         bob = try KeeperTestUser("tckb\(id)")
         files.createFile(atPath: keeperLog.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        let packaged = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/pam/tokencache-keeper").standardizedFileURL
+        try files.copyItem(atPath: packaged.path, toPath: pamFile)
+        chmod(pamFile, 0o644)
         try startKeeper()
     }
 
@@ -102,7 +114,7 @@ final class KeeperScenario: @unchecked Sendable {
     func startKeeper() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: app)
-        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps]
+        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
         var environment = ProcessInfo.processInfo.environment
         for name in ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"] { environment[name] = nil }
         process.environment = environment
@@ -197,7 +209,7 @@ final class KeeperScenario: @unchecked Sendable {
         }
         alice?.remove()
         bob?.remove()
-        for path in [root, appDirectory, keeperLog.path] { try? FileManager.default.removeItem(atPath: path) }
+        for path in [root, appDirectory, keeperLog.path, pamFile] { try? FileManager.default.removeItem(atPath: path) }
     }
 }
 
