@@ -13,7 +13,7 @@ enum TerminalPassword {
     static func read(prompt: String) throws -> [UInt8] {
         let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard tty >= 0 else {
-            throw CLIError.usage("--consent reads your password from your terminal (/dev/tty), and this process has none (\(String(cString: strerror(errno)))).",
+            throw CLIError.usage("This command reads your password from your terminal (/dev/tty), and this process has none (\(String(cString: strerror(errno)))).",
                                  hint: "Run it in a terminal; it never reads a password from standard input, arguments or the environment")
         }
         defer { close(tty) }

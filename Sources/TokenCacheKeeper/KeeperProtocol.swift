@@ -30,16 +30,19 @@ package enum KeeperProtocol {
         package var group: String
         /// The group's MSAL unified JSON (refresh tokens included: this crosses the socket once, inward).
         package var cache: String
+        /// The user's password, when the keeper holds the group already (adding to it needs it).
+        package var password: String?
 
-        package init(group: String, cache: String) { (self.group, self.cache) = (group, cache) }
+        package init(group: String, cache: String, password: String? = nil) { (self.group, self.cache, self.password) = (group, cache, password) }
 
-        enum CodingKeys: String, CodingKey { case version, op, group, cache }
+        enum CodingKeys: String, CodingKey { case version, op, group, cache, password }
 
         // The envelope was checked already: version and op may be absent, as in every request.
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             group = try container.decode(String.self, forKey: .group)
             cache = try container.decode(String.self, forKey: .cache)
+            password = try container.decodeIfPresent(String.self, forKey: .password)
         }
     }
 

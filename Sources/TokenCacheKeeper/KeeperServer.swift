@@ -134,7 +134,7 @@ package final class KeeperServer: Sendable {
                 guard let enrollment = try? JSONDecoder().decode(KeeperProtocol.Enrollment.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not an enrolment (group, cache)", hint: "See docs/KEEPER.md")
                 }
-                let inventory = try enroll(enrollment, from: caller)
+                let inventory = try await enroll(enrollment, from: caller)
                 await decided(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
             }
@@ -198,6 +198,22 @@ package final class KeeperServer: Sendable {
         guard let password = request.password, !password.isEmpty else {
             throw TokenCacheError.invalidArgument("password", "is missing", hint: "Consent with `tokencache keeper --consent`, which asks for it on your terminal")
         }
+        if let refusal = await checkPassword(password, of: caller) {
+            await decided(caller, op: op, group: group.name, request: nil,
+                          outcome: "\(refusal.outcome == .unavailable ? "failed" : "refused"): consent of \(app) not given: \(refusal.why)")
+            return KeeperProtocol.ConsentAnswer(outcome: refusal.outcome)
+        }
+        let consent = KeeperConsents.Consent(app: app, group: group.name, time: Date().formatted(.iso8601))
+        try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in try consents.record(consent, uid: uid) }
+        await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded (PAM service \(pamService))")
+        return KeeperProtocol.ConsentAnswer(outcome: .recorded)
+    }
+
+    /// Checks `password` of the caller's uid (its user name from the uid SO_PEERCRED gave) with
+    /// PAM on the blocking pool, through the back-off.
+    /// - Returns: nil when PAM accepted it; else the refusal and why, for the audit log (no password).
+    func checkPassword(_ password: String, of caller: KeeperCaller) async -> (outcome: KeeperProtocol.ConsentOutcome, why: String)? {
+        let uid = caller.uid
         do throws(ConsentLimiter.Refusal) {
             try limiter.begin(uid: uid)
         } catch {
@@ -206,8 +222,7 @@ package final class KeeperServer: Sendable {
             case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
             case .attemptInProgress: outcome = .attemptInProgress
             }
-            await decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not checked: \(outcome) (PAM not asked)")
-            return KeeperProtocol.ConsentAnswer(outcome: outcome)
+            return (outcome, "\(outcome) (PAM not asked)")
         }
         let secret = PAMSecret(password.utf8)
         let verdict: PAM.Verdict
@@ -219,18 +234,12 @@ package final class KeeperServer: Sendable {
             verdict = .unavailable("uid \(uid) has no user name")
         }
         limiter.end(uid: uid, succeeded: verdict == .verified)
-        let outcome: KeeperProtocol.ConsentOutcome, text: String
         switch verdict {
-        case .verified:
-            let consent = KeeperConsents.Consent(app: app, group: group.name, time: Date().formatted(.iso8601))
-            try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in try consents.record(consent, uid: uid) }
-            (outcome, text) = (.recorded, "granted: consent of \(app) recorded (PAM service \(pamService))")
-        case .notAuthenticated(let why): (outcome, text) = (.notAuthenticated, "refused: consent of \(app) not given: PAM: \(why)")
-        case .accountRefused(let why): (outcome, text) = (.accountRefused, "refused: consent of \(app) not given: PAM account check: \(why)")
-        case .unavailable(let why): (outcome, text) = (.unavailable, "failed: consent of \(app) not checked: \(why)")
+        case .verified: return nil
+        case .notAuthenticated(let why): return (.notAuthenticated, "PAM: \(why)")
+        case .accountRefused(let why): return (.accountRefused, "PAM account check: \(why)")
+        case .unavailable(let why): return (.unavailable, "not checked: \(why)")
         }
-        await decided(caller, op: op, group: group.name, request: nil, outcome: text)
-        return KeeperProtocol.ConsentAnswer(outcome: outcome)
     }
 
     /// The user name of `uid` (getpwuid_r), which PAM checks the password of.
@@ -308,9 +317,21 @@ package final class KeeperServer: Sendable {
     }
 
     /// Stores `enrollment` under the caller's uid, then reads it back for the caller to compare.
-    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) throws(TokenCacheError) -> GroupInventory {
+    /// Adding to a group the keeper holds already needs the user's password (checked as a
+    /// consent is): any process of the user can run the keeper's program with a cache of its own.
+    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) async throws(TokenCacheError) -> GroupInventory {
         try Self.requireOwnProgram(caller, to: "enrol", hint: "Enrol with `tokencache keeper --enroll`")
         let group = try CacheGroup(enrollment.group)
+        if try vault.store(uid: caller.uid, group: group, creating: false) != nil {
+            guard let password = enrollment.password, !password.isEmpty else {
+                throw KeeperProtocol.refused("group \(group.name) is enrolled already, and adding to it needs your password",
+                                             hint: "Enrol with `tokencache keeper --enroll` on a terminal: it asks for your password")
+            }
+            if let refusal = await checkPassword(password, of: caller) {
+                throw KeeperProtocol.refused("adding to your enrolled group \(group.name) needs your password, and it was not accepted (\(refusal.outcome): \(refusal.why))",
+                                             hint: "Run it again on a terminal and type your login password")
+            }
+        }
         guard let store = try vault.store(uid: caller.uid, group: group, creating: true) else {
             throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(caller.uid).")
         }

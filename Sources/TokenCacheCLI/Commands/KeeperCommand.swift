@@ -26,7 +26,8 @@ struct KeeperCommand: ParsableCommand {
 
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
-        read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
+        read it back; adding to a group the keeper holds already asks for your password on your \
+        terminal, as --consent does. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
         and TOKENCACHE_AGENT_UID=0. --unenroll (as root, with --uid and --output) writes that \
         user's group to a new 0600 file and deletes the keeper's copy only once the file reads \
         back; the user imports the file. No process of the user can take a group back: any of \
@@ -50,7 +51,7 @@ struct KeeperCommand: ParsableCommand {
         prints {"entries": [{"time", "app", "uid", "pid", "op", "group", "client", "account", \
         "scopes", "outcome"}]}); the keeper answers with the calling uid's only. As root, --log \
         reads --state-dir itself: --uid picks whose (default 0).
-        See docs/KEEPER.md for what is not done yet (the package, consent for enrolment).
+        See docs/KEEPER.md for what is not done yet (the package, polkit).
         """)
 
     @Option(help: ArgumentHelp("The socket's path (default \(KeeperProtocol.defaultSocket)).", valueName: "path"))
@@ -146,7 +147,13 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.notFound("Group \(local.group) holds no account here: nothing to enrol.", hint: "Sign in first, or name the group with --group")
         }
         let cache = String(decoding: try local.exportMSALJSON(), as: UTF8.self)
-        let kept = try KeeperClient(path: socket).enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache))
+        let client = KeeperClient(path: socket)
+        // Adding to a group the keeper holds already needs your password (any program of yours could run this).
+        let adding = try client.enrolled().groups.contains { $0.group == local.group.name }
+        var password = adding ? try TerminalPassword.read(prompt: "Your password, to add to your group \(local.group.name) in the token keeper: ") : []
+        defer { password.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
+        let kept = try client.enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache,
+                                                               password: adding ? String(decoding: password, as: UTF8.self) : nil))
         // Every account and client of yours, with its kind of refresh token, must be in what the keeper read back.
         let missing = Self.slots(mine).subtracting(Self.slots(kept))
         guard missing.isEmpty else {

@@ -152,4 +152,35 @@ extension KeeperTests {
             #expect(!text.contains(alicePassword) && !text.contains(bobPassword), "a password leaked: \(text)")
         }
     }
+
+    @Test("Enrolling into a group the keeper holds already asks for Alice's password on her terminal: without a terminal it stops before sending, a wrong password adds nothing, her password adds her second account; no password in any output or log")
+    func enrollingIntoAnExistingGroupNeedsThePassword() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let password = "Alice-pw-\(scenario.id)-9K"
+        try scenario.alice.setPassword(password)
+        try await scenario.saveAlice(accounts: [Fixtures.bob])
+        let arguments = ["--enroll", "--socket", scenario.socket, "--backend", "file", "--group", scenario.group]
+        var outputs: [String] = []
+
+        let piped = try scenario.alice.run("/usr/bin/setsid", ["-w", scenario.app, "keeper"] + arguments, input: Data("\(password)\n".utf8))
+        outputs.append(piped.stdout + piped.stderr)
+        #expect(piped.status == 64 && piped.stderr.contains("/dev/tty"), "\(piped.stdout)\(piped.stderr)")
+        let wrong = try scenario.onTerminal(as: scenario.alice, arguments, typing: "not-\(password)")
+        outputs.append(wrong.stdout + wrong.stderr)
+        #expect(wrong.status != 0 && wrong.stdout.contains("was not accepted"), "\(wrong.stdout)\(wrong.stderr)\n\(scenario.log)")
+        #expect(try scenario.keptStore().inventory().accounts.count == 1, "nothing was added")
+        // Her own copy is kept when the keeper refused.
+        let hers = try scenario.alice.run(scenario.app, ["list", "--backend", "file", "--group", scenario.group])
+        #expect(hers.stdout.contains(Fixtures.bob.username), "\(hers.stdout)\(hers.stderr)")
+
+        let right = try scenario.onTerminal(as: scenario.alice, arguments, typing: password)
+        outputs.append(right.stdout + right.stderr)
+        #expect(right.status == 0 && right.stdout.contains("Enrolled group"), "\(right.stdout)\(right.stderr)\n\(scenario.log)")
+        #expect(try scenario.keptStore().inventory().accounts.count == 2)
+
+        let audit = (try? String(contentsOfFile: "\(scenario.state)/\(scenario.alice.uid)/audit.log", encoding: .utf8)) ?? ""
+        #expect(audit.contains("needs your password, and it was not accepted"), "\(audit)")
+        for text in outputs + [audit, scenario.log] { #expect(!text.contains(password), "the password leaked: \(text)") }
+    }
 }

@@ -155,6 +155,12 @@ final class KeeperScenario: @unchecked Sendable {
     /// As Alice: saves a sign-in of app one at the local identity provider for each of `accounts`,
     /// whose access token is stale (the keeper must refresh), then enrols her group with the keeper.
     func enrollAlice(accounts: [Fixtures.User] = [Fixtures.alice]) async throws -> ProcessOutput {
+        try await saveAlice(accounts: accounts)
+        return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
+    }
+
+    /// As Alice: saves a sign-in of app one for each of `accounts` in her own encrypted file (group ``group``).
+    func saveAlice(accounts: [Fixtures.User]) async throws {
         for user in accounts {
             var response = Fixtures.response(for: user, scope: "User.Read", foci: "1", tag: "keeper", expiresIn: 60)
             response["refresh_token"] = refreshToken(of: user)
@@ -163,7 +169,6 @@ final class KeeperScenario: @unchecked Sendable {
                                             "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"], input: Fixtures.json(response))
             guard saved.status == 0 else { throw KeeperTestError("save as Alice: \(saved.stderr)") }
         }
-        return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
     }
 
     /// Alice's group as the keeper stored it, read here as root with the keeper's key: it must decrypt whole.
