@@ -6,7 +6,7 @@ import Musl
 import TokenCacheCore
 import TokenCachePlatform
 
-// Hand-written: four functions and three two-field structs of a stable C ABI, not worth a C module
+// Hand-written: five functions and three two-field structs of a stable C ABI, not worth a C module
 // and libpam's development headers (libpam0g-dev) on every build machine.
 
 /// `struct pam_message`: what a module asks or says.
@@ -142,10 +142,8 @@ private final class PAMSession {
         let converse: PAMConversation.Function = { PAMSession.converse($0, $1, $2, $3) }
         conversation.initialize(to: PAMConversation(function: converse, context: Unmanaged.passUnretained(password).toOpaque()))
         status = library.pam_start(service, user, UnsafeRawPointer(conversation), &handle)
-        guard status == PAM.success, handle != nil else {
-            conversation.deallocate()
-            return nil
-        }
+        // On failure deinit still runs (every property is set): it frees the conversation, once.
+        guard status == PAM.success, handle != nil else { return nil }
     }
 
     func run(_ function: PAMFunctions.Step) -> Int32 {
@@ -158,7 +156,7 @@ private final class PAMSession {
     }
 
     deinit {
-        _ = library.pam_end(handle, status)
+        if handle != nil { _ = library.pam_end(handle, status) }
         conversation.deallocate()
         withExtendedLifetime(password) {}
     }
