@@ -52,7 +52,7 @@ extension KeeperScenario {
 }
 
 extension KeeperTests {
-    @Test("Consent through PAM: an unlisted app is refused until Alice types her password on her terminal (a wrong one records nothing, standard input without a terminal is refused), then gets her token; Bob's password consents for Bob only and Alice's password typed by Bob is refused; three failures in a row stop PAM being asked; --list shows the consent and --revoke-consent withdraws it; no password in any output or log")
+    @Test("Consent through PAM: an unlisted app is refused until Alice types her password on her terminal (a wrong one records nothing, standard input without a terminal is refused), then gets her token; Bob's password consents for Bob only and Alice's password typed by Bob is refused; three failures in a row stop PAM being asked; --list shows the consent and --revoke-consent withdraws it; an expired account's right password records nothing; no password in any output or log")
     func consentThroughPAM() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -139,6 +139,13 @@ extension KeeperTests {
         #expect(revoked.status == 0 && revoked.stdout.contains("Withdrawn"), "\(revoked.stdout)\(revoked.stderr)")
         let again = try scenario.token(as: scenario.alice, executable: unlisted)
         #expect(again.status != 0 && again.stderr.contains("is not an app of"), "\(again.stdout)\(again.stderr)")
+        #expect(!scenario.consentsFile(of: scenario.alice).contains(unlisted))
+
+        // Her password is right but her account has expired: PAM's account check refuses, nothing is recorded.
+        #expect(try runProcess("/usr/bin/chage", ["-E", "0", scenario.alice.name]).status == 0)
+        let expired = try scenario.consent(as: scenario.alice, app: unlisted, password: alicePassword)
+        outputs.append(expired.stdout + expired.stderr)
+        #expect(expired.status == 1 && expired.stdout.contains("your account may not be used now"), "\(expired.stdout)\(expired.stderr)\n\(scenario.log)")
         #expect(!scenario.consentsFile(of: scenario.alice).contains(unlisted))
 
         // Every attempt and outcome is in the audit log; no password anywhere.
