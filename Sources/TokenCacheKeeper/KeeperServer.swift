@@ -99,10 +99,12 @@ package final class KeeperServer: Sendable {
                 return
             }
             guard var body = connection.read(exactly: length, by: deadline) else { return }
-            let request = Data(body)
-            let response = waitOnThisThread { [self] in await answer(request, from: caller) }
-            // A consent's password was in it: zeroed here (the request's and the decoder's copies are freed unzeroed).
-            body.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+            // Decoded in place, then zeroed (a consent's password was in it); the decoder's own copies are freed unzeroed.
+            let response = body.withUnsafeMutableBytes { raw in
+                defer { explicit_bzero(raw.baseAddress!, raw.count) }
+                let request = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
+                return waitOnThisThread { [self] in await answer(request, from: caller) }
+            }
             deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
             guard connection.write(all: AgentProtocol.encode(response)) else { return }
         }
