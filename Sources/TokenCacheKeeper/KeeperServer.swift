@@ -227,14 +227,11 @@ package final class KeeperServer: Sendable {
             return (outcome, "\(outcome) (PAM not asked)")
         }
         let secret = PAMSecret(password.utf8)
-        let verdict: PAM.Verdict
-        if let user = Self.userName(uid) {
-            verdict = (try? await BlockingWork.run(cancellable: false) { [pamService] () throws(TokenCacheError) in
-                PAM.verify(service: pamService, user: user, password: secret)
-            }) ?? .unavailable("the blocking pool refused the work")
-        } else {
-            verdict = .unavailable("uid \(uid) has no user name")
-        }
+        // The name lookup too is blocking work (NSS may ask a directory server).
+        let verdict = (try? await BlockingWork.run(cancellable: false) { [pamService] () throws(TokenCacheError) -> PAM.Verdict in
+            guard let user = Self.userName(uid) else { return .unavailable("uid \(uid) has no user name") }
+            return PAM.verify(service: pamService, user: user, password: secret)
+        }) ?? .unavailable("the blocking pool refused the work")
         limiter.end(uid: uid, succeeded: verdict == .verified)
         switch verdict {
         case .verified: return nil
