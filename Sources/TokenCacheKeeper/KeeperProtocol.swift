@@ -30,16 +30,19 @@ package enum KeeperProtocol {
         package var group: String
         /// The group's MSAL unified JSON (refresh tokens included: this crosses the socket once, inward).
         package var cache: String
+        /// The user's password, when the keeper holds the group already (adding to it needs it).
+        package var password: String?
 
-        package init(group: String, cache: String) { (self.group, self.cache) = (group, cache) }
+        package init(group: String, cache: String, password: String? = nil) { (self.group, self.cache, self.password) = (group, cache, password) }
 
-        enum CodingKeys: String, CodingKey { case version, op, group, cache }
+        enum CodingKeys: String, CodingKey { case version, op, group, cache, password }
 
         // The envelope was checked already: version and op may be absent, as in every request.
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             group = try container.decode(String.self, forKey: .group)
             cache = try container.decode(String.self, forKey: .cache)
+            password = try container.decodeIfPresent(String.self, forKey: .password)
         }
     }
 
@@ -80,8 +83,65 @@ package enum KeeperProtocol {
         package var version = AgentProtocol.version
         package var ok = true
         package var groups: [EnrolledGroup]
+        /// The consents the caller gave (app identity and group); nil from a keeper without consent.
+        package var consents: [KeeperConsents.Consent]?
 
-        package init(groups: [EnrolledGroup]) { self.groups = groups }
+        package init(groups: [EnrolledGroup], consents: [KeeperConsents.Consent]?) { (self.groups, self.consents) = (groups, consents) }
+    }
+
+    /// `consent` (with the user's password, read from their terminal) or `revoke-consent`
+    /// (without): `app` may, or may no longer, use `group` of the caller's uid (SO_PEERCRED; no
+    /// field names whose).
+    package struct ConsentRequest: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var op: String
+        /// The app identity, as the keeper's refusal and `--list` name it.
+        package var app: String
+        package var group: String
+        /// The user's password (consent only): checked with PAM, never stored or logged.
+        package var password: String?
+
+        package init(revoking: Bool, app: String, group: String, password: String?) {
+            (op, self.app, self.group, self.password) = (revoking ? "revoke-consent" : "consent", app, group, password)
+        }
+
+        enum CodingKeys: String, CodingKey { case version, op, app, group, password }
+
+        // The envelope was checked already: version and op may be absent, as in every request.
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            op = try container.decodeIfPresent(String.self, forKey: .op) ?? "-"
+            app = try container.decode(String.self, forKey: .app)
+            group = try container.decode(String.self, forKey: .group)
+            password = try container.decodeIfPresent(String.self, forKey: .password)
+        }
+    }
+
+    /// What became of a `consent` or `revoke-consent`: typed, so no front end reads the message.
+    package enum ConsentOutcome: Codable, Sendable, Hashable {
+        /// PAM accepted the password: the consent is recorded.
+        case recorded
+        /// The consent was withdrawn (`existed`: whether there was one).
+        case revoked(existed: Bool)
+        /// PAM did not accept the password (nothing recorded).
+        case notAuthenticated
+        /// The password was right, but PAM's account check refused the account (expired, locked).
+        case accountRefused
+        /// Too many failures in a row: attempts are refused, PAM not asked, for this many seconds.
+        case tooManyFailures(retryAfterSeconds: Int)
+        /// Another consent attempt of the uid is being checked.
+        case attemptInProgress
+        /// PAM could not be used (libpam missing, the service not configured).
+        case unavailable
+    }
+
+    /// The answer to `consent` and `revoke-consent`.
+    package struct ConsentAnswer: Codable, Sendable {
+        package var version = AgentProtocol.version
+        package var ok = true
+        package var outcome: ConsentOutcome
+
+        package init(outcome: ConsentOutcome) { self.outcome = outcome }
     }
 
     /// `log`: the newest `lines` entries of the caller's own audit log (its uid from SO_PEERCRED;
@@ -131,13 +191,22 @@ package struct KeeperClient: Sendable {
         return inventory
     }
 
-    /// The caller's enrolled groups, with the apps allowed each (no secrets).
-    package func enrolled() throws(TokenCacheError) -> [KeeperProtocol.EnrolledGroup] {
+    /// The caller's enrolled groups, with the apps allowed each, and its consents (no secrets).
+    package func enrolled() throws(TokenCacheError) -> KeeperProtocol.Enrolled {
         let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(KeeperProtocol.GroupsRequest())
         guard let enrolled = try? JSONDecoder().decode(KeeperProtocol.Enrolled.self, from: message) else {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the list of groups.", reason: .agentProtocol(path: path))
         }
-        return enrolled.groups
+        return enrolled
+    }
+
+    /// Sends a consent (with the password) or its withdrawal; returns what the keeper did.
+    package func consent(_ request: KeeperProtocol.ConsentRequest) throws(TokenCacheError) -> KeeperProtocol.ConsentOutcome {
+        let message = try AgentClient(path: path, trustedUIDs: [0]).exchangeMessage(request)
+        guard let answer = try? JSONDecoder().decode(KeeperProtocol.ConsentAnswer.self, from: message) else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered without the consent's outcome.", reason: .agentProtocol(path: path))
+        }
+        return answer.outcome
     }
 
     /// The newest `lines` entries of the caller's own audit log (any program of the user's may ask).

@@ -28,6 +28,12 @@ package final class KeeperServer: Sendable {
     /// Whether decisions also go to syslog (LOG_AUTHPRIV): where /dev/log exists and standard
     /// error is not the journal already (systemd sets JOURNAL_STREAM then).
     private let syslogs: Bool
+    /// The consents users gave with their password.
+    private let consents: KeeperConsents
+    /// Failed consent attempts per uid, on the keeper's clock.
+    private let limiter: ConsentLimiter
+    /// The PAM service consent passwords are checked with.
+    private let pamService: String
 
     /// The most entries one `log` request gets (an answer stays well under the protocol's 1 MiB).
     package static let maximumLogLines = 500
@@ -37,9 +43,16 @@ package final class KeeperServer: Sendable {
     /// Connections served at once; more wait in the listen backlog.
     static let maximumConnections = 32
 
+    /// The PAM service consent is checked with by default (packaging/pam/tokencache-keeper).
+    package static let defaultPAMService = "tokencache-keeper"
+
     /// Listens at `socket`, or on the descriptor systemd passed (LISTEN_FDS) when it passed one.
-    /// - Parameter observer: gets each decision's log line (who, what, outcome; never a token).
+    /// - Parameters:
+    ///   - pamService: the PAM service consent passwords are checked with.
+    ///   - clock: the time since a fixed start, which consent back-offs are counted on.
+    ///   - observer: gets each decision's log line (who, what, outcome; never a token).
     package init(socket: String, vault: KeeperVault, appsDirectory: String, options: PublicClientApplication.Options,
+                 pamService: String = KeeperServer.defaultPAMService, clock: (@Sendable () -> Duration)? = nil,
                  observer: @escaping @Sendable (String) -> Void = { _ in }) throws(TokenCacheError) {
         if let passed = Self.socketFromSystemd() {
             (listener, path) = (SocketListener(passed), nil)
@@ -48,6 +61,10 @@ package final class KeeperServer: Sendable {
         }
         (self.vault, self.appsDirectory, self.options, self.logger, self.observer) = (vault, appsDirectory, options, options.logger, observer)
         audit = KeeperAudit(directory: vault.directory)
+        consents = KeeperConsents(directory: vault.directory)
+        let start = ContinuousClock.now
+        limiter = ConsentLimiter(now: clock ?? { start.duration(to: .now) })
+        self.pamService = pamService
         syslogs = access("/dev/log", W_OK) == 0 && getenv("JOURNAL_STREAM") == nil
         if syslogs { openlog(nil, LOG_PID, LOG_AUTHPRIV) }
     }
@@ -81,8 +98,13 @@ package final class KeeperServer: Sendable {
                     hint: "See docs/AGENT.md for the protocol"))))
                 return
             }
-            guard let body = connection.read(exactly: length, by: deadline) else { return }
-            let response = waitOnThisThread { [self] in await answer(Data(body), from: caller) }
+            guard var body = connection.read(exactly: length, by: deadline) else { return }
+            // Decoded in place, then zeroed (a consent's password was in it); the decoder's own copies are freed unzeroed.
+            let response = body.withUnsafeMutableBytes { raw in
+                defer { explicit_bzero(raw.baseAddress!, raw.count) }
+                let request = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
+                return waitOnThisThread { [self] in await answer(request, from: caller) }
+            }
             deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
             guard connection.write(all: AgentProtocol.encode(response)) else { return }
         }
@@ -114,15 +136,19 @@ package final class KeeperServer: Sendable {
                 guard let enrollment = try? JSONDecoder().decode(KeeperProtocol.Enrollment.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not an enrolment (group, cache)", hint: "See docs/KEEPER.md")
                 }
-                let inventory = try enroll(enrollment, from: caller)
+                let inventory = try await enroll(enrollment, from: caller)
                 await decided(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
             }
             if op == "groups" {
                 try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
                 let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
-                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s)")
-                return KeeperProtocol.Enrolled(groups: groups)
+                let given = try await BlockingWork.run { [consents] () throws(TokenCacheError) in try consents.consents(uid: caller.uid) }
+                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s), \(given.count) consent(s)")
+                return KeeperProtocol.Enrolled(groups: groups, consents: given)
+            }
+            if op == "consent" || op == "revoke-consent" {
+                return try await consent(message, op: op, from: caller)
             }
             if op == "export" || op == "unenroll" {
                 // Any process of the user can run the keeper's own program with arguments of its
@@ -151,16 +177,94 @@ package final class KeeperServer: Sendable {
         }
     }
 
+    /// A consent, checked with the password of the caller's uid (SO_PEERCRED, never the request's
+    /// say) through PAM, or its withdrawal (no password: removing rights is safe). Only the
+    /// keeper's own program may ask: it reads the password from the user's terminal.
+    func consent(_ message: Data, op: String, from caller: KeeperCaller) async throws(TokenCacheError) -> KeeperProtocol.ConsentAnswer {
+        try Self.requireOwnProgram(caller, to: "record or withdraw consent", hint: "Consent with `tokencache keeper --consent --app APP --group GROUP`")
+        guard let request = try? JSONDecoder().decode(KeeperProtocol.ConsentRequest.self, from: message) else {
+            throw TokenCacheError.invalidArgument("request", "is not a consent (app, group, password)", hint: "See docs/KEEPER.md")
+        }
+        let group = try CacheGroup(request.group)
+        guard !request.app.isEmpty, request.app == KeeperAudit.printable(request.app) else {
+            throw TokenCacheError.invalidArgument("app", "is empty, longer than \(KeeperAudit.maximumFieldLength) characters or holds control characters",
+                                                  hint: "Name the app as the keeper's refusal does")
+        }
+        let (app, uid, consents) = (request.app, caller.uid, consents)
+        // Each audit line names the app in its outcome; never the password.
+        if op == "revoke-consent" {
+            let existed = try await BlockingWork.run { () throws(TokenCacheError) in try consents.revoke(uid: uid, app: app, group: group.name) }
+            await decided(caller, op: op, group: group.name, request: nil, outcome: existed ? "granted: consent of \(app) withdrawn" : "granted: there was no consent of \(app)")
+            return KeeperProtocol.ConsentAnswer(outcome: .revoked(existed: existed))
+        }
+        guard let password = request.password, !password.isEmpty else {
+            throw TokenCacheError.invalidArgument("password", "is missing", hint: "Consent with `tokencache keeper --consent`, which asks for it on your terminal")
+        }
+        if let refusal = await checkPassword(password, of: caller) {
+            await decided(caller, op: op, group: group.name, request: nil,
+                          outcome: "\(refusal.outcome == .unavailable ? "failed" : "refused"): consent of \(app) not given: \(refusal.why)")
+            return KeeperProtocol.ConsentAnswer(outcome: refusal.outcome)
+        }
+        let consent = KeeperConsents.Consent(app: app, group: group.name, time: Date().formatted(.iso8601))
+        try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in try consents.record(consent, uid: uid) }
+        await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded (PAM service \(pamService))")
+        return KeeperProtocol.ConsentAnswer(outcome: .recorded)
+    }
+
+    /// Checks `password` of the caller's uid (its user name from the uid SO_PEERCRED gave) with
+    /// PAM on the blocking pool, through the back-off.
+    /// - Returns: nil when PAM accepted it; else the refusal and why, for the audit log (no password).
+    func checkPassword(_ password: String, of caller: KeeperCaller) async -> (outcome: KeeperProtocol.ConsentOutcome, why: String)? {
+        let uid = caller.uid
+        do throws(ConsentLimiter.Refusal) {
+            try limiter.begin(uid: uid)
+        } catch {
+            let outcome: KeeperProtocol.ConsentOutcome
+            switch error {
+            case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
+            case .attemptInProgress: outcome = .attemptInProgress
+            }
+            return (outcome, "\(outcome) (PAM not asked)")
+        }
+        let secret = PAMSecret(password.utf8)
+        // The name lookup too is blocking work (NSS may ask a directory server).
+        let verdict = (try? await BlockingWork.run(cancellable: false) { [pamService] () throws(TokenCacheError) -> PAM.Verdict in
+            guard let user = Self.userName(uid) else { return .unavailable("uid \(uid) has no user name") }
+            return PAM.verify(service: pamService, user: user, password: secret)
+        }) ?? .unavailable("the blocking pool refused the work")
+        limiter.end(uid: uid, succeeded: verdict == .verified)
+        switch verdict {
+        case .verified: return nil
+        case .notAuthenticated(let why): return (.notAuthenticated, "PAM: \(why)")
+        case .accountRefused(let why): return (.accountRefused, "PAM account check: \(why)")
+        case .unavailable(let why): return (.unavailable, "not checked: \(why)")
+        }
+    }
+
+    /// The user name of `uid` (getpwuid_r), which PAM checks the password of.
+    static func userName(_ uid: UInt32) -> String? {
+        var entry = passwd(), result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16 << 10)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }
+
     /// The caller's store of the group it asks for, when its apps file allows it that group (and `client`).
     func authorize(_ caller: KeeperCaller, group named: String?, client: String?) throws(TokenCacheError) -> (AccountStore, AppRegistry.Entry) {
         guard let identity = caller.identity else {
             throw KeeperProtocol.refused("the caller (pid \(caller.pid)) is not identified as an app: \(caller.unidentifiedBecause ?? "unknown")",
                                          hint: "Run the app as installed, without a debugger, LD_PRELOAD, LD_AUDIT or LD_LIBRARY_PATH")
         }
-        let entries = try AppRegistry.load(appsDirectory, logger: logger).entries(for: identity)
-        guard let first = entries.first else {
-            throw KeeperProtocol.refused("\(identity) is not an app of \(appsDirectory)",
-                                         hint: "Its package installs an entry there, or an administrator adds one (consent by the user is not supported yet)")
+        var entries = try AppRegistry.load(appsDirectory, logger: logger).entries(for: identity)
+        if entries.isEmpty {
+            // Not listed: the groups its user consented to, with their password (any client of theirs).
+            let given = try consents.consents(uid: caller.uid).filter { $0.app == identity.description }.map(\.group)
+            if !given.isEmpty { entries = [AppRegistry.Entry(groups: named.map { given.contains($0) ? [$0] : [] } ?? given)] }
+        }
+        guard let first = entries.first, !first.groups.isEmpty else {
+            let example = named ?? "GROUP"
+            throw KeeperProtocol.refused("\(identity) is not an app of \(appsDirectory)\(named.map { " and you have not consented to its use of group \($0)" } ?? "")",
+                                         hint: "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(example)`")
         }
         let group = try CacheGroup(named ?? first.groups[0])
         guard let entry = entries.first(where: { $0.groups.contains(group.name) }) else {
@@ -212,9 +316,21 @@ package final class KeeperServer: Sendable {
     }
 
     /// Stores `enrollment` under the caller's uid, then reads it back for the caller to compare.
-    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) throws(TokenCacheError) -> GroupInventory {
+    /// Adding to a group the keeper holds already needs the user's password (checked as a
+    /// consent is): any process of the user can run the keeper's program with a cache of its own.
+    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) async throws(TokenCacheError) -> GroupInventory {
         try Self.requireOwnProgram(caller, to: "enrol", hint: "Enrol with `tokencache keeper --enroll`")
         let group = try CacheGroup(enrollment.group)
+        if try vault.store(uid: caller.uid, group: group, creating: false) != nil {
+            guard let password = enrollment.password, !password.isEmpty else {
+                throw KeeperProtocol.refused("group \(group.name) is enrolled already, and adding to it needs your password",
+                                             hint: "Enrol with `tokencache keeper --enroll` on a terminal: it asks for your password")
+            }
+            if let refusal = await checkPassword(password, of: caller) {
+                throw KeeperProtocol.refused("adding to your enrolled group \(group.name) needs your password, and it was not accepted (\(refusal.outcome): \(refusal.why))",
+                                             hint: "Run it again on a terminal and type your login password")
+            }
+        }
         guard let store = try vault.store(uid: caller.uid, group: group, creating: true) else {
             throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(caller.uid).")
         }

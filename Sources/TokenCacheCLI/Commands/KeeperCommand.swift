@@ -26,12 +26,22 @@ struct KeeperCommand: ParsableCommand {
 
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
-        read it back. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
+        read it back; adding to a group the keeper holds already asks for your password on your \
+        terminal, as --consent does. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
         and TOKENCACHE_AGENT_UID=0. --unenroll (as root, with --uid and --output) writes that \
         user's group to a new 0600 file and deletes the keeper's copy only once the file reads \
         back; the user imports the file. No process of the user can take a group back: any of \
         them could run this program. --list shows your enrolled \
-        groups (accounts, allowed apps; no secrets); as root, every user's from --state-dir.
+        groups (accounts, allowed apps; no secrets) and your consents; as root, every user's from --state-dir.
+
+        --consent --app APP --group G lets an app no apps file names (APP as the keeper's \
+        refusal and --list name it: its executable, flatpak:ID or snap:NAME) use your group G: \
+        it asks for your password on your terminal (/dev/tty, never standard input, arguments \
+        or the environment), which the keeper checks with PAM (service --pam-service, default \
+        \(KeeperServer.defaultPAMService)) for the user the kernel says is calling, and records \
+        the consent only then. After \(ConsentLimiter.limit) failures in a row the keeper asks \
+        PAM nothing for that user for a minute. --revoke-consent --app APP --group G withdraws \
+        it (no password: removing rights is safe).
 
         Every decision (app, uid, op, group, client, account, scopes, outcome; never a token) is \
         written to the keeper's standard error (the journal under systemd), to syslog \
@@ -41,7 +51,7 @@ struct KeeperCommand: ParsableCommand {
         prints {"entries": [{"time", "app", "uid", "pid", "op", "group", "client", "account", \
         "scopes", "outcome"}]}); the keeper answers with the calling uid's only. As root, --log \
         reads --state-dir itself: --uid picks whose (default 0).
-        See docs/KEEPER.md for what is not done yet (consent, package).
+        See docs/KEEPER.md for what is not done yet (the package, polkit).
         """)
 
     @Option(help: ArgumentHelp("The socket's path (default \(KeeperProtocol.defaultSocket)).", valueName: "path"))
@@ -62,8 +72,20 @@ struct KeeperCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --unenroll: the new file to write the group to (never an existing one).", valueName: "file"))
     var output: String?
 
-    @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets); as root, every user's, from --state-dir and --apps-dir.")
+    @Flag(help: "List your enrolled groups (accounts, allowed apps; no secrets) and your consents; as root, every user's, from --state-dir and --apps-dir.")
     var list = false
+
+    @Flag(help: "Let --app use your --group although no apps file names it: asks for your password on your terminal, which the keeper checks with PAM.")
+    var consent = false
+
+    @Flag(name: .customLong("revoke-consent"), help: "Withdraw your consent to --app using your --group (no password).")
+    var revokeConsent = false
+
+    @Option(help: ArgumentHelp("With --consent or --revoke-consent: the app, as the keeper's refusal names it (its executable, flatpak:ID or snap:NAME).", valueName: "identity"))
+    var app: String?
+
+    @Option(name: .customLong("pam-service"), help: ArgumentHelp("Serving (root): the PAM service consent passwords are checked with (default \(KeeperServer.defaultPAMService)).", valueName: "name"))
+    var pamService: String = KeeperServer.defaultPAMService
 
     @Flag(help: "Show your own newest audit log entries (the keeper's decisions about your programs); as root, --uid's, from --state-dir.")
     var log = false
@@ -81,7 +103,10 @@ struct KeeperCommand: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            guard [enroll, unenroll, list, log].filter({ $0 }).count <= 1 else { throw CLIError.usage("--enroll, --unenroll, --list and --log go one at a time.") }
+            guard [enroll, unenroll, list, log, consent, revokeConsent].filter({ $0 }).count <= 1 else {
+                throw CLIError.usage("--enroll, --unenroll, --list, --log, --consent and --revoke-consent go one at a time.")
+            }
+            guard consent || revokeConsent || app == nil else { throw CLIError.usage("--app goes with --consent or --revoke-consent.") }
             guard log || (lines == nil && !json) else { throw CLIError.usage("--lines and --json go with --log.") }
             guard log || unenroll || uid == nil else { throw CLIError.usage("--uid goes with --log or --unenroll.") }
             guard unenroll || output == nil else { throw CLIError.usage("--output goes with --unenroll.") }
@@ -89,6 +114,7 @@ struct KeeperCommand: ParsableCommand {
             if list { return try listGroups() }
             if enroll { return try enrollGroup() }
             if unenroll { return try unenrollGroup() }
+            if consent || revokeConsent { return try changeConsent() }
             try serve()
         }
     }
@@ -105,9 +131,8 @@ struct KeeperCommand: ParsableCommand {
         sigemptyset(&signals)
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
-        let server = try KeeperServer(socket: socket, vault: vault, appsDirectory: appsDirectory, options: options) { line in
-            Terminal.note(Terminal.escape("\(Terminal.localTime(Date())) \(line)"))
-        }
+        let server = try KeeperServer(socket: socket, vault: vault, appsDirectory: appsDirectory, options: options, pamService: pamService,
+                                      observer: { line in Terminal.note(Terminal.escape("\(Terminal.localTime(Date())) \(line)")) })
         try server.start()
         Terminal.note("tokencache keeper: serving at \(server.path ?? "the socket systemd passed") (pid \(getpid())), state \(stateDirectory), apps \(appsDirectory).")
         var received: Int32 = 0
@@ -122,7 +147,13 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.notFound("Group \(local.group) holds no account here: nothing to enrol.", hint: "Sign in first, or name the group with --group")
         }
         let cache = String(decoding: try local.exportMSALJSON(), as: UTF8.self)
-        let kept = try KeeperClient(path: socket).enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache))
+        let client = KeeperClient(path: socket)
+        // Adding to a group the keeper holds already needs your password (any program of yours could run this).
+        let adding = try client.enrolled().groups.contains { $0.group == local.group.name }
+        var password = adding ? try TerminalPassword.read(prompt: "Your password, to add to your group \(local.group.name) in the token keeper: ") : []
+        defer { password.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
+        let kept = try client.enroll(KeeperProtocol.Enrollment(group: local.group.name, cache: cache,
+                                                               password: adding ? String(decoding: password, as: UTF8.self) : nil))
         // Every account and client of yours, with its kind of refresh token, must be in what the keeper read back.
         let missing = Self.slots(mine).subtracting(Self.slots(kept))
         guard missing.isEmpty else {
@@ -185,9 +216,52 @@ struct KeeperCommand: ParsableCommand {
         Set(inventory.accounts.flatMap { account in account.clients.map { "\(account.homeAccountID) \($0.clientID.lowercased()) \($0.refreshToken)" } })
     }
 
+    /// Records (with your password, read from your terminal) or withdraws your consent to an app
+    /// using one of your groups.
+    private func changeConsent() throws {
+        guard let app, !app.isEmpty, let groupName = store.group else {
+            throw CLIError.usage("--\(consent ? "consent" : "revoke-consent") needs --app (as the keeper's refusal names the app) and --group.")
+        }
+        let group = try CacheGroup(groupName)
+        let client = KeeperClient(path: socket)
+        if revokeConsent {
+            let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: true, app: app, group: group.name, password: nil))
+            let existed = if case .revoked(existed: true) = outcome { true } else { false }
+            return Terminal.print(TerminalText(existed ? "Withdrawn: \(app) may no longer use your group \(group)." : "You had not consented to \(app) using group \(group); nothing changed."))
+        }
+        var password = try TerminalPassword.read(prompt: "Your password, to let \(Terminal.escape(app)) use your group \(group.name): ")
+        defer { password.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
+        // The request's copy of the password is a Swift string, freed (not zeroed) once sent.
+        let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: false, app: app, group: group.name,
+                                                                       password: String(decoding: password, as: UTF8.self)))
+        switch outcome {
+        case .recorded:
+            Terminal.print(TerminalText("Consent recorded: \(app) may use your group \(group) through the token keeper (withdraw it with --revoke-consent)."))
+        case .notAuthenticated:
+            throw CLIError.failed("The token keeper refused: your password was not accepted; no consent was recorded.",
+                                  hint: "Run it again and type your login password", cause: Self.refusal)
+        case .accountRefused:
+            throw CLIError.failed("The token keeper refused: your password is right, but your account may not be used now (PAM's account check); no consent was recorded.",
+                                  hint: "Ask an administrator (an expired password or account?)", cause: Self.refusal)
+        case .tooManyFailures(let seconds):
+            throw CLIError.failed("The token keeper refused: too many wrong passwords in a row; it checks none of yours for \(seconds) s.",
+                                  hint: "Wait, then run it again", cause: Self.refusal)
+        case .attemptInProgress:
+            throw CLIError.failed("The token keeper refused: another consent of yours is being checked.", hint: "Wait for it, then run it again", cause: Self.refusal)
+        case .unavailable:
+            throw CLIError.failed("The token keeper could not check your password (PAM is not set up for it); no consent was recorded.",
+                                  hint: "Ask an administrator to install the PAM service \(KeeperServer.defaultPAMService) (docs/KEEPER.md)")
+        case .revoked:
+            throw CLIError.failed("The token keeper answered a consent with a withdrawal.", hint: "Use a tokencache of the same release on both sides")
+        }
+    }
+
+    /// The library error behind a refused consent, for `--json`'s error line: `accessDenied`.
+    private static let refusal = TokenCacheError(.accessDenied, "The token keeper refused the consent.")
+
     /// Your enrolled groups, from the keeper; as root, every user's, read from the state directory.
     private func listGroups() throws {
-        let groups: [KeeperProtocol.EnrolledGroup]
+        let groups: [KeeperProtocol.EnrolledGroup], consents: [(uid: UInt32, consent: KeeperConsents.Consent)]
         if geteuid() == 0 {
             var info = stat()
             // A listing writes nothing: where there is no key, the vault (which would make one) is not opened.
@@ -197,9 +271,12 @@ struct KeeperCommand: ParsableCommand {
             let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             let apps = try AppRegistry.load(appsDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             groups = vault.uids().flatMap { vault.enrolled(uid: $0, apps: apps) }
+            let given = KeeperConsents(directory: stateDirectory)
+            consents = try vault.uids().flatMap { uid in try given.consents(uid: uid).map { (uid, $0) } }
             Terminal.print(TerminalText("Groups in the token keeper's \(stateDirectory) (apps from \(appsDirectory)):"))
         } else {
-            groups = try KeeperClient(path: socket).enrolled()
+            let enrolled = try KeeperClient(path: socket).enrolled()
+            (groups, consents) = (enrolled.groups, (enrolled.consents ?? []).map { (getuid(), $0) })
             Terminal.print(TerminalText("Your groups in the token keeper at \(socket):"))
         }
         if groups.isEmpty { Terminal.print(TerminalText("  none enrolled")) }
@@ -207,6 +284,10 @@ struct KeeperCommand: ParsableCommand {
             let accounts = entry.accounts.map { "\($0) account\($0 == 1 ? "" : "s")" } ?? "unreadable (\(entry.problem ?? "?"))"
             let apps = entry.apps.isEmpty ? "no app allowed" : "apps: " + entry.apps.joined(separator: ", ")
             Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(entry.uid) " : "")\(entry.group): \(accounts); \(apps)"))
+        }
+        Terminal.print(TerminalText(consents.isEmpty ? "Consents: none" : "Consents (apps no apps file names, allowed a group with the user's password):"))
+        for (uid, consent) in consents {
+            Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(uid) " : "")\(consent.app) may use \(consent.group) (since \(consent.time))"))
         }
     }
 

@@ -27,6 +27,12 @@ struct KeeperTestUser {
 
     func remove() { _ = try? runProcess("/usr/sbin/userdel", ["--remove", "--force", name]) }
 
+    /// Gives this user a login password (chpasswd, from its standard input: in no argument).
+    func setPassword(_ password: String) throws {
+        let set = try runProcess("/usr/sbin/chpasswd", [], input: Data("\(name):\(password)\n".utf8))
+        guard set.status == 0 else { throw KeeperTestError("chpasswd \(name): \(set.stderr)") }
+    }
+
     /// The environment of a login of this user: its home, no desktop session, no tokencache setting.
     func environment(_ extra: [String: String] = [:]) -> [String: String] {
         ["HOME": home, "USER": name, "LOGNAME": name, "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "LANG": "C.UTF-8"].merging(extra) { $1 }
@@ -66,6 +72,9 @@ final class KeeperScenario: @unchecked Sendable {
     var state: String { root + "/state" }
     var apps: String { root + "/apps.d" }
     var refreshToken: String { "rt-keeper-\(id)" }
+    /// This scenario's PAM service (/etc/pam.d/NAME, as packaging/pam/tokencache-keeper), which the keeper checks consent with.
+    var pamService: String { "tokencache-keeper-test-\(id)" }
+    var pamFile: String { "/etc/pam.d/\(pamService)" }
 
     init() throws {
         root = "/tmp/tck-\(id)"
@@ -95,6 +104,9 @@ final class KeeperScenario: @unchecked Sendable {
         alice = try KeeperTestUser("tcka\(id)")
         bob = try KeeperTestUser("tckb\(id)")
         files.createFile(atPath: keeperLog.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        let packaged = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/pam/tokencache-keeper").standardizedFileURL
+        try files.copyItem(atPath: packaged.path, toPath: pamFile)
+        chmod(pamFile, 0o644)
         try startKeeper()
     }
 
@@ -102,7 +114,7 @@ final class KeeperScenario: @unchecked Sendable {
     func startKeeper() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: app)
-        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps]
+        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
         var environment = ProcessInfo.processInfo.environment
         for name in ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"] { environment[name] = nil }
         process.environment = environment
@@ -143,6 +155,12 @@ final class KeeperScenario: @unchecked Sendable {
     /// As Alice: saves a sign-in of app one at the local identity provider for each of `accounts`,
     /// whose access token is stale (the keeper must refresh), then enrols her group with the keeper.
     func enrollAlice(accounts: [Fixtures.User] = [Fixtures.alice]) async throws -> ProcessOutput {
+        try await saveAlice(accounts: accounts)
+        return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
+    }
+
+    /// As Alice: saves a sign-in of app one for each of `accounts` in her own encrypted file (group ``group``).
+    func saveAlice(accounts: [Fixtures.User]) async throws {
         for user in accounts {
             var response = Fixtures.response(for: user, scope: "User.Read", foci: "1", tag: "keeper", expiresIn: 60)
             response["refresh_token"] = refreshToken(of: user)
@@ -151,7 +169,6 @@ final class KeeperScenario: @unchecked Sendable {
                                             "--authority", idp.authority().url.absoluteString, "--scopes", "User.Read"], input: Fixtures.json(response))
             guard saved.status == 0 else { throw KeeperTestError("save as Alice: \(saved.stderr)") }
         }
-        return try alice.run(app, ["keeper", "--enroll", "--socket", socket, "--backend", "file", "--group", group])
     }
 
     /// Alice's group as the keeper stored it, read here as root with the keeper's key: it must decrypt whole.
@@ -197,7 +214,7 @@ final class KeeperScenario: @unchecked Sendable {
         }
         alice?.remove()
         bob?.remove()
-        for path in [root, appDirectory, keeperLog.path] { try? FileManager.default.removeItem(atPath: path) }
+        for path in [root, appDirectory, keeperLog.path, pamFile] { try? FileManager.default.removeItem(atPath: path) }
     }
 }
 
