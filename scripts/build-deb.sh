@@ -5,6 +5,7 @@
 #   libtokencache-dev    tokencache.h, the .so link, tokencache.pc, the C example
 #   tokencache           /usr/bin/tokencache, its man page, bash, zsh and fish completions
 #   python3-tokencache   the Python binding (pure Python, ctypes), the Python example
+#   tokencache-keeper    the token keeper's systemd socket and service, /etc/tokencache/apps.d
 # Installs what is missing to build them (apt-get build-dep on debian/control, and lintian; root
 # or sudo). The Swift builds stay in .build and .build-clib, so a rebuild only relinks.
 #   scripts/build-deb.sh [OUTPUT_DIRECTORY]    default .build/deb; prints the .changes file's path

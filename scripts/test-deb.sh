@@ -6,18 +6,24 @@
 # `pkg-config --cflags --libs tokencache` (no rpath) and runs it and the Python example (system
 # python3) in the isolated keyring after a save through the CLI (the toolchain hidden in a mount namespace), runs the C tests and the Python
 # tests against the installed library, and finally removes the packages and checks their files
-# are gone.
+# are gone. tokencache-keeper (#62): its files and modes, its socket enabled, `systemd-analyze
+# verify` on the installed units, its sample apps.d entry not one the keeper reads; a removal
+# keeps the keeper's state and apps.d, a purge leaves nothing of it.
 #   scripts/test-deb.sh [CHANGES]      the .changes file scripts/build-deb.sh printed; default: build
 # Refuses to run where one of the packages is installed already (it would remove it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/apt.sh  # apt_get
-packages=(libtokencache0 libtokencache-dev tokencache python3-tokencache)
+packages=(libtokencache0 libtokencache-dev tokencache python3-tokencache tokencache-keeper)
 for package in "${packages[@]}"; do
     if [ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" = "install ok installed" ]; then
         echo "test-deb.sh: $package is installed already; remove it first" >&2
         exit 1
     fi
+done
+# A purge of tokencache-keeper deletes the keeper's state: never one this test did not make.
+for path in /var/lib/tokencache /etc/tokencache /etc/pam.d/tokencache-keeper; do
+    [ ! -e "$path" ] || { echo "test-deb.sh: $path exists already (a keeper's state or apps); move it away first" >&2; exit 1; }
 done
 changes="${1:-}"
 [ -n "$changes" ] || changes="$(scripts/build-deb.sh)"
@@ -28,7 +34,7 @@ if [ "${TOKENCACHE_SWIFT_HIDDEN:-}" != 1 ]; then
     exec unshare --mount --propagation private env TOKENCACHE_SWIFT_HIDDEN=1 \
         bash -c 'if [ -d /opt/swift ]; then mount -t tmpfs -o mode=0755 tmpfs /opt/swift; fi; exec bash "$0" "$1"' "$0" "$changes"
 fi
-# The four packages the .changes file lists (not the debug symbols).
+# The five packages the .changes file lists (not the debug symbols).
 debs=()
 for package in "${packages[@]}"; do
     deb="$(dirname "$changes")/$(awk -v p="$package" '/^Files:/ { files = 1; next } /^[^ ]/ { files = 0 }
@@ -37,9 +43,20 @@ for package in "${packages[@]}"; do
     debs+=("$deb")
 done
 WORK="$(mktemp -d)"
+# The packages dpkg still knows (installed, or removed with their conffiles): apt cannot find a
+# local package's name once it is purged, and fails on the whole command.
+known() {
+    for package in "${packages[@]}"; do
+        case "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)" in
+            ""|"unknown ok not-installed"|"purge ok not-installed") ;;
+            *) echo "$package" ;;
+        esac
+    done
+}
 cleanup() {
-    APT_ATTEMPTS=1 apt_get purge -y -qq "${packages[@]}" >/dev/null 2>&1 || true  # none may be installed
-    rm -rf "$WORK"
+    mapfile -t left < <(known)
+    [ "${#left[@]}" = 0 ] || APT_ATTEMPTS=1 apt_get purge -y -qq "${left[@]}" >/dev/null 2>&1 || true
+    rm -rf "$WORK" /etc/tokencache /var/lib/tokencache  # neither was there before (checked above)
 }
 trap cleanup EXIT
 apt_get install -y -qq "${debs[@]}" >/dev/null
@@ -104,7 +121,63 @@ WORK="$WORK" EXAMPLE_PY="$example_py" scripts/with-test-keyring.sh bash "$WORK/r
 TOKENCACHE_CLI=/usr/bin/tokencache scripts/test-c-api.sh --installed
 scripts/test-python.sh --installed
 
-apt_get purge -y -qq "${packages[@]}" >/dev/null
+# The keeper's package: the units where systemd reads them, apps.d with a sample the keeper does
+# not read (it reads *.json only, AppRegistry.load), the state directory left to the unit's
+# StateDirectory= (0700) rather than shipped, the socket enabled (deb-systemd-helper; this machine
+# need not run systemd, so nothing is started here).
+mode() { stat -c '%a %U:%G %F' "$1"; }
+units=/usr/lib/systemd/system
+for file in "$units/tokencache-keeper.service" "$units/tokencache-keeper.socket" /etc/tokencache/apps.d/example.json.sample \
+    /etc/pam.d/tokencache-keeper /usr/share/doc/tokencache-keeper/README.Debian; do
+    [ "$(mode "$file")" = "644 root:root regular file" ] || { echo "FAIL: $file is $(mode "$file" 2>&1)" >&2; exit 1; }
+done
+[ "$(mode /etc/tokencache/apps.d)" = "755 root:root directory" ] || { echo "FAIL: /etc/tokencache/apps.d is $(mode /etc/tokencache/apps.d 2>&1)" >&2; exit 1; }
+[ -z "$(find /etc/tokencache/apps.d -name '*.json' ! -name '.*')" ] || { echo "FAIL: the package ships an apps.d entry the keeper reads" >&2; exit 1; }
+/usr/bin/python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); assert set(e) == {"executable", "groups", "clientIDs"}, e' \
+    /etc/tokencache/apps.d/example.json.sample
+for conffile in /etc/tokencache/apps.d/example.json.sample /etc/pam.d/tokencache-keeper; do
+    grep -qx "$conffile" <<< "$(dpkg-query -W -f='${Conffiles}\n' tokencache-keeper | awk '{ print $1 }')" \
+        || { echo "FAIL: $conffile is not a conffile" >&2; exit 1; }
+done
+# The consent's PAM service (`tokencache keeper --consent`): the common stack, as Debian's services.
+grep -qx '@include common-auth' /etc/pam.d/tokencache-keeper || { echo "FAIL: /etc/pam.d/tokencache-keeper does not include common-auth" >&2; exit 1; }
+if dpkg-query -L tokencache-keeper | grep -E '^/var/lib/tokencache|^/lib/'; then echo "FAIL: the package ships the above" >&2; exit 1; fi
+[ -L /etc/systemd/system/sockets.target.wants/tokencache-keeper.socket ] || { echo "FAIL: the keeper's socket is not enabled" >&2; exit 1; }
+if [ -e /etc/systemd/system/multi-user.target.wants/tokencache-keeper.service ]; then echo "FAIL: the keeper's service is enabled by itself" >&2; exit 1; fi
+grep -qx 'ExecStart=/usr/bin/tokencache keeper' "$units/tokencache-keeper.service" || { echo "FAIL: the unit does not run /usr/bin/tokencache keeper" >&2; exit 1; }
+if command -v systemd-analyze >/dev/null; then
+    verified="$(systemd-analyze verify --man=no "$units/tokencache-keeper.socket" "$units/tokencache-keeper.service" 2>&1)" \
+        || { echo "FAIL: systemd-analyze verify: $verified" >&2; exit 1; }
+    if grep tokencache-keeper <<< "$verified"; then echo "FAIL: systemd-analyze verify warns of the above" >&2; exit 1; fi
+    echo "systemd-analyze verify: the installed tokencache-keeper.socket and .service pass"
+else
+    echo "test-deb.sh: no systemd-analyze (scripts/install-deps.sh installs systemd); the installed units are not verified" >&2
+    [ -z "${CI:-}" ] || exit 1
+fi
+# What the keeper makes when it runs (systemd's StateDirectory= or the keeper itself), and an
+# app entry an administrator added: a removal keeps both, a purge removes the state only.
+install -d -m 0700 /var/lib/tokencache /var/lib/tokencache/1000
+install -m 0600 /dev/null /var/lib/tokencache/keeper.key
+install -m 0644 /etc/tokencache/apps.d/example.json.sample /etc/tokencache/apps.d/admin.json
+apt_get remove -y -qq tokencache-keeper >/dev/null
+for path in "$units/tokencache-keeper.service" "$units/tokencache-keeper.socket"; do
+    [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
+done
+for path in /var/lib/tokencache/keeper.key /etc/tokencache/apps.d/example.json.sample /etc/tokencache/apps.d/admin.json; do
+    [ -e "$path" ] || { echo "FAIL: removing tokencache-keeper deleted $path" >&2; exit 1; }
+done
+apt_get purge -y -qq tokencache-keeper >/dev/null
+for path in /var/lib/tokencache /etc/tokencache/apps.d/example.json.sample /etc/pam.d/tokencache-keeper /etc/systemd/system/sockets.target.wants/tokencache-keeper.socket \
+    /etc/systemd/system/tokencache-keeper.socket /etc/systemd/system/tokencache-keeper.service; do
+    [ ! -e "$path" ] && [ ! -L "$path" ] || { echo "FAIL: $path left after purge" >&2; exit 1; }
+done
+[ -e /etc/tokencache/apps.d/admin.json ] || { echo "FAIL: purging tokencache-keeper deleted the administrator's apps.d entry" >&2; exit 1; }
+rm -rf /etc/tokencache
+if known | grep -qx tokencache-keeper; then echo "FAIL: dpkg still knows tokencache-keeper after purge" >&2; exit 1; fi
+echo "tokencache-keeper: files and modes, socket enabled, removed (state kept) and purged (nothing left)"
+
+mapfile -t left < <(known)
+apt_get purge -y -qq "${left[@]}" >/dev/null
 for path in /usr/bin/tokencache /usr/bin/git-credential-tokencache "$lib" /usr/include/tokencache.h /usr/lib/python3/dist-packages/tokencache; do
     [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
 done
