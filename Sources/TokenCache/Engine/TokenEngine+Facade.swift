@@ -10,12 +10,16 @@ import TokenCachePipeline
 struct ApplicationServices: EngineServices {
     /// Transport, timeouts, broker use and single sign-on stores of the apps the engine redeems with.
     let options: PublicClientApplication.Options
+    /// The Swift app the engine was built for, if any: the apps made for its client and
+    /// capabilities are it at another authority (``PublicClientApplication/redeeming(at:)``).
+    private let app: PublicClientApplication?
     /// The Secret Service connection the single sign-on stores' keyring items are read through
     /// when no app lists them (an account listing without an authority): opened once.
     private let storesKeyring = Locked<SecretServiceBackend?>(nil)
 
-    init(options: PublicClientApplication.Options) {
+    init(options: PublicClientApplication.Options, app: PublicClientApplication? = nil) {
         self.options = options
+        self.app = app
     }
 
     var clientCapabilities: [String] { options.clientCapabilities }
@@ -23,6 +27,9 @@ struct ApplicationServices: EngineServices {
     var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
 
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication {
+        if let app, app.listedClientID == clientID, app.options.clientCapabilities == capabilities, app.store === store {
+            return app.redeeming(at: authority)
+        }
         var options = options
         options.clientCapabilities = capabilities
         return PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
@@ -53,7 +60,7 @@ extension TokenEngine {
 
     /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
     convenience init(application app: PublicClientApplication) {
-        self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options))
+        self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options, app: app))
         // An app whose client ID was refused redeems nothing: its requests throw before they get here.
         if let clientID = app.listedClientID {
             keep(app, clientID: clientID, authority: app.authority, capabilities: app.options.clientCapabilities)
@@ -85,13 +92,17 @@ extension PublicClientApplication: RedeemingApplication {
     /// Whether ``Options/singleSignOnStores`` lists any store.
     package var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
 
-    /// The engine's refresh, as ``acquireTokenSilent(_:)`` from this cache (the broker aside:
-    /// the engine decided against it).
-    package func refresh(_ refresh: TokenRefresh) async throws(TokenCacheError) -> TokenResult {
-        var parameters = SilentTokenParameters(scopes: refresh.scopes, account: refresh.account)
-        parameters.forceRefresh = refresh.forceRefresh
-        parameters.claims = refresh.claims
-        return try await acquireTokenSilentHere(parameters)
+    /// The pipeline's refresh of this app's tokens (``TokenEngine/redeem(_:with:)`` drives it).
+    package var tokenRedeemer: TokenRedeemer {
+        get throws(TokenCacheError) { try redeemer.get() }
+    }
+
+    /// The redemption from ``Options/singleSignOnStores``, which the pipeline does not import.
+    package var singleSignOn: TokenRedeemer.SingleSignOn? {
+        guard hasSingleSignOnStores, let clientID = listedClientID else { return nil }
+        return { [self] (scopes, account, authority, claims) async throws(TokenCacheError) -> TokenResult? in
+            try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims)
+        }
     }
 }
 

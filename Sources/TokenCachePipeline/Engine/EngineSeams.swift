@@ -25,10 +25,19 @@ package struct TokenRefresh: Sendable {
 
 /// The app that redeems for one client at one authority, as the engine uses it: its token
 /// endpoint client (whose discovery resolves a tenant named by domain), its accounts with its
-/// single sign-on stores', and the refresh itself (lock, re-read, redemption, save).
+/// single sign-on stores', and the parts of a refresh the engine drives (``TokenEngine/redeem(_:with:)``):
+/// its ``TokenRedeemer`` and its redemption from other tools' stores.
 package protocol RedeemingApplication: Sendable {
+    /// Where the app redeems: the tenant tokens are filed under, which the engine resolved.
+    var authority: Authority { get }
     /// The token endpoint client: discovery is asked and remembered here, once per app.
     var client: TokenEndpointClient { get }
+    /// The refresh at ``authority`` (lock, re-read, redemption, save), on the app's store.
+    /// - Throws: the `invalidArgument` error of a client ID `ClientID` refused.
+    var tokenRedeemer: TokenRedeemer { get throws(TokenCacheError) }
+    /// The redemption from the app's single sign-on stores (other tools' caches, which the
+    /// pipeline does not import), for the redeemer; nil when the app opted into none.
+    var singleSignOn: TokenRedeemer.SingleSignOn? { get }
     /// Whether the app lists and redeems other tools' stores' accounts too.
     var hasSingleSignOnStores: Bool { get }
     /// The local cache's accounts for the app with its single sign-on stores', on the caller's thread.
@@ -38,9 +47,6 @@ package protocol RedeemingApplication: Sendable {
     /// authority and that `known` does not list.
     /// - Throws: what reading the stores throws (`keyringLocked`…).
     func singleSignOnAccounts(_ clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount]
-    /// The refresh at the app's authority, its single sign-on stores included.
-    /// - Throws: `interactionRequired`, `network`, `serverError`, and what saving throws.
-    func refresh(_ refresh: TokenRefresh) async throws(TokenCacheError) -> TokenResult
 }
 
 /// An account as the identity broker describes it, for the engine's choice.
