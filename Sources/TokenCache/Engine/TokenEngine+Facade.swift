@@ -23,7 +23,7 @@ struct ApplicationServices: EngineServices {
     }
 
     var clientCapabilities: [String] { options.clientCapabilities }
-    var mayAskBroker: Bool { options.broker != .never }
+    var brokerUse: BrokerUse { options.broker }
     var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
 
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication {
@@ -35,8 +35,8 @@ struct ApplicationServices: EngineServices {
         return PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
     }
 
-    func broker() throws(TokenCacheError) -> (any BrokerConnection)? {
-        try BrokerClient.toAsk(options.broker)
+    func brokerOnBus() throws(TokenCacheError) -> BrokerOnBus {
+        try BrokerClient.onBus()
     }
 
     func singleSignOnAccounts(group: AccountStore, clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
@@ -109,32 +109,15 @@ extension PublicClientApplication: RedeemingApplication {
 extension BrokerAccount: BrokerAccountDescription {}
 
 extension BrokerClient: BrokerConnection {
-    /// The broker an app's requests go to by its `use`, or nil for this cache, asked on the
-    /// caller's thread (a session bus call). A broker that is this cache's own provider
-    /// (`tokencache broker`) is never asked.
-    /// - Throws: `backendUnavailable` / `noSessionBus` (reason
-    ///   `TokenCacheError.Reason.brokerUnavailable(name:)`) when the app requires a broker and none answers.
-    static func toAsk(_ use: BrokerUse) throws(TokenCacheError) -> BrokerClient? {
-        guard use != .never else { return nil }
-        let client: BrokerClient?
-        do throws(TokenCacheError) { client = try BrokerClient.onSessionBus() } catch {
-            if use != .whenAvailable { throw error }
-            client = nil
+    /// Who answers on the broker's bus name now (the engine decides with the app's `BrokerUse`).
+    /// - Throws: what asking the name's owner throws.
+    static func onBus() throws(TokenCacheError) -> BrokerOnBus {
+        let client: BrokerClient
+        do throws(TokenCacheError) { client = try BrokerClient.onSessionBus() } catch { return .noBus(error) }
+        return switch try client.owner() {
+        case .broker?: .broker(client)
+        case .ourProvider?: .ourProvider
+        case nil: .nobody
         }
-        let owner = try client?.owner()
-        let found: BrokerClient? = if let client, case .broker? = owner { client } else { nil }
-        if found == nil, use == .always, case .ourProvider? = owner {
-            // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
-            throw TokenCacheError(.backendUnavailable,
-                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerWire.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
-                                  hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
-                                  reason: .brokerUnavailable(name: BrokerWire.busName))
-        }
-        if found == nil, use == .always {
-            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerWire.busName)); this app requires one.",
-                                  hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",
-                                  reason: .brokerUnavailable(name: BrokerWire.busName))
-        }
-        return found
     }
 }

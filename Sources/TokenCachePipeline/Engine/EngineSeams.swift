@@ -79,21 +79,33 @@ extension BrokerConnection {
     }
 }
 
+/// Who answers on the identity broker's bus name, as the façade finds it: the facts
+/// ``TokenEngine/brokerNow()`` decides on with the app's ``BrokerUse``.
+package enum BrokerOnBus: Sendable {
+    /// Another broker than this cache's own (Microsoft's).
+    case broker(any BrokerConnection)
+    /// `tokencache broker`, which serves this same cache.
+    case ourProvider
+    /// Nobody owns the name.
+    case nobody
+    /// No session bus: the error connecting gave.
+    case noBus(TokenCacheError)
+}
+
 /// What the engine opens or makes through the façade: the apps that redeem, the identity broker
 /// (when the app uses one) and the single sign-on stores (when it opted into some).
 package protocol EngineServices: Sendable {
     /// The client capabilities an account listing's apps declare.
     var clientCapabilities: [String] { get }
-    /// Whether the broker may be asked at all (the app's `BrokerUse` is not `never`).
-    var mayAskBroker: Bool { get }
+    /// When the app asks the identity broker: the engine applies it (``TokenEngine/brokerNow()``).
+    var brokerUse: BrokerUse { get }
     /// Whether the app opted into other tools' stores.
     var hasSingleSignOnStores: Bool { get }
     /// A new app that redeems for `clientID` at `authority` on `store` (the engine keeps it).
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication
-    /// The broker to ask now, or nil for this cache (a session bus call, on the caller's thread).
-    /// - Throws: `backendUnavailable` / `noSessionBus` (reason `brokerUnavailable(name:)`) when the
-    ///   app requires a broker and none answers.
-    func broker() throws(TokenCacheError) -> (any BrokerConnection)?
+    /// Who answers on the identity broker's bus name now (session bus calls, on the caller's thread).
+    /// - Throws: what asking the name's owner throws, a missing session bus aside (``BrokerOnBus/noBus(_:)``).
+    func brokerOnBus() throws(TokenCacheError) -> BrokerOnBus
     /// The single sign-on stores' accounts of `clientID` that `known` does not list, redeemable
     /// where their refresh tokens were issued (a listing with no authority).
     /// - Throws: what reading the stores throws (`keyringLocked`…).
