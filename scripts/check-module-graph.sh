@@ -55,7 +55,7 @@ found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|f
 
 # One place decides: calls of the engine's decision functions outside the pipeline. Comment lines
 # (`//`, `///`) are not calls. Each exception: path, the call it allows there (an ERE), and why.
-decisions='\b(tenantAuthority|namesTenantByDomain|keyedByTenant|homeAuthority|brokerNow|brokerToAsk|chooseAccount)\(|\bTokenEngine\.(choose|decide)\(|\bengine\.decide\(|(^|[^A-Za-z_.])agent\(for:|\bTokenEngine\.agent\(for:|\bCacheChoice\(|[!=]=[[:space:]]*\.(never|whenAvailable|always)\b|\bneedsRefresh\(\)[[:space:]]*(\?\?|\|\||&&|$)'
+decisions='\b(tenantAuthority|namesTenantByDomain|keyedByTenant|homeAuthority|brokerNow|chooseAccount)\(|\bTokenEngine\.(choose|decide)\(|\bengine\.decide\(|(^|[^A-Za-z_.])agent\(for:|\bTokenEngine\.agent\(for:|\bCacheChoice\(|[!=]=[[:space:]]*\.(never|whenAvailable|always)\b|\bneedsRefresh\(\)[[:space:]]*(\?\?|\|\||&&|$)'
 decisionExceptions=(
     # Front ends state what their caller chose (flags, a C store's arguments, a configuration); agent(for:) decides on it.
     'Sources/TokenCacheC/Store.swift|CacheChoice\(|C states its store'"'"'s arguments as a CacheChoice; the engine'"'"'s rule reads it'

@@ -33,12 +33,6 @@ extension TokenEngine {
     /// The identity broker's well-known name on the session bus.
     package static let brokerBusName = "com.microsoft.identity.broker1"
 
-    /// ``brokerNow()`` off the cooperative pool.
-    package func brokerToAsk() async throws(TokenCacheError) -> (any BrokerConnection)? {
-        guard services.brokerUse != .never else { return nil }
-        return try await BlockingWork.run { () throws(TokenCacheError) in try self.brokerNow() }
-    }
-
     /// The decision at the broker: the account chosen among the broker's accounts by the cache's
     /// own rule, the token to be asked at the request's authority (else the account's home tenant).
     package func decide<Broker: BrokerConnection>(_ request: TokenRequest, through broker: Broker) throws(TokenCacheError) -> Decision {
@@ -57,11 +51,6 @@ extension TokenEngine {
             try broker.token(clientID: request.clientID, authority: authority, scopes: request.scopes,
                              account: account, claims: try request.claimsParameter)
         }
-    }
-
-    /// The token of the request's account at the broker (``decide(_:through:)``), off the cooperative pool.
-    package func token(_ request: TokenRequest, through broker: any BrokerConnection) async throws(TokenCacheError) -> TokenResult {
-        try await token(request, decidedBy: { () throws(TokenCacheError) in try self.decide(request, through: broker) })
     }
 
     /// The accounts the broker holds for `clientID`, when the app uses one and one answers; nil otherwise.

@@ -124,7 +124,8 @@ struct EngineThreadHopTests {
     /// the sync → async → sync bridge (only the store's calls and the transport's sends are seen,
     /// so a job that touches neither, the refresh lock's, is not counted). Measured at faef143:
     /// 7 hops over 5 pool jobs (decide here; the redeemer's read, lock name, re-read, candidates
-    /// and save in a job each; discovery and the token request on a cooperative thread).
+    /// and save in a job each; discovery and the token request on a cooperative thread); 7 after
+    /// #58 step 4's move of the explicit-account call and the broker rule, which left C's path as it was.
     static let refreshHops = 7
 
     @Test("A refresh through blockingToken (tokencache_acquire_token_silent) hops between threads a bounded number of times")
