@@ -9,7 +9,7 @@ import TokenCachePipeline
 /// Every method takes a protocol version, a correlation ID and a request in JSON, and answers JSON.
 /// Pure: no bus, no store.
 package enum BrokerWire {
-    package static let busName = "com.microsoft.identity.broker1"
+    package static let busName = TokenEngine.brokerBusName
     package static let objectPath = "/com/microsoft/identity/broker1"
     package static let interfaceName = "com.microsoft.identity.Broker1"
     /// The protocol version MSAL's runtime sends; the broker names no lower bound.

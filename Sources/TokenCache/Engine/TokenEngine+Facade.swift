@@ -10,26 +10,33 @@ import TokenCachePipeline
 struct ApplicationServices: EngineServices {
     /// Transport, timeouts, broker use and single sign-on stores of the apps the engine redeems with.
     let options: PublicClientApplication.Options
+    /// The Swift app the engine was built for, if any: the apps made for its client and
+    /// capabilities are it at another authority (``PublicClientApplication/redeeming(at:)``).
+    private let app: PublicClientApplication?
     /// The Secret Service connection the single sign-on stores' keyring items are read through
     /// when no app lists them (an account listing without an authority): opened once.
     private let storesKeyring = Locked<SecretServiceBackend?>(nil)
 
-    init(options: PublicClientApplication.Options) {
+    init(options: PublicClientApplication.Options, app: PublicClientApplication? = nil) {
         self.options = options
+        self.app = app
     }
 
     var clientCapabilities: [String] { options.clientCapabilities }
-    var mayAskBroker: Bool { options.broker != .never }
+    var brokerUse: BrokerUse { options.broker }
     var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
 
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication {
+        if let app, app.listedClientID == clientID, app.options.clientCapabilities == capabilities, app.store === store {
+            return app.redeeming(at: authority)
+        }
         var options = options
         options.clientCapabilities = capabilities
         return PublicClientApplication(clientID: clientID, authority: authority, store: store, options: options)
     }
 
-    func broker() throws(TokenCacheError) -> (any BrokerConnection)? {
-        try BrokerClient.toAsk(options.broker)
+    func brokerOnBus() throws(TokenCacheError) -> BrokerOnBus {
+        try BrokerClient.onBus()
     }
 
     func singleSignOnAccounts(group: AccountStore, clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount] {
@@ -53,7 +60,7 @@ extension TokenEngine {
 
     /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
     convenience init(application app: PublicClientApplication) {
-        self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options))
+        self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options, app: app))
         // An app whose client ID was refused redeems nothing: its requests throw before they get here.
         if let clientID = app.listedClientID {
             keep(app, clientID: clientID, authority: app.authority, capabilities: app.options.clientCapabilities)
@@ -85,45 +92,32 @@ extension PublicClientApplication: RedeemingApplication {
     /// Whether ``Options/singleSignOnStores`` lists any store.
     package var hasSingleSignOnStores: Bool { !options.singleSignOnStores.isEmpty }
 
-    /// The engine's refresh, as ``acquireTokenSilent(_:)`` from this cache (the broker aside:
-    /// the engine decided against it).
-    package func refresh(_ refresh: TokenRefresh) async throws(TokenCacheError) -> TokenResult {
-        var parameters = SilentTokenParameters(scopes: refresh.scopes, account: refresh.account)
-        parameters.forceRefresh = refresh.forceRefresh
-        parameters.claims = refresh.claims
-        return try await acquireTokenSilentHere(parameters)
+    /// The pipeline's refresh of this app's tokens (``TokenEngine/redeem(_:with:)`` drives it).
+    package var tokenRedeemer: TokenRedeemer {
+        get throws(TokenCacheError) { try redeemer.get() }
+    }
+
+    /// The redemption from ``Options/singleSignOnStores``, which the pipeline does not import.
+    package var singleSignOn: TokenRedeemer.SingleSignOn? {
+        guard hasSingleSignOnStores, let clientID = listedClientID else { return nil }
+        return { [self] (scopes, account, authority, claims) async throws(TokenCacheError) -> TokenResult? in
+            try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims)
+        }
     }
 }
 
 extension BrokerAccount: BrokerAccountDescription {}
 
 extension BrokerClient: BrokerConnection {
-    /// The broker an app's requests go to by its `use`, or nil for this cache, asked on the
-    /// caller's thread (a session bus call). A broker that is this cache's own provider
-    /// (`tokencache broker`) is never asked.
-    /// - Throws: `backendUnavailable` / `noSessionBus` (reason
-    ///   `TokenCacheError.Reason.brokerUnavailable(name:)`) when the app requires a broker and none answers.
-    static func toAsk(_ use: BrokerUse) throws(TokenCacheError) -> BrokerClient? {
-        guard use != .never else { return nil }
-        let client: BrokerClient?
-        do throws(TokenCacheError) { client = try BrokerClient.onSessionBus() } catch {
-            if use != .whenAvailable { throw error }
-            client = nil
+    /// Who answers on the broker's bus name now (the engine decides with the app's `BrokerUse`).
+    /// - Throws: what asking the name's owner throws.
+    static func onBus() throws(TokenCacheError) -> BrokerOnBus {
+        let client: BrokerClient
+        do throws(TokenCacheError) { client = try BrokerClient.onSessionBus() } catch { return .noBus(error) }
+        return switch try client.owner() {
+        case .broker?: .broker(client)
+        case .ourProvider?: .ourProvider
+        case nil: .nobody
         }
-        let owner = try client?.owner()
-        let found: BrokerClient? = if let client, case .broker? = owner { client } else { nil }
-        if found == nil, use == .always, case .ourProvider? = owner {
-            // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
-            throw TokenCacheError(.backendUnavailable,
-                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(BrokerWire.busName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
-                                  hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
-                                  reason: .brokerUnavailable(name: BrokerWire.busName))
-        }
-        if found == nil, use == .always {
-            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(BrokerWire.busName)); this app requires one.",
-                                  hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",
-                                  reason: .brokerUnavailable(name: BrokerWire.busName))
-        }
-        return found
     }
 }

@@ -73,8 +73,8 @@ public final class PublicClientApplication: Sendable {
     let redeemer: Result<TokenRedeemer, TokenCacheError>
     let options: Options
     /// The Secret Service connection for opted-in keyring stores when the group is not kept
-    /// there: opened on first use, then kept.
-    let storesKeyring = Locked<SecretServiceBackend?>(nil)
+    /// there: opened on first use, then kept (shared with ``redeeming(at:)``'s apps).
+    let storesKeyring: Locked<SecretServiceBackend?>
     /// The token agent that answers this app's silent requests and account lists instead of the
     /// store (``TokenEngine/agent(for:)``): only for an app opened from a configuration.
     let agent: AgentClient?
@@ -95,18 +95,27 @@ public final class PublicClientApplication: Sendable {
     }
 
     private init(clientID: String, checked: Result<ClientID, TokenCacheError>, authority: Authority, store: AccountStore,
-                 options: Options, agent: AgentClient?) {
+                 options: Options, agent: AgentClient?, sharing shared: TokenEndpointClient? = nil,
+                 storesKeyring: Locked<SecretServiceBackend?> = Locked(nil)) {
         self.clientID = clientID
         checkedClientID = checked
         self.authority = authority
         self.store = store
         self.options = options
         self.agent = agent
-        self.client = TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
-                                          logger: store.options.logger, capabilities: options.clientCapabilities)
+        self.storesKeyring = storesKeyring
+        self.client = shared ?? TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
+                                                    logger: store.options.logger, capabilities: options.clientCapabilities)
         redeemer = checked.map { [client] clientID in
             TokenRedeemer(clientID: clientID, store: store, client: client, refreshLockTimeout: options.refreshLockTimeout, clock: options.clock)
         }
+    }
+
+    /// This app redeeming at `authority` (a request's own, or the tenant ID a domain names): its
+    /// endpoint client and stores' keyring are shared, so discovery is asked once per app, not per request.
+    func redeeming(at authority: Authority) -> PublicClientApplication {
+        PublicClientApplication(clientID: clientID, checked: checkedClientID, authority: authority, store: store, options: options,
+                                agent: nil, sharing: client, storesKeyring: storesKeyring)
     }
 
     /// Creates the app from a (plugin-generated) configuration on a store the caller opened.
@@ -225,11 +234,17 @@ public final class PublicClientApplication: Sendable {
 
     private func acquireTokenSilent(scopes: [String], accountNamed name: String?, forceRefresh: Bool,
                                     claims: String?) async throws(TokenCacheError) -> TokenResult {
-        var request = TokenRequest(clientID: try checkedClientID.get(), scopes: scopes, account: name, authority: authority)
-        request.forceRefresh = forceRefresh
-        request.claims = claims
-        request.clientCapabilities = options.clientCapabilities
+        let request = try silentRequest(scopes: scopes, account: name, authority: authority, forceRefresh: forceRefresh, claims: claims)
         return try await TokenEngine(application: self).token(request)
+    }
+
+    /// A silent call as the engine takes it: this app's client and capabilities, the caller's rest.
+    private func silentRequest(scopes: [String], account: String?, authority: Authority, forceRefresh: Bool,
+                               claims: String?) throws(TokenCacheError) -> TokenRequest {
+        var request = TokenRequest(clientID: try checkedClientID.get(), scopes: scopes, account: account, authority: authority)
+        (request.forceRefresh, request.claims) = (forceRefresh, claims)
+        request.clientCapabilities = options.clientCapabilities
+        return request
     }
 
     /// Signs this app out of an account, as MSAL's `remove(account)` does: the app's own tokens
@@ -292,39 +307,12 @@ public final class PublicClientApplication: Sendable {
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
-        if agent == nil, options.broker != .never {
-            let engine = TokenEngine(application: self)
-            if let broker = try await engine.brokerToAsk() {
-                var request = TokenRequest(clientID: try checkedClientID.get(), scopes: parameters.scopes, account: parameters.account.homeAccountID,
-                                           authority: try parameters.resolvedAuthority(default: authority))
-                (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
-                request.clientCapabilities = options.clientCapabilities
-                return try await engine.token(request, through: broker)
-            }
-        }
-        return try await acquireTokenSilentHere(parameters)
-    }
-
-    /// ``acquireTokenSilent(_:)`` from this cache or the agent, the broker aside: the engine's
-    /// local path, once it decided against the broker.
-    func acquireTokenSilentHere(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
-        let asked = try parameters.resolvedAuthority(default: self.authority)
-        let clientID = try checkedClientID.get()
-        if let agent {
-            let authority = asked
-            var request = TokenRequest(clientID: clientID, scopes: parameters.scopes, account: parameters.account.homeAccountID, authority: authority)
-            (request.forceRefresh, request.claims) = (parameters.forceRefresh, parameters.claims)
-            request.clientCapabilities = options.clientCapabilities
-            return try await TokenEngine.token(from: agent, request)
-        }
-        // Found and saved where MSAL files them: a tenant named by domain at its tenant ID (the engine's rule).
-        let authority = try await TokenEngine.tenantAuthority(of: asked, discoveringWith: client)
-        // The pipeline refreshes; other tools' stores, which it does not import, redeem through this app.
-        return try await redeemer.get().token(scopes: parameters.scopes, account: parameters.account, authority: authority,
-                                              forceRefresh: parameters.forceRefresh || parameters.claims != nil, claims: parameters.claims,
-                                              singleSignOn: { [self] (scopes, account, authority, claims) async throws(TokenCacheError) -> TokenResult? in
-                                                  try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims)
-                                              })
+        // The agent, the broker (asked by the account's home account ID), the tenant and the refresh are the engine's.
+        var request = try silentRequest(scopes: parameters.scopes, account: parameters.account.homeAccountID,
+                                        authority: try parameters.resolvedAuthority(default: authority),
+                                        forceRefresh: parameters.forceRefresh, claims: parameters.claims)
+        request.chosenAccount = parameters.account
+        return try await TokenEngine(application: self).token(request)
     }
 
     /// Saves a refresh response to the group (``TokenRedeemer/saveRefreshed(_:account:authority:scopes:redeemed:)``).

@@ -25,10 +25,19 @@ package struct TokenRefresh: Sendable {
 
 /// The app that redeems for one client at one authority, as the engine uses it: its token
 /// endpoint client (whose discovery resolves a tenant named by domain), its accounts with its
-/// single sign-on stores', and the refresh itself (lock, re-read, redemption, save).
+/// single sign-on stores', and the parts of a refresh the engine drives (``TokenEngine/redeem(_:with:)``):
+/// its ``TokenRedeemer`` and its redemption from other tools' stores.
 package protocol RedeemingApplication: Sendable {
+    /// Where the app redeems: the tenant tokens are filed under, which the engine resolved.
+    var authority: Authority { get }
     /// The token endpoint client: discovery is asked and remembered here, once per app.
     var client: TokenEndpointClient { get }
+    /// The refresh at ``authority`` (lock, re-read, redemption, save), on the app's store.
+    /// - Throws: the `invalidArgument` error of a client ID `ClientID` refused.
+    var tokenRedeemer: TokenRedeemer { get throws(TokenCacheError) }
+    /// The redemption from the app's single sign-on stores (other tools' caches, which the
+    /// pipeline does not import), for the redeemer; nil when the app opted into none.
+    var singleSignOn: TokenRedeemer.SingleSignOn? { get }
     /// Whether the app lists and redeems other tools' stores' accounts too.
     var hasSingleSignOnStores: Bool { get }
     /// The local cache's accounts for the app with its single sign-on stores', on the caller's thread.
@@ -38,9 +47,6 @@ package protocol RedeemingApplication: Sendable {
     /// authority and that `known` does not list.
     /// - Throws: what reading the stores throws (`keyringLocked`…).
     func singleSignOnAccounts(_ clientID: ClientID, excluding known: [CachedAccount]) throws(TokenCacheError) -> [CachedAccount]
-    /// The refresh at the app's authority, its single sign-on stores included.
-    /// - Throws: `interactionRequired`, `network`, `serverError`, and what saving throws.
-    func refresh(_ refresh: TokenRefresh) async throws(TokenCacheError) -> TokenResult
 }
 
 /// An account as the identity broker describes it, for the engine's choice.
@@ -73,21 +79,33 @@ extension BrokerConnection {
     }
 }
 
+/// Who answers on the identity broker's bus name, as the façade finds it: the facts
+/// ``TokenEngine/brokerNow()`` decides on with the app's ``BrokerUse``.
+package enum BrokerOnBus: Sendable {
+    /// Another broker than this cache's own (Microsoft's).
+    case broker(any BrokerConnection)
+    /// `tokencache broker`, which serves this same cache.
+    case ourProvider
+    /// Nobody owns the name.
+    case nobody
+    /// No session bus: the error connecting gave.
+    case noBus(TokenCacheError)
+}
+
 /// What the engine opens or makes through the façade: the apps that redeem, the identity broker
 /// (when the app uses one) and the single sign-on stores (when it opted into some).
 package protocol EngineServices: Sendable {
     /// The client capabilities an account listing's apps declare.
     var clientCapabilities: [String] { get }
-    /// Whether the broker may be asked at all (the app's `BrokerUse` is not `never`).
-    var mayAskBroker: Bool { get }
+    /// When the app asks the identity broker: the engine applies it (``TokenEngine/brokerNow()``).
+    var brokerUse: BrokerUse { get }
     /// Whether the app opted into other tools' stores.
     var hasSingleSignOnStores: Bool { get }
     /// A new app that redeems for `clientID` at `authority` on `store` (the engine keeps it).
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication
-    /// The broker to ask now, or nil for this cache (a session bus call, on the caller's thread).
-    /// - Throws: `backendUnavailable` / `noSessionBus` (reason `brokerUnavailable(name:)`) when the
-    ///   app requires a broker and none answers.
-    func broker() throws(TokenCacheError) -> (any BrokerConnection)?
+    /// Who answers on the identity broker's bus name now (session bus calls, on the caller's thread).
+    /// - Throws: what asking the name's owner throws, a missing session bus aside (``BrokerOnBus/noBus(_:)``).
+    func brokerOnBus() throws(TokenCacheError) -> BrokerOnBus
     /// The single sign-on stores' accounts of `clientID` that `known` does not list, redeemable
     /// where their refresh tokens were issued (a listing with no authority).
     /// - Throws: what reading the stores throws (`keyringLocked`…).

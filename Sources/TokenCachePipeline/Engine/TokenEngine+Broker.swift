@@ -1,9 +1,9 @@
 import FoundationEssentials
 import TokenCacheCore
 
-/// The identity broker in the one decision: asked only when the app opts in (the façade's
-/// `BrokerUse`, behind ``EngineServices/broker()``) and another broker than this cache's own
-/// provider answers; its accounts are chosen by the same rule as the cache's, and nothing it
+/// The identity broker in the one decision: asked only when the app opts in (its ``BrokerUse``,
+/// applied here to what ``EngineServices/brokerOnBus()`` finds) and another broker than this
+/// cache's own provider answers; its accounts are chosen by the same rule as the cache's, and nothing it
 /// answers is saved here.
 extension TokenEngine {
     /// The broker this engine's requests go to, or nil for this cache, asked on the caller's
@@ -11,15 +11,27 @@ extension TokenEngine {
     /// - Throws: `backendUnavailable` / `noSessionBus` (reason
     ///   `TokenCacheError.Reason.brokerUnavailable(name:)`) when the app requires a broker and none answers.
     package func brokerNow() throws(TokenCacheError) -> (any BrokerConnection)? {
-        guard services.mayAskBroker else { return nil }
-        return try services.broker()
+        let use = services.brokerUse
+        guard use != .never else { return nil }
+        switch try services.brokerOnBus() {
+        case .broker(let broker): return broker
+        case .noBus(let error) where use == .always: throw error
+        case .ourProvider where use == .always:
+            // `tokencache broker` serves this same cache: by design it is never asked (#59 item 6).
+            throw TokenCacheError(.backendUnavailable,
+                                  "Only tokencache's own broker (`tokencache broker`) answers on the session bus (\(Self.brokerBusName)): it serves this same cache, so it is never asked; this app requires Microsoft's identity broker.",
+                                  hint: "Let the app use this cache (broker: when-available or never), or install and enrol Microsoft's identity broker",
+                                  reason: .brokerUnavailable(name: Self.brokerBusName))
+        case .nobody where use == .always:
+            throw TokenCacheError(.backendUnavailable, "No identity broker answers on the session bus (\(Self.brokerBusName)); this app requires one.",
+                                  hint: "Install and enrol Microsoft's identity broker, or let the app use this cache (broker: when-available or never)",
+                                  reason: .brokerUnavailable(name: Self.brokerBusName))
+        case .noBus, .ourProvider, .nobody: return nil
+        }
     }
 
-    /// ``brokerNow()`` off the cooperative pool.
-    package func brokerToAsk() async throws(TokenCacheError) -> (any BrokerConnection)? {
-        guard services.mayAskBroker else { return nil }
-        return try await BlockingWork.run { () throws(TokenCacheError) in try self.brokerNow() }
-    }
+    /// The identity broker's well-known name on the session bus.
+    package static let brokerBusName = "com.microsoft.identity.broker1"
 
     /// The decision at the broker: the account chosen among the broker's accounts by the cache's
     /// own rule, the token to be asked at the request's authority (else the account's home tenant).
@@ -41,14 +53,9 @@ extension TokenEngine {
         }
     }
 
-    /// The token of the request's account at the broker (``decide(_:through:)``), off the cooperative pool.
-    package func token(_ request: TokenRequest, through broker: any BrokerConnection) async throws(TokenCacheError) -> TokenResult {
-        try await token(request, decidedBy: { () throws(TokenCacheError) in try self.decide(request, through: broker) })
-    }
-
     /// The accounts the broker holds for `clientID`, when the app uses one and one answers; nil otherwise.
     package func brokerAccounts(clientID: ClientID) async throws(TokenCacheError) -> [CachedAccount]? {
-        guard services.mayAskBroker else { return nil }
+        guard services.brokerUse != .never else { return nil }
         return try await BlockingWork.run { () throws(TokenCacheError) in
             try self.brokerNow().map { broker throws(TokenCacheError) in try broker.cachedAccounts(clientID: clientID) }
         }

@@ -95,6 +95,7 @@ package final class TokenEngine: Sendable {
         if case .agent(let agent) = source { return .agent(agent) }
         if let broker = try brokerNow() { return try decide(request, through: broker) }
         // The tenant is resolved there: the account is chosen by its cloud, which a domain shares with its tenant ID.
+        if let held = request.chosenAccount { return try decide(request, for: held) }
         return try decide(request, for: try chooseAccount(for: request))
     }
 
@@ -180,7 +181,7 @@ package final class TokenEngine: Sendable {
         let outcome = try await BlockingWork.run { () throws(TokenCacheError) in try self.outcome(of: try decide(), for: request) }
         switch outcome {
         case .token(let result): return result
-        case .refresh(let app, let parameters): return try await app.refresh(parameters)
+        case .refresh(let app, let parameters): return try await redeem(parameters, with: app)
         }
     }
 
@@ -192,8 +193,19 @@ package final class TokenEngine: Sendable {
         switch try outcome(of: try decide(request), for: request) {
         case .token(let result): return result
         case .refresh(let app, let parameters):
-            return try waitFor { () async throws(TokenCacheError) in try await app.refresh(parameters) }
+            return try waitFor { () async throws(TokenCacheError) in try await self.redeem(parameters, with: app) }
         }
+    }
+
+    /// The refresh a decision named, at the app's authority (the tenant ``keyedByTenant(_:)``
+    /// resolved): the app's ``TokenRedeemer`` reads again, locks, redeems (the group's refresh
+    /// tokens, then the app's single sign-on stores') and saves.
+    /// - Throws: `interactionRequired`, `network`, `serverError`, and what saving throws.
+    package func redeem(_ refresh: TokenRefresh, with app: any RedeemingApplication) async throws(TokenCacheError) -> TokenResult {
+        // A claims challenge skips the cached token as a forced refresh does (MSAL's WithClaims).
+        try await app.tokenRedeemer.token(scopes: refresh.scopes, account: refresh.account, authority: app.authority,
+                                          forceRefresh: refresh.forceRefresh || refresh.claims != nil, claims: refresh.claims,
+                                          singleSignOn: app.singleSignOn)
     }
 
     /// The app a request redeems with, when it lets it: at the request's authority; without one,

@@ -10,6 +10,9 @@ package struct TokenRequest: Sendable {
     package var scopes: [String]
     /// A username (case-insensitive) or home account ID; nil for the client's only account.
     package var account: String?
+    /// The account itself, when the caller holds it already (a Swift app's ``CachedAccount``):
+    /// used as it is, not chosen again by ``account``.
+    package var chosenAccount: CachedAccount?
     /// Where to look and redeem: it picks the cloud and the tenant. Nil: the cached token of the
     /// account's only tenant that has one, and nothing is redeemed (nowhere is known to redeem at).
     package var authority: Authority?

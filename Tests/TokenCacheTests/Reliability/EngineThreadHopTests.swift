@@ -12,12 +12,18 @@ import TokenCacheTestSupport
 struct EngineThreadHopTests {
     /// An in-memory backend that notes the thread and pool job of each call.
     final class RecordingBackend: CacheBackend {
-        struct Call: Sendable { let thread: pthread_t; let job: Int? }
+        struct Call: Sendable {
+            let thread: pthread_t
+            let job: Int?
+            /// Where the call ran: its pool job, else its thread (two jobs on one pool thread are two places).
+            var place: String { job.map { "job \($0)" } ?? "thread \(thread)" }
+        }
         private let inner = InMemoryBackend()
         private let calls = Locked<[Call]>([])
         var recorded: [Call] { calls.withLock { $0 } }
         func forget() { calls.withLock { $0 = [] } }
-        private func note() { calls.withLock { $0.append(Call(thread: pthread_self(), job: BlockingPool.currentJob)) } }
+        /// Notes the calling thread and pool job: the store's calls, and the transport's sends of a refresh.
+        func note() { calls.withLock { $0.append(Call(thread: pthread_self(), job: BlockingPool.currentJob)) } }
 
         func location(of group: CacheGroup) -> String { inner.location(of: group) }
         func load(_ group: CacheGroup) throws(TokenCacheError) -> CacheSnapshot { note(); return try inner.load(group) }
@@ -85,5 +91,65 @@ struct EngineThreadHopTests {
         let async = await #expect(throws: TokenCacheError.self) { try await engine.token(asked) }
         #expect(blocking?.reason == .noAccount && async?.reason == .noAccount)
         #expect(blocking?.message == async?.message)
+    }
+
+    /// A token endpoint in process that answers every refresh with `tokens`, noting where each send ran.
+    struct NotingTransport: HTTPTransport {
+        let backend: RecordingBackend
+        let tokens: Data
+
+        func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+            backend.note()
+            let json = ["content-type": "application/json"]
+            if request.method == "GET", request.url.path.hasSuffix("/.well-known/openid-configuration") {
+                let base = "https://\(request.url.host ?? "")/\(Fixtures.tenantA)"
+                return HTTPResponse(status: 200, headers: json, body: Fixtures.json([
+                    "issuer": "\(base)/v2.0", "token_endpoint": "\(base)/oauth2/v2.0/token",
+                    "authorization_endpoint": "\(base)/oauth2/v2.0/authorize"]))
+            }
+            guard request.method == "POST", request.url.path.hasSuffix("/oauth2/v2.0/token") else {
+                return HTTPResponse(status: 404, headers: [:], body: Data())
+            }
+            return HTTPResponse(status: 200, headers: json, body: tokens)
+        }
+    }
+
+    /// The user of the refreshing case, no other suite's: the refresh lock (a file per account and
+    /// client) is never another test's.
+    static let frank = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000004", tenant: Fixtures.tenantA,
+                                     username: "frank@contoso.com", name: "Frank Example")
+
+    /// How many times a C silent call that refreshes moves between places (its own thread, a pool
+    /// job, a cooperative thread), counted from the caller's thread back to it: #58's measure of
+    /// the sync → async → sync bridge (only the store's calls and the transport's sends are seen,
+    /// so a job that touches neither, the refresh lock's, is not counted). Measured at faef143:
+    /// 7 hops over 5 pool jobs (decide here; the redeemer's read, lock name, re-read, candidates
+    /// and save in a job each; discovery and the token request on a cooperative thread); 7 after
+    /// #58 step 4's move of the explicit-account call and the broker rule, which left C's path as it was.
+    static let refreshHops = 7
+
+    @Test("A refresh through blockingToken (tokencache_acquire_token_silent) hops between threads a bounded number of times")
+    func blockingRefreshHops() async throws {
+        var stale = Fixtures.response(for: Self.frank, scope: "User.Read", foci: nil, tag: "stale", expiresIn: 60)
+        stale["refresh_token"] = "rt-stale"
+        try store.save(Fixtures.tokenResponse(stale), clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        var issued = Fixtures.response(for: Self.frank, scope: "User.Read", foci: nil, tag: "issued")
+        issued["refresh_token"] = "rt-issued"
+        var options = PublicClientApplication.Options()
+        options.transport = NotingTransport(backend: backend, tokens: Fixtures.json(issued))
+        options.clock = ManualClock()
+        let engine = TokenEngine(store: store, options: options)
+        var asked = request
+        asked.account = Self.frank.username
+        backend.forget()
+        let (caller, result) = try await offThePool { [asked] in
+            (pthread_self(), try engine.blockingToken(asked))
+        }
+        #expect(!result.isFromCache && result.accessToken == "at-\(Self.frank.uid)-\(Fixtures.tenantA)-issued")
+        let start = "thread \(caller)"
+        let places = [start] + backend.recorded.map(\.place) + [start]
+        let hops = zip(places, places.dropFirst()).filter { $0 != $1 }.count
+        print("C silent refresh: \(hops) thread hops over \(Set(backend.recorded.compactMap(\.job)).count) pool jobs: \(places)")
+        #expect(hops <= Self.refreshHops, "\(hops) hops: \(places)")
     }
 }

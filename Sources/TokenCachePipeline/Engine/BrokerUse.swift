@@ -1,5 +1,6 @@
 /// When an app's silent requests go to the identity broker on the session bus instead of this
-/// cache (``PublicClientApplication/Options/broker``; the CLI's `--broker`, C and Python's flag).
+/// cache (`PublicClientApplication.Options.broker`; the CLI's `--broker`, C and Python's flag).
+/// The engine applies it (``TokenEngine/brokerNow()``).
 public enum BrokerUse: String, Sendable, Hashable, CaseIterable {
     /// Never: tokens come from this cache (the default).
     case never
