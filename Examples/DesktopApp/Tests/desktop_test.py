@@ -353,9 +353,13 @@ def main():
             processes.append(started)
             return started, find_app("DesktopApp", started), answerer
 
+        def pressed(output):
+            """The buttons answer-keyring-prompt.py says it pressed (a JSON line each)."""
+            return [json.loads(line).get("answered") for line in output.splitlines() if line.startswith("{")]
+
         app_process, app, answerer = answering_the_keyring_prompt("--cancel")
         answered = answerer.communicate(timeout=90)[0]
-        check("opening the cache shows the keyring's prompt, dismissed here", "answered: Cancel" in answered, answered)
+        check("opening the cache shows the keyring's prompt, dismissed here", pressed(answered) == ["Cancel"], answered)
         wait_for("a dismissed prompt: the window shows the problem and the ways forward",
                  lambda: any("was dismissed or not answered" in text for text in labels(app))
                  and any(text.startswith("Retry and choose a password") and "--backend file" in text for text in labels(app)), detail=lambda: str(labels(app)))
@@ -365,7 +369,7 @@ def main():
 
         app_process, app, answerer = answering_the_keyring_prompt("desktop-keyring-password")
         answered = answerer.communicate(timeout=90)[0]
-        check("the keyring's prompt is shown again and answered with a new password", "answered: Continue" in answered, answered)
+        check("the keyring's prompt is shown again and answered with a new password", pressed(answered) == ["Continue"], answered)
         wait_for("the app then opens signed out", lambda: subtitle(app) == "Signed out")
         check("and Sign in can be used", is_sensitive(find(app, "push button", "Sign in")))
         provider.control({"sign_in_user": ALICE, "browser_action": "submit"})
