@@ -15,7 +15,7 @@
 #     declare it.
 #   - One place decides (#58): no module but TokenCachePipeline calls the engine's decision
 #     functions (tenant resolution, the agent rule, the account rule, the broker-use rule, the
-#     decision itself) or compares a BrokerUse; the exceptions left are listed below, each with why.
+#     decision itself) or compares a BrokerUse; no exception is left (a new one is listed below, with why).
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -57,26 +57,16 @@ found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|f
 # (`//`, `///`) are not calls. Each exception: path, the call it allows there (an ERE), and why.
 decisions='\b(tenantAuthority|namesTenantByDomain|keyedByTenant|homeAuthority|brokerNow|chooseAccount)\(|\bTokenEngine\.(choose|decide)\(|\bengine\.decide\(|(^|[^A-Za-z_.])agent\(for:|\bTokenEngine\.agent\(for:|\bCacheChoice\(|[!=]=[[:space:]]*\.(never|whenAvailable|always)\b|\bneedsRefresh\(\)[[:space:]]*(\?\?|\|\||&&|$)'
 decisionExceptions=(
-    # Front ends state what their caller chose (flags, a C store's arguments, a configuration); agent(for:) decides on it.
-    'Sources/TokenCacheC/Store.swift|CacheChoice\(|C states its store'"'"'s arguments as a CacheChoice; the engine'"'"'s rule reads it'
-    'Sources/TokenCacheCLI/Commands/AgentClientPath.swift|CacheChoice\(|the CLI states its flags as a CacheChoice'
-    'Sources/TokenCache/SSO/PublicClientApplication.swift|CacheChoice\(|a configuration'"'"'s group, backend and stores stated as a CacheChoice'
-    # The agent rule is still applied where each front end opens its engine (a pipeline opener that keeps C's local store for sign-in is #58 work left).
-    'Sources/TokenCacheC/Store.swift|TokenEngine\.agent\(for:|C opens its engine on the store and the agent the rule names (sign-in still saves to the store)'
-    'Sources/TokenCacheCLI/Commands/AgentClientPath.swift|TokenEngine\.agent\(for:|the CLI'"'"'s agent commands need the agent the rule names before any engine exists'
-    'Sources/TokenCache/SSO/PublicClientApplication.swift|TokenEngine\.agent\(for:|an app opened from a configuration keeps the agent the rule names for its engines'
-    'Sources/TokenCache/Engine/TokenEngine\+Facade.swift|agent\(for:|TokenEngine.open, the façade'"'"'s opener of engines, applies the rule in the engine'"'"'s own extension'
-    # Sign-in is not a pipeline request yet: it files the new account where the discovered token endpoint names the tenant, by the engine's function.
-    'Sources/TokenCache/SSO/PublicClientApplication\+SignIn.swift|TokenEngine\.tenantAuthority\(|sign-in saves at the tenant its discovered endpoint names, by the engine'"'"'s rule'
-    # account(forUsername:) answers MSAL's lookup from the engine's own listing with the engine's rule; nothing is requested.
-    'Sources/TokenCache/SSO/PublicClientApplication.swift|TokenEngine\.choose\(|account(forUsername:) picks among the engine'"'"'s listing by the engine'"'"'s rule'
+    # None left: front ends state their caller's arguments to the pipeline's EngineRoute (agent or
+    # local cache), TokenEngine.open opens by it, sign-in asks TokenEngine.signInAuthority and
+    # account(forUsername:) asks the engine's account(forUsername:clientID:authority:).
 )
 found=""
 while IFS= read -r hit; do
     [ -n "$hit" ] || continue
     path="${hit%%:*}"; code="${hit#*:*:}"
     allowed=0
-    for exception in "${decisionExceptions[@]}"; do
+    for exception in ${decisionExceptions[@]+"${decisionExceptions[@]}"}; do
         IFS='|' read -r exceptionPath exceptionCall _ <<<"$exception"
         if [[ "$path" =~ ^${exceptionPath}$ ]] && grep -qE "$exceptionCall" <<<"$code"; then allowed=1; break; fi
     done

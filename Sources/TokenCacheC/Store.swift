@@ -16,16 +16,17 @@ final class StoreHandle {
     /// The engine that answers this handle's token requests, made again when the single
     /// sign-on stores change (its apps are kept: their endpoints are discovered once).
     private let engines = Locked<(stores: [String], broker: BrokerUse, engine: TokenEngine)?>(nil)
-    /// What opening chose of a local cache (a group named, a backend other than AUTO): with
-    /// neither, TOKENCACHE_AGENT_SOCK's agent may answer (as for the CLI without --backend or --group).
-    let choice: CacheChoice
-    init(store: AccountStore, choice: CacheChoice = CacheChoice(namedGroup: true, namedBackend: true)) {
+    /// What opening named (a group; a backend other than AUTO): with neither, the pipeline may
+    /// route to TOKENCACHE_AGENT_SOCK's agent (as for the CLI without --backend or --group).
+    let namedGroup: Bool, namedBackend: Bool
+    init(store: AccountStore, namedGroup: Bool = true, namedBackend: Bool = true) {
         self.store = store
-        self.choice = choice
+        self.namedGroup = namedGroup
+        self.namedBackend = namedBackend
     }
 
     /// The engine for the current single sign-on stores, which answers this handle's token
-    /// requests and account lists; with stores set a local cache is chosen (``CacheChoice``).
+    /// requests and account lists; with stores set a local cache is chosen (``EngineRoute``).
     var engine: TokenEngine {
         let stores = singleSignOnStores.withLock { $0 }
         let broker = brokerUse.withLock { $0 }
@@ -34,9 +35,8 @@ final class StoreHandle {
             var options = PublicClientApplication.Options()
             options.singleSignOnStores = stores
             options.broker = broker
-            var choice = choice
-            choice.otherStores = !stores.isEmpty
-            let engine = TokenEngine(store: store, agent: TokenEngine.agent(for: choice), options: options)
+            let route = EngineRoute(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: !stores.isEmpty)
+            let engine = TokenEngine(store: store, route: route, options: options)
             kept = (stores.map(\.name), broker, engine)
             return engine
         }
@@ -149,8 +149,8 @@ public func tokencache_store_open(_ groupName: UnsafePointer<CChar>?, _ backend:
         let out = try requiredOut(store, "store")
         let group = try cacheGroup(groupName)
         let opened = try AccountStore.open(group: group, policy: try backendPolicy(backend), logger: silent).store
-        let choice = CacheChoice(namedGroup: groupName != nil, namedBackend: backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue))
-        out.pointee = Handle.make(StoreHandle(store: opened, choice: choice))
+        out.pointee = Handle.make(StoreHandle(store: opened, namedGroup: groupName != nil,
+                                              namedBackend: backend != Int32(TOKENCACHE_BACKEND_AUTO.rawValue)))
     }
 }
 

@@ -58,6 +58,11 @@ extension TokenEngine {
         self.init(store: store, agent: agent, services: ApplicationServices(options: options))
     }
 
+    /// An engine on `store`, or on the agent `route` names (the store kept for sign-in).
+    package convenience init(store: AccountStore, route: EngineRoute, options: PublicClientApplication.Options = .init()) {
+        self.init(store: store, route: route, services: ApplicationServices(options: options))
+    }
+
     /// The engine of a Swift app: its agent or store, redeeming with the app itself at its authority.
     convenience init(application app: PublicClientApplication) {
         self.init(store: app.store, agent: app.agent, services: ApplicationServices(options: app.options, app: app))
@@ -67,12 +72,14 @@ extension TokenEngine {
         }
     }
 
-    /// The engine for a caller: on the agent by ``agent(for:)``'s rule, else on the store `open`
-    /// opens (called only then, so an agent's user needs no local cache).
-    package static func open(_ choice: CacheChoice, options: PublicClientApplication.Options = .init(),
+    /// The engine for a caller: on the agent `route` names, else on the store `open` opens
+    /// (called only then, so an agent's user needs no local cache).
+    package static func open(_ route: EngineRoute, options: PublicClientApplication.Options = .init(),
                              store open: () throws -> AccountStore) rethrows -> TokenEngine {
-        if let agent = agent(for: choice) { return TokenEngine(agent: agent, services: ApplicationServices(options: .init())) }
-        return TokenEngine(store: try open(), options: options)
+        switch route {
+        case .agent(let agent): TokenEngine(agent: agent, services: ApplicationServices(options: .init()))
+        case .local: TokenEngine(store: try open(), options: options)
+        }
     }
 
     /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local

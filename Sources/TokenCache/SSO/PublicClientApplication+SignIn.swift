@@ -101,7 +101,7 @@ extension PublicClientApplication {
         case .tokens(let response):
             try AuthorizationRequest.checkNonce(response, nonce)
             return try await saveSignIn(response, clientID: clientID,
-                                        authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token), scopes: parameters.scopes)
+                                        authority: try await TokenEngine.signInAuthority(for: authority, discoveringWith: client), scopes: parameters.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
         }
@@ -139,7 +139,7 @@ extension PublicClientApplication {
         onCode(authorization.message)
         let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims)
         return try await saveSignIn(response, clientID: clientID,
-                                    authority: TokenEngine.tenantAuthority(of: authority, tokenEndpoint: endpoints.token), scopes: parameters.scopes)
+                                    authority: try await TokenEngine.signInAuthority(for: authority, discoveringWith: client), scopes: parameters.scopes)
     }
 
     /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group

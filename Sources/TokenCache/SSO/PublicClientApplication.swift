@@ -76,7 +76,7 @@ public final class PublicClientApplication: Sendable {
     /// there: opened on first use, then kept (shared with ``redeeming(at:)``'s apps).
     let storesKeyring: Locked<SecretServiceBackend?>
     /// The token agent that answers this app's silent requests and account lists instead of the
-    /// store (``TokenEngine/agent(for:)``): only for an app opened from a configuration.
+    /// store (``EngineRoute``): only for an app opened from a configuration.
     let agent: AgentClient?
 
     /// Creates the app on a store the caller opened (which it always uses: a store chosen by the
@@ -151,11 +151,11 @@ public final class PublicClientApplication: Sendable {
                                           fileDirectory: options.fileDirectory, secretService: options.secretService).store
         let options = try Self.options(options, with: configuration)
         // The default group on the automatic backend, without single sign-on stores, is no local
-        // cache chosen: by the engine's rule, TOKENCACHE_AGENT_SOCK's agent answers.
-        let choice = CacheChoice(namedGroup: store.group != .universalStorage, namedBackend: configuration.backend != .automatic,
-                                 otherStores: !options.singleSignOnStores.isEmpty)
+        // cache chosen: the pipeline routes to TOKENCACHE_AGENT_SOCK's agent.
+        let route = EngineRoute(namedGroup: store.group != .universalStorage, namedBackend: configuration.backend != .automatic,
+                                otherStores: !options.singleSignOnStores.isEmpty)
         self.init(clientID: clientID.value, checked: .success(clientID), authority: try configuration.parsedAuthority, store: store,
-                  options: options, agent: TokenEngine.agent(for: choice))
+                  options: options, agent: route.agent)
     }
 
     /// ``init(configuration:options:)`` without holding a cooperative thread while the backend opens.
@@ -195,15 +195,8 @@ public final class PublicClientApplication: Sendable {
     /// account at hosts of two other clouds throws `TokenCacheError.Code.ambiguousAccount`.
     /// Chosen by the rule of every front end (the CLI's `--account`, C and Python).
     public func account(forUsername username: String) async throws(TokenCacheError) -> CachedAccount? {
-        let candidates = try await accounts().filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
-        let request = TokenRequest(clientID: try checkedClientID.get(), scopes: [], account: username, authority: authority)
-        do {
-            return try await BlockingWork.run { [store] () throws(TokenCacheError) in
-                try TokenEngine.choose(among: candidates, for: request, in: store)
-            }
-        } catch where error.reason == .noAccount {
-            return nil
-        }
+        let clientID = try checkedClientID.get()
+        return try await TokenEngine(application: self).account(forUsername: username, clientID: clientID, authority: authority)
     }
 
     /// A token for the account named (a username or home account ID; nil: the app's only

@@ -6,16 +6,16 @@ import Glibc
 #endif
 
 extension StoreOptions {
-    /// What the command line chose of a local cache (--group; --backend, --collection,
-    /// --passphrase-file; `otherStore`: --store, --sso-store), for the engine's rule.
-    func cacheChoice(otherStore: String? = nil) -> CacheChoice {
-        CacheChoice(namedGroup: group != nil, namedBackend: backend != nil || collection != nil || passphraseFile != nil,
+    /// Who answers, by the pipeline's rule on what the command line named of a local cache
+    /// (--group; --backend, --collection, --passphrase-file; `otherStore`: --store, --sso-store).
+    func route(otherStore: String? = nil) -> EngineRoute {
+        EngineRoute(namedGroup: group != nil, namedBackend: backend != nil || collection != nil || passphraseFile != nil,
                     otherStores: otherStore != nil)
     }
 
-    /// The token agent `TOKENCACHE_AGENT_SOCK` names, by the library's rule (``TokenEngine/agent(for:)``).
+    /// The token agent `TOKENCACHE_AGENT_SOCK` names, when the pipeline routes to it (``EngineRoute``).
     func agent(otherStore: String? = nil) -> AgentClient? {
-        TokenEngine.agent(for: cacheChoice(otherStore: otherStore))
+        route(otherStore: otherStore).agent
     }
 
     /// For a command that acts on this machine's cache only (`remove`, `logout`, `groups`, `login`)

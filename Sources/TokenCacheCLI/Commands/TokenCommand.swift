@@ -149,14 +149,14 @@ struct TokenCommand: ParsableCommand {
             let settings = try RequestSettings.resolve(client: client, account: account, authority: authority)
             let client = try settings.requiredClient()
             let account = settings.account?.value
-            let choice = store.cacheChoice(otherStore: externalStore ?? singleSignOnStores.first)
+            let route = store.route(otherStore: externalStore ?? singleSignOnStores.first)
             var options = PublicClientApplication.Options()
             options.logger = StoreOptions.logger(verbose: store.verbose, quiet: quiet)
             // Only a refresh redeems anything: the stores are not looked up otherwise.
             options.singleSignOnStores = refreshes ? try SingleSignOnSetting.resolve(flag: singleSignOnStores).value : []
             options.broker = broker
             var group: AccountStore?
-            let engine = try TokenEngine.open(choice, options: options) {
+            let engine = try TokenEngine.open(route, options: options) {
                 if let externalStore {
                     return try ExternalStores.read(ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose))
                 }

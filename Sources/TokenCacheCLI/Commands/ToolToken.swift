@@ -40,7 +40,7 @@ struct ToolTokenOptions: ParsableArguments {
         let account = settings.account?.value
         var options = PublicClientApplication.Options()
         options.logger = StoreOptions.logger(verbose: store.verbose, quiet: !store.verbose)
-        let engine = try TokenEngine.open(store.cacheChoice(), options: options) {
+        let engine = try TokenEngine.open(store.route(), options: options) {
             try store.openStore(account: account, quiet: true)
         }
         var request = TokenRequest(clientID: client, scopes: scopes.isEmpty ? [defaultScope] : scopeList(scopes),

@@ -33,6 +33,12 @@ package final class TokenEngine: Sendable {
         self.services = services
     }
 
+    /// An engine on `store`, or on the agent when `route` names it: the store is kept for
+    /// sign-in either way (C's `tokencache_sign_in_*` on a default store saves there).
+    package convenience init(store: AccountStore, route: EngineRoute, services: any EngineServices) {
+        self.init(store: store, agent: route.agent, services: services)
+    }
+
     /// An engine on the agent alone: it opens no store, and signs nobody in.
     package init(agent: AgentClient, services: any EngineServices) {
         source = .agent(agent)
@@ -318,7 +324,34 @@ package final class TokenEngine: Sendable {
         return keyed
     }
 
+    /// The authority a sign-in at `authority` saves its account and tokens under (MSAL's realm:
+    /// the tenant of the discovered token endpoint, ``tenantAuthority(of:tokenEndpoint:)``), by
+    /// `client`'s discovery (cached: a sign-in has discovered already). `client` then knows the
+    /// tenant ID's endpoints too, so a later silent call discovers nothing.
+    /// - Throws: what discovery throws (`network`, reason `tokenEndpointNotFound(authority:)`…).
+    package static func signInAuthority(for authority: Authority, discoveringWith client: TokenEndpointClient) async throws(TokenCacheError) -> Authority {
+        try await tenantAuthority(of: authority, discoveringWith: client)
+    }
+
     // MARK: The account
+
+    /// The account named `username` (case-insensitive) among those `clientID` can use (the
+    /// listing of ``accounts(clientID:authority:)``: agent, broker, store and single sign-on
+    /// stores alike), chosen by the rule of ``choose(among:for:in:)``; nil when there is none
+    /// (MSAL's `account(forUsername:)`). Off the cooperative pool.
+    /// - Throws: `ambiguousAccount` for one account at hosts of two clouds; what listing throws.
+    package func account(forUsername username: String, clientID: ClientID, authority: Authority?) async throws(TokenCacheError) -> CachedAccount? {
+        try await BlockingWork.run { () throws(TokenCacheError) -> CachedAccount? in
+            let candidates = try self.accounts(clientID: clientID, authority: authority)
+                .filter { AccountName.matches(username, username: $0.username, homeAccountID: nil) }
+            let request = TokenRequest(clientID: clientID, scopes: [], account: username, authority: authority)
+            do throws(TokenCacheError) {
+                return try Self.choose(among: candidates, for: request, in: self.localStore)
+            } catch where error.reason == .noAccount {
+                return nil
+            }
+        }
+    }
 
     /// The account a request is for: among the client's accounts (with single sign-on stores,
     /// theirs too) in the authority's cloud when it has one there, the one named, or the only one.

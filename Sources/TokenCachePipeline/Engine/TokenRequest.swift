@@ -63,3 +63,29 @@ package struct CacheChoice: Sendable, Equatable {
     /// Whether a local cache was chosen: then this process's cache answers, never the agent.
     package var isLocal: Bool { namedGroup || namedBackend || otherStores }
 }
+
+/// Who answers a caller's token requests and account lists: the token agent
+/// (`TOKENCACHE_AGENT_SOCK`) or this process's local cache. Front ends state only what their
+/// caller named; the pipeline applies the rule (``TokenEngine/agent(for:)``).
+package enum EngineRoute: Sendable {
+    /// The agent answers: no local cache was chosen and the environment names one.
+    case agent(AgentClient)
+    /// This process's cache answers.
+    case local
+
+    /// The route for what a caller named of a local cache: a group (`namedGroup`), a backend or
+    /// its settings (`namedBackend`), another tool's store read or opted into (`otherStores`).
+    /// `agent` is the environment's (``AgentClient/fromEnvironment``); tests give their own.
+    package init(namedGroup: Bool, namedBackend: Bool, otherStores: Bool = false,
+                 agent: AgentClient? = AgentClient.fromEnvironment) {
+        let choice = CacheChoice(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: otherStores)
+        // A local cache named: the agent never answers, whatever the environment names.
+        self = (choice.isLocal ? nil : agent).map(EngineRoute.agent) ?? .local
+    }
+
+    /// The agent that answers, nil when the local cache does.
+    package var agent: AgentClient? {
+        if case .agent(let agent) = self { return agent }
+        return nil
+    }
+}
