@@ -411,7 +411,9 @@ package final class KeeperServer: Sendable {
         if syslogs {
             record.line.withCString { text in withVaList([text]) { vsyslog(LOG_AUTHPRIV | LOG_NOTICE, "%s", $0) } }
         }
-        guard let entry = record.entry else { return }
+        // Only an enrolled uid gets a directory and an audit log: a uid with nothing enrolled (any
+        // user, or one of many subordinate uids) is logged to standard error and syslog only.
+        guard let entry = record.entry, !vault.groups(uid: entry.uid).isEmpty else { return }
         do throws(TokenCacheError) {
             try audit.append(entry)
         } catch {

@@ -316,6 +316,8 @@ struct KeeperTests {
         #expect(try await scenario.idp.stats().grants.isEmpty)
         // Alice still gets hers.
         #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
+        // Bob has nothing enrolled: his calls are logged to standard error only, with no directory of his under the state directory.
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)/\(scenario.bob.uid)"), "a directory was made for Bob, who has nothing enrolled")
     }
 
     @Test("A forged, oversized or unknown request gets a typed error, an enrolment from another program is refused, and the keeper keeps serving")
@@ -592,8 +594,10 @@ struct KeeperTests {
         let forged = try scenario.bob.run("/usr/bin/python3", ["-c", script, scenario.socket, "\(scenario.alice.uid)"])
         #expect(forged.status == 0, "\(forged.stderr)")
         let forgedEntries = try JSONDecoder().decode(Log.self, from: Data(forged.stdout.utf8)).entries
-        #expect(!forgedEntries.isEmpty && forgedEntries.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil },
-                "\(forged.stdout)")
+        #expect(forgedEntries.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil }, "\(forged.stdout)")
+        // Bob has nothing enrolled: his calls went to the keeper's standard error only, and left no directory of his.
+        #expect(bobs.isEmpty && forgedEntries.isEmpty, "\(bobs) \(forged.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)/\(scenario.bob.uid)"), "a directory was made for Bob, who has nothing enrolled")
 
         // The file: root's, 0600, closed to Alice; as root, --log --uid reads it from --state-dir.
         var info = stat()
