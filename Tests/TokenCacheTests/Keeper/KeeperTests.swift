@@ -395,14 +395,19 @@ struct KeeperTests {
         let writers = try (0..<8).map { index in
             let account = accounts[index % accounts.count].username
             // Each access token received is printed ("received AT"); a request begun after the pause,
-            // once answered, prints "answered after pause".
+            // once answered, prints "answered after pause". Bounded by counts, not time: a writer
+            // ends after 50 failures in a row before the pause (a keeper that stopped answering:
+            // the wait for its lines then fails instead of hanging) or 500 requests after it.
             let script = """
-                while [ ! -e \(stop) ]; do
+                failures=0; late=0
+                while [ ! -e \(stop) ] && [ $failures -lt 50 ] && [ $late -lt 500 ]; do
                   after=no; [ -e \(paused) ] && after=yes
                   if at=$("$0" token --refresh --client \(Fixtures.appOne) --scopes User.Read --account \(account) 2>/dev/null); then
-                    echo "received $at" >&2
+                    echo "received $at" >&2; failures=0
+                  elif [ $after = no ]; then
+                    failures=$((failures + 1))
                   fi
-                  [ $after = yes ] && echo "answered after pause" >&2
+                  if [ $after = yes ]; then echo "answered after pause" >&2; late=$((late + 1)); fi
                 done
                 """
             return try RunningProgram(URL(fileURLWithPath: "/usr/bin/setpriv"),
