@@ -142,7 +142,10 @@ package final class KeeperServer: Sendable {
             }
             if op == "groups" {
                 try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
-                let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
+                // The apps files and every store are read (and decrypted) on the blocking pool, as the audit log is.
+                let groups = try await BlockingWork.run { [vault, appsDirectory, logger] () throws(TokenCacheError) in
+                    vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
+                }
                 let given = try await BlockingWork.run { [consents] () throws(TokenCacheError) in try consents.consents(uid: caller.uid) }
                 await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s), \(given.count) consent(s)")
                 return KeeperProtocol.Enrolled(groups: groups, consents: given)
@@ -321,7 +324,12 @@ package final class KeeperServer: Sendable {
     func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) async throws(TokenCacheError) -> GroupInventory {
         try Self.requireOwnProgram(caller, to: "enrol", hint: "Enrol with `tokencache keeper --enroll`")
         let group = try CacheGroup(enrollment.group)
-        if try vault.store(uid: caller.uid, group: group, creating: false) != nil {
+        let uid = caller.uid
+        // The file work (a look for the group, the import, the read back) runs on the blocking pool.
+        let enrolled = try await BlockingWork.run { [vault] () throws(TokenCacheError) in
+            try vault.store(uid: uid, group: group, creating: false) != nil
+        }
+        if enrolled {
             guard let password = enrollment.password, !password.isEmpty else {
                 throw KeeperProtocol.refused("group \(group.name) is enrolled already, and adding to it needs your password",
                                              hint: "Enrol with `tokencache keeper --enroll` on a terminal: it asks for your password")
@@ -331,17 +339,20 @@ package final class KeeperServer: Sendable {
                                              hint: "Run it again on a terminal and type your login password")
             }
         }
-        guard let store = try vault.store(uid: caller.uid, group: group, creating: true) else {
-            throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(caller.uid).")
+        let cache = Data(enrollment.cache.utf8)
+        return try await BlockingWork.run(cancellable: false) { [vault] () throws(TokenCacheError) -> GroupInventory in
+            guard let store = try vault.store(uid: uid, group: group, creating: true) else {
+                throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(uid).")
+            }
+            try store.importMSALJSON(cache)
+            // Read back from the file, not from this store's memory: what the caller compares is what was written.
+            guard let written = try vault.store(uid: uid, group: group, creating: false) else {
+                throw TokenCacheError(.fileSystem, "The token keeper could not read back group \(group.name) of uid \(uid).")
+            }
+            var inventory = try written.inventory()
+            inventory.location = "token keeper"
+            return inventory
         }
-        try store.importMSALJSON(Data(enrollment.cache.utf8))
-        // Read back from the file, not from this store's memory: what the caller compares is what was written.
-        guard let written = try vault.store(uid: caller.uid, group: group, creating: false) else {
-            throw TokenCacheError(.fileSystem, "The token keeper could not read back group \(group.name) of uid \(caller.uid).")
-        }
-        var inventory = try written.inventory()
-        inventory.location = "token keeper"
-        return inventory
     }
 
     /// The keeper's executable, as /proc/self/exe names it.
@@ -400,7 +411,9 @@ package final class KeeperServer: Sendable {
         if syslogs {
             record.line.withCString { text in withVaList([text]) { vsyslog(LOG_AUTHPRIV | LOG_NOTICE, "%s", $0) } }
         }
-        guard let entry = record.entry else { return }
+        // Only an enrolled uid gets a directory and an audit log: a uid with nothing enrolled (any
+        // user, or one of many subordinate uids) is logged to standard error and syslog only.
+        guard let entry = record.entry, !vault.groups(uid: entry.uid).isEmpty else { return }
         do throws(TokenCacheError) {
             try audit.append(entry)
         } catch {

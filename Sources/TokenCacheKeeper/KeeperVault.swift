@@ -32,6 +32,20 @@ package struct KeeperVault: Sendable {
         try Self.createKey(at: keyFile)
     }
 
+    /// The vault in `directory` as it is, making nothing: for root's `--list`, `--log` and
+    /// `--unenroll`, which read a keeper's state and must not create one where there is none.
+    /// - Throws: `notFound` when the state directory or its key is missing; `unsafeFile` when the
+    ///   directory is another user's, a link, or open to others.
+    package static func openExisting(directory: String, logger: Logger) throws(TokenCacheError) -> KeeperVault {
+        var info = stat()
+        guard lstat(directory, &info) == 0, lstat(directory + "/" + keyFileName, &info) == 0 else {
+            throw TokenCacheError(.notFound, "There is no keeper state in \(directory) (a state directory holding \(keyFileName)).",
+                                  hint: "Name it with --state-dir")
+        }
+        // The directory and key exist: the init checks the directory and makes nothing.
+        return try KeeperVault(directory: directory, logger: logger)
+    }
+
     /// Creates the key file once: 32 random bytes written to a new O_EXCL|O_NOFOLLOW file, synced,
     /// then linked into place (never over an existing key), so a crash leaves no truncated key.
     static func createKey(at path: String) throws(TokenCacheError) {

@@ -150,6 +150,9 @@ package final class FakeIdentityProvider: @unchecked Sendable {
             package var outcome: String
             package var redeemed: String?
             package var issued: String?
+            /// For a refresh grant that rotated: the account (its uid) and the access token issued with `issued`.
+            package var account: String?
+            package var access_token: String?
             /// The `claims` parameter the request carried.
             package var claims: String?
             /// The caller's x-client-sku header ("MSAL.Python" for MSAL Python), "-" when absent.

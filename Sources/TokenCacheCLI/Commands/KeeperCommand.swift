@@ -174,11 +174,7 @@ struct KeeperCommand: ParsableCommand {
         }
         guard let owner = uid, let output else { throw CLIError.usage("--unenroll needs --uid (whose group) and --output (a new file).") }
         let group = try CacheGroup(store.group ?? CacheGroup.universalStorage.name)
-        var info = stat()
-        guard stat("\(stateDirectory)/\(KeeperVault.keyFileName)", &info) == 0 else {
-            throw CLIError.notFound("There is no keeper state in \(stateDirectory).", hint: "Name it with --state-dir")
-        }
-        let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+        let vault = try KeeperVault.openExisting(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
         let export = try vault.export(uid: owner, group: group)
         try Self.writeNewFile(output, Data(export.cache.utf8))
         // Read back from the file: every account and client the keeper holds, with its kind of refresh token, must be there.
@@ -263,12 +259,8 @@ struct KeeperCommand: ParsableCommand {
     private func listGroups() throws {
         let groups: [KeeperProtocol.EnrolledGroup], consents: [(uid: UInt32, consent: KeeperConsents.Consent)]
         if geteuid() == 0 {
-            var info = stat()
-            // A listing writes nothing: where there is no key, the vault (which would make one) is not opened.
-            guard stat("\(stateDirectory)/\(KeeperVault.keyFileName)", &info) == 0 else {
-                throw CLIError.notFound("There is no keeper state in \(stateDirectory).", hint: "Name it with --state-dir")
-            }
-            let vault = try KeeperVault(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
+            // A listing writes nothing: where there is no state, it makes none.
+            let vault = try KeeperVault.openExisting(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             let apps = try AppRegistry.load(appsDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             groups = vault.uids().flatMap { vault.enrolled(uid: $0, apps: apps) }
             let given = KeeperConsents(directory: stateDirectory)
@@ -303,12 +295,9 @@ struct KeeperCommand: ParsableCommand {
         }
         let entries: [KeeperAudit.Entry], whose: String
         if geteuid() == 0 {
-            var info = stat()
-            guard stat(stateDirectory, &info) == 0 else {
-                throw CLIError.notFound("There is no keeper state directory \(stateDirectory).", hint: "Name it with --state-dir")
-            }
+            let vault = try KeeperVault.openExisting(directory: stateDirectory, logger: StoreOptions.logger(verbose: store.verbose))
             let owner = uid ?? 0
-            entries = try KeeperAudit(directory: stateDirectory).entries(uid: owner, last: lines ?? 50)
+            entries = try KeeperAudit(directory: vault.directory).entries(uid: owner, last: lines ?? 50)
             whose = "uid \(owner)'s audit log in \(stateDirectory)"
         } else {
             guard uid == nil else { throw CLIError.usage("--uid is for root, reading --state-dir; the keeper shows you your own log only.") }

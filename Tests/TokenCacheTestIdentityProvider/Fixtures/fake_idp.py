@@ -21,7 +21,8 @@ for every request no endpoint serves (method, path), to find out what a client a
   GET  /stats    {"token_requests": n, "discovery_requests": n, "grants": [...], "authorize_requests": [...],
                  "device_polls": [...], "device_authorizations": [{"client_id", "claims"}],
                  "issued_refresh_tokens": [every refresh token it issued, by any grant]} (grants and polls
-                 record the `claims` they carried too)
+                 record the `claims` they carried too; a refresh grant that rotated, its "account" (uid)
+                 and the "access_token" issued with its new refresh token, in the order issued)
   POST /control  also {"expires_in": s} (the lifetime of the access tokens it issues from then on; default 3600)
 Sign-in (authorization code with PKCE, device code), on the same paths under any prefix: the
 tenant (/<tenant>/oauth2/v2.0/...), a B2C policy (/tfp/<tenant>/<policy>/oauth2/v2.0/...), AD FS
@@ -403,7 +404,8 @@ class Handler(BaseHTTPRequestHandler):
             n = state["counter"]
             new_rt = "rt-rotated-%d" % n
             state["refresh_tokens"][new_rt] = dict(record, refresh_token=new_rt, client_id=client_id)
-            grant.update(outcome="ok", issued=new_rt, answered=time.time())
+            # The account and the access token issued with the new refresh token (token_response's "at-issued-N").
+            grant.update(outcome="ok", issued=new_rt, account=record["uid"], access_token="at-issued-%d" % n, answered=time.time())
             state["grants"].append(grant)
         scopes = [s for s in form.get("scope", "").split() if s not in RESERVED]
         who = dict(record, **record.get("respond_as", {}))

@@ -316,6 +316,8 @@ struct KeeperTests {
         #expect(try await scenario.idp.stats().grants.isEmpty)
         // Alice still gets hers.
         #expect(try scenario.token(as: scenario.alice).status == 0, "\(scenario.log)")
+        // Bob has nothing enrolled: his calls are logged to standard error only, with no directory of his under the state directory.
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)/\(scenario.bob.uid)"), "a directory was made for Bob, who has nothing enrolled")
     }
 
     @Test("A forged, oversized or unknown request gets a typed error, an enrolment from another program is refused, and the keeper keeps serving")
@@ -359,7 +361,26 @@ struct KeeperTests {
         #expect(scenario.keeper?.isRunning == true)
     }
 
-    @Test("kill -9 of the keeper while 8 processes of Alice's make it refresh (rotating refresh tokens) and save loses nothing: after a restart every account is there, decrypts whole, holds a refresh token the issuer gave, and the keeper serves again")
+    /// kill -9 of the keeper while 8 processes of Alice's make it refresh with rotating refresh
+    /// tokens, then a check of durability: a reply means a save that survives.
+    ///
+    /// The stand-in issuer records, per account, the refresh tokens it issued in order and the
+    /// access token issued with each; the writers record every access token the keeper gave them.
+    /// After the kill, each account's stored refresh token must be the one issued with the newest
+    /// access token any writer received, or a later one (a save made before the keeper could
+    /// answer), never an older one; and the restarted keeper must refresh every account with what
+    /// it stored, nothing re-registered at the issuer (which keeps only the newest refresh token of
+    /// each chain: redeeming one retires it).
+    ///
+    /// **Why it can fail**: just before the kill the issuer stops rotating (it answers 503, so no
+    /// redemption is cut short after it rotated, which no keeper could survive with an issuer that
+    /// retires the old token), and the test waits until every writer has had an answer to a request
+    /// made after that, so every rotation the issuer made has been answered. A keeper that answered
+    /// before its save was durable (saving after the reply, or without syncing before the rename)
+    /// can lose that save to the kill: its file then holds an older refresh token than the newest
+    /// access token a writer got, which fails the first check, and one the issuer has retired,
+    /// which fails the second.
+    @Test("kill -9 of the keeper while 8 processes of Alice's make it refresh (rotating refresh tokens) loses no answered save: after a restart every account decrypts whole with the refresh token issued with the newest access token any writer got (or a later one), and the keeper refreshes every account again with nothing re-registered")
     func killNineLosesNothing() async throws {
         let scenario = try KeeperScenario()
         defer { scenario.cleanUp() }
@@ -369,11 +390,24 @@ struct KeeperTests {
         // Every token it issues is stale at once: each request makes the keeper redeem and save.
         try await scenario.idp.control(["expires_in": 60])
         let environment = scenario.alice.environment(["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+        // Written by root, read by the writers: "paused" once the issuer stopped rotating, "stop" to end.
+        let paused = scenario.root + "/paused", stop = scenario.root + "/stop"
         let writers = try (0..<8).map { index in
             let account = accounts[index % accounts.count].username
+            // Each access token received is printed ("received AT"); a request begun after the pause,
+            // once answered, prints "answered after pause". Bounded by counts, not time: a writer
+            // ends after 50 failures in a row before the pause (a keeper that stopped answering:
+            // the wait for its lines then fails instead of hanging) or 500 requests after it.
             let script = """
-                for i in 1 2 3 4 5 6; do
-                  "$0" token --refresh --client \(Fixtures.appOne) --scopes User.Read --account \(account) >/dev/null 2>&1 && echo "refreshed $i" >&2
+                failures=0; late=0
+                while [ ! -e \(stop) ] && [ $failures -lt 50 ] && [ $late -lt 500 ]; do
+                  after=no; [ -e \(paused) ] && after=yes
+                  if at=$("$0" token --refresh --client \(Fixtures.appOne) --scopes User.Read --account \(account) 2>/dev/null); then
+                    echo "received $at" >&2; failures=0
+                  elif [ $after = no ]; then
+                    failures=$((failures + 1))
+                  fi
+                  if [ $after = yes ]; then echo "answered after pause" >&2; late=$((late + 1)); fi
                 done
                 """
             return try RunningProgram(URL(fileURLWithPath: "/usr/bin/setpriv"),
@@ -381,31 +415,52 @@ struct KeeperTests {
                                                   "/bin/sh", "-c", script, scenario.app],
                                       environment: environment)
         }
-        defer { writers.forEach { $0.terminate() } }
-        // In the middle: once one refresh went through, while the others are under way.
-        _ = try await writers[0].shown("(refreshed) 1")
+        defer {
+            FileManager.default.createFile(atPath: stop, contents: nil)
+            writers.forEach { $0.terminate() }
+        }
+        // Once every writer had a token (refreshes and saves under way), the issuer stops rotating;
+        // once each writer had an answer to a request begun after that, the keeper is killed while
+        // they keep asking.
+        for writer in writers { _ = try await writer.shown("(received) at-") }
+        try await scenario.idp.control(["mode": "fail"])
+        try #require(FileManager.default.createFile(atPath: paused, contents: nil, attributes: [.posixPermissions: 0o644]))
+        for writer in writers { _ = try await writer.shown("(answered) after pause") }
         scenario.killKeeper()
+        try #require(FileManager.default.createFile(atPath: stop, contents: nil, attributes: [.posixPermissions: 0o644]))
         for writer in writers { _ = await writer.exitStatus() }
+        let received = Set(writers.flatMap { writer in
+            writer.stderr.split(separator: "\n").compactMap { $0.hasPrefix("received ") ? String($0.dropFirst("received ".count)) : nil }
+        })
 
-        // Read as root with the keeper's key: whole, both accounts, each refresh token one the issuer gave.
+        // Read as root with the keeper's key: whole, both accounts.
         let store = try scenario.keptStore()
         let inventory = try store.inventory()
         #expect(Set(inventory.accounts.map(\.username)) == Set(accounts.map(\.username)), "\(inventory.accounts.map(\.username))")
         let cache = try #require(try JSONSerialization.jsonObject(with: try store.exportMSALJSON()) as? [String: Any])
         let refreshTokens = try #require(cache["RefreshToken"] as? [String: [String: Any]]).values
-        let issued = Set(try await scenario.idp.stats().issued_refresh_tokens ?? []).union(accounts.map(scenario.refreshToken(of:)))
-        #expect(!refreshTokens.isEmpty)
-        for item in refreshTokens {
-            let secret = try #require(item["secret"] as? String)
-            #expect(issued.contains(secret), "a stored refresh token the issuer never gave")
-            // A redemption the kill cut short after the issuer rotated: Entra keeps the old one valid a while, so does this one.
-            let user = try #require(accounts.first { item["home_account_id"] as? String == $0.homeAccountID })
-            try await scenario.idp.seed(refreshToken: secret, user: user, clientID: Fixtures.appOne, family: "1")
+        let grants = try await scenario.idp.stats().grants.filter { $0.outcome == "ok" && $0.account != nil }
+        for user in accounts {
+            // The issuer's chain for this account: the seeded refresh token, then each it issued, with its access token.
+            let chain: [(refreshToken: String, accessToken: String?)] = [(scenario.refreshToken(of: user), nil)]
+                + grants.filter { $0.account == user.uid }.compactMap { grant in grant.issued.map { ($0, grant.access_token) } }
+            let newestReceived = chain.lastIndex { $0.accessToken.map(received.contains) ?? false }
+            #expect(newestReceived != nil, "\(user.username): no writer received a token of this account")
+            let stored = refreshTokens.filter { $0["home_account_id"] as? String == user.homeAccountID }.compactMap { $0["secret"] as? String }
+            try #require(stored.count == 1, "\(user.username): \(stored.count) refresh tokens stored")
+            let position = chain.firstIndex { $0.refreshToken == stored[0] }
+            #expect(position != nil, "\(user.username): a stored refresh token the issuer never gave")
+            if let position, let newestReceived {
+                #expect(position >= newestReceived,
+                        "\(user.username): the stored refresh token is #\(position) of \(chain.count - 1) issued, older than #\(newestReceived), whose access token a writer received: an answered save was lost")
+            }
         }
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: "\(scenario.state)/\(scenario.alice.uid)")
         #expect(leftovers.allSatisfy { !$0.hasSuffix(".tkc") || $0 == "\(scenario.group).tkc" }, "\(leftovers)")
 
-        // Started again, it serves each account (refreshing with what it saved) and lists both.
+        // Started again, with the issuer rotating again and nothing re-registered, it refreshes each
+        // account with what it saved and lists both.
+        try await scenario.idp.control(["mode": "normal"])
         try scenario.startKeeper()
         for user in accounts {
             let token = try scenario.alice.run(scenario.app, ["token", "--refresh", "--client", Fixtures.appOne, "--scopes", "User.Read", "--account", user.username],
@@ -544,8 +599,10 @@ struct KeeperTests {
         let forged = try scenario.bob.run("/usr/bin/python3", ["-c", script, scenario.socket, "\(scenario.alice.uid)"])
         #expect(forged.status == 0, "\(forged.stderr)")
         let forgedEntries = try JSONDecoder().decode(Log.self, from: Data(forged.stdout.utf8)).entries
-        #expect(!forgedEntries.isEmpty && forgedEntries.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil },
-                "\(forged.stdout)")
+        #expect(forgedEntries.allSatisfy { $0.uid == scenario.bob.uid && $0.app != other && $0.client == nil }, "\(forged.stdout)")
+        // Bob has nothing enrolled: his calls went to the keeper's standard error only, and left no directory of his.
+        #expect(bobs.isEmpty && forgedEntries.isEmpty, "\(bobs) \(forged.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)/\(scenario.bob.uid)"), "a directory was made for Bob, who has nothing enrolled")
 
         // The file: root's, 0600, closed to Alice; as root, --log --uid reads it from --state-dir.
         var info = stat()
