@@ -102,10 +102,12 @@ def on_event(event):
 # is a chance to find it complete.
 events = ["window:create", "window:activate", "object:state-changed:showing", "object:state-changed:focused"]
 pyatspi.Registry.registerEventListener(on_event, *events)
+# The windows there now are an earlier prompt's: noted before "ready", after which the caller
+# starts the prompt this one answers (noted after, its window could be taken for a stale one).
+already = prompter()
+stale = windows(already) if already is not None else []
 if ready is not None:
     with open(ready, "w") as fifo:
         fifo.write("ready\n")
-already = prompter()
-stale = windows(already) if already is not None else []
 if already is None or not answer(already):
     pyatspi.Registry.start()
