@@ -69,12 +69,16 @@ SANDBOX=(--tmpfs / --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/sbin
          "${IDENTITY[@]}" --die-with-parent)
 
 # The bus proxy, in a sandbox with the same /.flatpak-info (the portal reads the peer's).
+# Ready when it writes to --fd, after listen(): its socket file exists from bind() on, and a
+# connection in between is refused (as Flatpak does, never wait for the file).
 PROXY_SOCKET="$WORK/bus"
+mkfifo "$WORK/proxy-ready"
+exec {READY}<>"$WORK/proxy-ready"
 bwrap "${SANDBOX[@]}" --bind "$WORK" "$WORK" \
-    xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter "${TALK[@]}" &
+    xdg-dbus-proxy --fd="$READY" "$DBUS_SESSION_BUS_ADDRESS" "$PROXY_SOCKET" --filter "${TALK[@]}" &
 PROXY_PID=$!
-for _ in $(seq 1500); do [ -S "$PROXY_SOCKET" ] && break; sleep 0.02; done  # up to 30 s: a loaded machine
-[ -S "$PROXY_SOCKET" ] || { echo "xdg-dbus-proxy did not start within 30 s" >&2; exit 1; }
+read -r -n 1 -t 30 -u "$READY" _ || { echo "xdg-dbus-proxy was not ready within 30 s" >&2; exit 1; }  # a loaded machine
+exec {READY}<&-
 
 status=0
 bwrap "${SANDBOX[@]}" --ro-bind "$PROXY_SOCKET" /run/flatpak/bus \

@@ -34,14 +34,20 @@ cat > "$WORK/bus.conf" <<CONF
 </busconfig>
 CONF
 # Their output goes to files (shown on failure): no process left behind holds the caller's pipes.
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --nosyslog >"$WORK/log" 2>&1 &
+# The bus is ready when dbus-daemon prints its address, after listen(): its socket file exists
+# from bind() on, and a connection in between is refused (xdg-desktop-portal then exits with
+# "No session bus: ... Connection refused", met once on a fresh clone).
+mkfifo "$WORK/bus-ready"
+exec {READY}<>"$WORK/bus-ready"
+dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --nosyslog --print-address="$READY" >"$WORK/log" 2>&1 &
 PIDS+=($!)
-export DBUS_SESSION_BUS_ADDRESS="unix:path=$WORK/bus"
-for _ in $(seq 1500); do [ -S "$WORK/bus" ] && break; sleep 0.02; done  # up to 30 s: a loaded machine
-[ -S "$WORK/bus" ] || { echo "dbus-daemon did not start within 30 s" >&2; cat "$WORK/log" >&2; exit 1; }
+read -r -t 30 -u "$READY" DBUS_SESSION_BUS_ADDRESS \
+    || { echo "dbus-daemon did not start within 30 s" >&2; cat "$WORK/log" >&2; exit 1; }  # a loaded machine
+export DBUS_SESSION_BUS_ADDRESS
+exec {READY}<&-
 
 . "$REPO/scripts/lib/test-session.sh"  # wait_for_bus_name
-wait_for_name() { wait_for_bus_name "$1" || { cat "$WORK/log" >&2; return 1; }; }
+wait_for_name() { wait_for_bus_name "$1" "$2" || { cat "$WORK/log" >&2; return 1; }; }  # NAME PID
 mkdir "$WORK/portals"
 if [ "$ANSWER" != none ]; then
     printf '[portal]\nDBusName=org.swifttokencache.TestSecretPortal\nInterfaces=org.freedesktop.impl.portal.Secret;\nUseIn=tokencache-test\n' \
@@ -49,12 +55,12 @@ if [ "$ANSWER" != none ]; then
     /usr/bin/python3 "$REPO/scripts/test-secret-portal-backend.py" org.swifttokencache.TestSecretPortal "$ANSWER" \
         "${PORTAL_BACKEND_LOG:-/dev/null}" >>"$WORK/log" 2>&1 &
     PIDS+=($!)
-    wait_for_name org.swifttokencache.TestSecretPortal
+    wait_for_name org.swifttokencache.TestSecretPortal $!
 fi
 XDG_DESKTOP_PORTAL_DIR="$WORK/portals" XDG_CURRENT_DESKTOP=tokencache-test /usr/libexec/xdg-desktop-portal --replace \
     >>"$WORK/log" 2>&1 &
 PIDS+=($!)
-wait_for_name org.freedesktop.portal.Desktop
+wait_for_name org.freedesktop.portal.Desktop $!
 
 status=0
 "$@" || status=$?

@@ -55,11 +55,16 @@ START
 # wait_for_bus_name NAME: until NAME has an owner on the session bus (gnome-keyring-daemon
 # --unlock returns before its daemon owns org.freedesktop.secrets; a call in that gap would
 # activate a second daemon). Up to 120 s (a seeded keyring of 30,000 items loads for a while
-# before the daemon takes its name), then fails.
+# before the daemon takes its name), then fails. With PID, fails at once when that process (the
+# owner to be) has exited, rather than waiting out the 120 s.
 wait_for_bus_name() {
     local try
     for try in $(seq 1200); do
         has_owner "$1" && return 0
+        if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+            echo "${0##*/}: the process that was to own $1 on the test bus exited before it did" >&2
+            return 1
+        fi
         sleep 0.1
     done
     echo "${0##*/}: $1 has no owner on the test bus after 120 s" >&2
