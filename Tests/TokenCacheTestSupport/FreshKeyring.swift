@@ -43,14 +43,16 @@ package func inFreshKeyring(_ script: String, keyringFiles: [String: String] = [
         """
     // Foundation starts children with every signal blocked; dbus-run-session could then not
     // stop its dbus-daemon, which would keep our pipe open. Unblock them, bound the run, and
-    // collect output through files rather than pipes a stray daemon could inherit.
+    // collect output through files rather than pipes a stray daemon could inherit. The bound is
+    // a hang guard (a keyring call waiting for a prompt no one answers), not a speed limit: five
+    // minutes, as a script of several CLI runs on one busy core must still finish inside it.
     let wrapper = """
         import os, signal, subprocess, sys, tempfile
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
             try:
-                status = child.wait(45)
+                status = child.wait(300)
             except subprocess.TimeoutExpired:
                 os.killpg(child.pid, signal.SIGKILL)
                 status = 124
