@@ -24,9 +24,18 @@ enum TerminalPassword {
         var silent = saved
         silent.c_lflag &= ~tcflag_t(ECHO)
         silent.c_lflag |= tcflag_t(ECHONL)
+        // A signal while it waits restores echo before the process ends (the handler re-raises it).
+        EchoRestorer.install(tty: tty, saved: saved)
+        defer { EchoRestorer.remove() }
         // TCSAFLUSH: what was typed before the prompt is discarded, as getpass does.
-        tcsetattr(tty, TCSAFLUSH, &silent)
+        let set = tcsetattr(tty, TCSAFLUSH, &silent)
         defer { tcsetattr(tty, TCSAFLUSH, &saved) }
+        // tcsetattr succeeds when any one change was made: read back that echo really is off.
+        var now = termios()
+        guard set == 0, tcgetattr(tty, &now) == 0, now.c_lflag & tcflag_t(ECHO) == 0 else {
+            throw CLIError.failed("Your password was not asked for: the terminal's echo could not be turned off, so it would show as you type.",
+                                  hint: "Run it in a terminal that allows it (not a background job)")
+        }
         _ = prompt.utf8CString.withUnsafeBufferPointer { write(tty, $0.baseAddress, $0.count - 1) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(maximumBytes)  // never reallocated: no unzeroed copy is left behind
@@ -41,5 +50,32 @@ enum TerminalPassword {
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         guard !bytes.isEmpty else { throw CLIError.usage("No password was typed; no consent was recorded.", hint: "Run it again and type your login password") }
         return bytes
+    }
+}
+
+/// Restores the terminal's settings when SIGINT, SIGTERM, SIGHUP or SIGQUIT ends the process while
+/// a password is read with echo off, then lets the signal do what it did before (the default: end).
+enum EchoRestorer {
+    static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+    // Written before the handlers are installed and read only by them: what a handler may touch
+    // (tcsetattr, signal and raise are async-signal-safe).
+    nonisolated(unsafe) private static var tty: Int32 = -1
+    nonisolated(unsafe) private static var saved = termios()
+    nonisolated(unsafe) private static var previous: [Int32: sighandler_t?] = [:]
+
+    static func install(tty: Int32, saved: termios) {
+        (Self.tty, Self.saved) = (tty, saved)
+        for number in signals {
+            previous[number] = signal(number) { number in
+                tcsetattr(EchoRestorer.tty, TCSANOW, &EchoRestorer.saved)
+                signal(number, SIG_DFL)
+                raise(number)
+            }
+        }
+    }
+
+    static func remove() {
+        for number in signals { signal(number, previous[number] ?? SIG_DFL) }
+        previous = [:]
     }
 }

@@ -22,6 +22,8 @@ package struct KeeperCaller: Sendable, Hashable {
     package var identity: CallerIdentity?
     /// Why it is not identified (nil when it is): for the refusal and the log, never a secret.
     package var unidentifiedBecause: String?
+    /// Its start time (clock ticks since boot), which pins it against a reused pid.
+    package var started: UInt64?
 
     /// How the log and refusals name it.
     package var described: String {
@@ -41,6 +43,7 @@ package struct KeeperCaller: Sendable, Hashable {
             caller.unidentifiedBecause = "its process could not be read in /proc"
             return caller
         }
+        caller.started = started
         let identity = CallerIdentity.identify(pid: UInt32(peer.pid), pidfd: pinned?.fd)
         let verdict = check(identity, pid: peer.pid)
         guard startTime(of: peer.pid) == started, pinned.map({ tc_pidfd_alive($0.fd) == 0 }) ?? true else {
@@ -142,4 +145,109 @@ final class PeerPidFD {
     }
 
     deinit { close(fd) }
+}
+
+extension KeeperCaller {
+    /// This caller if it still is who sends on `connection`; else one not identified, saying why.
+    /// Checked at each request: every byte of it was sent by the process that connected
+    /// (`senders`, from SCM_CREDENTIALS: a process cannot name another pid there), and that
+    /// process is identified as it was at accept (same start time and identity, its pidfd alive),
+    /// so a process that connects and hands the socket to another, or execs, is not answered as the app.
+    package func confirmed(on connection: SocketDescriptor, senders: Set<Int32>) -> KeeperCaller {
+        guard identity != nil else { return self }
+        var changed = self
+        changed.identity = nil
+        guard senders == [pid] else {
+            let others = senders.subtracting([pid]).sorted().map { $0 == 0 ? "an unknown process" : "pid \($0)" }.joined(separator: ", ")
+            changed.unidentifiedBecause = "the request was sent by \(others), not by the process that connected (pid \(pid)): a connection handed to another process"
+            return changed
+        }
+        guard let now = KeeperCaller.identify(connection), now.pid == pid, now.started == started, now.identity == identity else {
+            changed.unidentifiedBecause = "its process is no longer the one identified when it connected (it ran another program or ended)"
+            return changed
+        }
+        return self
+    }
+}
+
+/// The sender credentials of a connection's bytes: with SO_PASSCRED on the listening socket
+/// (accepted connections inherit it), the kernel attaches to every message the pid of the process
+/// that sent it, and one read never returns bytes of two senders.
+package enum SenderCredentials {
+    // <sys/socket.h>: SO_PASSCRED, SCM_RIGHTS, SCM_CREDENTIALS, MSG_CMSG_CLOEXEC (not all exposed to Swift).
+    static let passCredentials: Int32 = 16
+    static let rights: Int32 = 1
+    static let credentials: Int32 = 2
+    static let closeOnExec: Int32 = 0x4000_0000
+
+    /// Asks the kernel for the sender's credentials on every message of `socket`'s connections.
+    package static func enable(on socket: SocketDescriptor) {
+        var on: Int32 = 1
+        setsockopt(socket.fd, SOL_SOCKET, passCredentials, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Reads exactly `count` bytes, with the pids that sent them (0 for bytes that came without
+    /// credentials); nil at end of file, on a timeout or an error, or once `deadline` has passed.
+    /// Descriptors a peer passes (SCM_RIGHTS) are closed at once.
+    package static func read(_ connection: SocketDescriptor, exactly count: Int, by deadline: ReadDeadline) -> (bytes: [UInt8], senders: Set<Int32>)? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var senders = Set<Int32>()
+        var done = 0
+        var control = [UInt64](repeating: 0, count: 16)  // 128 bytes, 8-aligned: one ucred and a few passed descriptors
+        while done < count {
+            let remaining = deadline.remaining
+            guard remaining > .zero else { return nil }
+            setReceiveTimeout(connection, min(remaining, deadline.perRead))
+            var sender: Int32 = 0
+            let got = bytes.withUnsafeMutableBytes { buffer -> Int in
+                control.withUnsafeMutableBytes { controlBuffer -> Int in
+                    var vector = iovec(iov_base: buffer.baseAddress! + done, iov_len: count - done)
+                    return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                        var message = msghdr()
+                        message.msg_iov = vectorPointer
+                        message.msg_iovlen = 1
+                        message.msg_control = controlBuffer.baseAddress
+                        message.msg_controllen = controlBuffer.count
+                        let got = recvmsg(connection.fd, &message, closeOnExec)
+                        if got > 0 { sender = parse(UnsafeRawBufferPointer(rebasing: controlBuffer[..<Int(message.msg_controllen)])) }
+                        return got
+                    }
+                }
+            }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else { return nil }
+            if deadline.remaining <= .zero { return nil }
+            senders.insert(sender)
+            done += got
+        }
+        return (bytes, senders)
+    }
+
+    /// The sending pid in one read's control messages (0 when none), closing any passed descriptor.
+    static func parse(_ control: UnsafeRawBufferPointer) -> Int32 {
+        var sender: Int32 = 0
+        var offset = 0
+        let header = 16  // struct cmsghdr: size_t cmsg_len, int cmsg_level, int cmsg_type
+        while offset + header <= control.count {
+            let length = control.loadUnaligned(fromByteOffset: offset, as: Int.self)
+            let level = control.loadUnaligned(fromByteOffset: offset + 8, as: Int32.self)
+            let type = control.loadUnaligned(fromByteOffset: offset + 12, as: Int32.self)
+            guard length >= header, offset + length <= control.count else { break }
+            if level == SOL_SOCKET, type == credentials, length >= header + 12 {
+                sender = control.loadUnaligned(fromByteOffset: offset + header, as: Int32.self)
+            } else if level == SOL_SOCKET, type == rights {
+                for index in 0..<((length - header) / 4) { close(control.loadUnaligned(fromByteOffset: offset + header + index * 4, as: Int32.self)) }
+            }
+            offset += (length + 7) & ~7
+        }
+        return sender
+    }
+
+    /// Bounds the next blocking read by `duration` (at least 1 ms: a zero timeout would mean none).
+    static func setReceiveTimeout(_ connection: SocketDescriptor, _ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var time = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        if time.tv_sec <= 0 && time.tv_usec < 1000 { time = timeval(tv_sec: 0, tv_usec: 1000) }
+        setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+    }
 }

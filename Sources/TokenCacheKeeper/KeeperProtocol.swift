@@ -98,14 +98,17 @@ package enum KeeperProtocol {
         /// The app identity, as the keeper's refusal and `--list` name it.
         package var app: String
         package var group: String
+        /// The client ID the consent is for (required to consent; to withdraw, nil withdraws the
+        /// app's consents for every client of the group).
+        package var clientID: String?
         /// The user's password (consent only): checked with PAM, never stored or logged.
         package var password: String?
 
-        package init(revoking: Bool, app: String, group: String, password: String?) {
-            (op, self.app, self.group, self.password) = (revoking ? "revoke-consent" : "consent", app, group, password)
+        package init(revoking: Bool, app: String, group: String, clientID: String?, password: String?) {
+            (op, self.app, self.group, self.clientID, self.password) = (revoking ? "revoke-consent" : "consent", app, group, clientID, password)
         }
 
-        enum CodingKeys: String, CodingKey { case version, op, app, group, password }
+        enum CodingKeys: String, CodingKey { case version, op, app, group, clientID = "client_id", password }
 
         // The envelope was checked already: version and op may be absent, as in every request.
         package init(from decoder: any Decoder) throws {
@@ -113,6 +116,7 @@ package enum KeeperProtocol {
             op = try container.decodeIfPresent(String.self, forKey: .op) ?? "-"
             app = try container.decode(String.self, forKey: .app)
             group = try container.decode(String.self, forKey: .group)
+            clientID = try container.decodeIfPresent(String.self, forKey: .clientID)
             password = try container.decodeIfPresent(String.self, forKey: .password)
         }
     }
@@ -133,6 +137,9 @@ package enum KeeperProtocol {
         case attemptInProgress
         /// PAM could not be used (libpam missing, the service not configured).
         case unavailable
+        /// The app may not be consented to (an interpreter, a shell, tokencache itself): nothing
+        /// recorded, PAM not asked.
+        case unconsentable(UnconsentableApp)
     }
 
     /// The answer to `consent` and `revoke-consent`.

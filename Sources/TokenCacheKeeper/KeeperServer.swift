@@ -49,7 +49,7 @@ package final class KeeperServer: Sendable {
     /// Listens at `socket`, or on the descriptor systemd passed (LISTEN_FDS) when it passed one.
     /// - Parameters:
     ///   - pamService: the PAM service consent passwords are checked with.
-    ///   - clock: the time since a fixed start, which consent back-offs are counted on.
+    ///   - clock: the time since the Unix epoch, which consent back-offs are counted on (and saved with).
     ///   - observer: gets each decision's log line (who, what, outcome; never a token).
     package init(socket: String, vault: KeeperVault, appsDirectory: String, options: PublicClientApplication.Options,
                  pamService: String = KeeperServer.defaultPAMService, clock: (@Sendable () -> Duration)? = nil,
@@ -59,11 +59,12 @@ package final class KeeperServer: Sendable {
         } else {
             (listener, path) = (SocketListener(try Self.listen(socket)), socket)
         }
+        // Every message then carries its sender's pid, which each request is checked against (KeeperCaller.confirmed).
+        SenderCredentials.enable(on: listener.socket)
         (self.vault, self.appsDirectory, self.options, self.logger, self.observer) = (vault, appsDirectory, options, options.logger, observer)
         audit = KeeperAudit(directory: vault.directory)
         consents = KeeperConsents(directory: vault.directory)
-        let start = ContinuousClock.now
-        limiter = ConsentLimiter(now: clock ?? { start.duration(to: .now) })
+        limiter = ConsentLimiter(directory: vault.directory, now: clock ?? ConsentLimiter.wallClock)
         self.pamService = pamService
         syslogs = access("/dev/log", W_OK) == 0 && getenv("JOURNAL_STREAM") == nil
         if syslogs { openlog(nil, LOG_PID, LOG_AUTHPRIV) }
@@ -84,21 +85,24 @@ package final class KeeperServer: Sendable {
 
     private func serve(_ connection: SocketDescriptor) {
         connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
-        let caller = KeeperCaller.identify(connection)
+        let accepted = KeeperCaller.identify(connection)
         let start = ContinuousClock.now
         let now: @Sendable () -> Duration = { start.duration(to: .now) }
         var deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
-        while let head = connection.read(exactly: 4, by: deadline) {
+        while let (head, headSenders) = SenderCredentials.read(connection, exactly: 4, by: deadline) {
             let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
             guard length > 0, length <= AgentProtocol.maximumMessageBytes else {
                 // Answered, then closed: the rest of an oversized message is never read.
-                audit(log(caller, op: "-", group: nil, request: nil, outcome: "refused: a message of \(length) bytes"))
+                audit(log(accepted, op: "-", group: nil, request: nil, outcome: "refused: a message of \(length) bytes"))
                 _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(TokenCacheError.invalidArgument(
                     "request", "is \(length) bytes; the keeper reads messages of 1 to \(AgentProtocol.maximumMessageBytes) bytes",
                     hint: "See docs/AGENT.md for the protocol"))))
                 return
             }
-            guard var body = connection.read(exactly: length, by: deadline) else { return }
+            // Bound as a variable, not copied: the one buffer is zeroed below.
+            guard case (var body, let bodySenders)? = SenderCredentials.read(connection, exactly: length, by: deadline) else { return }
+            // Identified at accept; confirmed for each request: sent by that process, which still runs what it ran then.
+            let caller = accepted.map { $0.confirmed(on: connection, senders: headSenders.union(bodySenders)) }
             // Decoded in place, then zeroed (a consent's password was in it); the decoder's own copies are freed unzeroed.
             let response = body.withUnsafeMutableBytes { raw in
                 defer { explicit_bzero(raw.baseAddress!, raw.count) }
@@ -193,24 +197,35 @@ package final class KeeperServer: Sendable {
             throw TokenCacheError.invalidArgument("app", "is empty, longer than \(KeeperAudit.maximumFieldLength) characters or holds control characters",
                                                   hint: "Name the app as the keeper's refusal does")
         }
+        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text).value }
         let (app, uid, consents) = (request.app, caller.uid, consents)
+        // The app right after "consent of", the client at the end: each line reads "consent of APP recorded for client ID".
+        let forClient = client.map { " for client \($0)" } ?? " for every client"
         // Each audit line names the app in its outcome; never the password.
         if op == "revoke-consent" {
-            let existed = try await BlockingWork.run { () throws(TokenCacheError) in try consents.revoke(uid: uid, app: app, group: group.name) }
-            await decided(caller, op: op, group: group.name, request: nil, outcome: existed ? "granted: consent of \(app) withdrawn" : "granted: there was no consent of \(app)")
+            let existed = try await BlockingWork.run { () throws(TokenCacheError) in try consents.revoke(uid: uid, app: app, group: group.name, clientID: client) }
+            await decided(caller, op: op, group: group.name, request: nil, outcome: existed ? "granted: consent of \(app) withdrawn\(forClient)" : "granted: there was no consent of \(app)\(forClient)")
             return KeeperProtocol.ConsentAnswer(outcome: .revoked(existed: existed))
+        }
+        guard let client else {
+            throw TokenCacheError.invalidArgument("client_id", "is missing: a consent is for one client ID", hint: "Consent with `tokencache keeper --consent --app APP --group GROUP --client CLIENT`")
+        }
+        // Before the password is checked: refused whatever the password, and no failure counted.
+        if let unconsentable = try await BlockingWork.run(cancellable: false, { () throws(TokenCacheError) in UnconsentableApp.reason(for: app) }) {
+            await decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not given\(forClient): unconsentable: \(unconsentable.why) (PAM not asked)")
+            return KeeperProtocol.ConsentAnswer(outcome: .unconsentable(unconsentable))
         }
         guard let password = request.password, !password.isEmpty else {
             throw TokenCacheError.invalidArgument("password", "is missing", hint: "Consent with `tokencache keeper --consent`, which asks for it on your terminal")
         }
         if let refusal = await checkPassword(password, of: caller) {
             await decided(caller, op: op, group: group.name, request: nil,
-                          outcome: "\(refusal.outcome == .unavailable ? "failed" : "refused"): consent of \(app) not given: \(refusal.why)")
+                          outcome: "\(refusal.outcome == .unavailable ? "failed" : "refused"): consent of \(app) not given\(forClient): \(refusal.why)")
             return KeeperProtocol.ConsentAnswer(outcome: refusal.outcome)
         }
-        let consent = KeeperConsents.Consent(app: app, group: group.name, time: Date().formatted(.iso8601))
+        let consent = KeeperConsents.Consent(app: app, group: group.name, clientID: client, time: Date().formatted(.iso8601))
         try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in try consents.record(consent, uid: uid) }
-        await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded (PAM service \(pamService))")
+        await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded\(forClient) (PAM service \(pamService))")
         return KeeperProtocol.ConsentAnswer(outcome: .recorded)
     }
 
@@ -219,23 +234,26 @@ package final class KeeperServer: Sendable {
     /// - Returns: nil when PAM accepted it; else the refusal and why, for the audit log (no password).
     func checkPassword(_ password: String, of caller: KeeperCaller) async -> (outcome: KeeperProtocol.ConsentOutcome, why: String)? {
         let uid = caller.uid
-        do throws(ConsentLimiter.Refusal) {
-            try limiter.begin(uid: uid)
-        } catch {
+        let secret = PAMSecret(password.utf8)
+        // The back-off's saved count, the name lookup (NSS may ask a directory server) and PAM are blocking work.
+        let checked = try? await BlockingWork.run(cancellable: false) { [pamService, limiter] () throws(TokenCacheError) -> Result<PAM.Verdict, ConsentLimiter.Refusal> in
+            do throws(ConsentLimiter.Refusal) { try limiter.begin(uid: uid) } catch { return .failure(error) }
+            let verdict: PAM.Verdict
+            if let user = Self.userName(uid) { verdict = PAM.verify(service: pamService, user: user, password: secret) } else { verdict = .unavailable("uid \(uid) has no user name") }
+            limiter.end(uid: uid, succeeded: verdict == .verified)
+            return .success(verdict)
+        }
+        let verdict: PAM.Verdict
+        switch checked ?? .success(.unavailable("the blocking pool refused the work")) {
+        case .failure(let refusal):
             let outcome: KeeperProtocol.ConsentOutcome
-            switch error {
+            switch refusal {
             case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
             case .attemptInProgress: outcome = .attemptInProgress
             }
             return (outcome, "\(outcome) (PAM not asked)")
+        case .success(let answer): verdict = answer
         }
-        let secret = PAMSecret(password.utf8)
-        // The name lookup too is blocking work (NSS may ask a directory server).
-        let verdict = (try? await BlockingWork.run(cancellable: false) { [pamService] () throws(TokenCacheError) -> PAM.Verdict in
-            guard let user = Self.userName(uid) else { return .unavailable("uid \(uid) has no user name") }
-            return PAM.verify(service: pamService, user: user, password: secret)
-        }) ?? .unavailable("the blocking pool refused the work")
-        limiter.end(uid: uid, succeeded: verdict == .verified)
         switch verdict {
         case .verified: return nil
         case .notAuthenticated(let why): return (.notAuthenticated, "PAM: \(why)")
@@ -259,15 +277,22 @@ package final class KeeperServer: Sendable {
                                          hint: "Run the app as installed, without a debugger, LD_PRELOAD, LD_AUDIT or LD_LIBRARY_PATH")
         }
         var entries = try AppRegistry.load(appsDirectory, logger: logger).entries(for: identity)
-        if entries.isEmpty {
-            // Not listed: the groups its user consented to, with their password (any client of theirs).
-            let given = try consents.consents(uid: caller.uid).filter { $0.app == identity.description }.map(\.group)
-            if !given.isEmpty { entries = [AppRegistry.Entry(groups: named.map { given.contains($0) ? [$0] : [] } ?? given)] }
+        let listed = !entries.isEmpty
+        if !listed {
+            // Not listed: the groups its user consented to, with their password, each for the client IDs consented.
+            entries = try consents.allowed(uid: caller.uid, app: identity.description)
+                .filter { named == nil || $0.group == named }
+                .map { AppRegistry.Entry(groups: [$0.group], clientIDs: $0.clientIDs) }
+        }
+        // An interpreter, a shell or tokencache itself runs what any process of the user gives it: no consent is offered for it.
+        let unconsentable = UnconsentableApp.reason(for: identity.description)
+        let consentHint = { (group: String) in
+            unconsentable.map { "An administrator may name the app's own executable in \(self.appsDirectory); no consent can be given to \(identity): \($0.why)" }
+                ?? "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(group) --client \(client ?? "CLIENT")`"
         }
         guard let first = entries.first, !first.groups.isEmpty else {
-            let example = named ?? "GROUP"
             throw KeeperProtocol.refused("\(identity) is not an app of \(appsDirectory)\(named.map { " and you have not consented to its use of group \($0)" } ?? "")",
-                                         hint: "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(example)`")
+                                         hint: consentHint(named ?? "GROUP"))
         }
         let group = try CacheGroup(named ?? first.groups[0])
         guard let entry = entries.first(where: { $0.groups.contains(group.name) }) else {
@@ -276,7 +301,7 @@ package final class KeeperServer: Sendable {
         }
         if let client, !entry.allows(client: client) {
             throw KeeperProtocol.refused("\(identity) may not use client \(client) (its clients: \((entry.clientIDs ?? []).joined(separator: ", ")))",
-                                         hint: "Ask for one of its client IDs")
+                                         hint: listed ? "Ask for one of its client IDs" : consentHint(group.name))
         }
         guard let store = try vault.store(uid: caller.uid, group: group, creating: false) else {
             throw TokenCacheError(.notFound, "The token keeper holds no group \(group.name) of uid \(caller.uid).",

@@ -37,11 +37,17 @@ struct PAMFunctions {
     /// pam_authenticate, pam_acct_mgmt and pam_end: a handle and flags (or the last status).
     typealias Step = @convention(c) (OpaquePointer?, Int32) -> Int32
     typealias Describe = @convention(c) (OpaquePointer?, Int32) -> UnsafePointer<CChar>?
+    /// pam_set_item: (handle, item type, `const void *` item).
+    typealias SetItem = @convention(c) (OpaquePointer?, Int32, UnsafeRawPointer?) -> Int32
+    /// pam_get_item: (handle, item type, `const void **` item).
+    typealias GetItem = @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<UnsafeRawPointer?>?) -> Int32
     var pam_start: Start?
     var pam_authenticate: Step?
     var pam_acct_mgmt: Step?
     var pam_end: Step?
     var pam_strerror: Describe?
+    var pam_set_item: SetItem?
+    var pam_get_item: GetItem?
 }
 
 /// Linux-PAM, loaded when the first consent is asked for, by absolute path from the system
@@ -63,14 +69,24 @@ enum PAM: LibraryDescriptor {
         functions.pam_acct_mgmt = symbol("pam_acct_mgmt", PAMFunctions.Step.self)
         functions.pam_end = symbol("pam_end", PAMFunctions.Step.self)
         functions.pam_strerror = symbol("pam_strerror", PAMFunctions.Describe.self)
+        functions.pam_set_item = symbol("pam_set_item", PAMFunctions.SetItem.self)
+        functions.pam_get_item = symbol("pam_get_item", PAMFunctions.GetItem.self)
         let missing: StaticString? = functions.pam_start == nil ? "pam_start" : functions.pam_authenticate == nil ? "pam_authenticate"
-            : functions.pam_acct_mgmt == nil ? "pam_acct_mgmt" : functions.pam_end == nil ? "pam_end" : functions.pam_strerror == nil ? "pam_strerror" : nil
+            : functions.pam_acct_mgmt == nil ? "pam_acct_mgmt" : functions.pam_end == nil ? "pam_end" : functions.pam_strerror == nil ? "pam_strerror"
+            : functions.pam_set_item == nil ? "pam_set_item" : functions.pam_get_item == nil ? "pam_get_item" : nil
         return (functions, missing.map { UnsafeRawPointer($0.utf8Start).assumingMemoryBound(to: CChar.self) })
     }
 
     // <security/_pam_types.h>
     static let success: Int32 = 0
     static let promptEchoOff: Int32 = 1
+    static let promptEchoOn: Int32 = 2
+    static let errorMessage: Int32 = 3
+    static let textInfo: Int32 = 4
+    static let itemUser: Int32 = 2
+    static let itemTTY: Int32 = 3
+    /// What PAM_TTY says: the keeper has no terminal (modules that look at it see a service, as sshd's "ssh").
+    static let ttyName = "tokencache-keeper"
     static let conversationError: Int32 = 19
     static let bufferError: Int32 = 5
     static let silent: Int32 = 0x8000
@@ -100,8 +116,11 @@ enum PAM: LibraryDescriptor {
         guard let session = PAMSession(library: library, service: service, user: user, password: password) else {
             return .unavailable("pam_start failed for service \(service)")
         }
+        guard session.setTTY() == success else { return .unavailable("pam_set_item(PAM_TTY) failed for service \(service)") }
         let authenticated = session.run(library.pam_authenticate)
         guard authenticated == success else { return .notAuthenticated(session.describe(authenticated)) }
+        // A module may change PAM_USER: the password checked must be the caller's user's, no one else's.
+        guard session.user() == user else { return .notAuthenticated("PAM authenticated another user than \(user)") }
         let account = session.run(library.pam_acct_mgmt)
         guard account == success else { return .accountRefused(session.describe(account)) }
         return .verified
@@ -128,7 +147,7 @@ package final class PAMSecret: @unchecked Sendable {
 
 /// One PAM transaction (pam_start … pam_end): ended in deinit with the last status, so no path
 /// leaks a handle.
-private final class PAMSession {
+final class PAMSession {
     private let library: LoadedLibrary<PAM>
     private var handle: OpaquePointer?
     private var status: Int32 = PAM.success
@@ -151,6 +170,18 @@ private final class PAMSession {
         return status
     }
 
+    /// Sets PAM_TTY (some modules refuse, or behave differently, without one).
+    func setTTY() -> Int32 {
+        PAM.ttyName.withCString { library.pam_set_item(handle, PAM.itemTTY, $0) }
+    }
+
+    /// PAM_USER as PAM holds it now; nil when it has none.
+    func user() -> String? {
+        var item: UnsafeRawPointer?
+        guard library.pam_get_item(handle, PAM.itemUser, &item) == PAM.success, let item else { return nil }
+        return String(cString: item.assumingMemoryBound(to: CChar.self))
+    }
+
     func describe(_ code: Int32) -> String {
         library.pam_strerror(handle, code).map { String(cString: $0) } ?? "PAM error \(code)"
     }
@@ -162,7 +193,8 @@ private final class PAMSession {
     }
 
     /// Answers every hidden prompt with the password (the password module's one question); any
-    /// other question gets no answer (a conversation error), and messages are ignored.
+    /// other question, or a message style it does not know, gets no answer (a conversation
+    /// error), and error and information messages are ignored.
     static func converse(_ count: Int32, _ rawMessages: UnsafeMutableRawPointer?, _ rawResponses: UnsafeMutableRawPointer?,
                          _ context: UnsafeMutableRawPointer?) -> Int32 {
         guard count > 0, let rawMessages, let rawResponses, let context else { return PAM.conversationError }
@@ -172,17 +204,23 @@ private final class PAMSession {
         guard let answers = calloc(Int(count), MemoryLayout<PAMResponse>.stride)?.bindMemory(to: PAMResponse.self, capacity: Int(count)) else {
             return PAM.bufferError
         }
+        // Frees what was answered so far (zeroed) when the conversation fails.
+        func fail(_ code: Int32, answered: Int) -> Int32 {
+            for index in 0..<answered { freeAnswer(answers[index].text) }
+            free(answers)
+            return code
+        }
         for index in 0..<Int(count) {
-            guard let message = messages[index] else { continue }
+            guard let message = messages[index] else { return fail(PAM.conversationError, answered: index) }
             switch message.pointee.style {
             case PAM.promptEchoOff:
-                answers[index].text = strdup(password.bytes.baseAddress!)
-            case 2:  // PAM_PROMPT_ECHO_ON: a question the keeper has no answer to (the user name was given)
-                for answered in 0..<index { freeAnswer(answers[answered].text) }
-                free(answers)
-                return PAM.conversationError
+                guard let copy = strdup(password.bytes.baseAddress!) else { return fail(PAM.bufferError, answered: index) }
+                answers[index].text = copy
+            case PAM.errorMessage, PAM.textInfo:
+                break  // nothing to show, no one to show it to
             default:
-                break  // PAM_ERROR_MSG, PAM_TEXT_INFO: nothing to show, no one to show it to
+                // PAM_PROMPT_ECHO_ON (the user name was given), PAM_BINARY_PROMPT, a style of a later Linux-PAM: no answer.
+                return fail(PAM.conversationError, answered: index)
             }
         }
         responses.pointee = answers
@@ -194,5 +232,34 @@ private final class PAMSession {
         guard let text else { return }
         explicit_bzero(text, strlen(text))
         free(text)
+    }
+}
+
+/// The keeper's PAM conversation run on messages of the given styles, as a module would call it:
+/// for the tests of what it answers (no PAM involved).
+package enum PAMConversationProbe {
+    /// The conversation's status and, when it succeeded, each message's answer (nil: none).
+    package static func answer(styles: [Int32], password: String) -> (status: Int32, answers: [String?]) {
+        let secret = PAMSecret(password.utf8)
+        let texts = styles.map { _ in strdup("Question: ")! }
+        defer { texts.forEach { free($0) } }
+        var messages = zip(styles, texts).map { PAMMessage(style: $0, text: UnsafePointer($1)) }
+        return messages.withUnsafeMutableBufferPointer { buffer in
+            var pointers: [UnsafePointer<PAMMessage>?] = (0..<buffer.count).map { UnsafePointer(buffer.baseAddress! + $0) }
+            var responses: UnsafeMutablePointer<PAMResponse>?
+            let status = pointers.withUnsafeMutableBufferPointer { list in
+                withUnsafeMutablePointer(to: &responses) { out in
+                    PAMSession.converse(Int32(styles.count), UnsafeMutableRawPointer(list.baseAddress!), UnsafeMutableRawPointer(out),
+                                        Unmanaged.passUnretained(secret).toOpaque())
+                }
+            }
+            guard status == PAM.success, let responses else { return (status, []) }
+            defer { free(responses) }
+            return (status, (0..<styles.count).map { index in
+                guard let text = responses[index].text else { return nil }
+                defer { explicit_bzero(text, strlen(text)); free(text) }
+                return String(cString: text)
+            })
+        }
     }
 }

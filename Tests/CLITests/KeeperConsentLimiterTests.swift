@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 // The CLI's module links the keeper (the only one: scripts/check-module-graph.sh); its package API is visible here.
@@ -33,6 +34,73 @@ struct KeeperConsentLimiterTests {
         }
         try limiter.begin(uid: 1000)
         limiter.end(uid: 1000, succeeded: true)
+    }
+}
+
+extension KeeperConsentLimiterTests {
+    @Test("Saved in the state directory: each lockout in a row doubles (60 s, 120 s, 240 s … at most an hour), a new limiter on the same directory (a restarted keeper) keeps the count and the lockout, the file is 0600 and replaced whole, a success clears it")
+    func backOffIsSavedAndGrows() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("limiter-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let clock = TestClock()
+        clock.now.withLock { $0 = .seconds(1_800_000_000) }  // the wall clock: lockouts are saved as times since the epoch
+        let now: @Sendable () -> Duration = { clock.now.withLock { $0 } }
+        var limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
+        func failLimit() throws {
+            for _ in 0..<ConsentLimiter.limit {
+                try limiter.begin(uid: 1000)
+                limiter.end(uid: 1000, succeeded: false)
+            }
+        }
+        var expected: [Duration] = []
+        var seen: [Duration] = []
+        var length = Duration.seconds(60)
+        for _ in 0..<8 {
+            try failLimit()
+            // A restarted keeper reads the saved count: still locked, for the whole length.
+            limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
+            do throws(ConsentLimiter.Refusal) {
+                try limiter.begin(uid: 1000)
+                Issue.record("not locked after \(ConsentLimiter.limit) failures")
+            } catch {
+                if case .tooManyFailures(let wait) = error { seen.append(wait) }
+            }
+            expected.append(length)
+            clock.now.withLock { $0 += length }
+            length = min(length * 2, ConsentLimiter.maximumBackoff)
+        }
+        #expect(seen == expected && expected.prefix(4) == [.seconds(60), .seconds(120), .seconds(240), .seconds(480)] && expected.last == .seconds(3600), "\(seen)")
+        let path = try #require(limiter.path(uid: 1000))
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: "\(directory)/1000").filter { $0.hasPrefix(".") }.isEmpty, "no temporary file left")
+        // A success clears the count and the doubling: the next lockout is 60 s again, also after a restart.
+        try limiter.begin(uid: 1000)
+        limiter.end(uid: 1000, succeeded: true)
+        try failLimit()
+        limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
+        #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(60))) { try limiter.begin(uid: 1000) }
+        // Another uid never failed: no file of its own.
+        try limiter.begin(uid: 1001)
+        limiter.end(uid: 1001, succeeded: true)
+        #expect(!FileManager.default.fileExists(atPath: "\(directory)/1001"))
+    }
+}
+
+/// The keeper's PAM conversation, as a module calls it (no PAM involved).
+@Suite("Token keeper PAM conversation", .harness)
+struct KeeperPAMConversationTests {
+    @Test("Hidden prompts get the password, error and information messages none; a visible prompt, a binary prompt or a style it does not know fails the whole conversation (PAM_CONV_ERR) and hands nothing back")
+    func unknownStylesFail() {
+        let (promptEchoOff, promptEchoOn, errorMessage, textInfo, binaryPrompt, radio) = (Int32(1), Int32(2), Int32(3), Int32(4), Int32(7), Int32(5))
+        let conversationError: Int32 = 19
+        let answered = PAMConversationProbe.answer(styles: [textInfo, promptEchoOff, errorMessage], password: "pw-probe")
+        #expect(answered.status == 0 && answered.answers == [nil, "pw-probe", nil], "\(answered)")
+        for style in [promptEchoOn, binaryPrompt, radio, 99] {
+            let refused = PAMConversationProbe.answer(styles: [promptEchoOff, style], password: "pw-probe")
+            #expect(refused.status == conversationError && refused.answers.isEmpty, "style \(style): \(refused)")
+        }
     }
 }
 

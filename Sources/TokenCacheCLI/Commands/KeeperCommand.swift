@@ -34,8 +34,10 @@ struct KeeperCommand: ParsableCommand {
         them could run this program. --list shows your enrolled \
         groups (accounts, allowed apps; no secrets) and your consents; as root, every user's from --state-dir.
 
-        --consent --app APP --group G lets an app no apps file names (APP as the keeper's \
-        refusal and --list name it: its executable, flatpak:ID or snap:NAME) use your group G: \
+        --consent --app APP --group G --client ID lets an app no apps file names (APP as the \
+        keeper's refusal and --list name it: its executable, flatpak:ID or snap:NAME) use your \
+        group G with client ID (never an interpreter, a shell or tokencache itself: the keeper \
+        refuses those, since they run whatever any of your programs gives them): \
         it asks for your password on your terminal (/dev/tty, never standard input, arguments \
         or the environment), which the keeper checks with PAM (service --pam-service, default \
         \(KeeperServer.defaultPAMService)) for the user the kernel says is calling, and records \
@@ -84,6 +86,9 @@ struct KeeperCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --consent or --revoke-consent: the app, as the keeper's refusal names it (its executable, flatpak:ID or snap:NAME).", valueName: "identity"))
     var app: String?
 
+    @Option(help: ArgumentHelp("With --consent (required) or --revoke-consent: the client ID the consent is for, as the keeper's refusal names it (to withdraw: default every client of the app and group).", valueName: "id"))
+    var client: String?
+
     @Option(name: .customLong("pam-service"), help: ArgumentHelp("Serving (root): the PAM service consent passwords are checked with (default \(KeeperServer.defaultPAMService)).", valueName: "name"))
     var pamService: String = KeeperServer.defaultPAMService
 
@@ -106,7 +111,7 @@ struct KeeperCommand: ParsableCommand {
             guard [enroll, unenroll, list, log, consent, revokeConsent].filter({ $0 }).count <= 1 else {
                 throw CLIError.usage("--enroll, --unenroll, --list, --log, --consent and --revoke-consent go one at a time.")
             }
-            guard consent || revokeConsent || app == nil else { throw CLIError.usage("--app goes with --consent or --revoke-consent.") }
+            guard consent || revokeConsent || (app == nil && client == nil) else { throw CLIError.usage("--app and --client go with --consent or --revoke-consent.") }
             guard log || (lines == nil && !json) else { throw CLIError.usage("--lines and --json go with --log.") }
             guard log || unenroll || uid == nil else { throw CLIError.usage("--uid goes with --log or --unenroll.") }
             guard unenroll || output == nil else { throw CLIError.usage("--output goes with --unenroll.") }
@@ -189,6 +194,9 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted.",
                                   hint: "Remove \(output) and run --unenroll again: it takes the newer copy")
         }
+        // Its consents go with it: enrolling the group again (no password the first time) must not let the consented apps in.
+        let withdrawn = try KeeperConsents(directory: stateDirectory).revokeAll(uid: owner, group: group.name)
+        if withdrawn > 0 { Terminal.print(TerminalText("Withdrew uid \(owner)'s \(withdrawn) consent\(withdrawn == 1 ? "" : "s") for group \(group).")) }
         let count = export.inventory.accounts.count
         Terminal.print(TerminalText("Unenrolled uid \(owner)'s group \(group) (\(count) account\(count == 1 ? "" : "s")): written to \(output) (root's, 0600) and deleted from the keeper. Give the file to the user (`chown \(owner) \(output)`), who imports it with `tokencache import --format msal-json \(output)`."))
     }
@@ -219,20 +227,28 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.usage("--\(consent ? "consent" : "revoke-consent") needs --app (as the keeper's refusal names the app) and --group.")
         }
         let group = try CacheGroup(groupName)
+        let clientID = try self.client.map { (text) throws(TokenCacheError) in try ClientID(text).value }
         let client = KeeperClient(path: socket)
+        let clientText = clientID.map { " with client \($0)" } ?? ""
         if revokeConsent {
-            let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: true, app: app, group: group.name, password: nil))
+            let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: true, app: app, group: group.name, clientID: clientID, password: nil))
             let existed = if case .revoked(existed: true) = outcome { true } else { false }
-            return Terminal.print(TerminalText(existed ? "Withdrawn: \(app) may no longer use your group \(group)." : "You had not consented to \(app) using group \(group); nothing changed."))
+            return Terminal.print(TerminalText(existed ? "Withdrawn: \(app) may no longer use your group \(group)\(clientText)." : "You had not consented to \(app) using group \(group)\(clientText); nothing changed."))
+        }
+        guard let clientID else {
+            throw CLIError.usage("--consent needs --client: a consent is for one client ID (the keeper's refusal names it).")
         }
         var password = try TerminalPassword.read(prompt: "Your password, to let \(Terminal.escape(app)) use your group \(group.name): ")
         defer { password.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
         // The request's copy of the password is a Swift string, freed (not zeroed) once sent.
-        let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: false, app: app, group: group.name,
+        let outcome = try client.consent(KeeperProtocol.ConsentRequest(revoking: false, app: app, group: group.name, clientID: clientID,
                                                                        password: String(decoding: password, as: UTF8.self)))
         switch outcome {
         case .recorded:
-            Terminal.print(TerminalText("Consent recorded: \(app) may use your group \(group) through the token keeper (withdraw it with --revoke-consent)."))
+            Terminal.print(TerminalText("Consent recorded: \(app) may use your group \(group)\(clientText) through the token keeper (withdraw it with --revoke-consent)."))
+        case .unconsentable(let reason):
+            throw CLIError.failed("The token keeper refused: no consent can be given to \(app): \(reason.why); nothing was recorded.",
+                                  hint: "Consent to the app's own executable, or ask an administrator to name it in the apps directory", cause: Self.refusal)
         case .notAuthenticated:
             throw CLIError.failed("The token keeper refused: your password was not accepted; no consent was recorded.",
                                   hint: "Run it again and type your login password", cause: Self.refusal)
@@ -279,7 +295,8 @@ struct KeeperCommand: ParsableCommand {
         }
         Terminal.print(TerminalText(consents.isEmpty ? "Consents: none" : "Consents (apps no apps file names, allowed a group with the user's password):"))
         for (uid, consent) in consents {
-            Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(uid) " : "")\(consent.app) may use \(consent.group) (since \(consent.time))"))
+            let client = consent.clientID.map { " with client \($0)" } ?? " (no client ID: allows nothing; consent again with --client)"
+            Terminal.print(TerminalText("  \(geteuid() == 0 ? "uid \(uid) " : "")\(consent.app) may use \(consent.group)\(client) (since \(consent.time))"))
         }
     }
 

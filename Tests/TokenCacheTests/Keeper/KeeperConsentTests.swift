@@ -40,9 +40,9 @@ extension KeeperScenario {
         return try runProcess("/usr/bin/python3", ["-c", driver] + command, input: Data(password.utf8), environment: user.environment())
     }
 
-    /// `--consent --app APP --group GROUP` as `user`, its password typed on its terminal.
-    func consent(as user: KeeperTestUser, app: String, password: String) throws -> ProcessOutput {
-        try onTerminal(as: user, ["--consent", "--app", app, "--group", group, "--socket", socket], typing: password)
+    /// `--consent --app APP --group GROUP --client CLIENT` as `user`, its password typed on its terminal.
+    func consent(as user: KeeperTestUser, app: String, client: String = Fixtures.appOne, password: String) throws -> ProcessOutput {
+        try onTerminal(as: user, ["--consent", "--app", app, "--group", group, "--client", client, "--socket", socket], typing: password)
     }
 
     /// `user`'s consents as the keeper stored them (root reads them); empty when none.
@@ -76,7 +76,7 @@ extension KeeperTests {
         #expect(try scenario.token(as: scenario.alice, executable: unlisted).stderr.contains("is not an app of"))
 
         // Her password on standard input with no terminal (a new session, none controlling it): refused before anything is sent.
-        let piped = try scenario.alice.run("/usr/bin/setsid", ["-w", scenario.app, "keeper", "--consent", "--app", unlisted, "--group", scenario.group,
+        let piped = try scenario.alice.run("/usr/bin/setsid", ["-w", scenario.app, "keeper", "--consent", "--app", unlisted, "--group", scenario.group, "--client", Fixtures.appOne,
                                                                "--socket", scenario.socket], input: Data("\(alicePassword)\n".utf8))
         outputs.append(piped.stdout + piped.stderr)
         #expect(piped.status == 64 && piped.stderr.contains("/dev/tty") && piped.stderr.contains("has none"), "\(piped.stdout)\(piped.stderr)")

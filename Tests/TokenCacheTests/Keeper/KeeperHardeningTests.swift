@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+@testable import TokenCache
+import TokenCacheTestIdentityProvider
+import TokenCacheTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension KeeperScenario {
+    /// A Python program, run as `user`, that sends one token request of client `client` on the
+    /// keeper's socket and prints the answer's error code and message (or `granted` and no token).
+    static let tokenRequest = """
+        import json, socket, struct, sys
+        def ask(s, client):
+            data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
+            s.sendall(struct.pack(">I", len(data)) + data)
+            head = b""
+            while len(head) < 4:
+                chunk = s.recv(4 - len(head))
+                if not chunk: return "closed"
+                head += chunk
+            (n,) = struct.unpack(">I", head); body = b""
+            while len(body) < n: body += s.recv(n - len(body))
+            answer = json.loads(body)
+            if answer.get("ok"): return "granted"
+            error = answer.get("error", {})
+            return "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
+        """
+
+    /// Alice's consents file written as a keeper before client IDs wrote it (root's, 0600).
+    func writeLegacyConsent(of user: KeeperTestUser, app: String) throws {
+        let path = "\(state)/\(user.uid)/consents.json"
+        try Data(#"[{"app":"\#(app)","group":"\#(group)","time":"2026-01-01T00:00:00Z"}]"#.utf8).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o600)
+    }
+}
+
+extension KeeperTests {
+    @Test("Consent hardening: no consent to an interpreter or to tokencache itself (typed refusal, PAM not asked, no --consent hint for a script's caller); a consent is for one client ID, another client of the same app is refused; an old consent without a client ID allows nothing and --list says so; root's --unenroll withdraws the group's consents, so enrolling it again lets no consented app in")
+    func consentHardening() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let password = "Alice-pw-\(scenario.id)-4H"
+        try scenario.alice.setPassword(password)
+        var outputs: [String] = []
+        let unlisted = scenario.appDirectory + "/unlisted"
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: unlisted)
+        chmod(unlisted, 0o755)
+
+        // The refusal names the client: the --consent command it shows is for that client.
+        let first = try scenario.token(as: scenario.alice, executable: unlisted)
+        #expect(first.status != 0 && first.stderr.contains("--consent --app \(unlisted) --group GROUP --client \(Fixtures.appOne)"),
+                "\(first.stdout)\(first.stderr)")
+
+        // A script is identified as its interpreter: refused without a --consent hint, saying why.
+        let python = try scenario.alice.run("/usr/bin/python3", ["-c", KeeperScenario.tokenRequest + "\n" + """
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))
+            """, scenario.socket, Fixtures.appOne])
+        #expect(python.stdout.hasPrefix("accessDenied") && python.stdout.contains("interpreter") && !python.stdout.contains("--consent"),
+                "\(python.stdout)\(python.stderr)\n\(scenario.log)")
+
+        // Her right password for an interpreter (by its link's name too) or tokencache itself: refused, typed, nothing recorded.
+        let interpreter = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        for (app, why) in [("/usr/bin/python3", "interpreter"), (interpreter, "interpreter"), ("/bin/sh", "interpreter"), (scenario.app, "tokencache itself")] {
+            let refused = try scenario.consent(as: scenario.alice, app: app, password: password)
+            outputs.append(refused.stdout + refused.stderr)
+            #expect(refused.status == 1 && refused.stdout.contains("no consent can be given to \(app)") && refused.stdout.contains(why),
+                    "\(app): \(refused.stdout)\(refused.stderr)\n\(scenario.log)")
+        }
+        #expect(scenario.consentsFile(of: scenario.alice).isEmpty)
+        #expect(scenario.log.contains("not given for client \(Fixtures.appOne): unconsentable"), "\(scenario.log)")
+
+        // A consent for client one: client one gets a token, client two through the same app is refused.
+        let given = try scenario.consent(as: scenario.alice, app: unlisted, password: password)
+        outputs.append(given.stdout + given.stderr)
+        #expect(given.status == 0 && given.stdout.contains("Consent recorded"), "\(given.stdout)\(given.stderr)\n\(scenario.log)")
+        #expect(scenario.consentsFile(of: scenario.alice).contains(Fixtures.appOne))
+        let one = try scenario.token(as: scenario.alice, executable: unlisted)
+        #expect(one.status == 0 && !one.stdout.isEmpty, "\(one.stdout)\(one.stderr)\n\(scenario.log)")
+        let two = try scenario.alice.run(unlisted, ["token", "--client", Fixtures.appTwo, "--scopes", "User.Read"],
+                                         environment: ["TOKENCACHE_AGENT_SOCK": scenario.socket, "TOKENCACHE_AGENT_UID": "0"])
+        #expect(two.status != 0 && two.stdout.isEmpty && two.stderr.contains("may not use client \(Fixtures.appTwo)")
+                && two.stderr.contains("--client \(Fixtures.appTwo)"), "\(two.stdout)\(two.stderr)")
+
+        // An old entry without a client ID (as an earlier keeper wrote it) allows nothing; --list says so.
+        let legacy = scenario.appDirectory + "/legacy"
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: legacy)
+        chmod(legacy, 0o755)
+        let current = scenario.consentsFile(of: scenario.alice)
+        try scenario.writeLegacyConsent(of: scenario.alice, app: legacy)
+        let old = try scenario.token(as: scenario.alice, executable: legacy)
+        #expect(old.status != 0 && old.stderr.contains("is not an app of") && old.stderr.contains("--client \(Fixtures.appOne)"), "\(old.stdout)\(old.stderr)")
+        let listed = try scenario.alice.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])
+        #expect(listed.status == 0 && listed.stdout.contains("\(legacy) may use \(scenario.group) (no client ID: allows nothing"), "\(listed.stdout)\(listed.stderr)")
+        try Data(current.utf8).write(to: URL(fileURLWithPath: "\(scenario.state)/\(scenario.alice.uid)/consents.json"))
+
+        // Root unenrols her group: its consents go with it, and a new enrolment (no password the first time) lets the app in no more.
+        let output = scenario.root + "/alice-group.json"
+        let unenrolled = try runProcess(scenario.app, ["keeper", "--unenroll", "--state-dir", scenario.state, "--uid", "\(scenario.alice.uid)",
+                                                       "--group", scenario.group, "--output", output])
+        #expect(unenrolled.status == 0 && unenrolled.stdout.contains("Withdrew uid \(scenario.alice.uid)'s 1 consent"), "\(unenrolled.stdout)\(unenrolled.stderr)")
+        #expect(!scenario.consentsFile(of: scenario.alice).contains(scenario.group), "\(scenario.consentsFile(of: scenario.alice))")
+        let again = try await scenario.enrollAlice()
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)\n\(scenario.log)")
+        let after = try scenario.token(as: scenario.alice, executable: unlisted)
+        #expect(after.status != 0 && after.stderr.contains("is not an app of"), "\(after.stdout)\(after.stderr)")
+
+        for text in outputs + [scenario.log, scenario.consentsFile(of: scenario.alice)] { #expect(!text.contains(password), "the password leaked: \(text)") }
+    }
+
+    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app and its child sends the token request; the keeper, identifying the allowed app at accept, refuses it as sent by another process, and gives no token")
+    func connectionHandedToAnotherProcess() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        guard let keeper = scenario.keeper else { throw KeeperTestError("no keeper") }
+        // The parent execs the allowed app, which waits on standard input (a pipe the child holds)
+        // so it runs while the keeper identifies it; the child learns of the exec when the
+        // close-on-exec pipe end closes, sends, says so, then reads the answer.
+        let helper = KeeperScenario.tokenRequest + "\n" + """
+            import os
+            path, app, client = sys.argv[1], sys.argv[2], sys.argv[3]
+            s = socket.socket(socket.AF_UNIX); s.connect(path)
+            ready_r, ready_w = os.pipe()
+            stdin_r, stdin_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(ready_w); os.close(stdin_r)
+                os.read(ready_r, 1)
+                data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
+                s.sendall(struct.pack(">I", len(data)) + data)
+                print("sent", flush=True)
+                head = b""
+                while len(head) < 4:
+                    chunk = s.recv(4 - len(head))
+                    if not chunk: break
+                    head += chunk
+                if len(head) < 4:
+                    print("closed", flush=True)
+                else:
+                    (n,) = struct.unpack(">I", head); body = b""
+                    while len(body) < n: body += s.recv(n - len(body))
+                    answer = json.loads(body)
+                    print("granted" if answer.get("ok") else "%s %s" % (answer["error"]["code"], answer["error"]["message"]), flush=True)
+                os.close(stdin_w)
+                os._exit(0)
+            os.close(ready_r); os.close(stdin_w)
+            os.dup2(stdin_r, 0)
+            os.execv(app, [app, "save", "--backend", "file", "--group", "com.example.unused", "--client", client,
+                           "--authority", "https://login.microsoftonline.com/common", "--scopes", "User.Read"])
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
+                             "/usr/bin/python3", "-c", helper, scenario.socket, scenario.app, Fixtures.appOne]
+        process.environment = scenario.alice.environment()
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        // Stopped, the keeper accepts nothing: it identifies the connection only after the exec.
+        kill(keeper.processIdentifier, SIGSTOP)
+        var continued = false
+        defer { if !continued { kill(keeper.processIdentifier, SIGCONT) } }
+        try process.run()
+        var text = ""
+        while !text.contains("sent\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+            text += String(decoding: byte, as: UTF8.self)
+        }
+        kill(keeper.processIdentifier, SIGCONT)
+        continued = true
+        text += String(decoding: try output.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(text.contains("sent\naccessDenied") && text.contains("handed to another process") && !text.contains("granted"),
+                "\(text)\n\(scenario.log)")
+        // The keeper identified the allowed app at accept: the refusal is for the sender, not for an unknown caller.
+        #expect(scenario.log.contains("handed to another process"), "\(scenario.log)")
+        #expect(!text.contains(scenario.refreshToken))
+    }
+
+    @Test("The consent prompt restores the terminal's echo when SIGINT, SIGTERM or SIGHUP ends it while it waits for the password")
+    func promptRestoresEchoOnSignal() async throws {
+        let scenario = try KeeperScenario()
+        defer { scenario.cleanUp() }
+        let driver = """
+            import os, pty, signal, sys, termios
+            # The test runner's thread may block signals, and a blocked mask is inherited: unblock, for the alarm and the prompt.
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            signal.alarm(60)
+            number = int(sys.argv[1])
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[2], sys.argv[2:])
+            seen = b""
+            while b"Your password" not in seen:
+                chunk = os.read(fd, 1024)
+                if not chunk: break
+                seen += chunk
+            waiting = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+            os.kill(pid, number)
+            _, status = os.waitpid(pid, 0)
+            restored = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+            print("asked=%s echo-while-waiting=%s signalled=%s echo-after=%s" % (b"Your password" in seen, waiting,
+                  os.WIFSIGNALED(status) and os.WTERMSIG(status) == number, restored))
+            """
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            let command = ["/usr/bin/setpriv", "--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
+                           scenario.app, "keeper", "--consent", "--app", "/opt/some-app", "--group", scenario.group, "--client", Fixtures.appOne,
+                           "--socket", scenario.socket]
+            let run = try runProcess("/usr/bin/python3", ["-c", driver, "\(number)"] + command, environment: scenario.alice.environment())
+            #expect(run.stdout.contains("asked=True echo-while-waiting=False signalled=True echo-after=True"), "signal \(number): \(run.stdout)\(run.stderr)")
+        }
+    }
+}
