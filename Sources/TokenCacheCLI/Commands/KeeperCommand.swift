@@ -42,8 +42,10 @@ struct KeeperCommand: ParsableCommand {
         or the environment), which the keeper checks with PAM (service --pam-service, default \
         \(KeeperServer.defaultPAMService)) for the user the kernel says is calling, and records \
         the consent only then. After \(ConsentLimiter.limit) failures in a row the keeper asks \
-        PAM nothing for that user for a minute. --revoke-consent --app APP --group G withdraws \
-        it (no password: removing rights is safe).
+        PAM nothing for that user for a minute, twice as long at each lockout in a row (at most \
+        an hour; kept across restarts). --revoke-consent --app APP --group G [--client ID] \
+        withdraws it (no password: removing rights is safe). --unenroll withdraws the group's \
+        consents too.
 
         Every decision (app, uid, op, group, client, account, scopes, outcome; never a token) is \
         written to the keeper's standard error (the journal under systemd), to syslog \

@@ -129,6 +129,14 @@ extension KeeperTests {
         let limited = try scenario.consent(as: scenario.bob, app: unlisted, password: bobPassword)
         outputs.append(limited.stdout + limited.stderr)
         #expect(limited.status == 1 && limited.stdout.contains("too many wrong passwords"), "\(limited.stdout)\(limited.stderr)\n\(scenario.log)")
+        // The count is saved in the state directory: a restarted keeper (socket activation after a crash) still refuses.
+        scenario.killKeeper()
+        try scenario.startKeeper()
+        let restarted = try scenario.consent(as: scenario.bob, app: unlisted, password: bobPassword)
+        outputs.append(restarted.stdout + restarted.stderr)
+        #expect(restarted.status == 1 && restarted.stdout.contains("too many wrong passwords"), "\(restarted.stdout)\(restarted.stderr)\n\(scenario.log)")
+        var saved = stat()
+        #expect(stat("\(scenario.state)/\(scenario.bob.uid)/consent-failures.json", &saved) == 0 && saved.st_uid == 0 && saved.st_mode & 0o777 == 0o600)
 
         // --list shows her consent; --revoke-consent (no password) withdraws it and the app is refused again.
         let listed = try scenario.alice.run(scenario.app, ["keeper", "--list", "--socket", scenario.socket])

@@ -177,7 +177,7 @@ extension KeeperTests {
         #expect(!text.contains(scenario.refreshToken))
     }
 
-    @Test("The consent prompt restores the terminal's echo when SIGINT, SIGTERM or SIGHUP ends it while it waits for the password")
+    @Test("The consent prompt restores the terminal's echo when SIGINT, SIGTERM or SIGHUP ends it while it waits for the password, and asks nothing where echo cannot be turned off (an orphaned background process group: tcsetattr fails)")
     func promptRestoresEchoOnSignal() async throws {
         let scenario = try KeeperScenario()
         defer { scenario.cleanUp() }
@@ -209,5 +209,45 @@ extension KeeperTests {
             let run = try runProcess("/usr/bin/python3", ["-c", driver, "\(number)"] + command, environment: scenario.alice.environment())
             #expect(run.stdout.contains("asked=True echo-while-waiting=False signalled=True echo-after=True"), "signal \(number): \(run.stdout)\(run.stderr)")
         }
+
+        // A process in an orphaned background process group of its terminal cannot change it
+        // (tcsetattr: EIO): the prompt is refused before anything is asked or read.
+        let orphan = """
+            import os, pty, signal, sys
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            signal.alarm(60)
+            pid, fd = pty.fork()
+            if pid == 0:
+                # The session leader keeps the terminal until the program ends (it holds held_w).
+                held_r, held_w = os.pipe()
+                a = os.fork()
+                if a == 0:
+                    os.setpgid(0, 0)
+                    gone_r, gone_w = os.pipe()
+                    if os.fork() == 0:
+                        os.close(gone_w); os.close(held_r)
+                        os.read(gone_r, 1)  # end of file: its parent exited, so its process group is orphaned
+                        os.set_inheritable(held_w, True)
+                        os.execv(sys.argv[1], sys.argv[1:])
+                    os._exit(0)
+                os.close(held_w)
+                os.waitpid(a, 0)
+                os.read(held_r, 1)
+                os._exit(0)
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(fd, 1024)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            sys.stdout.write(seen.decode(errors="replace"))
+            """
+        let refused = try runProcess("/usr/bin/python3", ["-c", orphan, scenario.app, "keeper", "--consent", "--app", "/opt/some-app", "--group", scenario.group,
+                                                          "--client", Fixtures.appOne, "--socket", scenario.socket])
+        #expect(refused.stdout.contains("the terminal's echo could not be turned off") && !refused.stdout.contains("Your password,"),
+                "\(refused.stdout)\(refused.stderr)")
     }
 }
