@@ -152,8 +152,13 @@ extension KeeperCaller {
     /// Checked at each request: every byte of it was sent by the process that connected
     /// (`senders`, from SCM_CREDENTIALS: a process cannot name another pid there), and that
     /// process is identified as it was at accept (same start time and identity, its pidfd alive),
-    /// so a process that connects and hands the socket to another, or execs, is not answered as the app.
-    package func confirmed(on connection: SocketDescriptor, senders: Set<Int32>) -> KeeperCaller {
+    /// and no other process of its uid holds the connection (which it could read the answer
+    /// from), so a process that connects and hands the socket to another, or execs, is not
+    /// answered as the app.
+    /// - Parameter holders: whether to look for other holders of the connection (a scan of the
+    ///   uid's processes' descriptors, milliseconds: done at a connection's first request only;
+    ///   after it only the identified process can hand the connection on).
+    package func confirmed(on connection: SocketDescriptor, senders: Set<Int32>, holders: Bool) -> KeeperCaller {
         guard identity != nil else { return self }
         var changed = self
         changed.identity = nil
@@ -164,6 +169,11 @@ extension KeeperCaller {
         }
         guard let now = KeeperCaller.identify(connection), now.pid == pid, now.started == started, now.identity == identity else {
             changed.unidentifiedBecause = "its process is no longer the one identified when it connected (it ran another program or ended)"
+            return changed
+        }
+        // The answer is read by whoever holds the connection: only the identified process may.
+        guard !holders || PeerHolders.of(connection, uid: uid) == [pid] else {
+            changed.unidentifiedBecause = "its connection is held by another process as well (a connection handed to another process) or could not be traced to it"
             return changed
         }
         return self
@@ -249,5 +259,88 @@ package enum SenderCredentials {
         var time = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
         if time.tv_sec <= 0 && time.tv_usec < 1000 { time = timeval(tv_sec: 0, tv_usec: 1000) }
         setsockopt(connection.fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+/// The processes that hold a connection's other end: its inode from the kernel's socket
+/// diagnostics (NETLINK_SOCK_DIAG, UNIX_DIAG_PEER), then every descriptor of the caller's uid's
+/// processes naming it (`/proc/PID/fd`, as `ss -xp` finds them).
+enum PeerHolders {
+    /// The pids of `uid`'s processes holding the other end of `connection`; nil when the kernel
+    /// did not say which socket that is.
+    static func of(_ connection: SocketDescriptor, uid: UInt32) -> Set<Int32>? {
+        var own = stat()
+        guard fstat(connection.fd, &own) == 0, let peer = peerInode(of: UInt32(truncatingIfNeeded: own.st_ino)) else { return nil }
+        let target = "socket:[\(peer)]"
+        var holders = Set<Int32>()
+        guard let proc = opendir("/proc") else { return nil }
+        defer { closedir(proc) }
+        while let item = readdir(proc) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let pid = Int32(name) else { continue }
+            // Only the caller's uid's processes: another user's would need that user's help to get the socket.
+            var info = stat()
+            guard stat("/proc/\(pid)", &info) == 0, info.st_uid == uid, let fds = opendir("/proc/\(pid)/fd") else { continue }
+            defer { closedir(fds) }
+            var link = [CChar](repeating: 0, count: 64)
+            while let entry = readdir(fds) {
+                let fd = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                guard fd.first?.isNumber == true else { continue }
+                let count = readlink("/proc/\(pid)/fd/\(fd)", &link, link.count - 1)
+                if count > 0, String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target {
+                    holders.insert(pid)
+                    break
+                }
+            }
+        }
+        return holders
+    }
+
+    /// The inode of the Unix socket connected to the one of inode `inode` (UNIX_DIAG_PEER).
+    static func peerInode(of inode: UInt32) -> UInt32? {
+        // socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)
+        let fd = socket(16, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 4)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        // struct nlmsghdr (16 bytes) + struct unix_diag_req (24 bytes), little-endian fields.
+        var request = [UInt8](repeating: 0, count: 40)
+        func put32(_ value: UInt32, at offset: Int) { withUnsafeBytes(of: value.littleEndian) { for i in 0..<4 { request[offset + i] = $0[i] } } }
+        func put16(_ value: UInt16, at offset: Int) { withUnsafeBytes(of: value.littleEndian) { for i in 0..<2 { request[offset + i] = $0[i] } } }
+        put32(40, at: 0)                          // nlmsg_len
+        put16(20, at: 4)                          // SOCK_DIAG_BY_FAMILY
+        put16(1, at: 6)                           // NLM_F_REQUEST: one socket by its inode, not a dump
+        put32(1, at: 8)                           // nlmsg_seq
+        request[16] = UInt8(AF_UNIX)              // sdiag_family
+        put32(0xFFFF_FFFF, at: 20)                // udiag_states: any
+        put32(inode, at: 24)                      // udiag_ino
+        put32(1 << 2, at: 28)                     // UDIAG_SHOW_PEER
+        put32(0xFFFF_FFFF, at: 32)                // udiag_cookie: INET_DIAG_NOCOOKIE
+        put32(0xFFFF_FFFF, at: 36)
+        var kernel = [UInt8](repeating: 0, count: 12)  // struct sockaddr_nl: family AF_NETLINK, pid 0
+        kernel[0] = 16
+        let sent = request.withUnsafeBytes { bytes in
+            kernel.withUnsafeBytes { address in
+                sendto(fd, bytes.baseAddress, bytes.count, 0, address.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(address.count))
+            }
+        }
+        guard sent == request.count else { return nil }
+        var time = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        var answer = [UInt8](repeating: 0, count: 8192)
+        let received = answer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard received >= 16 else { return nil }
+        func get32(_ offset: Int) -> UInt32 { answer.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)) } }
+        func get16(_ offset: Int) -> UInt16 { answer.withUnsafeBytes { UInt16(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt16.self)) } }
+        let length = Int(get32(0))
+        // An answer of SOCK_DIAG_BY_FAMILY about this inode: struct unix_diag_msg (16 bytes), then attributes.
+        guard length <= received, get16(4) == 20, length >= 32, get32(16 + 4) == inode else { return nil }
+        var offset = 32
+        while offset + 4 <= length {
+            let size = Int(get16(offset)), type = get16(offset + 2)
+            guard size >= 4, offset + size <= length else { break }
+            if type == 2, size >= 8 { return get32(offset + 4) }  // UNIX_DIAG_PEER
+            offset += (size + 3) & ~3
+        }
+        return nil
     }
 }

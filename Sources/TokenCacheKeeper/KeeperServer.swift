@@ -89,6 +89,7 @@ package final class KeeperServer: Sendable {
         let start = ContinuousClock.now
         let now: @Sendable () -> Duration = { start.duration(to: .now) }
         var deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
+        var first = true
         while let (head, headSenders) = SenderCredentials.read(connection, exactly: 4, by: deadline) {
             let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
             guard length > 0, length <= AgentProtocol.maximumMessageBytes else {
@@ -102,7 +103,8 @@ package final class KeeperServer: Sendable {
             // Bound as a variable, not copied: the one buffer is zeroed below.
             guard case (var body, let bodySenders)? = SenderCredentials.read(connection, exactly: length, by: deadline) else { return }
             // Identified at accept; confirmed for each request: sent by that process, which still runs what it ran then.
-            let caller = accepted.map { $0.confirmed(on: connection, senders: headSenders.union(bodySenders)) }
+            let caller = accepted.map { $0.confirmed(on: connection, senders: headSenders.union(bodySenders), holders: first) }
+            first = false
             // Decoded in place, then zeroed (a consent's password was in it); the decoder's own copies are freed unzeroed.
             let response = body.withUnsafeMutableBytes { raw in
                 defer { explicit_bzero(raw.baseAddress!, raw.count) }

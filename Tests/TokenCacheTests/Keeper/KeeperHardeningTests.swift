@@ -109,7 +109,7 @@ extension KeeperTests {
         for text in outputs + [scenario.log, scenario.consentsFile(of: scenario.alice)] { #expect(!text.contains(password), "the password leaked: \(text)") }
     }
 
-    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app and its child sends the token request; the keeper, identifying the allowed app at accept, refuses it as sent by another process, and gives no token")
+    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app, and its child sends the token request, or it sent the request itself before the exec and its child holds the connection; the keeper, identifying the allowed app at accept, refuses it (sent by another process; held by another process) and gives no token")
     func connectionHandedToAnotherProcess() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -119,16 +119,19 @@ extension KeeperTests {
         // close-on-exec pipe end closes, sends, says so, then reads the answer.
         let helper = KeeperScenario.tokenRequest + "\n" + """
             import os
-            path, app, client = sys.argv[1], sys.argv[2], sys.argv[3]
+            path, app, client, sender = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
             s = socket.socket(socket.AF_UNIX); s.connect(path)
+            data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
+            if sender == "parent":
+                s.sendall(struct.pack(">I", len(data)) + data)
             ready_r, ready_w = os.pipe()
             stdin_r, stdin_w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(ready_w); os.close(stdin_r)
                 os.read(ready_r, 1)
-                data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
-                s.sendall(struct.pack(">I", len(data)) + data)
+                if sender == "child":
+                    s.sendall(struct.pack(">I", len(data)) + data)
                 print("sent", flush=True)
                 head = b""
                 while len(head) < 4:
@@ -149,32 +152,35 @@ extension KeeperTests {
             os.execv(app, [app, "save", "--backend", "file", "--group", "com.example.unused", "--client", client,
                            "--authority", "https://login.microsoftonline.com/common", "--scopes", "User.Read"])
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
-                             "/usr/bin/python3", "-c", helper, scenario.socket, scenario.app, Fixtures.appOne]
-        process.environment = scenario.alice.environment()
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        // Stopped, the keeper accepts nothing: it identifies the connection only after the exec.
-        kill(keeper.processIdentifier, SIGSTOP)
-        var continued = false
-        defer { if !continued { kill(keeper.processIdentifier, SIGCONT) } }
-        try process.run()
-        var text = ""
-        while !text.contains("sent\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
-            text += String(decoding: byte, as: UTF8.self)
+        // The child sends; or the parent sends before it forks and execs, and the child reads the answer.
+        for sender in ["child", "parent"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
+                                 "/usr/bin/python3", "-c", helper, scenario.socket, scenario.app, Fixtures.appOne, sender]
+            process.environment = scenario.alice.environment()
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            // Stopped, the keeper accepts nothing: it identifies the connection only after the exec.
+            kill(keeper.processIdentifier, SIGSTOP)
+            var continued = false
+            defer { if !continued { kill(keeper.processIdentifier, SIGCONT) } }
+            try process.run()
+            var text = ""
+            while !text.contains("sent\n"), let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+                text += String(decoding: byte, as: UTF8.self)
+            }
+            kill(keeper.processIdentifier, SIGCONT)
+            continued = true
+            text += String(decoding: try output.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(text.contains("sent\naccessDenied") && text.contains("handed to another process") && !text.contains("granted"),
+                    "\(sender) sends: \(text)\n\(scenario.log)")
+            #expect(!text.contains(scenario.refreshToken))
         }
-        kill(keeper.processIdentifier, SIGCONT)
-        continued = true
-        text += String(decoding: try output.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(text.contains("sent\naccessDenied") && text.contains("handed to another process") && !text.contains("granted"),
-                "\(text)\n\(scenario.log)")
-        // The keeper identified the allowed app at accept: the refusal is for the sender, not for an unknown caller.
-        #expect(scenario.log.contains("handed to another process"), "\(scenario.log)")
-        #expect(!text.contains(scenario.refreshToken))
+        // The keeper identified the allowed app at accept: the refusals are for the sender and the holder, not for an unknown caller.
+        #expect(scenario.log.contains("the request was sent by pid") && scenario.log.contains("held by another process as well"), "\(scenario.log)")
     }
 
     @Test("The consent prompt restores the terminal's echo when SIGINT, SIGTERM or SIGHUP ends it while it waits for the password, and asks nothing where echo cannot be turned off (an orphaned background process group: tcsetattr fails)")
