@@ -280,6 +280,7 @@ enum PeerHolders {
             guard let pid = Int32(name) else { continue }
             // Only the caller's uid's processes: another user's would need that user's help to get the socket.
             var info = stat()
+            // /proc/PID itself stays its owner's when the process makes itself non-dumpable (only the files in it turn root's).
             guard stat("/proc/\(pid)", &info) == 0, info.st_uid == uid, let fds = opendir("/proc/\(pid)/fd") else { continue }
             defer { closedir(fds) }
             var link = [CChar](repeating: 0, count: 64)

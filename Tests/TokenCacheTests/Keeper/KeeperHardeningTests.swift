@@ -109,7 +109,7 @@ extension KeeperTests {
         for text in outputs + [scenario.log, scenario.consentsFile(of: scenario.alice)] { #expect(!text.contains(password), "the password leaked: \(text)") }
     }
 
-    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app, and its child sends the token request, or it sent the request itself before the exec and its child holds the connection; the keeper, identifying the allowed app at accept, refuses it (sent by another process; held by another process) and gives no token")
+    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app, and its child sends the token request, or it sent the request itself before the exec and its child (dumpable or not) holds the connection; the keeper, identifying the allowed app at accept, refuses it (sent by another process; held by another process) and gives no token")
     func connectionHandedToAnotherProcess() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -122,7 +122,7 @@ extension KeeperTests {
             path, app, client, sender = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
             s = socket.socket(socket.AF_UNIX); s.connect(path)
             data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
-            if sender == "parent":
+            if sender.startswith("parent"):
                 s.sendall(struct.pack(">I", len(data)) + data)
             ready_r, ready_w = os.pipe()
             stdin_r, stdin_w = os.pipe()
@@ -130,6 +130,10 @@ extension KeeperTests {
             if pid == 0:
                 os.close(ready_w); os.close(stdin_r)
                 os.read(ready_r, 1)
+                if sender == "parent, keeping it, child not dumpable":
+                    # prctl(PR_SET_DUMPABLE, 0): its /proc directory then shows as root's.
+                    import ctypes
+                    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
                 if sender == "child":
                     s.sendall(struct.pack(">I", len(data)) + data)
                 print("sent", flush=True)
@@ -149,11 +153,13 @@ extension KeeperTests {
                 os._exit(0)
             os.close(ready_r); os.close(stdin_w)
             os.dup2(stdin_r, 0)
+            if sender == "parent, keeping it, child not dumpable":
+                os.set_inheritable(s.fileno(), True)  # the app holds the connection too, so the child's copy alone is the tell
             os.execv(app, [app, "save", "--backend", "file", "--group", "com.example.unused", "--client", client,
                            "--authority", "https://login.microsoftonline.com/common", "--scopes", "User.Read"])
             """
         // The child sends; or the parent sends before it forks and execs, and the child reads the answer.
-        for sender in ["child", "parent"] {
+        for sender in ["child", "parent", "parent, keeping it, child not dumpable"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
