@@ -150,7 +150,7 @@ final class PeerPidFD {
 extension KeeperCaller {
     /// This caller if it still is who sends on `connection`; else one not identified, saying why.
     /// Checked at each request: every byte of it was sent by the process that connected
-    /// (`senders`, from SCM_CREDENTIALS: a process cannot name another pid there), and that
+    /// (`senders`, from SCM_CREDENTIALS: an unprivileged process cannot name another pid there), and that
     /// process is identified as it was at accept (same start time and identity, its pidfd alive),
     /// and no other process of its uid holds the connection (which it could read the answer
     /// from), so a process that connects and hands the socket to another, or execs, is not
@@ -203,7 +203,10 @@ package enum SenderCredentials {
         var bytes = [UInt8](repeating: 0, count: count)
         var senders = Set<Int32>()
         var done = 0
-        var control = [UInt64](repeating: 0, count: 16)  // 128 bytes, 8-aligned: one ucred and a few passed descriptors
+        // CMSG_SPACE(sizeof(struct ucred)): room for the credentials (which come first) and no
+        // more, so the kernel drops any descriptor a peer passes itself; closing one here could
+        // wait on its file system (a FUSE file's flush), holding this connection's thread.
+        var control = [UInt64](repeating: 0, count: 4)
         while done < count {
             let remaining = deadline.remaining
             guard remaining > .zero else { return nil }
@@ -267,7 +270,8 @@ package enum SenderCredentials {
 /// processes naming it (`/proc/PID/fd`, as `ss -xp` finds them).
 enum PeerHolders {
     /// The pids of `uid`'s processes holding the other end of `connection`; nil when the kernel
-    /// did not say which socket that is.
+    /// did not say which socket that is, or a process of `uid` could not be looked into (an
+    /// unread process is not taken to hold nothing; one that ended meanwhile is skipped).
     static func of(_ connection: SocketDescriptor, uid: UInt32) -> Set<Int32>? {
         var own = stat()
         guard fstat(connection.fd, &own) == 0, let peer = peerInode(of: UInt32(truncatingIfNeeded: own.st_ino)) else { return nil }
@@ -281,13 +285,19 @@ enum PeerHolders {
             // Only the caller's uid's processes: another user's would need that user's help to get the socket.
             var info = stat()
             // /proc/PID itself stays its owner's when the process makes itself non-dumpable (only the files in it turn root's).
-            guard stat("/proc/\(pid)", &info) == 0, info.st_uid == uid, let fds = opendir("/proc/\(pid)/fd") else { continue }
+            guard stat("/proc/\(pid)", &info) == 0, info.st_uid == uid else { continue }
+            guard let fds = opendir("/proc/\(pid)/fd") else {
+                if errno == ENOENT || errno == ESRCH { continue }  // ended since readdir
+                return nil
+            }
             defer { closedir(fds) }
             var link = [CChar](repeating: 0, count: 64)
             while let entry = readdir(fds) {
                 let fd = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
                 guard fd.first?.isNumber == true else { continue }
                 let count = readlink("/proc/\(pid)/fd/\(fd)", &link, link.count - 1)
+                // Gone since the listing (closed, or the process ended) is no holder; any other failure is unknown.
+                if count < 0, errno != ENOENT, errno != ESRCH { return nil }
                 if count > 0, String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target {
                     holders.insert(pid)
                     break

@@ -157,30 +157,42 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
             free(resolved)
         }
         for path in paths {
-            if KeeperServer.isOwnExecutable(path) { return .keeperProgram }
+            // By inode, and by name for another copy (/usr/local/bin/tokencache, an older version): each a token CLI.
+            if KeeperServer.isOwnExecutable(path) || path.hasSuffix("/tokencache") { return .keeperProgram }
             if isInterpreter(name: String(path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...])) { return .interpreter }
         }
         return nil
     }
 
-    /// Interpreters, shells and program runners by executable name, a version suffix
-    /// (`python3.11`, `perl5.36.0`, `lua5.4`, `node18`) stripped.
+    /// Interpreters, shells, program runners and socket relays by executable name, a version
+    /// suffix (`python3.11`, `perl5.36.0`, `lua5.4`, `node18`) stripped, also before a Debian
+    /// alternative's variant (`vim.basic`, `emacs-gtk`, `nc.openbsd`, `gdb-multiarch`). A relay
+    /// (`socat`, `nc -U`, `curl --unix-socket telnet://`) passes any process's bytes on as its own.
     static let interpreterNames: Set<String> = [
         "sh", "ash", "bash", "rbash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "yash", "csh", "tcsh", "fish", "elvish", "nu", "xonsh",
         "busybox", "toybox", "env", "python", "pypy", "perl", "ruby", "irb", "jruby", "node", "nodejs", "deno", "bun", "qjs",
         "java", "jshell", "kotlin", "scala", "groovy", "php", "php-cgi", "php-fpm", "lua", "luajit", "tclsh", "wish", "expect",
         "awk", "gawk", "mawk", "nawk", "rscript", "r", "julia", "guile", "racket", "sbcl", "clisp", "ecl", "ocaml", "ghci",
         "runghc", "runhaskell", "swift", "dotnet", "mono", "pwsh", "osqueryi", "gdb", "lldb", "valgrind", "vim", "nvim", "emacs",
-        "ld.so", "ld-linux.so", "ld-linux-x86-64.so", "ld-linux-aarch64.so", "ld-musl-x86_64.so", "ld-musl-aarch64.so",
+        "nc", "ncat", "netcat", "socat", "openssl", "curl", "sqlite",
     ]
 
-    static func isInterpreter(name: String) -> Bool {
+    package static func isInterpreter(name: String) -> Bool {
         let lowered = name.lowercased()
         // qemu-user runs any binary under its own name (qemu-x86_64, qemu-aarch64-static).
         if lowered.hasPrefix("qemu-") { return true }
-        var stripped = Substring(lowered)
-        while let last = stripped.last, last.isNumber || last == "." || last == "-" || last == "_" { stripped.removeLast() }
-        return interpreterNames.contains(String(stripped)) || interpreterNames.contains(lowered)
+        // The dynamic loader runs any program it is given (`ld.so /home/u/x` is named by the loader):
+        // glibc's ld-linux-x86-64.so.2, ld-linux-armhf.so.3, ld-2.31.so, ld64.so.2, musl's ld-musl-*.so.1
+        // and libc.musl-*.so.1 (Alpine's file of it).
+        if (lowered.hasPrefix("ld-") || lowered.hasPrefix("ld.") || lowered.hasPrefix("ld64.")) && lowered.contains(".so") { return true }
+        if lowered.hasPrefix("libc.musl-") || lowered.hasPrefix("libc.so") { return true }
+        func stripped(_ name: Substring) -> String {
+            var name = name
+            while let last = name.last, last.isNumber || last == "." || last == "-" || last == "_" { name.removeLast() }
+            return String(name)
+        }
+        let variantless = lowered.prefix { $0 != "." && $0 != "-" }
+        return [lowered, stripped(Substring(lowered)), stripped(variantless)].contains { interpreterNames.contains($0) }
     }
 }
 

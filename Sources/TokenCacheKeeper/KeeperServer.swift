@@ -85,7 +85,9 @@ package final class KeeperServer: Sendable {
 
     private func serve(_ connection: SocketDescriptor) {
         connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
-        let accepted = KeeperCaller.identify(connection)
+        // Replaced by the unidentified caller once a request fails its confirmation: a later
+        // request on that connection (no holder scan) must not be answered as the app.
+        var accepted = KeeperCaller.identify(connection)
         let start = ContinuousClock.now
         let now: @Sendable () -> Duration = { start.duration(to: .now) }
         var deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
@@ -105,6 +107,7 @@ package final class KeeperServer: Sendable {
             // Identified at accept; confirmed for each request: sent by that process, which still runs what it ran then.
             let caller = accepted.map { $0.confirmed(on: connection, senders: headSenders.union(bodySenders), holders: first) }
             first = false
+            if caller?.identity == nil { accepted = caller }
             // Decoded in place, then zeroed (a consent's password was in it); the decoder's own copies are freed unzeroed.
             let response = body.withUnsafeMutableBytes { raw in
                 defer { explicit_bzero(raw.baseAddress!, raw.count) }
@@ -280,14 +283,15 @@ package final class KeeperServer: Sendable {
         }
         var entries = try AppRegistry.load(appsDirectory, logger: logger).entries(for: identity)
         let listed = !entries.isEmpty
-        if !listed {
+        // An interpreter, a shell or tokencache itself runs what any process of the user gives it: no consent is
+        // offered for it, and none recorded before the rule named it counts (asked of unlisted apps only).
+        let unconsentable = listed ? nil : UnconsentableApp.reason(for: identity.description)
+        if !listed, unconsentable == nil {
             // Not listed: the groups its user consented to, with their password, each for the client IDs consented.
             entries = try consents.allowed(uid: caller.uid, app: identity.description)
                 .filter { named == nil || $0.group == named }
                 .map { AppRegistry.Entry(groups: [$0.group], clientIDs: $0.clientIDs) }
         }
-        // An interpreter, a shell or tokencache itself runs what any process of the user gives it: no consent is offered for it.
-        let unconsentable = UnconsentableApp.reason(for: identity.description)
         let consentHint = { (group: String) in
             unconsentable.map { "An administrator may name the app's own executable in \(self.appsDirectory); no consent can be given to \(identity): \($0.why)" }
                 ?? "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(group) --client \(client ?? "CLIENT")`"

@@ -108,3 +108,20 @@ struct KeeperPAMConversationTests {
 private final class TestClock: Sendable {
     let now = Mutex<Duration>(.zero)
 }
+
+@Suite("Token keeper: who can never be consented to")
+struct KeeperUnconsentableNameTests {
+    @Test("Interpreters, shells, loaders and relays are refused by name, with a version or a Debian variant after it; an app's own name is not")
+    func names() {
+        let refused = ["python3", "python3.11", "perl5.36-x86_64-linux-gnu", "vim.basic", "emacs-gtk", "gdb-multiarch", "mono-sgen",
+                       "busybox.static", "nc.openbsd", "nc.traditional", "ncat", "socat", "curl", "sqlite3", "bash", "dash",
+                       "ld-linux-x86-64.so.2", "ld-linux-armhf.so.3", "ld-2.31.so", "ld64.so.2", "ld-musl-x86_64.so.1",
+                       "libc.musl-x86_64.so.1", "qemu-x86_64-static", "node18"]
+        for name in refused { #expect(UnconsentableApp.isInterpreter(name: name), "\(name)") }
+        for name in ["some-app", "evolution", "git-credential-tokencache", "kubectl", "firefox-esr", "gnome-text-editor", "ldconfig"] {
+            #expect(!UnconsentableApp.isInterpreter(name: name), "\(name)")
+        }
+        #expect(UnconsentableApp.reason(for: "/usr/local/bin/tokencache") == .keeperProgram)
+        #expect(UnconsentableApp.reason(for: "/opt/some-app") == nil)
+    }
+}

@@ -192,12 +192,13 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.failed("\(output) does not read back as uid \(owner)'s group \(group); the keeper still holds its copy.",
                                   hint: "Remove \(output), check the disk, and run --unenroll again")
         }
+        // Its consents go with it: enrolling the group again (no password the first time) must not let the consented apps in.
+        // Withdrawn first: taking rights away is always safe, and a failure here leaves the group where it was.
+        let withdrawn = try KeeperConsents(directory: stateDirectory).revokeAll(uid: owner, group: group.name)
         guard try vault.remove(uid: owner, group: group, ifAt: export.revision) else {
-            throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted.",
+            throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted\(withdrawn > 0 ? ", and its \(withdrawn) consent(s) were withdrawn" : "").",
                                   hint: "Remove \(output) and run --unenroll again: it takes the newer copy")
         }
-        // Its consents go with it: enrolling the group again (no password the first time) must not let the consented apps in.
-        let withdrawn = try KeeperConsents(directory: stateDirectory).revokeAll(uid: owner, group: group.name)
         if withdrawn > 0 { Terminal.print(TerminalText("Withdrew uid \(owner)'s \(withdrawn) consent\(withdrawn == 1 ? "" : "s") for group \(group).")) }
         let count = export.inventory.accounts.count
         Terminal.print(TerminalText("Unenrolled uid \(owner)'s group \(group) (\(count) account\(count == 1 ? "" : "s")): written to \(output) (root's, 0600) and deleted from the keeper. Give the file to the user (`chown \(owner) \(output)`), who imports it with `tokencache import --format msal-json \(output)`."))

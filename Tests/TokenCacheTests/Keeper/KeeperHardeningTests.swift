@@ -109,7 +109,7 @@ extension KeeperTests {
         for text in outputs + [scenario.log, scenario.consentsFile(of: scenario.alice)] { #expect(!text.contains(password), "the password leaked: \(text)") }
     }
 
-    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app, and its child sends the token request, or it sent the request itself before the exec and its child (dumpable or not) holds the connection; the keeper, identifying the allowed app at accept, refuses it (sent by another process; held by another process) and gives no token")
+    @Test("A connection handed on is not answered as the app: a process connects while the keeper is stopped, forks, execs the allowed app, and its child sends the token request, or it sent the request itself before the exec and its child (dumpable or not) holds the connection; the keeper, identifying the allowed app at accept, refuses it (sent by another process; held by another process) and gives no token, to a second request on that connection either")
     func connectionHandedToAnotherProcess() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -124,6 +124,8 @@ extension KeeperTests {
             data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
             if sender.startswith("parent"):
                 s.sendall(struct.pack(">I", len(data)) + data)
+            if sender == "parent, twice":
+                s.sendall(struct.pack(">I", len(data)) + data)  # the second request would not be scanned for holders
             ready_r, ready_w = os.pipe()
             stdin_r, stdin_w = os.pipe()
             pid = os.fork()
@@ -137,14 +139,15 @@ extension KeeperTests {
                 if sender == "child":
                     s.sendall(struct.pack(">I", len(data)) + data)
                 print("sent", flush=True)
-                head = b""
-                while len(head) < 4:
-                    chunk = s.recv(4 - len(head))
-                    if not chunk: break
-                    head += chunk
-                if len(head) < 4:
-                    print("closed", flush=True)
-                else:
+                for _ in range(2 if sender == "parent, twice" else 1):
+                    head = b""
+                    while len(head) < 4:
+                        chunk = s.recv(4 - len(head))
+                        if not chunk: break
+                        head += chunk
+                    if len(head) < 4:
+                        print("closed", flush=True)
+                        break
                     (n,) = struct.unpack(">I", head); body = b""
                     while len(body) < n: body += s.recv(n - len(body))
                     answer = json.loads(body)
@@ -158,8 +161,9 @@ extension KeeperTests {
             os.execv(app, [app, "save", "--backend", "file", "--group", "com.example.unused", "--client", client,
                            "--authority", "https://login.microsoftonline.com/common", "--scopes", "User.Read"])
             """
-        // The child sends; or the parent sends before it forks and execs, and the child reads the answer.
-        for sender in ["child", "parent", "parent, keeping it, child not dumpable"] {
+        // The child sends; or the parent sends before it forks and execs, and the child reads the answer;
+        // or the parent sends two: the second, on a connection that failed its first check, is refused too.
+        for sender in ["child", "parent", "parent, keeping it, child not dumpable", "parent, twice"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
@@ -183,6 +187,9 @@ extension KeeperTests {
             process.waitUntilExit()
             #expect(text.contains("sent\naccessDenied") && text.contains("handed to another process") && !text.contains("granted"),
                     "\(sender) sends: \(text)\n\(scenario.log)")
+            if sender == "parent, twice" {
+                #expect(text.components(separatedBy: "accessDenied").count == 3, "both requests refused: \(text)")
+            }
             #expect(!text.contains(scenario.refreshToken))
         }
         // The keeper identified the allowed app at accept: the refusals are for the sender and the holder, not for an unknown caller.
