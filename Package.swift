@@ -10,15 +10,16 @@ let package = Package(
         // diagnose-api-breaking-changes` (scripts/check-api.sh) compares each one's API.
         .library(name: "TokenCache", targets: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto",
                                                "TokenCacheDBus", "SecretServiceStore", "EncryptedFileStore", "SandboxStore",
-                                               "TokenCachePipeline"]),
+                                               "TokenCachePipeline", "TokenCacheHTTP"]),
         // For apps that use only part of it, without linking what they do not use (#35): the MSAL
-        // model and account store (no C library at all), or that with the encrypted file (OpenSSL,
-        // loaded at run time; no GLib/GIO, no libcurl).
+        // model and account store (no C library at all), or that with the encrypted file and the
+        // token pipeline, which refreshes (OpenSSL and libcurl loaded at run time; no GLib/GIO).
         .library(name: "TokenCacheCore", targets: ["TokenCacheCore"]),
         // The observable model a desktop UI binds to (Observation): apart, so that the C library
         // (static stdlib) and the command-line tools do not link Observation.
         .library(name: "TokenCacheModel", targets: ["TokenCacheModel"]),
-        .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto"]),
+        .library(name: "TokenCacheEncryptedFile", targets: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto",
+                                                            "TokenCachePipeline", "TokenCacheHTTP"]),
         .executable(name: "tokencache", targets: ["tokencache"]),
         .executable(name: "tokencache-demo", targets: ["TokenCacheDemo"]),
         // The servers (the agent's and the identity broker's), for the fuzz package only (Fuzz/, which
@@ -71,14 +72,16 @@ let package = Package(
         //                                                     -> DBus, Crypto, Platform, Core (CLibSecret)
         //   The three stores are leaves: none imports another; sign-in (TokenCache/SignIn) imports
         //   none either (scripts/check-module-graph.sh).
-        //   TokenCachePipeline  the token pipeline, on no store (#58 item 1): the HTTP layer (transport
-        //                       protocol, token endpoint client), the refresh lock, the agent's client,
-        //                       the token request and the engine that decides it, with the seams the
-        //                       façade fills (apps, broker, single sign-on stores)
-        //                                                      -> Platform, Core (CLinux)
+        //   TokenCacheHTTP      the HTTP layer under the pipeline: the transport protocol and its types,
+        //                       libcurl's transport (dlopened; no GLib)    -> Platform, Core (CCurl)
+        //   TokenCachePipeline  the token pipeline, on no store (#58 item 1): the token endpoint client,
+        //                       the refresh lock, the agent's client, the token request and the engine
+        //                       that decides it, with the seams the façade fills (apps, broker, single
+        //                       sign-on stores) and its own for an app on a store alone
+        //                                                      -> HTTP, Platform, Core (CLinux)
         //   TokenCache          the façade apps import: backend selection, sign-in, silent SSO, the
-        //                       engine's seams filled, libcurl's transport
-        //                          -> Pipeline, the three stores, DBus, Crypto, Platform, Core (CCurl, CLinux)
+        //                       engine's seams filled
+        //                          -> Pipeline, HTTP, the three stores, DBus, Crypto, Platform, Core (CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only
         //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
@@ -115,14 +118,21 @@ let package = Package(
             dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "TokenCacheDBus", "CLibSecret",
                            .product(name: "Logging", package: "swift-log")]
         ),
+        // Under the pipeline, not in it: the pipeline's sources import no C module of libcurl, and
+        // every product with the pipeline (the encrypted-file-only one too) gets a transport that refreshes.
+        .target(
+            name: "TokenCacheHTTP",
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "CCurl"]
+        ),
         .target(
             name: "TokenCachePipeline",
-            dependencies: ["TokenCacheCore", "TokenCachePlatform", "CLinux", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TokenCacheCore", "TokenCachePlatform", "TokenCacheHTTP", "CLinux", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "TokenCache",
             dependencies: [
                 "TokenCachePipeline",
+                "TokenCacheHTTP",
                 "SandboxStore",
                 "TokenCacheCore",
                 "TokenCachePlatform",
@@ -130,7 +140,6 @@ let package = Package(
                 "TokenCacheDBus",
                 "SecretServiceStore",
                 "EncryptedFileStore",
-                "CCurl",
                 "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -227,11 +236,11 @@ let package = Package(
             dependencies: ["TokenCache"]
         ),
 
-        // An app on the encrypted file only (the TokenCacheEncryptedFile product's modules): a test
-        // checks that it links no GLib/GIO.
+        // An app on the encrypted file only (the TokenCacheEncryptedFile product's modules): tests
+        // check that it links no GLib/GIO nor libcurl, and that it refreshes a stale token.
         .executableTarget(
             name: "tokencache-file-example",
-            dependencies: ["EncryptedFileStore", "TokenCacheCore"],
+            dependencies: ["EncryptedFileStore", "TokenCacheCore", "TokenCachePipeline"],
             path: "Examples/file-only"
         ),
 

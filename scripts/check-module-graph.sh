@@ -10,6 +10,10 @@
 #     no other target depends on it, no product holds it.
 #   - The token pipeline (TokenCachePipeline, #58) imports no store, no TokenCacheDBus, GLib
 #     (CLibSecret) or libcurl (CCurl), and not the façade (TokenCache): the façade fills its seams.
+#   - The HTTP layer under it (TokenCacheHTTP: the transport protocol, libcurl's transport) imports
+#     no store, no TokenCacheDBus or GLib, and neither the pipeline nor the façade.
+#   - The encrypted-file-only product (TokenCacheEncryptedFile), with the pipeline so that its
+#     apps refresh, holds no module that depends on GLib (CLibSecret) or TokenCacheDBus, directly or not.
 #   - The engine (TokenEngine, which decides account, tenant, staleness, store, agent and broker)
 #     is defined in TokenCachePipeline only: other modules extend it (the façade's seams), never
 #     declare it.
@@ -50,6 +54,8 @@ found="$(imports Sources/TokenCacheCrypto 'CLibSecret|TokenCacheDBus')"
 pipelineRefused="$(printf '%s|' "${stores[@]}")TokenCacheDBus|CLibSecret|CCurl|TokenCache"
 found="$(imports Sources/TokenCachePipeline "$pipelineRefused")"
 [ -z "$found" ] || refuse "TokenCachePipeline imports a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
+found="$(imports Sources/TokenCacheHTTP "$(printf '%s|' "${stores[@]}")TokenCacheDBus|CLibSecret|TokenCachePipeline|TokenCache")"
+[ -z "$found" ] || refuse "TokenCacheHTTP imports a store, the D-Bus layer, GLib, the pipeline or the façade" "$found"
 found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|fileprivate|private|final)[[:space:]]+)*(class|struct|actor|enum)[[:space:]]+TokenEngine\b' Sources | grep -v '^Sources/TokenCachePipeline/' || true)"
 [ -z "$found" ] || refuse "TokenEngine is declared outside TokenCachePipeline" "$found"
 
@@ -93,6 +99,19 @@ found="$(jq -r --argjson refused "[$storeList,\"TokenCacheDBus\",\"CLibSecret\",
     | select(. as $d | $refused | index($d)) | "TokenCachePipeline depends on \(.)"' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCachePipeline depends on a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
 
+found="$(jq -r --argjson refused "[$storeList,\"TokenCacheDBus\",\"CLibSecret\",\"TokenCachePipeline\",\"TokenCache\"]" '
+    .targets[] | select(.name == "TokenCacheHTTP") | .dependencies[] | (.byName // .target // empty)[0]
+    | select(. as $d | $refused | index($d)) | "TokenCacheHTTP depends on \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: TokenCacheHTTP depends on a store, the D-Bus layer, GLib, the pipeline or the façade" "$found"
+# Every module the encrypted-file-only product holds, with what each depends on, transitively: no GLib.
+found="$(jq -r '
+    (reduce .targets[] as $t ({}; .[$t.name] = [$t.dependencies[] | (.byName // .target // empty)[0]])) as $deps
+    | def closure($names): ($names + [$names[] | $deps[.] // [] | .[]] | unique) as $next
+          | if ($next | length) == ($names | length) then $names else closure($next) end;
+    .products[] | select(.name == "TokenCacheEncryptedFile") | closure(.targets)[]
+    | select(. == "CLibSecret" or . == "TokenCacheDBus") | "the product TokenCacheEncryptedFile holds \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: the encrypted-file-only product depends on GLib" "$found"
+
 # The token keeper (#62) is server code, like the agent's: only the CLI links it, no product holds it.
 found="$(imports Sources "TokenCacheKeeper" | grep -vE '^Sources/(TokenCacheCLI|TokenCacheKeeper)/' || true)"
 [ -z "$found" ] || refuse "a module other than the CLI imports TokenCacheKeeper" "$found"
@@ -102,5 +121,5 @@ found="$(jq -r '
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, it alone declares the engine and makes its decisions; only the CLI links the keeper."
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper."
 exit "$status"

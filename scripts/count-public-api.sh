@@ -15,7 +15,7 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 modules=("$@")
 if ((${#modules[@]} == 0)); then
     modules=(TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore
-             SandboxStore TokenCachePipeline TokenCacheAdmin TokenCacheAgent TokenCache TokenCacheModel TokenCacheCLI)
+             SandboxStore TokenCacheHTTP TokenCachePipeline TokenCacheAdmin TokenCacheAgent TokenCache TokenCacheModel TokenCacheCLI)
 fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
@@ -40,7 +40,7 @@ printf '%-20s %5d\n' "total" "$total"
 # The budget: public symbols of the modules in library products apps link.
 app_total=0
 for module in TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore SandboxStore \
-              TokenCachePipeline TokenCache TokenCacheModel; do
+              TokenCacheHTTP TokenCachePipeline TokenCache TokenCacheModel; do
     files=()
     for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && files+=("$file"); done
     ((${#files[@]})) || continue
@@ -58,7 +58,7 @@ forbidden='^(RefreshToken\.secret|AccountStore\.(refreshToken|refreshTokens|entr
 # The modules of the library products, which apps can import (TokenCacheAdmin, TokenCacheAgent and the CLI's are in none).
 graphs=()
 for module in TokenCacheCore TokenCachePlatform TokenCacheCrypto TokenCacheDBus SecretServiceStore EncryptedFileStore SandboxStore \
-              TokenCachePipeline TokenCache TokenCacheC; do
+              TokenCacheHTTP TokenCachePipeline TokenCache TokenCacheC; do
     for file in "$dir/$module.symbols.json" "$dir/$module@"*.symbols.json; do [ -f "$file" ] && graphs+=("$file"); done
 done
 public="$(jq -r '.symbols[] | select(.accessLevel == "public" or .accessLevel == "open") | .pathComponents | join(".")' "${graphs[@]}")"

@@ -2,4 +2,5 @@
 @_exported import EncryptedFileStore
 @_exported import SecretServiceStore
 @_exported import TokenCacheCore
+@_exported import TokenCacheHTTP
 @_exported import TokenCachePipeline

@@ -4,6 +4,7 @@ import SandboxStore
 import SecretServiceStore
 @_spi(Backend) import TokenCacheCore
 import TokenCacheDBus
+import TokenCacheHTTP
 import TokenCachePlatform
 import Logging
 

@@ -1,5 +1,6 @@
 import Dispatch
 import TokenCacheCore
+import TokenCacheHTTP
 import TokenCachePlatform
 import FoundationEssentials
 import Logging
@@ -12,13 +13,19 @@ package final class TokenEndpointClient: Sendable {
     package let logger: Logger
     /// The app's client capabilities (`cp1`), merged into the `claims` of every request (``ClaimsRequest``).
     package let capabilities: [String]
-    private let endpoints = Locked<[String: Endpoints]>([:])
+    /// Discovered endpoints per authority: this client's own, or a cache it shares (``Discovered``).
+    private let endpoints: Discovered
 
-    package init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger, capabilities: [String] = []) {
+    /// Endpoints discovered per authority, shared by the clients given it (one app's, or a process's).
+    package typealias Discovered = Locked<[String: Endpoints]>
+
+    package init(transport: any HTTPTransport, timeout: TimeInterval, logger: Logger, capabilities: [String] = [],
+                 sharing discovered: Discovered = Discovered([:])) {
         self.transport = transport
         self.timeout = timeout
         self.logger = logger
         self.capabilities = capabilities
+        endpoints = discovered
     }
 
     /// The `claims` parameter of a request carrying the caller's `claims`: merged with the capabilities.

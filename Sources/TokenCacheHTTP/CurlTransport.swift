@@ -1,9 +1,6 @@
-internal import CCurl
-import EncryptedFileStore
-import SecretServiceStore
+package import CCurl
 import TokenCacheCore
 import TokenCachePlatform
-import TokenCachePipeline
 import FoundationEssentials
 
 /// The default HTTP transport: libcurl, loaded at run time on the first request.
@@ -16,8 +13,9 @@ import FoundationEssentials
 public struct CurlTransport: HTTPTransport {
     /// A PEM file of the certificate authorities to trust instead of the system's.
     public var caBundle: URL?
-    /// The largest response body accepted (token responses are a few kilobytes).
-    public var maxResponseBytes = 4 << 20
+    /// The largest response body accepted: token responses are a few kilobytes, so no app needs
+    /// another bound (package: tests lower it to see the refusal).
+    package var maxResponseBytes = 4 << 20
 
     /// Creates a transport.
     /// - Parameter caBundle: a PEM file of certificate authorities to trust instead of the system's.
@@ -47,28 +45,28 @@ public struct CurlTransport: HTTPTransport {
 
 /// libcurl, loaded at run time (`LoadedLibrary`) on the first request. `TOKENCACHE_LIBCURL_PATH`
 /// overrides the file (default: `libcurl.so.4`, then Debian's `libcurl-gnutls.so.4`).
-typealias LibCurl = LoadedLibrary<LibCurlDescriptor>
+package typealias LibCurl = LoadedLibrary<LibCurlDescriptor>
 
 /// How libcurl is found, initialized and reported (``LibCurl``).
-enum LibCurlDescriptor: LibraryDescriptor {
-    static let loaded = LibCurl.load()
-    static let facts = LibraryFacts(name: "libcurl", role: "which refreshing tokens needs", sonames: ["libcurl.so.4", "libcurl-gnutls.so.4"],
+package enum LibCurlDescriptor: LibraryDescriptor {
+    package static let loaded = LibCurl.load()
+    package static let facts = LibraryFacts(name: "libcurl", role: "which refreshing tokens needs", sonames: ["libcurl.so.4", "libcurl-gnutls.so.4"],
                                     overrideVariable: "TOKENCACHE_LIBCURL_PATH", packages: ("libcurl4", nil),
                                     otherwise: "pass your own HTTPTransport", missingCode: .libcurlMissing)
 
-    static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCCurlFunctions, missing: UnsafePointer<CChar>?) {
+    package static func resolve(_ handle: UnsafeMutableRawPointer) -> (TCCurlFunctions, missing: UnsafePointer<CChar>?) {
         var functions = TCCurlFunctions()
         let missing = tc_curl_resolve(handle, &functions)
         return (functions, missing)
     }
 
     /// curl_global_init is not thread-safe in older libcurl: done once, under `loaded`'s lock.
-    static func prepare(_ functions: TCCurlFunctions) -> String? {
+    package static func prepare(_ functions: TCCurlFunctions) -> String? {
         functions.curl_global_init(Int(TC_CURL_GLOBAL_DEFAULT)) == TC_CURLE_OK ? nil : "curl_global_init failed"
     }
 
     /// The file and curl_version(): "libcurl/8.x OpenSSL/3.x ...".
-    static func describe(_ library: LibCurl) -> String {
+    package static func describe(_ library: LibCurl) -> String {
         "libcurl (loaded: \(library.path), \(library.functions.curl_version().map { String(cString: $0) } ?? "?"))"
     }
 }
