@@ -83,7 +83,8 @@ let package = Package(
         //                       engine's seams filled
         //                          -> Pipeline, HTTP, the three stores, DBus, Crypto, Platform, Core (CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
-        //   TokenCacheBroker    the identity broker on the session bus (GDBus server): the CLI only
+        //   TokenCacheBroker    the identity broker on the session bus (a GDBus server on DBus's owning
+        //                       types: it imports no C module): the CLI only
         //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
         .target(
             name: "TokenCacheCore",
@@ -159,7 +160,7 @@ let package = Package(
         // included: like the agent's servers, in no product apps use; scripts/check-no-agent-server.sh checks apps hold none of it.
         .target(
             name: "TokenCacheBroker",
-            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheAgent", "TokenCacheDBus", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheAgent", "TokenCacheDBus", .product(name: "Logging", package: "swift-log")]
         ),
 
         // The token keeper (`tokencache keeper`, #62): a system service holding enrolled users'

@@ -12,6 +12,8 @@
 #     (CLibSecret) or libcurl (CCurl), and not the façade (TokenCache): the façade fills its seams.
 #   - The HTTP layer under it (TokenCacheHTTP: the transport protocol, libcurl's transport) imports
 #     no store, no TokenCacheDBus or GLib, and neither the pipeline nor the façade.
+#   - The identity broker's server (TokenCacheBroker) imports no C module: its GLib handles are
+#     TokenCacheDBus's owning types (#58 item 4), and it depends on no C module in Package.swift.
 #   - The encrypted-file-only product (TokenCacheEncryptedFile), with the pipeline so that its
 #     apps refresh, holds no module that depends on GLib (CLibSecret) or TokenCacheDBus, directly or not.
 #   - The engine (TokenEngine, which decides account, tenant, staleness, store, agent and broker)
@@ -56,6 +58,9 @@ found="$(imports Sources/TokenCachePipeline "$pipelineRefused")"
 [ -z "$found" ] || refuse "TokenCachePipeline imports a store, the D-Bus layer, GLib, libcurl or the façade" "$found"
 found="$(imports Sources/TokenCacheHTTP "$(printf '%s|' "${stores[@]}")TokenCacheDBus|CLibSecret|TokenCachePipeline|TokenCache")"
 [ -z "$found" ] || refuse "TokenCacheHTTP imports a store, the D-Bus layer, GLib, the pipeline or the façade" "$found"
+cModules='CLibSecret|CGcrypt|CCurl|COpenSSL|CTSS2|CLinux|CTokenCache'
+found="$(imports Sources/TokenCacheBroker "$cModules")"
+[ -z "$found" ] || refuse "the broker's server imports a C module (its GLib calls belong to TokenCacheDBus)" "$found"
 found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|fileprivate|private|final)[[:space:]]+)*(class|struct|actor|enum)[[:space:]]+TokenEngine\b' Sources | grep -v '^Sources/TokenCachePipeline/' || true)"
 [ -z "$found" ] || refuse "TokenEngine is declared outside TokenCachePipeline" "$found"
 
@@ -103,6 +108,10 @@ found="$(jq -r --argjson refused "[$storeList,\"TokenCacheDBus\",\"CLibSecret\",
     .targets[] | select(.name == "TokenCacheHTTP") | .dependencies[] | (.byName // .target // empty)[0]
     | select(. as $d | $refused | index($d)) | "TokenCacheHTTP depends on \(.)"' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheHTTP depends on a store, the D-Bus layer, GLib, the pipeline or the façade" "$found"
+found="$(jq -r --arg c "^($cModules)$" '
+    .targets[] | select(.name == "TokenCacheBroker") | .dependencies[] | (.byName // .target // empty)[0]
+    | select(test($c)) | "TokenCacheBroker depends on \(.)"' <<<"$manifest")"
+[ -z "$found" ] || refuse "Package.swift: the broker's server depends on a C module" "$found"
 # Every module the encrypted-file-only product holds, with what each depends on, transitively: no GLib.
 found="$(jq -r '
     (reduce .targets[] as $t ({}; .[$t.name] = [$t.dependencies[] | (.byName // .target // empty)[0]])) as $deps
@@ -121,5 +130,5 @@ found="$(jq -r '
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper."
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server no C module; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper."
 exit "$status"

@@ -1,4 +1,3 @@
-import CLibSecret
 import Dispatch
 import FoundationEssentials
 #if canImport(Glibc)
@@ -14,7 +13,8 @@ import TokenCacheDBus
 /// queue behind another owner), exports ``BrokerProtocol/interfaceName`` at
 /// ``BrokerProtocol/objectPath`` and runs GLib's main loop on a thread of its own. Each call is
 /// answered by a ``BrokerService`` task once the bus daemon has said who the caller is
-/// (`GetConnectionCredentials`, asked without blocking the loop).
+/// (`GetConnectionCredentials`, asked without blocking the loop). Every GLib handle is one of
+/// `TokenCacheDBus`'s owning types: this server makes no GLib call itself.
 package final class BrokerBus: @unchecked Sendable {
     // @unchecked: the GLib handles are touched by the loop's thread, and by start/stop after it is joined.
     private let service: BrokerService
@@ -22,8 +22,10 @@ package final class BrokerBus: @unchecked Sendable {
     private var loop: GMainLoopRef?
     private var connection: GDBusConnectionRef?
     private var node: GDBusNodeInfoRef?
-    private var registration: guint = 0
-    private var ownership: guint = 0
+    /// The two interfaces exported (Microsoft's and the admin one): unregistered when released.
+    private var registrations: [GDBusObjectRegistration] = []
+    /// The bus name: given up when released.
+    private var ownership: GBusNameOwnership?
     /// The loop's thread (a pthread: Foundation's `Thread` links the whole of Foundation into
     /// the executable, whose start-up then initialises CoreFoundation and ICU for every command).
     private var thread: pthread_t?
@@ -121,14 +123,12 @@ package final class BrokerBus: @unchecked Sendable {
                 return ending.endedByBus ? ending.whenEnded : nil
             }
             whenEnded?()
-            if ownership != 0 { g_bus_unown_name(ownership) }
-            for id in [registration, adminRegistration] where id != 0 {
-                if let connection { g_dbus_connection_unregister_object(connection.pointer, id) }
-            }
+            // The name given up, then the objects unregistered, in that order, as they were made.
+            ownership = nil
+            registrations = []
             connection?.flush()
             // Callbacks already queued run (and release their boxes) before the context goes.
             context.drain()
-            (ownership, registration, adminRegistration) = (0, 0, 0)
             self.connection = nil
             self.node = nil
             self.loop = nil
@@ -146,88 +146,49 @@ package final class BrokerBus: @unchecked Sendable {
             throw TokenCacheError(.backendUnavailable, "The broker's interface description is invalid: \(error.message).")
         }
         self.node = node
-        let this = Unmanaged.passUnretained(self).toOpaque()
-        for (index, interface) in [BrokerWire.interfaceName, Self.adminInterface].enumerated() {
-            guard let description = node.interface(interface) else { continue }
-            // GDBus copies the table.
-            var vtable = Self.vtable()
-            var error: UnsafeMutablePointer<GError>?
-            let id = g_dbus_connection_register_object(connection.pointer, BrokerWire.objectPath, description, &vtable, this, nil, &error)
-            guard id != 0 else {
-                throw TokenCacheError(.backendUnavailable, "Could not export the broker's object: \(GLibFailure(taking: error).message).")
+        for interface in [BrokerWire.interfaceName, Self.adminInterface] {
+            do {
+                // Weakly: the registration's handler is released by GDBus only after the loop drained.
+                registrations.append(try GDBusObjectRegistration(on: connection, path: BrokerWire.objectPath, interface: interface, of: node) {
+                    [weak self] call in self?.received(call)
+                })
+            } catch {
+                throw TokenCacheError(.backendUnavailable, "Could not export the broker's object: \(error.message).")
             }
-            if index == 0 { registration = id } else { adminRegistration = id }
         }
-        ownership = g_bus_own_name_on_connection(connection.pointer, BrokerWire.busName, G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, { _, _, data in
-            Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue().decide(.success(()))
-        }, { _, _, data in
-            let bus = Unmanaged<BrokerBus>.fromOpaque(data!).takeUnretainedValue()
+        ownership = GBusNameOwnership(BrokerWire.busName, on: connection, acquired: { [weak self] in
+            self?.decide(.success(()))
+        }, lost: { [weak self] in
+            guard let bus = self else { return }
             bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerWire.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
                                                 hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerWire.busName)` names its pid")))
             // Lost after being owned (or never owned): stop serving.
             bus.loop?.quit()
-        }, this, nil)
+        })
     }
 
-    private var adminRegistration: guint = 0
-
-    private static func vtable() -> GDBusInterfaceVTable {
-        var table = GDBusInterfaceVTable()
-        table.method_call = { connection, sender, _, interface, method, parameters, invocation, data in
-            guard let data, let invocation, let connection else { return }
-            let bus = Unmanaged<BrokerBus>.fromOpaque(data).takeUnretainedValue()
-            bus.received(connection: connection, sender: sender.map { String(cString: $0) } ?? "",
-                         interface: interface.map { String(cString: $0) } ?? "", method: method.map { String(cString: $0) } ?? "",
-                         parameters: parameters, invocation: invocation)
+    /// A call arrived (on the loop's thread), its arguments copied: the caller's credentials are
+    /// asked for, and the answer is given once they arrive (``answer(_:caller:pidfd:)``).
+    private func received(_ call: DBusMethodCall) {
+        // Not connected any more: the call, released, is refused with a D-Bus error.
+        guard let connection else { return }
+        connection.connectionCredentials(of: call.sender) { reply, fds in
+            var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
+            var pidfd: Int32?
+            if let reply, reply.count == 1 {
+                let credentials = reply[0]
+                caller.uid = credentials.value(forKey: "UnixUserID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
+                caller.pid = credentials.value(forKey: "ProcessID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
+                // The caller's pidfd (`ProcessFD`, a handle into the reply's fd list), duplicated: closed below.
+                pidfd = fds.flatMap { fds in credentials.value(forKey: "ProcessFD").flatMap(fds.duplicate) }
+            }
+            self.answer(call, caller: caller, pidfd: pidfd)
         }
-        return table
-    }
-
-    /// A call arrived (on the loop's thread): its arguments are copied, then the caller's
-    /// credentials are asked for; the answer is given from ``credentialsArrived(_:)``.
-    private func received(connection: OpaquePointer, sender: String, interface: String, method: String,
-                          parameters: OpaquePointer?, invocation: OpaquePointer) {
-        // Borrowed from GDBus for this callback: a reference of our own while it is read.
-        let arguments = parameters.map { GVariantRef(sinking: $0).children.compactMap(\.string) } ?? []
-        let call = PendingCall(bus: self, invocation: invocation, interface: interface, method: method, arguments: arguments, sender: sender)
-        let query = GVariantRef.tuple([.string(sender)])
-        // With the fd list: a bus that gives the caller's pidfd (ProcessFD, dbus-daemon 1.15.7+,
-        // dbus-broker) sends it in the reply's fd list.
-        // GDBus takes its own reference to the query.
-        withExtendedLifetime(query) {
-            g_dbus_connection_call_with_unix_fd_list(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                                     "GetConnectionCredentials", query.pointer, nil, G_DBUS_CALL_FLAGS_NONE, -1, nil, nil, { source, result, data in
-                let call = Unmanaged<PendingCall>.fromOpaque(data!).takeRetainedValue()
-                var error: UnsafeMutablePointer<GError>?
-                var fds: UnsafeMutablePointer<GUnixFDList>?
-                let reply = g_dbus_connection_call_with_unix_fd_list_finish(OpaquePointer(source), &fds, result, &error).map(GVariantRef.init(taking:))
-                if reply == nil { _ = GLibFailure(taking: error) }
-                defer { if let fds { g_object_unref(fds) } }
-                var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
-                var pidfd: Int32?
-                if let reply, reply.count == 1 {
-                    let credentials = reply[0]
-                    caller.uid = credentials.value(forKey: "UnixUserID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
-                    caller.pid = credentials.value(forKey: "ProcessID").flatMap { $0.typeString == "u" ? $0.uint32 : nil }
-                    pidfd = BrokerBus.processFD(credentials, fds)
-                }
-                call.bus.answer(call, caller: caller, pidfd: pidfd)
-            }, Unmanaged.passRetained(call).toOpaque())
-        }
-    }
-
-    /// The caller's pidfd (`ProcessFD`, a handle into the reply's fd list), duplicated: the caller closes it.
-    private static func processFD(_ credentials: GVariantRef, _ fds: UnsafeMutablePointer<GUnixFDList>?) -> Int32? {
-        guard let fds, let value = credentials.value(forKey: "ProcessFD"), value.typeString == "h" else { return nil }
-        var error: UnsafeMutablePointer<GError>?
-        let fd = withExtendedLifetime(value) { g_unix_fd_list_get(fds, g_variant_get_handle(value.pointer), &error) }
-        if fd < 0 { _ = GLibFailure(taking: error); return nil }
-        return fd
     }
 
     /// Answers in a task; the invocation is completed from there (GDBus allows any thread).
     /// The caller is identified (``CallerIdentity``, through its pidfd) in the task, off the loop's thread.
-    private func answer(_ call: PendingCall, caller given: BrokerCaller, pidfd: Int32?) {
+    private func answer(_ call: DBusMethodCall, caller given: BrokerCaller, pidfd: Int32?) {
         let service = self.service
         let method = BrokerWire.Method(rawValue: call.method)
         guard call.interface == Self.adminInterface || (method != nil && call.arguments.count == 3) else {
@@ -285,26 +246,5 @@ package final class BrokerBus: @unchecked Sendable {
         } catch {
             throw TokenCacheError(.invalidArgument, "The broker's request log could not be read.")
         }
-    }
-}
-
-/// One call waiting for its caller's credentials and its answer; replies exactly once.
-private final class PendingCall: @unchecked Sendable {
-    // @unchecked: the invocation is handed to GDBus once, from whichever thread answers.
-    let bus: BrokerBus
-    let invocation: OpaquePointer
-    let interface: String
-    let method: String
-    let arguments: [String]
-    let sender: String
-
-    init(bus: BrokerBus, invocation: OpaquePointer, interface: String, method: String, arguments: [String], sender: String) {
-        (self.bus, self.invocation, self.interface, self.method, self.arguments, self.sender) = (bus, invocation, interface, method, arguments, sender)
-    }
-
-    /// Returns `(s)`; GDBus takes the invocation (and the floating tuple).
-    func reply(_ text: String) {
-        let value = GVariantRef.tuple([.string(text)])
-        withExtendedLifetime(value) { g_dbus_method_invocation_return_value(invocation, value.pointer) }
     }
 }

@@ -1,5 +1,5 @@
-import CLibSecret
 import FoundationEssentials
+import TokenCachePlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,15 +53,15 @@ package enum CallerIdentity: Sendable, Hashable, CustomStringConvertible {
     /// still name a live `pid`: the directory is that process's, and every file is read relative to it.
     package static func identify(pid: UInt32?, pidfd given: Int32? = nil, proc: String = "/proc") -> CallerIdentity {
         guard let pid, pid > 0, pid <= UInt32(Int32.max) else { return .unknown(reason: "the bus named no process") }
-        let pidfd = given ?? tc_pidfd_open(Int32(pid))
+        let pidfd = given ?? ProcessDescriptor.open(pid: Int32(pid))
         guard pidfd >= 0 else { return .unknown(reason: "process \(pid) is gone") }
         defer { if given == nil { close(pidfd) } }
         guard pidOf(pidfd: pidfd, proc: proc) == Int(pid) else { return .unknown(reason: "the bus's process descriptor is not of pid \(pid)") }
-        let directory = open("\(proc)/\(pid)", Int32(TC_O_PATH) | O_DIRECTORY | O_CLOEXEC)
+        let directory = open("\(proc)/\(pid)", ProcessDescriptor.openPathFlag | O_DIRECTORY | O_CLOEXEC)
         guard directory >= 0 else { return .unknown(reason: "/proc/\(pid) cannot be opened") }
         defer { close(directory) }
         // Opened while the process lived: the directory is its, not a later process's of the same pid.
-        guard tc_pidfd_alive(pidfd) == 0, pidOf(pidfd: pidfd, proc: proc) == Int(pid) else { return .unknown(reason: "process \(pid) is gone") }
+        guard ProcessDescriptor.isAlive(pidfd), pidOf(pidfd: pidfd, proc: proc) == Int(pid) else { return .unknown(reason: "process \(pid) is gone") }
         return identify(directory: directory)
     }
 
@@ -88,7 +88,7 @@ package enum CallerIdentity: Sendable, Hashable, CustomStringConvertible {
     /// The `/.flatpak-info` of the process's root: nil when there is none, `.some(nil)` when the
     /// root cannot be opened (not to be taken for "no sandbox"), else its text.
     private static func flatpakInfo(_ directory: Int32) -> String?? {
-        let root = openat(directory, "root", Int32(TC_O_PATH) | O_DIRECTORY | O_CLOEXEC)
+        let root = openat(directory, "root", ProcessDescriptor.openPathFlag | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { return .some(nil) }
         defer { close(root) }
         let file = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)

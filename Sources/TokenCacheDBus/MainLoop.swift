@@ -13,6 +13,11 @@ package struct GLibFailure: Error, Sendable {
     package init(taking error: UnsafeMutablePointer<GError>?) {
         (domain, code, message, remote) = GLib.take(error)
     }
+
+    /// A failure found before any GLib call (what a call needs is missing).
+    package init(message: String) {
+        (domain, code, self.message, remote) = ("", 0, message, nil)
+    }
 }
 
 /// A main context of its own, for a thread that runs a loop apart from the process's default

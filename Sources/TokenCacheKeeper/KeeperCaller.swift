@@ -4,10 +4,10 @@ import Glibc
 import Musl
 #endif
 import FoundationEssentials
-import CLibSecret
 import TokenCache
 import TokenCacheBroker
 import TokenCacheCore
+import TokenCachePlatform
 
 /// Who called the keeper, as the kernel says: the uid and pid from SO_PEERCRED, the process
 /// pinned by a pidfd (SO_PEERPIDFD) where the kernel has one and by its start time always, and
@@ -46,7 +46,7 @@ package struct KeeperCaller: Sendable, Hashable {
         caller.started = started
         let identity = CallerIdentity.identify(pid: UInt32(peer.pid), pidfd: pinned?.fd)
         let verdict = check(identity, pid: peer.pid)
-        guard startTime(of: peer.pid) == started, pinned.map({ tc_pidfd_alive($0.fd) == 0 }) ?? true else {
+        guard startTime(of: peer.pid) == started, pinned.map({ ProcessDescriptor.isAlive($0.fd) }) ?? true else {
             caller.unidentifiedBecause = "its process ended while it was being identified"
             return caller
         }
