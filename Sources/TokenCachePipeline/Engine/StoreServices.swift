@@ -18,8 +18,10 @@ struct StoreServices: EngineServices {
     /// The clock of the refresh lock's wait (tests pass a manual one).
     var clock: any Clock<Duration> = ContinuousClock()
 
-    /// Endpoints discovered in this process, per authority: a domain-named tenant is resolved once.
-    static let discovered = TokenEndpointClient.Discovered([:])
+    /// Endpoints discovered, per authority: the process's (a domain-named tenant is resolved once),
+    /// unless a test gives its own.
+    var discovered = StoreServices.processDiscovery
+    static let processDiscovery = TokenEndpointClient.Discovered([:])
 
     var clientCapabilities: [String] { [] }
     var brokerUse: BrokerUse { .never }
@@ -27,7 +29,7 @@ struct StoreServices: EngineServices {
 
     func application(clientID: ClientID, authority: Authority, capabilities: [String], store: AccountStore) -> any RedeemingApplication {
         let client = TokenEndpointClient(transport: transport, timeout: requestTimeout, logger: store.options.logger,
-                                         capabilities: capabilities, sharing: Self.discovered)
+                                         capabilities: capabilities, sharing: discovered)
         return StoreApplication(authority: authority, client: client,
                                 tokenRedeemer: TokenRedeemer(clientID: clientID, store: store, client: client,
                                                              refreshLockTimeout: refreshLockTimeout, clock: clock))

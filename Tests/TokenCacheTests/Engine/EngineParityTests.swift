@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import TokenCache
 @_spi(Backend) @testable import TokenCacheCore
+@testable import TokenCachePipeline
 import TokenCacheTestSupport
 
 /// The parity cases of `FrontEndParityTests` (which runs them through the CLI, C, Python and a
@@ -102,10 +103,12 @@ struct EngineParityTests {
              accountRealms: [Fixtures.tenantA]),
     ]
 
-    /// The pipeline's two entries: C's and the CLI's blocking call, and a Swift app's async one.
-    enum Entry: String, CaseIterable, Sendable { case blocking, async }
+    /// The pipeline's entries: C's and the CLI's blocking call, a Swift app's async one, and the
+    /// store's own (`AccountStore.acquireTokenSilent`, on the pipeline's seams for a store alone:
+    /// the encrypted-file-only product's apps, which have no façade).
+    enum Entry: String, CaseIterable, Sendable { case blocking, async, storeAlone }
 
-    @Test("Each case gets the same token or the same code and reason through the pipeline's blocking and async entries",
+    @Test("Each case gets the same token or the same code and reason through the pipeline's blocking, async and store-alone entries",
           arguments: cases, Entry.allCases)
     func parity(_ row: Case, entry: Entry) async throws {
         let store = AccountStore(backend: InMemoryBackend())
@@ -134,6 +137,9 @@ struct EngineParityTests {
             let token = switch entry {
             case .blocking: try await offThePool { try engine.blockingToken(request) }
             case .async: try await engine.token(request)
+            // A discovery cache of its own: the process's would carry one row's discovery into the next.
+            case .storeAlone: try await store.acquireTokenSilent(request, services: StoreServices(transport: transport, clock: ManualClock(),
+                                                                                                 discovered: .init([:])))
             }
             outcome = .token(token.accessToken)
         } catch let error as TokenCacheError {
