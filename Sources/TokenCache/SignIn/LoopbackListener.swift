@@ -150,10 +150,11 @@ final class LoopbackListener: @unchecked Sendable {
         }
     }
 
-    private struct Errno: Error { let value: Int32 }
+    struct Errno: Error { let value: Int32 }
 
     /// A listening socket on 127.0.0.1 or ::1 (IPv6 only: it never takes IPv4 connections).
-    private static func listenSocket(ipv6: Bool, port: Int) throws(Errno) -> (fd: Int32, port: Int) {
+    /// Internal, not private: a test holds a port with it exactly as the listener would bind it.
+    static func listenSocket(ipv6: Bool, port: Int) throws(Errno) -> (fd: Int32, port: Int) {
         let fd = Glibc.socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw Errno(value: errno) }
         // SO_REUSEADDR only lets a fixed port be reused while an earlier sign-in's connections sit

@@ -250,42 +250,9 @@ struct BrowserSignInSecurityTests {
         Issue.record("no port free on 127.0.0.1 could be held on [::1] in 20 tries")
     }
 
-    /// A listening socket on 127.0.0.1 or [::1] only (SO_REUSEADDR, as the listener binds), or nil.
+    /// A listening socket on 127.0.0.1 or [::1] only, bound as the listener binds, or nil.
     private static func loopbackSocket(ipv6: Bool, port: Int) -> (fd: Int32, port: Int)? {
-        let fd = socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var storage = sockaddr_storage()
-        var length: socklen_t
-        if ipv6 {
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
-            length = withUnsafeMutableBytes(of: &storage) { raw in
-                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                address.pointee.sin6_family = sa_family_t(AF_INET6)
-                address.pointee.sin6_port = in_port_t(UInt16(port)).bigEndian
-                address.pointee.sin6_addr = in6addr_loopback
-                return socklen_t(MemoryLayout<sockaddr_in6>.size)
-            }
-        } else {
-            length = withUnsafeMutableBytes(of: &storage) { raw in
-                let address = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                address.pointee.sin_family = sa_family_t(AF_INET)
-                address.pointee.sin_port = in_port_t(UInt16(port)).bigEndian
-                address.pointee.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian
-                return socklen_t(MemoryLayout<sockaddr_in>.size)
-            }
-        }
-        let bound = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard bound else { close(fd); return nil }
-        let boundPort = withUnsafeBytes(of: &storage) { raw in
-            ipv6 ? raw.load(as: sockaddr_in6.self).sin6_port : raw.load(as: sockaddr_in.self).sin_port
-        }
-        return (fd, Int(UInt16(bigEndian: boundPort)))
+        try? LoopbackListener.listenSocket(ipv6: ipv6, port: port)
     }
 
     @Test("$BROWSER: a colon-separated list, %s replaced by the URL (%% a percent sign), else the URL appended; words split as a shell would")
