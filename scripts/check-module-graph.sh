@@ -12,8 +12,8 @@
 #     (CLibSecret) or libcurl (CCurl), and not the façade (TokenCache): the façade fills its seams.
 #   - The HTTP layer under it (TokenCacheHTTP: the transport protocol, libcurl's transport) imports
 #     no store, no TokenCacheDBus or GLib, and neither the pipeline nor the façade.
-#   - The identity broker's server (TokenCacheBroker) imports no C module: its GLib handles are
-#     TokenCacheDBus's owning types (#58 item 4), and it depends on no C module in Package.swift.
+#   - The identity broker's server (TokenCacheBroker) imports none of the package's C modules: its
+#     GLib handles are TokenCacheDBus's owning types (#58 item 4), and it depends on none in Package.swift.
 #   - The encrypted-file-only product (TokenCacheEncryptedFile), with the pipeline so that its
 #     apps refresh, holds no module that depends on GLib (CLibSecret) or TokenCacheDBus, directly or not.
 #   - The engine (TokenEngine, which decides account, tenant, staleness, store, agent and broker)
@@ -22,11 +22,24 @@
 #   - One place decides (#58): no module but TokenCachePipeline calls the engine's decision
 #     functions (tenant resolution, the agent rule, the account rule, the broker-use rule, the
 #     decision itself) or compares a BrokerUse; no exception is left (a new one is listed below, with why).
+#   - docs/ARCHITECTURE.md's "Every edge" block lists exactly the target dependencies Package.swift
+#     declares (tests and their helpers under Tests/ aside), and no module imports a package module
+#     it does not declare as a dependency.
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
+#   scripts/check-module-graph.sh --print-edges    the block for docs/ARCHITECTURE.md, from Package.swift
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One "A -> B" line per dependency a target of the manifest on stdin declares (Tests/ aside), sorted.
+declaredEdges() {
+    jq -r '.targets[] | select(.type != "test" and ((.path // "") | startswith("Tests/") | not))
+        | .name as $target | .dependencies[] | (.byName // .target // .product)[0] | "\($target) -> \(.)"' | LC_ALL=C sort -u
+}
+if [ "${1:-}" = --print-edges ]; then
+    swift package dump-package | declaredEdges
+    exit 0
+fi
 stores=(SecretServiceStore EncryptedFileStore SandboxStore)
 status=0
 
@@ -60,7 +73,7 @@ found="$(imports Sources/TokenCacheHTTP "$(printf '%s|' "${stores[@]}")TokenCach
 [ -z "$found" ] || refuse "TokenCacheHTTP imports a store, the D-Bus layer, GLib, the pipeline or the façade" "$found"
 cModules='CLibSecret|CGcrypt|CCurl|COpenSSL|CTSS2|CLinux|CTokenCache'
 found="$(imports Sources/TokenCacheBroker "$cModules")"
-[ -z "$found" ] || refuse "the broker's server imports a C module (its GLib calls belong to TokenCacheDBus)" "$found"
+[ -z "$found" ] || refuse "the broker's server imports one of the package's C modules (its GLib calls belong to TokenCacheDBus)" "$found"
 found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|fileprivate|private|final)[[:space:]]+)*(class|struct|actor|enum)[[:space:]]+TokenEngine\b' Sources | grep -v '^Sources/TokenCachePipeline/' || true)"
 [ -z "$found" ] || refuse "TokenEngine is declared outside TokenCachePipeline" "$found"
 
@@ -111,7 +124,7 @@ found="$(jq -r --argjson refused "[$storeList,\"TokenCacheDBus\",\"CLibSecret\",
 found="$(jq -r --arg c "^($cModules)$" '
     .targets[] | select(.name == "TokenCacheBroker") | .dependencies[] | (.byName // .target // empty)[0]
     | select(test($c)) | "TokenCacheBroker depends on \(.)"' <<<"$manifest")"
-[ -z "$found" ] || refuse "Package.swift: the broker's server depends on a C module" "$found"
+[ -z "$found" ] || refuse "Package.swift: the broker's server depends on one of the package's C modules" "$found"
 # Every module the encrypted-file-only product holds, with what each depends on, transitively: no GLib.
 found="$(jq -r '
     (reduce .targets[] as $t ({}; .[$t.name] = [$t.dependencies[] | (.byName // .target // empty)[0]])) as $deps
@@ -130,5 +143,28 @@ found="$(jq -r '
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server no C module; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper."
+# The drawn graph cannot drift: docs/ARCHITECTURE.md's "Every edge" block is the manifest's edges.
+declared="$(declaredEdges <<<"$manifest")"
+documented="$(awk '/^## Every edge/ { section = 1; next } section && /^```/ { if (block) exit; block = 1; next }
+    block && NF { print }' docs/ARCHITECTURE.md | LC_ALL=C sort -u)"
+[ -n "$documented" ] || refuse "docs/ARCHITECTURE.md has no \"## Every edge\" block" "(scripts/check-module-graph.sh --print-edges prints it)"
+found="$(LC_ALL=C comm -23 <(echo "$declared") <(echo "$documented"))"
+[ -z "$found" ] || refuse "Package.swift declares edges docs/ARCHITECTURE.md's \"Every edge\" does not list (--print-edges)" "$found"
+found="$(LC_ALL=C comm -13 <(echo "$declared") <(echo "$documented"))"
+[ -z "$found" ] || refuse "docs/ARCHITECTURE.md's \"Every edge\" lists edges Package.swift does not declare" "$found"
+
+# Each module imports only the package modules it declares (SwiftPM lets a target import what its
+# dependencies depend on; the graph above would not show it). Other modules are the toolchain's.
+packageModules="$(jq -r '.targets[] | select(.type != "plugin") | .name | gsub("-"; "_")' <<<"$manifest" | paste -sd '|')"
+found=""
+while IFS=$'\t' read -r target path; do
+    dir="${path:-Sources/$target}"
+    [ -d "$dir" ] || continue
+    allowed="$(jq -r --arg t "$target" '.targets[] | select(.name == $t) | .name, (.dependencies[] | (.byName // .target // .product)[0])' <<<"$manifest" | sed 's/-/_/g' | paste -sd '|')"
+    found+="$(imports "$dir" "$packageModules" | grep -vE "import[[:space:]]+(class[[:space:]]+|struct[[:space:]]+|enum[[:space:]]+|func[[:space:]]+)?($allowed)([[:space:].]|$)" || true)"$'\n'
+done < <(jq -r '.targets[] | select(.type != "plugin") | [.name, (.path // "")] | @tsv' <<<"$manifest")
+found="$(sed '/^$/d' <<<"$found")"
+[ -z "$found" ] || refuse "a module imports a package module it does not declare as a dependency in Package.swift" "$found"
+
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server none of the package's C modules; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper; docs/ARCHITECTURE.md lists every edge of Package.swift and no module imports an undeclared one."
 exit "$status"
