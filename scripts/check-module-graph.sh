@@ -25,6 +25,8 @@
 #   - docs/ARCHITECTURE.md's "Every edge" block lists exactly the target dependencies Package.swift
 #     declares (tests and their helpers under Tests/ aside), and no module imports a package module
 #     it does not declare as a dependency.
+#   - No import circle between the folders of Sources/TokenCache: folder A uses folder B when A's
+#     code names a type declared at the top level of B's files (extensions' members are not seen).
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -166,5 +168,52 @@ done < <(jq -r '.targets[] | select(.type != "plugin") | [.name, (.path // "")] 
 found="$(sed '/^$/d' <<<"$found")"
 [ -z "$found" ] || refuse "a module imports a package module it does not declare as a dependency in Package.swift" "$found"
 
-((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server none of the package's C modules; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper; docs/ARCHITECTURE.md lists every edge of Package.swift and no module imports an undeclared one."
+# No import circle between the façade's folders (#58: Engine/ and SSO/, SSO/ and SignIn/ were one).
+found="$(python3 - Sources/TokenCache <<'PY'
+import os, re, sys
+root = sys.argv[1]
+declaration = re.compile(r'^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|fileprivate|private|final|open|indirect|nonisolated)\s+)*'
+                         r'(?:class|struct|enum|protocol|actor|typealias)\s+([A-Za-z_]\w*)', re.M)
+def code(path):  # without comments, whose type names are no use
+    text = re.sub(r'/\*.*?\*/', '', open(path).read(), flags=re.S)
+    return re.sub(r'//.*', '', text)
+files = {}
+for folder in sorted(os.listdir(root)):
+    for directory, _, names in os.walk(os.path.join(root, folder)):
+        files.setdefault(folder, []).extend(os.path.join(directory, n) for n in sorted(names) if n.endswith('.swift'))
+files = {folder: paths for folder, paths in files.items() if paths and os.path.isdir(os.path.join(root, folder))}
+texts = {path: code(path) for paths in files.values() for path in paths}
+declared = {folder: {n for path in paths for n in declaration.findall(texts[path])} for folder, paths in files.items()}
+uses = {}  # folder -> {folder it uses: an example "path:line: Name"}
+for a, paths in files.items():
+    for b, names in declared.items():
+        if a == b or not names:
+            continue
+        pattern = re.compile(r'\b(' + '|'.join(sorted(names)) + r')\b')
+        for path in paths:
+            hit = next(((i, m.group(1)) for i, line in enumerate(texts[path].split('\n'), 1) for m in [pattern.search(line)] if m), None)
+            if hit:
+                uses.setdefault(a, {})[b] = f"{path}:{hit[0]}: {hit[1]}"
+                break
+def cycle(start):  # a path of uses from start back to start, if any
+    stack, seen = [(start, [start])], set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(uses.get(node, {})):
+            if nxt == start:
+                return path + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + [nxt]))
+reported = set()
+for folder in sorted(files):
+    found = cycle(folder)
+    if found and frozenset(found) not in reported:
+        reported.add(frozenset(found))
+        print(' -> '.join(found) + ':  ' + '; '.join(uses[a][b] for a, b in zip(found, found[1:])))
+PY
+)"
+[ -z "$found" ] || refuse "an import circle between the folders of Sources/TokenCache (a folder names a type another declares)" "$found"
+
+((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server none of the package's C modules; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper; docs/ARCHITECTURE.md lists every edge of Package.swift and no module imports an undeclared one; no circle between the façade's folders."
 exit "$status"
