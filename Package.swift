@@ -84,7 +84,7 @@ let package = Package(
         //                          -> Pipeline, HTTP, the three stores, DBus, Crypto, Platform, Core (CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (a GDBus server on DBus's owning
-        //                       types: it imports no C module): the CLI only
+        //                       types: it imports none of the package's C modules): the CLI only
         //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
         .target(
             name: "TokenCacheCore",
