@@ -26,7 +26,8 @@
 #     declares (tests and their helpers under Tests/ aside), and no module imports a package module
 #     it does not declare as a dependency.
 #   - No import circle between the folders of Sources/TokenCache: folder A uses folder B when A's
-#     code names a type declared at the top level of B's files (extensions' members are not seen).
+#     code names a type declared at the top level of B's files, or calls an initializer B's
+#     extension of another module's type declares (other members of extensions are not seen).
 # Imports are matched in every form Swift spells them (@testable, @_exported, @_spi(...),
 # internal/package/public import). Exits 1 and names each offending line.
 #   scripts/check-module-graph.sh
@@ -195,6 +196,57 @@ for a, paths in files.items():
             if hit:
                 uses.setdefault(a, {})[b] = f"{path}:{hit[0]}: {hit[1]}"
                 break
+# A folder's initializers of another module's type (TokenEngine(application:) was Engine/'s): a
+# call whose labels fit one's parameters (in order, defaulted ones left out) uses that folder.
+def inside(text, start):  # the text between the bracket at start and its match
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {'(': 1, '[': 1, '{': 1, ')': -1, ']': -1, '}': -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + 1:i]
+    return text[start + 1:]
+def parts(text):  # split at the commas outside brackets
+    out, depth, part = [], 0, ''
+    for ch in text:
+        depth += {'(': 1, '[': 1, '{': 1, ')': -1, ']': -1, '}': -1}.get(ch, 0)
+        if ch == ',' and depth == 0:
+            out.append(part); part = ''
+        else:
+            part += ch
+    return [p.strip() for p in out + [part] if p.strip()]
+everywhere = set().union(*declared.values())
+initializers = {}  # (type, folder) -> [[(label, defaulted)]]
+for b, paths in files.items():
+    for path in paths:
+        text = texts[path]
+        for m in re.finditer(r'^(?:(?:public|package|internal|fileprivate|private)\s+)?extension\s+([A-Za-z_]\w*)[^{]*\{', text, re.M):
+            if m.group(1) in everywhere:
+                continue
+            body = inside(text, m.end() - 1)
+            for i in re.finditer(r'\binit[?!]?\s*(?:<[^>]*>)?\(', body):
+                params = [(p.split()[0].rstrip(':'), '=' in p) for p in parts(inside(body, i.end() - 1))]
+                initializers.setdefault((m.group(1), b), []).append(params)
+def fits(labels, params):
+    for label, defaulted in params:
+        if labels and labels[0] == label:
+            labels = labels[1:]
+        elif not defaulted:
+            return False
+    return not labels
+for (name, b), signatures in sorted(initializers.items()):
+    for a, paths in files.items():
+        if a == b or b in uses.get(a, {}):
+            continue
+        for path in paths:
+            text = texts[path]
+            for m in re.finditer(r'(?<![\w.])' + name + r'(?:\.init)?\(', text):
+                labels = [(re.match(r'([A-Za-z_]\w*)\s*:(?!:)', arg) or re.match('', '')).group(1) or '_' for arg in parts(inside(text, m.end() - 1))]
+                if any(fits(labels, params) for params in signatures):
+                    line = text.count('\n', 0, m.start()) + 1
+                    uses.setdefault(a, {})[b] = f"{path}:{line}: {name}(" + ''.join(l + ':' for l in labels) + ')'
+                    break
+            if b in uses.get(a, {}):
+                break
 def cycle(start):  # a path of uses from start back to start, if any
     stack, seen = [(start, [start])], set()
     while stack:
@@ -213,7 +265,7 @@ for folder in sorted(files):
         print(' -> '.join(found) + ':  ' + '; '.join(uses[a][b] for a, b in zip(found, found[1:])))
 PY
 )"
-[ -z "$found" ] || refuse "an import circle between the folders of Sources/TokenCache (a folder names a type another declares)" "$found"
+[ -z "$found" ] || refuse "an import circle between the folders of Sources/TokenCache (a folder names a type, or calls an initializer, another declares)" "$found"
 
 ((status)) || echo "check-module-graph: the stores are leaves; sign-in, the primitives and the pipeline import no store; TokenCacheCrypto uses no GLib; the pipeline no D-Bus, libcurl or façade, nor the HTTP layer under it the pipeline or GLib; the encrypted-file product no GLib; the broker's server none of the package's C modules; the pipeline alone declares the engine and makes its decisions; only the CLI links the keeper; docs/ARCHITECTURE.md lists every edge of Package.swift and no module imports an undeclared one; no circle between the façade's folders."
 exit "$status"
