@@ -299,13 +299,13 @@ let package = Package(
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
-                           "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "TokenCachePipeline",
+                           "SecretServiceStore", "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["TokenCacheCLI", "TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+            dependencies: ["TokenCacheCLI", "TokenCacheKeeper", "TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
                            "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"]
         ),
         // Several processes and other tools: multi-process load, MSAL Python, Azure CLI, other
