@@ -84,7 +84,7 @@ let package = Package(
         //                          -> Pipeline, HTTP, the three stores, DBus, Crypto, Platform, Core (CLinux)
         //   TokenCacheAgent     the token agent's servers (socket, managed-identity endpoint): the CLI only
         //   TokenCacheBroker    the identity broker on the session bus (a GDBus server on DBus's owning
-        //                       types: it imports no C module): the CLI only
+        //                       types: it imports none of the package's C modules): the CLI only
         //   TokenCacheKeeper    the token keeper, a system service (#62): the CLI only
         .target(
             name: "TokenCacheCore",
@@ -169,7 +169,7 @@ let package = Package(
         .target(
             name: "TokenCacheKeeper",
             dependencies: ["TokenCache", "TokenCacheCore", "TokenCachePlatform", "TokenCacheCrypto", "EncryptedFileStore",
-                           "TokenCacheAgent", "TokenCacheBroker", "CLibSecret", .product(name: "Logging", package: "swift-log")]
+                           "TokenCacheAgent", "TokenCacheBroker", .product(name: "Logging", package: "swift-log")]
         ),
 
         // Admin-only API the façade does not re-export (Azure CLI's configuration file): the CLI and tests.
@@ -187,6 +187,8 @@ let package = Package(
                 "TokenCacheBroker",
                 "TokenCacheKeeper",
                 "TokenCacheAdmin",
+                "TokenCacheCore",
+                "TokenCachePlatform",
                 "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -206,7 +208,7 @@ let package = Package(
         .target(name: "CTokenCache"),
         .target(
             name: "TokenCacheC",
-            dependencies: ["TokenCache", "CTokenCache", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["TokenCache", "TokenCacheCore", "CTokenCache", .product(name: "Logging", package: "swift-log")],
             exclude: ["tokencache.map", "tokencache.symbols", "tokencache.pc.in"]
         ),
 
@@ -234,7 +236,7 @@ let package = Package(
         // The main job: a short demo of two apps sharing sign-in.
         .executableTarget(
             name: "TokenCacheDemo",
-            dependencies: ["TokenCache"]
+            dependencies: ["TokenCache", "TokenCacheCore"]
         ),
 
         // An app on the encrypted file only (the TokenCacheEncryptedFile product's modules): tests
@@ -248,7 +250,7 @@ let package = Package(
         // Run by the tests as separate processes (sharing between processes, crashes).
         .executableTarget(
             name: "TokenCacheTestHelper",
-            dependencies: ["TokenCache"]
+            dependencies: ["TokenCache", "TokenCacheCore"]
         ),
 
         // Tests, one target per module (#35). TokenCacheCoreTests needs no C module, keyring or
@@ -266,7 +268,7 @@ let package = Package(
         // The local identity provider (fake_idp.py) and headless Chromium, for the sign-in and SSO tests.
         .target(
             name: "TokenCacheTestIdentityProvider",
-            dependencies: ["TokenCache", "TokenCacheTestSupport"],
+            dependencies: ["TokenCache", "TokenCacheCore", "TokenCacheTestSupport"],
             path: "Tests/TokenCacheTestIdentityProvider",
             resources: [.copy("Fixtures")]
         ),
@@ -297,13 +299,13 @@ let package = Package(
         // The façade: app API, sign-in, silent SSO, native authentication, the token agent.
         .testTarget(
             name: "TokenCacheTests",
-            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
-                           "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
+            dependencies: ["TokenCache", "TokenCacheAgent", "TokenCacheBroker", "TokenCacheCore", "TokenCachePlatform", "TokenCachePipeline",
+                           "SecretServiceStore", "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["TokenCacheCLI", "TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
+            dependencies: ["TokenCacheCLI", "TokenCacheKeeper", "TokenCache", "TokenCacheCore", "TokenCachePlatform", "SecretServiceStore",
                            "EncryptedFileStore", "TokenCacheTestSupport", "TokenCacheTestIdentityProvider", "TokenCacheTestHelper"]
         ),
         // Several processes and other tools: multi-process load, MSAL Python, Azure CLI, other

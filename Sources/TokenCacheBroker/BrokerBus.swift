@@ -37,6 +37,12 @@ package final class BrokerBus: @unchecked Sendable {
     /// Whether serving ended without ``stop()``: the bus closed the connection or took the name.
     package var endedByBus: Bool { ending.withLock { $0.endedByBus } }
     private let decided = DispatchSemaphore(value: 0)
+    /// Calls received whose callers' credentials the bus daemon has not given yet (the loop's thread only).
+    private var awaitingCredentials = 0
+    /// Calls being answered in a task: the connection is kept until they are (``release()``).
+    private let answering = DispatchGroup()
+    /// How long stopping waits for calls being answered (an interactive sign-in can take longer).
+    private static let answeringGrace = DispatchTimeInterval.seconds(30)
 
     /// The tokencache interface beside Microsoft's: the request log, for `tokencache broker --list-requests`.
     package static let adminInterface = "org.swift_tokencache.Broker"
@@ -114,7 +120,8 @@ package final class BrokerBus: @unchecked Sendable {
             do throws(TokenCacheError) {
                 try connect()
             } catch {
-                self.loop = nil
+                // What was made before the failure (the connection, an exported object) is given up.
+                release()
                 return decide(.failure(error))
             }
             loop.run()
@@ -123,16 +130,24 @@ package final class BrokerBus: @unchecked Sendable {
                 return ending.endedByBus ? ending.whenEnded : nil
             }
             whenEnded?()
-            // The name given up, then the objects unregistered, in that order, as they were made.
-            ownership = nil
-            registrations = []
-            connection?.flush()
-            // Callbacks already queued run (and release their boxes) before the context goes.
-            context.drain()
-            self.connection = nil
-            self.node = nil
-            self.loop = nil
+            release()
         }
+    }
+
+    /// Gives up what ``connect()`` made (on the loop's thread): the name, then the objects, so that
+    /// no call arrives any more; then it answers the calls received before the connection goes.
+    private func release() {
+        ownership = nil
+        registrations = []
+        // The bus daemon answers each credentials request, at the latest with its 25 s call timeout.
+        while awaitingCredentials > 0 { context.iterate() }
+        _ = answering.wait(timeout: .now() + Self.answeringGrace)
+        connection?.flush()
+        // Callbacks already queued run (and release their boxes) before the context goes.
+        context.drain()
+        connection = nil
+        node = nil
+        loop = nil
     }
 
     private func connect() throws(TokenCacheError) {
@@ -172,7 +187,11 @@ package final class BrokerBus: @unchecked Sendable {
     private func received(_ call: DBusMethodCall) {
         // Not connected any more: the call, released, is refused with a D-Bus error.
         guard let connection else { return }
-        connection.connectionCredentials(of: call.sender) { reply, fds in
+        awaitingCredentials += 1
+        // Weakly: GDBus holds the callback until the daemon answers, which may be after the bus went.
+        connection.connectionCredentials(of: call.sender) { [weak self] reply, fds in
+            guard let self else { return }
+            self.awaitingCredentials -= 1
             var caller = BrokerCaller(sender: call.sender, pid: nil, uid: nil)
             var pidfd: Int32?
             if let reply, reply.count == 1 {
@@ -196,7 +215,10 @@ package final class BrokerBus: @unchecked Sendable {
             return call.reply(BrokerWire.errorReply(.apiContractViolation, code: "invalidRequest", context: "Unknown method \(call.method)."))
         }
         let arguments = call.arguments
+        let answering = self.answering
+        answering.enter()
         Task {
+            defer { answering.leave() }
             var caller = given
             caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pidfd)
             if let pidfd { close(pidfd) }

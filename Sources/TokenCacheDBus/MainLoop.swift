@@ -38,6 +38,9 @@ package final class GMainContextRef: @unchecked Sendable {
 
     /// Runs the callbacks already queued, without waiting (so that each releases what it holds).
     package func drain() { while g_main_context_iteration(pointer, 0) != 0 {} }
+
+    /// Runs the callbacks queued, waiting for one when none is (a GDBus reply, say).
+    package func iterate() { _ = g_main_context_iteration(pointer, 1) }
 }
 
 /// A main loop on a context, unreferenced when it goes.

@@ -198,7 +198,8 @@ package enum SenderCredentials {
 
     /// Reads exactly `count` bytes, with the pids that sent them (0 for bytes that came without
     /// credentials); nil at end of file, on a timeout or an error, or once `deadline` has passed.
-    /// Descriptors a peer passes (SCM_RIGHTS) are closed at once.
+    /// Descriptors a peer passes (SCM_RIGHTS) are never received: the control buffer has no room
+    /// for them, so the kernel drops them.
     package static func read(_ connection: SocketDescriptor, exactly count: Int, by deadline: ReadDeadline) -> (bytes: [UInt8], senders: Set<Int32>)? {
         var bytes = [UInt8](repeating: 0, count: count)
         var senders = Set<Int32>()
