@@ -233,6 +233,22 @@ package final class ConsentLimiter: Sendable {
         case tooManyFailures(retryAfter: Duration)
         /// Another attempt of the uid is being checked.
         case attemptInProgress
+        /// The uid's saved count at `path` does not read (`why`): locked for ``maximumBackoff``,
+        /// then counted afresh (root may remove the file to end it sooner).
+        case countUnreadable(path: String, why: String, retryAfter: Duration)
+    }
+
+    /// Why a saved count does not read.
+    private struct Unreadable: Error { let why: String }
+
+    /// How an attempt ended.
+    package enum Outcome: Equatable {
+        /// PAM accepted the password: the count is cleared.
+        case succeeded
+        /// PAM refused the password or the account: one more failure.
+        case failed
+        /// The password was not checked (PAM unavailable, no user name): not counted.
+        case notChecked
     }
 
     /// - Parameters:
@@ -252,12 +268,39 @@ package final class ConsentLimiter: Sendable {
     /// The path of `uid`'s saved count.
     package func path(uid: UInt32) -> String? { directory.map { "\($0)/\(uid)/consent-failures.json" } }
 
-    /// Starts an attempt of `uid`; end it with ``end(uid:succeeded:)``. Blocking (reads the saved count).
+    private func slot(uid: UInt32) -> Slot {
+        slots.withLock { slots in
+            if let slot = slots[uid] { return slot }
+            let slot = Slot()
+            slots[uid] = slot
+            return slot
+        }
+    }
+
+    private static func milliseconds(_ time: Duration) -> Int64 {
+        time.components.seconds * 1000 + time.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Starts an attempt of `uid`; end it with ``end(uid:outcome:)``. Blocking (reads the saved count).
     package func begin(uid: UInt32) throws(Refusal) {
         let time = now()
-        let refusal: Refusal? = state.withLock { records in
-            var record = records[uid] ?? load(uid: uid)
-            defer { records[uid] = record }
+        let refusal: Refusal? = slot(uid: uid).record.withLock { slot in
+            var unreadable: Refusal?
+            var record: Record
+            if let known = slot {
+                record = known
+            } else {
+                switch load(uid: uid) {
+                case .success(let saved): record = saved
+                case .failure(let failure):
+                    // The longest lockout, kept in memory and saved over the unreadable file.
+                    record = Record(failures: 0, lockouts: Self.maximumLockouts, lockedUntilMilliseconds: Self.milliseconds(time + Self.maximumBackoff))
+                    save(record, uid: uid)
+                    unreadable = .countUnreadable(path: path(uid: uid) ?? "-", why: failure.why, retryAfter: Self.maximumBackoff)
+                }
+            }
+            defer { slot = record }
+            if let unreadable { return unreadable }
             if let until = record.lockedUntilMilliseconds.map({ Duration.milliseconds($0) }) {
                 // A wall clock set back never makes a lockout longer than the longest.
                 if time < until { return .tooManyFailures(retryAfter: min(until - time, Self.maximumBackoff)) }
@@ -270,37 +313,45 @@ package final class ConsentLimiter: Sendable {
         if let refusal { throw refusal }
     }
 
-    /// Ends `uid`'s attempt: a failure counts toward the next lockout, a success clears the count. Blocking (saves it).
-    package func end(uid: UInt32, succeeded: Bool) {
+    /// Ends `uid`'s attempt: a failure counts toward the next lockout, a success clears the count,
+    /// one not checked changes nothing. Blocking (saves it).
+    package func end(uid: UInt32, outcome: Outcome) {
         let time = now()
-        state.withLock { records in
-            var record = records[uid] ?? Record()
+        slot(uid: uid).record.withLock { slot in
+            var record = slot ?? Record()
             record.inFlight = false
-            if succeeded {
-                (record.failures, record.lockouts, record.lockedUntilMilliseconds) = (0, 0, nil)
-            } else {
+            defer { slot = record }
+            switch outcome {
+            case .notChecked: return
+            case .succeeded: (record.failures, record.lockouts, record.lockedUntilMilliseconds) = (0, 0, nil)
+            case .failed:
                 record.failures += 1
                 if record.failures >= Self.limit {
-                    let length = min(backoff * (1 << min(record.lockouts, 20)), Self.maximumBackoff)
-                    let until = time + length
-                    record.lockedUntilMilliseconds = until.components.seconds * 1000 + until.components.attoseconds / 1_000_000_000_000_000
+                    let length = min(backoff * (1 << min(record.lockouts, Self.maximumLockouts)), Self.maximumBackoff)
+                    record.lockedUntilMilliseconds = Self.milliseconds(time + length)
                     (record.failures, record.lockouts) = (0, record.lockouts + 1)
                 }
             }
-            records[uid] = record
             save(record, uid: uid)
         }
     }
 
-    /// `uid`'s saved count; none saved: a clean one. One that does not read (never written so:
-    /// writes are atomic) counts as one failure short of a lockout.
-    private func load(uid: UInt32) -> Record {
-        guard let path = path(uid: uid), let file = try? FileIO.openExisting(path) else { return Record() }
-        defer { close(file.descriptor) }
-        guard let bytes = try? FileIO.readAll(file.descriptor, path: path), let record = try? JSONDecoder().decode(Record.self, from: bytes) else {
-            return Record(failures: Self.limit - 1)
+    /// `uid`'s saved count; none saved: a clean one.
+    /// - Returns: why it does not read, when a file is there that does not (never written so: writes are atomic).
+    private func load(uid: UInt32) -> Result<Record, Unreadable> {
+        guard let path = path(uid: uid) else { return .success(Record()) }
+        let file: FileIO.OpenFile
+        do throws(TokenCacheError) {
+            guard let opened = try FileIO.openExisting(path) else { return .success(Record()) }
+            file = opened
+        } catch {
+            return .failure(Unreadable(why: error.message))
         }
-        return record
+        defer { close(file.descriptor) }
+        let bytes: Data
+        do throws(TokenCacheError) { bytes = try FileIO.readAll(file.descriptor, path: path) } catch { return .failure(Unreadable(why: error.message)) }
+        guard let record = try? JSONDecoder().decode(Record.self, from: bytes) else { return .failure(Unreadable(why: "it is not a saved count (JSON)")) }
+        return .success(record)
     }
 
     /// Saves `uid`'s count (a clean one only over a saved one: a uid that never failed gets no file).

@@ -245,18 +245,28 @@ package final class KeeperServer: Sendable {
             do throws(ConsentLimiter.Refusal) { try limiter.begin(uid: uid) } catch { return .failure(error) }
             let verdict: PAM.Verdict
             if let user = Self.userName(uid) { verdict = PAM.verify(service: pamService, user: user, password: secret) } else { verdict = .unavailable("uid \(uid) has no user name") }
-            limiter.end(uid: uid, succeeded: verdict == .verified)
+            // PAM unavailable is not a wrong password: it does not count toward a lockout.
+            switch verdict {
+            case .verified: limiter.end(uid: uid, outcome: .succeeded)
+            case .notAuthenticated, .accountRefused: limiter.end(uid: uid, outcome: .failed)
+            case .unavailable: limiter.end(uid: uid, outcome: .notChecked)
+            }
             return .success(verdict)
         }
         let verdict: PAM.Verdict
         switch checked ?? .success(.unavailable("the blocking pool refused the work")) {
         case .failure(let refusal):
             let outcome: KeeperProtocol.ConsentOutcome
+            var why = ""
             switch refusal {
             case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
             case .attemptInProgress: outcome = .attemptInProgress
+            case .countUnreadable(let path, let reason, let wait):
+                // Said to the user as a lockout; the audit log (root's) says which file and why.
+                outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
+                why = ": the saved count of failed attempts \(path) does not read (\(reason)), which counts as the longest back-off"
             }
-            return (outcome, "\(outcome) (PAM not asked)")
+            return (outcome, "\(outcome)\(why) (PAM not asked)")
         case .success(let answer): verdict = answer
         }
         switch verdict {
