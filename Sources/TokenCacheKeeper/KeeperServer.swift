@@ -216,7 +216,8 @@ package final class KeeperServer: Sendable {
             throw TokenCacheError.invalidArgument("client_id", "is missing: a consent is for one client ID", hint: "Consent with `tokencache keeper --consent --app APP --group GROUP --client CLIENT`")
         }
         // Before the password is checked: refused whatever the password, and no failure counted.
-        if let unconsentable = try await BlockingWork.run(cancellable: false, { () throws(TokenCacheError) in UnconsentableApp.reason(for: app) }) {
+        // By name only: the app's path is the user's to choose, and is never walked as root (UnconsentableApp.reason).
+        if let unconsentable = UnconsentableApp.reason(for: app) {
             await decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not given\(forClient): unconsentable: \(unconsentable.why) (PAM not asked)")
             return KeeperProtocol.ConsentAnswer(outcome: .unconsentable(unconsentable))
         }
@@ -295,7 +296,7 @@ package final class KeeperServer: Sendable {
         let listed = !entries.isEmpty
         // An interpreter, a shell or tokencache itself runs what any process of the user gives it: no consent is
         // offered for it, and none recorded before the rule named it counts (asked of unlisted apps only).
-        let unconsentable = listed ? nil : UnconsentableApp.reason(for: identity.description)
+        let unconsentable = listed ? nil : UnconsentableApp.reason(for: identity.description, pid: caller.pid)
         if !listed, unconsentable == nil {
             // Not listed: the groups its user consented to, with their password, each for the client IDs consented.
             entries = try consents.allowed(uid: caller.uid, app: identity.description)

@@ -174,4 +174,25 @@ struct KeeperUnconsentableNameTests {
         #expect(UnconsentableApp.reason(for: "/usr/local/bin/tokencache") == .keeperProgram)
         #expect(UnconsentableApp.reason(for: "/opt/some-app") == nil)
     }
+
+    @Test("After a dash only a version or a known build variant is stripped: a program whose name starts with an interpreter's and a dash (r-…, nu-…, env-…, swift-format) is not taken for it; bash-static, emacs-nox, python3-dbg, luajit-2.1.0-beta3 are",
+          arguments: [("r-studio", false), ("nu-tool", false), ("env-check", false), ("sh-helper", false), ("swift-format", false),
+                      ("node-app", false), ("awk-report", false), ("lua-app", false), ("php-app", false),
+                      ("bash-static", true), ("zsh-static", true), ("emacs-nox", true), ("emacs-lucid", true), ("python3-dbg", true),
+                      ("python3.11-dbg", true), ("luajit-2.1.0-beta3", true), ("r", true), ("nu", true), ("php-cgi", true), ("php8.2", true)])
+    func dashedNames(name: String, isInterpreter: Bool) {
+        #expect(UnconsentableApp.isInterpreter(name: name) == isInterpreter, "\(name)")
+    }
+
+    @Test("The rule never walks the named path as root: a symbolic link named like an app is judged by its own name, not its target's; with a caller's pid the keeper's own program is found by inode through /proc/PID/exe")
+    func noPathIsWalked() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let link = directory.appendingPathComponent("my-app").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/usr/bin/python3")
+        #expect(UnconsentableApp.reason(for: link) == nil, "resolved as root")
+        // This process runs the same file as itself: as the keeper would see its own program calling.
+        #expect(UnconsentableApp.reason(for: "/opt/some-app", pid: getpid()) == .keeperProgram)
+        #expect(UnconsentableApp.reason(for: "/opt/some-app", pid: nil) == nil)
+    }
 }
