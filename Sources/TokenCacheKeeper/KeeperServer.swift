@@ -34,6 +34,8 @@ package final class KeeperServer: Sendable {
     private let limiter: ConsentLimiter
     /// The PAM service consent passwords are checked with.
     private let pamService: String
+    /// Connections served per uid.
+    private let connections = KeeperConnections(limit: KeeperServer.maximumConnectionsPerUID)
 
     /// The most entries one `log` request gets (an answer stays well under the protocol's 1 MiB).
     package static let maximumLogLines = 500
@@ -42,6 +44,8 @@ package final class KeeperServer: Sendable {
     static let ioTimeoutSeconds = 10
     /// Connections served at once; more wait in the listen backlog.
     static let maximumConnections = 32
+    /// Connections of one uid served at once (a quarter of ``maximumConnections``): more are refused at once.
+    package static let maximumConnectionsPerUID = 8
 
     /// The PAM service consent is checked with by default (packaging/pam/tokencache-keeper).
     package static let defaultPAMService = "tokencache-keeper"
@@ -85,6 +89,22 @@ package final class KeeperServer: Sendable {
 
     private func serve(_ connection: SocketDescriptor) {
         connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
+        // One uid's connections are bounded before anything else is done for them (no request read, no /proc scan).
+        if let uid = connection.peerCredentials()?.uid {
+            guard connections.acquire(uid: uid) else {
+                let refusal = connections.refusal(uid: uid)
+                _ = log(nil, op: "-", group: nil, request: nil, outcome: "refused: uid \(uid): \(refusal.message)")
+                _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(refusal)))
+                return
+            }
+            defer { connections.release(uid: uid) }
+            serveAccepted(connection)
+        } else {
+            serveAccepted(connection)
+        }
+    }
+
+    private func serveAccepted(_ connection: SocketDescriptor) {
         // Replaced by the unidentified caller once a request fails its confirmation: a later
         // request on that connection (no holder scan) must not be answered as the app.
         var accepted = KeeperCaller.identify(connection)
