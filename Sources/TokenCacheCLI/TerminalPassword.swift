@@ -46,8 +46,8 @@ enum TerminalPassword {
             guard set == 0, tcgetattr(tty, &now) == 0, now.c_lflag & tcflag_t(ECHO) == 0 else {
                 tcsetattr(tty, TCSAFLUSH, &saved)
                 let signal = watch.end()
-                if let signal, stops.contains(signal) { raise(signal); continue }
-                if let signal { raise(signal) }
+                if let signal, stops.contains(signal) { PasswordSignals.raiseAgain(signal); continue }
+                if let signal { PasswordSignals.raiseAgain(signal) }
                 throw CLIError.failed("Your password was not asked for: the terminal's echo could not be turned off, so it would show as you type.",
                                       hint: "Run it in a terminal that allows it (not a background job)")
             }
@@ -63,7 +63,7 @@ enum TerminalPassword {
                 for index in bytes.indices { bytes[index] = 0 }
                 bytes.removeAll(keepingCapacity: true)
                 // With its old disposition: the default ends or stops the process, an ignored one was never watched.
-                raise(signal)
+                PasswordSignals.raiseAgain(signal)
                 if stops.contains(signal) { continue }  // continued (fg): ask again, the terminal set anew
                 throw CLIError.failed("Your password was not read: signal \(signal) interrupted it; no consent was recorded.", hint: "Run it again")
             }
@@ -166,6 +166,17 @@ enum PasswordSignals {
         }
 
         deinit { _ = end() }
+    }
+
+    /// Raises `number` again, its old disposition back: on this thread (delivered before it
+    /// returns) unless this thread blocks it, then to the process (a thread that does not takes it).
+    static func raiseAgain(_ number: Int32) {
+        var mask = sigset_t()
+        if pthread_sigmask(SIG_BLOCK, nil, &mask) == 0, sigismember(&mask, number) == 1 {
+            kill(getpid(), number)
+        } else {
+            raise(number)
+        }
     }
 
     /// Whether a disposition is SIG_IGN.

@@ -17,7 +17,17 @@ struct KeeperPasswordPromptTests {
         oldHandlerCalls.store(0, ordering: .sequentiallyConsistent)
         signal(SIGUSR1, countingHandler)
         signal(SIGUSR2, SIG_IGN)
-        defer { signal(SIGUSR1, SIG_DFL); signal(SIGUSR2, SIG_DFL) }
+        // The test runner's thread may block signals: raise delivers on this thread only where it does not.
+        var unblocked = sigset_t(), old = sigset_t()
+        sigemptyset(&unblocked)
+        sigaddset(&unblocked, SIGUSR1)
+        sigaddset(&unblocked, SIGUSR2)
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, &old)
+        defer {
+            pthread_sigmask(SIG_SETMASK, &old, nil)
+            signal(SIGUSR1, SIG_DFL)
+            signal(SIGUSR2, SIG_DFL)
+        }
         try body()
     }
 
@@ -85,6 +95,8 @@ struct KeeperPasswordPromptTests {
             let password = try TerminalPassword.read(prompt: "pw? ", on: terminal, signals: [SIGUSR1], stops: [SIGUSR1]) {
                 prompts += 1
                 if prompts == 1 {
+                    // Typed, then flushed by the next prompt (TCSAFLUSH); read as the password only if the signal were missed.
+                    _ = write(controller, "wrong\n", 6)
                     raise(SIGUSR1)
                 } else {
                     echoedWhileStopped = oldHandlerCalls.load(ordering: .sequentiallyConsistent) == 1
@@ -106,7 +118,8 @@ struct KeeperPasswordPromptTests {
         try withOldDispositions {
             #expect(throws: CLIError.self) {
                 try TerminalPassword.read(prompt: "pw? ", on: terminal, signals: [SIGUSR1], stops: []) {
-                    _ = write(controller, "sec", 3)
+                    // A whole line: were the signal missed, the read would return it (and the test fail) rather than wait.
+                    _ = write(controller, "sec\n", 4)
                     raise(SIGUSR1)
                 }
             }
