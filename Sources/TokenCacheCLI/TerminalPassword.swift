@@ -45,9 +45,9 @@ enum TerminalPassword {
             var now = termios()
             guard set == 0, tcgetattr(tty, &now) == 0, now.c_lflag & tcflag_t(ECHO) == 0 else {
                 tcsetattr(tty, TCSAFLUSH, &saved)
-                let signal = watch.end()
-                if let signal, stops.contains(signal) { PasswordSignals.raiseAgain(signal); continue }
-                if let signal { PasswordSignals.raiseAgain(signal) }
+                let signals = watch.end()
+                signals.forEach(PasswordSignals.raiseAgain)
+                if !signals.isEmpty, signals.allSatisfy(stops.contains) { continue }
                 throw CLIError.failed("Your password was not asked for: the terminal's echo could not be turned off, so it would show as you type.",
                                       hint: "Run it in a terminal that allows it (not a background job)")
             }
@@ -58,14 +58,14 @@ enum TerminalPassword {
             readLine(tty, into: &bytes, watch: watch)
             // The terminal first, then the dispositions, then the signal again (readpassphrase's order).
             tcsetattr(tty, TCSAFLUSH, &saved)
-            let signal = watch.end()
-            if let signal {
+            let signals = watch.end()
+            if !signals.isEmpty {
                 for index in bytes.indices { bytes[index] = 0 }
                 bytes.removeAll(keepingCapacity: true)
-                // With its old disposition: the default ends or stops the process, an ignored one was never watched.
-                PasswordSignals.raiseAgain(signal)
-                if stops.contains(signal) { continue }  // continued (fg): ask again, the terminal set anew
-                throw CLIError.failed("Your password was not read: signal \(signal) interrupted it; no consent was recorded.", hint: "Run it again")
+                // Each with its old disposition: the default ends or stops the process, an ignored one was never watched.
+                signals.forEach(PasswordSignals.raiseAgain)
+                if signals.allSatisfy(stops.contains) { continue }  // continued (fg): ask again, the terminal set anew
+                throw CLIError.failed("Your password was not read: signal \(signals.map(String.init).joined(separator: ", ")) interrupted it; no consent was recorded.", hint: "Run it again")
             }
             if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
             guard !bytes.isEmpty else { throw CLIError.usage("No password was typed; no consent was recorded.", hint: "Run it again and type your login password") }
@@ -101,15 +101,15 @@ enum PasswordSignals {
     /// Stops: after the process is continued the prompt is shown again.
     static let stops: Set<Int32> = [SIGTSTP, SIGTTIN, SIGTTOU]
 
-    /// The first signal recorded (0: none), and the pipe's write end the handler wakes the read with (-1: none).
+    /// The signals recorded (bit N: signal N), and the pipe's write end the handler wakes the read with (-1: none).
     /// Atomics: lock-free loads and stores are what a handler may do. Both are first touched by
     /// ``Watch/init(_:)`` before any handler is installed, so a handler never runs their lazy initialisation.
-    private static let received = Atomic<Int32>(0)
+    private static let received = Atomic<UInt64>(0)
     private static let wakeupWriter = Atomic<Int32>(-1)
 
     /// The handler: records the signal and wakes the read, nothing else.
     private static let handler: @convention(c) (Int32) -> Void = { number in
-        _ = PasswordSignals.received.compareExchange(expected: 0, desired: number, ordering: .sequentiallyConsistent)
+        if number > 0 && number < 64 { PasswordSignals.received.bitwiseOr(1 << UInt64(number), ordering: .sequentiallyConsistent) }
         let writer = PasswordSignals.wakeupWriter.load(ordering: .sequentiallyConsistent)
         if writer >= 0 {
             var byte: UInt8 = 1
@@ -149,9 +149,9 @@ enum PasswordSignals {
         /// Whether a signal was recorded.
         var hasSignal: Bool { PasswordSignals.received.load(ordering: .sequentiallyConsistent) != 0 }
 
-        /// Puts every old disposition back. - Returns: the signal recorded, if any, to raise again.
-        func end() -> Int32? {
-            guard !ended else { return nil }
+        /// Puts every old disposition back. - Returns: the signals recorded, in order of number, to raise again.
+        func end() -> [Int32] {
+            guard !ended else { return [] }
             ended = true
             for (number, old) in saved.reversed() {
                 var old = old
@@ -161,8 +161,8 @@ enum PasswordSignals {
             PasswordSignals.wakeupWriter.store(-1, ordering: .sequentiallyConsistent)
             close(wakeup)
             close(writer)
-            let number = PasswordSignals.received.exchange(0, ordering: .sequentiallyConsistent)
-            return number == 0 ? nil : number
+            let recorded = PasswordSignals.received.exchange(0, ordering: .sequentiallyConsistent)
+            return (1..<64).filter { recorded & (1 << UInt64($0)) != 0 }.map { Int32($0) }
         }
 
         deinit { _ = end() }

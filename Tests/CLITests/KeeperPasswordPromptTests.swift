@@ -49,8 +49,23 @@ struct KeeperPasswordPromptTests {
             #expect(!watch.hasSignal)
             raise(SIGUSR1)
             #expect(watch.hasSignal && oldHandlerCalls.load(ordering: .sequentiallyConsistent) == 0)
-            #expect(watch.end() == SIGUSR1)
+            #expect(watch.end() == [SIGUSR1])
             #expect(disposition(SIGUSR1) == counting && disposition(SIGUSR2) == ignored)
+        }
+    }
+
+    @Test("Two different signals while it waits are both recorded, to be raised again each with its old disposition (readpassphrase keeps one flag per signal)")
+    func everySignalIsRecorded() throws {
+        try withOldDispositions {
+            var unblocked = sigset_t(), old = sigset_t()
+            sigemptyset(&unblocked)
+            sigaddset(&unblocked, SIGALRM)
+            pthread_sigmask(SIG_UNBLOCK, &unblocked, &old)
+            defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
+            let watch = try PasswordSignals.Watch([SIGUSR1, SIGALRM])
+            raise(SIGALRM)
+            raise(SIGUSR1)
+            #expect(watch.end() == [SIGUSR1, SIGALRM])
         }
     }
 
