@@ -345,4 +345,39 @@ extension KeeperTests {
         let ignored = try runProcess("/usr/bin/python3", ["-c", driver, "ignored"] + command, environment: scenario.alice.environment())
         #expect(ignored.stdout.contains("echo-while-waiting=False ended-by=\(SIGTERM)"), "\(ignored.stdout)\(ignored.stderr)")
     }
+
+    @Test("At most 8 connections of one uid are served at once: with 8 of Alice's open (each answered, so served), a ninth of hers is answered overloaded with what to do; Bob's connection is served")
+    func connectionsPerUID() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let holder = """
+            import json, socket, struct, sys
+            def ask(s):
+                data = json.dumps({"version": 1, "op": "log", "lines": 1}).encode()
+                s.sendall(struct.pack(">I", len(data)) + data)
+                head = b""
+                while len(head) < 4:
+                    chunk = s.recv(4 - len(head))
+                    if not chunk: return "closed"
+                    head += chunk
+                (n,) = struct.unpack(">I", head); body = b""
+                while len(body) < n: body += s.recv(n - len(body))
+                answer = json.loads(body)
+                error = answer.get("error")
+                return "served" if not error else "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
+            held = []
+            for _ in range(int(sys.argv[2])):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)
+                print(ask(s))
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print("extra:", ask(s))
+            """
+        let alice = try scenario.alice.run("/usr/bin/python3", ["-c", holder, scenario.socket, "8"])
+        let lines = alice.stdout.split(separator: "\n")
+        #expect(lines.prefix(8).allSatisfy { $0 == "served" } && lines.count == 9, "\(alice.stdout)\(alice.stderr)")
+        #expect(lines.last?.hasPrefix("extra: overloaded") == true && lines.last?.contains("8 connections of uid \(scenario.alice.uid)") == true,
+                "\(alice.stdout)\(alice.stderr)")
+        // Another uid is not counted with hers.
+        let bob = try scenario.bob.run("/usr/bin/python3", ["-c", holder, scenario.socket, "0"])
+        #expect(bob.stdout == "extra: served\n", "\(bob.stdout)\(bob.stderr)")
+    }
 }
