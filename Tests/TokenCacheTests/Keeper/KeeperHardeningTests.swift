@@ -12,17 +12,20 @@ extension KeeperScenario {
     /// keeper's socket and prints the answer's error code and message (or `granted` and no token).
     static let tokenRequest = """
         import json, socket, struct, sys
-        def ask(s, client):
-            data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
+        def exchange(s, request):
+            data = json.dumps(request).encode()
             s.sendall(struct.pack(">I", len(data)) + data)
             head = b""
             while len(head) < 4:
                 chunk = s.recv(4 - len(head))
-                if not chunk: return "closed"
+                if not chunk: return None
                 head += chunk
             (n,) = struct.unpack(">I", head); body = b""
             while len(body) < n: body += s.recv(n - len(body))
-            answer = json.loads(body)
+            return json.loads(body)
+        def ask(s, client):
+            answer = exchange(s, {"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]})
+            if answer is None: return "closed"
             if answer.get("ok"): return "granted"
             error = answer.get("error", {})
             return "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
@@ -350,19 +353,10 @@ extension KeeperTests {
     func connectionsPerUID() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
-        let holder = """
-            import json, socket, struct, sys
+        let holder = KeeperScenario.tokenRequest + "\n" + """
             def ask(s):
-                data = json.dumps({"version": 1, "op": "log", "lines": 1}).encode()
-                s.sendall(struct.pack(">I", len(data)) + data)
-                head = b""
-                while len(head) < 4:
-                    chunk = s.recv(4 - len(head))
-                    if not chunk: return "closed"
-                    head += chunk
-                (n,) = struct.unpack(">I", head); body = b""
-                while len(body) < n: body += s.recv(n - len(body))
-                answer = json.loads(body)
+                answer = exchange(s, {"version": 1, "op": "log", "lines": 1})
+                if answer is None: return "closed"
                 error = answer.get("error")
                 return "served" if not error else "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
             held = []
