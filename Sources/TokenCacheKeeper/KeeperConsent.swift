@@ -146,28 +146,32 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
     /// Why `app` (an identity as the keeper names callers) cannot be consented to; nil when it can.
     /// The rule is by name: a script's process always runs its interpreter (`/proc/PID/exe` is
     /// the interpreter for a `#!` script as for `python3 x.py`, and the script path in its
-    /// command line is the caller's to write), so refusing interpreter executables, by the
-    /// name and the resolved name, covers every way a script is started; Flatpak and snap
-    /// identities are confined apps and always can be.
-    package static func reason(for app: String) -> UnconsentableApp? {
+    /// command line is the caller's to write), so refusing interpreter executables by name
+    /// covers every way a script is started; Flatpak and snap identities are confined apps and
+    /// always can be.
+    ///
+    /// It never walks `app` as a path (no realpath, no stat): the path is the user's to choose, and
+    /// root following it into a FUSE mount of theirs could block forever. None is needed: a caller
+    /// is named by its `/proc/PID/exe` (the kernel's resolved path), so a consent to a symbolic
+    /// link's path never matches a caller, and the rule is applied again to each caller's identity
+    /// when it asks. `pid`, a caller whose identity is `app` (verified through its pidfd), adds the
+    /// check by inode that its executable is the keeper's own program, through `/proc/PID/exe`.
+    package static func reason(for app: String, pid: Int32? = nil) -> UnconsentableApp? {
         guard app.hasPrefix("/") else { return nil }
-        var paths = [app]
-        if let resolved = realpath(app, nil) {
-            paths.append(String(cString: resolved))
-            free(resolved)
-        }
-        for path in paths {
-            // By inode, and by name for another copy (/usr/local/bin/tokencache, an older version): each a token CLI.
-            if KeeperServer.isOwnExecutable(path) || path.hasSuffix("/tokencache") { return .keeperProgram }
-            if isInterpreter(name: String(path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...])) { return .interpreter }
-        }
+        // By inode (another name of the keeper's file), and by name for another copy (/usr/local/bin/tokencache, an older version).
+        if let pid, KeeperServer.isOwnExecutable("/proc/\(pid)/exe") { return .keeperProgram }
+        if app.hasSuffix("/tokencache") { return .keeperProgram }
+        if isInterpreter(name: String(app[(app.lastIndex(of: "/").map { app.index(after: $0) } ?? app.startIndex)...])) { return .interpreter }
         return nil
     }
 
     /// Interpreters, shells, program runners and socket relays by executable name, a version
     /// suffix (`python3.11`, `perl5.36.0`, `lua5.4`, `node18`) stripped, also before a Debian
-    /// alternative's variant (`vim.basic`, `emacs-gtk`, `nc.openbsd`, `gdb-multiarch`). A relay
-    /// (`socat`, `nc -U`, `curl --unix-socket telnet://`) passes any process's bytes on as its own.
+    /// alternative's variant after a dot (`vim.basic`, `nc.openbsd`, `python3.11-dbg`). After a
+    /// dash only a version (`luajit-2.1.0-beta3`) or a known variant (``dashVariants``:
+    /// `emacs-gtk`, `gdb-multiarch`, `zsh-static`) is stripped: another program's own name often
+    /// starts with an interpreter's and a dash (`r-…`, `nu-…`, `swift-format`, `node-…`), and is not one.
+    /// A relay (`socat`, `nc -U`, `curl --unix-socket telnet://`) passes any process's bytes on as its own.
     static let interpreterNames: Set<String> = [
         "sh", "ash", "bash", "rbash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "yash", "csh", "tcsh", "fish", "elvish", "nu", "xonsh",
         "busybox", "toybox", "env", "python", "pypy", "perl", "ruby", "irb", "jruby", "node", "nodejs", "deno", "bun", "qjs",
@@ -175,6 +179,12 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
         "awk", "gawk", "mawk", "nawk", "rscript", "r", "julia", "guile", "racket", "sbcl", "clisp", "ecl", "ocaml", "ghci",
         "runghc", "runhaskell", "swift", "dotnet", "mono", "pwsh", "osqueryi", "gdb", "lldb", "valgrind", "vim", "nvim", "emacs",
         "nc", "ncat", "netcat", "socat", "openssl", "curl", "sqlite",
+    ]
+
+    /// Variants of a Debian (or other) build after a dash: emacs-gtk, emacs-nox, gdb-multiarch, mono-sgen, bash-static, python3-dbg.
+    static let dashVariants: Set<String> = [
+        "gtk", "gtk3", "pgtk", "nox", "lucid", "athena", "x11", "multiarch", "sgen", "static", "dbg", "debug", "cgi", "fpm", "cli",
+        "basic", "tiny", "minimal", "openbsd", "traditional", "bin",
     ]
 
     package static func isInterpreter(name: String) -> Bool {
@@ -191,28 +201,47 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
             while let last = name.last, last.isNumber || last == "." || last == "-" || last == "_" { name.removeLast() }
             return String(name)
         }
-        let variantless = lowered.prefix { $0 != "." && $0 != "-" }
-        return [lowered, stripped(Substring(lowered)), stripped(variantless)].contains { interpreterNames.contains($0) }
+        // A dot starts a version or a variant: python3.11, vim.basic, nc.openbsd, perl5.36-x86_64-linux-gnu.
+        let dotless = lowered.prefix { $0 != "." }
+        var names = [lowered, stripped(Substring(lowered)), stripped(dotless)]
+        // A dash starts a version or a known variant only: emacs-gtk, luajit-2.1.0-beta3 (not r-studio, nu-tool).
+        if let dash = dotless.firstIndex(of: "-") {
+            let rest = dotless[dotless.index(after: dash)...]
+            if rest.first?.isNumber == true || dashVariants.contains(String(rest.prefix { $0 != "-" })) { names.append(stripped(dotless[..<dash])) }
+        }
+        return names.contains { interpreterNames.contains($0) }
     }
 }
 
 /// Failed consent attempts per uid: after ``limit`` failures in a row a uid's attempts are refused,
 /// PAM not asked, for ``backoff``, doubled at each lockout in a row up to ``maximumBackoff``; one
 /// attempt of a uid at a time, so parallel guesses cannot pass the limit. A success clears the
-/// count. With a state directory the count survives a restart of the keeper:
-/// `STATE/UID/consent-failures.json` (root's, 0600, replaced whole), its times on the wall clock.
+/// count; an attempt PAM could not check (``Outcome/notChecked``) does not count. With a state
+/// directory the count survives a restart of the keeper: `STATE/UID/consent-failures.json` (root's,
+/// 0600, replaced whole), its times on the wall clock. A saved count that does not read (corrupt, not
+/// a regular file of root's, a read error) is the longest lockout, never a fresh count: whoever could
+/// make the read fail would otherwise get new attempts. Each uid's count is read and saved under a
+/// lock of its own, so one uid's slow file never holds up another's attempt.
 package final class ConsentLimiter: Sendable {
     /// Failures in a row before a lockout.
     package static let limit = 3
     /// The longest lockout.
     package static let maximumBackoff: Duration = .seconds(3600)
+    /// Lockouts in a row from which each lasts ``maximumBackoff`` (2^20 × any back-off is longer).
+    static let maximumLockouts = 20
     /// The first lockout; each further lockout in a row doubles it.
     package let backoff: Duration
     /// The time since the Unix epoch (saved lockouts must outlast a restart): injected, so a test moves it.
     private let now: @Sendable () -> Duration
     /// The keeper's state directory, where each uid's count is kept; nil: in memory only.
     private let directory: String?
-    private let state = Mutex<[UInt32: Record]>([:])
+    /// Each uid's slot; this lock is held only to find or add one, never over file I/O.
+    private let slots = Mutex<[UInt32: Slot]>([:])
+
+    /// One uid's count behind its own lock, nil until read from its file.
+    private final class Slot: Sendable {
+        let record = Mutex<Record?>(nil)
+    }
 
     /// One uid's count, as saved.
     struct Record: Codable, Equatable {
@@ -233,6 +262,22 @@ package final class ConsentLimiter: Sendable {
         case tooManyFailures(retryAfter: Duration)
         /// Another attempt of the uid is being checked.
         case attemptInProgress
+        /// The uid's saved count at `path` does not read (`why`): locked for ``maximumBackoff``,
+        /// then counted afresh (root may remove the file to end it sooner).
+        case countUnreadable(path: String, why: String, retryAfter: Duration)
+    }
+
+    /// Why a saved count does not read.
+    private struct Unreadable: Error { let why: String }
+
+    /// How an attempt ended.
+    package enum Outcome: Equatable {
+        /// PAM accepted the password: the count is cleared.
+        case succeeded
+        /// PAM refused the password or the account: one more failure.
+        case failed
+        /// The password was not checked (PAM unavailable, no user name): not counted.
+        case notChecked
     }
 
     /// - Parameters:
@@ -252,12 +297,39 @@ package final class ConsentLimiter: Sendable {
     /// The path of `uid`'s saved count.
     package func path(uid: UInt32) -> String? { directory.map { "\($0)/\(uid)/consent-failures.json" } }
 
-    /// Starts an attempt of `uid`; end it with ``end(uid:succeeded:)``. Blocking (reads the saved count).
+    private func slot(uid: UInt32) -> Slot {
+        slots.withLock { slots in
+            if let slot = slots[uid] { return slot }
+            let slot = Slot()
+            slots[uid] = slot
+            return slot
+        }
+    }
+
+    private static func milliseconds(_ time: Duration) -> Int64 {
+        time.components.seconds * 1000 + time.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Starts an attempt of `uid`; end it with ``end(uid:outcome:)``. Blocking (reads the saved count).
     package func begin(uid: UInt32) throws(Refusal) {
         let time = now()
-        let refusal: Refusal? = state.withLock { records in
-            var record = records[uid] ?? load(uid: uid)
-            defer { records[uid] = record }
+        let refusal: Refusal? = slot(uid: uid).record.withLock { slot in
+            var unreadable: Refusal?
+            var record: Record
+            if let known = slot {
+                record = known
+            } else {
+                switch load(uid: uid) {
+                case .success(let saved): record = saved
+                case .failure(let failure):
+                    // The longest lockout, kept in memory and saved over the unreadable file.
+                    record = Record(failures: 0, lockouts: Self.maximumLockouts, lockedUntilMilliseconds: Self.milliseconds(time + Self.maximumBackoff))
+                    save(record, uid: uid)
+                    unreadable = .countUnreadable(path: path(uid: uid) ?? "-", why: failure.why, retryAfter: Self.maximumBackoff)
+                }
+            }
+            defer { slot = record }
+            if let unreadable { return unreadable }
             if let until = record.lockedUntilMilliseconds.map({ Duration.milliseconds($0) }) {
                 // A wall clock set back never makes a lockout longer than the longest.
                 if time < until { return .tooManyFailures(retryAfter: min(until - time, Self.maximumBackoff)) }
@@ -270,37 +342,45 @@ package final class ConsentLimiter: Sendable {
         if let refusal { throw refusal }
     }
 
-    /// Ends `uid`'s attempt: a failure counts toward the next lockout, a success clears the count. Blocking (saves it).
-    package func end(uid: UInt32, succeeded: Bool) {
+    /// Ends `uid`'s attempt: a failure counts toward the next lockout, a success clears the count,
+    /// one not checked changes nothing. Blocking (saves it).
+    package func end(uid: UInt32, outcome: Outcome) {
         let time = now()
-        state.withLock { records in
-            var record = records[uid] ?? Record()
+        slot(uid: uid).record.withLock { slot in
+            var record = slot ?? Record()
             record.inFlight = false
-            if succeeded {
-                (record.failures, record.lockouts, record.lockedUntilMilliseconds) = (0, 0, nil)
-            } else {
+            defer { slot = record }
+            switch outcome {
+            case .notChecked: return
+            case .succeeded: (record.failures, record.lockouts, record.lockedUntilMilliseconds) = (0, 0, nil)
+            case .failed:
                 record.failures += 1
                 if record.failures >= Self.limit {
-                    let length = min(backoff * (1 << min(record.lockouts, 20)), Self.maximumBackoff)
-                    let until = time + length
-                    record.lockedUntilMilliseconds = until.components.seconds * 1000 + until.components.attoseconds / 1_000_000_000_000_000
+                    let length = min(backoff * (1 << min(record.lockouts, Self.maximumLockouts)), Self.maximumBackoff)
+                    record.lockedUntilMilliseconds = Self.milliseconds(time + length)
                     (record.failures, record.lockouts) = (0, record.lockouts + 1)
                 }
             }
-            records[uid] = record
             save(record, uid: uid)
         }
     }
 
-    /// `uid`'s saved count; none saved: a clean one. One that does not read (never written so:
-    /// writes are atomic) counts as one failure short of a lockout.
-    private func load(uid: UInt32) -> Record {
-        guard let path = path(uid: uid), let file = try? FileIO.openExisting(path) else { return Record() }
-        defer { close(file.descriptor) }
-        guard let bytes = try? FileIO.readAll(file.descriptor, path: path), let record = try? JSONDecoder().decode(Record.self, from: bytes) else {
-            return Record(failures: Self.limit - 1)
+    /// `uid`'s saved count; none saved: a clean one.
+    /// - Returns: why it does not read, when a file is there that does not (never written so: writes are atomic).
+    private func load(uid: UInt32) -> Result<Record, Unreadable> {
+        guard let path = path(uid: uid) else { return .success(Record()) }
+        let file: FileIO.OpenFile
+        do throws(TokenCacheError) {
+            guard let opened = try FileIO.openExisting(path) else { return .success(Record()) }
+            file = opened
+        } catch {
+            return .failure(Unreadable(why: error.message))
         }
-        return record
+        defer { close(file.descriptor) }
+        let bytes: Data
+        do throws(TokenCacheError) { bytes = try FileIO.readAll(file.descriptor, path: path) } catch { return .failure(Unreadable(why: error.message)) }
+        guard let record = try? JSONDecoder().decode(Record.self, from: bytes) else { return .failure(Unreadable(why: "it is not a saved count (JSON)")) }
+        return .success(record)
     }
 
     /// Saves `uid`'s count (a clean one only over a saved one: a uid that never failed gets no file).

@@ -34,6 +34,8 @@ package final class KeeperServer: Sendable {
     private let limiter: ConsentLimiter
     /// The PAM service consent passwords are checked with.
     private let pamService: String
+    /// Connections served per uid.
+    private let connections = KeeperConnections(limit: KeeperServer.maximumConnectionsPerUID)
 
     /// The most entries one `log` request gets (an answer stays well under the protocol's 1 MiB).
     package static let maximumLogLines = 500
@@ -42,6 +44,8 @@ package final class KeeperServer: Sendable {
     static let ioTimeoutSeconds = 10
     /// Connections served at once; more wait in the listen backlog.
     static let maximumConnections = 32
+    /// Connections of one uid served at once (a quarter of ``maximumConnections``): more are refused at once.
+    package static let maximumConnectionsPerUID = 8
 
     /// The PAM service consent is checked with by default (packaging/pam/tokencache-keeper).
     package static let defaultPAMService = "tokencache-keeper"
@@ -85,6 +89,22 @@ package final class KeeperServer: Sendable {
 
     private func serve(_ connection: SocketDescriptor) {
         connection.setTimeouts(seconds: Self.ioTimeoutSeconds)
+        // One uid's connections are bounded before anything else is done for them (no request read, no /proc scan).
+        if let uid = connection.peerCredentials()?.uid {
+            guard connections.acquire(uid: uid) else {
+                let refusal = connections.refusal(uid: uid)
+                _ = log(nil, op: "-", group: nil, request: nil, outcome: "refused: uid \(uid): \(refusal.message)")
+                _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(refusal)))
+                return
+            }
+            defer { connections.release(uid: uid) }
+            serveAccepted(connection)
+        } else {
+            serveAccepted(connection)
+        }
+    }
+
+    private func serveAccepted(_ connection: SocketDescriptor) {
         // Replaced by the unidentified caller once a request fails its confirmation: a later
         // request on that connection (no holder scan) must not be answered as the app.
         var accepted = KeeperCaller.identify(connection)
@@ -216,7 +236,8 @@ package final class KeeperServer: Sendable {
             throw TokenCacheError.invalidArgument("client_id", "is missing: a consent is for one client ID", hint: "Consent with `tokencache keeper --consent --app APP --group GROUP --client CLIENT`")
         }
         // Before the password is checked: refused whatever the password, and no failure counted.
-        if let unconsentable = try await BlockingWork.run(cancellable: false, { () throws(TokenCacheError) in UnconsentableApp.reason(for: app) }) {
+        // By name only: the app's path is the user's to choose, and is never walked as root (UnconsentableApp.reason).
+        if let unconsentable = UnconsentableApp.reason(for: app) {
             await decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not given\(forClient): unconsentable: \(unconsentable.why) (PAM not asked)")
             return KeeperProtocol.ConsentAnswer(outcome: .unconsentable(unconsentable))
         }
@@ -245,18 +266,28 @@ package final class KeeperServer: Sendable {
             do throws(ConsentLimiter.Refusal) { try limiter.begin(uid: uid) } catch { return .failure(error) }
             let verdict: PAM.Verdict
             if let user = Self.userName(uid) { verdict = PAM.verify(service: pamService, user: user, password: secret) } else { verdict = .unavailable("uid \(uid) has no user name") }
-            limiter.end(uid: uid, succeeded: verdict == .verified)
+            // PAM unavailable is not a wrong password: it does not count toward a lockout.
+            switch verdict {
+            case .verified: limiter.end(uid: uid, outcome: .succeeded)
+            case .notAuthenticated, .accountRefused: limiter.end(uid: uid, outcome: .failed)
+            case .unavailable: limiter.end(uid: uid, outcome: .notChecked)
+            }
             return .success(verdict)
         }
         let verdict: PAM.Verdict
         switch checked ?? .success(.unavailable("the blocking pool refused the work")) {
         case .failure(let refusal):
             let outcome: KeeperProtocol.ConsentOutcome
+            var why = ""
             switch refusal {
             case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
             case .attemptInProgress: outcome = .attemptInProgress
+            case .countUnreadable(let path, let reason, let wait):
+                // Said to the user as a lockout; the audit log (root's) says which file and why.
+                outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
+                why = ": the saved count of failed attempts \(path) does not read (\(reason)), which counts as the longest back-off"
             }
-            return (outcome, "\(outcome) (PAM not asked)")
+            return (outcome, "\(outcome)\(why) (PAM not asked)")
         case .success(let answer): verdict = answer
         }
         switch verdict {
@@ -285,7 +316,7 @@ package final class KeeperServer: Sendable {
         let listed = !entries.isEmpty
         // An interpreter, a shell or tokencache itself runs what any process of the user gives it: no consent is
         // offered for it, and none recorded before the rule named it counts (asked of unlisted apps only).
-        let unconsentable = listed ? nil : UnconsentableApp.reason(for: identity.description)
+        let unconsentable = listed ? nil : UnconsentableApp.reason(for: identity.description, pid: caller.pid)
         if !listed, unconsentable == nil {
             // Not listed: the groups its user consented to, with their password, each for the client IDs consented.
             entries = try consents.allowed(uid: caller.uid, app: identity.description)

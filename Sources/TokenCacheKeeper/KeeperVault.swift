@@ -130,6 +130,45 @@ package struct KeeperVault: Sendable {
         return true
     }
 
+    /// Why root's unenrolment of a group stopped, after it was exported: each says what is left
+    /// where, so the administrator is never told "failed" about consents that are already gone.
+    package struct UnenrollmentFailure: Error {
+        package enum Reason: Equatable, Sendable {
+            /// The consents could not be withdrawn: nothing changed, the group is still held.
+            case consentsNotWithdrawn
+            /// `withdrawn` consents of the group were withdrawn, then the group's file could not be removed: still held.
+            case consentsWithdrawnGroupKept(withdrawn: Int)
+        }
+        package let reason: Reason
+        /// The error of the step that failed.
+        package let cause: TokenCacheError
+    }
+
+    /// How root's unenrolment of an exported group ended.
+    package enum Unenrollment: Equatable, Sendable {
+        /// Its consents withdrawn and its file removed.
+        case removed(withdrawnConsents: Int)
+        /// Its consents withdrawn; the group changed after the export (an app refreshed) and was not removed.
+        case changed(withdrawnConsents: Int)
+    }
+
+    /// Withdraws `uid`'s consents for `group` (first: taking rights away is always safe), then
+    /// removes the group if it is still at `revision`. Blocking.
+    /// - Throws: ``UnenrollmentFailure``, saying whether the consents were withdrawn.
+    package func unenroll(uid: UInt32, group: CacheGroup, ifAt revision: String) throws(UnenrollmentFailure) -> Unenrollment {
+        let withdrawn: Int
+        do throws(TokenCacheError) {
+            withdrawn = try KeeperConsents(directory: directory).revokeAll(uid: uid, group: group.name)
+        } catch {
+            throw UnenrollmentFailure(reason: .consentsNotWithdrawn, cause: error)
+        }
+        do throws(TokenCacheError) {
+            return try remove(uid: uid, group: group, ifAt: revision) ? .removed(withdrawnConsents: withdrawn) : .changed(withdrawnConsents: withdrawn)
+        } catch {
+            throw UnenrollmentFailure(reason: .consentsWithdrawnGroupKept(withdrawn: withdrawn), cause: error)
+        }
+    }
+
     /// The path of `uid`'s stored group (the encrypted file backend's name for it).
     private func file(uid: UInt32, group: CacheGroup) -> String {
         EncryptedFileBackend(directory: URL(fileURLWithPath: "\(directory)/\(uid)"), keySource: .keyFile(URL(fileURLWithPath: keyFile))).fileURL(for: group).path

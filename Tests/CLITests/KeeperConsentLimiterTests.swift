@@ -14,26 +14,26 @@ struct KeeperConsentLimiterTests {
         let limiter = ConsentLimiter(backoff: .seconds(60), now: { clock.now.withLock { $0 } })
         for _ in 0..<ConsentLimiter.limit {
             try limiter.begin(uid: 1000)
-            limiter.end(uid: 1000, succeeded: false)
+            limiter.end(uid: 1000, outcome: .failed)
         }
         #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(60))) { try limiter.begin(uid: 1000) }
         try limiter.begin(uid: 1001)  // another uid is not held back
         #expect(throws: ConsentLimiter.Refusal.attemptInProgress) { try limiter.begin(uid: 1001) }
-        limiter.end(uid: 1001, succeeded: true)
+        limiter.end(uid: 1001, outcome: .succeeded)
 
         clock.now.withLock { $0 = .seconds(59) }
         #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(1))) { try limiter.begin(uid: 1000) }
         clock.now.withLock { $0 = .seconds(60) }
         try limiter.begin(uid: 1000)  // the back-off has passed: one more attempt, counted afresh
-        limiter.end(uid: 1000, succeeded: false)
+        limiter.end(uid: 1000, outcome: .failed)
         try limiter.begin(uid: 1000)
-        limiter.end(uid: 1000, succeeded: true)  // a success clears the count
+        limiter.end(uid: 1000, outcome: .succeeded)  // a success clears the count
         for _ in 0..<(ConsentLimiter.limit - 1) {
             try limiter.begin(uid: 1000)
-            limiter.end(uid: 1000, succeeded: false)
+            limiter.end(uid: 1000, outcome: .failed)
         }
         try limiter.begin(uid: 1000)
-        limiter.end(uid: 1000, succeeded: true)
+        limiter.end(uid: 1000, outcome: .succeeded)
     }
 }
 
@@ -50,7 +50,7 @@ extension KeeperConsentLimiterTests {
         func failLimit() throws {
             for _ in 0..<ConsentLimiter.limit {
                 try limiter.begin(uid: 1000)
-                limiter.end(uid: 1000, succeeded: false)
+                limiter.end(uid: 1000, outcome: .failed)
             }
         }
         var expected: [Duration] = []
@@ -77,14 +77,64 @@ extension KeeperConsentLimiterTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: "\(directory)/1000").filter { $0.hasPrefix(".") }.isEmpty, "no temporary file left")
         // A success clears the count and the doubling: the next lockout is 60 s again, also after a restart.
         try limiter.begin(uid: 1000)
-        limiter.end(uid: 1000, succeeded: true)
+        limiter.end(uid: 1000, outcome: .succeeded)
         try failLimit()
         limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
         #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(60))) { try limiter.begin(uid: 1000) }
         // Another uid never failed: no file of its own.
         try limiter.begin(uid: 1001)
-        limiter.end(uid: 1001, succeeded: true)
+        limiter.end(uid: 1001, outcome: .succeeded)
         #expect(!FileManager.default.fileExists(atPath: "\(directory)/1001"))
+    }
+}
+
+extension KeeperConsentLimiterTests {
+    @Test("A saved count that does not read (corrupt, or not a regular file) is the longest lockout with a typed refusal naming the file, never a fresh count; it holds after a restart and ends after an hour on the clock")
+    func unreadableCountIsTheLongestLockout() throws {
+        for corrupt in ["{", "directory"] {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("limiter-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: "\(directory)/1000", withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let clock = TestClock()
+            clock.now.withLock { $0 = .seconds(1_800_000_000) }
+            let now: @Sendable () -> Duration = { clock.now.withLock { $0 } }
+            var limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
+            let path = try #require(limiter.path(uid: 1000))
+            if corrupt == "directory" {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            } else {
+                #expect(FileManager.default.createFile(atPath: path, contents: Data(corrupt.utf8), attributes: [.posixPermissions: 0o600]))
+            }
+            do throws(ConsentLimiter.Refusal) {
+                try limiter.begin(uid: 1000)
+                Issue.record("\(corrupt): an unreadable count gave an attempt")
+            } catch {
+                guard case .countUnreadable(let named, _, let wait) = error else { Issue.record("\(corrupt): \(error)"); continue }
+                #expect(named == path && wait == ConsentLimiter.maximumBackoff)
+            }
+            // In memory, and (over a corrupt file) saved: a restarted keeper still refuses.
+            #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: ConsentLimiter.maximumBackoff)) { try limiter.begin(uid: 1000) }
+            if corrupt != "directory" {
+                limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: now)
+                #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: ConsentLimiter.maximumBackoff)) { try limiter.begin(uid: 1000) }
+            }
+            clock.now.withLock { $0 += ConsentLimiter.maximumBackoff }
+            try limiter.begin(uid: 1000)
+            limiter.end(uid: 1000, outcome: .succeeded)
+        }
+    }
+
+    @Test("An attempt PAM could not check (unavailable) counts no failure: any number of them leaves the uid unlocked")
+    func notCheckedDoesNotCount() throws {
+        let limiter = ConsentLimiter(backoff: .seconds(60), now: { .zero })
+        for _ in 0..<(ConsentLimiter.limit * 3) {
+            try limiter.begin(uid: 1000)
+            limiter.end(uid: 1000, outcome: .notChecked)
+        }
+        try limiter.begin(uid: 1000)
+        limiter.end(uid: 1000, outcome: .failed)
+        try limiter.begin(uid: 1000)  // one failure only: still not locked
+        limiter.end(uid: 1000, outcome: .succeeded)
     }
 }
 
@@ -123,5 +173,26 @@ struct KeeperUnconsentableNameTests {
         }
         #expect(UnconsentableApp.reason(for: "/usr/local/bin/tokencache") == .keeperProgram)
         #expect(UnconsentableApp.reason(for: "/opt/some-app") == nil)
+    }
+
+    @Test("After a dash only a version or a known build variant is stripped: a program whose name starts with an interpreter's and a dash (r-…, nu-…, env-…, swift-format) is not taken for it; bash-static, emacs-nox, python3-dbg, luajit-2.1.0-beta3 are",
+          arguments: [("r-studio", false), ("nu-tool", false), ("env-check", false), ("sh-helper", false), ("swift-format", false),
+                      ("node-app", false), ("awk-report", false), ("lua-app", false), ("php-app", false),
+                      ("bash-static", true), ("zsh-static", true), ("emacs-nox", true), ("emacs-lucid", true), ("python3-dbg", true),
+                      ("python3.11-dbg", true), ("luajit-2.1.0-beta3", true), ("r", true), ("nu", true), ("php-cgi", true), ("php8.2", true)])
+    func dashedNames(name: String, isInterpreter: Bool) {
+        #expect(UnconsentableApp.isInterpreter(name: name) == isInterpreter, "\(name)")
+    }
+
+    @Test("The rule never walks the named path as root: a symbolic link named like an app is judged by its own name, not its target's; with a caller's pid the keeper's own program is found by inode through /proc/PID/exe")
+    func noPathIsWalked() throws {
+        let directory = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let link = directory.appendingPathComponent("my-app").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/usr/bin/python3")
+        #expect(UnconsentableApp.reason(for: link) == nil, "resolved as root")
+        // This process runs the same file as itself: as the keeper would see its own program calling.
+        #expect(UnconsentableApp.reason(for: "/opt/some-app", pid: getpid()) == .keeperProgram)
+        #expect(UnconsentableApp.reason(for: "/opt/some-app", pid: nil) == nil)
     }
 }

@@ -193,10 +193,25 @@ struct KeeperCommand: ParsableCommand {
                                   hint: "Remove \(output), check the disk, and run --unenroll again")
         }
         // Its consents go with it: enrolling the group again (no password the first time) must not let the consented apps in.
-        // Withdrawn first: taking rights away is always safe, and a failure here leaves the group where it was.
-        let withdrawn = try KeeperConsents(directory: stateDirectory).revokeAll(uid: owner, group: group.name)
-        guard try vault.remove(uid: owner, group: group, ifAt: export.revision) else {
-            throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted\(withdrawn > 0 ? ", and its \(withdrawn) consent(s) were withdrawn" : "").",
+        // Withdrawn first: taking rights away is always safe, and a failure there leaves the group where it was.
+        let unenrolled: KeeperVault.Unenrollment
+        do throws(KeeperVault.UnenrollmentFailure) {
+            unenrolled = try vault.unenroll(uid: owner, group: group, ifAt: export.revision)
+        } catch {
+            switch error.reason {
+            case .consentsNotWithdrawn:
+                throw CLIError.failed("uid \(owner)'s consents for group \(group) could not be withdrawn (\(error.cause.message)); nothing was changed: the keeper still holds the group.",
+                                      hint: "Remove \(output), fix the state directory, and run --unenroll again", cause: error.cause)
+            case .consentsWithdrawnGroupKept(let count):
+                throw CLIError.failed("uid \(owner)'s \(count) consent(s) for group \(group) were withdrawn, but the keeper's copy of the group was not deleted (\(error.cause.message)): the keeper still holds it, without those consents.",
+                                      hint: "Remove \(output), fix the state directory, and run --unenroll again (the consents stay withdrawn)", cause: error.cause)
+            }
+        }
+        let withdrawn: Int
+        switch unenrolled {
+        case .removed(let count): withdrawn = count
+        case .changed(let count):
+            throw CLIError.failed("The keeper's copy of uid \(owner)'s group \(group) changed after it was written to \(output) (an app refreshed a token); it was not deleted\(count > 0 ? ", and its \(count) consent(s) were withdrawn" : "").",
                                   hint: "Remove \(output) and run --unenroll again: it takes the newer copy")
         }
         if withdrawn > 0 { Terminal.print(TerminalText("Withdrew uid \(owner)'s \(withdrawn) consent\(withdrawn == 1 ? "" : "s") for group \(group).")) }

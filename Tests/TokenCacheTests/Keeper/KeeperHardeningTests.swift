@@ -12,17 +12,20 @@ extension KeeperScenario {
     /// keeper's socket and prints the answer's error code and message (or `granted` and no token).
     static let tokenRequest = """
         import json, socket, struct, sys
-        def ask(s, client):
-            data = json.dumps({"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]}).encode()
+        def exchange(s, request):
+            data = json.dumps(request).encode()
             s.sendall(struct.pack(">I", len(data)) + data)
             head = b""
             while len(head) < 4:
                 chunk = s.recv(4 - len(head))
-                if not chunk: return "closed"
+                if not chunk: return None
                 head += chunk
             (n,) = struct.unpack(">I", head); body = b""
             while len(body) < n: body += s.recv(n - len(body))
-            answer = json.loads(body)
+            return json.loads(body)
+        def ask(s, client):
+            answer = exchange(s, {"version": 1, "op": "token", "client_id": client, "scopes": ["User.Read"]})
+            if answer is None: return "closed"
             if answer.get("ok"): return "granted"
             error = answer.get("error", {})
             return "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
@@ -208,6 +211,8 @@ extension KeeperTests {
             number = int(sys.argv[1])
             pid, fd = pty.fork()
             if pid == 0:
+                # A signal ignored where the test runs would stay ignored in the prompt (as it should): start from the defaults.
+                signal.signal(number, signal.SIG_DFL)
                 os.execv(sys.argv[2], sys.argv[2:])
             seen = b""
             while b"Your password" not in seen:
@@ -268,5 +273,105 @@ extension KeeperTests {
                                                           "--client", Fixtures.appOne, "--socket", scenario.socket])
         #expect(refused.stdout.contains("the terminal's echo could not be turned off") && !refused.stdout.contains("Your password,"),
                 "\(refused.stdout)\(refused.stderr)")
+    }
+
+    @Test("The consent prompt as readpassphrase(3): stopped with SIGTSTP (^Z) it stops with the terminal's echo on, and after SIGCONT asks again with echo off; a SIGINT ignored before the prompt stays ignored (the process ends by the SIGTERM that follows, not by SIGINT)")
+    func promptStopsAndKeepsIgnoredSignals() async throws {
+        let scenario = try KeeperScenario()
+        defer { scenario.cleanUp() }
+        let command = ["/usr/bin/setpriv", "--reuid", "\(scenario.alice.uid)", "--regid", "\(scenario.alice.gid)", "--init-groups", "--",
+                       scenario.app, "keeper", "--consent", "--app", "/opt/some-app", "--group", scenario.group, "--client", Fixtures.appOne,
+                       "--socket", scenario.socket]
+        let driver = """
+            import os, pty, signal, sys, termios
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            signal.alarm(60)
+            mode = sys.argv[1]
+            pid, fd = pty.fork()
+            if pid == 0:
+                if mode == "ignored":
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    os.execv(sys.argv[2], sys.argv[2:])
+                # The prompt runs in a foreground process group of its own whose parent (this session
+                # leader) is in the session: not orphaned, so a stop signal really stops it.
+                signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+                go_r, go_w = os.pipe()
+                child = os.fork()
+                if child == 0:
+                    os.setpgid(0, 0)
+                    os.read(go_r, 1)
+                    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+                    os.execv(sys.argv[2], sys.argv[2:])
+                os.setpgid(child, child)
+                os.tcsetpgrp(0, child)
+                os.write(go_w, b"x")
+                _, status = os.waitpid(child, os.WUNTRACED)
+                stopped = os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGTSTP
+                echo = bool(termios.tcgetattr(0)[3] & termios.ECHO)
+                os.tcsetpgrp(0, child)
+                os.write(1, b"stopped=%s echo-while-stopped=%s\\n" % (str(stopped).encode(), str(echo).encode()))
+                os.kill(child, signal.SIGCONT)
+                _, status = os.waitpid(child, 0)
+                os.write(1, b"ended\\n")
+                os._exit(0)
+            seen = b""
+            def until(text):
+                global seen
+                while text not in seen:
+                    chunk = os.read(fd, 1024)
+                    if not chunk: break
+                    seen += chunk
+            until(b"Your password")
+            waiting = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+            if mode == "ignored":
+                os.kill(pid, signal.SIGINT)
+                os.kill(pid, signal.SIGTERM)
+                _, status = os.waitpid(pid, 0)
+                print("echo-while-waiting=%s ended-by=%s" % (waiting, os.WTERMSIG(status) if os.WIFSIGNALED(status) else "exit"))
+            else:
+                os.killpg(os.tcgetpgrp(fd), signal.SIGTSTP)
+                until(b"echo-while-stopped")
+                while seen.count(b"Your password") < 2:
+                    chunk = os.read(fd, 1024)
+                    if not chunk: break
+                    seen += chunk
+                again = seen.count(b"Your password") == 2
+                echo_again = bool(termios.tcgetattr(fd)[3] & termios.ECHO)
+                os.killpg(os.tcgetpgrp(fd), signal.SIGTERM)
+                until(b"ended")
+                print("echo-while-waiting=%s asked-again=%s echo-when-asked-again=%s" % (waiting, again, echo_again))
+                print(seen.decode(errors="replace"))
+            """
+        let stopped = try runProcess("/usr/bin/python3", ["-c", driver, "stop"] + command, environment: scenario.alice.environment())
+        #expect(stopped.stdout.contains("stopped=True echo-while-stopped=True") && stopped.stdout.contains("echo-while-waiting=False asked-again=True echo-when-asked-again=False"),
+                "\(stopped.stdout)\(stopped.stderr)")
+        let ignored = try runProcess("/usr/bin/python3", ["-c", driver, "ignored"] + command, environment: scenario.alice.environment())
+        #expect(ignored.stdout.contains("echo-while-waiting=False ended-by=\(SIGTERM)"), "\(ignored.stdout)\(ignored.stderr)")
+    }
+
+    @Test("At most 8 connections of one uid are served at once: with 8 of Alice's open (each answered, so served), a ninth of hers is answered overloaded with what to do; Bob's connection is served")
+    func connectionsPerUID() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let holder = KeeperScenario.tokenRequest + "\n" + """
+            def ask(s):
+                answer = exchange(s, {"version": 1, "op": "log", "lines": 1})
+                if answer is None: return "closed"
+                error = answer.get("error")
+                return "served" if not error else "%s %s %s" % (error.get("code"), error.get("message"), error.get("hint"))
+            held = []
+            for _ in range(int(sys.argv[2])):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)
+                print(ask(s))
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print("extra:", ask(s))
+            """
+        let alice = try scenario.alice.run("/usr/bin/python3", ["-c", holder, scenario.socket, "8"])
+        let lines = alice.stdout.split(separator: "\n")
+        #expect(lines.prefix(8).allSatisfy { $0 == "served" } && lines.count == 9, "\(alice.stdout)\(alice.stderr)")
+        #expect(lines.last?.hasPrefix("extra: overloaded") == true && lines.last?.contains("8 connections of uid \(scenario.alice.uid)") == true,
+                "\(alice.stdout)\(alice.stderr)")
+        // Another uid is not counted with hers.
+        let bob = try scenario.bob.run("/usr/bin/python3", ["-c", holder, scenario.socket, "0"])
+        #expect(bob.stdout == "extra: served\n", "\(bob.stdout)\(bob.stderr)")
     }
 }
