@@ -330,7 +330,9 @@ package final class KeeperServer: Sendable {
 
     /// The caller's group as its app may see it: the clients its apps file names.
     func list(_ request: AgentProtocol.Request, store: AccountStore, entry: AppRegistry.Entry) throws(TokenCacheError) -> GroupInventory {
-        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: request.clientID)
+        // Checked where it enters, as the token request's is: an ID ClientID refuses matches no client anyway.
+        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
+        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: client)
         inventory.location = "token keeper"
         inventory.accounts = inventory.accounts.compactMap { account in
             var account = account

@@ -78,7 +78,7 @@ struct ListCommand: ParsableCommand {
                     }
                 }
             }
-            inventory = inventory.narrowed(toAccount: account, clientID: client?.value)
+            inventory = inventory.narrowed(toAccount: account, clientID: client)
             // Held by the broker: listed apart, marked, never merged into the group's accounts.
             let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
