@@ -59,7 +59,7 @@ struct ListCommand: ParsableCommand {
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
-                inventory = try Self.inventory(through: agent, client: client?.value, account: account)
+                inventory = try Self.inventory(through: agent, client: client, account: account)
             } else {
                 let opened = try store.openStore()
                 inventory = try opened.inventory()

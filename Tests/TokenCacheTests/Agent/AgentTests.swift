@@ -146,7 +146,7 @@ struct AgentTests {
         let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo, "--scopes", "User.Read"])
         defer { agent.stop() }
         let refused = #expect(throws: TokenCacheError.self) {
-            try AgentClient(path: agent.socket).token(clientID: "not a client id", scopes: ["User.Read"])
+            try AgentClient(path: agent.socket).send(AgentProtocol.Request(operation: .token, clientID: "not a client id", scopes: ["User.Read"]))
         }
         #expect(refused?.code == .invalidArgument && refused?.message.contains("client ID") == true, "\(String(describing: refused))")
         #expect(try await scenario.idp.stats().token_requests == 0)
