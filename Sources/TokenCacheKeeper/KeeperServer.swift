@@ -202,7 +202,7 @@ package final class KeeperServer: Sendable {
             throw TokenCacheError.invalidArgument("app", "is empty, longer than \(KeeperAudit.maximumFieldLength) characters or holds control characters",
                                                   hint: "Name the app as the keeper's refusal does")
         }
-        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text).value }
+        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
         let (app, uid, consents) = (request.app, caller.uid, consents)
         // The app right after "consent of", the client at the end: each line reads "consent of APP recorded for client ID".
         let forClient = client.map { " for client \($0)" } ?? " for every client"
