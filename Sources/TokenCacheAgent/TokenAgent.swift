@@ -121,7 +121,9 @@ package final class TokenAgent: Sendable {
             return AgentProtocol.Response(requests: requests)
         case .list:
             do throws(TokenCacheError) {
-                let inventory = try await list(clientID: request.clientID, account: request.account)
+                // Checked where it enters, as for a token: an ID ClientID refuses matches no client anyway.
+                let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
+                let inventory = try await list(clientID: client, account: request.account)
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(inventory: inventory)
             } catch {
@@ -169,13 +171,13 @@ package final class TokenAgent: Sendable {
     }
 
     /// The group's inventory as the policy lets it be seen: allowed accounts and clients only.
-    func list(clientID: String?, account: String?) async throws(TokenCacheError) -> GroupInventory {
+    func list(clientID: ClientID?, account: String?) async throws(TokenCacheError) -> GroupInventory {
         var inventory = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.inventory() }
         func named(_ identifier: String, _ entry: GroupInventory.Account) -> Bool {
             ASCII.equalsIgnoringCase(identifier, entry.username) || ASCII.equalsIgnoringCase(identifier, entry.homeAccountID)
         }
         func shown(_ client: GroupInventory.Client) -> Bool {
-            policy.allows(client: client.clientID) && (clientID.map { ASCII.equalsIgnoringCase($0, client.clientID) } ?? true)
+            policy.allows(client: client.clientID) && (clientID.map { ASCII.equalsIgnoringCase($0.value, client.clientID) } ?? true)
         }
         inventory.accounts = inventory.accounts.compactMap { (entry: GroupInventory.Account) -> GroupInventory.Account? in
             guard policy.accounts.isEmpty || policy.accounts.contains(where: { named($0, entry) }),

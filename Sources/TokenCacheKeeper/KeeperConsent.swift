@@ -24,8 +24,8 @@ package struct KeeperConsents: Sendable {
         /// When it was given, ISO 8601 (UTC).
         package var time: String
 
-        package init(app: String, group: String, clientID: String?, time: String) {
-            (self.app, self.group, self.clientID, self.time) = (app, group, clientID, time)
+        package init(app: String, group: String, clientID: ClientID, time: String) {
+            (self.app, self.group, self.clientID, self.time) = (app, group, clientID.value, time)
         }
 
         /// Whether this consent is for `clientID` (case-insensitive, as client IDs compare).
@@ -85,10 +85,10 @@ package struct KeeperConsents: Sendable {
     /// Withdraws `uid`'s consents to `app` using `group`: the one for `clientID`, or with nil every
     /// one of that app and group (old entries without a client ID too). Blocking.
     /// - Returns: whether there was one.
-    package func revoke(uid: UInt32, app: String, group: String, clientID: String?) throws(TokenCacheError) -> Bool {
+    package func revoke(uid: UInt32, app: String, group: String, clientID: ClientID?) throws(TokenCacheError) -> Bool {
         var found = false
         try change(uid: uid) { consents in
-            let matches = { (consent: Consent) in consent.app == app && consent.group == group && (clientID == nil || consent.isFor(clientID: clientID)) }
+            let matches = { (consent: Consent) in consent.app == app && consent.group == group && (clientID == nil || consent.isFor(clientID: clientID?.value)) }
             found = consents.contains(where: matches)
             consents.removeAll(where: matches)
         }

@@ -104,8 +104,8 @@ package enum KeeperProtocol {
         /// The user's password (consent only): checked with PAM, never stored or logged.
         package var password: String?
 
-        package init(revoking: Bool, app: String, group: String, clientID: String?, password: String?) {
-            (op, self.app, self.group, self.clientID, self.password) = (revoking ? "revoke-consent" : "consent", app, group, clientID, password)
+        package init(revoking: Bool, app: String, group: String, clientID: ClientID?, password: String?) {
+            (op, self.app, self.group, self.clientID, self.password) = (revoking ? "revoke-consent" : "consent", app, group, clientID?.value, password)
         }
 
         enum CodingKeys: String, CodingKey { case version, op, app, group, clientID = "client_id", password }

@@ -222,7 +222,7 @@ package final class KeeperServer: Sendable {
             throw TokenCacheError.invalidArgument("app", "is empty, longer than \(KeeperAudit.maximumFieldLength) characters or holds control characters",
                                                   hint: "Name the app as the keeper's refusal does")
         }
-        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text).value }
+        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
         let (app, uid, consents) = (request.app, caller.uid, consents)
         // The app right after "consent of", the client at the end: each line reads "consent of APP recorded for client ID".
         let forClient = client.map { " for client \($0)" } ?? " for every client"
@@ -361,7 +361,9 @@ package final class KeeperServer: Sendable {
 
     /// The caller's group as its app may see it: the clients its apps file names.
     func list(_ request: AgentProtocol.Request, store: AccountStore, entry: AppRegistry.Entry) throws(TokenCacheError) -> GroupInventory {
-        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: request.clientID)
+        // Checked where it enters, as the token request's is: an ID ClientID refuses matches no client anyway.
+        let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
+        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: client)
         inventory.location = "token keeper"
         inventory.accounts = inventory.accounts.compactMap { account in
             var account = account

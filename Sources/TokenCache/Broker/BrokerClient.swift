@@ -60,7 +60,7 @@ package final class BrokerClient: Sendable {
 
     /// The accounts the broker lets `clientID` use, each kept whole to be handed back.
     package func accounts(clientID: ClientID) throws(TokenCacheError) -> [BrokerAccount] {
-        let reply = try call(.getAccounts, BrokerWire.accountsRequest(clientID: clientID.value))
+        let reply = try call(.getAccounts, BrokerWire.accountsRequest(clientID: clientID))
         guard case .array(let list)? = reply[Key.accounts] else { return [] }
         return list.compactMap { value in
             guard case .object(let object) = value else { return nil }
@@ -73,14 +73,14 @@ package final class BrokerClient: Sendable {
     package func token(clientID: ClientID, authority: Authority, scopes: [String], account: BrokerAccount,
                        claims: String?) throws(TokenCacheError) -> TokenResult {
         let reply = try call(.acquireTokenSilently, BrokerWire.silentTokenRequest(
-            clientID: clientID.value, authority: authority.url.absoluteString, scopes: scopes, account: account.object,
+            clientID: clientID, authority: authority.url.absoluteString, scopes: scopes, account: account.object,
             username: account.username, claims: claims))
         return try Self.tokenResult(reply, account: account)
     }
 
     /// Signs `account` out of `clientID` at the broker.
     package func removeAccount(clientID: ClientID, account: BrokerAccount) throws(TokenCacheError) {
-        _ = try call(.removeAccount, BrokerWire.removeAccountRequest(clientID: clientID.value, account: account.object))
+        _ = try call(.removeAccount, BrokerWire.removeAccountRequest(clientID: clientID, account: account.object))
     }
 
     // MARK: Replies

@@ -75,18 +75,18 @@ package enum BrokerWire {
     // MARK: Requests (what a client sends)
 
     /// `getAccounts`' request: MSALRuntime sends the client ID as the redirect URI here.
-    package static func accountsRequest(clientID: String) -> JSONObject {
-        [Key.clientID: .string(clientID), Key.redirectURI: .string(clientID)]
+    package static func accountsRequest(clientID: ClientID) -> JSONObject {
+        [Key.clientID: .string(clientID.value), Key.redirectURI: .string(clientID.value)]
     }
 
     /// `removeAccount`'s request: the account handed back whole, as the broker gave it.
-    package static func removeAccountRequest(clientID: String, account: JSONObject) -> JSONObject {
-        [Key.account: .object(account), Key.clientID: .string(clientID), Key.redirectURI: .string(clientID)]
+    package static func removeAccountRequest(clientID: ClientID, account: JSONObject) -> JSONObject {
+        [Key.account: .object(account), Key.clientID: .string(clientID.value), Key.redirectURI: .string(clientID.value)]
     }
 
     /// `acquireTokenSilently`'s request: every member MSALRuntime sends, with its values for a
     /// silent request of a public client.
-    package static func silentTokenRequest(clientID: String, authority: String, scopes: [String], account: JSONObject,
+    package static func silentTokenRequest(clientID: ClientID, authority: String, scopes: [String], account: JSONObject,
                                            username: String, claims: String?) -> JSONObject {
         let parameters: JSONObject = [
             "accessTokenToRenew": "",
@@ -94,7 +94,7 @@ package enum BrokerWire {
             "additionalQueryParametersForAuthorization": .object([:]),
             Key.authority: .string(authority),
             "authorizationType": .integer(1),
-            Key.clientID: .string(clientID),
+            Key.clientID: .string(clientID.value),
             Key.decodedClaims: .string(claims ?? ""),
             "enrollmentId": "",
             "isTestMode": .bool(false),

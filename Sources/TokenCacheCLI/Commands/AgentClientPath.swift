@@ -30,7 +30,7 @@ extension StoreOptions {
 
 extension ListCommand {
     /// The agent's group, as its policy lets it be seen.
-    static func inventory(through agent: AgentClient, client: String?, account: String?) throws -> GroupInventory {
+    static func inventory(through agent: AgentClient, client: ClientID?, account: String?) throws -> GroupInventory {
         var inventory = try agent.inventory(clientID: client, account: account)
         inventory.location = "token agent at \(agent.path) (\(inventory.location))"
         return inventory

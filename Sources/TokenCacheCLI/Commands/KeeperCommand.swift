@@ -245,7 +245,7 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.usage("--\(consent ? "consent" : "revoke-consent") needs --app (as the keeper's refusal names the app) and --group.")
         }
         let group = try CacheGroup(groupName)
-        let clientID = try self.client.map { (text) throws(TokenCacheError) in try ClientID(text).value }
+        let clientID = try self.client.map { (text) throws(TokenCacheError) in try ClientID(text) }
         let client = KeeperClient(path: socket)
         let clientText = clientID.map { " with client \($0)" } ?? ""
         if revokeConsent {

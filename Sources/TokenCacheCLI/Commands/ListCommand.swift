@@ -59,7 +59,7 @@ struct ListCommand: ParsableCommand {
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
             } else if let agent = store.agent() {
-                inventory = try Self.inventory(through: agent, client: client?.value, account: account)
+                inventory = try Self.inventory(through: agent, client: client, account: account)
             } else {
                 let opened = try store.openStore()
                 inventory = try opened.inventory()
@@ -78,7 +78,7 @@ struct ListCommand: ParsableCommand {
                     }
                 }
             }
-            inventory = inventory.narrowed(toAccount: account, clientID: client?.value)
+            inventory = inventory.narrowed(toAccount: account, clientID: client)
             // Held by the broker: listed apart, marked, never merged into the group's accounts.
             let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {

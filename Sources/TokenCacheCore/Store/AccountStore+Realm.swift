@@ -46,7 +46,7 @@ extension AccountStore {
             let written = Set(upserts.compactMap { if case .upsert(let entry) = $0 { entry.key } else { nil } })
             return upserts + removals.filter { if case .remove(_, let key) = $0 { !written.contains(key) } else { true } }
         } result: { index in
-            account(homeAccountID: home, cloud: cloud, clientID: clientID.value, in: index)
+            account(homeAccountID: home, cloud: cloud, clientID: clientID, in: index)
         }
     }
 

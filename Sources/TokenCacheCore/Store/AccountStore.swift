@@ -114,7 +114,7 @@ public final class AccountStore: Sendable {
                 changes += Self.upsert(entry, in: index)
             }
             if let home = entities.homeAccountID {
-                changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID.value, state: .signedIn), in: index)
+                changes += Self.upsert(Self.accountMetadata(home: home, clientID: clientID, state: .signedIn), in: index)
             }
             if let redeemed = redeemedRefreshToken, let home = entities.homeAccountID,
                let newRT = entities.refreshToken, let newSecret = newRT["secret"], newSecret != redeemed {
@@ -128,7 +128,7 @@ public final class AccountStore: Sendable {
             return changes
         } result: { index in
             let account = entities.homeAccountID.flatMap {
-                self.account(homeAccountID: $0, cloud: Environment.canonical(authority.environment), clientID: clientID.value, in: index)
+                self.account(homeAccountID: $0, cloud: Environment.canonical(authority.environment), clientID: clientID, in: index)
             }
             return Self.result(AccessToken(entry: entities.accessToken), account: account)
                 .with(account: account, idToken: entities.idToken?["secret"], isFromCache: false)
@@ -157,8 +157,8 @@ public final class AccountStore: Sendable {
     package func accounts(clientID: ClientID) throws(TokenCacheError) -> [CachedAccount] {
         try read { index in
             Self.accountKeys(in: index).compactMap { key in
-                guard Self.canUse(home: key.home, cloud: key.cloud, clientID: clientID.value, in: index) else { return nil }
-                return self.account(homeAccountID: key.home, cloud: key.cloud, clientID: clientID.value, in: index)
+                guard Self.canUse(home: key.home, cloud: key.cloud, clientID: clientID, in: index) else { return nil }
+                return self.account(homeAccountID: key.home, cloud: key.cloud, clientID: clientID, in: index)
             }
         }
     }
@@ -184,6 +184,12 @@ public final class AccountStore: Sendable {
     ///   is not guessed: ``TokenCacheError/Code/ambiguousAccount`` names the hosts.
     public func account(_ usernameOrHomeAccountID: String, clientID: String? = nil,
                         authority: Authority? = nil) throws(TokenCacheError) -> CachedAccount? {
+        var client: ClientID?
+        if let clientID {
+            // Converted once here: a client ID ClientID refuses can use no account (a save refuses it).
+            guard let checked = Self.lookup(clientID) else { return nil }
+            client = checked
+        }
         let wanted = usernameOrHomeAccountID.lowercased()
         let cloud = authority.map { Environment.canonical($0.environment) }
         return try read { (index) throws(TokenCacheError) -> CachedAccount? in
@@ -195,8 +201,8 @@ public final class AccountStore: Sendable {
             let homes = Array(Set(records.compactMap { $0["home_account_id"] })).sorted()
             for home in homes {
                 let clouds = Array(Set(records.filter { $0["home_account_id"] == home }.map(Self.cloud(of:)))).sorted()
-                    .filter { cloud in clientID.map { Self.canUse(home: home, cloud: cloud, clientID: $0, in: index) } ?? true }
-                let found = clouds.compactMap { self.account(homeAccountID: home, cloud: $0, clientID: clientID, in: index) }
+                    .filter { cloud in client.map { Self.canUse(home: home, cloud: cloud, clientID: $0, in: index) } ?? true }
+                let found = clouds.compactMap { self.account(homeAccountID: home, cloud: $0, clientID: client, in: index) }
                 if found.count > 1 { throw Self.ambiguous(usernameOrHomeAccountID, found) }
                 if let account = found.first { return account }
             }
@@ -213,9 +219,9 @@ public final class AccountStore: Sendable {
     }
 
     /// Whether a client may use an account silently: not signed out, with a refresh token in the cloud.
-    private static func canUse(home: String, cloud: String, clientID: String, in index: CacheIndex) -> Bool {
+    private static func canUse(home: String, cloud: String, clientID: ClientID, in index: CacheIndex) -> Bool {
         signInState(home: home, clientID: clientID, in: index) != .signedOut
-            && !refreshTokens(from: refreshTokenCandidates(home: home, environment: cloud, in: index), clientID: clientID,
+            && !refreshTokens(from: refreshTokenCandidates(home: home, environment: cloud, in: index), clientID: clientID.value,
                               environment: nil, appMetadata: index.all(.appMetadata)).isEmpty
     }
 
@@ -227,7 +233,7 @@ public final class AccountStore: Sendable {
 
     /// `signInState(of:clientID:)` of a client checked where it entered.
     package func signInState(of account: CachedAccount, clientID: ClientID) throws(TokenCacheError) -> SignInState? {
-        try read { Self.signInState(home: account.homeAccountID, clientID: clientID.value, in: $0) }
+        try read { Self.signInState(home: account.homeAccountID, clientID: clientID, in: $0) }
     }
 
     // MARK: Tokens
@@ -250,7 +256,6 @@ public final class AccountStore: Sendable {
     /// `accessToken(clientID:account:scopes:authority:now:)` of a client checked where it entered.
     package func accessToken(clientID: ClientID, account: CachedAccount, scopes: [String],
                              authority: Authority? = nil, now: Date = Date()) throws(TokenCacheError) -> TokenResult? {
-        let clientID = clientID.value
         let requested = try Self.resourceScopes(scopes)
         let environment = Environment.canonical(authority?.environment ?? account.environment)
         let deadline = now.timeIntervalSince1970 + options.expiryMargin
@@ -262,7 +267,7 @@ public final class AccountStore: Sendable {
             account.homeTenantID ?? account.tenants.first
         }
         return try read { index in
-            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return nil }
+            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID.value) != .signedOut else { return nil }
             var best: IndexedAccessToken?
             for at in index.accessTokens(homeAccountID: account.homeAccountID)
             where at.expiresOn > (best?.expiresOn ?? 0)
@@ -291,12 +296,11 @@ public final class AccountStore: Sendable {
     /// `accessTokensByTenant(clientID:account:scopes:now:)` of a client checked where it entered.
     package func accessTokensByTenant(clientID: ClientID, account: CachedAccount, scopes: [String],
                                       now: Date = Date()) throws(TokenCacheError) -> [TokenResult] {
-        let clientID = clientID.value
         let requested = try Self.resourceScopes(scopes)
         let environment = Environment.canonical(account.environment)
         let deadline = now.timeIntervalSince1970 + options.expiryMargin
         return try read { index in
-            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID) != .signedOut else { return [] }
+            guard index.signInState(homeAccountID: account.homeAccountID, clientID: clientID.value) != .signedOut else { return [] }
             var best: [String: IndexedAccessToken] = [:]
             for at in index.accessTokens(homeAccountID: account.homeAccountID)
             where Self.isUsable(at, clientID: clientID, environment: environment, scopes: requested, deadline: deadline)
@@ -325,10 +329,10 @@ public final class AccountStore: Sendable {
     }
 
     /// Whether an access token may be returned for a plain request of the client and scopes.
-    private static func isUsable(_ at: IndexedAccessToken, clientID: String, environment: String,
+    private static func isUsable(_ at: IndexedAccessToken, clientID: ClientID, environment: String,
                                  scopes: [String], deadline: Double) -> Bool {
         at.isPlainBearer && !at.result.accessToken.isEmpty && at.expiresOn > deadline
-            && ASCII.equalsIgnoringCase(at.clientID, clientID) && at.environment == environment
+            && ASCII.equalsIgnoringCase(at.clientID, clientID.value) && at.environment == environment
             && scopes.allSatisfy { at.targets.contains($0) }
     }
 
@@ -354,8 +358,8 @@ public final class AccountStore: Sendable {
     /// Every refresh token the client may redeem for the account, in the order to try them.
     package func refreshTokens(clientID: ClientID, account: CachedAccount) throws(TokenCacheError) -> [RefreshToken] {
         try read { index in
-            guard Self.signInState(home: account.homeAccountID, clientID: clientID.value, in: index) != .signedOut else { return [] }
-            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID.value,
+            guard Self.signInState(home: account.homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
+            return Self.refreshTokens(home: account.homeAccountID, clientID: clientID,
                                       environment: account.environment, in: index).map(RefreshToken.init(entry:))
         }
     }
@@ -375,8 +379,7 @@ public final class AccountStore: Sendable {
     /// could redeem at the hosts that issued them, in any environment.
     package func refreshTokens(clientID: ClientID, homeAccountID: String, redeemableAt authority: Authority?,
                                appMetadata: [CacheEntry]?) throws(TokenCacheError) -> [RefreshToken] {
-        let clientID = clientID.value
-        return try read { index in
+        try read { index in
             guard Self.signInState(home: homeAccountID, clientID: clientID, in: index) != .signedOut else { return [] }
             return Self.refreshTokens(home: homeAccountID, clientID: clientID, environment: authority?.environment,
                                       appMetadata: appMetadata ?? Array(index.all(.appMetadata)), in: index)
@@ -384,7 +387,7 @@ public final class AccountStore: Sendable {
                     guard !(entry["secret"] ?? "").isEmpty else { return false }
                     guard let authority else { return true }
                     return Environment.authority(authority, accepts: entry["environment"] ?? "")
-                        && (authority.kind == .aad || ASCII.equalLowercased(entry["client_id"], clientID))
+                        && (authority.kind == .aad || ASCII.equalLowercased(entry["client_id"], clientID.value))
                 }
                 .map(RefreshToken.init(entry:))
         }
@@ -473,20 +476,19 @@ public final class AccountStore: Sendable {
 
     /// `signOut(_:clientID:)` of a client checked where it entered.
     package func signOut(_ account: CachedAccount, clientID: ClientID) throws(TokenCacheError) {
-        let clientID = clientID.value
         let cloud = Environment.canonical(account.environment)
         try mutate { index in
             var changes: [CacheChange] = []
             for kind in [EntityKind.accessToken, .idToken, .refreshToken] {
                 for entry in index.entries(kind, homeAccountID: account.homeAccountID)
-                where entry["client_id"]?.lowercased() == clientID.lowercased() && Self.cloud(of: entry) == cloud
+                where entry["client_id"]?.lowercased() == clientID.value.lowercased() && Self.cloud(of: entry) == cloud
                     && (kind != .refreshToken || (entry["family_id"] ?? "").isEmpty) {
                     changes.append(.remove(kind, key: entry.key))
                 }
             }
             changes += Self.upsert(Self.accountMetadata(home: account.homeAccountID, clientID: clientID, state: .signedOut), in: index)
             logger.debug("Signing app out of account", metadata: [
-                "client_id": .string(clientID), "account": options.privacy.pii(account.homeAccountID)])
+                "client_id": .string(clientID.value), "account": options.privacy.pii(account.homeAccountID)])
             return changes
         } result: { _ in () }
     }
@@ -639,15 +641,15 @@ public final class AccountStore: Sendable {
             && a.fields["ext_cache_key"] == b.fields["ext_cache_key"]
     }
 
-    package static func accountMetadata(home: String, clientID: String, state: SignInState) -> CacheEntry {
+    package static func accountMetadata(home: String, clientID: ClientID, state: SignInState) -> CacheEntry {
         CacheEntry(kind: .accountMetadata, fields: [
-            "home_account_id": .string(home), "client_id": .string(clientID),
+            "home_account_id": .string(home), "client_id": .string(clientID.value),
             "sign_in_state": .string(state.rawValue),
         ])
     }
 
-    package static func signInState(home: String, clientID: String, in index: CacheIndex) -> SignInState? {
-        index.signInState(homeAccountID: home, clientID: clientID)
+    package static func signInState(home: String, clientID: ClientID, in index: CacheIndex) -> SignInState? {
+        index.signInState(homeAccountID: home, clientID: clientID.value)
     }
 
     package static func homeAccountIDs(in index: CacheIndex) -> [String] {
@@ -681,15 +683,15 @@ public final class AccountStore: Sendable {
     }
 
     /// MSAL's refresh token order for a client.
-    package static func refreshTokens(home: String, clientID: String, environment: String?, in index: CacheIndex) -> [CacheEntry] {
+    package static func refreshTokens(home: String, clientID: ClientID, environment: String?, in index: CacheIndex) -> [CacheEntry] {
         refreshTokens(home: home, clientID: clientID, environment: environment, appMetadata: index.all(.appMetadata), in: index)
     }
 
     /// The same, with the group's app metadata at hand (a listing looks it up once, not per client).
-    package static func refreshTokens(home: String, clientID: String, environment: String?,
+    package static func refreshTokens(home: String, clientID: ClientID, environment: String?,
                               appMetadata: some Sequence<CacheEntry>, in index: CacheIndex) -> [CacheEntry] {
         refreshTokens(from: refreshTokenCandidates(home: home, environment: environment, in: index),
-                      clientID: clientID, environment: environment, appMetadata: appMetadata)
+                      clientID: clientID.value, environment: environment, appMetadata: appMetadata)
     }
 
     /// An account's refresh tokens in the environment (any when nil), most recently modified
@@ -755,13 +757,13 @@ public final class AccountStore: Sendable {
 
     /// The account of a home account ID in a cloud, described from that cloud's records only:
     /// what another cloud holds for the same ID never shows in it.
-    package func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex) -> CachedAccount? {
+    package func account(homeAccountID home: String, cloud: String, clientID: ClientID?, in index: CacheIndex) -> CachedAccount? {
         Self.account(homeAccountID: home, cloud: cloud, clientID: clientID, in: index,
                      idTokens: index.entries(.idToken, homeAccountID: home).filter { Self.cloud(of: $0) == cloud })
     }
 
     /// The same, with the account's ID tokens in the cloud at hand (a listing has read them).
-    package static func account(homeAccountID home: String, cloud: String, clientID: String?, in index: CacheIndex,
+    package static func account(homeAccountID home: String, cloud: String, clientID: ClientID?, in index: CacheIndex,
                                 idTokens inCloud: [CacheEntry]) -> CachedAccount? {
         // Sorted by key: the index's order is hash order, which differs between processes, and
         // every process must describe an account the same way.
@@ -772,7 +774,7 @@ public final class AccountStore: Sendable {
         let primary = records.first { record in homeTenant.map { ASCII.equalLowercased(record.realm, $0) } ?? false }
             ?? records.min { ($0.realm, $0.entry.key) < ($1.realm, $1.entry.key) }!
         let idTokens = inCloud.sorted { $0.key < $1.key }.map(IDToken.init(entry:))
-        let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0) } ?? false) && token.realm == primary.realm }
+        let idToken = idTokens.first { token in (clientID.map { ASCII.equalLowercased(token.clientID, $0.value) } ?? false) && token.realm == primary.realm }
             ?? idTokens.first { $0.realm == primary.realm } ?? idTokens.first
         return CachedAccount(
             homeAccountID: home, environment: primary.environment,

@@ -54,7 +54,7 @@ package struct GroupInventory: Sendable, Hashable, Codable {
     /// The inventory narrowed to the accounts `account` names (by username or home account ID,
     /// the rule every front end uses) and, within each, to the client `clientID` (an account
     /// with no such client is left out): what `list --account/--client` and the agent show.
-    package func narrowed(toAccount account: String?, clientID: String?) -> GroupInventory {
+    package func narrowed(toAccount account: String?, clientID: ClientID?) -> GroupInventory {
         var narrowed = self
         if let account {
             narrowed.accounts = accounts.filter { AccountName.matches(account, username: $0.username, homeAccountID: $0.homeAccountID) }
@@ -62,7 +62,7 @@ package struct GroupInventory: Sendable, Hashable, Codable {
         if let clientID {
             narrowed.accounts = narrowed.accounts.compactMap { account in
                 var account = account
-                account.clients = account.clients.filter { $0.clientID.lowercased() == clientID.lowercased() }
+                account.clients = account.clients.filter { $0.clientID.lowercased() == clientID.value.lowercased() }
                 return account.clients.isEmpty ? nil : account
             }
         }
@@ -120,7 +120,7 @@ extension AccountStore {
                                                    isExpired: (at.expiresOn ?? .distantPast) <= now)
                 }
                 .sorted { ($0.tenant, $0.scopes.joined(separator: " ")) < ($1.tenant, $1.scopes.joined(separator: " ")) }
-            let state = Self.signInState(home: home, clientID: clientID, in: index)
+            let state = index.signInState(homeAccountID: home, clientID: clientID)  // a stored client_id, not a request's
             let refresh = state == .signedOut ? nil
                 : Self.refreshTokens(from: refreshTokens, clientID: clientID, environment: nil,
                                      appMetadata: appMetadata.entries(of: clientID) { ASCII.equalLowercased($0["client_id"], clientID) }).first

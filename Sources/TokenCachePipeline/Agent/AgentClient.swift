@@ -86,10 +86,10 @@ package struct AgentClient: Sendable {
     }
 
     /// An access token from the agent; with `claims` (a claims challenge) it refreshes, carrying them.
-    package func token(clientID: String, scopes: [String], account: String? = nil, authority: String? = nil,
+    package func token(clientID: ClientID, scopes: [String], account: String? = nil, authority: String? = nil,
                        forceRefresh: Bool = false, claims: String? = nil,
                        clientCapabilities: [String] = []) throws(TokenCacheError) -> AgentProtocol.Token {
-        let response = try send(AgentProtocol.Request(operation: .token, clientID: clientID, scopes: scopes, account: account,
+        let response = try send(AgentProtocol.Request(operation: .token, clientID: clientID.value, scopes: scopes, account: account,
                                                       authority: authority, forceRefresh: forceRefresh ? true : nil, claims: claims,
                                                       clientCapabilities: clientCapabilities.isEmpty ? nil : clientCapabilities))
         guard let token = response.token else { throw Self.missing("token", path) }
@@ -97,8 +97,8 @@ package struct AgentClient: Sendable {
     }
 
     /// The agent's group as it lets this user see it (accounts and clients, never secrets).
-    package func inventory(clientID: String? = nil, account: String? = nil) throws(TokenCacheError) -> GroupInventory {
-        guard let inventory = try send(AgentProtocol.Request(operation: .list, clientID: clientID, account: account)).inventory else {
+    package func inventory(clientID: ClientID? = nil, account: String? = nil) throws(TokenCacheError) -> GroupInventory {
+        guard let inventory = try send(AgentProtocol.Request(operation: .list, clientID: clientID?.value, account: account)).inventory else {
             throw Self.missing("inventory", path)
         }
         return inventory

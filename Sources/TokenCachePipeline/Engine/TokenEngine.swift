@@ -457,7 +457,7 @@ package final class TokenEngine: Sendable {
 
     /// ``token(from:_:)`` on the caller's thread (a blocking call on the agent's socket).
     package static func agentToken(from agent: AgentClient, _ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
-        let token = try agent.token(clientID: request.clientID.value, scopes: request.scopes, account: request.account,
+        let token = try agent.token(clientID: request.clientID, scopes: request.scopes, account: request.account,
                                     authority: request.authority?.url.absoluteString, forceRefresh: request.forceRefresh,
                                     claims: request.claims, clientCapabilities: request.clientCapabilities)
         let account = token.homeAccountID.map {
@@ -471,7 +471,7 @@ package final class TokenEngine: Sendable {
 
     /// The accounts the agent lets this client use (nil: every account it shows), as accounts.
     package static func accounts(from agent: AgentClient, clientID: ClientID?) throws(TokenCacheError) -> [CachedAccount] {
-        try agent.inventory(clientID: clientID?.value).accounts.map {
+        try agent.inventory(clientID: clientID).accounts.map {
             CachedAccount(homeAccountID: $0.homeAccountID, environment: $0.environment, username: $0.username)
         }
     }

@@ -146,10 +146,22 @@ struct AgentTests {
         let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo, "--scopes", "User.Read"])
         defer { agent.stop() }
         let refused = #expect(throws: TokenCacheError.self) {
-            try AgentClient(path: agent.socket).token(clientID: "not a client id", scopes: ["User.Read"])
+            try AgentClient(path: agent.socket).send(AgentProtocol.Request(operation: .token, clientID: "not a client id", scopes: ["User.Read"]))
         }
         #expect(refused?.code == .invalidArgument && refused?.message.contains("client ID") == true, "\(String(describing: refused))")
         #expect(try await scenario.idp.stats().token_requests == 0)
+    }
+
+    @Test("a list request whose client ID ClientID refuses, sent past the CLI's own check, gets the agent's invalidArgument for the client ID, as a token request does")
+    func invalidClientIDListRefusedByAgent() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo, "--scopes", "User.Read"])
+        defer { agent.stop() }
+        let refused = #expect(throws: TokenCacheError.self) {
+            try AgentClient(path: agent.socket).send(AgentProtocol.Request(operation: .list, clientID: "not a client id"))
+        }
+        #expect(refused?.code == .invalidArgument && refused?.message.contains("client ID") == true, "\(String(describing: refused))")
     }
 
     @Test("#59 item 5: a token the agent cannot refresh (started without --authority) says to restart the agent with --authority, not to add --authority to the request (which it refuses)")

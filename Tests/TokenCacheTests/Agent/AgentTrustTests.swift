@@ -124,7 +124,7 @@ struct AgentTrustTests {
 
         // In-process: the typed reason, and the same refusal.
         let error = #expect(throws: TokenCacheError.self) {
-            _ = try AgentClient(path: fake.socket).token(clientID: Fixtures.appOne, scopes: ["User.Read"])
+            _ = try AgentClient(path: fake.socket).token(clientID: try ClientID(Fixtures.appOne), scopes: ["User.Read"])
         }
         #expect(error?.code == .agentUnavailable)
         #expect(error?.reason == .agentUntrusted(path: fake.socket, uid: 0))

@@ -210,7 +210,7 @@ struct PoolStressTests {
                 group.addTask {
                     try await offThePool {
                         do throws(TokenCacheError) {
-                            let token = try client.token(clientID: Fixtures.appOne, scopes: ["User.Read"], account: Self.users[user].username)
+                            let token = try client.token(clientID: try ClientID(Fixtures.appOne), scopes: ["User.Read"], account: Self.users[user].username)
                             return Outcome(user: user, result: .success((token.accessToken, nil)))
                         } catch {
                             return Outcome(user: user, result: .failure(error))

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The client ID is checked once where it enters and carried as a ClientID to the store (#58 item 3):
+#   - no `_ = try ClientID(` in Sources: a check whose value is dropped leaves a String to carry on;
+#   - no `clientID: String` declaration in Sources outside .ci/clientid-string-allowlist, which
+#     names the public-edge, wire and stored-data declarations that keep a String, with why.
+# An allowlist line is `path:symbol  # reason`; symbol is the declaration the line belongs to (its
+# func, init, var, let or case name, or the nearest one above for a parameter on a later line).
+# Exits 1 naming each offending line.
+#   scripts/check-client-id.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+allowlist=.ci/clientid-string-allowlist
+status=0
+
+discarded="$(grep -rn --include='*.swift' '_ = try ClientID(' Sources || true)"
+if [ -n "$discarded" ]; then
+    echo "check-client-id: a ClientID checked and dropped (carry the checked value instead):" >&2
+    sed 's/^/    /' <<<"$discarded" >&2
+    status=1
+fi
+
+# Every `clientID: String` declaration outside comments, as `path:line:symbol`.
+declarations="$(find Sources -name '*.swift' -print0 | sort -z | xargs -0 awk '
+    FNR == 1 { symbol = "" }
+    /^[[:space:]]*\/\// { next }
+    {
+        if (match($0, /(func|var|let|case)[[:space:]]+[A-Za-z_][A-Za-z0-9_]*/)) {
+            decl = substr($0, RSTART, RLENGTH); sub(/^[a-z]+[[:space:]]+/, "", decl); symbol = decl
+        } else if (match($0, /(^|[^A-Za-z0-9_.])init[?!]?[(<]/)) {
+            symbol = "init"
+        }
+    }
+    /clientID: String/ { print FILENAME ":" FNR ":" symbol }
+')"
+while IFS=: read -r file line symbol; do
+    [ -n "$file" ] || continue
+    if ! awk -v key="$file:$symbol" '!/^[[:space:]]*(#|$)/ && $1 == key { found = 1 } END { exit !found }' "$allowlist"; then
+        echo "check-client-id: $file:$line ($symbol) declares clientID: String and is not in $allowlist:" >&2
+        sed -n "${line}p" "$file" | sed 's/^[[:space:]]*/    /' >&2
+        status=1
+    fi
+done <<<"$declarations"
+if [ "$status" != 0 ]; then
+    echo "  carry the ClientID checked at the edge; a public edge, wire field or stored entry that keeps a String goes in $allowlist with its reason" >&2
+fi
+exit "$status"
