@@ -48,7 +48,7 @@ status=0
 
 # The import lines of the Swift files under $1 that name one of the modules $2 (a regex).
 imports() {
-    grep -rnE --include='*.swift' "^[[:space:]]*(@[A-Za-z_]+(\([^)]*\))?[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+(class[[:space:]]+|struct[[:space:]]+|enum[[:space:]]+|func[[:space:]]+)?($2)([[:space:].]|$)" "$1" || true
+    grep -rnE --include='*.swift' "^[[:space:]]*(@[A-Za-z_]+(\([^)]*\))?[[:space:]]+)*((public|package|internal|fileprivate|private)[[:space:]]+)?import[[:space:]]+((class|struct|enum|protocol|typealias|func|var|let)[[:space:]]+)?($2)([[:space:].]|$)" "$1" || true
 }
 refuse() {
     echo "check-module-graph: $1:" >&2
@@ -138,10 +138,10 @@ found="$(jq -r '
 [ -z "$found" ] || refuse "Package.swift: the encrypted-file-only product depends on GLib" "$found"
 
 # The token keeper (#62) is server code, like the agent's: only the CLI (and its tests) links it, no product holds it.
-found="$(imports Sources "TokenCacheKeeper" | grep -vE '^Sources/(TokenCacheCLI|TokenCacheKeeper)/' || true)"
+found="$( (imports Sources "TokenCacheKeeper"; imports Tests "TokenCacheKeeper") | grep -vE '^(Sources/(TokenCacheCLI|TokenCacheKeeper)|Tests/CLITests)/' || true)"
 [ -z "$found" ] || refuse "a module other than the CLI imports TokenCacheKeeper" "$found"
 found="$(jq -r '
-    (.targets[] | select(.name != "TokenCacheCLI" and .type != "test") | .name as $target | .dependencies[] | (.byName // .target // empty)[0]
+    (.targets[] | select(.name != "TokenCacheCLI" and .name != "CLITests") | .name as $target | .dependencies[] | (.byName // .target // empty)[0]
      | select(. == "TokenCacheKeeper") | "\($target) depends on TokenCacheKeeper"),
     (.products[] | select(.targets | index("TokenCacheKeeper")) | "product \(.name) holds TokenCacheKeeper")' <<<"$manifest")"
 [ -z "$found" ] || refuse "Package.swift: TokenCacheKeeper is for the CLI only" "$found"
@@ -164,7 +164,7 @@ while IFS=$'\t' read -r target type path; do
     if [ "$type" = test ]; then dir="${path:-Tests/$target}"; else dir="${path:-Sources/$target}"; fi
     [ -d "$dir" ] || continue
     allowed="$(jq -r --arg t "$target" '.targets[] | select(.name == $t) | .name, (.dependencies[] | (.byName // .target // .product)[0])' <<<"$manifest" | sed 's/-/_/g' | paste -sd '|')"
-    found+="$(imports "$dir" "$packageModules" | grep -vE "import[[:space:]]+(class[[:space:]]+|struct[[:space:]]+|enum[[:space:]]+|func[[:space:]]+)?($allowed)([[:space:].]|$)" || true)"$'\n'
+    found+="$(imports "$dir" "$packageModules" | grep -vE "import[[:space:]]+((class|struct|enum|protocol|typealias|func|var|let)[[:space:]]+)?($allowed)([[:space:].]|$)" || true)"$'\n'
 done < <(jq -r '.targets[] | select(.type != "plugin") | [.name, .type, (.path // "")] | @tsv' <<<"$manifest")
 found="$(sed '/^$/d' <<<"$found")"
 [ -z "$found" ] || refuse "a module imports a package module it does not declare as a dependency in Package.swift" "$found"

@@ -18,8 +18,10 @@ import TokenCacheDBus
 package final class BrokerBus: @unchecked Sendable {
     // @unchecked: the GLib handles are touched by the loop's thread, and by start/stop after it is joined.
     private let service: BrokerService
-    private let context = GMainContextRef()
-    private var loop: GMainLoopRef?
+    private let context: GMainContextRef
+    /// Made with the broker and never released before it: ``stop()`` quits it from any thread
+    /// while the loop's thread may be releasing the rest.
+    private let loop: GMainLoopRef
     private var connection: GDBusConnectionRef?
     private var node: GDBusNodeInfoRef?
     /// The two interfaces exported (Microsoft's and the admin one): unregistered when released.
@@ -67,7 +69,12 @@ package final class BrokerBus: @unchecked Sendable {
         </node>
         """
 
-    package init(service: BrokerService) { self.service = service }
+    package init(service: BrokerService) {
+        self.service = service
+        let context = GMainContextRef()
+        self.context = context
+        self.loop = GMainLoopRef(context)
+    }
 
     /// Connects to the session bus, exports the object and owns the name; returns once the name
     /// is owned. Throws `backendUnavailable` when another process owns it (or the bus refuses).
@@ -94,10 +101,12 @@ package final class BrokerBus: @unchecked Sendable {
         }
     }
 
-    /// Gives the name up and stops the loop.
+    /// Gives the name up and stops the loop. Blocks while ``release()`` answers what was received:
+    /// about 25 s at most for callers' credentials (GDBus's call timeout), then up to 30 s for
+    /// calls being answered (a pending confirmation among them).
     package func stop() {
         ending.withLock { $0.stopping = true }
-        loop?.quit()
+        loop.quit()
         // The thread ends once its loop is quit, or has ended when it failed to start serving.
         if let thread { pthread_join(thread, nil) }
         thread = nil
@@ -115,8 +124,6 @@ package final class BrokerBus: @unchecked Sendable {
     /// The loop thread: everything GLib is made, used and freed here.
     private func runLoop() {
         context.asThreadDefault {
-            let loop = GMainLoopRef(context)
-            self.loop = loop
             do throws(TokenCacheError) {
                 try connect()
             } catch {
@@ -147,7 +154,6 @@ package final class BrokerBus: @unchecked Sendable {
         context.drain()
         connection = nil
         node = nil
-        loop = nil
     }
 
     private func connect() throws(TokenCacheError) {
@@ -178,7 +184,7 @@ package final class BrokerBus: @unchecked Sendable {
             bus.decide(.failure(TokenCacheError(.backendUnavailable, "Another process owns \(BrokerWire.busName) on this session bus (Microsoft's identity broker, or another tokencache broker).",
                                                 hint: "`gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method org.freedesktop.DBus.GetConnectionUnixProcessID \(BrokerWire.busName)` names its pid")))
             // Lost after being owned (or never owned): stop serving.
-            bus.loop?.quit()
+            bus.loop.quit()
         })
     }
 
