@@ -94,6 +94,9 @@ package final class KeeperServer: Sendable {
             guard connections.acquire(uid: uid) else {
                 let refusal = connections.refusal(uid: uid)
                 _ = log(nil, op: "-", group: nil, request: nil, outcome: "refused: uid \(uid): \(refusal.message)")
+                // Its request is read first (within the usual deadline, then zeroed): a client whose
+                // request is still unsent when the socket closes gets EPIPE, never the refusal.
+                discardRequest(connection)
                 _ = connection.write(all: AgentProtocol.encode(AgentProtocol.Response(refusal)))
                 return
             }
@@ -102,6 +105,17 @@ package final class KeeperServer: Sendable {
         } else {
             serveAccepted(connection)
         }
+    }
+
+    /// Reads one framed request and forgets it (zeroed: it may hold a consent's password).
+    private func discardRequest(_ connection: SocketDescriptor) {
+        let start = ContinuousClock.now
+        let deadline = ReadDeadline(at: .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: { start.duration(to: .now) })
+        guard let (head, _) = SenderCredentials.read(connection, exactly: 4, by: deadline) else { return }
+        let length = Int(head[0]) << 24 | Int(head[1]) << 16 | Int(head[2]) << 8 | Int(head[3])
+        guard length > 0, length <= AgentProtocol.maximumMessageBytes,
+              case (var body, _)? = SenderCredentials.read(connection, exactly: length, by: deadline) else { return }
+        body.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) }
     }
 
     private func serveAccepted(_ connection: SocketDescriptor) {

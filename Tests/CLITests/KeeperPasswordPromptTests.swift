@@ -10,7 +10,7 @@ private let countingHandler: @convention(c) (Int32) -> Void = { _ in oldHandlerC
 
 /// The password prompt's signal handling, as OpenBSD's readpassphrase(3): on SIGUSR1 and SIGUSR2
 /// (which no other suite touches) and a pseudo-terminal, in this process. Serialized: dispositions are the process's.
-@Suite("tokencache CLI: the password prompt and signals", .serialized)
+@Suite("tokencache CLI: the password prompt and signals", .serialized, .harness)
 struct KeeperPasswordPromptTests {
     /// Runs `body` with SIGUSR1 counted by ``countingHandler`` and SIGUSR2 ignored, then puts the defaults back.
     private func withOldDispositions(_ body: () throws -> Void) rethrows {
@@ -88,10 +88,21 @@ struct KeeperPasswordPromptTests {
         return (controller, terminal)
     }
 
-    private func shown(_ controller: Int32) -> String {
+    /// What the terminal showed, read until `enough` holds: output written to a pseudo-terminal
+    /// reaches the controller through the kernel's queue, so one read may see only part of it.
+    /// The poll's minute is a hang guard only.
+    private func shown(_ controller: Int32, until enough: (String) -> Bool) -> String {
+        var output = [UInt8]()
         var bytes = [UInt8](repeating: 0, count: 4096)
-        let count = read(controller, &bytes, bytes.count)
-        return String(decoding: bytes.prefix(max(count, 0)), as: UTF8.self)
+        while !enough(String(decoding: output, as: UTF8.self)) {
+            var ready = pollfd(fd: controller, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 60_000) > 0 else { break }
+            let count = read(controller, &bytes, bytes.count)
+            if count < 0, errno == EINTR || errno == EAGAIN { continue }
+            guard count > 0 else { break }
+            output += bytes.prefix(count)
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 
     private func echoes(_ terminal: Int32) -> Bool {
@@ -120,7 +131,7 @@ struct KeeperPasswordPromptTests {
             }
             #expect(password == Array("secret".utf8))
             #expect(prompts == 2 && echoedWhileStopped, "the old disposition ran once, then the prompt again")
-            let output = shown(controller)
+            let output = shown(controller) { $0.components(separatedBy: "pw? ").count >= 3 }
             #expect(output.components(separatedBy: "pw? ").count == 3 && !output.contains("secret"), "\(output)")
             #expect(echoes(terminal))
         }
