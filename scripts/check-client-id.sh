@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The client ID is checked once where it enters and carried as a ClientID to the store (#58 item 3):
-#   - no `_ = try ClientID(` in Sources: a check whose value is dropped leaves a String to carry on;
+#   - no ClientID checked and dropped in Sources (`_ = try ClientID(`, `_ = try? …`, `let _ = …`,
+#     `(try? ClientID(x)) != nil`) nor turned straight back into text (`ClientID(x).value`):
+#     either leaves a String to carry on;
 #   - no `clientID: String` declaration in Sources outside .ci/clientid-string-allowlist, which
 #     names the public-edge, wire and stored-data declarations that keep a String, with why.
 # An allowlist line is `path:symbol  # reason`; symbol is the declaration the line belongs to (its
@@ -12,7 +14,7 @@ cd "$(dirname "$0")/.."
 allowlist=.ci/clientid-string-allowlist
 status=0
 
-discarded="$(grep -rn --include='*.swift' '_ = try ClientID(' Sources || true)"
+discarded="$(grep -rnE --include='*.swift' '(^|[^A-Za-z0-9_])(let[[:space:]]+)?_[[:space:]]*=[[:space:]]*try[?!]?[[:space:]]+ClientID\(|\(try\?[[:space:]]+ClientID\([^)]*\)\)[[:space:]]*[!=]=[[:space:]]*nil|ClientID\([^()]*\)\)?\.value' Sources || true)"
 if [ -n "$discarded" ]; then
     echo "check-client-id: a ClientID checked and dropped (carry the checked value instead):" >&2
     sed 's/^/    /' <<<"$discarded" >&2
