@@ -73,6 +73,12 @@ extension SecretServiceBackend {
     /// locked, `keyringLocked` (gnome-keyring refuses such a write with a generic error, "Cannot
     /// delete a locked item", not IsLocked, so the collection's state decides).
     func writeFailure(_ error: TokenCacheError, in collection: String) -> TokenCacheError {
+        // The call was sent, and a daemon that is only slow (#56: gnome-keyring starved of CPU)
+        // still makes the change when it gets to it. Writes are upserts and deletes: safe to repeat.
+        if error.code == .timedOut {
+            return TokenCacheError(.timedOut, "The Secret Service did not confirm a write to \(collection) in time.",
+                                   hint: "It may still make the change. Check that the keyring daemon is responsive, then retry: repeating the write is safe")
+        }
         guard error.code == .secretServiceFailure, (try? client.isLocked(collection)) == true else { return error }
         return Self.locked(collection)
     }

@@ -115,7 +115,7 @@ let secretServiceCommands: [String: HelperCommand] = [
         printJSON(outcome)
     },
     // ss-timeout GROUP: the daemon stops answering (SIGSTOP) during a long-lived backend's
-    // read; the read must fail with timedOut within its bound (1 s here), then the daemon resumes.
+    // read and a write; both must fail with timedOut within the bound (1 s here), then the daemon resumes.
     "ss-timeout": { arguments in
         let group = try CacheGroup(arguments[0])
         var options = SecretServiceBackend.Options()
@@ -128,6 +128,12 @@ let secretServiceCommands: [String: HelperCommand] = [
         var outcome: [String: Any] = ["before": before]
         do { outcome["result"] = "ok: \(try backend.load(group).entries.count)" } catch { outcome["result"] = code(error) }
         outcome["seconds"] = Date().timeIntervalSince(start)
+        // A write sent to the stopped daemon: not confirmed in time, and made once it runs again.
+        let late = CacheEntry(kind: .appMetadata, fields: ["client_id": .string("late-write"), "environment": .string("login.microsoftonline.com")])
+        do { _ = try backend.apply([.upsert(late)], to: group, expected: nil); outcome["write"] = "ok" } catch {
+            outcome["write"] = code(error)
+            outcome["writeMessage"] = "\(error)"
+        }
         try run("/bin/sh", ["-c", "kill -CONT \(pid)"])
         do { outcome["afterResume"] = try backend.load(group).entries.count } catch { outcome["afterResume"] = code(error) }
         printJSON(outcome)

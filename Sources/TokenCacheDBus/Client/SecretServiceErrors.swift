@@ -24,7 +24,7 @@ package enum SecretServiceErrors {
         case _ where expired || timedOut,
              "org.freedesktop.DBus.Error.Timeout", "org.freedesktop.DBus.Error.TimedOut":
             return TokenCacheError(.timedOut, "The Secret Service did not answer in time (\(action)).",
-                                   hint: "Check that the keyring daemon is responsive, then retry; nothing was changed")
+                                   hint: "Check that the keyring daemon is responsive, then retry")
         case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
             return noProvider
         case "org.freedesktop.Secret.Error.IsLocked":
