@@ -4,7 +4,9 @@
 #     `(try? ClientID(x)) != nil`) nor turned straight back into text (`ClientID(x).value`):
 #     either leaves a String to carry on;
 #   - no `clientID: String` declaration in Sources outside .ci/clientid-string-allowlist, which
-#     names the public-edge, wire and stored-data declarations that keep a String, with why.
+#     names the public-edge, wire and stored-data declarations that keep a String, with why;
+#   - every command-line option holding client IDs (`@Option … var client…`) is parsed at the
+#     edge into ClientID (`transform: ClientIDArgument.parse`): no allowlist.
 # An allowlist line is `path:symbol  # reason`; symbol is the declaration the line belongs to (its
 # func, init, var, let or case name, or the nearest one above for a parameter on a later line).
 # Exits 1 naming each offending line.
@@ -42,6 +44,21 @@ while IFS=: read -r file line symbol; do
         status=1
     fi
 done <<<"$declarations"
+# An option's property is the first `var` after its `@Option` (its arguments may take lines).
+options="$(find Sources -name '*.swift' -print0 | sort -z | xargs -0 awk '
+    FNR == 1 { option = 0 }
+    /^[[:space:]]*\/\// { next }
+    /@Option/ { option = 1 }
+    option && /(^|[^A-Za-z0-9_])var[[:space:]]/ {
+        option = 0
+        if ($0 ~ /var[[:space:]]+client(s|I[dD]|I[dD]s)?[[:space:]]*:/ && $0 !~ /:[[:space:]]*\[?ClientID\]?[?!]?([[:space:]=]|$)/) print FILENAME ":" FNR
+    }
+')"
+if [ -n "$options" ]; then
+    echo "check-client-id: a --client option kept as text (parse it where it enters: transform: ClientIDArgument.parse):" >&2
+    while IFS=: read -r file line; do echo "    $file:$line: $(sed -n "${line}p" "$file" | sed 's/^[[:space:]]*//')" >&2; done <<<"$options"
+    status=1
+fi
 if [ "$status" != 0 ]; then
     echo "  carry the ClientID checked at the edge; a public edge, wire field or stored entry that keeps a String goes in $allowlist with its reason" >&2
 fi

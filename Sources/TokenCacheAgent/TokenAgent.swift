@@ -134,7 +134,7 @@ package final class TokenAgent: Sendable {
             do throws(TokenCacheError) {
                 // From another process: checked here, where it enters, as every front end checks
                 // it, before any policy or cache sees it; then carried as a ClientID.
-                let client = try ClientID(request.clientID ?? "")
+                let client = try ClientID(required: request.clientID, field: "client_id")
                 let result = try await token(clientID: client, scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],

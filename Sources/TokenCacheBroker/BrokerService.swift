@@ -194,9 +194,10 @@ package final class BrokerService: Sendable {
     /// The request's client: one the policy serves, checked as ``ClientID`` here, where a
     /// broker request's client enters, and carried as one to the store.
     private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> ClientID {
-        let client = request.clientID ?? ""
-        try serverPolicy.check(client: client)
-        return try ClientID(client)
+        // Checked before the policy: a malformed ID is the caller's mistake (invalidArgument), not a refusal.
+        let client = try ClientID(required: request.clientID, field: "clientId")
+        try serverPolicy.check(client: client.value)
+        return client
     }
 
     /// How a caller stands with a client ID.

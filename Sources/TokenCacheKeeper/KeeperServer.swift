@@ -207,10 +207,15 @@ package final class KeeperServer: Sendable {
                 throw TokenCacheError.invalidArgument("request", "is not a request of protocol version \(AgentProtocol.version) (op token, list or enroll)",
                                                       hint: "See docs/KEEPER.md for the protocol")
             }
-            let (store, entry) = try authorize(caller, group: envelope.group, client: request.operation == .token ? request.clientID ?? "" : nil)
+            // A token request's client is checked first, as where any request enters: a missing one is
+            // invalidArgument for every caller, not an empty name refused by an app's client list.
+            let client = request.operation == .token ? try ClientID(required: request.clientID, field: "client_id") : nil
+            let (store, entry) = try authorize(caller, group: envelope.group, client: client?.value)
             let response: AgentProtocol.Response
             switch request.operation {
-            case .token: response = AgentProtocol.Response(token: AgentProtocol.Token(try await token(request, store: store)))
+            case .token:
+                guard let client else { throw TokenCacheError.invalidArgument("client_id", "is missing") }  // parsed above for every token request
+                response = AgentProtocol.Response(token: AgentProtocol.Token(try await token(request, client: client, store: store)))
             case .list: response = AgentProtocol.Response(inventory: try list(request, store: store, entry: entry))
             case .requests: throw KeeperProtocol.refused("it shows no request log over its socket", hint: "Read the keeper's journal")
             }
@@ -362,10 +367,10 @@ package final class KeeperServer: Sendable {
     }
 
     /// A token of the caller's store: cached, or refreshed at the refresh token's issuer.
-    func token(_ request: AgentProtocol.Request, store: AccountStore) async throws(TokenCacheError) -> TokenResult {
+    func token(_ request: AgentProtocol.Request, client: ClientID, store: AccountStore) async throws(TokenCacheError) -> TokenResult {
         let engine = TokenEngine(store: store, options: options)
         guard let scopes = request.scopes, !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
-        var tokenRequest = TokenRequest(clientID: try ClientID(request.clientID ?? ""), scopes: scopes, account: request.account,
+        var tokenRequest = TokenRequest(clientID: client, scopes: scopes, account: request.account,
                                         authority: try request.authority.map { (text) throws(TokenCacheError) in try Authority(text) })
         tokenRequest.forceRefresh = request.forceRefresh ?? false
         (tokenRequest.claims, tokenRequest.clientCapabilities) = (request.claims, request.clientCapabilities ?? [])

@@ -88,8 +88,8 @@ struct KeeperCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With --consent or --revoke-consent: the app, as the keeper's refusal names it (its executable, flatpak:ID or snap:NAME).", valueName: "identity"))
     var app: String?
 
-    @Option(help: ArgumentHelp("With --consent (required) or --revoke-consent: the client ID the consent is for, as the keeper's refusal names it (to withdraw: default every client of the app and group).", valueName: "id"))
-    var client: String?
+    @Option(help: ArgumentHelp("With --consent (required) or --revoke-consent: the client ID the consent is for, as the keeper's refusal names it (to withdraw: default every client of the app and group).", valueName: "id"), transform: ClientIDArgument.parse)
+    var client: ClientID?
 
     @Option(name: .customLong("pam-service"), help: ArgumentHelp("Serving (root): the PAM service consent passwords are checked with (default \(KeeperServer.defaultPAMService)).", valueName: "name"))
     var pamService: String = KeeperServer.defaultPAMService
@@ -245,7 +245,7 @@ struct KeeperCommand: ParsableCommand {
             throw CLIError.usage("--\(consent ? "consent" : "revoke-consent") needs --app (as the keeper's refusal names the app) and --group.")
         }
         let group = try CacheGroup(groupName)
-        let clientID = try self.client.map { (text) throws(TokenCacheError) in try ClientID(text) }
+        let clientID = self.client
         let client = KeeperClient(path: socket)
         let clientText = clientID.map { " with client \($0)" } ?? ""
         if revokeConsent {

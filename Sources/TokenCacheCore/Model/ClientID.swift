@@ -16,5 +16,15 @@ public struct ClientID: Sendable, Hashable, CustomStringConvertible {
         self.value = value
     }
 
+    /// The client ID a request from another process must carry (an agent's, broker's or keeper's
+    /// `client_id`): a missing one is `invalidArgument` naming `field`, before any policy or audit
+    /// sees the request; a missing ID is not an empty one to match against an allow list.
+    package init(required value: String?, field: String) throws(TokenCacheError) {
+        guard let value else {
+            throw TokenCacheError.invalidArgument(field, "is missing", hint: "Name the app's application (client) ID")
+        }
+        try self.init(value)
+    }
+
     public var description: String { value }
 }

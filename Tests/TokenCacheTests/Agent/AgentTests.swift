@@ -94,6 +94,19 @@ struct AgentTests {
         #expect(try await scenario.idp.stats().grants.first?.issued?.hasPrefix("rt-rotated") == true)
     }
 
+    @Test("a token request with no client_id is invalidArgument naming client_id as missing (not an empty client ID matched against the policy), and the agent keeps serving")
+    func missingClientIDIsInvalidArgument() async throws {
+        let scenario = try await AgentScenario()
+        defer { scenario.cleanUp() }
+        let agent = try scenario.startAgent(["--authority", scenario.authority, "--client", Fixtures.appTwo])
+        defer { agent.stop() }
+        let missing = try agentClientScript(["raw", agent.socket, #"{"version":1,"op":"token","scopes":["User.Read"]}"#]).stdout
+        #expect(missing.contains("\"ok\":false") && missing.contains("invalidArgument")
+                && missing.contains("client_id") && missing.contains("is missing"), "\(missing)")
+        let served = try agentClientScript(["raw", agent.socket, #"{"version":1,"op":"token","client_id":"\#(Fixtures.appTwo)","scopes":["User.Read"]}"#]).stdout
+        #expect(served.contains("\"access_token\":\""), "\(served)")
+    }
+
     @Test("another uid cannot use the socket: refused by its mode, and, past the mode (CAP_DAC_OVERRIDE), by the SO_PEERCRED check; both logged, no token sent")
     func otherUserRefused() async throws {
         let scenario = try await AgentScenario()

@@ -212,4 +212,20 @@ struct PolicyGateTests {
         }
         #expect(questions.count == 0, "the allow lists refuse before --confirm asks")
     }
+
+    @Test("a malformed client ID is the caller's mistake, checked where it enters (invalidArgument), not a refusal by the broker's --client list; a listed client is still served")
+    func malformedClientIDCheckedBeforePolicy() async throws {
+        var lists = AgentPolicy()
+        lists.clients = [Fixtures.appOne]
+        let service = BrokerService(store: try Self.store(), policy: lists, version: "test", confirmation: Questions().confirmation)
+        for (client, code) in [("not a client", "invalidArgument"), (Fixtures.appOne, nil)] {
+            let reply = Self.object(await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x",
+                                                         json: Self.silent(client, scopes: ["User.Read"]), caller: Self.caller("/usr/bin/app-a")))
+            #expect(Self.code(reply) == code, "\(client): \(reply)")
+            if code != nil {
+                let context = (reply["error"] as? [String: Any])?["context"] as? String ?? ""
+                #expect(context.contains("client ID") && !context.contains("not one the broker serves"), "\(reply)")
+            }
+        }
+    }
 }
