@@ -382,7 +382,7 @@ package final class KeeperServer: Sendable {
     func list(_ request: AgentProtocol.Request, store: AccountStore, entry: AppRegistry.Entry) throws(TokenCacheError) -> GroupInventory {
         // Checked where it enters, as the token request's is: an ID ClientID refuses matches no client anyway.
         let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
-        var inventory = try store.inventory().narrowed(toAccount: request.account, clientID: client)
+        var inventory = try TokenEngine(store: store, options: options).inventory(clientID: client, account: request.account)
         inventory.location = "token keeper"
         inventory.accounts = inventory.accounts.compactMap { account in
             var account = account

@@ -359,7 +359,7 @@ struct FrontEndParityTests {
         expectAll(missing, .failure("agentUnavailable", "agentUnreachable"), "no agent", except: ["c": inC, "python": inC])
     }
 
-    @Test("TOKENCACHE_AGENT_SOCK set and no local cache chosen: C and Python list the agent's accounts, not the local cache's; a local cache chosen lists its own")
+    @Test("TOKENCACHE_AGENT_SOCK set and no local cache chosen: C, Python and `tokencache list` list the agent's accounts, not the local cache's; a local cache chosen lists its own")
     func agentAccounts() async throws {
         defer { cli.cleanUp() }
         try save(Fixtures.alice, tag: "local")  // the local group: Alice
@@ -397,6 +397,11 @@ struct FrontEndParityTests {
                 #expect(usernames(inC) == expected, "C, \(backend), client \(client)")
                 let inPython = try await offThePool { try runProcess("/usr/bin/python3", ["-c", listing, backend, client], environment: env) }
                 #expect(usernames(inPython) == expected, "Python, \(backend), client \(client)")
+                let arguments = ["list", "--json"] + (backend == "file" ? ["--backend", "file"] : []) + (client == "-" ? [] : ["--client", client])
+                let inCLI = try await offThePool { try runProcess(TestEnvironment.binDirectory.appendingPathComponent("tokencache").path, arguments, environment: env) }
+                #expect(inCLI.status == 0, "\(inCLI.stderr)")
+                let listed = (try? JSONSerialization.jsonObject(with: Data(inCLI.stdout.utf8)) as? [String: Any])?["accounts"] as? [[String: Any]]
+                #expect(listed?.compactMap { $0["username"] as? String }.sorted() == expected, "CLI, \(backend), client \(client): \(inCLI.stdout)")
             }
         }
     }

@@ -27,12 +27,3 @@ extension StoreOptions {
                       + "(TOKENCACHE_AGENT_SOCK): run it where the agent runs to change the agent's group.")
     }
 }
-
-extension ListCommand {
-    /// The agent's group, as its policy lets it be seen.
-    static func inventory(through agent: AgentClient, client: ClientID?, account: String?) throws -> GroupInventory {
-        var inventory = try agent.inventory(clientID: client, account: account)
-        inventory.location = "token agent at \(agent.path) (\(inventory.location))"
-        return inventory
-    }
-}

@@ -58,27 +58,29 @@ struct ListCommand: ParsableCommand {
             var otherBackend: String?
             if let externalStore {
                 inventory = try ExternalStores.inventory(of: ExternalStores.access(try ExternalStores.named(externalStore), verbose: store.verbose)).1
-            } else if let agent = store.agent() {
-                inventory = try Self.inventory(through: agent, client: client, account: account)
+                    .narrowed(toAccount: account, clientID: client)
             } else {
-                let opened = try store.openStore()
-                inventory = try opened.inventory()
-                // No file yet: nothing was read from it, so the listing does not say it was.
-                if opened.backend is EncryptedFileBackend,
-                   !FileManager.default.fileExists(atPath: EncryptedFileBackend().fileURL(for: opened.group).path) {
-                    fileMissing = true
-                }
-                if inventory.accounts.isEmpty {
-                    // Empty here but held by the other backend: say where (not "no such group").
-                    if let note = store.otherBackendNote(for: opened) {
-                        otherBackend = note
-                        if !ErrorReport.json { Terminal.note(note) }
-                    } else if opened.group != .universalStorage {
-                        try Self.checkPresent(opened)
+                // The pipeline decides who lists the group: the agent, or this machine's cache.
+                let engine = try TokenEngine.open(store.route()) { try store.openStore() }
+                inventory = try engine.inventory(clientID: client, account: account)
+                if let opened = engine.answeringStore {
+                    // No file yet: nothing was read from it, so the listing does not say it was.
+                    if opened.backend is EncryptedFileBackend,
+                       !FileManager.default.fileExists(atPath: EncryptedFileBackend().fileURL(for: opened.group).path) {
+                        fileMissing = true
+                    }
+                    // Whether the group itself is empty, not only what the filter kept.
+                    if inventory.accounts.isEmpty, try engine.inventory(clientID: nil, account: nil).accounts.isEmpty {
+                        // Empty here but held by the other backend: say where (not "no such group").
+                        if let note = store.otherBackendNote(for: opened) {
+                            otherBackend = note
+                            if !ErrorReport.json { Terminal.note(note) }
+                        } else if opened.group != .universalStorage {
+                            try Self.checkPresent(opened)
+                        }
                     }
                 }
             }
-            inventory = inventory.narrowed(toAccount: account, clientID: client)
             // Held by the broker: listed apart, marked, never merged into the group's accounts.
             let brokerHeld = try broker ? Self.brokerAccounts(client: client!, store: store) : nil
             if inventory.accounts.isEmpty && (account != nil || client != nil) && (brokerHeld ?? []).isEmpty {
@@ -115,7 +117,7 @@ struct ListCommand: ParsableCommand {
         var settings = PublicClientApplication.Options()
         settings.broker = .always
         let engine = TokenEngine(store: try options.openStore(), options: settings)
-        return try waitFor { () async throws(TokenCacheError) in try await engine.brokerAccounts(clientID: client) ?? [] }
+        return try engine.brokerAccounts(clientID: client) ?? []
     }
 
     static func render(_ brokerHeld: [CachedAccount]) -> TerminalText {

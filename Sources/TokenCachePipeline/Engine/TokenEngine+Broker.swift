@@ -53,11 +53,10 @@ extension TokenEngine {
         }
     }
 
-    /// The accounts the broker holds for `clientID`, when the app uses one and one answers; nil otherwise.
-    package func brokerAccounts(clientID: ClientID) async throws(TokenCacheError) -> [CachedAccount]? {
+    /// The accounts the broker holds for `clientID`, when the app uses one and one answers; nil
+    /// otherwise. Blocking (a session-bus call), on the caller's thread: its one caller, the CLI, blocks.
+    package func brokerAccounts(clientID: ClientID) throws(TokenCacheError) -> [CachedAccount]? {
         guard services.brokerUse != .never else { return nil }
-        return try await BlockingWork.run { () throws(TokenCacheError) in
-            try self.brokerNow().map { broker throws(TokenCacheError) in try broker.cachedAccounts(clientID: clientID) }
-        }
+        return try brokerNow().map { broker throws(TokenCacheError) in try broker.cachedAccounts(clientID: clientID) }
     }
 }
