@@ -20,7 +20,7 @@ package final class PolicyGate: Sendable {
         package var caller: String
         /// `token`, `getAccounts`, `removeAccount`, `signIn`, `client` (whether the caller may use the client at all).
         package var operation: String
-        /// Lowercased.
+        /// The client's ``ClientID/policyKey`` (lowercased).
         package var client: String
         /// A home account ID or username, empty for none.
         package var account: String
@@ -29,8 +29,8 @@ package final class PolicyGate: Sendable {
         /// Lowercased, sorted, each once.
         package var scopes: [String]
 
-        package init(caller: String, operation: String, client: String, account: String = "", authority: String = "", scopes: [String] = []) {
-            (self.caller, self.operation, self.client) = (caller, operation, ASCII.lowercased(client))
+        package init(caller: String, operation: String, client: ClientID, account: String = "", authority: String = "", scopes: [String] = []) {
+            (self.caller, self.operation, self.client) = (caller, operation, client.policyKey)
             (self.account, self.authority) = (account, authority)
             self.scopes = Array(Set(scopes.map(ASCII.lowercased))).sorted()
         }
@@ -48,7 +48,7 @@ package final class PolicyGate: Sendable {
 
     private let confirmation: Confirmation?
     private let allowed = Mutex<Set<Key>>([])
-    /// The caller that first used each client ID (lowercased) here.
+    /// The caller that first used each client ID (by its policy key) here.
     private let owners = Mutex<[String: String]>([:])
 
     package init(confirmation: Confirmation?) { self.confirmation = confirmation }
@@ -81,15 +81,14 @@ package final class PolicyGate: Sendable {
 
     /// Records that `caller` used `client` (the first caller to do so owns it); returns the owner.
     @discardableResult
-    package func claim(client: String, by caller: String) -> String {
+    package func claim(client: ClientID, by caller: String) -> String {
         owners.withLock { owners in
-            let key = ASCII.lowercased(client)
-            if let owner = owners[key] { return owner }
-            owners[key] = caller
+            if let owner = owners[client.policyKey] { return owner }
+            owners[client.policyKey] = caller
             return caller
         }
     }
 
     /// The caller that first used `client` here, nil when none has.
-    package func owner(of client: String) -> String? { owners.withLock { $0[ASCII.lowercased(client)] } }
+    package func owner(of client: ClientID) -> String? { owners.withLock { $0[client.policyKey] } }
 }

@@ -44,27 +44,28 @@ package final class ServerPolicy: Sendable {
     package let lists: AgentPolicy
     /// `--confirm`, and which caller first used each client.
     package let gate: PolicyGate
-    /// The client IDs each sandboxed app may use (`--app APP_ID=CLIENT_ID`), by lowercased app ID.
+    /// The client IDs each sandboxed app may use (`--app APP_ID=CLIENT_ID`), by lowercased app ID,
+    /// each as its ``ClientID/policyKey``.
     private let appClients: [String: Set<String>]
 
     /// - Parameter appClients: the client IDs each sandboxed app (Flatpak app ID or snap name) may use.
-    package init(_ server: Server, lists: AgentPolicy, appClients: [String: [String]] = [:], confirmation: PolicyGate.Confirmation?) {
+    package init(_ server: Server, lists: AgentPolicy, appClients: [String: [ClientID]] = [:], confirmation: PolicyGate.Confirmation?) {
         (self.server, self.lists) = (server, lists)
         self.appClients = appClients.reduce(into: [:]) { map, entry in
-            map[ASCII.lowercased(entry.key), default: []].formUnion(entry.value.map(ASCII.lowercased))
+            map[ASCII.lowercased(entry.key), default: []].formUnion(entry.value.map(\.policyKey))
         }
         self.gate = PolicyGate(confirmation: confirmation)
     }
 
     /// Whether `--app` allows the sandboxed app `appID` (a Flatpak app ID or snap name) `client`.
-    package func allows(client: String, app appID: String) -> Bool {
-        appClients[ASCII.lowercased(appID)]?.contains(ASCII.lowercased(client)) == true
+    package func allows(client: ClientID, app appID: String) -> Bool {
+        appClients[ASCII.lowercased(appID)]?.contains(client.policyKey) == true
     }
 
     /// Throws `accessDenied` unless the allow list names `client` (or names none).
-    package func check(client: String) throws(TokenCacheError) {
+    package func check(client: ClientID) throws(TokenCacheError) {
         guard lists.allows(client: client) else {
-            throw refused("client \(client) is not one the \(server.short) serves", allowed: lists.clients, option: "--client")
+            throw refused("client \(client) is not one the \(server.short) serves", allowed: lists.clients.map(\.value), option: "--client")
         }
     }
 
@@ -97,7 +98,7 @@ package final class ServerPolicy: Sendable {
     /// - Parameters:
     ///   - account: what the answer is remembered for (a home account ID, or a sign-in's hint).
     ///   - accountName: how the question names the account.
-    package func confirmToken(caller: Caller, client: String, account: String, accountName: String, authority: Authority?,
+    package func confirmToken(caller: Caller, client: ClientID, account: String, accountName: String, authority: Authority?,
                               scopes: [String]) async throws(TokenCacheError) {
         let place = authority?.url.absoluteString ?? server.unnamedAuthority
         let key = PolicyGate.Key(caller: caller.identity, operation: "token", client: client, account: account, authority: place, scopes: scopes)

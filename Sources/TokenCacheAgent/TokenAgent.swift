@@ -7,7 +7,7 @@ import TokenCacheCore
 /// What a token agent may hand out. Empty lists allow anything of their kind.
 package struct AgentPolicy: Sendable {
     /// Client (application) IDs that may get tokens.
-    package var clients: [String] = []
+    package var clients: [ClientID] = []
     /// Accounts (username or home account ID) whose tokens may be handed out.
     package var accounts: [String] = []
     /// Scopes a request may ask for: each requested scope must be one of them.
@@ -18,7 +18,10 @@ package struct AgentPolicy: Sendable {
 
     package init() {}
 
-    package func allows(client: String) -> Bool { clients.isEmpty || clients.contains { ASCII.equalsIgnoringCase($0, client) } }
+    package func allows(client: ClientID) -> Bool { clients.isEmpty || clients.contains { $0.matches(client) } }
+
+    /// ``allows(client:)`` for a client ID read back from the store (an inventory row).
+    package func allows(storedClient: String) -> Bool { clients.isEmpty || clients.contains { $0.matches(stored: storedClient) } }
 
     package func allows(account: CachedAccount) -> Bool {
         accounts.isEmpty || accounts.contains { AccountName.matches($0, account) }
@@ -177,7 +180,7 @@ package final class TokenAgent: Sendable {
             ASCII.equalsIgnoringCase(identifier, entry.username) || ASCII.equalsIgnoringCase(identifier, entry.homeAccountID)
         }
         func shown(_ client: GroupInventory.Client) -> Bool {
-            policy.allows(client: client.clientID) && (clientID.map { ASCII.equalsIgnoringCase($0.value, client.clientID) } ?? true)
+            policy.allows(storedClient: client.clientID) && (clientID.map { $0.matches(stored: client.clientID) } ?? true)
         }
         inventory.accounts = inventory.accounts.compactMap { (entry: GroupInventory.Account) -> GroupInventory.Account? in
             guard policy.accounts.isEmpty || policy.accounts.contains(where: { named($0, entry) }),
@@ -197,7 +200,7 @@ package final class TokenAgent: Sendable {
                        claims: String? = nil, clientCapabilities: [String] = [],
                        caller: ServerPolicy.Caller) async throws(TokenCacheError) -> TokenResult {
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
-        try serverPolicy.check(client: clientID.value)
+        try serverPolicy.check(client: clientID)
         try serverPolicy.check(scopes: scopes)
         var request = TokenRequest(clientID: clientID, scopes: scopes, account: account, authority: try serverPolicy.authority(authority))
         request.forceRefresh = forceRefresh
@@ -207,7 +210,7 @@ package final class TokenAgent: Sendable {
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty
         let target = try await engine.account(for: request) { [serverPolicy] in serverPolicy.allows(account: $0) }
-        try await serverPolicy.confirmToken(caller: caller, client: clientID.value, account: target.homeAccountID,
+        try await serverPolicy.confirmToken(caller: caller, client: clientID, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
                                             authority: request.authority, scopes: scopes)
         do {

@@ -59,7 +59,7 @@ package final class BrokerService: Sendable {
 
     /// - Parameter appClients: the client IDs each sandboxed app (Flatpak app ID or snap name) may use.
     package init(store: AccountStore, policy: AgentPolicy, version: String, options: PublicClientApplication.Options = .init(),
-                 ownUID: UInt32 = getuid(), appClients: [String: [String]] = [:], confirmation: Confirmation? = nil,
+                 ownUID: UInt32 = getuid(), appClients: [String: [ClientID]] = [:], confirmation: Confirmation? = nil,
                  observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
         self.store = store
         self.serverPolicy = ServerPolicy(.broker, lists: policy, appClients: appClients, confirmation: confirmation)
@@ -109,9 +109,9 @@ package final class BrokerService: Sendable {
             }
         }
         do throws(TokenCacheError) {
-            let (reply, note) = try await answer(method, request, caller: caller)
+            let (reply, note, client) = try await answer(method, request, caller: caller)
             // The first caller served a client ID owns it: another's removeAccount for it needs the user's yes.
-            if note == nil, let client = request.clientID, let who = caller.identity, method.namesClient {
+            if note == nil, let client, let who = caller.identity {
                 gate.claim(client: client, by: who.description)
             }
             record(method, request, caller, outcome: note ?? "granted")
@@ -123,28 +123,28 @@ package final class BrokerService: Sendable {
         }
     }
 
-    /// The reply, and the log's outcome when it is not plain `granted`.
+    /// The reply, the log's outcome when it is not plain `granted`, and the client the request named (checked).
     private func answer(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request,
-                        caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?) {
+                        caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?, ClientID?) {
         switch method {
         case .getAccounts:
             let client = try allowedClient(request)
             // A client new here that nobody allowed sees no accounts (the family's included): the
             // app then signs in interactively, as it would on a machine with no account.
             if try await standing(client: client, caller: caller) == .newHere {
-                return (BrokerWire.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: \(Self.newClientMessage(client, caller)) (answered with no accounts)", client)
             }
             // With --confirm, listing a client's accounts is asked too (once per caller and client).
-            let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client.value)
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "getAccounts", client: client)
             guard await gate.admits(key, question: "\(Self.who(caller)) asks the broker for the accounts of client \(client).") else {
-                return (BrokerWire.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)")
+                return (BrokerWire.accountsReply([]), "refused: the broker's user did not allow listing the accounts of client \(client) (answered with no accounts)", client)
             }
-            return (BrokerWire.accountsReply(try await accounts(clientID: client)), nil)
+            return (BrokerWire.accountsReply(try await accounts(clientID: client)), nil, client)
         case .acquireTokenSilently:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
             let (result, account) = try await token(request, client: client, caller: caller)
-            return (BrokerWire.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil, client)
         case .acquireTokenInteractively:
             // A cached or refreshable token serves without interaction, as Microsoft's broker does;
             // otherwise the user signs in in the system browser, and the account joins the group.
@@ -154,11 +154,11 @@ package final class BrokerService: Sendable {
             if try await standing(client: client, caller: caller) != .newHere {
                 do throws(TokenCacheError) {
                     let (result, account) = try await token(request, client: client, caller: caller)
-                    return (BrokerWire.tokenReply(result, account: account), nil)
+                    return (BrokerWire.tokenReply(result, account: account), nil, client)
                 } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {}
             }
             let (result, account) = try await signIn(request, client: client, caller: caller)
-            return (BrokerWire.tokenReply(result, account: account), nil)
+            return (BrokerWire.tokenReply(result, account: account), nil, client)
         case .removeAccount:
             let client = try allowedClient(request)
             if try await standing(client: client, caller: caller) == .newHere { throw Self.newClientError(client, caller) }
@@ -167,9 +167,9 @@ package final class BrokerService: Sendable {
             }
             // Only the client's own tokens go (AccountStore.signOut): other apps keep the account. A
             // caller removes from a client another caller uses only with the user's yes.
-            let owner = gate.owner(of: client.value)
+            let owner = gate.owner(of: client)
             let foreign = owner != nil && owner != Self.name(caller)
-            let key = PolicyGate.Key(caller: Self.name(caller), operation: "removeAccount", client: client.value, account: target.homeAccountID)
+            let key = PolicyGate.Key(caller: Self.name(caller), operation: "removeAccount", client: client, account: target.homeAccountID)
             let name = target.username.isEmpty ? target.homeAccountID : target.username
             guard await gate.admits(key, needsConsent: foreign, question: "\(Self.who(caller)) asks the broker to sign client \(client) out of \(name)"
                 + (foreign ? ", a client \(owner ?? "another program") uses." : ".")) else {
@@ -179,12 +179,12 @@ package final class BrokerService: Sendable {
                                       hint: foreign ? "Sign out from the app that uses it, or run `tokencache logout --client \(client)`" : "Ask whoever runs the broker to allow it")
             }
             try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.signOut(target, clientID: client) }
-            return ("{}", nil)
+            return ("{}", nil, client)
         case .getLinuxBrokerVersion:
-            return (BrokerWire.versionReply(version), nil)
+            return (BrokerWire.versionReply(version), nil, nil)
         case .cancelInteractiveFlow:
             // Nothing interactive runs here, so there is nothing to cancel.
-            return ("{}", nil)
+            return ("{}", nil, nil)
         case .acquirePrtSsoCookie, .generateSignedHttpRequest:
             throw TokenCacheError(.unsupportedFlow, "tokencache broker has no device identity: \(method.rawValue) is not supported.",
                                   hint: "Use Microsoft's identity broker on an enrolled device for device-bound tokens")
@@ -196,7 +196,7 @@ package final class BrokerService: Sendable {
     private func allowedClient(_ request: BrokerProtocol.Request) throws(TokenCacheError) -> ClientID {
         // Checked before the policy: a malformed ID is the caller's mistake (invalidArgument), not a refusal.
         let client = try ClientID(required: request.clientID, field: "clientId")
-        try serverPolicy.check(client: client.value)
+        try serverPolicy.check(client: client)
         return client
     }
 
@@ -214,19 +214,19 @@ package final class BrokerService: Sendable {
     /// be identified, and for a sandboxed app the client is not allowed for.
     private func standing(client: ClientID, caller: BrokerCaller) async throws(TokenCacheError) -> Standing {
         let identity = caller.identity ?? .unknown(reason: "not identified")
-        let key = PolicyGate.Key(caller: identity.description, operation: "client", client: client.value)
+        let key = PolicyGate.Key(caller: identity.description, operation: "client", client: client)
         if gate.decision(for: key, needsConsent: true) == .allow { return .allowed }
         switch identity {
         case .unknown(let reason):
             throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell which app is calling (\(reason)), and serves only apps it can identify.",
                                   hint: "Call it from a process it can look at in /proc (not in another pid namespace or with /proc hidden)")
         case .flatpak(let id), .snap(let id):
-            if serverPolicy.allows(client: client.value, app: id) { return .allowed }
+            if serverPolicy.allows(client: client, app: id) { return .allowed }
             if try await ask(client: client, key: key, caller: caller, about: "which it is not allowed yet") { return .allowed }
             throw TokenCacheError(.accessDenied, "The broker refused: the sandboxed app \(identity) is not allowed client \(client) (a sandboxed app gets only the client IDs allowed for its app ID).",
                                   hint: "To allow it, restart the broker with --app \(id)=\(client) (or with --confirm to be asked)")
         case .host:
-            if policy.clients.contains(where: { ASCII.equalsIgnoringCase($0, client.value) }) { return .allowed }
+            if policy.clients.contains(where: { $0.matches(client) }) { return .allowed }
             let held = try await BlockingWork.run { [store] () throws(TokenCacheError) in !(try store.appMetadata(clientID: client)).isEmpty }
             if held { return .held }
             if try await ask(client: client, key: key, caller: caller, about: "which has not signed in here") { return .allowed }
@@ -238,7 +238,7 @@ package final class BrokerService: Sendable {
     private func ask(client: ClientID, key: PolicyGate.Key, caller: BrokerCaller, about: String) async throws(TokenCacheError) -> Bool {
         guard await gate.admits(key, needsConsent: true, question: "\(Self.who(caller)) asks the broker for client \(client), \(about).") else { return false }
         // Using the client starts with listing its accounts: that yes covers the listing too.
-        gate.remember(PolicyGate.Key(caller: key.caller, operation: "getAccounts", client: client.value))
+        gate.remember(PolicyGate.Key(caller: key.caller, operation: "getAccounts", client: client))
         return true
     }
 
@@ -277,7 +277,7 @@ package final class BrokerService: Sendable {
         var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
         let target = try await engine.account(for: tokenRequest) { [serverPolicy] in serverPolicy.allows(account: $0) }
-        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client.value, account: target.homeAccountID,
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
                                             authority: authority, scopes: request.scopes)
         return (try Self.replyable(try await engine.token(tokenRequest, for: target), of: target, client: client), target)
@@ -307,7 +307,7 @@ package final class BrokerService: Sendable {
                                   hint: "Finish or cancel that sign-in, then retry")
         }
         defer { signingIn.withLock { $0 = false } }
-        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client.value, account: "sign-in " + (hint ?? ""),
+        try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: "sign-in " + (hint ?? ""),
                                             accountName: hint ?? "a new account", authority: authority, scopes: request.scopes)
         var parameters = InteractiveTokenParameters(scopes: request.scopes)
         parameters.loginHint = hint
@@ -377,9 +377,4 @@ package final class BrokerService: Sendable {
             "pid": "\(caller.pid.map { "\($0)" } ?? "-")", "uid": "\(caller.uid.map { "\($0)" } ?? "-")", "op": "\(method.rawValue)",
             "client": "\(request?.clientID ?? "-")", "outcome": "\(outcome)"])
     }
-}
-
-private extension BrokerWire.Method {
-    /// The methods that serve a client ID's accounts or tokens.
-    var namesClient: Bool { [.getAccounts, .acquireTokenSilently, .acquireTokenInteractively, .removeAccount].contains(self) }
 }

@@ -293,7 +293,7 @@ struct ServedOptions: ParsableArguments {
 
     func policy() throws -> AgentPolicy {
         var policy = AgentPolicy()
-        policy.clients = clients.map(\.value)
+        policy.clients = clients
         policy.accounts = accounts
         policy.scopes = scopeList(scopes)
         policy.authorities = try authorities.map { try Authority($0) }

@@ -98,14 +98,14 @@ struct BrokerCommand: ParsableCommand {
     }
 
     /// `--app APP_ID=CLIENT_ID`, by app ID.
-    func appClients() throws -> [String: [String]] {
-        var map: [String: [String]] = [:]
+    func appClients() throws -> [String: [ClientID]] {
+        var map: [String: [ClientID]] = [:]
         for entry in apps {
             let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 2, !parts[0].isEmpty, let client = try? ClientIDArgument.parse(parts[1]) else {
                 throw ValidationError("--app takes APP_ID=CLIENT_ID (a Flatpak app ID or snap name, and a client ID): '\(entry)' is not.")
             }
-            map[parts[0], default: []].append(client.value)
+            map[parts[0], default: []].append(client)
         }
         return map
     }

@@ -26,5 +26,14 @@ public struct ClientID: Sendable, Hashable, CustomStringConvertible {
         try self.init(value)
     }
 
+    /// Whether `other` names the same client, as every policy compares them: ASCII letters in any case.
+    package func matches(_ other: ClientID) -> Bool { ASCII.equalsIgnoringCase(value, other.value) }
+
+    /// Whether a client ID already stored (a cache entry's `client_id`, read back, never a request's) names this client.
+    package func matches(stored: String) -> Bool { ASCII.equalsIgnoringCase(value, stored) }
+
+    /// The form a policy keys remembered answers by: lowercased, so any spelling finds them.
+    package var policyKey: String { ASCII.lowercased(value) }
+
     public var description: String { value }
 }

@@ -314,7 +314,7 @@ struct BrokerCallerUnitTests {
     func oneSignInAtATime() async throws {
         let store = AccountStore(backend: InMemoryBackend())
         var policy = AgentPolicy()
-        policy.clients = [Fixtures.appOne]
+        policy.clients = [try ClientID(Fixtures.appOne)]
         policy.authorities = [Fixtures.authority()]
         let held = HeldQuestions()
         let service = BrokerService(store: store, policy: policy, version: "test", confirmation: held.confirmation)

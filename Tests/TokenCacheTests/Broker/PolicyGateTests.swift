@@ -52,20 +52,20 @@ struct PolicyGateTests {
     }
 
     @Test("the key: a yes is remembered for exactly what was asked; another caller, operation, client, account, authority or scope set is asked again; scope order and case do not matter")
-    func keyIsTheWholeQuestion() async {
+    func keyIsTheWholeQuestion() async throws {
         let questions = Questions()
         let gate = PolicyGate(confirmation: questions.confirmation)
-        let key = PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "C", account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"])
+        let key = PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("C"), account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"])
         #expect(gate.decision(for: key) == .ask)
         #expect(await gate.admits(key, question: "q"))
-        #expect(gate.decision(for: PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "c", account: "alice", authority: "https://x/t",
+        #expect(gate.decision(for: PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("c"), account: "alice", authority: "https://x/t",
                                                   scopes: ["user.read", "MAIL.READ"])) == .allow)
-        for other in [PolicyGate.Key(caller: "/usr/bin/b", operation: "token", client: "c", account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
-                      PolicyGate.Key(caller: "/usr/bin/a", operation: "removeAccount", client: "c", account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
-                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "d", account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
-                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "c", account: "bob", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
-                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "c", account: "alice", authority: "https://y/t", scopes: ["Mail.Read", "User.Read"]),
-                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: "c", account: "alice", authority: "https://x/t", scopes: ["User.Read"])] {
+        for other in [PolicyGate.Key(caller: "/usr/bin/b", operation: "token", client: try ClientID("c"), account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
+                      PolicyGate.Key(caller: "/usr/bin/a", operation: "removeAccount", client: try ClientID("c"), account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
+                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("d"), account: "alice", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
+                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("c"), account: "bob", authority: "https://x/t", scopes: ["Mail.Read", "User.Read"]),
+                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("c"), account: "alice", authority: "https://y/t", scopes: ["Mail.Read", "User.Read"]),
+                      PolicyGate.Key(caller: "/usr/bin/a", operation: "token", client: try ClientID("c"), account: "alice", authority: "https://x/t", scopes: ["User.Read"])] {
             #expect(gate.decision(for: other) == .ask, "\(other)")
         }
         // No one to ask: what needs consent is denied, the rest is the static policy's to decide.
@@ -216,7 +216,7 @@ struct PolicyGateTests {
     @Test("a malformed client ID is the caller's mistake, checked where it enters (invalidArgument), not a refusal by the broker's --client list; a listed client is still served")
     func malformedClientIDCheckedBeforePolicy() async throws {
         var lists = AgentPolicy()
-        lists.clients = [Fixtures.appOne]
+        lists.clients = [try ClientID(Fixtures.appOne)]
         let service = BrokerService(store: try Self.store(), policy: lists, version: "test", confirmation: Questions().confirmation)
         for (client, code) in [("not a client", "invalidArgument"), (Fixtures.appOne, nil)] {
             let reply = Self.object(await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x",

@@ -195,7 +195,7 @@ struct PoolStressTests {
         var options = options
         options.transport = StallingTransport(stall: stall)
         var policy = AgentPolicy()
-        policy.clients = [Fixtures.appOne]
+        policy.clients = [try ClientID(Fixtures.appOne)]
         policy.authorities = [idp.authority()]
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
