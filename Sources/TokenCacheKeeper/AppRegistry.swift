@@ -39,9 +39,12 @@ package struct AppRegistry: Sendable {
         }
 
         /// Whether it may use `client` (case-insensitive, as client IDs compare).
-        package func allows(client: String) -> Bool {
+        package func allows(client: ClientID) -> Bool { allows(storedClient: client.value) }
+
+        /// ``allows(client:)`` for a client ID read back from the store (an inventory row).
+        package func allows(storedClient: String) -> Bool {
             guard let clientIDs, !clientIDs.isEmpty else { return true }
-            return clientIDs.contains { ASCII.equalsIgnoringCase($0, client) }
+            return clientIDs.contains { ASCII.equalsIgnoringCase($0, storedClient) }
         }
     }
 

@@ -210,7 +210,7 @@ package final class KeeperServer: Sendable {
             // A token request's client is checked first, as where any request enters: a missing one is
             // invalidArgument for every caller, not an empty name refused by an app's client list.
             let client = request.operation == .token ? try ClientID(required: request.clientID, field: "client_id") : nil
-            let (store, entry) = try authorize(caller, group: envelope.group, client: client?.value)
+            let (store, entry) = try authorize(caller, group: envelope.group, client: client)
             let response: AgentProtocol.Response
             switch request.operation {
             case .token:
@@ -326,7 +326,7 @@ package final class KeeperServer: Sendable {
     }
 
     /// The caller's store of the group it asks for, when its apps file allows it that group (and `client`).
-    func authorize(_ caller: KeeperCaller, group named: String?, client: String?) throws(TokenCacheError) -> (AccountStore, AppRegistry.Entry) {
+    func authorize(_ caller: KeeperCaller, group named: String?, client: ClientID?) throws(TokenCacheError) -> (AccountStore, AppRegistry.Entry) {
         guard let identity = caller.identity else {
             throw KeeperProtocol.refused("the caller (pid \(caller.pid)) is not identified as an app: \(caller.unidentifiedBecause ?? "unknown")",
                                          hint: "Run the app as installed, without a debugger, LD_PRELOAD, LD_AUDIT or LD_LIBRARY_PATH")
@@ -344,7 +344,7 @@ package final class KeeperServer: Sendable {
         }
         let consentHint = { (group: String) in
             unconsentable.map { "An administrator may name the app's own executable in \(self.appsDirectory); no consent can be given to \(identity): \($0.why)" }
-                ?? "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(group) --client \(client ?? "CLIENT")`"
+                ?? "Its package installs an entry there, an administrator adds one, or you consent with your password: `tokencache keeper --consent --app \(identity) --group \(group) --client \(client?.value ?? "CLIENT")`"
         }
         guard let first = entries.first, !first.groups.isEmpty else {
             throw KeeperProtocol.refused("\(identity) is not an app of \(appsDirectory)\(named.map { " and you have not consented to its use of group \($0)" } ?? "")",
@@ -386,7 +386,7 @@ package final class KeeperServer: Sendable {
         inventory.location = "token keeper"
         inventory.accounts = inventory.accounts.compactMap { account in
             var account = account
-            account.clients = account.clients.filter { entry.allows(client: $0.clientID) }
+            account.clients = account.clients.filter { entry.allows(storedClient: $0.clientID) }
             return account.clients.isEmpty ? nil : account
         }
         return inventory
