@@ -167,9 +167,11 @@ let secretServiceCommands: [String: HelperCommand] = [
             afterReturn.append(milliseconds(seen - returned))
             afterStart.append(milliseconds(seen - clock))
         }
+        let changed = try reader.currentRevision(of: group) != first
         try writer.removeAll(in: group)
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         printJSON(["currentRevisionNanoseconds": revisionNanos, "unchanged": same == rounds,
+                   "writesSeen": afterReturn.count, "revisionChangedByWrites": changed,
                    "signalAfterWriteReturnedMsMedian": median(afterReturn), "signalAfterWriteReturnedMsMax": afterReturn.max() ?? 0,
                    "signalAfterWriteStartedMsMedian": median(afterStart)])
     },
