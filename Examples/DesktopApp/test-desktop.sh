@@ -51,7 +51,10 @@ convert -size 1280x1100 gradient:'#c0d4ec-#8aa4c8' "$WORK/background.png"
 display -window root "$WORK/background.png" || true
 # In the session: metacity (its compositor draws GTK's translucent shadow; it ends with the X
 # server), then the test, with Debian's python3, which has pyatspi (not a venv's).
-export WORK
+# GCR_PERSIST (read by gcr-prompter, which the bus starts with its environment): the prompter
+# quits 10 s after its last prompt, and gnome-keyring dismisses a prompt sent as it quits; the
+# test's second keyring prompt comes a few seconds after the first, close to that on a busy machine.
+export WORK GCR_PERSIST=1
 dbus-run-session -- sh -c 'metacity --sm-disable --compositor=xrender >"$WORK/wm.log" 2>&1 & exec "$@"' sh \
     /usr/bin/python3 Tests/desktop_test.py --app "$PWD/.build/debug/DesktopApp" --tokencache "$BIN/tokencache" \
     --idp "$ROOT/Tests/TokenCacheTestIdentityProvider/Fixtures/fake_idp.py" --screenshot "$SCREENSHOT" \

@@ -57,8 +57,10 @@ struct NoDefaultCollectionTests {
             xvfb=$!
             read -r number < "$HOME/display"
             export DISPLAY=":$number"
-            # gcr-prompter is started by the bus, with the bus's environment: give it the display.
-            dbus-update-activation-environment DISPLAY
+            # gcr-prompter is started by the bus, with the bus's environment: give it the display,
+            # and GCR_PERSIST: it quits 10 s after a prompt, and a prompt sent as it quits is dismissed.
+            export GCR_PERSIST=1
+            dbus-update-activation-environment DISPLAY GCR_PERSIST
             $H ss-no-default read
             $H ss-no-default auto
             /usr/bin/python3 '\(answer)' --ready "$HOME/ready" --cancel &

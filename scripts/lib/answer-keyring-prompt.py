@@ -6,7 +6,8 @@
 # READY (a FIFO the caller reads) once it listens, so the caller starts the prompt after that;
 # prints a JSON line {"answered": "<button>", "staleWindows": N} and exits. Only a window that
 # appeared after it started is answered: the prompter may still hold the last prompt's dialog
-# (closed, not yet gone from the accessibility tree), and pressing a button there answers nothing.
+# (closed, not yet gone from the accessibility tree), and pressing a button there answers nothing;
+# and only one on screen (a closed dialog still in the tree is hidden or defunct).
 #   answer-keyring-prompt.py --ready READY [--cancel] [PASSWORD]
 import json
 import sys
@@ -45,12 +46,25 @@ answered = False
 stale = []  # the prompter's windows when this started: an earlier prompt's
 
 
-def windows(app):
-    """The top-level windows of app, those gone meanwhile left out."""
+def windows(app, attempts=1):
+    """The top-level windows of app, those gone meanwhile left out. A walk that fails midway (a
+    window going as it is read) is tried again up to `attempts` times, then gives none."""
+    for _ in range(attempts):
+        try:
+            return [child for child in (app.getChildAtIndex(i) for i in range(app.childCount)) if child is not None]
+        except Exception:  # the app or a window went meanwhile
+            continue
+    return []
+
+
+def showing(window):
+    """Whether window is on screen: a closed prompt's dialog can linger in the tree a while, hidden
+    or defunct, and a button pressed there answers nothing."""
     try:
-        return [child for child in (app.getChildAtIndex(i) for i in range(app.childCount)) if child is not None]
-    except Exception:  # the app went meanwhile
-        return []
+        states = window.getState()
+        return states.contains(pyatspi.STATE_SHOWING) and not states.contains(pyatspi.STATE_DEFUNCT)
+    except Exception:  # gone meanwhile
+        return False
 
 
 def answer(app):
@@ -60,7 +74,7 @@ def answer(app):
         return True
     wanted = "Cancel" if cancel else "Continue"
     for window in windows(app):
-        if any(window == old for old in stale):
+        if any(window == old for old in stale) or not showing(window):
             continue
         buttons = {b.name: b for b in descendants(window, "push button")}
         fields = descendants(window, "password text")
@@ -105,7 +119,7 @@ pyatspi.Registry.registerEventListener(on_event, *events)
 # The windows there now are an earlier prompt's: noted before "ready", after which the caller
 # starts the prompt this one answers (noted after, its window could be taken for a stale one).
 already = prompter()
-stale = windows(already) if already is not None else []
+stale = windows(already, attempts=20) if already is not None else []
 if ready is not None:
     with open(ready, "w") as fifo:
         fifo.write("ready\n")

@@ -36,7 +36,7 @@ checks = []
 
 
 def check(what, condition, detail=""):
-    checks.append((what, bool(condition)))
+    checks.append((what, bool(condition), detail))
     print(("ok     " if condition else "FAILED ") + what + (f" ({detail})" if detail and not condition else ""), flush=True)
     if not condition:
         raise SystemExit(1)
@@ -359,6 +359,7 @@ def main():
 
         app_process, app, answerer = answering_the_keyring_prompt("--cancel")
         answered = answerer.communicate(timeout=90)[0]
+        print("the prompt's answerer: " + answered.strip(), flush=True)
         check("opening the cache shows the keyring's prompt, dismissed here", pressed(answered) == ["Cancel"], answered)
         wait_for("a dismissed prompt: the window shows the problem and the ways forward",
                  lambda: any("was dismissed or not answered" in text for text in labels(app))
@@ -369,6 +370,7 @@ def main():
 
         app_process, app, answerer = answering_the_keyring_prompt("desktop-keyring-password")
         answered = answerer.communicate(timeout=90)[0]
+        print("the prompt's answerer: " + answered.strip(), flush=True)
         check("the keyring's prompt is shown again and answered with a new password", pressed(answered) == ["Continue"], answered)
         wait_for("the app then opens signed out", lambda: subtitle(app) == "Signed out")
         check("and Sign in can be used", is_sensitive(find(app, "push button", "Sign in")))
@@ -386,6 +388,8 @@ def main():
     except SystemExit:
         with open(os.path.join(work, "app.log")) as file:
             print("--- the app's output (last lines) ---\n" + file.read()[-3000:], file=sys.stderr)
+        # Last, where a CI log cut short still shows it: which check failed.
+        print("desktop: FAILED " + next((f"{what} ({detail})"[:1500] for what, passed, detail in checks if not passed), "?"), file=sys.stderr, flush=True)
         raise
     finally:
         for process in processes:
