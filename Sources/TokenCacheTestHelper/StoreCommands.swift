@@ -38,14 +38,20 @@ let storeCommands: [String: HelperCommand] = [
                    "seconds": milliseconds(ContinuousClock.now - start) / 1e3])
     },
     // load-reader BACKEND GROUP STOPFILE: reads the group over and over (all accounts, then each
-    // account's token) until STOPFILE exists. Prints the number of reads, the reads that timed out
+    // account's token) until STOPFILE exists, and at least once whole (up to 3 tries after it: a
+    // reader that started late still reads). Prints the number of reads, the reads that timed out
     // (read again by the next round), the errors by code, and the entities it found incomplete (an
     // account without its tokens: a torn read).
     "load-reader": { arguments in
         let store = try loadStore(arguments[0], arguments[1])
         var reads = 0, torn = 0, seen = 0, timeouts = 0
         var errors: [String: Int] = [:]
-        while !FileManager.default.fileExists(atPath: arguments[2]) {
+        var triesAfterStop = 0
+        while true {
+            if FileManager.default.fileExists(atPath: arguments[2]) {
+                if reads > 0 || triesAfterStop == 3 { break }
+                triesAfterStop += 1
+            }
             do {
                 let accounts = try store.allAccounts()
                 for account in accounts.suffix(5)

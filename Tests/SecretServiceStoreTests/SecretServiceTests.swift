@@ -426,7 +426,8 @@ struct SecretServiceTests {
         let result = try #require(try inFreshKeyring("$H ss-measure").first)
         print("Secret Service coherence measurement: \(result)")
         #expect(result["unchanged"] as? Bool == true, "\(result)")
-        #expect(result["writesSeen"] as? Int == 30, "\(result)")
+        #expect(result["signalsLost"] as? Int == 0, "\(result)")
+        #expect(result["roundsRevisionMoved"] as? Int == 30, "\(result)")
         #expect(result["revisionChangedByWrites"] as? Bool == true, "\(result)")
     }
 

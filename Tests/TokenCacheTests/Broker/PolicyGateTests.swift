@@ -228,4 +228,20 @@ struct PolicyGateTests {
             }
         }
     }
+
+    @Test("the first caller served a client owns it, whatever case the ID is written in: another caller's removeAccount for it, spelled otherwise, is refused without --confirm; the owner's own is not")
+    func clientOwnerAcrossCase() async throws {
+        let service = BrokerService(store: try Self.store(), policy: AgentPolicy(), version: "test")
+        let served = Self.object(await service.handle(.acquireTokenSilently, protocolVersion: "0.0", correlationID: "x",
+                                                      json: Self.silent(Fixtures.appOne, scopes: ["User.Read"]), caller: Self.caller("/usr/bin/app-a")))
+        #expect(Self.code(served) == nil, "\(served)")
+        let removal = #"{"clientId": "\#(Fixtures.appOne.uppercased())", "account": {"username": "\#(Fixtures.alice.username)"}}"#
+        let foreign = Self.object(await service.handle(.removeAccount, protocolVersion: "0.0", correlationID: "y", json: removal,
+                                                       caller: Self.caller("/usr/bin/app-bb")))
+        let context = (foreign["error"] as? [String: Any])?["context"] as? String ?? ""
+        #expect(Self.code(foreign) == "accessDenied" && context.contains("is used here by"), "\(foreign)")
+        let own = Self.object(await service.handle(.removeAccount, protocolVersion: "0.0", correlationID: "z", json: removal,
+                                                   caller: Self.caller("/usr/bin/app-a")))
+        #expect(Self.code(own) == nil, "\(own)")
+    }
 }
