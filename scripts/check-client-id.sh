@@ -3,8 +3,10 @@
 #   - no ClientID checked and dropped in Sources (`_ = try ClientID(`, `_ = try? …`, `let _ = …`,
 #     `(try? ClientID(x)) != nil`) nor turned straight back into text (`ClientID(x).value`):
 #     either leaves a String to carry on;
-#   - no `clientID: String` declaration in Sources outside .ci/clientid-string-allowlist, which
-#     names the public-edge, wire and stored-data declarations that keep a String, with why;
+#   - no declaration of a client ID as text (`client`, `clients`, `clientId`, `clientID`,
+#     `clientIds` or `clientIDs` typed `String`, `String?` or `[String]`) in Sources outside
+#     .ci/clientid-string-allowlist, which names the public-edge, wire and stored-data
+#     declarations that keep a String, with why;
 #   - every command-line option holding client IDs (`@Option … var client…`) is parsed at the
 #     edge into ClientID (`transform: ClientIDArgument.parse`): no allowlist.
 # An allowlist line is `path:symbol  # reason`; symbol is the declaration the line belongs to (its
@@ -23,7 +25,7 @@ if [ -n "$discarded" ]; then
     status=1
 fi
 
-# Every `clientID: String` declaration outside comments, as `path:line:symbol`.
+# Every declaration of a client ID as text outside comments, as `path:line:symbol`.
 declarations="$(find Sources -name '*.swift' -print0 | sort -z | xargs -0 awk '
     FNR == 1 { symbol = "" }
     /^[[:space:]]*\/\// { next }
@@ -34,12 +36,12 @@ declarations="$(find Sources -name '*.swift' -print0 | sort -z | xargs -0 awk '
             symbol = "init"
         }
     }
-    /clientID: String/ { print FILENAME ":" FNR ":" symbol }
+    /(^|[^A-Za-z0-9_.])(client|clients|clientId|clientID|clientIds|clientIDs)[[:space:]]*:[[:space:]]*\[?String\]?([^A-Za-z0-9_]|$)/ { print FILENAME ":" FNR ":" symbol }
 ')"
 while IFS=: read -r file line symbol; do
     [ -n "$file" ] || continue
     if ! awk -v key="$file:$symbol" '!/^[[:space:]]*(#|$)/ && $1 == key { found = 1 } END { exit !found }' "$allowlist"; then
-        echo "check-client-id: $file:$line ($symbol) declares clientID: String and is not in $allowlist:" >&2
+        echo "check-client-id: $file:$line ($symbol) declares a client ID as text and is not in $allowlist:" >&2
         sed -n "${line}p" "$file" | sed 's/^[[:space:]]*/    /' >&2
         status=1
     fi

@@ -107,8 +107,24 @@ enum PasswordSignals {
     private static let received = Atomic<UInt64>(0)
     private static let wakeupWriter = Atomic<Int32>(-1)
 
-    /// The handler: records the signal and wakes the read, nothing else.
+    /// The wake-up pipe (read end, write end), made once and never closed: a handler already
+    /// running on another thread as a watch ends may still write to it, and a closed descriptor's
+    /// number could by then name another file. Nil when no pipe could be made.
+    private static let wakeupPipe: (read: Int32, write: Int32)? = {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return nil }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        }
+        return (ends[0], ends[1])
+    }()
+
+    /// The handler: records the signal and wakes the read, nothing else (errno kept: the
+    /// interrupted code may be about to read it).
     private static let handler: @convention(c) (Int32) -> Void = { number in
+        let interruptedErrno = errno
+        defer { errno = interruptedErrno }
         if number > 0 && number < 64 { PasswordSignals.received.bitwiseOr(1 << UInt64(number), ordering: .sequentiallyConsistent) }
         let writer = PasswordSignals.wakeupWriter.load(ordering: .sequentiallyConsistent)
         if writer >= 0 {
@@ -126,13 +142,11 @@ enum PasswordSignals {
         private var ended = false
 
         init(_ signals: [Int32]) throws {
-            var ends: [Int32] = [-1, -1]
-            guard pipe(&ends) == 0 else { throw CLIError.failed("Your password was not asked for: no pipe (\(String(cString: strerror(errno)))).") }
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            }
-            (wakeup, writer) = (ends[0], ends[1])
+            guard let ends = PasswordSignals.wakeupPipe else { throw CLIError.failed("Your password was not asked for: no pipe could be made.") }
+            (wakeup, writer) = (ends.read, ends.write)
+            // A wake-up left by an earlier watch's last signal is not this one's.
+            var drained = [UInt8](repeating: 0, count: 64)
+            while read(wakeup, &drained, drained.count) > 0 {}
             PasswordSignals.received.store(0, ordering: .sequentiallyConsistent)
             PasswordSignals.wakeupWriter.store(writer, ordering: .sequentiallyConsistent)
             for number in signals {
@@ -159,8 +173,6 @@ enum PasswordSignals {
             }
             saved = []
             PasswordSignals.wakeupWriter.store(-1, ordering: .sequentiallyConsistent)
-            close(wakeup)
-            close(writer)
             let recorded = PasswordSignals.received.exchange(0, ordering: .sequentiallyConsistent)
             return (1..<64).filter { recorded & (1 << UInt64($0)) != 0 }.map { Int32($0) }
         }

@@ -218,9 +218,11 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
 /// attempt of a uid at a time, so parallel guesses cannot pass the limit. A success clears the
 /// count; an attempt PAM could not check (``Outcome/notChecked``) does not count. With a state
 /// directory the count survives a restart of the keeper: `STATE/UID/consent-failures.json` (root's,
-/// 0600, replaced whole), its times on the wall clock. A saved count that does not read (corrupt, not
-/// a regular file of root's, a read error) is the longest lockout, never a fresh count: whoever could
-/// make the read fail would otherwise get new attempts. Each uid's count is read and saved under a
+/// 0600, replaced whole), its times on the wall clock. A saved count that is there but not a count
+/// (corrupt, not a regular file of root's) is the longest lockout, never a fresh count: whoever could
+/// spoil it would otherwise get new attempts. One that could not be read just now (a failed open or
+/// read: no descriptor left, an I/O error) refuses that attempt only, saves nothing and is read
+/// again at the next: a passing failure is no reason for an hour's lockout. Each uid's count is read and saved under a
 /// lock of its own, so one uid's slow file never holds up another's attempt.
 package final class ConsentLimiter: Sendable {
     /// Failures in a row before a lockout.
@@ -265,10 +267,16 @@ package final class ConsentLimiter: Sendable {
         /// The uid's saved count at `path` does not read (`why`): locked for ``maximumBackoff``,
         /// then counted afresh (root may remove the file to end it sooner).
         case countUnreadable(path: String, why: String, retryAfter: Duration)
+        /// The uid's saved count at `path` could not be read just now (`why`): this attempt is
+        /// refused, PAM not asked, and the next one reads it again.
+        case countNotRead(path: String, why: String)
     }
 
-    /// Why a saved count does not read.
-    private struct Unreadable: Error { let why: String }
+    /// Why a saved count does not read; `passing`: reading it failed (open, read), not what was read.
+    private struct Unreadable: Error {
+        let why: String
+        var passing = false
+    }
 
     /// How an attempt ended.
     package enum Outcome: Equatable {
@@ -321,6 +329,9 @@ package final class ConsentLimiter: Sendable {
             } else {
                 switch load(uid: uid) {
                 case .success(let saved): record = saved
+                case .failure(let failure) where failure.passing:
+                    // Nothing kept nor saved: the next attempt reads the file again.
+                    return .countNotRead(path: path(uid: uid) ?? "-", why: failure.why)
                 case .failure(let failure):
                     // The longest lockout, kept in memory and saved over the unreadable file.
                     record = Record(failures: 0, lockouts: Self.maximumLockouts, lockedUntilMilliseconds: Self.milliseconds(time + Self.maximumBackoff))
@@ -374,11 +385,14 @@ package final class ConsentLimiter: Sendable {
             guard let opened = try FileIO.openExisting(path) else { return .success(Record()) }
             file = opened
         } catch {
-            return .failure(Unreadable(why: error.message))
+            // unsafeFile: a link, a directory, not root's; fileSystem: the open itself failed.
+            return .failure(Unreadable(why: error.message, passing: error.code == .fileSystem))
         }
         defer { close(file.descriptor) }
         let bytes: Data
-        do throws(TokenCacheError) { bytes = try FileIO.readAll(file.descriptor, path: path) } catch { return .failure(Unreadable(why: error.message)) }
+        do throws(TokenCacheError) { bytes = try FileIO.readAll(file.descriptor, path: path) } catch {
+            return .failure(Unreadable(why: error.message, passing: error.code == .fileSystem))
+        }
         guard let record = try? JSONDecoder().decode(Record.self, from: bytes) else { return .failure(Unreadable(why: "it is not a saved count (JSON)")) }
         return .success(record)
     }

@@ -135,6 +135,9 @@ package enum KeeperProtocol {
         case tooManyFailures(retryAfterSeconds: Int)
         /// Another consent attempt of the uid is being checked.
         case attemptInProgress
+        /// The keeper could not read its count of the uid's failed attempts just now: nothing was
+        /// checked (PAM not asked); the next attempt reads it again.
+        case countNotRead
         /// PAM could not be used (libpam missing, the service not configured).
         case unavailable
         /// The app may not be consented to (an interpreter, a shell, tokencache itself): nothing

@@ -207,19 +207,23 @@ package final class KeeperServer: Sendable {
                 throw TokenCacheError.invalidArgument("request", "is not a request of protocol version \(AgentProtocol.version) (op token, list or enroll)",
                                                       hint: "See docs/KEEPER.md for the protocol")
             }
-            // A token request's client is checked first, as where any request enters: a missing one is
-            // invalidArgument for every caller, not an empty name refused by an app's client list.
-            let client = request.operation == .token ? try ClientID(required: request.clientID, field: "client_id") : nil
-            let (store, entry) = try authorize(caller, group: envelope.group, client: client)
             let response: AgentProtocol.Response
+            let group: String
             switch request.operation {
             case .token:
-                guard let client else { throw TokenCacheError.invalidArgument("client_id", "is missing") }  // parsed above for every token request
+                // The client is checked first, as where any request enters: a missing one is
+                // invalidArgument for every caller, not an empty name refused by an app's client list.
+                let client = try ClientID(required: request.clientID, field: "client_id")
+                let (store, _) = try authorize(caller, group: envelope.group, client: client)
                 response = AgentProtocol.Response(token: AgentProtocol.Token(try await token(request, client: client, store: store)))
-            case .list: response = AgentProtocol.Response(inventory: try list(request, store: store, entry: entry))
+                group = store.group.name
+            case .list:
+                let (store, entry) = try authorize(caller, group: envelope.group, client: nil)
+                response = AgentProtocol.Response(inventory: try list(request, store: store, entry: entry))
+                group = store.group.name
             case .requests: throw KeeperProtocol.refused("it shows no request log over its socket", hint: "Read the keeper's journal")
             }
-            await decided(caller, op: op, group: store.group.name, request: request, outcome: "granted")
+            await decided(caller, op: op, group: group, request: request, outcome: "granted")
             return response
         } catch {
             await decided(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
@@ -301,6 +305,10 @@ package final class KeeperServer: Sendable {
             switch refusal {
             case .tooManyFailures(let wait): outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)
             case .attemptInProgress: outcome = .attemptInProgress
+            case .countNotRead(let path, let reason):
+                // The audit log (root's) says which file and why; the user, only to try again.
+                outcome = .countNotRead
+                why = ": the saved count of failed attempts \(path) could not be read (\(reason))"
             case .countUnreadable(let path, let reason, let wait):
                 // Said to the user as a lockout; the audit log (root's) says which file and why.
                 outcome = .tooManyFailures(retryAfterSeconds: Int(wait.components.seconds) + 1)

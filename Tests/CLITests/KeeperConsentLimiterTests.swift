@@ -124,6 +124,35 @@ extension KeeperConsentLimiterTests {
         }
     }
 
+    @Test("A saved count that could not be read just now (the open fails) refuses that attempt only (countNotRead, no lockout), saves and keeps nothing, and is read again at the next attempt, whose count then holds")
+    func passingReadFailureRefusesOnlyThatAttempt() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("limiter-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: { .seconds(1_800_000_000) })
+        let path = try #require(limiter.path(uid: 1000))
+        // The uid's directory is a file: opening the count in it fails (ENOTDIR), as a read error would, even for root.
+        let blocker = "\(directory)/1000"
+        #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8), attributes: [.posixPermissions: 0o600]))
+        for _ in 0..<2 {
+            do throws(ConsentLimiter.Refusal) {
+                try limiter.begin(uid: 1000)
+                Issue.record("an unread count gave an attempt")
+            } catch {
+                guard case .countNotRead(let named, let why) = error else { Issue.record("\(error)"); continue }
+                #expect(named == path && why.contains("Not a directory"), "\(why)")
+            }
+        }
+        #expect(try String(contentsOfFile: blocker, encoding: .utf8) == "x", "nothing saved over it")
+        // Readable again, holding two failures: the next attempt reads them, and one more locks out.
+        try FileManager.default.removeItem(atPath: blocker)
+        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(#"{"failures":2,"lockouts":0}"#.utf8), attributes: [.posixPermissions: 0o600]))
+        try limiter.begin(uid: 1000)
+        limiter.end(uid: 1000, outcome: .failed)
+        #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(60))) { try limiter.begin(uid: 1000) }
+    }
+
     @Test("An attempt PAM could not check (unavailable) counts no failure: any number of them leaves the uid unlocked")
     func notCheckedDoesNotCount() throws {
         let limiter = ConsentLimiter(backoff: .seconds(60), now: { .zero })

@@ -15,8 +15,8 @@ struct KeeperPasswordPromptTests {
     /// Runs `body` with SIGUSR1 counted by ``countingHandler`` and SIGUSR2 ignored, then puts the defaults back.
     private func withOldDispositions(_ body: () throws -> Void) rethrows {
         oldHandlerCalls.store(0, ordering: .sequentiallyConsistent)
-        signal(SIGUSR1, countingHandler)
-        signal(SIGUSR2, SIG_IGN)
+        // The dispositions before, put back after (not SIG_DFL: the test process may have had its own).
+        let (before1, before2) = (signal(SIGUSR1, countingHandler), signal(SIGUSR2, SIG_IGN))
         // The test runner's thread may block signals: raise delivers on this thread only where it does not.
         var unblocked = sigset_t(), old = sigset_t()
         sigemptyset(&unblocked)
@@ -25,8 +25,8 @@ struct KeeperPasswordPromptTests {
         pthread_sigmask(SIG_UNBLOCK, &unblocked, &old)
         defer {
             pthread_sigmask(SIG_SETMASK, &old, nil)
-            signal(SIGUSR1, SIG_DFL)
-            signal(SIGUSR2, SIG_DFL)
+            signal(SIGUSR1, before1)
+            signal(SIGUSR2, before2)
         }
         try body()
     }
@@ -82,7 +82,7 @@ struct KeeperPasswordPromptTests {
         try #require(controller >= 0 && grant(controller) == 0 && unlock(controller) == 0)
         var name = [CChar](repeating: 0, count: 128)
         try #require(terminalName(controller, &name, name.count) == 0)
-        let terminal = open(String(cString: name), O_RDWR | O_NOCTTY | O_CLOEXEC)
+        let terminal = open(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), O_RDWR | O_NOCTTY | O_CLOEXEC)
         try #require(terminal >= 0)
         _ = fcntl(controller, F_SETFL, fcntl(controller, F_GETFL) | O_NONBLOCK)
         return (controller, terminal)
@@ -141,7 +141,7 @@ struct KeeperPasswordPromptTests {
     func interruptEndsTheRead() throws {
         let (controller, terminal) = try pseudoTerminal()
         defer { close(controller); close(terminal) }
-        try withOldDispositions {
+        withOldDispositions {
             #expect(throws: CLIError.self) {
                 try TerminalPassword.read(prompt: "pw? ", on: terminal, signals: [SIGUSR1], stops: []) {
                     // A whole line: were the signal missed, the read would return it (and the test fail) rather than wait.

@@ -278,6 +278,9 @@ struct KeeperCommand: ParsableCommand {
                                   hint: "Wait, then run it again", cause: Self.refusal)
         case .attemptInProgress:
             throw CLIError.failed("The token keeper refused: another consent of yours is being checked.", hint: "Wait for it, then run it again", cause: Self.refusal)
+        case .countNotRead:
+            throw CLIError.failed("The token keeper could not read its count of your failed attempts just now, so it checked no password; no consent was recorded.",
+                                  hint: "Run it again; if this persists, an administrator finds why in the keeper's journal", cause: Self.refusal)
         case .unavailable:
             throw CLIError.failed("The token keeper could not check your password (PAM is not set up for it); no consent was recorded.",
                                   hint: "Ask an administrator to install the PAM service \(KeeperServer.defaultPAMService) (docs/KEEPER.md)")
