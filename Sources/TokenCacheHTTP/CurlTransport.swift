@@ -8,9 +8,10 @@ import FoundationEssentials
 /// TLS is verified against the system's trust store, or against `caBundle` when given (an
 /// enterprise or test CA). Only http and https are followed, redirects are not, and responses
 /// larger than `maxResponseBytes` are refused. The blocking transfer runs at once on a thread of
-/// the library's transfer pool (never the cooperative pool, never behind store work), and its
-/// timeout is libcurl's own, counted from the transfer's start; cancelling the task aborts it.
-public struct CurlTransport: HTTPTransport {
+/// the library's transfer pool (never the cooperative pool, never behind store work), or on the
+/// caller's own thread for the library's blocking callers, and its timeout is libcurl's own,
+/// counted from the transfer's start; cancelling the task aborts it.
+public struct CurlTransport: HTTPTransport, BlockingHTTPTransport {
     /// A PEM file of the certificate authorities to trust instead of the system's.
     public var caBundle: URL?
     /// The largest response body accepted: token responses are a few kilobytes, so no app needs
@@ -24,11 +25,7 @@ public struct CurlTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw HTTPTransportError(.other, detail: "only http and https URLs are sent")
-        }
-        let curl = try LibCurl.shared()
-        let transfer = try CurlTransfer(curl, request, caBundle: caBundle, maxResponseBytes: maxResponseBytes)
+        let transfer = try self.transfer(request)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 do {
@@ -40,6 +37,21 @@ public struct CurlTransport: HTTPTransport {
         } onCancel: {
             transfer.cancel()
         }
+    }
+
+    /// The transfer on the calling thread: what ``send(_:)`` does, without a thread of the pool.
+    package func sendBlocking(_ request: HTTPRequest, cancelled: @escaping @Sendable () -> Bool) throws -> HTTPResponse {
+        let transfer = try self.transfer(request)
+        transfer.cancelledWhen = cancelled
+        return try transfer.perform().get()
+    }
+
+    /// A request's transfer, checked (http and https only) and set up, not started.
+    private func transfer(_ request: HTTPRequest) throws -> CurlTransfer {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw HTTPTransportError(.other, detail: "only http and https URLs are sent")
+        }
+        return try CurlTransfer(try LibCurl.shared(), request, caBundle: caBundle, maxResponseBytes: maxResponseBytes)
     }
 }
 
@@ -83,6 +95,8 @@ private final class CurlTransfer: @unchecked Sendable {
     private var body = Data()
     private var headers: [String: String] = [:]
     private var tooLarge = false
+    /// Asked as the transfer runs, besides ``cancel()``: set before ``perform()``, on its thread.
+    var cancelledWhen: (@Sendable () -> Bool)?
 
     init(_ curl: LibCurl, _ request: HTTPRequest, caBundle: URL?, maxResponseBytes: Int) throws {
         guard let handle = curl.functions.curl_easy_init() else {
@@ -147,7 +161,8 @@ private final class CurlTransfer: @unchecked Sendable {
         pointer(Int32(TC_CURLOPT_HEADERDATA), context)
         long(Int32(TC_CURLOPT_NOPROGRESS), 0)
         failed = failed || tc_curl_setopt_progress_callback(&functions, handle, Int32(TC_CURLOPT_XFERINFOFUNCTION), { context, _, _, _, _ in
-            Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().cancelled.withLock { $0 } ? 1 : 0
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.cancelled.withLock { $0 } || transfer.cancelledWhen?() == true ? 1 : 0
         }) != TC_CURLE_OK
         pointer(Int32(TC_CURLOPT_XFERINFODATA), context)
         if failed { throw HTTPTransportError(.other, detail: "this libcurl refused an option") }
@@ -163,7 +178,7 @@ private final class CurlTransfer: @unchecked Sendable {
 
     /// Runs the transfer (blocking).
     func perform() -> Result<HTTPResponse, any Error> {
-        if cancelled.withLock({ $0 }) { return .failure(HTTPTransportError(.cancelled, detail: "cancelled")) }
+        if cancelled.withLock({ $0 }) || cancelledWhen?() == true { return .failure(HTTPTransportError(.cancelled, detail: "cancelled")) }
         let code = curl.functions.curl_easy_perform(handle)
         guard code == TC_CURLE_OK else { return .failure(error(code)) }
         var functions = curl.functions

@@ -89,3 +89,12 @@ public protocol HTTPTransport: Sendable {
     /// (preferably an ``HTTPTransportError``).
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }
+
+/// A transport that can also send on the caller's thread (``CurlTransport``): the token
+/// pipeline's blocking callers (C, the command line, the servers) then cross no thread for a
+/// request, where an app's own async transport needs a bridge.
+package protocol BlockingHTTPTransport: HTTPTransport {
+    /// Sends a request on this thread and returns the response, or throws when none arrived
+    /// (an ``HTTPTransportError``). `cancelled` is asked while the transfer runs: true aborts it.
+    func sendBlocking(_ request: HTTPRequest, cancelled: @escaping @Sendable () -> Bool) throws -> HTTPResponse
+}

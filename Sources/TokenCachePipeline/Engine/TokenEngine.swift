@@ -297,6 +297,16 @@ package final class TokenEngine: Sendable {
         return resolved
     }
 
+    /// ``tenantAuthority(of:discoveringWith:)`` on the caller's thread, for blocking callers
+    /// (``TokenEndpointClient/endpointsBlocking(for:)``).
+    package static func tenantAuthority(of authority: Authority, discoveringBlockingWith client: TokenEndpointClient) throws(TokenCacheError) -> Authority {
+        guard namesTenantByDomain(authority) else { return authority }
+        let endpoints = try client.endpointsBlocking(for: authority)
+        let resolved = tenantAuthority(of: authority, tokenEndpoint: endpoints.token)
+        client.remember(endpoints, for: resolved)
+        return resolved
+    }
+
     /// The request at the authority its tokens are filed under (``tenantAuthority(of:tokenEndpoint:)``),
     /// on the caller's thread. Discovery is asked once per app, and only by a request that may
     /// send one (that may redeem): one that may not uses what this process discovered already,
@@ -306,9 +316,8 @@ package final class TokenEngine: Sendable {
         let app = redeemingApplication(clientID: request.clientID, authority: named, capabilities: request.clientCapabilities)
         let resolved: Authority
         if request.redeemsRefreshTokens {
-            resolved = try waitFor { () async throws(TokenCacheError) -> Authority in
-                try await Self.tenantAuthority(of: named, discoveringWith: app.client)
-            }
+            // Decided on a blocking thread (C's, the CLI's, or the Swift app's one pool job): discovery runs there too.
+            resolved = try Self.tenantAuthority(of: named, discoveringBlockingWith: app.client)
         } else if let known = app.client.knownEndpoints(for: named) {
             resolved = Self.tenantAuthority(of: named, tokenEndpoint: known.token)
         } else {

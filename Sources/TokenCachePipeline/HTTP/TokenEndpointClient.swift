@@ -65,8 +65,20 @@ package final class TokenEndpointClient: Sendable {
     /// https (http only on loopback) and, for Microsoft authorities (Entra, B2C, AD FS), on the
     /// authority's host or an alias of it: codes and tokens go only where they were issued.
     package func endpoints(for authority: Authority) async throws(TokenCacheError) -> Endpoints {
-        let cacheKey = authority.url.absoluteString
-        if let known = endpoints.withLock({ $0[cacheKey] }) { return known }
+        if let known = knownEndpoints(for: authority) { return known }
+        let request = try discoveryRequest(for: authority)
+        return try discovered(try await send(request, what: "OpenID discovery"), for: authority, at: request.url)
+    }
+
+    /// ``endpoints(for:)`` on the caller's thread (``sendBlocking(_:what:)``), for blocking callers.
+    package func endpointsBlocking(for authority: Authority) throws(TokenCacheError) -> Endpoints {
+        if let known = knownEndpoints(for: authority) { return known }
+        let request = try discoveryRequest(for: authority)
+        return try discovered(try sendBlocking(request, what: "OpenID discovery"), for: authority, at: request.url)
+    }
+
+    /// The OpenID discovery request of an authority.
+    private func discoveryRequest(for authority: Authority) throws(TokenCacheError) -> HTTPRequest {
         let base = authority.url.absoluteString
         let discovery = switch authority.kind {
         case .aad, .b2c: "\(base)/v2.0/.well-known/openid-configuration"
@@ -75,8 +87,11 @@ package final class TokenEndpointClient: Sendable {
         guard let url = URL(string: discovery) else {
             throw TokenCacheError.invalidArgument("authority", "'\(base)' gives no discovery URL")
         }
-        let request = HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: timeout)
-        let response = try await send(request, what: "OpenID discovery")
+        return HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: timeout)
+    }
+
+    /// The endpoints a discovery answer at `url` gives, checked and cached for `authority`.
+    private func discovered(_ response: HTTPResponse, for authority: Authority, at url: URL) throws(TokenCacheError) -> Endpoints {
         let document = response.status == 200 ? try? JSON.decodeObject(response.body) : nil
         func usable(_ field: String) -> URL? {
             guard let text = document?[field]?.stringValue, let endpoint = URL(string: text), let host = endpoint.host,
@@ -91,7 +106,7 @@ package final class TokenEndpointClient: Sendable {
         }
         let found = Endpoints(token: tokenURL, authorization: usable("authorization_endpoint"),
                               deviceAuthorization: usable("device_authorization_endpoint"))
-        endpoints.withLock { $0[cacheKey] = found }
+        endpoints.withLock { $0[authority.url.absoluteString] = found }
         return found
     }
 
@@ -159,13 +174,32 @@ package final class TokenEndpointClient: Sendable {
     private func send(_ request: HTTPRequest, what: String) async throws(TokenCacheError) -> HTTPResponse {
         do {
             return try await Self.withDeadline(seconds: timeout + Self.backstopMargin) { [transport] in try await transport.send(request) }
-        } catch let error as TokenCacheError {
-            throw error  // the transport's own typed error (libcurl missing)
         } catch {
-            let host = request.url.host ?? "?"
-            throw TokenCacheError(.network, "\(what) at \(host) did not answer: \(Self.describe(error)).",
-                                  hint: "Check the network connection and retry; the cache was not changed")
+            throw Self.failure(error, of: request, what: what)
         }
+    }
+
+    /// ``send(_:what:)`` on the caller's thread: directly with a ``BlockingHTTPTransport`` (libcurl,
+    /// whose own timer bounds the transfer), else through the app's own async transport, the one
+    /// bridge left (``waitFor(_:)``; never call this from async code).
+    package func sendBlocking(_ request: HTTPRequest, what: String,
+                              cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> HTTPResponse {
+        guard let blocking = transport as? any BlockingHTTPTransport else {
+            return try waitFor { () async throws(TokenCacheError) in try await self.send(request, what: what) }
+        }
+        do {
+            return try blocking.sendBlocking(request, cancelled: cancelled)
+        } catch {
+            throw Self.failure(error, of: request, what: what)
+        }
+    }
+
+    /// The error for a request that got no answer: the transport's own typed one (libcurl
+    /// missing), else `network`, naming the host.
+    private static func failure(_ error: any Error, of request: HTTPRequest, what: String) -> TokenCacheError {
+        if let typed = error as? TokenCacheError { return typed }
+        return TokenCacheError(.network, "\(what) at \(request.url.host ?? "?") did not answer: \(describe(error)).",
+                               hint: "Check the network connection and retry; the cache was not changed")
     }
 
     /// The transport enforces the request's own timeout (``CurlTransport``: libcurl's timer, from

@@ -103,12 +103,13 @@ struct EngineParityTests {
              accountRealms: [Fixtures.tenantA]),
     ]
 
-    /// The pipeline's entries: C's and the CLI's blocking call, a Swift app's async one, and the
-    /// store's own (`AccountStore.acquireTokenSilent`, on the pipeline's seams for a store alone:
-    /// the encrypted-file-only product's apps, which have no façade).
-    enum Entry: String, CaseIterable, Sendable { case blocking, async, storeAlone }
+    /// The pipeline's entries: C's and the CLI's blocking call (with an app's async transport, and
+    /// with one that sends on the caller's thread, as libcurl does), a Swift app's async one, and
+    /// the store's own (`AccountStore.acquireTokenSilent`, on the pipeline's seams for a store
+    /// alone: the encrypted-file-only product's apps, which have no façade).
+    enum Entry: String, CaseIterable, Sendable { case blocking, blockingTransport, async, storeAlone }
 
-    @Test("Each case gets the same token or the same code and reason through the pipeline's blocking, async and store-alone entries",
+    @Test("Each case gets the same token or the same code and reason through the pipeline's blocking (either transport), async and store-alone entries",
           arguments: cases, Entry.allCases)
     func parity(_ row: Case, entry: Entry) async throws {
         let store = AccountStore(backend: InMemoryBackend())
@@ -126,7 +127,8 @@ struct EngineParityTests {
         issued["refresh_token"] = "rt-\(StubTransport.issuedTag)"
         let transport = StubTransport(tenantDomains: [Self.domain: Fixtures.tenantA], tokens: Fixtures.json(issued))
         var options = PublicClientApplication.Options()
-        options.transport = transport
+        let onTheCallersThread = BlockingStubTransport(transport)
+        options.transport = entry == .blockingTransport ? onTheCallersThread : transport
         options.clock = ManualClock()
         let engine = TokenEngine(store: store, options: options)
         let request = TokenRequest(clientID: try ClientID(Fixtures.appOne), scopes: ["User.Read"], account: row.account,
@@ -135,7 +137,7 @@ struct EngineParityTests {
         let outcome: Outcome
         do {
             let token = switch entry {
-            case .blocking: try await offThePool { try engine.blockingToken(request) }
+            case .blocking, .blockingTransport: try await offThePool { try engine.blockingToken(request) }
             case .async: try await engine.token(request)
             // A discovery cache of its own: the process's would carry one row's discovery into the next.
             case .storeAlone: try await store.acquireTokenSilent(request, services: StoreServices(transport: transport, clock: ManualClock(),
@@ -147,6 +149,10 @@ struct EngineParityTests {
         }
         #expect(outcome == row.expected)
         #expect(transport.sent == row.sends, "sent to the identity provider")
+        if entry == .blockingTransport {
+            // Discovery is sent on the deciding thread itself, never through the async bridge.
+            #expect(onTheCallersThread.sentBlocking == row.sends.filter { $0 == "discovery" }, "sent on the caller's thread")
+        }
         if let realms = row.accountRealms {
             let saved = try store.entries().filter { $0.kind == .account }.compactMap { $0["realm"] }.sorted()
             #expect(saved == realms, "Account records")
@@ -171,7 +177,10 @@ private final class StubTransport: HTTPTransport {
     /// What was sent, in order: "discovery" or "token" (anything else: its method and URL).
     var sent: [String] { requests.withLock { $0 } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse { answer(request) }
+
+    /// The answer to a request, noted in ``sent``.
+    func answer(_ request: HTTPRequest) -> HTTPResponse {
         let path = request.url.path.split(separator: "/").map(String.init)
         let host = request.url.host ?? ""
         if request.method == "GET", request.url.path.hasSuffix("/.well-known/openid-configuration"), let named = path.first {
@@ -192,5 +201,26 @@ private final class StubTransport: HTTPTransport {
 
     static func json(_ object: [String: Any]) -> HTTPResponse {
         HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Fixtures.json(object))
+    }
+}
+
+/// ``StubTransport`` as libcurl's transport is to the pipeline: it also sends on the caller's
+/// thread, and notes what it sent so.
+private final class BlockingStubTransport: BlockingHTTPTransport {
+    let stub: StubTransport
+    private let blocking = Mutex<[String]>([])
+
+    init(_ stub: StubTransport) { self.stub = stub }
+
+    /// What was sent on the caller's thread, as ``StubTransport/sent`` names it.
+    var sentBlocking: [String] { blocking.withLock { $0 } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse { stub.answer(request) }
+
+    func sendBlocking(_ request: HTTPRequest, cancelled: @escaping @Sendable () -> Bool) throws -> HTTPResponse {
+        let before = stub.sent.count
+        let response = stub.answer(request)
+        blocking.withLock { $0 += stub.sent.dropFirst(before) }
+        return response
     }
 }
