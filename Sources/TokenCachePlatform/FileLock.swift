@@ -29,6 +29,16 @@ package final class FileLock: Sendable {
         }, timedOut: timedOut, cancelled: cancelled)
     }
 
+    /// ``acquire(owning:path:wait:timedOut:cancelled:)`` on the calling thread (for blocking
+    /// threads only): the pauses sleep the thread, and `isCancelled` is asked at each round.
+    package static func acquireBlocking(owning descriptor: Int32, path: String, wait: LockWait, timedOut: () -> TokenCacheError,
+                                        isCancelled: () -> Bool, cancelled: () -> TokenCacheError) throws(TokenCacheError) -> FileLock {
+        let lock = FileLock(owning: descriptor)
+        return try wait.runBlocking({ () throws(TokenCacheError) -> FileLock? in
+            do throws(Errno) { return try Self.lock(descriptor, waiting: false) ? lock : nil } catch { throw FileIO.error("lock", path, error) }
+        }, timedOut: timedOut, isCancelled: isCancelled, cancelled: cancelled)
+    }
+
     private init(owning descriptor: Int32) { self.descriptor = descriptor }
 
     deinit {
@@ -70,12 +80,15 @@ package struct LockWait: Sendable {
     }
 
     /// Tries `attempt` (nil: still held) until it returns a value, pausing by sleeping the thread:
-    /// for blocking threads only, never async code.
-    /// - Throws: `timedOut()` when the lock is still held after the timeout, or what `attempt` throws.
-    package func runBlocking<Value>(_ attempt: () throws(TokenCacheError) -> Value?,
-                                    timedOut: () -> TokenCacheError) throws(TokenCacheError) -> Value {
+    /// for blocking threads only, never async code. `isCancelled` is asked before each round: true
+    /// ends the wait with `cancelled()` (within one pause).
+    /// - Throws: `timedOut()` when the lock is still held after the timeout, `cancelled()`, or what `attempt` throws.
+    package func runBlocking<Value>(_ attempt: () throws(TokenCacheError) -> Value?, timedOut: () -> TokenCacheError,
+                                    isCancelled: () -> Bool = { false },
+                                    cancelled: () -> TokenCacheError = { TokenCacheError(.cancelled, "The wait was cancelled.") }) throws(TokenCacheError) -> Value {
         var rounds = Rounds(self, clock: ContinuousClock())
         while true {
+            if isCancelled() { throw cancelled() }
             switch try rounds.next(attempt, timedOut: timedOut) {
             case .done(let value): return value
             case .pause(let pause): usleep(UInt32(pause / .microseconds(1)))

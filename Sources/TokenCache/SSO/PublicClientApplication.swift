@@ -37,7 +37,7 @@ public final class PublicClientApplication: Sendable {
         /// its owner's lock.
         public var singleSignOnStores: [ExternalStore] = []
         /// The clock of the waits (device code polling and its timeout, the browser sign-in's
-        /// timeout, another process's refresh, the checks of
+        /// timeout, the checks of
         /// ``accountChanges(checkingEvery:)``): tests of logic pass a manual one and advance it.
         package var clock: any Clock<Duration> = ContinuousClock()
         /// Microsoft Graph's endpoint for ``PublicClientApplication/photo(for:refresh:)``
@@ -107,7 +107,7 @@ public final class PublicClientApplication: Sendable {
         self.client = shared ?? TokenEndpointClient(transport: options.transport, timeout: options.requestTimeout,
                                                     logger: store.options.logger, capabilities: options.clientCapabilities)
         redeemer = checked.map { [client] clientID in
-            TokenRedeemer(clientID: clientID, store: store, client: client, refreshLockTimeout: options.refreshLockTimeout, clock: options.clock)
+            TokenRedeemer(clientID: clientID, store: store, client: client, refreshLockTimeout: options.refreshLockTimeout)
         }
     }
 

@@ -15,8 +15,6 @@ struct StoreServices: EngineServices {
     var requestTimeout: TimeInterval = 30
     /// Bound on waiting for another process's refresh of the same account, in seconds.
     var refreshLockTimeout: TimeInterval = 60
-    /// The clock of the refresh lock's wait (tests pass a manual one).
-    var clock: any Clock<Duration> = ContinuousClock()
 
     /// Endpoints discovered, per authority: the process's (a domain-named tenant is resolved once),
     /// unless a test gives its own.
@@ -32,7 +30,7 @@ struct StoreServices: EngineServices {
                                          capabilities: capabilities, sharing: discovered)
         return StoreApplication(authority: authority, client: client,
                                 tokenRedeemer: TokenRedeemer(clientID: clientID, store: store, client: client,
-                                                             refreshLockTimeout: refreshLockTimeout, clock: clock))
+                                                             refreshLockTimeout: refreshLockTimeout))
     }
 
     // Never asked: the broker use is `.never` (``TokenEngine/brokerNow()``).

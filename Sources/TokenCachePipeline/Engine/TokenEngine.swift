@@ -181,37 +181,41 @@ package final class TokenEngine: Sendable {
         try await token(request, decidedBy: { () throws(TokenCacheError) in try self.decide(request, for: account) })
     }
 
-    /// A decision made and carried out in one ``BlockingWork`` job; a refresh then runs here.
+    /// A decision made and carried out, a refresh included, in one ``BlockingWork`` job
+    /// (``blockingToken(_:)``'s path); cancelling the task ends a wait for another process's
+    /// refresh and aborts a transfer, never a save.
     package func token(_ request: TokenRequest,
                decidedBy decide: @escaping @Sendable () throws(TokenCacheError) -> Decision) async throws(TokenCacheError) -> TokenResult {
-        let outcome = try await BlockingWork.run { () throws(TokenCacheError) in try self.outcome(of: try decide(), for: request) }
-        switch outcome {
-        case .token(let result): return result
-        case .refresh(let app, let parameters): return try await redeem(parameters, with: app)
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            try self.carryOut(try self.outcome(of: try decide(), for: request), isCancelled: isCancelled)
         }
     }
 
-    /// ``token(_:)`` for a caller that blocks by contract (C, the CLI): decided on the calling
-    /// thread, so a cached token, the agent's or the broker's crosses no thread. Only a refresh
-    /// bridges (``waitFor(_:)``) to the async refresh Swift apps use: its refresh lock waits on an
-    /// injected clock, and a blocking second copy of it would be a second place that decides.
+    /// ``token(_:)`` for a caller that blocks by contract (C, the CLI): decided and carried out on
+    /// the calling thread, so a cached token, the agent's or the broker's crosses no thread, and a
+    /// refresh with libcurl's transport neither (the store, the lock's wait and the requests).
     package func blockingToken(_ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
-        switch try outcome(of: try decide(request), for: request) {
+        try carryOut(try outcome(of: try decide(request), for: request), isCancelled: { false })
+    }
+
+    /// A decision's outcome: its token, or the refresh it named.
+    private func carryOut(_ outcome: Outcome, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
+        switch outcome {
         case .token(let result): return result
-        case .refresh(let app, let parameters):
-            return try waitFor { () async throws(TokenCacheError) in try await self.redeem(parameters, with: app) }
+        case .refresh(let app, let parameters): return try redeem(parameters, with: app, isCancelled: isCancelled)
         }
     }
 
     /// The refresh a decision named, at the app's authority (the tenant ``keyedByTenant(_:)``
-    /// resolved): the app's ``TokenRedeemer`` reads again, locks, redeems (the group's refresh
-    /// tokens, then the app's single sign-on stores') and saves.
-    /// - Throws: `interactionRequired`, `network`, `serverError`, and what saving throws.
-    package func redeem(_ refresh: TokenRefresh, with app: any RedeemingApplication) async throws(TokenCacheError) -> TokenResult {
+    /// resolved), on the calling thread: the app's ``TokenRedeemer`` reads again, locks, redeems
+    /// (the group's refresh tokens, then the app's single sign-on stores') and saves.
+    /// - Throws: `interactionRequired`, `network`, `serverError`, `cancelled`, and what saving throws.
+    package func redeem(_ refresh: TokenRefresh, with app: any RedeemingApplication,
+                        isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         // A claims challenge skips the cached token as a forced refresh does (MSAL's WithClaims).
-        try await app.tokenRedeemer.token(scopes: refresh.scopes, account: refresh.account, authority: app.authority,
-                                          forceRefresh: refresh.forceRefresh || refresh.claims != nil, claims: refresh.claims,
-                                          singleSignOn: app.singleSignOn)
+        try app.tokenRedeemer.blockingToken(scopes: refresh.scopes, account: refresh.account, authority: app.authority,
+                                            forceRefresh: refresh.forceRefresh || refresh.claims != nil, claims: refresh.claims,
+                                            singleSignOn: app.singleSignOn, isCancelled: isCancelled)
     }
 
     /// The app a request redeems with, when it lets it: at the request's authority; without one,

@@ -48,6 +48,11 @@ package final class TokenEndpointClient: Sendable {
         try await endpoints(for: authority).token
     }
 
+    /// ``tokenEndpoint(for:)`` on the caller's thread.
+    package func tokenEndpointBlocking(for authority: Authority) throws(TokenCacheError) -> URL {
+        try endpointsBlocking(for: authority).token
+    }
+
     /// The endpoints this client discovered for an authority already (or was told), without a request.
     package func knownEndpoints(for authority: Authority) -> Endpoints? {
         endpoints.withLock { $0[authority.url.absoluteString] }
@@ -129,6 +134,23 @@ package final class TokenEndpointClient: Sendable {
     /// fields, the scopes and the response handling.
     package func redeem(grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
                 isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
+        let request = try grantRequest(grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft)
+        return try outcome(of: try await send(request, what: "The token endpoint"))
+    }
+
+    /// ``redeem(refreshToken:clientID:scopes:claims:at:isMicrosoft:)`` on the caller's thread;
+    /// `cancelled` true aborts the transfer (never asked once an answer arrived).
+    package func redeemBlocking(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
+                                isMicrosoft: Bool, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Outcome {
+        var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
+        if let claims { grant["claims"] = claims }
+        let request = try grantRequest(grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft)
+        return try outcome(of: try sendBlocking(request, what: "The token endpoint", cancelled: cancelled))
+    }
+
+    /// A grant's request: the grant's fields with the client's, the scopes and the claims.
+    private func grantRequest(_ grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
+                              isMicrosoft: Bool) throws(TokenCacheError) -> HTTPRequest {
         var form = grant
         form["claims"] = try claimsParameter(grant["claims"])
         form["client_id"] = clientID.value
@@ -137,7 +159,11 @@ package final class TokenEndpointClient: Sendable {
         let grantType = grant["grant_type"] ?? "-"
         logger.debug(grantType == "refresh_token" ? "Redeeming refresh token" : "Redeeming grant", metadata: [
             "grant_type": .string(grantType), "endpoint": .string(endpoint.absoluteString), "client_id": .string(clientID.value)])
-        let response = try await post(form, to: endpoint, what: "The token endpoint")
+        return formRequest(form, to: endpoint)
+    }
+
+    /// A token request's outcome: the tokens, or the server's refusal.
+    private func outcome(of response: HTTPResponse) throws(TokenCacheError) -> Outcome {
         if response.status == 200 {
             return .tokens(try TokenResponse(json: response.body))
         }
@@ -149,10 +175,14 @@ package final class TokenEndpointClient: Sendable {
 
     /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its status.
     package func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
-        let request = HTTPRequest(method: "POST", url: endpoint,
-                                  headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
-                                  body: Data(Self.formEncode(form).utf8), timeout: timeout)
-        return try await send(request, what: what)
+        try await send(formRequest(form, to: endpoint), what: what)
+    }
+
+    /// A form POST (`application/x-www-form-urlencoded`) to `endpoint`.
+    private func formRequest(_ form: [String: String], to endpoint: URL) -> HTTPRequest {
+        HTTPRequest(method: "POST", url: endpoint,
+                    headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                    body: Data(Self.formEncode(form).utf8), timeout: timeout)
     }
 
     /// An OAuth error response's fields (RFC 6749 5.2, with Microsoft's additions).

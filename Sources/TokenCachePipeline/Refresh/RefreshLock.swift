@@ -31,6 +31,32 @@ package enum RefreshLock {
     ///   block refreshes (the encrypted file's checks, `FileIO.ensureDirectory(_:purpose:)`).
     package static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
                         clock: any Clock<Duration> = ContinuousClock()) async throws(TokenCacheError) -> FileLock {
+        let (descriptor, path) = try openLockFile(name: name, directory: directory)
+        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout), clock: clock),
+                                          timedOut: { timedOut(after: timeout) }, cancelled: cancelled)
+    }
+
+    /// ``acquire(name:timeout:directory:clock:)`` on the calling thread (for blocking threads
+    /// only): the wait sleeps the thread, and ends with `cancelled` within a pause once `isCancelled`.
+    package static func acquireBlocking(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
+                                        isCancelled: () -> Bool) throws(TokenCacheError) -> FileLock {
+        let (descriptor, path) = try openLockFile(name: name, directory: directory)
+        return try FileLock.acquireBlocking(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout)),
+                                            timedOut: { timedOut(after: timeout) }, isCancelled: isCancelled, cancelled: cancelled)
+    }
+
+    private static func timedOut(after timeout: TimeInterval) -> TokenCacheError {
+        TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
+                        hint: "Retry; if it persists, look for a hung process using the token cache")
+    }
+
+    private static func cancelled() -> TokenCacheError {
+        TokenCacheError(.cancelled, "The refresh was cancelled while another process was refreshing this account; nothing was changed.",
+                        hint: "Retry when the token is needed again")
+    }
+
+    /// The lock file of `name` in `directory` (both checked, the file created 0600), open.
+    private static func openLockFile(name: String, directory: URL) throws(TokenCacheError) -> (descriptor: Int32, path: String) {
         try FileIO.ensureDirectory(directory.deletingLastPathComponent(), purpose: "lock directory's parent")
         try FileIO.ensureDirectory(directory, purpose: "lock directory")
         // Opened without following links and checked again by descriptor: the directory checked
@@ -52,13 +78,7 @@ package enum RefreshLock {
             throw TokenCacheError(.fileSystem, "Cannot open the lock file \(path): \(String(cString: strerror(errno))).",
                                   hint: "Check the permissions of \(directory.path)")
         }
-        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout), clock: clock), timedOut: {
-            TokenCacheError(.timedOut, "Another process kept refreshing this account for more than \(Int(timeout)) s.",
-                            hint: "Retry; if it persists, look for a hung process using the token cache")
-        }, cancelled: {
-            TokenCacheError(.cancelled, "The refresh was cancelled while another process was refreshing this account; nothing was changed.",
-                            hint: "Retry when the token is needed again")
-        })
+        return (descriptor, path)
     }
 
     /// FNV-1a, 64 bit: stable across processes and runs (Swift's Hasher is seeded per process).

@@ -17,44 +17,73 @@ package final class TokenRedeemer: Sendable {
     package let client: TokenEndpointClient
     /// Bound on waiting for another process's refresh of the same account, in seconds.
     package let refreshLockTimeout: TimeInterval
-    /// The clock of the refresh lock's wait (tests pass a manual one).
-    package let clock: any Clock<Duration>
 
     /// A redemption from other tools' caches when the group's refresh tokens cannot serve: nil
     /// when none holds one or every one was refused. The front end builds it on those stores.
     package typealias SingleSignOn = @Sendable (_ scopes: [String], _ account: CachedAccount, _ authority: Authority,
                                                 _ claims: String?) async throws(TokenCacheError) -> TokenResult?
 
-    package init(clientID: ClientID, store: AccountStore, client: TokenEndpointClient, refreshLockTimeout: TimeInterval,
-                 clock: any Clock<Duration>) {
+    package init(clientID: ClientID, store: AccountStore, client: TokenEndpointClient, refreshLockTimeout: TimeInterval) {
         self.clientID = clientID
         self.store = store
         self.client = client
         self.refreshLockTimeout = refreshLockTimeout
-        self.clock = clock
+    }
+
+    /// ``blockingToken(scopes:account:authority:forceRefresh:claims:singleSignOn:isCancelled:)``
+    /// for async callers: the whole of it in one job of the blocking pool. Cancelling the task
+    /// ends a wait for another process's refresh and aborts a transfer, never a save.
+    package func token(scopes: [String], account: CachedAccount, authority: Authority, forceRefresh: Bool, claims: String?,
+                       singleSignOn: SingleSignOn?) async throws(TokenCacheError) -> TokenResult {
+        try await Self.cancellably { [self] (isCancelled) throws(TokenCacheError) in
+            try blockingToken(scopes: scopes, account: account, authority: authority, forceRefresh: forceRefresh, claims: claims,
+                              singleSignOn: singleSignOn, isCancelled: isCancelled)
+        }
+    }
+
+    /// Runs blocking `work` in one job of the blocking pool; its argument says whether the task was cancelled meanwhile.
+    package static func cancellably<T: Sendable>(
+        _ work: @escaping @Sendable (_ isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> T
+    ) async throws(TokenCacheError) -> T {
+        let cancelled = Locked(false)
+        let outcome: Result<T, TokenCacheError> = await withTaskCancellationHandler {
+            do throws(TokenCacheError) {
+                return .success(try await BlockingWork.run { () throws(TokenCacheError) in try work { cancelled.withLock { $0 } } })
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
+        }
+        return try outcome.get()
     }
 
     /// The token at `authority` (already the tenant tokens are filed under): the cached one when
-    /// usable, else one redeemed under the refresh lock, after reading the cache again.
-    package func token(scopes: [String], account: CachedAccount, authority: Authority, forceRefresh: Bool, claims: String?,
-                       singleSignOn: SingleSignOn?) async throws(TokenCacheError) -> TokenResult {
-        let before = try await cachedToken(scopes: scopes, account: account, authority: authority)
+    /// usable, else one redeemed under the refresh lock, after reading the cache again. All of it
+    /// on the calling thread, which must be one that may block (C's, the command line's, a pool
+    /// job's): the store, the lock's wait and, with libcurl's transport, the requests.
+    /// `isCancelled` is asked while waiting for the lock and during a transfer; true ends the call
+    /// with `cancelled` (or a network error), never between an answer and its save.
+    package func blockingToken(scopes: [String], account: CachedAccount, authority: Authority, forceRefresh: Bool, claims: String?,
+                               singleSignOn: SingleSignOn?, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
+        let before = try cachedToken(scopes: scopes, account: account, authority: authority)
         if !forceRefresh, let before, !before.needsRefresh() {
             return before
         }
-        let lockName = try await BlockingWork.run { [self] () throws(TokenCacheError) in try refreshLockName(for: account, at: authority) }
-        let lock = try await RefreshLock.acquire(name: lockName, timeout: refreshLockTimeout, clock: clock)
+        let lock = try RefreshLock.acquireBlocking(name: try refreshLockName(for: account, at: authority), timeout: refreshLockTimeout,
+                                                   isCancelled: isCancelled)
         defer { withExtendedLifetime(lock) {} }
 
         // Another process may have refreshed while we waited for the lock. With forceRefresh only
         // a token other than the one seen before waiting will do: cached_at has whole seconds, so
         // it cannot tell a token saved just before this call from one saved just after.
-        let cached = try await cachedToken(scopes: scopes, account: account, authority: authority)
+        let cached = try cachedToken(scopes: scopes, account: account, authority: authority)
         if let cached, !cached.needsRefresh(), !forceRefresh || cached.accessToken != before?.accessToken {
             return cached
         }
         do {
-            return try await refresh(scopes: scopes, account: account, authority: authority, claims: claims, singleSignOn: singleSignOn)
+            return try refresh(scopes: scopes, account: account, authority: authority, claims: claims, singleSignOn: singleSignOn,
+                               isCancelled: isCancelled)
         } catch let error where error.code == .network || error.code == .serverError {
             // A token past refresh_on still works: serve it rather than fail on a transient error.
             if let cached, !forceRefresh, claims == nil {
@@ -65,11 +94,9 @@ package final class TokenRedeemer: Sendable {
         }
     }
 
-    /// The usable cached access token, read off the cooperative pool (the read may wait on D-Bus or a file).
-    private func cachedToken(scopes: [String], account: CachedAccount, authority: Authority) async throws(TokenCacheError) -> TokenResult? {
-        try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
-        }
+    /// The usable cached access token.
+    private func cachedToken(scopes: [String], account: CachedAccount, authority: Authority) throws(TokenCacheError) -> TokenResult? {
+        try store.accessToken(clientID: clientID, account: account, scopes: scopes, authority: authority)
     }
 
     /// The refresh lock's name: group, account, and whose refresh token the app redeems — its
@@ -93,51 +120,52 @@ package final class TokenRedeemer: Sendable {
     private static let maximumRedemptions = 8
 
     /// The redemption, under the lock: the group's refresh tokens in turn, then the single sign-on stores'.
-    private func refresh(scopes: [String], account: CachedAccount, authority: Authority,
-                         claims: String?, singleSignOn: SingleSignOn?) async throws(TokenCacheError) -> TokenResult {
+    private func refresh(scopes: [String], account: CachedAccount, authority: Authority, claims: String?,
+                         singleSignOn: SingleSignOn?, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
+        // Another tool's cache, through the app's async single sign-on stores: the one bridge here.
+        func fromSingleSignOn() throws(TokenCacheError) -> TokenResult? {
+            guard let singleSignOn else { return nil }
+            return try waitFor { () async throws(TokenCacheError) in try await singleSignOn(scopes, account, authority, claims) }
+        }
         // Read once here, and again only after a refusal (another SDK may have rotated a token
         // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
-        var candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try redeemableRefreshTokens(for: account, at: authority)
-        }
+        var candidates = try redeemableRefreshTokens(for: account, at: authority)
         if candidates.isEmpty {
-            if let result = try await singleSignOn?(scopes, account, authority, claims) {
+            if let result = try fromSingleSignOn() {
                 return result
             }
-            let others = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                try store.refreshTokens(clientID: clientID, account: account)
-            }
-            throw Self.noRedeemableToken(account: account, authority: authority, others: others)
+            throw Self.noRedeemableToken(account: account, authority: authority,
+                                         others: try store.refreshTokens(clientID: clientID, account: account))
         }
-        let endpoint = try await client.tokenEndpoint(for: authority)
+        let endpoint = try client.tokenEndpointBlocking(for: authority)
         var lastRejection: ServerErrorDetails?
         // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
         // the same key meanwhile, the new secret is worth a try.
         var tried = Set<String>()
         while tried.count < Self.maximumRedemptions, let refreshToken = candidates.first(where: { !tried.contains($0.secret) }) {
             tried.insert(refreshToken.secret)
-            let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
-                                                  claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
+            let outcome = try client.redeemBlocking(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes, claims: claims,
+                                                    at: endpoint, isMicrosoft: authority.kind != .oidc, cancelled: isCancelled)
             switch outcome {
             case .tokens(let response):
-                return try await saveRefreshed(response, account: account, authority: authority, scopes: scopes,
-                                               redeemed: refreshToken.secret)
+                // Saved whatever the caller does now: the server may have rotated the refresh token.
+                return try saveRefreshedBlocking(response, account: account, authority: authority, scopes: scopes,
+                                                 redeemed: refreshToken.secret)
             case .rejected(let details):
                 lastRejection = details
                 if let failure = Self.transientFailure(details) { throw failure }
-                let leavesFamily = refreshToken.familyID != nil && details.suberror == "client_mismatch"
-                candidates = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                    // This app is not in the family after all, as MSAL concludes: stop using family tokens.
-                    if leavesFamily { try store.leaveFamily(clientID: clientID, environment: account.environment) }
-                    return try redeemableRefreshTokens(for: account, at: authority)
+                // This app is not in the family after all, as MSAL concludes: stop using family tokens.
+                if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
+                    try store.leaveFamily(clientID: clientID, environment: account.environment)
                 }
+                candidates = try redeemableRefreshTokens(for: account, at: authority)
             }
         }
         let details = lastRejection
         let isInteraction = details == nil || ["invalid_grant", "interaction_required", "consent_required", "login_required"]
             .contains(details!.error)
         // The group's tokens are stale; a tool the user signed in to since may hold a good one.
-        if isInteraction, let result = try await singleSignOn?(scopes, account, authority, claims) {
+        if isInteraction, let result = try fromSingleSignOn() {
             return result
         }
         throw TokenCacheError(
@@ -151,15 +179,22 @@ package final class TokenRedeemer: Sendable {
 
     /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
     /// (`invalidResponse`, `userMismatch`). `redeemed` is the group's token it was obtained with.
+    /// In one job of the blocking pool that runs even for a cancelled task (a rotated refresh token must not be lost).
     package func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
                        redeemed: String?) async throws(TokenCacheError) -> TokenResult {
+        try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
+            try saveRefreshedBlocking(response, account: account, authority: authority, scopes: scopes, redeemed: redeemed)
+        }
+    }
+
+    /// ``saveRefreshed(_:account:authority:scopes:redeemed:)`` on the calling thread.
+    private func saveRefreshedBlocking(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
+                                       redeemed: String?) throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
-        return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
-            try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
-                           homeAccountID: account.homeAccountID, redeemedRefreshToken: redeemed)
-        }
+        return try store.save(response, clientID: clientID, authority: authority, scopes: scopes,
+                              homeAccountID: account.homeAccountID, redeemedRefreshToken: redeemed)
     }
 
     /// The error for an answer worth retrying later (429, 5xx), which ends a refresh; nil otherwise.

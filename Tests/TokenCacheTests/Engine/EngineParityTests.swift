@@ -140,7 +140,7 @@ struct EngineParityTests {
             case .blocking, .blockingTransport: try await offThePool { try engine.blockingToken(request) }
             case .async: try await engine.token(request)
             // A discovery cache of its own: the process's would carry one row's discovery into the next.
-            case .storeAlone: try await store.acquireTokenSilent(request, services: StoreServices(transport: transport, clock: ManualClock(),
+            case .storeAlone: try await store.acquireTokenSilent(request, services: StoreServices(transport: transport,
                                                                                                  discovered: .init([:])))
             }
             outcome = .token(token.accessToken)
@@ -150,8 +150,8 @@ struct EngineParityTests {
         #expect(outcome == row.expected)
         #expect(transport.sent == row.sends, "sent to the identity provider")
         if entry == .blockingTransport {
-            // Discovery is sent on the deciding thread itself, never through the async bridge.
-            #expect(onTheCallersThread.sentBlocking == row.sends.filter { $0 == "discovery" }, "sent on the caller's thread")
+            // Discovery and the token request are sent on the deciding thread itself, never through the async bridge.
+            #expect(onTheCallersThread.sentBlocking == row.sends, "sent on the caller's thread")
         }
         if let realms = row.accountRealms {
             let saved = try store.entries().filter { $0.kind == .account }.compactMap { $0["realm"] }.sorted()

@@ -100,6 +100,11 @@ struct EngineThreadHopTests {
 
         func send(_ request: HTTPRequest) async throws -> HTTPResponse {
             backend.note()
+            return try answer(request)
+        }
+
+        /// The answer to a request (noted by the caller).
+        func answer(_ request: HTTPRequest) throws -> HTTPResponse {
             let json = ["content-type": "application/json"]
             if request.method == "GET", request.url.path.hasSuffix("/.well-known/openid-configuration") {
                 let base = "https://\(request.url.host ?? "")/\(Fixtures.tenantA)"
@@ -124,11 +129,13 @@ struct EngineThreadHopTests {
     /// the sync → async → sync bridge (only the store's calls and the transport's sends are seen,
     /// so a job that touches neither, the refresh lock's, is not counted). Measured at faef143:
     /// 7 hops over 5 pool jobs (decide here; the redeemer's read, lock name, re-read, candidates
-    /// and save in a job each; discovery and the token request on the cooperative pool, one place); 7 after
-    /// #58 step 4's move of the explicit-account call and the broker rule, which left C's path as it was.
-    static let refreshHops = 7
+    /// and save in a job each; discovery and the token request on the cooperative pool, one place).
+    /// Since the refresh runs on the caller's thread (#58 step A): 0 with a transport that sends
+    /// blocking (libcurl's), 2 over 0 jobs with an app's own async transport (its two sends, one
+    /// place, bridged).
+    static let refreshHopsThroughAnAsyncTransport = 2
 
-    @Test("A refresh through blockingToken (tokencache_acquire_token_silent) hops between threads a bounded number of times")
+    @Test("A refresh through blockingToken (tokencache_acquire_token_silent) with an app's own async transport leaves the caller's thread only for the sends: 2 hops, 0 pool jobs")
     func blockingRefreshHops() async throws {
         var stale = Fixtures.response(for: Self.frank, scope: "User.Read", foci: nil, tag: "stale", expiresIn: 60)
         stale["refresh_token"] = "rt-stale"
@@ -152,6 +159,40 @@ struct EngineThreadHopTests {
         let places = [start] + backend.recorded.map { $0.job == nil && $0.place != start ? "cooperative" : $0.place } + [start]
         let hops = zip(places, places.dropFirst()).filter { $0 != $1 }.count
         print("C silent refresh: \(hops) thread hops over \(Set(backend.recorded.compactMap(\.job)).count) pool jobs: \(places)")
-        #expect(hops <= Self.refreshHops, "\(hops) hops: \(places)")
+        #expect(hops <= Self.refreshHopsThroughAnAsyncTransport, "\(hops) hops: \(places)")
+        #expect(backend.recorded.allSatisfy { $0.job == nil }, "a pool job: \(places)")
+    }
+
+    @Test("A refresh through blockingToken with a transport that sends blocking (libcurl's) runs wholly on the caller's thread: the store, the lock and both sends; 0 hops, 0 pool jobs")
+    func blockingRefreshWithBlockingTransportStays() async throws {
+        let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000005", tenant: Fixtures.tenantA,
+                                 username: "grace@contoso.com", name: "Grace Example")
+        var stale = Fixtures.response(for: user, scope: "User.Read", foci: nil, tag: "stale", expiresIn: 60)
+        stale["refresh_token"] = "rt-stale"
+        try store.save(Fixtures.tokenResponse(stale), clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        var issued = Fixtures.response(for: user, scope: "User.Read", foci: nil, tag: "issued")
+        issued["refresh_token"] = "rt-issued"
+        var options = PublicClientApplication.Options()
+        options.transport = NotingBlockingTransport(NotingTransport(backend: backend, tokens: Fixtures.json(issued)))
+        let engine = TokenEngine(store: store, options: options)
+        var asked = request
+        asked.account = user.username
+        backend.forget()
+        let (caller, result) = try await offThePool { [asked] in (pthread_self(), try engine.blockingToken(asked)) }
+        #expect(!result.isFromCache && result.accessToken == "at-\(user.uid)-\(Fixtures.tenantA)-issued")
+        let calls = backend.recorded
+        #expect(calls.count > 2, "the store's calls and the two sends were seen")
+        #expect(calls.allSatisfy { pthread_equal($0.thread, caller) != 0 && $0.job == nil }, "\(calls.map(\.place))")
+    }
+
+    /// ``NotingTransport`` sending on the caller's thread, as libcurl's transport does for blocking callers.
+    struct NotingBlockingTransport: BlockingHTTPTransport {
+        let noting: NotingTransport
+        init(_ noting: NotingTransport) { self.noting = noting }
+        func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await noting.send(request) }
+        func sendBlocking(_ request: HTTPRequest, cancelled: @escaping @Sendable () -> Bool) throws -> HTTPResponse {
+            noting.backend.note()
+            return try noting.answer(request)
+        }
     }
 }
