@@ -83,6 +83,11 @@ enum TerminalPassword {
             let ready = poll(&fds, 2, -1)
             if watch.hasSignal { return }
             if ready < 0 { if errno == EINTR { continue } else { return } }
+            if fds[1].revents != 0 {
+                // A late byte of an earlier watch's signal (its handler ran as that watch ended): not ours.
+                var stale = [UInt8](repeating: 0, count: 64)
+                while Glibc.read(watch.wakeup, &stale, stale.count) > 0 {}
+            }
             guard fds[0].revents != 0 else { continue }
             let count = Glibc.read(tty, &byte, 1)
             if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }

@@ -97,6 +97,9 @@ private final class CurlTransfer: @unchecked Sendable {
     private var tooLarge = false
     /// Asked as the transfer runs, besides ``cancel()``: set before ``perform()``, on its thread.
     var cancelledWhen: (@Sendable () -> Bool)?
+    /// Whether the server's answer began (its status line): a cancellation then no longer aborts
+    /// the transfer, so an answer whose refresh token the server rotated is read to its end.
+    private var answering = false
 
     init(_ curl: LibCurl, _ request: HTTPRequest, caBundle: URL?, maxResponseBytes: Int) throws {
         guard let handle = curl.functions.curl_easy_init() else {
@@ -162,7 +165,7 @@ private final class CurlTransfer: @unchecked Sendable {
         long(Int32(TC_CURLOPT_NOPROGRESS), 0)
         failed = failed || tc_curl_setopt_progress_callback(&functions, handle, Int32(TC_CURLOPT_XFERINFOFUNCTION), { context, _, _, _, _ in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
-            return transfer.cancelled.withLock { $0 } || transfer.cancelledWhen?() == true ? 1 : 0
+            return !transfer.answering && (transfer.cancelled.withLock { $0 } || transfer.cancelledWhen?() == true) ? 1 : 0
         }) != TC_CURLE_OK
         pointer(Int32(TC_CURLOPT_XFERINFODATA), context)
         if failed { throw HTTPTransportError(.other, detail: "this libcurl refused an option") }
@@ -190,7 +193,7 @@ private final class CurlTransfer: @unchecked Sendable {
     /// Header lines of the last response (a new status line starts over: 100-continue, proxies).
     private func header(line: String) {
         let text = ASCII.trimmed(line, newlines: true)
-        if text.hasPrefix("HTTP/") { headers = [:]; return }
+        if text.hasPrefix("HTTP/") { headers = [:]; answering = true; return }
         guard let colon = text.firstIndex(of: ":") else { return }
         let name = ASCII.trimmed(text[..<colon]).lowercased()
         headers[name] = ASCII.trimmed(text[text.index(after: colon)...])

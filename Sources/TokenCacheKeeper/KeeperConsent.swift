@@ -220,8 +220,9 @@ package enum UnconsentableApp: String, Codable, Sendable, Hashable {
 /// directory the count survives a restart of the keeper: `STATE/UID/consent-failures.json` (root's,
 /// 0600, replaced whole), its times on the wall clock. A saved count that is there but not a count
 /// (corrupt, not a regular file of root's) is the longest lockout, never a fresh count: whoever could
-/// spoil it would otherwise get new attempts. One that could not be read just now (a failed open or
-/// read: no descriptor left, an I/O error) refuses that attempt only, saves nothing and is read
+/// spoil it would otherwise get new attempts; so is one whose open fails for good (ENOTDIR,
+/// EACCES …). One that could not be read just now (no descriptor or memory left, an I/O error, an
+/// interrupted call: ``passingErrors``) refuses that attempt only, saves nothing and is read
 /// again at the next: a passing failure is no reason for an hour's lockout. Each uid's count is read and saved under a
 /// lock of its own, so one uid's slow file never holds up another's attempt.
 package final class ConsentLimiter: Sendable {
@@ -237,6 +238,10 @@ package final class ConsentLimiter: Sendable {
     private let now: @Sendable () -> Duration
     /// The keeper's state directory, where each uid's count is kept; nil: in memory only.
     private let directory: String?
+    /// Opens a saved count for reading (`open(2)`; a test makes it fail with a chosen errno).
+    private let openForReading: @Sendable (String) -> Int32
+    /// The errno values of a read that may work at the next attempt.
+    static let passingErrors: Set<Int32> = [EMFILE, ENFILE, ENOMEM, EIO, EINTR, EAGAIN]
     /// Each uid's slot; this lock is held only to find or add one, never over file I/O.
     private let slots = Mutex<[UInt32: Slot]>([:])
 
@@ -291,8 +296,10 @@ package final class ConsentLimiter: Sendable {
     /// - Parameters:
     ///   - directory: the keeper's state directory, to keep each uid's count across restarts; nil: in memory.
     ///   - now: the time since the Unix epoch (the wall clock: a saved lockout's end must mean the same after a restart).
-    package init(backoff: Duration = .seconds(60), directory: String? = nil, now: @escaping @Sendable () -> Duration) {
-        (self.backoff, self.directory, self.now) = (backoff, directory, now)
+    ///   - openForReading: opens a saved count (default `open(2)` with `O_NOFOLLOW`; tests inject a failure).
+    package init(backoff: Duration = .seconds(60), directory: String? = nil, now: @escaping @Sendable () -> Duration,
+                 openForReading: @escaping @Sendable (String) -> Int32 = { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) }) {
+        (self.backoff, self.directory, self.now, self.openForReading) = (backoff, directory, now, openForReading)
     }
 
     /// The wall clock as the default `now`.
@@ -380,18 +387,24 @@ package final class ConsentLimiter: Sendable {
     /// - Returns: why it does not read, when a file is there that does not (never written so: writes are atomic).
     private func load(uid: UInt32) -> Result<Record, Unreadable> {
         guard let path = path(uid: uid) else { return .success(Record()) }
-        let file: FileIO.OpenFile
-        do throws(TokenCacheError) {
-            guard let opened = try FileIO.openExisting(path) else { return .success(Record()) }
-            file = opened
-        } catch {
-            // unsafeFile: a link, a directory, not root's; fileSystem: the open itself failed.
-            return .failure(Unreadable(why: error.message, passing: error.code == .fileSystem))
+        // O_NONBLOCK: a FIFO in its place would block the open; the checks below refuse it.
+        let descriptor = openForReading(path)
+        if descriptor < 0 {
+            let code = errno
+            if code == ENOENT { return .success(Record()) }
+            return .failure(Unreadable(why: String(cString: strerror(code)), passing: Self.passingErrors.contains(code)))
         }
-        defer { close(file.descriptor) }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let code = errno
+            return .failure(Unreadable(why: String(cString: strerror(code)), passing: Self.passingErrors.contains(code)))
+        }
+        if let problem = FileIO.unsafeReason(info, expectFile: true) { return .failure(Unreadable(why: problem)) }
         let bytes: Data
-        do throws(TokenCacheError) { bytes = try FileIO.readAll(file.descriptor, path: path) } catch {
-            return .failure(Unreadable(why: error.message, passing: error.code == .fileSystem))
+        // A read of a regular file of root's that fails is an I/O error or an interruption: passing.
+        do throws(TokenCacheError) { bytes = try FileIO.readAll(descriptor, path: path) } catch {
+            return .failure(Unreadable(why: error.message, passing: true))
         }
         guard let record = try? JSONDecoder().decode(Record.self, from: bytes) else { return .failure(Unreadable(why: "it is not a saved count (JSON)")) }
         return .success(record)

@@ -24,8 +24,9 @@ package final class BlockingPool: @unchecked Sendable {
 
     /// Keyring calls, file I/O, file locks, browser commands and the loops serving sockets.
     package static let shared = BlockingPool(name: "blocking", ceiling: 256)
-    /// HTTP transfers: a lane of their own, so store work can never use up the threads a token
-    /// request or its cancellation needs.
+    /// Async HTTP transfers (``CurlTransport``'s `send`): a lane of their own, so store work can
+    /// never use up the threads they need. A silent refresh's transfer runs in its own job instead,
+    /// on the thread the job holds already.
     package static let transfers = BlockingPool(name: "transfers", ceiling: 64)
 
     /// The pool's name, in errors and diagnostics.

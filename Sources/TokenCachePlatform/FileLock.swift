@@ -68,7 +68,7 @@ package struct LockWait: Sendable {
     package var firstPause: Duration
     package var longestPause: Duration
     /// The clock of ``run(_:timedOut:cancelled:)``'s pauses and timeout (tests pass a manual one);
-    /// ``runBlocking(_:timedOut:)`` pauses the thread, so it keeps the continuous clock.
+    /// ``runBlocking(_:timedOut:isCancelled:cancelled:)`` pauses the thread, so it keeps the continuous clock.
     package var clock: any Clock<Duration>
 
     package init(timeout: Duration, firstPause: Duration = .milliseconds(15), longestPause: Duration = .milliseconds(15),

@@ -124,33 +124,45 @@ extension KeeperConsentLimiterTests {
         }
     }
 
-    @Test("A saved count that could not be read just now (the open fails) refuses that attempt only (countNotRead, no lockout), saves and keeps nothing, and is read again at the next attempt, whose count then holds")
+    @Test("A saved count that could not be read just now (its open fails with EMFILE) refuses that attempt only (countNotRead, no lockout), saves and keeps nothing, and is read again at the next attempt, whose count then holds; one whose open fails for good (ENOTDIR) is the longest lockout")
     func passingReadFailureRefusesOnlyThatAttempt() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("limiter-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: "\(directory)/1000", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: { .seconds(1_800_000_000) })
+        // Two failures saved; the first two opens fail as in a keeper out of descriptors.
+        let failing = Mutex(2)
+        let limiter = ConsentLimiter(backoff: .seconds(60), directory: directory, now: { .seconds(1_800_000_000) }, openForReading: { path in
+            if failing.withLock({ left in defer { left -= 1 }; return left > 0 }) { errno = EMFILE; return -1 }
+            return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        })
         let path = try #require(limiter.path(uid: 1000))
-        // The uid's directory is a file: opening the count in it fails (ENOTDIR), as a read error would, even for root.
-        let blocker = "\(directory)/1000"
-        #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8), attributes: [.posixPermissions: 0o600]))
+        let saved = Data(#"{"failures":2,"lockouts":0}"#.utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: saved, attributes: [.posixPermissions: 0o600]))
         for _ in 0..<2 {
             do throws(ConsentLimiter.Refusal) {
                 try limiter.begin(uid: 1000)
                 Issue.record("an unread count gave an attempt")
             } catch {
                 guard case .countNotRead(let named, let why) = error else { Issue.record("\(error)"); continue }
-                #expect(named == path && why.contains("Not a directory"), "\(why)")
+                #expect(named == path && why.contains("Too many open files"), "\(why)")
             }
         }
-        #expect(try String(contentsOfFile: blocker, encoding: .utf8) == "x", "nothing saved over it")
-        // Readable again, holding two failures: the next attempt reads them, and one more locks out.
-        try FileManager.default.removeItem(atPath: blocker)
-        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(#"{"failures":2,"lockouts":0}"#.utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(FileManager.default.contents(atPath: path) == saved, "nothing saved over it")
+        // Read now: its two failures hold, and one more locks out.
         try limiter.begin(uid: 1000)
         limiter.end(uid: 1000, outcome: .failed)
         #expect(throws: ConsentLimiter.Refusal.tooManyFailures(retryAfter: .seconds(60))) { try limiter.begin(uid: 1000) }
+
+        // The uid's directory a file: the open fails for good (ENOTDIR), which is the longest lockout.
+        let lasting = ConsentLimiter(backoff: .seconds(60), directory: directory, now: { .seconds(1_800_000_000) })
+        #expect(FileManager.default.createFile(atPath: "\(directory)/1001", contents: Data("x".utf8), attributes: [.posixPermissions: 0o600]))
+        do throws(ConsentLimiter.Refusal) {
+            try lasting.begin(uid: 1001)
+            Issue.record("a count that cannot be opened gave an attempt")
+        } catch {
+            guard case .countUnreadable(_, let why, let wait) = error else { Issue.record("\(error)"); return }
+            #expect(why.contains("Not a directory") && wait == ConsentLimiter.maximumBackoff, "\(why)")
+        }
     }
 
     @Test("An attempt PAM could not check (unavailable) counts no failure: any number of them leaves the uid unlocked")

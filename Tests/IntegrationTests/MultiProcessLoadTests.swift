@@ -103,6 +103,7 @@ struct MultiProcessLoadTests {
             let json = try #require(try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any])
             #expect((json["errors"] as? [String: Any])?.isEmpty == true, "reader \(reader): \(output.stdout)")
             #expect(json["torn"] as? Int == 0, "reader \(reader): \(output.stdout)")
+            #expect(json["reads"] as? Int ?? 0 > 0, "reader \(reader) never read the group: \(output.stdout)")
             reads += json["reads"] as? Int ?? 0
             timeouts += json["timeouts"] as? Int ?? 0
         }

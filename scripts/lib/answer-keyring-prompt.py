@@ -11,6 +11,7 @@
 #   answer-keyring-prompt.py --ready READY [--cancel] [PASSWORD]
 import json
 import sys
+import time
 
 import pyatspi
 
@@ -48,12 +49,13 @@ stale = []  # the prompter's windows when this started: an earlier prompt's
 
 def windows(app, attempts=1):
     """The top-level windows of app, those gone meanwhile left out. A walk that fails midway (a
-    window going as it is read) is tried again up to `attempts` times, then gives none."""
-    for _ in range(attempts):
+    window going as it is read) is tried again, 50 ms apart, up to `attempts` times, then gives none."""
+    for attempt in range(attempts):
         try:
             return [child for child in (app.getChildAtIndex(i) for i in range(app.childCount)) if child is not None]
         except Exception:  # the app or a window went meanwhile
-            continue
+            if attempt + 1 < attempts:
+                time.sleep(0.05)  # the tree settles; nothing to be told by
     return []
 
 

@@ -166,7 +166,7 @@ package final class TokenEngine: Sendable {
     /// The token the request asks for: from the agent when there is one; otherwise the chosen
     /// account's cached access token, refreshed at the request's authority when it is missing
     /// or stale (and the request lets it). One ``BlockingWork`` job decides (and asks the agent
-    /// or the broker); only a refresh continues here, async.
+    /// or the broker) and carries out a refresh.
     /// - Throws: `notFound` (reason `TokenCacheError.Reason.noAccount` or
     ///   `TokenCacheError.Reason.noUsableToken(refreshable:)`), `ambiguousAccount` (reason
     ///   `TokenCacheError.Reason.severalAccounts(accounts:)`,
@@ -183,7 +183,7 @@ package final class TokenEngine: Sendable {
 
     /// A decision made and carried out, a refresh included, in one ``BlockingWork`` job
     /// (``blockingToken(_:)``'s path); cancelling the task ends a wait for another process's
-    /// refresh and aborts a transfer, never a save.
+    /// refresh and aborts a request whose answer has not begun, never a save.
     package func token(_ request: TokenRequest,
                decidedBy decide: @escaping @Sendable () throws(TokenCacheError) -> Decision) async throws(TokenCacheError) -> TokenResult {
         try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in

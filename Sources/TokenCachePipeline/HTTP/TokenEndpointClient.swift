@@ -49,8 +49,8 @@ package final class TokenEndpointClient: Sendable {
     }
 
     /// ``tokenEndpoint(for:)`` on the caller's thread.
-    package func tokenEndpointBlocking(for authority: Authority) throws(TokenCacheError) -> URL {
-        try endpointsBlocking(for: authority).token
+    package func tokenEndpointBlocking(for authority: Authority, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> URL {
+        try endpointsBlocking(for: authority, cancelled: cancelled).token
     }
 
     /// The endpoints this client discovered for an authority already (or was told), without a request.
@@ -75,11 +75,12 @@ package final class TokenEndpointClient: Sendable {
         return try discovered(try await send(request, what: "OpenID discovery"), for: authority, at: request.url)
     }
 
-    /// ``endpoints(for:)`` on the caller's thread (``sendBlocking(_:what:)``), for blocking callers.
-    package func endpointsBlocking(for authority: Authority) throws(TokenCacheError) -> Endpoints {
+    /// ``endpoints(for:)`` on the caller's thread (``sendBlocking(_:what:cancelled:)``), for blocking callers.
+    package func endpointsBlocking(for authority: Authority,
+                                   cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Endpoints {
         if let known = knownEndpoints(for: authority) { return known }
         let request = try discoveryRequest(for: authority)
-        return try discovered(try sendBlocking(request, what: "OpenID discovery"), for: authority, at: request.url)
+        return try discovered(try sendBlocking(request, what: "OpenID discovery", cancelled: cancelled), for: authority, at: request.url)
     }
 
     /// The OpenID discovery request of an authority.
@@ -139,7 +140,7 @@ package final class TokenEndpointClient: Sendable {
     }
 
     /// ``redeem(refreshToken:clientID:scopes:claims:at:isMicrosoft:)`` on the caller's thread;
-    /// `cancelled` true aborts the transfer (never asked once an answer arrived).
+    /// `cancelled` true aborts the transfer until the server's answer begins (libcurl's transport).
     package func redeemBlocking(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
                                 isMicrosoft: Bool, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Outcome {
         var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
@@ -211,11 +212,12 @@ package final class TokenEndpointClient: Sendable {
 
     /// ``send(_:what:)`` on the caller's thread: directly with a ``BlockingHTTPTransport`` (libcurl,
     /// whose own timer bounds the transfer), else through the app's own async transport, the one
-    /// bridge left (``waitFor(_:)``; never call this from async code).
+    /// bridge left (``waitFor(cancellingWhen:_:)``, whose task `cancelled` cancels; never call
+    /// this from async code).
     package func sendBlocking(_ request: HTTPRequest, what: String,
                               cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> HTTPResponse {
         guard let blocking = transport as? any BlockingHTTPTransport else {
-            return try waitFor { () async throws(TokenCacheError) in try await self.send(request, what: what) }
+            return try waitFor(cancellingWhen: cancelled) { () async throws(TokenCacheError) in try await self.send(request, what: what) }
         }
         do {
             return try blocking.sendBlocking(request, cancelled: cancelled)

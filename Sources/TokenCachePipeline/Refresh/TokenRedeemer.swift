@@ -30,18 +30,8 @@ package final class TokenRedeemer: Sendable {
         self.refreshLockTimeout = refreshLockTimeout
     }
 
-    /// ``blockingToken(scopes:account:authority:forceRefresh:claims:singleSignOn:isCancelled:)``
-    /// for async callers: the whole of it in one job of the blocking pool. Cancelling the task
-    /// ends a wait for another process's refresh and aborts a transfer, never a save.
-    package func token(scopes: [String], account: CachedAccount, authority: Authority, forceRefresh: Bool, claims: String?,
-                       singleSignOn: SingleSignOn?) async throws(TokenCacheError) -> TokenResult {
-        try await Self.cancellably { [self] (isCancelled) throws(TokenCacheError) in
-            try blockingToken(scopes: scopes, account: account, authority: authority, forceRefresh: forceRefresh, claims: claims,
-                              singleSignOn: singleSignOn, isCancelled: isCancelled)
-        }
-    }
-
-    /// Runs blocking `work` in one job of the blocking pool; its argument says whether the task was cancelled meanwhile.
+    /// Runs blocking `work` in one job of the blocking pool (the async entry of a refresh:
+    /// ``TokenEngine``'s `token`); its argument says whether the task was cancelled meanwhile.
     package static func cancellably<T: Sendable>(
         _ work: @escaping @Sendable (_ isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> T
     ) async throws(TokenCacheError) -> T {
@@ -62,8 +52,9 @@ package final class TokenRedeemer: Sendable {
     /// usable, else one redeemed under the refresh lock, after reading the cache again. All of it
     /// on the calling thread, which must be one that may block (C's, the command line's, a pool
     /// job's): the store, the lock's wait and, with libcurl's transport, the requests.
-    /// `isCancelled` is asked while waiting for the lock and during a transfer; true ends the call
-    /// with `cancelled` (or a network error), never between an answer and its save.
+    /// `isCancelled` is asked while waiting for the lock, before other tools' stores are asked,
+    /// and during a request until the server's answer begins; true ends the call with `cancelled`
+    /// (or a network error for an aborted request). An answer that began is read and saved.
     package func blockingToken(scopes: [String], account: CachedAccount, authority: Authority, forceRefresh: Bool, claims: String?,
                                singleSignOn: SingleSignOn?, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let before = try cachedToken(scopes: scopes, account: account, authority: authority)
@@ -125,7 +116,13 @@ package final class TokenRedeemer: Sendable {
         // Another tool's cache, through the app's async single sign-on stores: the one bridge here.
         func fromSingleSignOn() throws(TokenCacheError) -> TokenResult? {
             guard let singleSignOn else { return nil }
-            return try waitFor { () async throws(TokenCacheError) in try await singleSignOn(scopes, account, authority, claims) }
+            if isCancelled() {
+                throw TokenCacheError(.cancelled, "The refresh was cancelled before other tools' caches were asked; nothing was changed.",
+                                      hint: "Retry when the token is needed again")
+            }
+            return try waitFor(cancellingWhen: isCancelled) { () async throws(TokenCacheError) in
+                try await singleSignOn(scopes, account, authority, claims)
+            }
         }
         // Read once here, and again only after a refusal (another SDK may have rotated a token
         // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
@@ -137,7 +134,7 @@ package final class TokenRedeemer: Sendable {
             throw Self.noRedeemableToken(account: account, authority: authority,
                                          others: try store.refreshTokens(clientID: clientID, account: account))
         }
-        let endpoint = try client.tokenEndpointBlocking(for: authority)
+        let endpoint = try client.tokenEndpointBlocking(for: authority, cancelled: isCancelled)
         var lastRejection: ServerErrorDetails?
         // Secrets, not keys: when another SDK (which does not take our lock) rotated a token under
         // the same key meanwhile, the new secret is worth a try.

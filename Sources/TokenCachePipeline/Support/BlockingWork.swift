@@ -31,6 +31,25 @@ package func waitFor<T: Sendable, Failure: Error>(_ work: @escaping @Sendable ()
     return try outcome.result!.get()
 }
 
+/// ``waitFor(_:)`` whose task is cancelled once `isCancelled` says so (asked every 50 ms while
+/// it waits), then waited for to its end: for a blocking caller whose own caller may cancel it.
+package func waitFor<T: Sendable, Failure: Error>(cancellingWhen isCancelled: @escaping @Sendable () -> Bool,
+                                                  _ work: @escaping @Sendable () async throws(Failure) -> T) throws(Failure) -> T {
+    let outcome = AwaitedOutcome<T, Failure>()
+    let task = Task.detached {
+        do throws(Failure) { outcome.result = .success(try await work()) } catch { outcome.result = .failure(error) }
+        outcome.done.signal()
+    }
+    var cancelled = false
+    while outcome.done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+        if !cancelled && isCancelled() {
+            cancelled = true
+            task.cancel()
+        }
+    }
+    return try outcome.result!.get()
+}
+
 /// What ``waitFor(_:)``'s task produced.
 private final class AwaitedOutcome<T, Failure: Error>: @unchecked Sendable {
     // @unchecked: written once by the task before `done` signals, read only after the wait.
