@@ -109,8 +109,7 @@ struct MultiProcessLoadTests {
         }
         let listRuns = lists.withLock { $0 }
         #expect(!listRuns.isEmpty)
-        // Timeouts are retried, not the whole story: the readers and `list` must have been served too.
-        #expect(reads > 0, "no reader read the group once")
+        // Timeouts are retried, not the whole story: `list`, as each reader above, must have been served too.
         var listed = 0
         for list in listRuns {
             // Before the first save the group holds nothing, which list reports as not found.

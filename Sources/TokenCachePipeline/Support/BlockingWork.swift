@@ -22,31 +22,23 @@ package enum BlockingWork {
 /// thread without an async main, whose `dispatch_main` ends that thread with `pthread_exit`).
 /// Never call it from async code: it would hold a cooperative thread the work may need.
 package func waitFor<T: Sendable, Failure: Error>(_ work: @escaping @Sendable () async throws(Failure) -> T) throws(Failure) -> T {
-    let outcome = AwaitedOutcome<T, Failure>()
-    Task.detached {
-        do throws(Failure) { outcome.result = .success(try await work()) } catch { outcome.result = .failure(error) }
-        outcome.done.signal()
-    }
-    outcome.done.wait()
-    return try outcome.result!.get()
+    try waitFor(cancellingWhen: nil, work)
 }
 
 /// ``waitFor(_:)`` whose task is cancelled once `isCancelled` says so (asked every 50 ms while
 /// it waits), then waited for to its end: for a blocking caller whose own caller may cancel it.
-package func waitFor<T: Sendable, Failure: Error>(cancellingWhen isCancelled: @escaping @Sendable () -> Bool,
+package func waitFor<T: Sendable, Failure: Error>(cancellingWhen isCancelled: (@Sendable () -> Bool)?,
                                                   _ work: @escaping @Sendable () async throws(Failure) -> T) throws(Failure) -> T {
     let outcome = AwaitedOutcome<T, Failure>()
     let task = Task.detached {
         do throws(Failure) { outcome.result = .success(try await work()) } catch { outcome.result = .failure(error) }
         outcome.done.signal()
     }
-    var cancelled = false
-    while outcome.done.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-        if !cancelled && isCancelled() {
-            cancelled = true
-            task.cancel()
-        }
+    var finished = false
+    while let isCancelled, !finished {
+        if outcome.done.wait(timeout: .now() + .milliseconds(50)) == .success { finished = true } else if isCancelled() { task.cancel(); break }
     }
+    if !finished { outcome.done.wait() }
     return try outcome.result!.get()
 }
 
