@@ -82,11 +82,13 @@ found="$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|f
 
 # One place decides: calls of the engine's decision functions outside the pipeline. Comment lines
 # (`//`, `///`) are not calls. Each exception: path, the call it allows there (an ERE), and why.
-decisions='\b(tenantAuthority|namesTenantByDomain|keyedByTenant|homeAuthority|brokerNow|chooseAccount)\(|\bTokenEngine\.(choose|decide)\(|\bengine\.decide\(|(^|[^A-Za-z_.])agent\(for:|\bTokenEngine\.agent\(for:|\bCacheChoice\(|[!=]=[[:space:]]*\.(never|whenAvailable|always)\b|\bneedsRefresh\(\)[[:space:]]*(\?\?|\|\||&&|$)'
+decisions='\b(tenantAuthority|namesTenantByDomain|keyedByTenant|homeAuthority|brokerNow)\(|\bTokenEngine\.(choose|decide)\(|\bengine\.decide\(|(^|[^A-Za-z_.])agent\(for:|\bTokenEngine\.agent\(for:|\bCacheChoice\(|[!=]=[[:space:]]*\.(never|whenAvailable|always)\b|\bneedsRefresh\(\)[[:space:]]*(\?\?|\|\||&&|$)'
 decisionExceptions=(
     # None left: front ends state their caller's arguments to the pipeline's EngineRoute (agent or
-    # local cache), TokenEngine.open opens by it, sign-in asks TokenEngine.signInAuthority and
-    # account(forUsername:) asks the engine's account(forUsername:clientID:authority:).
+    # local cache), TokenEngine.open opens by it, sign-in asks TokenEngine.signInAuthority (or its
+    # blocking twin), account(forUsername:) asks the engine's account(forUsername:clientID:authority:),
+    # and the servers ask account(for:allowing:) or blockingAccount(for:allowing:) (the rule itself
+    # is TokenEngine.choose, refused above).
 )
 found=""
 while IFS= read -r hit; do

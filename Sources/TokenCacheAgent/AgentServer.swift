@@ -88,7 +88,7 @@ package final class AgentServer: Sendable {
                     .agentUnavailable, "The token agent speaks protocol version \(AgentProtocol.version), not \(version).",
                     hint: "Use a tokencache of the same release on both sides"))
             } else if let request = try? JSONDecoder().decode(AgentProtocol.Request.self, from: message) {
-                response = waitOnThisThread { [agent] in await agent.handle(request, peer: peer) }
+                response = agent.handle(request, peer: peer)
             } else {
                 response = AgentProtocol.Response(TokenCacheError(
                     .agentUnavailable, "The token agent received a message that is not a request of protocol version \(AgentProtocol.version).",
@@ -99,21 +99,6 @@ package final class AgentServer: Sendable {
             guard connection.write(all: AgentProtocol.encode(response)) else { return }
         }
     }
-}
-
-/// Runs async work from a thread of the blocking pool (never from the cooperative pool) and
-/// waits for it: the pool starts another thread for the work's own blocking calls, so this wait
-/// starves nothing.
-package func waitOnThisThread<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
-    let done = DispatchSemaphore(value: 0)
-    let result = Mutex<T?>(nil)
-    Task {
-        let value = await work()
-        result.withLock { $0 = value }
-        done.signal()
-    }
-    done.wait()
-    return result.withLock { $0! }
 }
 
 extension TokenAgent {

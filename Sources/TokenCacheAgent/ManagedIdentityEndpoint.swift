@@ -166,13 +166,12 @@ package final class ManagedIdentityEndpoint: Sendable {
         }
         let scopes = [resource + "/.default"]
         let request = AgentProtocol.Request(operation: .token, clientID: clientID.value, scopes: scopes, account: account)
-        let result: Result<TokenResult, TokenCacheError> = waitOnThisThread { [agent, clientID, account] in
-            do throws(TokenCacheError) {
-                return .success(try await agent.token(clientID: clientID, scopes: scopes, account: account, authority: nil,
-                                                      caller: ServerPolicy.Caller(identity: "a managed-identity client")))
-            } catch {
-                return .failure(error)
-            }
+        let result: Result<TokenResult, TokenCacheError>
+        do throws(TokenCacheError) {
+            result = .success(try agent.token(clientID: clientID, scopes: scopes, account: account, authority: nil,
+                                              caller: ServerPolicy.Caller(identity: "a managed-identity client")))
+        } catch {
+            result = .failure(error)
         }
         switch result {
         case .success(let token):

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import TokenCacheCore
 
@@ -11,8 +12,10 @@ import TokenCacheCore
 /// It also records which caller first used each client ID here: a client's accounts are that
 /// caller's to remove; another caller that names the same client needs the user's yes.
 package final class PolicyGate: Sendable {
-    /// Asks the person at the server; true to allow.
-    package typealias Confirmation = @Sendable (String) async -> Bool
+    /// Asks the person at the server and waits for the answer; true to allow. It may block for
+    /// as long as the person takes (the gate calls it only where a thread may block), and asks
+    /// one question at a time if its person can answer only one (a terminal, a dialog).
+    package typealias Confirmation = @Sendable (String) -> Bool
 
     /// What an answer is remembered for.
     package struct Key: Hashable, Sendable {
@@ -65,15 +68,38 @@ package final class PolicyGate: Sendable {
 
     /// True when `key` may be served: allowed before, or asked now (`question`) and answered yes,
     /// which is remembered for `key` only. A no is not remembered: the next request asks again.
+    /// Blocks while the user answers: for a server's blocking threads (the agent's and the
+    /// keeper's connections), never async code.
+    package func admits(_ key: Key, needsConsent: Bool = false, question: @autoclosure () -> String) -> Bool {
+        switch decision(for: key, needsConsent: needsConsent) {
+        case .allow: return true
+        case .deny: return false
+        case .ask:
+            guard let confirmation else { return false }
+            return settle(key, yes: confirmation(question()))
+        }
+    }
+
+    /// ``admits(_:needsConsent:question:)`` for async code (the broker's D-Bus handlers): the
+    /// question is asked on a Dispatch thread, holding no cooperative thread while the user answers.
     package func admits(_ key: Key, needsConsent: Bool = false, question: @autoclosure () -> String) async -> Bool {
         switch decision(for: key, needsConsent: needsConsent) {
         case .allow: return true
         case .deny: return false
         case .ask:
-            guard let confirmation, await confirmation(question()) else { return false }
-            allowed.withLock { _ = $0.insert(key) }
-            return true
+            guard let confirmation else { return false }
+            let asked = question()
+            let yes = await withCheckedContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(returning: confirmation(asked)) }
+            }
+            return settle(key, yes: yes)
         }
+    }
+
+    /// Remembers a yes for `key`; returns the answer.
+    private func settle(_ key: Key, yes: Bool) -> Bool {
+        if yes { allowed.withLock { _ = $0.insert(key) } }
+        return yes
     }
 
     /// Remembers a yes for `key` that a broader question already gave.

@@ -94,19 +94,37 @@ package final class ServerPolicy: Sendable {
 
     /// With `--confirm`, asks before the first token of each caller, client, account, authority
     /// and scope set: what the question named is what the answer approves (#44, #57), so allowing
-    /// one account, scope set or program never serves another.
+    /// one account, scope set or program never serves another. Blocks while the user answers: for
+    /// a server's blocking threads (the agent's and the keeper's connections).
     /// - Parameters:
     ///   - account: what the answer is remembered for (a home account ID, or a sign-in's hint).
     ///   - accountName: how the question names the account.
     package func confirmToken(caller: Caller, client: ClientID, account: String, accountName: String, authority: Authority?,
+                              scopes: [String]) throws(TokenCacheError) {
+        let asked = tokenQuestion(caller: caller, client: client, account: account, accountName: accountName, authority: authority, scopes: scopes)
+        guard gate.admits(asked.key, question: asked.question) else { throw notAllowed(client: client) }
+    }
+
+    /// ``confirmToken(caller:client:account:accountName:authority:scopes:)`` for async code (the
+    /// broker's handlers): no thread is held while the user answers.
+    package func confirmToken(caller: Caller, client: ClientID, account: String, accountName: String, authority: Authority?,
                               scopes: [String]) async throws(TokenCacheError) {
+        let asked = tokenQuestion(caller: caller, client: client, account: account, accountName: accountName, authority: authority, scopes: scopes)
+        guard await gate.admits(asked.key, question: asked.question) else { throw notAllowed(client: client) }
+    }
+
+    /// What a token's confirmation is remembered for, and how it asks.
+    private func tokenQuestion(caller: Caller, client: ClientID, account: String, accountName: String, authority: Authority?,
+                               scopes: [String]) -> (key: PolicyGate.Key, question: String) {
         let place = authority?.url.absoluteString ?? server.unnamedAuthority
-        let key = PolicyGate.Key(caller: caller.identity, operation: "token", client: client, account: account, authority: place, scopes: scopes)
-        guard await gate.admits(key, question: "\(caller.described) asks the \(server.short) for a token of client \(client) for \(accountName) "
-            + "at \(place), scopes \(scopes.joined(separator: " ")).") else {
-            throw TokenCacheError(.accessDenied, "The \(server.name)'s user did not allow client \(client) a token of this account for these scopes.",
-                                  hint: "Ask whoever runs the \(server.short) to allow it (it asks on its terminal or desktop)")
-        }
+        return (PolicyGate.Key(caller: caller.identity, operation: "token", client: client, account: account, authority: place, scopes: scopes),
+                "\(caller.described) asks the \(server.short) for a token of client \(client) for \(accountName) "
+                    + "at \(place), scopes \(scopes.joined(separator: " ")).")
+    }
+
+    private func notAllowed(client: ClientID) -> TokenCacheError {
+        TokenCacheError(.accessDenied, "The \(server.name)'s user did not allow client \(client) a token of this account for these scopes.",
+                        hint: "Ask whoever runs the \(server.short) to allow it (it asks on its terminal or desktop)")
     }
 
     /// A refusal by the allow lists, naming what they allow and the option that would.

@@ -40,8 +40,8 @@ package struct AgentPolicy: Sendable {
 /// ``AgentProtocol/Token`` only.
 package final class TokenAgent: Sendable {
     /// Asks the person at the agent whether to allow a first request of a client for some
-    /// scopes; true to allow. Called once per new client/scope pair.
-    package typealias Confirmation = @Sendable (String) async -> Bool
+    /// scopes; true to allow. Called once per new client/scope pair, one question at a time.
+    package typealias Confirmation = PolicyGate.Confirmation
 
     package let store: AccountStore
     /// The allow lists and `--confirm`: the one policy the broker serves under too.
@@ -117,8 +117,9 @@ package final class TokenAgent: Sendable {
         logger.notice("Agent refused another user's connection", metadata: ["channel": "\(channel)", "uid": "\(uid.map { "\($0)" } ?? "-")"])
     }
 
-    /// Answers one request that came over the socket from `peer`.
-    package func handle(_ request: AgentProtocol.Request, peer: AgentPeer) async -> AgentProtocol.Response {
+    /// Answers one request that came over the socket from `peer`, on the connection's own
+    /// (blocking) thread: the store, a refresh and a `--confirm` question all run there.
+    package func handle(_ request: AgentProtocol.Request, peer: AgentPeer) -> AgentProtocol.Response {
         switch request.operation {
         case .requests:
             return AgentProtocol.Response(requests: requests)
@@ -126,7 +127,7 @@ package final class TokenAgent: Sendable {
             do throws(TokenCacheError) {
                 // Checked where it enters, as for a token: an ID ClientID refuses matches no client anyway.
                 let client = try request.clientID.map { (text) throws(TokenCacheError) in try ClientID(text) }
-                let inventory = try await list(clientID: client, account: request.account)
+                let inventory = try list(clientID: client, account: request.account)
                 record(request, channel: "socket", peer: peer, outcome: "granted")
                 return AgentProtocol.Response(inventory: inventory)
             } catch {
@@ -138,7 +139,7 @@ package final class TokenAgent: Sendable {
                 // From another process: checked here, where it enters, as every front end checks
                 // it, before any policy or cache sees it; then carried as a ClientID.
                 let client = try ClientID(required: request.clientID, field: "client_id")
-                let result = try await token(clientID: client, scopes: request.scopes ?? [], account: request.account,
+                let result = try token(clientID: client, scopes: request.scopes ?? [], account: request.account,
                                              authority: request.authority, forceRefresh: request.forceRefresh ?? false,
                                              claims: request.claims, clientCapabilities: request.clientCapabilities ?? [],
                                              caller: ServerPolicy.Caller(identity: peer.executable, pid: Int64(peer.pid)))
@@ -174,8 +175,9 @@ package final class TokenAgent: Sendable {
     }
 
     /// The group's inventory as the policy lets it be seen: allowed accounts and clients only.
-    func list(clientID: ClientID?, account: String?) async throws(TokenCacheError) -> GroupInventory {
-        var inventory = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.inventory() }
+    /// Blocking (the store is read on the calling thread).
+    func list(clientID: ClientID?, account: String?) throws(TokenCacheError) -> GroupInventory {
+        var inventory = try engine.inventory(clientID: nil, account: nil)
         func named(_ identifier: String, _ entry: GroupInventory.Account) -> Bool {
             ASCII.equalsIgnoringCase(identifier, entry.username) || ASCII.equalsIgnoringCase(identifier, entry.homeAccountID)
         }
@@ -195,10 +197,11 @@ package final class TokenAgent: Sendable {
     /// An access token for the client and scopes, within the policy: cached, or obtained by
     /// redeeming a refresh token of the group at the authority (the request's, else the
     /// policy's first). `caller` is who asks, as the kernel identified it: `--confirm`'s question
-    /// names it and its answer is remembered for it.
+    /// names it and its answer is remembered for it. Blocking: the store, the refresh and the
+    /// question run on the calling thread (a connection's; never async code).
     package func token(clientID: ClientID, scopes: [String], account: String?, authority: String?, forceRefresh: Bool = false,
                        claims: String? = nil, clientCapabilities: [String] = [],
-                       caller: ServerPolicy.Caller) async throws(TokenCacheError) -> TokenResult {
+                       caller: ServerPolicy.Caller) throws(TokenCacheError) -> TokenResult {
         guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
         try serverPolicy.check(client: clientID)
         try serverPolicy.check(scopes: scopes)
@@ -209,12 +212,12 @@ package final class TokenAgent: Sendable {
         // No authority policy: the agent refreshes nowhere (docs/AGENT.md), so a named authority
         // only picks among the cached tokens, and must be theirs (#44 item 4).
         request.redeemsRefreshTokens = !policy.authorities.isEmpty
-        let target = try await engine.account(for: request) { [serverPolicy] in serverPolicy.allows(account: $0) }
-        try await serverPolicy.confirmToken(caller: caller, client: clientID, account: target.homeAccountID,
+        let target = try engine.blockingAccount(for: request) { serverPolicy.allows(account: $0) }
+        try serverPolicy.confirmToken(caller: caller, client: clientID, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
                                             authority: request.authority, scopes: scopes)
         do {
-            return try await engine.token(request, for: target)
+            return try engine.blockingToken(request, for: target)
         } catch where !policy.authorities.isEmpty && {
             error.reason.refreshTokenFromOtherHost != nil
         }() {

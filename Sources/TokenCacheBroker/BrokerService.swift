@@ -33,7 +33,8 @@ package struct BrokerCaller: Sendable, Hashable {
 /// without secrets. A reply never holds a refresh token; a refresh token is redeemed only at the
 /// host that issued it (the engine's rule).
 package final class BrokerService: Sendable {
-    package typealias Confirmation = @Sendable (String) async -> Bool
+    /// Asks the person at the broker; true to allow (the gate asks one question at a time).
+    package typealias Confirmation = PolicyGate.Confirmation
 
     package let store: AccountStore
     /// The allow lists, `--app` and `--confirm`: the one policy the agent serves under too.

@@ -23,7 +23,7 @@ public func tokencache_account_photo(_ store: OpaquePointer?, _ clientID: Unsafe
         let app = PublicClientApplication(clientID: try checkedClientID(clientID), authority: try Authority(try requiredString(authority, "authority")),
                                           store: handle.store)
         let name = try optionalString(account, "account"), refresh = flags & UInt32(TOKENCACHE_PHOTO_REFRESH) != 0
-        guard let photo = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) }) else { return }
+        guard let photo = try app.blockingPhoto(accountNamed: name, refresh: refresh) else { return }
         let type = try mallocCopy(photo.contentType)
         guard let bytes = malloc(max(photo.data.count, 1))?.assumingMemoryBound(to: UInt8.self) else {
             free(type)

@@ -146,17 +146,18 @@ package final class KeeperServer: Sendable {
             let response = body.withUnsafeMutableBytes { raw in
                 defer { explicit_bzero(raw.baseAddress!, raw.count) }
                 let request = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
-                return waitOnThisThread { [self] in await answer(request, from: caller) }
+                return answer(request, from: caller)
             }
             deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
             guard connection.write(all: AgentProtocol.encode(response)) else { return }
         }
     }
 
-    /// The answer to one message.
-    func answer(_ message: Data, from caller: KeeperCaller?) async -> any Encodable & Sendable {
+    /// The answer to one message, on the connection's own (blocking) thread: the files, PAM, the
+    /// store and a refresh all run there.
+    func answer(_ message: Data, from caller: KeeperCaller?) -> any Encodable & Sendable {
         guard let envelope = try? JSONDecoder().decode(KeeperProtocol.Envelope.self, from: message) else {
-            await decided(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
+            decided(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
             return AgentProtocol.Response(TokenCacheError.invalidArgument("request", "is not a JSON object of protocol version \(AgentProtocol.version)",
                                                                           hint: "See docs/KEEPER.md for the protocol"))
         }
@@ -171,30 +172,27 @@ package final class KeeperServer: Sendable {
                 // Any caller, identified or not, gets its own uid's entries (SO_PEERCRED), whatever the request names.
                 let asked = try? JSONDecoder().decode(KeeperProtocol.LogRequest.self, from: message)
                 let lines = min(max(asked?.lines ?? 50, 1), Self.maximumLogLines)
-                let entries = try await BlockingWork.run { [audit] () throws(TokenCacheError) in try audit.entries(uid: caller.uid, last: lines) }
-                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(entries.count) entries")
+                let entries = try audit.entries(uid: caller.uid, last: lines)
+                decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(entries.count) entries")
                 return KeeperProtocol.AuditLog(entries: entries)
             }
             if op == "enroll" {
                 guard let enrollment = try? JSONDecoder().decode(KeeperProtocol.Enrollment.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not an enrolment (group, cache)", hint: "See docs/KEEPER.md")
                 }
-                let inventory = try await enroll(enrollment, from: caller)
-                await decided(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
+                let inventory = try enroll(enrollment, from: caller)
+                decided(caller, op: op, group: enrollment.group, request: nil, outcome: "granted: \(inventory.accounts.count) account(s) stored")
                 return AgentProtocol.Response(inventory: inventory)
             }
             if op == "groups" {
                 try Self.requireOwnProgram(caller, to: "list your groups", hint: "List them with `tokencache keeper --list`")
-                // The apps files and every store are read (and decrypted) on the blocking pool, as the audit log is.
-                let groups = try await BlockingWork.run { [vault, appsDirectory, logger] () throws(TokenCacheError) in
-                    vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
-                }
-                let given = try await BlockingWork.run { [consents] () throws(TokenCacheError) in try consents.consents(uid: caller.uid) }
-                await decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s), \(given.count) consent(s)")
+                let groups = vault.enrolled(uid: caller.uid, apps: try AppRegistry.load(appsDirectory, logger: logger))
+                let given = try consents.consents(uid: caller.uid)
+                decided(caller, op: op, group: nil, request: nil, outcome: "granted: \(groups.count) group(s), \(given.count) consent(s)")
                 return KeeperProtocol.Enrolled(groups: groups, consents: given)
             }
             if op == "consent" || op == "revoke-consent" {
-                return try await consent(message, op: op, from: caller)
+                return try consent(message, op: op, from: caller)
             }
             if op == "export" || op == "unenroll" {
                 // Any process of the user can run the keeper's own program with arguments of its
@@ -215,7 +213,7 @@ package final class KeeperServer: Sendable {
                 // invalidArgument for every caller, not an empty name refused by an app's client list.
                 let client = try ClientID(required: request.clientID, field: "client_id")
                 let (store, _) = try authorize(caller, group: envelope.group, client: client)
-                response = AgentProtocol.Response(token: AgentProtocol.Token(try await token(request, client: client, store: store)))
+                response = AgentProtocol.Response(token: AgentProtocol.Token(try token(request, client: client, store: store)))
                 group = store.group.name
             case .list:
                 let (store, entry) = try authorize(caller, group: envelope.group, client: nil)
@@ -223,10 +221,10 @@ package final class KeeperServer: Sendable {
                 group = store.group.name
             case .requests: throw KeeperProtocol.refused("it shows no request log over its socket", hint: "Read the keeper's journal")
             }
-            await decided(caller, op: op, group: group, request: request, outcome: "granted")
+            decided(caller, op: op, group: group, request: request, outcome: "granted")
             return response
         } catch {
-            await decided(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
+            decided(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
                 outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
             return AgentProtocol.Response(error)
         }
@@ -235,7 +233,7 @@ package final class KeeperServer: Sendable {
     /// A consent, checked with the password of the caller's uid (SO_PEERCRED, never the request's
     /// say) through PAM, or its withdrawal (no password: removing rights is safe). Only the
     /// keeper's own program may ask: it reads the password from the user's terminal.
-    func consent(_ message: Data, op: String, from caller: KeeperCaller) async throws(TokenCacheError) -> KeeperProtocol.ConsentAnswer {
+    func consent(_ message: Data, op: String, from caller: KeeperCaller) throws(TokenCacheError) -> KeeperProtocol.ConsentAnswer {
         try Self.requireOwnProgram(caller, to: "record or withdraw consent", hint: "Consent with `tokencache keeper --consent --app APP --group GROUP`")
         guard let request = try? JSONDecoder().decode(KeeperProtocol.ConsentRequest.self, from: message) else {
             throw TokenCacheError.invalidArgument("request", "is not a consent (app, group, password)", hint: "See docs/KEEPER.md")
@@ -251,8 +249,8 @@ package final class KeeperServer: Sendable {
         let forClient = client.map { " for client \($0)" } ?? " for every client"
         // Each audit line names the app in its outcome; never the password.
         if op == "revoke-consent" {
-            let existed = try await BlockingWork.run { () throws(TokenCacheError) in try consents.revoke(uid: uid, app: app, group: group.name, clientID: client) }
-            await decided(caller, op: op, group: group.name, request: nil, outcome: existed ? "granted: consent of \(app) withdrawn\(forClient)" : "granted: there was no consent of \(app)\(forClient)")
+            let existed = try consents.revoke(uid: uid, app: app, group: group.name, clientID: client)
+            decided(caller, op: op, group: group.name, request: nil, outcome: existed ? "granted: consent of \(app) withdrawn\(forClient)" : "granted: there was no consent of \(app)\(forClient)")
             return KeeperProtocol.ConsentAnswer(outcome: .revoked(existed: existed))
         }
         guard let client else {
@@ -261,31 +259,31 @@ package final class KeeperServer: Sendable {
         // Before the password is checked: refused whatever the password, and no failure counted.
         // By name only: the app's path is the user's to choose, and is never walked as root (UnconsentableApp.reason).
         if let unconsentable = UnconsentableApp.reason(for: app) {
-            await decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not given\(forClient): unconsentable: \(unconsentable.why) (PAM not asked)")
+            decided(caller, op: op, group: group.name, request: nil, outcome: "refused: consent of \(app) not given\(forClient): unconsentable: \(unconsentable.why) (PAM not asked)")
             return KeeperProtocol.ConsentAnswer(outcome: .unconsentable(unconsentable))
         }
         guard let password = request.password, !password.isEmpty else {
             throw TokenCacheError.invalidArgument("password", "is missing", hint: "Consent with `tokencache keeper --consent`, which asks for it on your terminal")
         }
-        if let refusal = await checkPassword(password, of: caller) {
-            await decided(caller, op: op, group: group.name, request: nil,
+        if let refusal = checkPassword(password, of: caller) {
+            decided(caller, op: op, group: group.name, request: nil,
                           outcome: "\(refusal.outcome == .unavailable ? "failed" : "refused"): consent of \(app) not given\(forClient): \(refusal.why)")
             return KeeperProtocol.ConsentAnswer(outcome: refusal.outcome)
         }
         let consent = KeeperConsents.Consent(app: app, group: group.name, clientID: client, time: Date().formatted(.iso8601))
-        try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in try consents.record(consent, uid: uid) }
-        await decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded\(forClient) (PAM service \(pamService))")
+        try consents.record(consent, uid: uid)
+        decided(caller, op: op, group: group.name, request: nil, outcome: "granted: consent of \(app) recorded\(forClient) (PAM service \(pamService))")
         return KeeperProtocol.ConsentAnswer(outcome: .recorded)
     }
 
     /// Checks `password` of the caller's uid (its user name from the uid SO_PEERCRED gave) with
-    /// PAM on the blocking pool, through the back-off.
+    /// PAM, through the back-off.
     /// - Returns: nil when PAM accepted it; else the refusal and why, for the audit log (no password).
-    func checkPassword(_ password: String, of caller: KeeperCaller) async -> (outcome: KeeperProtocol.ConsentOutcome, why: String)? {
+    func checkPassword(_ password: String, of caller: KeeperCaller) -> (outcome: KeeperProtocol.ConsentOutcome, why: String)? {
         let uid = caller.uid
         let secret = PAMSecret(password.utf8)
         // The back-off's saved count, the name lookup (NSS may ask a directory server) and PAM are blocking work.
-        let checked = try? await BlockingWork.run(cancellable: false) { [pamService, limiter] () throws(TokenCacheError) -> Result<PAM.Verdict, ConsentLimiter.Refusal> in
+        let checked = { () -> Result<PAM.Verdict, ConsentLimiter.Refusal> in
             do throws(ConsentLimiter.Refusal) { try limiter.begin(uid: uid) } catch { return .failure(error) }
             let verdict: PAM.Verdict
             if let user = Self.userName(uid) { verdict = PAM.verify(service: pamService, user: user, password: secret) } else { verdict = .unavailable("uid \(uid) has no user name") }
@@ -296,9 +294,9 @@ package final class KeeperServer: Sendable {
             case .unavailable: limiter.end(uid: uid, outcome: .notChecked)
             }
             return .success(verdict)
-        }
+        }()
         let verdict: PAM.Verdict
-        switch checked ?? .success(.unavailable("the blocking pool refused the work")) {
+        switch checked {
         case .failure(let refusal):
             let outcome: KeeperProtocol.ConsentOutcome
             var why = ""
@@ -375,15 +373,14 @@ package final class KeeperServer: Sendable {
     }
 
     /// A token of the caller's store: cached, or refreshed at the refresh token's issuer.
-    func token(_ request: AgentProtocol.Request, client: ClientID, store: AccountStore) async throws(TokenCacheError) -> TokenResult {
+    func token(_ request: AgentProtocol.Request, client: ClientID, store: AccountStore) throws(TokenCacheError) -> TokenResult {
         let engine = TokenEngine(store: store, options: options)
         guard let scopes = request.scopes, !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
         var tokenRequest = TokenRequest(clientID: client, scopes: scopes, account: request.account,
                                         authority: try request.authority.map { (text) throws(TokenCacheError) in try Authority(text) })
         tokenRequest.forceRefresh = request.forceRefresh ?? false
         (tokenRequest.claims, tokenRequest.clientCapabilities) = (request.claims, request.clientCapabilities ?? [])
-        let target = try await engine.account(for: tokenRequest)
-        return try await engine.token(tokenRequest, for: target)
+        return try engine.blockingToken(tokenRequest, for: try engine.blockingAccount(for: tokenRequest))
     }
 
     /// The caller's group as its app may see it: the clients its apps file names.
@@ -412,38 +409,31 @@ package final class KeeperServer: Sendable {
     /// Stores `enrollment` under the caller's uid, then reads it back for the caller to compare.
     /// Adding to a group the keeper holds already needs the user's password (checked as a
     /// consent is): any process of the user can run the keeper's program with a cache of its own.
-    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) async throws(TokenCacheError) -> GroupInventory {
+    func enroll(_ enrollment: KeeperProtocol.Enrollment, from caller: KeeperCaller) throws(TokenCacheError) -> GroupInventory {
         try Self.requireOwnProgram(caller, to: "enrol", hint: "Enrol with `tokencache keeper --enroll`")
         let group = try CacheGroup(enrollment.group)
         let uid = caller.uid
-        // The file work (a look for the group, the import, the read back) runs on the blocking pool.
-        let enrolled = try await BlockingWork.run { [vault] () throws(TokenCacheError) in
-            try vault.store(uid: uid, group: group, creating: false) != nil
-        }
-        if enrolled {
+        if try vault.store(uid: uid, group: group, creating: false) != nil {
             guard let password = enrollment.password, !password.isEmpty else {
                 throw KeeperProtocol.refused("group \(group.name) is enrolled already, and adding to it needs your password",
                                              hint: "Enrol with `tokencache keeper --enroll` on a terminal: it asks for your password")
             }
-            if let refusal = await checkPassword(password, of: caller) {
+            if let refusal = checkPassword(password, of: caller) {
                 throw KeeperProtocol.refused("adding to your enrolled group \(group.name) needs your password, and it was not accepted (\(refusal.outcome): \(refusal.why))",
                                              hint: "Run it again on a terminal and type your login password")
             }
         }
-        let cache = Data(enrollment.cache.utf8)
-        return try await BlockingWork.run(cancellable: false) { [vault] () throws(TokenCacheError) -> GroupInventory in
-            guard let store = try vault.store(uid: uid, group: group, creating: true) else {
-                throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(uid).")
-            }
-            try store.importMSALJSON(cache)
-            // Read back from the file, not from this store's memory: what the caller compares is what was written.
-            guard let written = try vault.store(uid: uid, group: group, creating: false) else {
-                throw TokenCacheError(.fileSystem, "The token keeper could not read back group \(group.name) of uid \(uid).")
-            }
-            var inventory = try written.inventory()
-            inventory.location = "token keeper"
-            return inventory
+        guard let store = try vault.store(uid: uid, group: group, creating: true) else {
+            throw TokenCacheError(.fileSystem, "The token keeper could not open its store of uid \(uid).")
         }
+        try store.importMSALJSON(Data(enrollment.cache.utf8))
+        // Read back from the file, not from this store's memory: what the caller compares is what was written.
+        guard let written = try vault.store(uid: uid, group: group, creating: false) else {
+            throw TokenCacheError(.fileSystem, "The token keeper could not read back group \(group.name) of uid \(uid).")
+        }
+        var inventory = try written.inventory()
+        inventory.location = "token keeper"
+        return inventory
     }
 
     /// The keeper's executable, as /proc/self/exe names it.
@@ -460,14 +450,9 @@ package final class KeeperServer: Sendable {
     }
 
     /// A decision, logged (``log(_:op:group:request:outcome:)``) and then written to syslog and
-    /// the caller's audit log on the blocking pool: never on a cooperative thread.
-    private func decided(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) async {
-        let record = log(caller, op: op, group: group, request: request, outcome: outcome)
-        do throws(TokenCacheError) {
-            try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in audit(record) }
-        } catch {
-            logger.error("The keeper's audit log was not written", metadata: ["uid": "\(record.entry?.uid.description ?? "-")", "error": "\(error.code): \(error.message)"])
-        }
+    /// the caller's audit log.
+    private func decided(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) {
+        audit(log(caller, op: op, group: group, request: request, outcome: outcome))
     }
 
     /// One line per decision in the keeper's log (standard error: the journal under systemd):

@@ -19,18 +19,9 @@ package final class FileLock: Sendable {
     }
 
     /// Takes the lock on `descriptor` (an open lock file, owned from now on: closed on failure
-    /// too), waiting as `wait` says while another process holds it.
+    /// too), waiting as `wait` says while another process holds it, on the calling thread (for
+    /// blocking threads only): the pauses sleep the thread, and `isCancelled` is asked at each round.
     /// - Throws: `timedOut()` or `cancelled()`; `fileSystem` when flock fails.
-    package static func acquire(owning descriptor: Int32, path: String, wait: LockWait, timedOut: () -> TokenCacheError,
-                                cancelled: () -> TokenCacheError) async throws(TokenCacheError) -> FileLock {
-        let lock = FileLock(owning: descriptor)
-        return try await wait.run({ () throws(TokenCacheError) -> FileLock? in
-            do throws(Errno) { return try Self.lock(descriptor, waiting: false) ? lock : nil } catch { throw FileIO.error("lock", path, error) }
-        }, timedOut: timedOut, cancelled: cancelled)
-    }
-
-    /// ``acquire(owning:path:wait:timedOut:cancelled:)`` on the calling thread (for blocking
-    /// threads only): the pauses sleep the thread, and `isCancelled` is asked at each round.
     package static func acquireBlocking(owning descriptor: Int32, path: String, wait: LockWait, timedOut: () -> TokenCacheError,
                                         isCancelled: () -> Bool, cancelled: () -> TokenCacheError) throws(TokenCacheError) -> FileLock {
         let lock = FileLock(owning: descriptor)
@@ -67,47 +58,30 @@ package struct LockWait: Sendable {
     package var timeout: Duration
     package var firstPause: Duration
     package var longestPause: Duration
-    /// The clock of ``run(_:timedOut:cancelled:)``'s pauses and timeout (tests pass a manual one);
-    /// ``runBlocking(_:timedOut:isCancelled:cancelled:)`` pauses the thread, so it keeps the continuous clock.
-    package var clock: any Clock<Duration>
+    /// The clock of the pauses, which sleep the thread, and of the timeout (tests pass a manual one).
+    package var clock: any ThreadSleepingClock
 
     package init(timeout: Duration, firstPause: Duration = .milliseconds(15), longestPause: Duration = .milliseconds(15),
-                 clock: any Clock<Duration> = ContinuousClock()) {
+                 clock: any ThreadSleepingClock = ContinuousClock()) {
         self.timeout = timeout
         self.firstPause = firstPause
         self.longestPause = longestPause
         self.clock = clock
     }
 
-    /// Tries `attempt` (nil: still held) until it returns a value, pausing by sleeping the thread:
-    /// for blocking threads only, never async code. `isCancelled` is asked before each round: true
-    /// ends the wait with `cancelled()` (within one pause).
+    /// Tries `attempt` (nil: still held) until it returns a value, pausing by sleeping the thread
+    /// on ``clock``: for blocking threads only, never async code. `isCancelled` is asked before
+    /// each round and during each pause: true ends the wait with `cancelled()`, whatever the timeout.
     /// - Throws: `timedOut()` when the lock is still held after the timeout, `cancelled()`, or what `attempt` throws.
     package func runBlocking<Value>(_ attempt: () throws(TokenCacheError) -> Value?, timedOut: () -> TokenCacheError,
                                     isCancelled: () -> Bool = { false },
                                     cancelled: () -> TokenCacheError = { TokenCacheError(.cancelled, "The wait was cancelled.") }) throws(TokenCacheError) -> Value {
-        var rounds = Rounds(self, clock: ContinuousClock())
+        var rounds = Rounds(self, clock: self.clock)
         while true {
             if isCancelled() { throw cancelled() }
             switch try rounds.next(attempt, timedOut: timedOut) {
             case .done(let value): return value
-            case .pause(let pause): usleep(UInt32(pause / .microseconds(1)))
-            }
-        }
-    }
-
-    /// Tries `attempt` (nil: still held) until it returns a value. The pauses are sleeps on
-    /// ``clock``, which cancelling the task ends at once: a cancelled wait throws `cancelled()`
-    /// without another round, whatever the timeout.
-    /// - Throws: `timedOut()` or `cancelled()`, or what `attempt` throws.
-    package func run<Value>(_ attempt: () throws(TokenCacheError) -> Value?, timedOut: () -> TokenCacheError,
-                            cancelled: () -> TokenCacheError) async throws(TokenCacheError) -> Value {
-        var rounds = Rounds(self, clock: clock)
-        while true {
-            switch try rounds.next(attempt, timedOut: timedOut) {
-            case .done(let value): return value
-            case .pause(let pause):
-                do { try await clock.sleep(for: pause) } catch { throw cancelled() }
+            case .pause(let pause): guard self.clock.sleepThread(for: pause, isCancelled: isCancelled) else { throw cancelled() }
             }
         }
     }
@@ -119,7 +93,7 @@ package struct LockWait: Sendable {
         let isPast: () -> Bool
         var pause: Duration
 
-        init(_ wait: LockWait, clock: any Clock<Duration>) {
+        init(_ wait: LockWait, clock: any ThreadSleepingClock) {
             longestPause = wait.longestPause
             isPast = clock.deadline(after: wait.timeout)
             pause = wait.firstPause

@@ -1,4 +1,6 @@
+import Dispatch
 import Synchronization
+import TokenCacheCore
 
 /// A clock that moves only when the test advances it, so a test of logic waits on virtual time
 /// and never sleeps (as NIOEmbedded's `EmbeddedEventLoop.advanceTime(by:)`).
@@ -6,7 +8,7 @@ import Synchronization
 /// Written here rather than taken from swift-clocks: its `TestClock` brings two more packages
 /// into the test build and lets an `advance` run before the code under test reached its sleep
 /// (it yields a number of times and hopes); ``sleeping(_:)`` waits for that moment instead.
-package final class ManualClock: Clock, Sendable {
+package final class ManualClock: ThreadSleepingClock, Sendable {
     package struct Instant: InstantProtocol, CustomStringConvertible {
         /// Time since the clock was made.
         package var offset: Duration
@@ -20,7 +22,8 @@ package final class ManualClock: Clock, Sendable {
     private struct Sleeper {
         let id: Int
         let deadline: Instant
-        let continuation: CheckedContinuation<Void, any Error>
+        /// Ends the sleep (true: cancelled): resumes its task, or wakes its thread (``sleepThread(for:isCancelled:)``).
+        let wake: @Sendable (_ cancelled: Bool) -> Void
     }
 
     private struct State {
@@ -73,7 +76,9 @@ package final class ManualClock: Clock, Sendable {
                         continuation.resume()
                         return nil
                     }
-                    state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
+                    state.sleepers.append(Sleeper(id: id, deadline: deadline, wake: { cancelled in
+                        if cancelled { continuation.resume(throwing: CancellationError()) } else { continuation.resume() }
+                    }))
                     return state.satisfiedWatchers()
                 }
                 watchers?.forEach { $0.resume() }
@@ -83,8 +88,40 @@ package final class ManualClock: Clock, Sendable {
                 guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
                 return state.sleepers.remove(at: index)
             }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            sleeper?.wake(true)
         }
+    }
+
+    /// Sleeps the calling thread until ``advance(by:)`` moves the clock `duration` on; as a
+    /// task's sleep, it counts for ``sleeping(_:)`` and ``sleeps``. Returns false once
+    /// `isCancelled` says so (asked every 20 ms of real time while it waits: no time is measured).
+    package func sleepThread(for duration: Duration, isCancelled: () -> Bool) -> Bool {
+        if isCancelled() { return false }
+        let woken = DispatchSemaphore(value: 0)
+        let registered = state.withLock { state -> (id: Int, watchers: [CheckedContinuation<Void, Never>])? in
+            state.sleeps.append(duration)
+            let deadline = state.now.advanced(by: duration)
+            if isImmediate { state.now = max(state.now, deadline) }
+            guard deadline > state.now else { return nil }
+            defer { state.nextID += 1 }
+            state.sleepers.append(Sleeper(id: state.nextID, deadline: deadline, wake: { _ in woken.signal() }))
+            return (state.nextID, state.satisfiedWatchers())
+        }
+        guard let registered else { return true }
+        registered.watchers.forEach { $0.resume() }
+        while woken.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
+            guard isCancelled() else { continue }
+            let removed = state.withLock { state -> Bool in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == registered.id }) else { return false }
+                state.sleepers.remove(at: index)
+                return true
+            }
+            // Not found: the clock reached it first, and its signal is on the way.
+            if removed { return false }
+            woken.wait()
+            return true
+        }
+        return true
     }
 
     /// Moves the clock on by `duration` and wakes every sleeper whose deadline it reached (in
@@ -97,7 +134,7 @@ package final class ManualClock: Clock, Sendable {
             state.sleepers.removeAll { $0.deadline <= now }
             return due
         }
-        woken.forEach { $0.continuation.resume() }
+        woken.forEach { $0.wake(false) }
     }
 
     /// Returns once at least `count` tasks are asleep on this clock: the code under test reached

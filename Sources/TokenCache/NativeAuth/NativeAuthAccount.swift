@@ -20,12 +20,21 @@ public struct NativeAuthAccount: Sendable {
     /// with the account's refresh token at the host that issued it.
     /// - Throws: `TokenCacheError` `interactionRequired` (sign in again), `network`, `serverError`.
     public func getAccessToken(scopes: [String], forceRefresh: Bool = false) async throws(TokenCacheError) -> TokenResult {
+        try await application.acquireTokenSilent(try silentParameters(scopes: scopes, forceRefresh: forceRefresh))
+    }
+
+    /// ``getAccessToken(scopes:forceRefresh:)`` for a caller that blocks by contract (the command line).
+    package func blockingAccessToken(scopes: [String], forceRefresh: Bool = false) throws(TokenCacheError) -> TokenResult {
+        try application.blockingTokenSilent(try silentParameters(scopes: scopes, forceRefresh: forceRefresh))
+    }
+
+    private func silentParameters(scopes: [String], forceRefresh: Bool) throws(TokenCacheError) -> SilentTokenParameters {
         var parameters = SilentTokenParameters(scopes: scopes, account: account)
         parameters.forceRefresh = forceRefresh
         if let tenant = account.homeTenantID {
             parameters.authority = try application.authority.withTenant(tenant)  // the realm the tokens were saved under
         }
-        return try await application.acquireTokenSilent(parameters)
+        return parameters
     }
 
     /// Signs the app out of the account, locally as MSAL does: its tokens go from the cache and

@@ -106,44 +106,74 @@ extension PublicClientApplication {
     /// - Throws: as ``photo(for:refresh:)``, and `notFound` (reason `TokenCacheError.Reason.noAccount`)
     ///   or `ambiguousAccount` as ``acquireTokenSilent(scopes:accountNamed:forceRefresh:)``.
     public func photo(accountNamed name: String?, refresh: Bool = false) async throws(TokenCacheError) -> AccountPhoto? {
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            try self.blockingPhoto(accountNamed: name, refresh: refresh, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``photo(accountNamed:refresh:)`` for a caller that blocks by contract (C, the command
+    /// line): the account's choice, the cached photo, the token and Graph's answer, on the calling thread.
+    package func blockingPhoto(accountNamed name: String?, refresh: Bool,
+                               isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> AccountPhoto? {
         let request = TokenRequest(clientID: try checkedClientID.get(), scopes: [], account: name, authority: authority)
-        let account = try await TokenEngine(store: store, options: options).account(for: request)
-        return try await photo(for: account, refresh: refresh)
+        let account = try TokenEngine(store: store, options: options).blockingAccount(for: request)
+        return try blockingPhoto(for: account, refresh: refresh, now: Date(), isCancelled: isCancelled)
     }
 
     /// ``photo(for:refresh:)`` at `now` (tests move the clock instead of waiting a day).
     package func photo(for account: CachedAccount, refresh: Bool, now: Date) async throws(TokenCacheError) -> AccountPhoto? {
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            try self.blockingPhoto(for: account, refresh: refresh, now: now, isCancelled: isCancelled)
+        }
+    }
+
+    /// The one body of every photo call, on the calling thread (one that may block).
+    private func blockingPhoto(for account: CachedAccount, refresh: Bool, now: Date,
+                               isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> AccountPhoto? {
         let (base, scope) = try GraphEndpoint.resolve(override: options.graphEndpoint, authority: authority, account: account)
-        let store = self.store
-        if !refresh, let cached = try await BlockingWork.run({ () throws(TokenCacheError) in try store.photoRecord(of: account) }),
+        if !refresh, let cached = try store.photoRecord(of: account),
            let fetched = cached.fetchedAt, now.timeIntervalSince(fetched) < Self.photoLifetime, now >= fetched {
             if !cached.hasPhoto || cached.photo != nil { return cached.photo }
         }
-        let token = try await acquireTokenSilent(scopes: [scope], account: account)
-        let photo = try await GraphPhotoClient(transport: options.transport, timeout: options.requestTimeout)
-            .photo(at: base, token: token.accessToken)
-        try await BlockingWork.run { () throws(TokenCacheError) in try store.savePhoto(photo, of: account, now: now) }
+        let token = try blockingGraphToken(scope: scope, account: account, isCancelled: isCancelled)
+        let photo = try GraphPhotoClient(transport: options.transport, timeout: options.requestTimeout)
+            .photo(at: base, token: token.accessToken, isCancelled: isCancelled)
+        try store.savePhoto(photo, of: account, now: now)
         return photo
+    }
+
+    /// The silent token Graph is called with, as ``acquireTokenSilent(scopes:account:forceRefresh:)`` gets it.
+    private func blockingGraphToken(scope: String, account: CachedAccount,
+                                    isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
+        var request = TokenRequest(clientID: try checkedClientID.get(), scopes: [scope], account: account.homeAccountID, authority: authority)
+        request.clientCapabilities = options.clientCapabilities
+        request.chosenAccount = account
+        return try TokenEngine(application: self).blockingToken(request, isCancelled: isCancelled)
     }
 
     /// The signed-in user's Graph profile (`/me`): a JSON object's UTF-8 text, fetched with a
     /// silent `User.Read` token as ``photo(for:refresh:)`` is. What a sample app's "Call Graph" shows.
     /// - Throws: as ``photo(for:refresh:)``.
     public func graphProfile(for account: CachedAccount) async throws(TokenCacheError) -> Data {
-        let (base, scope) = try GraphEndpoint.resolve(override: options.graphEndpoint, authority: authority, account: account)
-        let token = try await acquireTokenSilent(scopes: [scope], account: account)
-        return try await GraphPhotoClient(transport: options.transport, timeout: options.requestTimeout).profile(at: base, token: token.accessToken)
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            let (base, scope) = try GraphEndpoint.resolve(override: self.options.graphEndpoint, authority: self.authority, account: account)
+            let token = try self.blockingGraphToken(scope: scope, account: account, isCancelled: isCancelled)
+            return try GraphPhotoClient(transport: self.options.transport, timeout: self.options.requestTimeout)
+                .profile(at: base, token: token.accessToken, isCancelled: isCancelled)
+        }
     }
 }
 
-/// Graph's `/me` and `/me/photo/$value`, as Graph documents them.
+/// Graph's `/me` and `/me/photo/$value`, as Graph documents them, sent on the calling thread (one
+/// that may block): directly with a ``BlockingHTTPTransport`` (libcurl's), else through the app's
+/// own async transport, bridged.
 struct GraphPhotoClient {
     let transport: any HTTPTransport
     let timeout: TimeInterval
 
     /// The photo, or nil for Graph's 404 (`ImageNotFound`: the user has none).
-    func photo(at base: URL, token: String) async throws(TokenCacheError) -> AccountPhoto? {
-        let response = try await get(base, "/v1.0/me/photo/$value", token: token)
+    func photo(at base: URL, token: String, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> AccountPhoto? {
+        let response = try get(base, "/v1.0/me/photo/$value", token: token, isCancelled: isCancelled)
         if response.status == 404 { return nil }
         let type = ASCII.trimmed(response.headers["content-type"]?.split(separator: ";").first.map(String.init) ?? "")
         // Raster types only, as a cached photo is checked on read: not image/svg+xml, which can carry script.
@@ -157,8 +187,8 @@ struct GraphPhotoClient {
     }
 
     /// `/me`: a JSON object's text.
-    func profile(at base: URL, token: String) async throws(TokenCacheError) -> Data {
-        let response = try await get(base, "/v1.0/me", token: token)
+    func profile(at base: URL, token: String, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> Data {
+        let response = try get(base, "/v1.0/me", token: token, isCancelled: isCancelled)
         guard (try? JSON.decodeObject(response.body)) != nil else {
             throw TokenCacheError(.serverError, "Graph's /me answer is not a JSON object.", hint: "Check TOKENCACHE_GRAPH_ENDPOINT",
                                   reason: .graphRefused(status: response.status))
@@ -167,15 +197,19 @@ struct GraphPhotoClient {
     }
 
     /// A GET with the token; 200 and (for the photo) 404 are answers, anything else an error.
-    private func get(_ base: URL, _ path: String, token: String) async throws(TokenCacheError) -> HTTPResponse {
+    private func get(_ base: URL, _ path: String, token: String, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> HTTPResponse {
         guard let url = URL(string: base.absoluteString + path) else { throw TokenCacheError.invalidArgument("graphEndpoint", "gives no URL") }
         let host = url.host ?? "?"
         try Self.checkLoopbackListener(url)
         let request = HTTPRequest(url: url, headers: ["Authorization": "Bearer \(token)", "Accept": "*/*"], timeout: timeout)
         let response: HTTPResponse
         do {
-            response = try await TokenEndpointClient.withDeadline(seconds: timeout + TokenEndpointClient.backstopMargin) { [transport] in
-                try await transport.send(request)
+            if let blocking = transport as? any BlockingHTTPTransport {
+                response = try blocking.sendBlocking(request, cancelled: isCancelled)
+            } else {
+                response = try waitFor(cancellingWhen: isCancelled) { [transport, timeout] () async throws in
+                    try await TokenEndpointClient.withDeadline(seconds: timeout + TokenEndpointClient.backstopMargin) { try await transport.send(request) }
+                }
             }
         } catch let error as HTTPTransportError where error.kind == .responseTooLarge {
             throw Self.tooLarge

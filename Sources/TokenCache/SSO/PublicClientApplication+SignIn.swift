@@ -122,9 +122,19 @@ extension PublicClientApplication {
     ///   `serverError`. Nothing is saved on an error.
     public func acquireTokenWithDeviceCode(_ parameters: DeviceCodeParameters,
                                            onCode: @escaping @Sendable (DeviceCodeMessage) -> Void) async throws(TokenCacheError) -> TokenResult {
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            try self.blockingDeviceCodeSignIn(parameters, onCode: onCode, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``acquireTokenWithDeviceCode(_:onCode:)`` for a caller that blocks by contract (C, the
+    /// command line): the requests, the waits between polls and the save run on the calling
+    /// thread, and `onCode` is called on it. `isCancelled` ends the wait as cancelling the task does.
+    package func blockingDeviceCodeSignIn(_ parameters: DeviceCodeParameters, onCode: (DeviceCodeMessage) -> Void,
+                                          isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let clientID = try checkedClientID.get()
         let authority = parameters.authority ?? self.authority
-        let endpoints = try await client.endpoints(for: authority)
+        let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
         let fallback = authority.kind == .aad ? URL(string: authority.url.absoluteString + "/oauth2/v2.0/devicecode") : nil
         guard let deviceEndpoint = endpoints.deviceAuthorization ?? fallback else {
             throw TokenCacheError(.unsupportedFlow, "\(authority) offers no device code sign-in (its discovery names no device_authorization_endpoint).",
@@ -135,22 +145,27 @@ extension PublicClientApplication {
         var flow = DeviceCodeFlow(client: client, clientID: clientID, scopes: parameters.scopes, isMicrosoft: authority.kind != .oidc,
                                   clock: options.clock)
         flow.timeout = parameters.timeout.map { .milliseconds(Int64(max($0, 0) * 1000)) }
-        let authorization = try await flow.start(at: deviceEndpoint, claims: parameters.claims)
+        let authorization = try flow.start(at: deviceEndpoint, claims: parameters.claims, isCancelled: isCancelled)
         onCode(authorization.message)
-        let response = try await flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims)
-        return try await saveSignIn(response, clientID: clientID,
-                                    authority: try await TokenEngine.signInAuthority(for: authority, discoveringWith: client), scopes: parameters.scopes)
+        let response = try flow.poll(authorization, tokenEndpoint: endpoints.token, claims: parameters.claims, isCancelled: isCancelled)
+        return try blockingSaveSignIn(response, clientID: clientID,
+                                      authority: try TokenEngine.blockingSignInAuthority(for: authority, discoveringWith: client), scopes: parameters.scopes)
     }
 
     /// Saves a sign-in's tokens for this app (off the cooperative pool): every app of the group
     /// then sees the account, and its refresh token is redeemable only at the authority's host.
     func saveSignIn(_ response: TokenResponse, clientID: ClientID, authority: Authority, scopes: [String]) async throws(TokenCacheError) -> TokenResult {
+        try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
+            try blockingSaveSignIn(response, clientID: clientID, authority: authority, scopes: scopes)
+        }
+    }
+
+    /// ``saveSignIn(_:clientID:authority:scopes:)`` on the calling thread.
+    func blockingSaveSignIn(_ response: TokenResponse, clientID: ClientID, authority: Authority, scopes: [String]) throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
-        return try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
-            try store.save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil)
-        }
+        return try store.save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil)
     }
 }
 

@@ -300,12 +300,22 @@ public final class PublicClientApplication: Sendable {
     ///   `server` has the error codes and claims challenge), `network` or `serverError` (retry
     ///   later). Nothing is removed from the cache because of an error.
     public func acquireTokenSilent(_ parameters: SilentTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        try await TokenEngine(application: self).token(try silentRequest(parameters))
+    }
+
+    /// ``acquireTokenSilent(_:)`` for a caller that blocks by contract (the command line), on the calling thread.
+    package func blockingTokenSilent(_ parameters: SilentTokenParameters) throws(TokenCacheError) -> TokenResult {
+        try TokenEngine(application: self).blockingToken(try silentRequest(parameters))
+    }
+
+    /// A silent call for an account already chosen, as the engine takes it.
+    private func silentRequest(_ parameters: SilentTokenParameters) throws(TokenCacheError) -> TokenRequest {
         // The agent, the broker (asked by the account's home account ID), the tenant and the refresh are the engine's.
         var request = try silentRequest(scopes: parameters.scopes, account: parameters.account.homeAccountID,
                                         authority: try parameters.resolvedAuthority(default: authority),
                                         forceRefresh: parameters.forceRefresh, claims: parameters.claims)
         request.chosenAccount = parameters.account
-        return try await TokenEngine(application: self).token(request)
+        return request
     }
 
     /// Saves a refresh response to the group (``TokenRedeemer/saveRefreshed(_:account:authority:scopes:redeemed:)``).

@@ -4,7 +4,9 @@ import TokenCachePipeline
 import Logging
 
 /// The device authorization grant (RFC 8628): ask for a user code, then poll the token
-/// endpoint while the user signs in elsewhere.
+/// endpoint while the user signs in elsewhere. It runs on the calling thread, which must be one
+/// that may block (C's, the command line's, the Swift API's one pool job): the requests, and the
+/// waits between polls on ``clock``.
 struct DeviceCodeFlow: Sendable {
     /// The device authorization response: what to show, and what to poll with.
     struct Authorization: Sendable {
@@ -21,7 +23,8 @@ struct DeviceCodeFlow: Sendable {
     let clientID: ClientID
     let scopes: [String]
     let isMicrosoft: Bool
-    /// The clock of the polling interval and the code's expiry (tests pass a manual one).
+    /// The clock of the polling interval and the code's expiry (tests pass a manual one; an app's
+    /// own clock that cannot sleep a thread is waited on through its async sleep, bridged).
     var clock: any Clock<Duration> = ContinuousClock()
     /// How much `slow_down` adds to the interval (RFC 8628 section 3.5).
     static let slowDownIncrement: Duration = .seconds(5)
@@ -31,10 +34,11 @@ struct DeviceCodeFlow: Sendable {
     var timeout: Duration?
 
     /// Asks the device authorization endpoint for a user code.
-    func start(at endpoint: URL, claims: String?, now: Date = Date()) async throws(TokenCacheError) -> Authorization {
+    func start(at endpoint: URL, claims: String?, now: Date = Date(),
+               isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> Authorization {
         var form = ["client_id": clientID.value, "scope": (scopes + ["openid", "profile", "offline_access"]).joined(separator: " ")]
         form["claims"] = try client.claimsParameter(claims)
-        let response = try await client.post(form, to: endpoint, what: "The device authorization endpoint")
+        let response = try client.postBlocking(form, to: endpoint, what: "The device authorization endpoint", cancelled: isCancelled)
         guard response.status == 200 else {
             let details = TokenEndpointClient.errorDetails(response)
             throw TokenCacheError(response.status == 429 || response.status >= 500 ? .serverError : .authorizationFailed,
@@ -73,16 +77,15 @@ struct DeviceCodeFlow: Sendable {
 
     /// Polls the token endpoint until the user finished, declined, the code expired or
     /// ``timeout`` passed (both counted on ``clock`` from the first poll's wait, just after the
-    /// code was shown), or the task is cancelled.
-    func poll(_ authorization: Authorization, tokenEndpoint: URL, claims: String? = nil) async throws(TokenCacheError) -> TokenResponse {
+    /// code was shown), or `isCancelled` says so.
+    func poll(_ authorization: Authorization, tokenEndpoint: URL, claims: String? = nil,
+              isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResponse {
         let expired = clock.deadline(after: authorization.lifetime)
         let left = timeout.map { clock.countdown(from: $0) }
         var interval = authorization.interval
         while true {
-            do {
-                // Woken at the timeout itself, not at the next poll after it.
-                try await clock.sleep(for: left.map { min(interval, max($0(), .zero)) } ?? interval)
-            } catch {
+            // Woken at the timeout itself, not at the next poll after it.
+            guard sleep(for: left.map { min(interval, max($0(), .zero)) } ?? interval, isCancelled: isCancelled) else {
                 throw Self.cancelled
             }
             if let timeout, let left, left() <= .zero {
@@ -94,10 +97,9 @@ struct DeviceCodeFlow: Sendable {
             // The claims go with the code's redemption too, as MSAL's acquire_token_by_device_flow sends them.
             var grant = ["grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": authorization.deviceCode]
             if let claims { grant["claims"] = claims }
-            let outcome = try await client.redeem(
-                grant: grant,
-                clientID: clientID, scopes: scopes, at: tokenEndpoint, isMicrosoft: isMicrosoft)
-            if Task.isCancelled { throw Self.cancelled }
+            let outcome = try client.redeemBlocking(grant: grant, clientID: clientID, scopes: scopes, at: tokenEndpoint,
+                                                    isMicrosoft: isMicrosoft, cancelled: isCancelled)
+            if isCancelled() { throw Self.cancelled }
             switch outcome {
             case .tokens(let response):
                 return response
@@ -117,6 +119,17 @@ struct DeviceCodeFlow: Sendable {
                     throw SignInErrors.rejected(details, what: "device code")
                 }
             }
+        }
+    }
+
+    /// Sleeps the thread on ``clock``; false when cancelled first.
+    private func sleep(for duration: Duration, isCancelled: @escaping @Sendable () -> Bool) -> Bool {
+        if let sleeping = clock as? any ThreadSleepingClock { return sleeping.sleepThread(for: duration, isCancelled: isCancelled) }
+        do {
+            try waitFor(cancellingWhen: isCancelled) { [clock] () async throws in try await clock.sleep(for: duration) }
+            return true
+        } catch {
+            return false
         }
     }
 

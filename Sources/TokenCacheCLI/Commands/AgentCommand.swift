@@ -170,16 +170,14 @@ struct AgentCommand: ParsableCommand {
 
     private static let questions = DispatchQueue(label: "org.swift-tokencache.agent.confirm")
 
-    /// Asks on the terminal, one question at a time; no terminal means no.
-    @Sendable static func askOnTerminal(_ question: String) async -> Bool {
-        await withCheckedContinuation { continuation in
-            questions.async {
-                guard isatty(STDIN_FILENO) == 1 else {
-                    Terminal.note("tokencache agent: refused (no terminal to ask on): \(Terminal.escape(question))")
-                    return continuation.resume(returning: false)
-                }
-                continuation.resume(returning: Terminal.confirm(TerminalText(question + " Allow?")))
+    /// Asks on the terminal, one question at a time, and waits for the answer; no terminal means no.
+    @Sendable static func askOnTerminal(_ question: String) -> Bool {
+        questions.sync {
+            guard isatty(STDIN_FILENO) == 1 else {
+                Terminal.note("tokencache agent: refused (no terminal to ask on): \(Terminal.escape(question))")
+                return false
             }
+            return Terminal.confirm(TerminalText(question + " Allow?"))
         }
     }
 

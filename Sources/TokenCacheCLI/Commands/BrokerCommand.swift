@@ -194,36 +194,37 @@ struct BrokerCommand: ParsableCommand {
         }
     }
 
+    /// `--confirm` without a terminal (a broker the bus started): asks in a zenity dialog on the
+    /// session's display, one question at a time, and waits for the answer; no display or no
+    /// zenity means no.
+    @Sendable static func askOnDesktop(_ question: String) -> Bool {
+        questions.sync { askInDialog(question) }
+    }
+
     private static let questions = DispatchQueue(label: "org.swift-tokencache.broker.confirm")
 
-    /// `--confirm` without a terminal (a broker the bus started): asks in a zenity dialog on the
-    /// session's display, one question at a time; no display or no zenity means no.
-    @Sendable static func askOnDesktop(_ question: String) async -> Bool {
-        await withCheckedContinuation { continuation in
-            questions.async {
-                let zenity = "/usr/bin/zenity"
-                guard ["DISPLAY", "WAYLAND_DISPLAY"].contains(where: { !(StoreSettings.environment($0) ?? "").isEmpty }),
-                      access(zenity, X_OK) == 0 else {
-                    Terminal.note("tokencache broker: refused (no terminal or desktop dialog to ask in): \(Terminal.escape(question))")
-                    return continuation.resume(returning: false)
-                }
-                // Escaped: the question quotes what the caller sent (client, scopes, account).
-                let arguments = [zenity, "--question", "--no-markup", "--title=tokencache broker", "--timeout=120", "--text=\(Terminal.escape(question)) Allow?"]
-                var actions = posix_spawn_file_actions_t()
-                posix_spawn_file_actions_init(&actions)
-                defer { posix_spawn_file_actions_destroy(&actions) }
-                posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-                tc_spawn_close_from(&actions, 3)
-                var argv = arguments.map { strdup($0) } + [nil]
-                defer { argv.forEach { free($0) } }
-                var pid: pid_t = 0
-                guard posix_spawn(&pid, zenity, &actions, nil, &argv, environ) == 0 else { return continuation.resume(returning: false) }
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                // Exited normally with 0: the user chose Yes (1: No, 5: the dialog timed out).
-                continuation.resume(returning: status & 0x7f == 0 && (status >> 8) & 0xff == 0)
-            }
+    private static func askInDialog(_ question: String) -> Bool {
+        let zenity = "/usr/bin/zenity"
+        guard ["DISPLAY", "WAYLAND_DISPLAY"].contains(where: { !(StoreSettings.environment($0) ?? "").isEmpty }),
+              access(zenity, X_OK) == 0 else {
+            Terminal.note("tokencache broker: refused (no terminal or desktop dialog to ask in): \(Terminal.escape(question))")
+            return false
         }
+        // Escaped: the question quotes what the caller sent (client, scopes, account).
+        let arguments = [zenity, "--question", "--no-markup", "--title=tokencache broker", "--timeout=120", "--text=\(Terminal.escape(question)) Allow?"]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        tc_spawn_close_from(&actions, 3)
+        var argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, zenity, &actions, nil, &argv, environ) == 0 else { return false }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // Exited normally with 0: the user chose Yes (1: No, 5: the dialog timed out).
+        return status & 0x7f == 0 && (status >> 8) & 0xff == 0
     }
 
     // MARK: --install, --uninstall

@@ -101,11 +101,9 @@ struct LoginCommand: ParsableCommand {
                 parameters.claims = claims
                 parameters.timeout = timeout.map(TimeInterval.init)
                 do {
-                    result = try waitFor { [parameters] in
-                        try await app.acquireTokenWithDeviceCode(parameters) { code in
-                            // The server's own instructions, escaped: they name the URL and the code.
-                            Terminal.note(Terminal.escape(code.message))
-                        }
+                    result = try app.blockingDeviceCodeSignIn(parameters) { code in
+                        // The server's own instructions, escaped: they name the URL and the code.
+                        Terminal.note(Terminal.escape(code.message))
                     }
                 } catch let error as TokenCacheError where error.reason == .deviceCodeTimedOut {
                     // The library's timeout is this command's --timeout: say so in its words.

@@ -258,7 +258,7 @@ struct NativeSession {
 
     /// Prints the account signed in (never a token, code or password).
     func report(_ account: NativeAuthAccount, what: String, scopes: [String], json: Bool) throws {
-        let token = try waitFor { try await account.getAccessToken(scopes: scopes) }
+        let token = try account.blockingAccessToken(scopes: scopes)
         if json {
             try JSONOutput.print(Output(username: account.username, homeAccountId: account.account.homeAccountID,
                                         environment: account.account.environment, clientId: client.value, scopes: token.scopes,

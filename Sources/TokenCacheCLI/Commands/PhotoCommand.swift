@@ -52,10 +52,9 @@ struct PhotoCommand: ParsableCommand {
             options.graphEndpoint = try GraphEndpointSetting.resolve()?.value
             let app = PublicClientApplication(clientID: client, authority: authority, store: try store.openStore(account: account),
                                               options: options)
-            let (name, refresh) = (account, refresh)
             let found: AccountPhoto?
             do {
-                found = try waitFor({ () async throws(TokenCacheError) in try await app.photo(accountNamed: name, refresh: refresh) })
+                found = try app.blockingPhoto(accountNamed: account, refresh: refresh)
             } catch let error as TokenCacheError {
                 // Several accounts of the app: the way out is --account, not --authority (#59 item 5).
                 if case .severalAccounts(let accounts) = error.reason.value {

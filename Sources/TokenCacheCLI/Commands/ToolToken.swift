@@ -77,10 +77,8 @@ struct ToolTokenOptions: ParsableArguments {
         let app = PublicClientApplication(clientID: request.clientID, authority: authority, store: try store.openStore(account: nil, quiet: true))
         let parameters = DeviceCodeParameters(scopes: request.scopes)
         do throws(TokenCacheError) {
-            return try waitFor { [parameters] () throws(TokenCacheError) in
-                try await app.acquireTokenWithDeviceCode(parameters) { code in
-                    StandardIO.write(Data("tokencache (\(tool)): \(Terminal.escape(code.message))\n".utf8), to: tty)
-                }
+            return try app.blockingDeviceCodeSignIn(parameters) { code in
+                StandardIO.write(Data("tokencache (\(tool)): \(Terminal.escape(code.message))\n".utf8), to: tty)
             }
         } catch {
             throw CLIError.failed("Sign-in for \(tool) failed: \(CLIHints.message(of: error))", cause: error)

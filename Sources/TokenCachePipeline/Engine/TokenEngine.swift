@@ -102,7 +102,7 @@ package final class TokenEngine: Sendable {
         if let broker = try brokerNow() { return try decide(request, through: broker) }
         // The tenant is resolved there: the account is chosen by its cloud, which a domain shares with its tenant ID.
         if let held = request.chosenAccount { return try decide(request, for: held) }
-        return try decide(request, for: try chooseAccount(for: request))
+        return try decide(request, for: try blockingAccount(for: request))
     }
 
     /// The decision for an account already chosen (``account(for:allowing:)``): its cached access
@@ -194,8 +194,15 @@ package final class TokenEngine: Sendable {
     /// ``token(_:)`` for a caller that blocks by contract (C, the CLI): decided and carried out on
     /// the calling thread, so a cached token, the agent's or the broker's crosses no thread, and a
     /// refresh with libcurl's transport neither (the store, the lock's wait and the requests).
-    package func blockingToken(_ request: TokenRequest) throws(TokenCacheError) -> TokenResult {
-        try carryOut(try outcome(of: try decide(request), for: request), isCancelled: { false })
+    /// `isCancelled` is asked as ``token(_:)``'s cancellation is (a lock wait, a request whose answer has not begun).
+    package func blockingToken(_ request: TokenRequest,
+                               isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
+        try carryOut(try outcome(of: try decide(request), for: request), isCancelled: isCancelled)
+    }
+
+    /// ``token(_:for:)`` for a caller that blocks by contract (a server's connection thread), as ``blockingToken(_:)``.
+    package func blockingToken(_ request: TokenRequest, for account: CachedAccount) throws(TokenCacheError) -> TokenResult {
+        try carryOut(try outcome(of: try decide(request, for: account), for: request), isCancelled: { false })
     }
 
     /// A decision's outcome: its token, or the refresh it named.
@@ -346,6 +353,11 @@ package final class TokenEngine: Sendable {
         try await tenantAuthority(of: authority, discoveringWith: client)
     }
 
+    /// ``signInAuthority(for:discoveringWith:)`` on the caller's thread.
+    package static func blockingSignInAuthority(for authority: Authority, discoveringWith client: TokenEndpointClient) throws(TokenCacheError) -> Authority {
+        try tenantAuthority(of: authority, discoveringBlockingWith: client)
+    }
+
     // MARK: The account
 
     /// The account named `username` (case-insensitive) among those `clientID` can use (the
@@ -373,11 +385,12 @@ package final class TokenEngine: Sendable {
     /// `allowed` narrows the candidates first (the agent's policy). On the agent: the accounts it serves.
     package func account(for request: TokenRequest,
                          allowing allowed: @escaping @Sendable (CachedAccount) -> Bool = { _ in true }) async throws(TokenCacheError) -> CachedAccount {
-        try await BlockingWork.run { () throws(TokenCacheError) in try self.chooseAccount(for: request, allowing: allowed) }
+        try await BlockingWork.run { () throws(TokenCacheError) in try self.blockingAccount(for: request, allowing: allowed) }
     }
 
-    /// ``account(for:allowing:)`` on the caller's thread.
-    package func chooseAccount(for request: TokenRequest,
+    /// ``account(for:allowing:)`` on the caller's thread, for callers that block by contract (C,
+    /// the command line, a server's connection thread).
+    package func blockingAccount(for request: TokenRequest,
                        allowing allowed: (CachedAccount) -> Bool = { _ in true }) throws(TokenCacheError) -> CachedAccount {
         let store: AccountStore
         switch source {

@@ -145,6 +145,12 @@ package final class TokenEndpointClient: Sendable {
                                 isMicrosoft: Bool, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Outcome {
         var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
         if let claims { grant["claims"] = claims }
+        return try redeemBlocking(grant: grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft, cancelled: cancelled)
+    }
+
+    /// ``redeem(grant:clientID:scopes:at:isMicrosoft:)`` on the caller's thread, as ``redeemBlocking(refreshToken:clientID:scopes:claims:at:isMicrosoft:cancelled:)``.
+    package func redeemBlocking(grant: [String: String], clientID: ClientID, scopes: [String], at endpoint: URL,
+                                isMicrosoft: Bool, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Outcome {
         let request = try grantRequest(grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft)
         return try outcome(of: try sendBlocking(request, what: "The token endpoint", cancelled: cancelled))
     }
@@ -177,6 +183,12 @@ package final class TokenEndpointClient: Sendable {
     /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its status.
     package func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
         try await send(formRequest(form, to: endpoint), what: what)
+    }
+
+    /// ``post(_:to:what:)`` on the caller's thread (``sendBlocking(_:what:cancelled:)``).
+    package func postBlocking(_ form: [String: String], to endpoint: URL, what: String,
+                              cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> HTTPResponse {
+        try sendBlocking(formRequest(form, to: endpoint), what: what, cancelled: cancelled)
     }
 
     /// A form POST (`application/x-www-form-urlencoded`) to `endpoint`.

@@ -21,27 +21,20 @@ package enum RefreshLock {
         return URL(fileURLWithPath: cache).appendingPathComponent("tokencache/locks")
     }
 
-    /// Takes the lock for a name, waiting up to `timeout` seconds, or until the task is cancelled
-    /// (`cancelled`).
+    /// Takes the lock for a name, waiting up to `timeout` seconds, on the calling thread (for
+    /// blocking threads only): the wait sleeps the thread, and ends with `cancelled` within a
+    /// pause once `isCancelled`.
     /// - Parameters:
     ///   - directory: where the lock file lives (tests pass their own; default ``directory``).
     ///   - clock: the clock of the wait's pauses and timeout (tests pass a manual one).
     /// - Throws: `unsafeFile` when the lock directory or its `tokencache` parent is a link, not
     ///   owned by this user or writable by others: whoever controls it could hold every lock and
     ///   block refreshes (the encrypted file's checks, `FileIO.ensureDirectory(_:purpose:)`).
-    package static func acquire(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
-                        clock: any Clock<Duration> = ContinuousClock()) async throws(TokenCacheError) -> FileLock {
-        let (descriptor, path) = try openLockFile(name: name, directory: directory)
-        return try await FileLock.acquire(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout), clock: clock),
-                                          timedOut: { timedOut(after: timeout) }, cancelled: cancelled)
-    }
-
-    /// ``acquire(name:timeout:directory:clock:)`` on the calling thread (for blocking threads
-    /// only): the wait sleeps the thread, and ends with `cancelled` within a pause once `isCancelled`.
     package static func acquireBlocking(name: String, timeout: TimeInterval, directory: URL = RefreshLock.directory,
+                                        clock: any ThreadSleepingClock = ContinuousClock(),
                                         isCancelled: () -> Bool) throws(TokenCacheError) -> FileLock {
         let (descriptor, path) = try openLockFile(name: name, directory: directory)
-        return try FileLock.acquireBlocking(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout)),
+        return try FileLock.acquireBlocking(owning: descriptor, path: path, wait: LockWait(timeout: .seconds(timeout), clock: clock),
                                             timedOut: { timedOut(after: timeout) }, isCancelled: isCancelled, cancelled: cancelled)
     }
 

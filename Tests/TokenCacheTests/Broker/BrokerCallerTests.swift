@@ -238,24 +238,29 @@ struct BrokerCallerUnitTests {
     final class HeldQuestions: Sendable {
         let asked: AsyncStream<String>
         private let continuation: AsyncStream<String>.Continuation
-        private let waiting = Mutex<[CheckedContinuation<Bool, Never>]>([])
-        private let released = Mutex<Bool?>(nil)
+        /// The answer once given, and the questions waiting for it (each woken by its semaphore).
+        private let state = Mutex<(answer: Bool?, waiting: [DispatchSemaphore])>((nil, []))
         init() { (asked, continuation) = AsyncStream.makeStream() }
-        func confirmation(_ question: String) async -> Bool {
-            await withCheckedContinuation { (waiter: CheckedContinuation<Bool, Never>) in
-                let answer = released.withLock { released -> Bool? in
-                    if let released { return released }
-                    waiting.withLock { $0.append(waiter) }
-                    return nil
-                }
-                if let answer { waiter.resume(returning: answer) }
-                continuation.yield(question)
+        /// Blocks, as a person's answer does, until ``answerAll(_:)``.
+        func confirmation(_ question: String) -> Bool {
+            let wake = DispatchSemaphore(value: 0)
+            let answer = state.withLock { state -> Bool? in
+                if state.answer == nil { state.waiting.append(wake) }
+                return state.answer
             }
+            continuation.yield(question)
+            if let answer { return answer }
+            wake.wait()
+            return state.withLock { $0.answer! }
         }
         /// Answers every question asked and to come.
         func answerAll(_ answer: Bool) {
-            released.withLock { $0 = answer }
-            for waiter in waiting.withLock({ list in defer { list = [] }; return list }) { waiter.resume(returning: answer) }
+            let waiting = state.withLock { state in
+                state.answer = answer
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            waiting.forEach { $0.signal() }
         }
     }
 

@@ -120,6 +120,14 @@ struct EngineThreadHopTests {
         }
     }
 
+    /// Every call the backend saw (the store's, and the sends a transport noted) ran on `caller`,
+    /// in no pool job; more than `count` were seen (`seen` says which).
+    func expectEverything(on caller: pthread_t, moreThan count: Int, _ seen: Comment, sourceLocation: SourceLocation = #_sourceLocation) {
+        let calls = backend.recorded
+        #expect(calls.count > count, seen, sourceLocation: sourceLocation)
+        #expect(calls.allSatisfy { pthread_equal($0.thread, caller) != 0 && $0.job == nil }, "\(calls.map(\.place))", sourceLocation: sourceLocation)
+    }
+
     /// The user of the refreshing case, no other suite's: the refresh lock (a file per account and
     /// client) is never another test's.
     static let frank = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000004", tenant: Fixtures.tenantA,
@@ -174,7 +182,8 @@ struct EngineThreadHopTests {
         var issued = Fixtures.response(for: user, scope: "User.Read", foci: nil, tag: "issued")
         issued["refresh_token"] = "rt-issued"
         var options = PublicClientApplication.Options()
-        let transport = NotingBlockingTransport(NotingTransport(backend: backend, tokens: Fixtures.json(issued)))
+        let noting = NotingTransport(backend: backend, tokens: Fixtures.json(issued))
+        let transport = SendingOnTheCallersThread { request in noting.backend.note(); return try noting.answer(request) }
         options.transport = transport
         let engine = TokenEngine(store: store, options: options)
         var asked = request
@@ -183,23 +192,63 @@ struct EngineThreadHopTests {
         let (caller, result) = try await offThePool { [asked] in (pthread_self(), try engine.blockingToken(asked)) }
         #expect(!result.isFromCache && result.accessToken == "at-\(user.uid)-\(Fixtures.tenantA)-issued")
         let calls = backend.recorded
-        #expect(transport.blockingSends.withLock { $0 } == 2, "discovery and the token request, each sent blocking")
+        #expect(transport.sentBlocking == 2, "discovery and the token request, each sent blocking")
         #expect(calls.count > 2, "the store's calls and the two sends were seen")
         #expect(calls.allSatisfy { pthread_equal($0.thread, caller) != 0 && $0.job == nil }, "\(calls.map(\.place))")
     }
 
-    /// ``NotingTransport`` sending on the caller's thread, as libcurl's transport does for blocking callers.
-    struct NotingBlockingTransport: BlockingHTTPTransport {
-        let noting: NotingTransport
-        /// The sends made through ``sendBlocking(_:cancelled:)``.
-        let blockingSends = Locked(0)
-        init(_ noting: NotingTransport) { self.noting = noting }
-        func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await noting.send(request) }
-        func sendBlocking(_ request: HTTPRequest, cancelled: @escaping @Sendable () -> Bool) throws -> HTTPResponse {
-            noting.backend.note()
-            blockingSends.withLock { $0 += 1 }
-            return try noting.answer(request)
+    @Test("A photo through blockingPhoto (tokencache_account_photo, the CLI's photo) reads the store, takes its token and asks Graph on the caller's thread: 0 pool jobs, 0 hops")
+    func blockingPhotoStaysOnCallerThread() async throws {
+        let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000006", tenant: Fixtures.tenantA,
+                                 username: "heidi@contoso.com", name: "Heidi Example")
+        // Graph's own scope cached: the photo's token is a cache hit.
+        try store.save(Fixtures.tokenResponse(Fixtures.response(for: user, scope: "https://graph.microsoft.com/User.Read")),
+                       clientID: Fixtures.appOne, authority: Fixtures.authority(), scopes: [])
+        let png = Data([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+        let transport = SendingOnTheCallersThread { [backend] request in
+            backend.note()
+            guard request.method == "GET", request.url.path == "/v1.0/me/photo/$value" else { return HTTPResponse(status: 404, headers: [:], body: Data()) }
+            return HTTPResponse(status: 200, headers: ["content-type": "image/png"], body: png)
         }
+        var options = PublicClientApplication.Options()
+        options.transport = transport
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: Fixtures.authority(), store: store, options: options)
+        backend.forget()
+        let (caller, photo) = try await offThePool { (pthread_self(), try app.blockingPhoto(accountNamed: user.username, refresh: false)) }
+        #expect(photo?.data == png && photo?.contentType == "image/png")
+        #expect(transport.sentBlocking == 1, "Graph asked once, blocking")
+        expectEverything(on: caller, moreThan: 2, "the store's reads, Graph's request and the photo's save were seen")
+    }
+
+    @Test("A device code sign-in through blockingDeviceCodeSignIn (tokencache_sign_in_device_code, login --device-code) runs on the caller's thread: discovery, the code, the poll's wait and request, the callback and the save")
+    func blockingDeviceCodeSignInStaysOnCallerThread() async throws {
+        let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000007", tenant: Fixtures.tenantA,
+                                 username: "ivan@contoso.com", name: "Ivan Example")
+        let tokens = Fixtures.json(Fixtures.response(for: user, scope: "User.Read"))
+        let discovery = NotingTransport(backend: backend, tokens: tokens)
+        let transport = SendingOnTheCallersThread { [backend] request in
+            backend.note()
+            guard request.method == "POST", request.url.path.hasSuffix("/oauth2/v2.0/devicecode") else { return try discovery.answer(request) }
+            return HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Fixtures.json([
+                "device_code": "device-code", "user_code": "UC-1", "verification_uri": "https://microsoft.com/devicelogin",
+                "expires_in": 900, "interval": 1]))
+        }
+        var options = PublicClientApplication.Options()
+        options.transport = transport
+        // The poll's wait passes at once, on the thread (the clock moves to its end).
+        let clock = ManualClock(immediate: true)
+        options.clock = clock
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: Fixtures.authority(), store: store, options: options)
+        backend.forget()
+        let shownOn = Locked<pthread_t?>(nil)
+        let (caller, result) = try await offThePool {
+            (pthread_self(), try app.blockingDeviceCodeSignIn(DeviceCodeParameters(scopes: ["User.Read"])) { _ in shownOn.withLock { $0 = pthread_self() } })
+        }
+        #expect(result.accessToken == "at-\(user.uid)-\(Fixtures.tenantA)-1")
+        #expect(transport.sentBlocking == 3, "discovery, the device code and one poll, each sent blocking")
+        #expect(clock.sleeps == [.seconds(1)], "one wait of the advertised interval before the poll")
+        #expect(shownOn.withLock { $0 }.map { pthread_equal($0, caller) != 0 } == true, "the code was shown on the caller's thread")
+        expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
     }
 
     @Test("A refresh's lock wait on a blocking thread ends with cancelled once its job's task is cancelled, though the lock is still held elsewhere and its timeout is an hour away")

@@ -5,9 +5,10 @@ import Testing
 @testable import TokenCachePlatform
 import TokenCacheTestSupport
 
-/// Waiting for another process's refresh: it ends when the waiting task is cancelled, when the
-/// lock is released, or at the timeout. The wait's pauses and timeout run on a manual clock the
-/// test advances, so no test here sleeps or bounds wall-clock time.
+/// Waiting for another process's refresh (on the refreshing thread, as every refresh waits): it
+/// ends when its caller cancels it, when the lock is released, or at the timeout. The wait's
+/// pauses and timeout run on a manual clock the test advances, so no test here sleeps or bounds
+/// wall-clock time.
 @Suite("Refresh-lock cancellation", .harness)
 struct SSORefreshLockCancellationTests {
     let root: URL
@@ -19,27 +20,37 @@ struct SSORefreshLockCancellationTests {
         directory = root.appendingPathComponent("tokencache/locks")
     }
 
-    /// Waits (on the manual clock) for the lock `held` elsewhere: flock locks belong to the open
-    /// file, so this second open waits for the first.
-    func waiter(_ name: String, timeout: TimeInterval) -> Task<Result<FileLock, TokenCacheError>, Never> {
+    /// Waits (on the manual clock, on a thread of its own) for the lock `held` elsewhere: flock
+    /// locks belong to the open file, so this second open waits for the first. Setting
+    /// `cancelled` is its caller cancelling it.
+    func waiter(_ name: String, timeout: TimeInterval, cancelled: Locked<Bool> = Locked(false)) -> Task<Result<FileLock, TokenCacheError>, Never> {
         let (directory, clock) = (directory, clock)
         return Task { () async -> Result<FileLock, TokenCacheError> in
-            do throws(TokenCacheError) {
-                return .success(try await RefreshLock.acquire(name: name, timeout: timeout, directory: directory, clock: clock))
+            do {
+                return .success(try await offThePool {
+                    try RefreshLock.acquireBlocking(name: name, timeout: timeout, directory: directory, clock: clock,
+                                                    isCancelled: { cancelled.withLock { $0 } })
+                })
             } catch {
-                return .failure(error)
+                return .failure(error as! TokenCacheError)
             }
         }
     }
 
-    @Test("A refresh wait whose task is cancelled returns cancelled at once, the clock never moving toward the timeout")
+    /// The lock taken at once (nobody holds it).
+    func take(_ name: String) throws -> FileLock {
+        try RefreshLock.acquireBlocking(name: name, timeout: 1, directory: directory, isCancelled: { false })
+    }
+
+    @Test("A refresh wait its caller cancels returns cancelled during its pause, the clock never moving toward the timeout")
     func cancelledWaitReturnsAtOnce() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let held = try await RefreshLock.acquire(name: "alice", timeout: 1, directory: directory)
+        let held = try take("alice")
         defer { withExtendedLifetime(held) {} }
-        let waiter = waiter("alice", timeout: 3600)
+        let cancelled = Locked(false)
+        let waiter = waiter("alice", timeout: 3600, cancelled: cancelled)
         await clock.sleeping()  // it tried once and pauses before the next round
-        waiter.cancel()
+        cancelled.withLock { $0 = true }
         let result = await waiter.value
         #expect(result.error?.code == .cancelled, "\(result)")
         #expect(clock.now.offset == .zero)
@@ -48,7 +59,7 @@ struct SSORefreshLockCancellationTests {
     @Test("A lock held elsewhere is waited for up to the timeout, then the wait ends with timedOut")
     func uncancelledWaitTimesOut() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let held = try await RefreshLock.acquire(name: "bob", timeout: 1, directory: directory)
+        let held = try take("bob")
         defer { withExtendedLifetime(held) {} }
         let waiter = waiter("bob", timeout: 60)
         await clock.sleeping()
@@ -64,7 +75,7 @@ struct SSORefreshLockCancellationTests {
     @Test("A lock released during the wait is taken at the next round")
     func releasedLockIsTaken() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        var held: FileLock? = try await RefreshLock.acquire(name: "carol", timeout: 1, directory: directory)
+        var held: FileLock? = try take("carol")
         let waiter = waiter("carol", timeout: 60)
         await clock.sleeping()
         withExtendedLifetime(held) {}

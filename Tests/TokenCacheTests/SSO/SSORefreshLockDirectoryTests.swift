@@ -19,9 +19,9 @@ struct SSORefreshLockDirectoryTests {
         return lstat(path, &info) == 0 ? info.st_mode & 0o777 : 0
     }
 
-    static func refusal(_ directory: URL) async -> TokenCacheError? {
+    static func refusal(_ directory: URL) -> TokenCacheError? {
         do {
-            _ = try await RefreshLock.acquire(name: "alice", timeout: 1, directory: directory)
+            _ = try RefreshLock.acquireBlocking(name: "alice", timeout: 1, directory: directory, isCancelled: { false })
             return nil
         } catch {
             return error
@@ -29,11 +29,11 @@ struct SSORefreshLockDirectoryTests {
     }
 
     @Test("Missing directories are created 0700 up to the runtime dir, and the lock is taken")
-    func createsPrivateDirectories() async throws {
+    func createsPrivateDirectories() throws {
         let root = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = Self.locks(in: root)
-        let lock = try await RefreshLock.acquire(name: "alice", timeout: 1, directory: directory)
+        let lock = try RefreshLock.acquireBlocking(name: "alice", timeout: 1, directory: directory, isCancelled: { false })
         withExtendedLifetime(lock) {}
         for path in [root.appendingPathComponent("runtime").path, directory.deletingLastPathComponent().path, directory.path] {
             #expect(Self.mode(path) == 0o700, "\(path)")
@@ -42,13 +42,13 @@ struct SSORefreshLockDirectoryTests {
 
     @Test("A tokencache directory owned by another user is refused, naming it and the fix",
           .enabled(if: geteuid() == 0, "needs root to give a directory to nobody"))
-    func otherOwnerRefused() async throws {
+    func otherOwnerRefused() throws {
         let root = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = Self.locks(in: root)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         #expect(chown(directory.deletingLastPathComponent().path, 65534, 65534) == 0)
-        let error = try #require(await Self.refusal(directory))
+        let error = try #require(Self.refusal(directory))
         #expect(error.code == .unsafeFile)
         #expect(error.message.contains(directory.deletingLastPathComponent().path) && error.message.contains("owned by another user (uid 65534)"), "\(error.message)")
         #expect(error.hint?.contains("Remove \(directory.deletingLastPathComponent().path)") == true, "\(error.hint ?? "")")
@@ -56,12 +56,12 @@ struct SSORefreshLockDirectoryTests {
         // The locks directory itself owned by nobody, its parent ours: refused too.
         #expect(chown(directory.deletingLastPathComponent().path, geteuid(), getegid()) == 0)
         #expect(chown(directory.path, 65534, 65534) == 0)
-        let inner = try #require(await Self.refusal(directory))
+        let inner = try #require(Self.refusal(directory))
         #expect(inner.code == .unsafeFile && inner.message.contains("The lock directory \(directory.path) is unsafe"), "\(inner.message)")
     }
 
     @Test("A lock directory that is a symbolic link (even to a private directory of ours) is refused")
-    func symlinkRefused() async throws {
+    func symlinkRefused() throws {
         let root = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = Self.locks(in: root)
@@ -70,19 +70,19 @@ struct SSORefreshLockDirectoryTests {
         try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         #expect(symlink(elsewhere.path, directory.path) == 0)
-        let error = try #require(await Self.refusal(directory))
+        let error = try #require(Self.refusal(directory))
         #expect(error.code == .unsafeFile && error.message.contains("\(directory.path) is a symbolic link"), "\(error.message)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path).isEmpty, "no lock file made through the link")
     }
 
     @Test("A group-writable lock directory is refused with the chmod that fixes it")
-    func groupWritableRefused() async throws {
+    func groupWritableRefused() throws {
         let root = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = Self.locks(in: root)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         #expect(chmod(directory.path, 0o770) == 0)
-        let error = try #require(await Self.refusal(directory))
+        let error = try #require(Self.refusal(directory))
         #expect(error.code == .unsafeFile && error.message.contains("writable by others (mode 770)"), "\(error.message)")
         #expect(error.hint == "chmod 700 \(directory.path)")
     }
