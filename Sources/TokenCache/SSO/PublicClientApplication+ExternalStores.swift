@@ -29,38 +29,34 @@ extension PublicClientApplication {
 
     /// Redeems a refresh token of the account from an opted-in store, trying the stores in
     /// order; nil when none holds one this app may send to `authority` or every one was refused.
+    /// On the calling thread, as the rest of the refresh (``TokenRedeemer``): the stores, the
+    /// requests (`isCancelled` aborts one whose answer has not begun) and the saves.
     /// - Throws: `serverError` (429, 5xx), `userMismatch`, and the errors of saving to the group.
     func refreshFromSingleSignOnStores(_ clientID: ClientID, scopes: [String], account: CachedAccount, authority: Authority,
-                                       claims: String?) async throws(TokenCacheError) -> TokenResult? {
-        let stores: SingleSignOnStores? = options.singleSignOnStores.isEmpty ? nil : try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            // Signed out here means signed out for this app, wherever the tokens are.
-            try store.signInState(of: account, clientID: clientID) == .signedOut ? nil : singleSignOnStores(clientID)
-        }
-        guard let stores else { return nil }
-        let appMetadata = try await BlockingWork.run { [self] () throws(TokenCacheError) in
-            try store.appMetadata(clientID: clientID).map(\.entry)
-        }
+                                       claims: String?, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult? {
+        // Signed out here means signed out for this app, wherever the tokens are.
+        guard !options.singleSignOnStores.isEmpty, try store.signInState(of: account, clientID: clientID) != .signedOut else { return nil }
+        let stores = singleSignOnStores(clientID)
+        let appMetadata = try store.appMetadata(clientID: clientID).map(\.entry)
         for access in stores.accesses {
-            let candidates = try await BlockingWork.run { () throws(TokenCacheError) -> [RefreshToken] in
-                guard let theirs = try stores.snapshot(access) else { return [] }
-                // The host rule applies as to the group's own tokens (redeemableAt).
-                return try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,
-                                                redeemableAt: authority, appMetadata: appMetadata)
-            }
+            guard let theirs = try stores.snapshot(access) else { continue }
+            // The host rule applies as to the group's own tokens (redeemableAt).
+            let candidates = try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,
+                                                      redeemableAt: authority, appMetadata: appMetadata)
             guard !candidates.isEmpty else { continue }
-            let endpoint = try await client.tokenEndpoint(for: authority)
+            let endpoint = try client.tokenEndpointBlocking(for: authority, cancelled: isCancelled)
             for refreshToken in candidates.prefix(4) {
                 store.options.logger.debug("Redeeming a refresh token from a single sign-on store", metadata: [
                     "store": .string(access.store.name), "family": .string(refreshToken.familyID ?? "-")])
-                let outcome = try await client.redeem(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
-                                                      claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc)
+                let outcome = try client.redeemBlocking(refreshToken: refreshToken.secret, clientID: clientID, scopes: scopes,
+                                                        claims: claims, at: endpoint, isMicrosoft: authority.kind != .oidc, cancelled: isCancelled)
                 switch outcome {
                 case .tokens(let response):
                     let rotated = response.refreshToken.flatMap { $0.isEmpty || $0 == refreshToken.secret ? nil : $0 }
                     let saved: Result<TokenResult, TokenCacheError>
                     do {
-                        saved = .success(try await saveRefreshed(response, account: account, authority: authority,
-                                                                 scopes: scopes, redeemed: nil))
+                        saved = .success(try redeemer.get().saveRefreshed(response, account: account, authority: authority,
+                                                                                  scopes: scopes, redeemed: nil))
                     } catch {
                         saved = .failure(error)
                     }
@@ -70,14 +66,12 @@ extension PublicClientApplication {
                     let nobodys = if case .failure(let error) = saved {
                         error.code == .userMismatch || error.code == .invalidTokenResponse
                     } else { false }
-                    if let rotated, !nobodys { await writeBack(rotated, replacing: refreshToken, of: account, to: access) }
+                    if let rotated, !nobodys { writeBack(rotated, replacing: refreshToken, of: account, to: access) }
                     return try saved.get()
                 case .rejected(let details):
                     if let failure = Self.transientFailure(details) { throw failure }
                     if refreshToken.familyID != nil && details.suberror == "client_mismatch" {
-                        try await BlockingWork.run { [self] () throws(TokenCacheError) in
-                            try store.leaveFamily(clientID: clientID, environment: account.environment)
-                        }
+                        try store.leaveFamily(clientID: clientID, environment: account.environment)
                         return nil
                     }
                 }
@@ -91,16 +85,14 @@ extension PublicClientApplication {
     /// newer and stays. A failure is logged, not thrown: the app has its token, and the old
     /// refresh token stays usable at servers that do not revoke on rotation (Entra ID).
     private func writeBack(_ rotated: String, replacing redeemed: RefreshToken, of account: CachedAccount,
-                           to access: ExternalStoreAccess) async {
+                           to access: ExternalStoreAccess) {
         let logger = store.options.logger
-        do {
-            let changed = try await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) -> Int in
-                try access.modify { (theirs) throws(TokenCacheError) -> (write: Bool, result: Int) in
-                    let changed = try theirs.replaceRefreshTokenSecret(
-                        homeAccountID: account.homeAccountID, environment: redeemed.entry["environment"] ?? account.environment,
-                        redeemed: redeemed.secret, rotated: rotated)
-                    return (changed > 0, changed)
-                }
+        do throws(TokenCacheError) {
+            let changed = try access.modify { (theirs) throws(TokenCacheError) -> (write: Bool, result: Int) in
+                let changed = try theirs.replaceRefreshTokenSecret(
+                    homeAccountID: account.homeAccountID, environment: redeemed.entry["environment"] ?? account.environment,
+                    redeemed: redeemed.secret, rotated: rotated)
+                return (changed > 0, changed)
             }
             logger.debug("Rotated refresh token written back", metadata: [
                 "store": .string(access.store.name), "entries": .stringConvertible(changed)])

@@ -318,12 +318,6 @@ public final class PublicClientApplication: Sendable {
         return request
     }
 
-    /// Saves a refresh response to the group (``TokenRedeemer/saveRefreshed(_:account:authority:scopes:redeemed:)``).
-    func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
-                       redeemed: String?) async throws(TokenCacheError) -> TokenResult {
-        try await redeemer.get().saveRefreshed(response, account: account, authority: authority, scopes: scopes, redeemed: redeemed)
-    }
-
     /// The error for an answer worth retrying later (``TokenRedeemer/transientFailure(_:)``).
     static func transientFailure(_ details: ServerErrorDetails) -> TokenCacheError? {
         TokenRedeemer.transientFailure(details)

@@ -107,8 +107,9 @@ extension PublicClientApplication: RedeemingApplication {
     /// The redemption from ``Options/singleSignOnStores``, which the pipeline does not import.
     package var singleSignOn: TokenRedeemer.SingleSignOn? {
         guard hasSingleSignOnStores, let clientID = listedClientID else { return nil }
-        return { [self] (scopes, account, authority, claims) async throws(TokenCacheError) -> TokenResult? in
-            try await refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims)
+        return { [self] (scopes, account, authority, claims, isCancelled) throws(TokenCacheError) -> TokenResult? in
+            try refreshFromSingleSignOnStores(clientID, scopes: scopes, account: account, authority: authority, claims: claims,
+                                              isCancelled: isCancelled)
         }
     }
 }

@@ -19,9 +19,10 @@ package final class TokenRedeemer: Sendable {
     package let refreshLockTimeout: TimeInterval
 
     /// A redemption from other tools' caches when the group's refresh tokens cannot serve: nil
-    /// when none holds one or every one was refused. The front end builds it on those stores.
+    /// when none holds one or every one was refused. The front end builds it on those stores; it
+    /// runs on the refreshing thread, and `isCancelled` aborts a request whose answer has not begun.
     package typealias SingleSignOn = @Sendable (_ scopes: [String], _ account: CachedAccount, _ authority: Authority,
-                                                _ claims: String?) async throws(TokenCacheError) -> TokenResult?
+                                                _ claims: String?, _ isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult?
 
     package init(clientID: ClientID, store: AccountStore, client: TokenEndpointClient, refreshLockTimeout: TimeInterval) {
         self.clientID = clientID
@@ -113,16 +114,14 @@ package final class TokenRedeemer: Sendable {
     /// The redemption, under the lock: the group's refresh tokens in turn, then the single sign-on stores'.
     private func refresh(scopes: [String], account: CachedAccount, authority: Authority, claims: String?,
                          singleSignOn: SingleSignOn?, isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
-        // Another tool's cache, through the app's async single sign-on stores: the one bridge here.
+        // Another tool's cache, through the app's single sign-on stores.
         func fromSingleSignOn() throws(TokenCacheError) -> TokenResult? {
             guard let singleSignOn else { return nil }
             if isCancelled() {
                 throw TokenCacheError(.cancelled, "The refresh was cancelled before other tools' caches were asked; nothing was changed.",
                                       hint: "Retry when the token is needed again")
             }
-            return try waitFor(cancellingWhen: isCancelled) { () async throws(TokenCacheError) in
-                try await singleSignOn(scopes, account, authority, claims)
-            }
+            return try singleSignOn(scopes, account, authority, claims, isCancelled)
         }
         // Read once here, and again only after a refusal (another SDK may have rotated a token
         // meanwhile). Checked before any request: a refresh token goes only to the host that issued it.
@@ -146,7 +145,7 @@ package final class TokenRedeemer: Sendable {
             switch outcome {
             case .tokens(let response):
                 // Saved whatever the caller does now: the server may have rotated the refresh token.
-                return try saveRefreshedBlocking(response, account: account, authority: authority, scopes: scopes,
+                return try saveRefreshed(response, account: account, authority: authority, scopes: scopes,
                                                  redeemed: refreshToken.secret)
             case .rejected(let details):
                 lastRejection = details
@@ -176,17 +175,9 @@ package final class TokenRedeemer: Sendable {
 
     /// Saves a refresh response to the group: a Bearer token of the account's own, or nothing
     /// (`invalidResponse`, `userMismatch`). `redeemed` is the group's token it was obtained with.
-    /// In one job of the blocking pool that runs even for a cancelled task (a rotated refresh token must not be lost).
+    /// On the calling thread; no cancellation stops it (a rotated refresh token must not be lost).
     package func saveRefreshed(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
-                       redeemed: String?) async throws(TokenCacheError) -> TokenResult {
-        try await BlockingWork.run(cancellable: false) { [self] () throws(TokenCacheError) in
-            try saveRefreshedBlocking(response, account: account, authority: authority, scopes: scopes, redeemed: redeemed)
-        }
-    }
-
-    /// ``saveRefreshed(_:account:authority:scopes:redeemed:)`` on the calling thread.
-    private func saveRefreshedBlocking(_ response: TokenResponse, account: CachedAccount, authority: Authority, scopes: [String],
-                                       redeemed: String?) throws(TokenCacheError) -> TokenResult {
+                               redeemed: String?) throws(TokenCacheError) -> TokenResult {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
