@@ -1,6 +1,6 @@
-import Dispatch
 import Synchronization
 import TokenCacheCore
+import TokenCachePlatform
 
 /// The one gate the token agent and the identity broker pass before serving (#57 item 5): with
 /// `--confirm` it asks the user, and remembers a yes for exactly what the question named — who
@@ -81,7 +81,9 @@ package final class PolicyGate: Sendable {
     }
 
     /// ``admits(_:needsConsent:question:)`` for async code (the broker's D-Bus handlers): the
-    /// question is asked on a Dispatch thread, holding no cooperative thread while the user answers.
+    /// question is asked on a thread of the blocking pool, holding no cooperative thread while the
+    /// user answers (nor one of Dispatch's, which Linux adds only about once a second). A pool at
+    /// its ceiling asks nothing: no.
     package func admits(_ key: Key, needsConsent: Bool = false, question: @autoclosure () -> String) async -> Bool {
         switch decision(for: key, needsConsent: needsConsent) {
         case .allow: return true
@@ -89,10 +91,9 @@ package final class PolicyGate: Sendable {
         case .ask:
             guard let confirmation else { return false }
             let asked = question()
-            let yes = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(returning: confirmation(asked)) }
-            }
-            return settle(key, yes: yes)
+            // Not cancellable: an answer given is remembered even if its caller went meanwhile.
+            let yes = try? await BlockingPool.shared.run("policy question", cancellable: false) { () throws(TokenCacheError) in confirmation(asked) }
+            return settle(key, yes: yes ?? false)
         }
     }
 

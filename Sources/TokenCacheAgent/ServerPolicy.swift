@@ -106,7 +106,7 @@ package final class ServerPolicy: Sendable {
     }
 
     /// ``confirmToken(caller:client:account:accountName:authority:scopes:)`` for async code (the
-    /// broker's handlers): no thread is held while the user answers.
+    /// broker's handlers): no cooperative thread is held while the user answers.
     package func confirmToken(caller: Caller, client: ClientID, account: String, accountName: String, authority: Authority?,
                               scopes: [String]) async throws(TokenCacheError) {
         let asked = tokenQuestion(caller: caller, client: client, account: account, accountName: accountName, authority: authority, scopes: scopes)

@@ -33,6 +33,8 @@ package final class ManualClock: ThreadSleepingClock, Sendable {
         /// Tests waiting in ``sleeping(_:)`` for that many sleepers.
         var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var sleeps: [Duration] = []
+        /// How many of ``sleeps`` slept a thread (``sleepThread(for:isCancelled:)``).
+        var threadSleeps = 0
 
         /// The watchers whose count of sleepers is reached, removed from the list.
         mutating func satisfiedWatchers() -> [CheckedContinuation<Void, Never>] {
@@ -54,6 +56,9 @@ package final class ManualClock: ThreadSleepingClock, Sendable {
 
     /// Every sleep asked of this clock so far, as the duration from the moment it was asked.
     package var sleeps: [Duration] { state.withLock { $0.sleeps } }
+
+    /// How many of ``sleeps`` slept a thread rather than suspended a task.
+    package var threadSleeps: Int { state.withLock { $0.threadSleeps } }
 
     /// Suspends until ``advance(by:)`` reaches `deadline`; cancelling the task ends it at once
     /// with `CancellationError`, as `ContinuousClock`'s sleep.
@@ -100,6 +105,7 @@ package final class ManualClock: ThreadSleepingClock, Sendable {
         let woken = DispatchSemaphore(value: 0)
         let registered = state.withLock { state -> (id: Int, watchers: [CheckedContinuation<Void, Never>])? in
             state.sleeps.append(duration)
+            state.threadSleeps += 1
             let deadline = state.now.advanced(by: duration)
             if isImmediate { state.now = max(state.now, deadline) }
             guard deadline > state.now else { return nil }

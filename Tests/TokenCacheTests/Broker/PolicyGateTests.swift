@@ -108,7 +108,7 @@ struct PolicyGateTests {
                 }
                 return nil
             } catch {
-                return (error as? TokenCacheError)?.code
+                return (error as! TokenCacheError).code
             }
         }
         #expect(await token(["User.Read"], caller: "/usr/bin/app-a") == nil)
@@ -204,7 +204,7 @@ struct PolicyGateTests {
                                     caller: ServerPolicy.Caller(identity: "/usr/bin/app-a", pid: 1))
                 }
             } catch {
-                agentError = error as? TokenCacheError
+                agentError = (error as! TokenCacheError)
             }
             #expect(agentError?.code == .accessDenied && agentError?.message.contains("\(what) is not one the agent serves") == true, "\(String(describing: agentError))")
             var parameters: [String: Any] = ["clientId": Fixtures.appOne, "requestedScopes": scopes, "account": ["username": Fixtures.alice.username]]

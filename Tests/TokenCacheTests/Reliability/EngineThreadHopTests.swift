@@ -246,7 +246,7 @@ struct EngineThreadHopTests {
         }
         #expect(result.accessToken == "at-\(user.uid)-\(Fixtures.tenantA)-1")
         #expect(transport.sentBlocking == 3, "discovery, the device code and one poll, each sent blocking")
-        #expect(clock.sleeps == [.seconds(1)], "one wait of the advertised interval before the poll")
+        #expect(clock.sleeps == [.seconds(1)] && clock.threadSleeps == 1, "one wait of the advertised interval before the poll, sleeping the thread")
         #expect(shownOn.withLock { $0 }.map { pthread_equal($0, caller) != 0 } == true, "the code was shown on the caller's thread")
         expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
     }
