@@ -150,6 +150,11 @@ if command -v systemd-analyze >/dev/null; then
         || { echo "FAIL: systemd-analyze verify: $verified" >&2; exit 1; }
     if grep tokencache-keeper <<< "$verified"; then echo "FAIL: systemd-analyze verify warns of the above" >&2; exit 1; fi
     echo "systemd-analyze verify: the installed tokencache-keeper.socket and .service pass"
+    # The unit's confinement, as systemd scores it (0 most confined, 10 none): 2.8 when written;
+    # a change that loosens it past 3.0 fails here (the score's lines say which setting).
+    exposure="$(systemd-analyze security --offline=true --threshold=30 "$units/tokencache-keeper.service" 2>&1)" \
+        || { echo "FAIL: the keeper's unit is exposed beyond 3.0: $exposure" >&2; exit 1; }
+    grep -F 'Overall exposure level' <<< "$exposure"
 else
     echo "test-deb.sh: no systemd-analyze (scripts/install-deps.sh installs systemd); the installed units are not verified" >&2
     [ -z "${CI:-}" ] || exit 1
