@@ -39,6 +39,10 @@ extension PublicClientApplication {
         let stores = singleSignOnStores(clientID)
         let appMetadata = try store.appMetadata(clientID: clientID).map(\.entry)
         for access in stores.accesses {
+            if isCancelled() {
+                throw TokenCacheError(.cancelled, "The refresh was cancelled while other tools' caches were asked; nothing more was sent.",
+                                      hint: "Retry when the token is needed again")
+            }
             guard let theirs = try stores.snapshot(access) else { continue }
             // The host rule applies as to the group's own tokens (redeemableAt).
             let candidates = try theirs.refreshTokens(clientID: clientID, homeAccountID: account.homeAccountID,

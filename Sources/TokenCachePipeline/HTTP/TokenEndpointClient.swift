@@ -43,12 +43,7 @@ package final class TokenEndpointClient: Sendable {
         package var deviceAuthorization: URL?
     }
 
-    /// The token endpoint of an authority, from OpenID discovery (cached per process).
-    package func tokenEndpoint(for authority: Authority) async throws(TokenCacheError) -> URL {
-        try await endpoints(for: authority).token
-    }
-
-    /// ``tokenEndpoint(for:)`` on the caller's thread.
+    /// The token endpoint of an authority, from OpenID discovery (cached per process), on the caller's thread.
     package func tokenEndpointBlocking(for authority: Authority, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> URL {
         try endpointsBlocking(for: authority, cancelled: cancelled).token
     }
@@ -122,14 +117,6 @@ package final class TokenEndpointClient: Sendable {
         case rejected(ServerErrorDetails)
     }
 
-    /// Redeems a refresh token.
-    package func redeem(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
-                isMicrosoft: Bool) async throws(TokenCacheError) -> Outcome {
-        var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
-        if let claims { grant["claims"] = claims }
-        return try await redeem(grant: grant, clientID: clientID, scopes: scopes, at: endpoint, isMicrosoft: isMicrosoft)
-    }
-
     /// Redeems a grant (`grant` holds `grant_type` and the grant's own fields: a refresh token,
     /// an authorization code with its verifier, a device code); every grant shares the client
     /// fields, the scopes and the response handling.
@@ -139,8 +126,8 @@ package final class TokenEndpointClient: Sendable {
         return try outcome(of: try await send(request, what: "The token endpoint"))
     }
 
-    /// ``redeem(refreshToken:clientID:scopes:claims:at:isMicrosoft:)`` on the caller's thread;
-    /// `cancelled` true aborts the transfer until the server's answer begins (libcurl's transport).
+    /// Redeems a refresh token, on the caller's thread; `cancelled` true aborts the transfer until
+    /// the server's answer begins (libcurl's transport), and one not sent yet never starts.
     package func redeemBlocking(refreshToken: String, clientID: ClientID, scopes: [String], claims: String? = nil, at endpoint: URL,
                                 isMicrosoft: Bool, cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> Outcome {
         var grant = ["grant_type": "refresh_token", "refresh_token": refreshToken]
@@ -228,6 +215,8 @@ package final class TokenEndpointClient: Sendable {
     /// this from async code).
     package func sendBlocking(_ request: HTTPRequest, what: String,
                               cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> HTTPResponse {
+        // Asked before anything is sent, whichever transport: a cancelled refresh sends no refresh token.
+        if cancelled() { throw Self.cancelledBeforeSending(what) }
         guard let blocking = transport as? any BlockingHTTPTransport else {
             return try waitFor(cancellingWhen: cancelled) { () async throws(TokenCacheError) in try await self.send(request, what: what) }
         }
@@ -236,6 +225,11 @@ package final class TokenEndpointClient: Sendable {
         } catch {
             throw Self.failure(error, of: request, what: what)
         }
+    }
+
+    private static func cancelledBeforeSending(_ what: String) -> TokenCacheError {
+        TokenCacheError(.cancelled, "Cancelled before its request (\(what)) was sent; nothing was changed.",
+                        hint: "Retry when the token is needed again")
     }
 
     /// The error for a request that got no answer: the transport's own typed one (libcurl
