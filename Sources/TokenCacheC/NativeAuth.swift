@@ -84,20 +84,9 @@ private func nativeBoundary(_ accessToken: UnsafeMutablePointer<UnsafeMutablePoi
     }
 }
 
-/// Runs one network step while the calling thread waits.
-private func step<T: Sendable>(_ work: @escaping @Sendable () async throws(NativeAuthError) -> T) throws(NativeFailure) -> T {
-    let outcome: Result<T, NativeAuthError>
-    do throws(TokenCacheError) {
-        outcome = try waitFor { () async throws(TokenCacheError) -> Result<T, NativeAuthError> in
-            do throws(NativeAuthError) { return .success(try await work()) } catch { return .failure(error) }
-        }
-    } catch {
-        throw .cache(error)
-    }
-    switch outcome {
-    case .success(let value): return value
-    case .failure(let failure): throw .native(failure)
-    }
+/// Runs one network step on the calling thread (the library's blocking steps).
+private func step<T>(_ work: () throws(NativeAuthError) -> T) throws(NativeFailure) -> T {
+    do throws(NativeAuthError) { return try work() } catch { throw .native(error) }
 }
 
 /// Asks the C prompt on the calling thread.
@@ -123,12 +112,12 @@ private struct Prompter {
     }
 
     /// Asks for the emailed code and submits it; after a wrong code asks again, three times in all.
-    func codes<T: Sendable>(sentTo: String, _ submit: @escaping @Sendable (String) async throws(NativeAuthError) -> T) throws(NativeFailure) -> T {
+    func codes<T>(sentTo: String, _ submit: (String) throws(NativeAuthError) -> T) throws(NativeFailure) -> T {
         var attempt = 1
         while true {
             let code = try ask(TOKENCACHE_NATIVE_CODE, sentTo)
             do throws(NativeFailure) {
-                return try step { () async throws(NativeAuthError) in try await submit(code) }
+                return try step { () throws(NativeAuthError) in try submit(code) }
             } catch .native(let failure) where failure.reason == .invalidCode && attempt < 3 {
                 attempt += 1
             }
@@ -165,8 +154,8 @@ private func arguments(_ scopes: UnsafePointer<CChar>?, _ username: UnsafePointe
 
 /// The signed-in account's token for the result (from the cache, just saved).
 private func token(_ account: NativeAuthAccount, _ scopes: [String]) throws(NativeFailure) -> TokenResult {
-    try step { () async throws(NativeAuthError) in
-        do throws(TokenCacheError) { return try await account.getAccessToken(scopes: scopes) } catch { throw NativeAuthError(error) }
+    try step { () throws(NativeAuthError) in
+        do throws(TokenCacheError) { return try account.blockingAccessToken(scopes: scopes) } catch { throw NativeAuthError(error) }
     }
 }
 
@@ -185,12 +174,12 @@ public func tokencache_native_sign_in(_ store: OpaquePointer?, _ clientID: Unsaf
         let password = try string(password, "password")
         let app = try nativeApplication(store, clientID, authority, [.oob, .password])
         let account: NativeAuthAccount
-        switch try step({ () async throws(NativeAuthError) in try await app.signIn(username: username, password: password, scopes: scopes) }) {
+        switch try step({ () throws(NativeAuthError) in try app.blockingSignIn(username: username, password: password, scopes: scopes) }) {
         case .completed(let signedIn): account = signedIn
-        case .codeRequired(let state): account = try prompter.codes(sentTo: state.sentTo) { code async throws(NativeAuthError) in try await state.submitCode(code) }
+        case .codeRequired(let state): account = try prompter.codes(sentTo: state.sentTo) { (code) throws(NativeAuthError) in try state.blockingSubmitCode(code) }
         case .passwordRequired(let state):
             let typed = try prompter.ask(TOKENCACHE_NATIVE_PASSWORD, username)
-            account = try step { () async throws(NativeAuthError) in try await state.submitPassword(typed) }
+            account = try step { () throws(NativeAuthError) in try state.blockingSubmitPassword(typed) }
         }
         return try token(account, scopes)
     }
@@ -207,21 +196,21 @@ public func tokencache_native_sign_up(_ store: OpaquePointer?, _ clientID: Unsaf
         let password = try string(password, "password")
         let attributes = try attributeMap(try string(attributesJSON, "attributes_json"))
         let app = try nativeApplication(store, clientID, authority, password == nil ? [.oob] : [.oob, .password])
-        var result = try step { () async throws(NativeAuthError) in try await app.signUp(username: username, password: password, attributes: attributes) }
+        var result = try step { () throws(NativeAuthError) in try app.blockingSignUp(username: username, password: password, attributes: attributes) }
         while true {
             switch result {
             case .codeRequired(let state):
-                result = try prompter.codes(sentTo: state.sentTo) { code async throws(NativeAuthError) in try await state.submitCode(code) }
+                result = try prompter.codes(sentTo: state.sentTo) { (code) throws(NativeAuthError) in try state.blockingSubmitCode(code) }
             case .passwordRequired(let state):
                 let typed = try prompter.ask(TOKENCACHE_NATIVE_NEW_PASSWORD, username)
-                result = try step { () async throws(NativeAuthError) in try await state.submitPassword(typed) }
+                result = try step { () throws(NativeAuthError) in try state.blockingSubmitPassword(typed) }
             case .attributesRequired(let state):
                 var answers: [String: String] = [:]
                 for attribute in state.requiredAttributes { answers[attribute.name] = try prompter.ask(TOKENCACHE_NATIVE_ATTRIBUTE, attribute.name) }
                 let given = answers
-                result = try step { () async throws(NativeAuthError) in try await state.submitAttributes(given) }
+                result = try step { () throws(NativeAuthError) in try state.blockingSubmitAttributes(given) }
             case .completed(let state):
-                let account = try step { () async throws(NativeAuthError) in try await state.signIn(scopes: scopes) }
+                let account = try step { () throws(NativeAuthError) in try state.blockingSignIn(scopes: scopes) }
                 return try token(account, scopes)
             }
         }
@@ -239,10 +228,10 @@ public func tokencache_native_reset_password(_ store: OpaquePointer?, _ clientID
         let (scopes, username, prompter) = try arguments(scopes, username, prompt, userData)
         guard let password = try string(newPassword, "new_password") else { throw .cache(.invalidArgument("new_password", "is NULL")) }
         let app = try nativeApplication(store, clientID, authority, [.oob, .password])
-        let code = try step { () async throws(NativeAuthError) in try await app.resetPassword(username: username) }
-        let required = try prompter.codes(sentTo: code.sentTo) { typed async throws(NativeAuthError) in try await code.submitCode(typed) }
-        let after = try step { () async throws(NativeAuthError) in try await required.submitNewPassword(password) }
-        let account = try step { () async throws(NativeAuthError) in try await after.signIn(scopes: scopes) }
+        let code = try step { () throws(NativeAuthError) in try app.blockingResetPassword(username: username) }
+        let required = try prompter.codes(sentTo: code.sentTo) { (typed) throws(NativeAuthError) in try code.blockingSubmitCode(typed) }
+        let after = try step { () throws(NativeAuthError) in try required.blockingSubmitNewPassword(password) }
+        let account = try step { () throws(NativeAuthError) in try after.blockingSignIn(scopes: scopes) }
         return try token(account, scopes)
     }
 }

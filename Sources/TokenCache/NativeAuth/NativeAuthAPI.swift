@@ -5,7 +5,9 @@ import Logging
 
 /// The native authentication API (Entra External ID, API V1) of one authority: form POSTs to
 /// the authority + path, JSON answers. Token requests go through ``TokenEndpointClient``, so
-/// token responses are parsed and saved as every other sign-in's.
+/// token responses are parsed and saved as every other sign-in's. Each call runs on the calling
+/// thread (one that may block: C's, the command line's, the Swift API's one job per step);
+/// `isCancelled` stops a request not yet answered and the waits.
 struct NativeAuthAPI: Sendable {
     let client: TokenEndpointClient
     let authority: Authority
@@ -36,16 +38,16 @@ struct NativeAuthAPI: Sendable {
     /// Calls an endpoint and returns its answer; the continuation token and `challenge_type`
     /// ride in `fields`. A 5xx is retried once after 0.5 s, as MSAL does, and never read as an
     /// auth answer.
-    func call(_ path: String, _ fields: [String: String]) async throws(NativeAuthError) -> Answer {
+    func call(_ path: String, _ fields: [String: String], isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> Answer {
         guard let url = URL(string: authority.url.absoluteString + path) else {
             throw NativeAuthError(TokenCacheError.invalidArgument("authority", "gives no URL for \(path)"))
         }
         var form = fields
         form["client_id"] = clientID.value
-        var response = try await post(form, to: url)
+        var response = try post(form, to: url, isCancelled: isCancelled)
         if response.status >= 500 {
-            try? await clock.sleep(for: .milliseconds(500))
-            response = try await post(form, to: url)
+            try sleep(for: .milliseconds(500), isCancelled: isCancelled)
+            response = try post(form, to: url, isCancelled: isCancelled)
         }
         client.logger.debug("Native auth step answered", metadata: ["path": .string(path), "status": .stringConvertible(response.status)])
         if response.status >= 500 || response.status == 429 {
@@ -68,8 +70,8 @@ struct NativeAuthAPI: Sendable {
 
     /// Calls an endpoint whose only good answer is success: `redirect` is ``NativeAuthError/Reason/browserRequired``,
     /// an error envelope its typed error.
-    func step(_ path: String, _ fields: [String: String]) async throws(NativeAuthError) -> JSONObject {
-        switch try await call(path, fields) {
+    func step(_ path: String, _ fields: [String: String], isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> JSONObject {
+        switch try call(path, fields, isCancelled: isCancelled) {
         case .success(let object): return object
         case .redirect: throw .browserRequired
         case .failure(let envelope): throw envelope.error
@@ -78,13 +80,13 @@ struct NativeAuthAPI: Sendable {
 
     /// Redeems a native grant (`oob`, `password`, `continuation_token`) at `/oauth2/v2.0/token`
     /// with the scopes and `client_info`.
-    func token(_ grant: [String: String], scopes: [String]) async throws(NativeAuthError) -> TokenResponse {
+    func token(_ grant: [String: String], scopes: [String], isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> TokenResponse {
         guard let url = URL(string: authority.url.absoluteString + "/oauth2/v2.0/token") else {
             throw NativeAuthError(TokenCacheError.invalidArgument("authority", "gives no token URL"))
         }
         let outcome: TokenEndpointClient.Outcome
         do {
-            outcome = try await client.redeem(grant: grant, clientID: clientID, scopes: scopes, at: url, isMicrosoft: true)
+            outcome = try client.redeemBlocking(grant: grant, clientID: clientID, scopes: scopes, at: url, isMicrosoft: true, cancelled: isCancelled)
         } catch {
             throw NativeAuthError(error)
         }
@@ -96,12 +98,18 @@ struct NativeAuthAPI: Sendable {
         }
     }
 
-    private func post(_ form: [String: String], to url: URL) async throws(NativeAuthError) -> HTTPResponse {
+    private func post(_ form: [String: String], to url: URL, isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> HTTPResponse {
         do {
-            return try await client.post(form, to: url, what: "The native-auth endpoint")
+            return try client.postBlocking(form, to: url, what: "The native-auth endpoint", cancelled: isCancelled)
         } catch {
             throw NativeAuthError(error)
         }
+    }
+
+    /// Waits on ``clock`` on the calling thread (``Clock/sleepBlocking(for:isCancelled:)``).
+    /// - Throws: `cancelled` when `isCancelled` ends it first.
+    func sleep(for duration: Duration, isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) {
+        guard clock.sleepBlocking(for: duration, isCancelled: isCancelled) else { throw NativeAuthJob.cancelled }
     }
 
     private static func array(_ value: JSONValue?) -> [JSONValue] {
@@ -137,4 +145,23 @@ public struct NativeAuthRequiredAttribute: Sendable, Hashable {
         if case .bool(let required)? = fields["required"] { isRequired = required } else { isRequired = true }
         if case .object(let options)? = fields["options"] { regex = options["regex"]?.stringValue } else { regex = nil }
     }
+}
+
+/// Runs a native-auth step's blocking body for the async API: one job of the blocking pool,
+/// whose task's cancellation stops a request not yet answered and the waits.
+enum NativeAuthJob {
+    static func run<T: Sendable>(_ work: @escaping @Sendable (_ isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> T) async throws(NativeAuthError) -> T {
+        let outcome: Result<T, NativeAuthError>
+        do throws(TokenCacheError) {
+            outcome = try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) -> Result<T, NativeAuthError> in
+                do throws(NativeAuthError) { return .success(try work(isCancelled)) } catch { return .failure(error) }
+            }
+        } catch {
+            throw NativeAuthError(error)
+        }
+        return try outcome.get()
+    }
+
+    static let cancelled = NativeAuthError(TokenCacheError(.cancelled, "The native sign-in step was cancelled; nothing was saved.",
+                                                           hint: "Start the step again when the user is ready"))
 }

@@ -103,14 +103,26 @@ public final class NativeAuthPublicClientApplication: Sendable {
     ///   `userNotFound`, `invalidCredentials`, `invalidUsername`, `passwordResetRequired`,
     ///   `notEnabled`, or `tokenCache` (network, cache).
     public func signIn(username: String, password: String? = nil, scopes: [String]) async throws(NativeAuthError) -> SignInResult {
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            try self.blockingSignIn(username: username, password: password, scopes: scopes, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``signIn(username:password:scopes:)`` on the calling thread, for callers that block by
+    /// contract (C, the command line); so are the `blocking…` steps of every state.
+    package func blockingSignIn(username: String, password: String? = nil, scopes: [String],
+                                isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> SignInResult {
         let username = try Self.checked(username: username)
-        let start = try await api.step("/oauth2/v2.0/initiate", ["username": username, "challenge_type": api.challengeTypes])
-        return try await signInChallenge(try start.continuationToken("initiate"), username: username, password: password, scopes: scopes)
+        let start = try api.step("/oauth2/v2.0/initiate", ["username": username, "challenge_type": api.challengeTypes], isCancelled: isCancelled)
+        return try signInChallenge(try start.continuationToken("initiate"), username: username, password: password, scopes: scopes,
+                                   isCancelled: isCancelled)
     }
 
     /// Asks for the user's challenge (a code is emailed, or a password is due).
-    func signInChallenge(_ token: String, username: String, password: String?, scopes: [String]) async throws(NativeAuthError) -> SignInResult {
-        let answer = try await api.step("/oauth2/v2.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes])
+    func signInChallenge(_ token: String, username: String, password: String?, scopes: [String],
+                         isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> SignInResult {
+        let answer = try api.step("/oauth2/v2.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes],
+                                  isCancelled: isCancelled)
         let next = try answer.continuationToken("challenge")
         switch answer["challenge_type"]?.stringValue {
         case "oob"?:
@@ -119,7 +131,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
         case "password"?:
             let state = SignInPasswordRequiredState(application: self, username: username, scopes: scopes, continuationToken: next)
             guard let password else { return .passwordRequired(state) }
-            return .completed(try await state.submitPassword(password))
+            return .completed(try state.blockingSubmitPassword(password, isCancelled: isCancelled))
         default:
             throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "is not oob, password or redirect"))
         }
@@ -137,7 +149,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
         guard let account = result.account else {
             throw NativeAuthError(TokenCacheError.invalidResponse("client_info", "is missing: the sign-in gave no account"))
         }
-        try await keepOnly(account)
+        do { try await BlockingWork.run { () throws(TokenCacheError) in try self.keepOnly(account) } } catch { throw NativeAuthError(error) }
         return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
     }
 
@@ -161,16 +173,25 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// - Throws: ``NativeAuthError`` with reason `userAlreadyExists`, `passwordPolicy`,
     ///   `attributeValidation`, `invalidUsername`, `browserRequired`, `notEnabled`, `tokenCache`.
     public func signUp(username: String, password: String? = nil, attributes: [String: String] = [:]) async throws(NativeAuthError) -> SignUpResult {
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            try self.blockingSignUp(username: username, password: password, attributes: attributes, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``signUp(username:password:attributes:)`` on the calling thread.
+    package func blockingSignUp(username: String, password: String? = nil, attributes: [String: String] = [:],
+                                isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> SignUpResult {
         let username = try Self.checked(username: username)
         var fields = ["username": username, "challenge_type": api.challengeTypes]
         if let password { fields["password"] = password }
         if !attributes.isEmpty { fields["attributes"] = Self.json(attributes) }
-        let start = try await api.step("/signup/v1.0/start", fields)
-        return try await signUpChallenge(try start.continuationToken("sign-up start"), username: username)
+        let start = try api.step("/signup/v1.0/start", fields, isCancelled: isCancelled)
+        return try signUpChallenge(try start.continuationToken("sign-up start"), username: username, isCancelled: isCancelled)
     }
 
-    func signUpChallenge(_ token: String, username: String) async throws(NativeAuthError) -> SignUpResult {
-        let answer = try await api.step("/signup/v1.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes])
+    func signUpChallenge(_ token: String, username: String, isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> SignUpResult {
+        let answer = try api.step("/signup/v1.0/challenge", ["continuation_token": token, "challenge_type": api.challengeTypes],
+                                  isCancelled: isCancelled)
         let next = try answer.continuationToken("sign-up challenge")
         switch answer["challenge_type"]?.stringValue {
         case "oob"?:
@@ -183,8 +204,8 @@ public final class NativeAuthPublicClientApplication: Sendable {
     }
 
     /// `/signup/v1.0/continue`, and what its answer asks for next.
-    func signUpContinue(_ fields: [String: String], username: String) async throws(NativeAuthError) -> SignUpResult {
-        switch try await api.call("/signup/v1.0/continue", fields) {
+    func signUpContinue(_ fields: [String: String], username: String, isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> SignUpResult {
+        switch try api.call("/signup/v1.0/continue", fields, isCancelled: isCancelled) {
         case .success(let answer):
             return .completed(SignInAfterFlowState(application: self, username: username,
                                                    continuationToken: try answer.continuationToken("sign-up continue")))
@@ -193,7 +214,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
         case .failure(let envelope):
             switch (envelope.details.error, envelope.continuationToken) {
             case ("credential_required", let token?):
-                return try await signUpChallenge(token, username: username)
+                return try signUpChallenge(token, username: username, isCancelled: isCancelled)
             case ("attributes_required", let token?):
                 return .attributesRequired(SignUpAttributesRequiredState(application: self, username: username, continuationToken: token,
                                                                          requiredAttributes: envelope.requiredAttributes))
@@ -210,14 +231,20 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// - Throws: ``NativeAuthError`` with reason `userNotFound`, `userHasNoPassword`,
     ///   `browserRequired`, `invalidUsername`, `notEnabled`, `tokenCache`.
     public func resetPassword(username: String) async throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
-        let username = try Self.checked(username: username)
-        // A reset proves the user by email code whatever the app's sign-in methods.
-        let start = try await api.step("/resetpassword/v1.0/start", ["username": username, "challenge_type": "oob redirect"])
-        return try await resetChallenge(try start.continuationToken("reset start"), username: username)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingResetPassword(username: username, isCancelled: isCancelled) }
     }
 
-    func resetChallenge(_ token: String, username: String) async throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
-        let answer = try await api.step("/resetpassword/v1.0/challenge", ["continuation_token": token, "challenge_type": "oob redirect"])
+    /// ``resetPassword(username:)`` on the calling thread.
+    package func blockingResetPassword(username: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
+        let username = try Self.checked(username: username)
+        // A reset proves the user by email code whatever the app's sign-in methods.
+        let start = try api.step("/resetpassword/v1.0/start", ["username": username, "challenge_type": "oob redirect"], isCancelled: isCancelled)
+        return try resetChallenge(try start.continuationToken("reset start"), username: username, isCancelled: isCancelled)
+    }
+
+    func resetChallenge(_ token: String, username: String, isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
+        let answer = try api.step("/resetpassword/v1.0/challenge", ["continuation_token": token, "challenge_type": "oob redirect"],
+                                  isCancelled: isCancelled)
         guard answer["challenge_type"]?.stringValue == "oob" else {
             throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "is not oob in a password reset"))
         }
@@ -230,25 +257,31 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// The account this app is signed in to, if any (MSAL's `getNativeAuthUserAccount`). Entries
     /// earlier versions saved under the authority's domain path move to the tenant ID first.
     public func currentAccount() async throws(TokenCacheError) -> NativeAuthAccount? {
-        let accounts = try await application.accounts()
-        guard let account = accounts.first(where: { $0.environment == authority.environment }) else { return nil }
-        return NativeAuthAccount(application: application, account: try await movedToTenant(account), idToken: nil)
+        try await BlockingWork.run { () throws(TokenCacheError) -> NativeAuthAccount? in
+            guard let account = try self.accounts().first(where: { $0.environment == self.authority.environment }) else { return nil }
+            return NativeAuthAccount(application: self.application, account: try self.movedToTenant(account), idToken: nil)
+        }
+    }
+
+    /// The app's accounts, as ``PublicClientApplication/accounts()`` lists them, on the calling thread.
+    private func accounts() throws(TokenCacheError) -> [CachedAccount] {
+        try TokenEngine(application: application).accounts(clientID: checkedClientID, authority: application.authority)
     }
 
     /// Saves a native sign-in's tokens, as MSAL does: `client_info` is required, the realm is
     /// the tenant ID (`utid`, which MSAL's discovery of the authority resolves a domain to),
     /// and the app keeps only this account.
-    func complete(_ response: TokenResponse, scopes: [String]) async throws(NativeAuthError) -> NativeAuthAccount {
+    func complete(_ response: TokenResponse, scopes: [String]) throws(NativeAuthError) -> NativeAuthAccount {
         do {
             guard let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) else {
                 throw TokenCacheError.invalidResponse("client_info", "is missing; native sign-in requires it")
             }
-            let result = try await application.saveSignIn(response, clientID: checkedClientID, authority: try authority.withTenant(info.utid), scopes: scopes)
+            let result = try application.blockingSaveSignIn(response, clientID: checkedClientID, authority: try authority.withTenant(info.utid), scopes: scopes)
             guard let saved = result.account else {
                 throw TokenCacheError.invalidResponse("id_token", "gave no account record")
             }
-            let account = try await movedToTenant(saved)
-            try await keepOnly(account)
+            let account = try movedToTenant(saved)
+            try keepOnly(account)
             return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
         } catch let error as NativeAuthError {
             throw error
@@ -261,24 +294,17 @@ public final class NativeAuthPublicClientApplication: Sendable {
 
     /// Moves what earlier versions saved under the authority's path (`contoso.onmicrosoft.com`)
     /// to the tenant ID, where MSAL looks for it; the account as it then reads.
-    private func movedToTenant(_ account: CachedAccount) async throws(TokenCacheError) -> CachedAccount {
+    private func movedToTenant(_ account: CachedAccount) throws(TokenCacheError) -> CachedAccount {
         guard let tenant = account.homeTenantID, !ASCII.equalsIgnoringCase(tenant, authority.realm) else { return account }
-        return try await BlockingWork.run { [application, authority, checkedClientID] () throws(TokenCacheError) in
-            try application.store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
-                                            clientID: checkedClientID, from: authority.realm, to: tenant) ?? account
-        }
+        return try application.store.moveRealm(homeAccountID: account.homeAccountID, environment: account.environment,
+                                               clientID: checkedClientID, from: authority.realm, to: tenant) ?? account
     }
 
     /// Signs the app out of every other account at this authority's host: one native-auth
     /// account per client. Done after saving the new one, so an error loses nothing.
-    private func keepOnly(_ account: CachedAccount) async throws(NativeAuthError) {
-        do {
-            for other in try await application.accounts()
-            where other.homeAccountID != account.homeAccountID && other.environment == account.environment {
-                try await application.remove(other)
-            }
-        } catch {
-            throw NativeAuthError(error)
+    private func keepOnly(_ account: CachedAccount) throws(TokenCacheError) {
+        for other in try accounts() where other.homeAccountID != account.homeAccountID && other.environment == account.environment {
+            try application.store.signOut(other, clientID: checkedClientID)
         }
     }
 

@@ -29,15 +29,23 @@ public struct SignInCodeRequiredState: Sendable {
     /// Submits the code the user entered and signs in.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try await application.api.token(CodeChallenge.submission(code, continuationToken), scopes: scopes)
-        return try await application.complete(response, scopes: scopes)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitCode(code, isCancelled: isCancelled) }
+    }
+
+    /// ``submitCode(_:)`` on the calling thread.
+    package func blockingSubmitCode(_ code: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
+        let response = try application.api.token(CodeChallenge.submission(code, continuationToken), scopes: scopes, isCancelled: isCancelled)
+        return try application.complete(response, scopes: scopes)
     }
 
     /// Emails a new code; the previous code no longer works.
     public func resendCode() async throws(NativeAuthError) -> SignInCodeRequiredState {
-        switch try await application.signInChallenge(continuationToken, username: username, password: nil, scopes: scopes) {
-        case .codeRequired(let state): return state
-        default: throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "changed from oob on resend"))
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            switch try self.application.signInChallenge(self.continuationToken, username: self.username, password: nil, scopes: self.scopes,
+                                                        isCancelled: isCancelled) {
+            case .codeRequired(let state): return state
+            default: throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "changed from oob on resend"))
+            }
         }
     }
 }
@@ -53,9 +61,15 @@ public struct SignInPasswordRequiredState: Sendable {
     /// - Throws: ``NativeAuthError`` `invalidCredentials` (this state stays usable),
     ///   `passwordResetRequired`, `expired`, `tokenCache`.
     public func submitPassword(_ password: String) async throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try await application.api.token(
-            ["grant_type": "password", "continuation_token": continuationToken, "username": username, "password": password], scopes: scopes)
-        return try await application.complete(response, scopes: scopes)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitPassword(password, isCancelled: isCancelled) }
+    }
+
+    /// ``submitPassword(_:)`` on the calling thread.
+    package func blockingSubmitPassword(_ password: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
+        let response = try application.api.token(
+            ["grant_type": "password", "continuation_token": continuationToken, "username": username, "password": password], scopes: scopes,
+            isCancelled: isCancelled)
+        return try application.complete(response, scopes: scopes)
     }
 }
 
@@ -68,9 +82,15 @@ public struct SignInAfterFlowState: Sendable {
     /// Signs the user in with the flow's continuation token.
     /// - Throws: ``NativeAuthError`` `expired`, `tokenCache`.
     public func signIn(scopes: [String]) async throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try await application.api.token(
-            ["grant_type": "continuation_token", "continuation_token": continuationToken, "username": username], scopes: scopes)
-        return try await application.complete(response, scopes: scopes)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSignIn(scopes: scopes, isCancelled: isCancelled) }
+    }
+
+    /// ``signIn(scopes:)`` on the calling thread.
+    package func blockingSignIn(scopes: [String], isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
+        let response = try application.api.token(
+            ["grant_type": "continuation_token", "continuation_token": continuationToken, "username": username], scopes: scopes,
+            isCancelled: isCancelled)
+        return try application.complete(response, scopes: scopes)
     }
 }
 
@@ -96,14 +116,21 @@ public struct SignUpCodeRequiredState: Sendable {
     /// Submits the code; the answer says what the user flow needs next.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `userAlreadyExists`, `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
-        try await application.signUpContinue(CodeChallenge.submission(code, continuationToken), username: username)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitCode(code, isCancelled: isCancelled) }
+    }
+
+    /// ``submitCode(_:)`` on the calling thread.
+    package func blockingSubmitCode(_ code: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
+        try application.signUpContinue(CodeChallenge.submission(code, continuationToken), username: username, isCancelled: isCancelled)
     }
 
     /// Emails a new code; the previous code no longer works.
     public func resendCode() async throws(NativeAuthError) -> SignUpCodeRequiredState {
-        switch try await application.signUpChallenge(continuationToken, username: username) {
-        case .codeRequired(let state): return state
-        default: throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "changed from oob on resend"))
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            switch try self.application.signUpChallenge(self.continuationToken, username: self.username, isCancelled: isCancelled) {
+            case .codeRequired(let state): return state
+            default: throw NativeAuthError(TokenCacheError.invalidResponse("challenge_type", "changed from oob on resend"))
+            }
         }
     }
 }
@@ -117,8 +144,13 @@ public struct SignUpPasswordRequiredState: Sendable {
     /// Submits the new account's password.
     /// - Throws: ``NativeAuthError`` `passwordPolicy` (this state stays usable), `expired`, `tokenCache`.
     public func submitPassword(_ password: String) async throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
-        try await application.signUpContinue(["grant_type": "password", "continuation_token": continuationToken, "password": password],
-                                             username: username)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitPassword(password, isCancelled: isCancelled) }
+    }
+
+    /// ``submitPassword(_:)`` on the calling thread.
+    package func blockingSubmitPassword(_ password: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
+        try application.signUpContinue(["grant_type": "password", "continuation_token": continuationToken, "password": password],
+                                       username: username, isCancelled: isCancelled)
     }
 }
 
@@ -134,8 +166,14 @@ public struct SignUpAttributesRequiredState: Sendable {
     /// - Throws: ``NativeAuthError`` `attributeValidation` naming those at fault (this state
     ///   stays usable), `expired`, `tokenCache`.
     public func submitAttributes(_ attributes: [String: String]) async throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
-        try await application.signUpContinue(["grant_type": "attributes", "continuation_token": continuationToken,
-                                              "attributes": NativeAuthPublicClientApplication.json(attributes)], username: username)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitAttributes(attributes, isCancelled: isCancelled) }
+    }
+
+    /// ``submitAttributes(_:)`` on the calling thread.
+    package func blockingSubmitAttributes(_ attributes: [String: String],
+                                          isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthPublicClientApplication.SignUpResult {
+        try application.signUpContinue(["grant_type": "attributes", "continuation_token": continuationToken,
+                                        "attributes": NativeAuthPublicClientApplication.json(attributes)], username: username, isCancelled: isCancelled)
     }
 }
 
@@ -161,14 +199,22 @@ public struct ResetPasswordCodeRequiredState: Sendable {
     /// Submits the code; a new password is then due.
     /// - Throws: ``NativeAuthError`` `invalidCode` (this state stays usable), `expired`, `tokenCache`.
     public func submitCode(_ code: String) async throws(NativeAuthError) -> ResetPasswordRequiredState {
-        let answer = try await application.api.step("/resetpassword/v1.0/continue", CodeChallenge.submission(code, continuationToken))
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitCode(code, isCancelled: isCancelled) }
+    }
+
+    /// ``submitCode(_:)`` on the calling thread.
+    package func blockingSubmitCode(_ code: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> ResetPasswordRequiredState {
+        let answer = try application.api.step("/resetpassword/v1.0/continue", CodeChallenge.submission(code, continuationToken),
+                                              isCancelled: isCancelled)
         return ResetPasswordRequiredState(application: application, username: username,
                                           continuationToken: try answer.continuationToken("reset continue"))
     }
 
     /// Emails a new code; the previous code no longer works.
     public func resendCode() async throws(NativeAuthError) -> ResetPasswordCodeRequiredState {
-        try await application.resetChallenge(continuationToken, username: username)
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            try self.application.resetChallenge(self.continuationToken, username: self.username, isCancelled: isCancelled)
+        }
     }
 }
 
@@ -184,13 +230,18 @@ public struct ResetPasswordRequiredState: Sendable {
     /// Submits the new password and waits (polling the server, at most 6 times) until the reset completes.
     /// - Throws: ``NativeAuthError`` `passwordPolicy` (this state stays usable), `resetFailed`, `expired`, `tokenCache`.
     public func submitNewPassword(_ password: String) async throws(NativeAuthError) -> SignInAfterFlowState {
-        let submitted = try await application.api.step("/resetpassword/v1.0/submit", [
-            "continuation_token": continuationToken, "new_password": password])
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in try self.blockingSubmitNewPassword(password, isCancelled: isCancelled) }
+    }
+
+    /// ``submitNewPassword(_:)`` on the calling thread: the completion polls' waits sleep it.
+    package func blockingSubmitNewPassword(_ password: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> SignInAfterFlowState {
+        let submitted = try application.api.step("/resetpassword/v1.0/submit", [
+            "continuation_token": continuationToken, "new_password": password], isCancelled: isCancelled)
         let pollToken = try submitted.continuationToken("reset submit")
         let interval = min(max(submitted["poll_interval"]?.secondsValue ?? 2, 0.1), 10)
         for _ in 0..<Self.maximumPolls {
-            try? await application.api.clock.sleep(for: .milliseconds(Int(interval * 1000)))
-            let poll = try await application.api.step("/resetpassword/v1.0/poll_completion", ["continuation_token": pollToken])
+            try application.api.sleep(for: .milliseconds(Int(interval * 1000)), isCancelled: isCancelled)
+            let poll = try application.api.step("/resetpassword/v1.0/poll_completion", ["continuation_token": pollToken], isCancelled: isCancelled)
             switch poll["status"]?.stringValue {
             case "succeeded"?:
                 return SignInAfterFlowState(application: application, username: username,

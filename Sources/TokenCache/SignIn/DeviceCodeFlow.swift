@@ -85,7 +85,7 @@ struct DeviceCodeFlow: Sendable {
         var interval = authorization.interval
         while true {
             // Woken at the timeout itself, not at the next poll after it.
-            guard sleep(for: left.map { min(interval, max($0(), .zero)) } ?? interval, isCancelled: isCancelled) else {
+            guard clock.sleepBlocking(for: left.map { min(interval, max($0(), .zero)) } ?? interval, isCancelled: isCancelled) else {
                 throw Self.cancelled
             }
             if let timeout, let left, left() <= .zero {
@@ -119,17 +119,6 @@ struct DeviceCodeFlow: Sendable {
                     throw SignInErrors.rejected(details, what: "device code")
                 }
             }
-        }
-    }
-
-    /// Sleeps the thread on ``clock``; false when cancelled first.
-    private func sleep(for duration: Duration, isCancelled: @escaping @Sendable () -> Bool) -> Bool {
-        if let sleeping = clock as? any ThreadSleepingClock { return sleeping.sleepThread(for: duration, isCancelled: isCancelled) }
-        do {
-            try waitFor(cancellingWhen: isCancelled) { [clock] () async throws in try await clock.sleep(for: duration) }
-            return true
-        } catch {
-            return false
         }
     }
 

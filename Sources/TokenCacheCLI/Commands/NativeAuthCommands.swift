@@ -33,12 +33,12 @@ struct NativeLoginOptions: ParsableArguments {
         let scopes = login.app.scopeList, username = username ?? ""
         let account: NativeAuthAccount
         do {
-            switch try session.step({ [password] app in try await app.signIn(username: username, password: password, scopes: scopes) }) {
+            switch try session.step({ app in try app.blockingSignIn(username: username, password: password, scopes: scopes) }) {
             case .completed(let signedIn): account = signedIn
-            case .codeRequired(let state): account = try session.submitCodes(to: state.sentTo) { code in try await state.submitCode(code) }
+            case .codeRequired(let state): account = try session.submitCodes(to: state.sentTo) { code in try state.blockingSubmitCode(code) }
             case .passwordRequired(let state):
                 let typed = try NativeSession.password(prompt: "Password for \(Terminal.escape(username)): ", flag: "--password-file")
-                account = try session.step { _ in try await state.submitPassword(typed) }
+                account = try session.step { _ in try state.blockingSubmitPassword(typed) }
             }
         } catch let error as NativeAuthError where error.reason == .browserRequired {
             Terminal.note("The server needs the browser for this sign-in; opening it.")
@@ -50,7 +50,7 @@ struct NativeLoginOptions: ParsableArguments {
                 try await BrowserOpener.system.open(url)
                 Terminal.note("Opened the sign-in page in your browser. If none appeared, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
             }
-            account = try session.step { [parameters] app in try await app.signInWithBrowser(parameters) }
+            account = try session.browserStep { [parameters] app in try await app.signInWithBrowser(parameters) }
         }
         try session.report(account, what: "Signed in", scopes: scopes, json: login.json)
     }
@@ -111,19 +111,19 @@ struct SignUpCommand: ParsableCommand {
                 given[parts[0]] = parts.count > 1 ? parts[1] : ""
             }
             let username = username, scopes = app.scopeList
-            var result = try session.step { [given] app in try await app.signUp(username: username, password: password, attributes: given) }
+            var result = try session.step { app in try app.blockingSignUp(username: username, password: password, attributes: given) }
             while true {
                 switch result {
                 case .codeRequired(let state):
-                    result = try session.submitCodes(to: state.sentTo) { code in try await state.submitCode(code) }
+                    result = try session.submitCodes(to: state.sentTo) { code in try state.blockingSubmitCode(code) }
                 case .passwordRequired(let state):
                     let typed = try NativeSession.password(prompt: "New password for \(Terminal.escape(username)): ", flag: "--password-file")
-                    result = try session.step { _ in try await state.submitPassword(typed) }
+                    result = try session.step { _ in try state.blockingSubmitPassword(typed) }
                 case .attributesRequired(let state):
                     let answers = try Self.ask(state.requiredAttributes)
-                    result = try session.step { _ in try await state.submitAttributes(answers) }
+                    result = try session.step { _ in try state.blockingSubmitAttributes(answers) }
                 case .completed(let state):
-                    let account = try session.step { _ in try await state.signIn(scopes: scopes) }
+                    let account = try session.step { _ in try state.blockingSignIn(scopes: scopes) }
                     try session.report(account, what: "Signed up and signed in", scopes: scopes, json: json)
                     return
                 }
@@ -184,10 +184,10 @@ struct ResetPasswordCommand: ParsableCommand {
             let session = try NativeSession(store: store, app: app, types: [.oob, .password])
             let password = try Passphrase.read(newPasswordFile, from: .flag("--new-password-file"), what: "password")
             let username = username, scopes = app.scopeList
-            let code = try session.step { app in try await app.resetPassword(username: username) }
-            let newPassword = try session.submitCodes(to: code.sentTo) { typed in try await code.submitCode(typed) }
-            let after = try session.step { _ in try await newPassword.submitNewPassword(password) }
-            let account = try session.step { _ in try await after.signIn(scopes: scopes) }
+            let code = try session.step { app in try app.blockingResetPassword(username: username) }
+            let newPassword = try session.submitCodes(to: code.sentTo) { typed in try code.blockingSubmitCode(typed) }
+            let after = try session.step { _ in try newPassword.blockingSubmitNewPassword(password) }
+            let account = try session.step { _ in try after.blockingSignIn(scopes: scopes) }
             try session.report(account, what: "Password reset; signed in", scopes: scopes, json: json)
         }
     }
@@ -209,15 +209,20 @@ struct NativeSession {
         self.client = client
     }
 
-    /// Runs one network step to completion.
-    func step<T: Sendable>(_ operation: @escaping @Sendable (NativeAuthPublicClientApplication) async throws -> T) throws -> T {
+    /// Runs one network step to completion, on this thread (the library's blocking steps).
+    func step<T>(_ operation: (NativeAuthPublicClientApplication) throws -> T) throws -> T {
+        try operation(app)
+    }
+
+    /// The browser sign-in a native step may send the user to: the interactive bridge left (#58 step H).
+    func browserStep<T: Sendable>(_ operation: @escaping @Sendable (NativeAuthPublicClientApplication) async throws -> T) throws -> T {
         let app = app
         return try waitFor { try await operation(app) }
     }
 
     /// Asks for the emailed code and submits it; a wrong code asks again (reads the next line),
     /// at most three times.
-    func submitCodes<T: Sendable>(to sentTo: String, _ submit: @escaping @Sendable (String) async throws -> T) throws -> T {
+    func submitCodes<T>(to sentTo: String, _ submit: (String) throws -> T) throws -> T {
         for attempt in 1...3 {
             if Terminal.stdinIsTerminal {
                 StandardIO.write(Data("Enter the code emailed to \(Terminal.escape(sentTo)): ".utf8), to: STDERR_FILENO)
@@ -227,7 +232,7 @@ struct NativeSession {
                                       hint: "Run the command again and type the code emailed to \(sentTo) (or give it as a line on standard input)")
             }
             do {
-                return try waitFor { try await submit(line) }
+                return try submit(line)
             } catch let error as NativeAuthError where error.reason == .invalidCode && attempt < 3 {
                 Terminal.note("That code is wrong or was replaced; enter the latest code.")
             }

@@ -251,6 +251,34 @@ struct EngineThreadHopTests {
         expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
     }
 
+    @Test("A native sign-in with a password through blockingSignIn (tokencache_native_sign_in, login --native) runs on the caller's thread: initiate, challenge, the token request and the save")
+    func blockingNativeSignInStaysOnCallerThread() async throws {
+        let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000008", tenant: Fixtures.tenantA,
+                                 username: "judy@contoso.com", name: "Judy Example")
+        let tokens = Fixtures.json(Fixtures.response(for: user, scope: "User.Read"))
+        let transport = SendingOnTheCallersThread { [backend] request in
+            backend.note()
+            let path = request.url.path, json = ["content-type": "application/json"]
+            if path.hasSuffix("/oauth2/v2.0/token") { return HTTPResponse(status: 200, headers: json, body: tokens) }
+            guard path.hasSuffix("/oauth2/v2.0/initiate") || path.hasSuffix("/oauth2/v2.0/challenge") else {
+                return HTTPResponse(status: 404, headers: [:], body: Data())
+            }
+            return HTTPResponse(status: 200, headers: json, body: Fixtures.json(["continuation_token": "ct-\(path.count)", "challenge_type": "password"]))
+        }
+        var options = PublicClientApplication.Options()
+        options.transport = transport
+        let app = try NativeAuthPublicClientApplication(clientID: try ClientID(Fixtures.appOne), authority: "https://contoso.ciamlogin.com/\(Fixtures.tenantA)",
+                                                        challengeTypes: [.password], store: store, options: options)
+        backend.forget()
+        let (caller, result) = try await offThePool {
+            (pthread_self(), try app.blockingSignIn(username: user.username, password: "secret", scopes: ["User.Read"]))
+        }
+        guard case .completed(let account) = result else { Issue.record("not signed in: \(result)"); return }
+        #expect(account.username == user.username)
+        #expect(transport.sentBlocking == 3, "initiate, challenge and the token request, each sent blocking")
+        expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
+    }
+
     @Test("A refresh's lock wait on a blocking thread ends with cancelled once its job's task is cancelled, though the lock is still held elsewhere and its timeout is an hour away")
     func cancelledRefreshWaitEnds() async throws {
         let directory = try TestEnvironment.temporaryDirectory().appendingPathComponent("locks")
