@@ -1,7 +1,7 @@
 // tokencache_native_sign_in, _sign_up and _reset_password: the native-auth flows of
-// NativeAuthPublicClientApplication behind blocking C calls. Each network step runs on the
-// Swift concurrency pool while the calling thread waits; the C prompt runs on the calling
-// thread between steps, so it may block on the user and call this library.
+// NativeAuthPublicClientApplication behind blocking C calls. Every step (its requests, its
+// waits, the save) and the C prompt between steps run on the calling thread, so the prompt may
+// block on the user and call this library.
 internal import CTokenCache
 import FoundationEssentials
 import TokenCache

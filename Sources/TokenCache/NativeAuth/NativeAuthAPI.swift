@@ -162,6 +162,6 @@ enum NativeAuthJob {
         return try outcome.get()
     }
 
-    static let cancelled = NativeAuthError(TokenCacheError(.cancelled, "The native sign-in step was cancelled; nothing was saved.",
-                                                           hint: "Start the step again when the user is ready"))
+    static let cancelled = NativeAuthError(TokenCacheError(.cancelled, "The native-auth step was cancelled; nothing was saved.",
+                                                           hint: "Take the step again when the user is ready"))
 }

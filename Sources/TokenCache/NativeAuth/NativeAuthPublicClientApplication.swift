@@ -101,7 +101,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
     ///
     /// - Throws: ``NativeAuthError`` with reason `browserRequired` (call ``signInWithBrowser(_:)``),
     ///   `userNotFound`, `invalidCredentials`, `invalidUsername`, `passwordResetRequired`,
-    ///   `notEnabled`, or `tokenCache` (network, cache).
+    ///   `notEnabled`, or `tokenCache` (network, cache; `cancelled` or the pool's `overloaded`, as every step).
     public func signIn(username: String, password: String? = nil, scopes: [String]) async throws(NativeAuthError) -> SignInResult {
         try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
             try self.blockingSignIn(username: username, password: password, scopes: scopes, isCancelled: isCancelled)

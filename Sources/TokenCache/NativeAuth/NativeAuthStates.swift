@@ -3,7 +3,9 @@ import TokenCacheCore
 
 // The states of the native-auth flows. Each holds the flow's continuation token, which the
 // server accepts again within the same step: after a wrong code or password, or a policy error,
-// the same state takes the next attempt.
+// the same state takes the next attempt. Each async step runs in one job of the blocking pool:
+// besides the errors each names, it throws `tokenCache` with code `cancelled` (its task was
+// cancelled before its answer began) or `overloaded` (the pool is at its ceiling).
 
 /// Sign-in: a code was emailed to the user.
 public struct SignInCodeRequiredState: Sendable {
@@ -240,7 +242,11 @@ public struct ResetPasswordRequiredState: Sendable {
         let pollToken = try submitted.continuationToken("reset submit")
         let interval = min(max(submitted["poll_interval"]?.secondsValue ?? 2, 0.1), 10)
         for _ in 0..<Self.maximumPolls {
-            try application.api.sleep(for: .milliseconds(Int(interval * 1000)), isCancelled: isCancelled)
+            // The new password may be set already: a cancelled wait says so, not "nothing was saved".
+            guard application.api.clock.sleepBlocking(for: .milliseconds(Int(interval * 1000)), isCancelled: isCancelled) else {
+                throw NativeAuthError(.resetFailed, "The wait for the password reset to complete was cancelled; the new password may be set already.",
+                                      hint: "Try signing in with the new password, or start the reset again")
+            }
             let poll = try application.api.step("/resetpassword/v1.0/poll_completion", ["continuation_token": pollToken], isCancelled: isCancelled)
             switch poll["status"]?.stringValue {
             case "succeeded"?:

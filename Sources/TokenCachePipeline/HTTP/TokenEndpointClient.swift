@@ -167,12 +167,8 @@ package final class TokenEndpointClient: Sendable {
         return .rejected(details)
     }
 
-    /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its status.
-    package func post(_ form: [String: String], to endpoint: URL, what: String) async throws(TokenCacheError) -> HTTPResponse {
-        try await send(formRequest(form, to: endpoint), what: what)
-    }
-
-    /// ``post(_:to:what:)`` on the caller's thread (``sendBlocking(_:what:cancelled:)``).
+    /// POSTs a form (`application/x-www-form-urlencoded`) and returns the answer, whatever its
+    /// status, on the caller's thread (``sendBlocking(_:what:cancelled:)``).
     package func postBlocking(_ form: [String: String], to endpoint: URL, what: String,
                               cancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> HTTPResponse {
         try sendBlocking(formRequest(form, to: endpoint), what: what, cancelled: cancelled)

@@ -265,6 +265,26 @@ struct NativeAuthFlowTests {
         await expectReason("userHasNoPassword") { _ = try await app.resetPassword(username: NativeAuthStandIn.otpUser) }
     }
 
+    @Test("Cancelling the task while the reset waits for completion ends it at once as resetFailed (the new password may be set), with no further poll")
+    func cancelledResetWait() async throws {
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        try await stand.idp.control(["native_sspr_polls": 2])
+        let clock = ManualClock()
+        let app = try stand.app(clock: clock)
+        let code = try await app.resetPassword(username: NativeAuthStandIn.passwordUser)
+        let newPassword = try await code.submitCode(try stand.latestCode(for: NativeAuthStandIn.passwordUser))
+        let reset = Task { () async -> NativeAuthError? in
+            do throws(NativeAuthError) { _ = try await newPassword.submitNewPassword("Brand-new-pass-9"); return nil } catch { return error }
+        }
+        await clock.sleeping()  // submitted; the first wait before a poll
+        reset.cancel()
+        let error = await reset.value
+        #expect(error?.reason == .resetFailed && error?.message.contains("may be set already") == true, "\(String(describing: error))")
+        #expect(clock.now.offset == .zero, "the clock never moved: the cancellation ended the wait")
+        #expect(try await stand.stats().requests.filter { $0.path.hasSuffix("/poll_completion") }.isEmpty)
+    }
+
     @Test("An expired continuation token is expired, and nothing is saved")
     func expiredToken() async throws {
         let stand = try await NativeAuthStandIn()
