@@ -58,7 +58,6 @@ public func tokencache_sign_in_browser(_ store: OpaquePointer?, _ clientID: Unsa
         var parameters = InteractiveTokenParameters(scopes: try scopeList(scopes))
         parameters.loginHint = try optionalString(loginHint, "login_hint")
         if timeoutSeconds != 0 { parameters.timeout = TimeInterval(timeoutSeconds) }
-        let request = parameters
-        return try waitFor { () async throws(TokenCacheError) in try await app.acquireToken(request) }
+        return try app.blockingInteractiveSignIn(parameters)
     }
 }

@@ -140,16 +140,24 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// Signs in in the system browser, when a native step threw ``NativeAuthError/Reason/browserRequired``:
     /// the authorization code flow of ``PublicClientApplication/acquireToken(_:)``, saved the same way.
     public func signInWithBrowser(_ parameters: InteractiveTokenParameters) async throws(NativeAuthError) -> NativeAuthAccount {
+        try await NativeAuthJob.run { (isCancelled) throws(NativeAuthError) in
+            try self.blockingSignInWithBrowser(parameters, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``signInWithBrowser(_:)`` on the calling thread.
+    package func blockingSignInWithBrowser(_ parameters: InteractiveTokenParameters,
+                                           isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
         let result: TokenResult
         do {
-            result = try await application.acquireToken(parameters)
+            result = try application.blockingInteractiveSignIn(parameters, isCancelled: isCancelled)
         } catch {
             throw NativeAuthError(error)
         }
         guard let account = result.account else {
             throw NativeAuthError(TokenCacheError.invalidResponse("client_info", "is missing: the sign-in gave no account"))
         }
-        do { try await BlockingWork.run { () throws(TokenCacheError) in try self.keepOnly(account) } } catch { throw NativeAuthError(error) }
+        do { try keepOnly(account) } catch { throw NativeAuthError(error) }
         return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
     }
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenCacheCore
 import TokenCachePipeline
+import TokenCachePlatform
 import Logging
 
 extension PublicClientApplication {
@@ -25,9 +26,20 @@ extension PublicClientApplication {
     ///   answers refused), `portUnavailable`, `browserUnavailable`, `unsupportedFlow`, `network`,
     ///   `serverError`. Nothing is saved on an error.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(TokenCacheError) -> TokenResult {
+        try await TokenRedeemer.cancellably { (isCancelled) throws(TokenCacheError) in
+            try self.blockingInteractiveSignIn(parameters, isCancelled: isCancelled)
+        }
+    }
+
+    /// ``acquireToken(_:)`` for a caller that blocks by contract (C, the command line): discovery,
+    /// the browser, the listener's wait, the redemption and the save run on the calling thread;
+    /// one watcher on the blocking pool keeps the timeout on the app's clock. `isCancelled` ends
+    /// the sign-in as cancelling the task does. An app's own async `BrowserOpener.custom` is bridged.
+    package func blockingInteractiveSignIn(_ parameters: InteractiveTokenParameters,
+                                           isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let clientID = try checkedClientID.get()
         let authority = parameters.authority ?? self.authority
-        let endpoints = try await client.endpoints(for: authority)
+        let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
         guard let authorizationEndpoint = endpoints.authorization else {
             throw TokenCacheError(.unsupportedFlow, "OpenID discovery for \(authority) gave no usable authorization_endpoint.",
                                   hint: "Check the authority URL; the endpoint must be https on the authority's host")
@@ -35,6 +47,7 @@ extension PublicClientApplication {
         let pkce = try PKCE.make()
         let state = PKCE.randomState(), nonce = PKCE.randomState()
         let listener = try LoopbackListener(port: parameters.redirectPort)
+        defer { listener.close() }
         // localhost, as MSAL Python sends: Entra matches it against the registered http://localhost
         // with any port; the listener holds both addresses it resolves to (127.0.0.1 and ::1).
         let redirectURI = "http://localhost:\(listener.port)"
@@ -50,30 +63,28 @@ extension PublicClientApplication {
             "port": .stringConvertible(listener.port), "addresses": .string(listener.addresses.joined(separator: " ")),
             "authority": .string(authority.description)])
 
-        let expectation = LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))
-        let waiting = Task {
-            await listener.waitForRedirect(expectation) { query in
-                query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
-            }
-        }
-        // The timeout on the app's clock, counted from the listener's start as before.
+        // The timeout on the app's clock, counted from the listener's start, and the caller's
+        // cancellation, watched beside this thread's wait (which only the wake pipe ends).
+        let ended = Locked(false)
         let clock = options.clock, timeout = Duration.milliseconds(Int64(max(parameters.timeout, 0) * 1000))
-        let timer = Task {
-            do { try await clock.sleep(for: timeout) } catch { return }
-            listener.timeOut()
+        try BlockingPool.shared.submit("interactive sign-in timeout") {
+            let stop: @Sendable () -> Bool = { ended.withLock { $0 } || isCancelled() }
+            let slept = clock.sleepBlocking(for: timeout, isCancelled: stop)
+            if ended.withLock({ $0 }) { return }
+            if slept { listener.timeOut() } else { listener.cancel() }
         }
-        defer { timer.cancel() }
+        defer { ended.withLock { $0 = true } }
         do {
-            try await parameters.browser.open(startURL)
+            try parameters.browser.openBlocking(startURL, isCancelled: isCancelled)
         } catch {
-            listener.cancel()
-            _ = await waiting.value
-            if Task.isCancelled { throw AuthorizationRequest.cancelled }
+            if isCancelled() { throw AuthorizationRequest.cancelled }
             if let error = error as? TokenCacheError { throw error }
             throw TokenCacheError(.browserUnavailable, "The browser could not be opened: \(ServerText.printable(String(describing: error), limit: 200)).",
                                   hint: "Check the BrowserOpener, or sign in with the device code flow")
         }
-        let outcome = await withTaskCancellationHandler { await waiting.value } onCancel: { listener.cancel() }
+        let outcome = listener.waitForRedirectHere(LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))) { query in
+            query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
+        }
         let query: [String: String]
         switch outcome {
         case .redirect(let received): query = received
@@ -82,8 +93,6 @@ extension PublicClientApplication {
             throw TokenCacheError(.timedOut, "No sign-in arrived within \(Int(parameters.timeout)) s\(AuthorizationRequest.describe(listener.refusals.withLock { $0 })); nothing was saved.",
                                   hint: "Finish signing in in the browser sooner, or raise InteractiveTokenParameters.timeout",
                                   reason: .signInTimedOut)
-        case .notStarted(let error):
-            throw error
         case .failed(let reason):
             throw TokenCacheError(.portUnavailable, "The loopback listener failed: \(reason).", hint: "Retry the sign-in")
         }
@@ -95,13 +104,14 @@ extension PublicClientApplication {
         }
         var grant = ["grant_type": "authorization_code", "code": code, "redirect_uri": redirectURI, "code_verifier": pkce.verifier]
         if let claims = parameters.claims { grant["claims"] = claims }
-        let redeemed = try await client.redeem(grant: grant, clientID: clientID, scopes: parameters.scopes, at: endpoints.token,
-                                               isMicrosoft: authority.kind != .oidc)
+        let redeemed = try client.redeemBlocking(grant: grant, clientID: clientID, scopes: parameters.scopes, at: endpoints.token,
+                                                 isMicrosoft: authority.kind != .oidc, cancelled: isCancelled)
         switch redeemed {
         case .tokens(let response):
             try AuthorizationRequest.checkNonce(response, nonce)
-            return try await saveSignIn(response, clientID: clientID,
-                                        authority: try await TokenEngine.signInAuthority(for: authority, discoveringWith: client), scopes: parameters.scopes)
+            return try blockingSaveSignIn(response, clientID: clientID,
+                                          authority: try TokenEngine.blockingSignInAuthority(for: authority, discoveringWith: client),
+                                          scopes: parameters.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
         }

@@ -26,21 +26,46 @@ import TokenCachePipeline
 /// to the app (its own web view, a specific browser, or a test's headless browser).
 public struct BrowserOpener: Sendable {
     let opener: @Sendable (URL) async throws -> Void
+    /// The opener run on the calling thread, when it has one (the system's, the command line's).
+    let openerHere: (@Sendable (URL) throws(TokenCacheError) -> Void)?
+
+    init(opener: @escaping @Sendable (URL) async throws -> Void) {
+        self.opener = opener
+        openerHere = nil
+    }
+
+    /// An opener that blocks the calling thread until it has handed the URL over.
+    package init(here: @escaping @Sendable (URL) throws(TokenCacheError) -> Void) {
+        opener = { url in try await BlockingWork.run { () throws(TokenCacheError) in try here(url) } }
+        openerHere = here
+    }
 
     /// Opens the URL: a custom opener can add to the system one (print the URL, then open it).
     public func open(_ url: URL) async throws {
         try await opener(url)
     }
 
+    /// Opens the URL on the calling thread, one that may block: a blocking opener directly, an
+    /// app's own async function through the bridge, whose task `isCancelled` cancels.
+    func openBlocking(_ url: URL, isCancelled: @escaping @Sendable () -> Bool) throws {
+        if let openerHere { return try openerHere(url) }
+        try waitFor(cancellingWhen: isCancelled) { [opener] () async throws in try await opener(url) }
+    }
+
     /// `$BROWSER` when set, else the desktop portal's OpenURI, else `xdg-open` when there is a
     /// display (started directly, not through a shell). Fails with `browserUnavailable` when none
     /// can open a browser, for example in an SSH session with no display: use the device code
     /// flow there.
-    public static let system = BrowserOpener(opener: { url in try await SystemBrowser.open(url) })
+    public static let system = BrowserOpener(here: { url throws(TokenCacheError) in try SystemBrowser.openHere(url) })
+
+    /// Opens the URL as ``system`` does, on the calling thread (for a front end's own opener).
+    package static func openSystemBrowser(_ url: URL) throws(TokenCacheError) {
+        try SystemBrowser.openHere(url)
+    }
 
     /// The system opener, seeing `environment` instead of the process's (for tests).
     static func system(environment: [String: String]) -> BrowserOpener {
-        BrowserOpener(opener: { url in try await SystemBrowser.open(url, environment: environment) })
+        BrowserOpener(here: { url throws(TokenCacheError) in try SystemBrowser.openHere(url, environment: environment) })
     }
 
     /// Opens the URL with the app's own function. An error it throws ends the sign-in with
@@ -61,30 +86,28 @@ enum SystemBrowser {
     static let commandGrace: Duration = .seconds(5)
 
     /// `environment` is the process's; tests pass their own.
-    static func open(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) async throws(TokenCacheError) {
-        try await BlockingWork.run { () throws(TokenCacheError) in
-            if let browser = environment["BROWSER"], !browser.isEmpty {
-                return try openWithBrowserVariable(browser, url: url.absoluteString)
-            }
-            let portal = DesktopPortal.openURI(url.absoluteString, timeoutMilliseconds: portalTimeoutMilliseconds)
-            guard let portal else { return }
-            // With no display, xdg-open would fall back to a console browser on this terminal.
-            guard !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty else {
-                throw TokenCacheError(.browserUnavailable, "No browser can be opened: BROWSER is not set, \(portal), and no display (DISPLAY, WAYLAND_DISPLAY).",
-                                      hint: "Sign in with the device code flow (acquireTokenWithDeviceCode) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL",
-                                      reason: .noDisplay)
-            }
-            switch run(["xdg-open", url.absoluteString]) {
-            case .opened: return
-            case .notStarted(let reason):
-                throw TokenCacheError(.browserUnavailable, "xdg-open could not be started: \(reason).",
-                                      hint: "Install xdg-utils, set BROWSER, pass a BrowserOpener.custom, or sign in with the device code flow",
-                                      reason: .xdgOpenMissing)
-            case .failed(let status):
-                throw TokenCacheError(.browserUnavailable, "xdg-open could not open a browser (exit status \(status)).",
-                                      hint: "Set a default browser (xdg-settings set default-web-browser), pass a BrowserOpener.custom, or sign in with the device code flow",
-                                      reason: .xdgOpenFailed)
-            }
+    static func openHere(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) throws(TokenCacheError) {
+        if let browser = environment["BROWSER"], !browser.isEmpty {
+            return try openWithBrowserVariable(browser, url: url.absoluteString)
+        }
+        let portal = DesktopPortal.openURI(url.absoluteString, timeoutMilliseconds: portalTimeoutMilliseconds)
+        guard let portal else { return }
+        // With no display, xdg-open would fall back to a console browser on this terminal.
+        guard !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty else {
+            throw TokenCacheError(.browserUnavailable, "No browser can be opened: BROWSER is not set, \(portal), and no display (DISPLAY, WAYLAND_DISPLAY).",
+                                  hint: "Sign in with the device code flow (acquireTokenWithDeviceCode) in SSH sessions and on headless machines, or set BROWSER to a command that opens a URL",
+                                  reason: .noDisplay)
+        }
+        switch run(["xdg-open", url.absoluteString]) {
+        case .opened: return
+        case .notStarted(let reason):
+            throw TokenCacheError(.browserUnavailable, "xdg-open could not be started: \(reason).",
+                                  hint: "Install xdg-utils, set BROWSER, pass a BrowserOpener.custom, or sign in with the device code flow",
+                                  reason: .xdgOpenMissing)
+        case .failed(let status):
+            throw TokenCacheError(.browserUnavailable, "xdg-open could not open a browser (exit status \(status)).",
+                                  hint: "Set a default browser (xdg-settings set default-web-browser), pass a BrowserOpener.custom, or sign in with the device code flow",
+                                  reason: .xdgOpenFailed)
         }
     }
 

@@ -54,8 +54,6 @@ final class LoopbackListener: @unchecked Sendable {
         case cancelled
         case timedOut
         case failed(String)
-        /// The wait could not start (`overloaded`: no thread left for it).
-        case notStarted(TokenCacheError)
     }
 
     /// Requests refused while waiting.
@@ -221,26 +219,17 @@ final class LoopbackListener: @unchecked Sendable {
         cancel()
     }
 
-    /// Waits for the redirect on a thread of the blocking pool (never on the cooperative pool,
-    /// and never behind other work: Dispatch's global queue adds a thread only about once a
-    /// second when its threads block), until ``timeOut()``, ``cancel()``, or the calling task's
-    /// cancellation; serves `page(query)` to it. It keeps no time itself: the caller's clock does.
-    func waitForRedirect(_ expectation: Expectation,
-                         page: @escaping @Sendable ([String: String]) -> Page) async -> Outcome {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                do throws(TokenCacheError) {
-                    try BlockingPool.shared.submit("loopback redirect listener") { [self] in
-                        continuation.resume(returning: serve(expectation, page: page))
-                    }
-                } catch {
-                    closeSockets()
-                    continuation.resume(returning: .notStarted(error))
-                }
-            }
-        } onCancel: {
-            cancel()
-        }
+    /// Waits for the redirect on the calling thread, one that may block (a C caller's, the
+    /// command line's, the sign-in job's on the blocking pool: never the cooperative pool), until
+    /// ``timeOut()`` or ``cancel()``; serves `page(query)` to it. It keeps no time itself: the
+    /// caller's clock does. The listening sockets are closed when it returns.
+    func waitForRedirectHere(_ expectation: Expectation, page: ([String: String]) -> Page) -> Outcome {
+        serve(expectation, page: page)
+    }
+
+    /// Closes the listening sockets now (a sign-in that ended before its wait began frees the port).
+    func close() {
+        closeSockets()
     }
 
     private struct Connection {

@@ -119,12 +119,8 @@ struct LoginCommand: ParsableCommand {
                 parameters.claims = claims
                 parameters.timeout = TimeInterval(timeout ?? 300)
                 parameters.redirectPort = port
-                parameters.browser = .custom { url in
-                    // Said once a browser was asked for: the link dies with this process on failure.
-                    try await BrowserOpener.system.open(url)
-                    Terminal.note("Opened the sign-in page in your browser. If none appeared, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
-                }
-                result = try waitFor { [parameters] in try await app.acquireToken(parameters) }
+                parameters.browser = .systemShowingTheLink
+                result = try app.blockingInteractiveSignIn(parameters)
             }
             let account = result.account
             if json {
@@ -184,4 +180,13 @@ struct LogoutCommand: ParsableCommand {
             try SignOut.run(client: client, account: settings.account?.value, authority: settings.authority?.value, in: store, dryRun: dryRun)
         }
     }
+}
+
+extension BrowserOpener {
+    /// The system browser, then the link on the terminal, said once a browser was asked for (the
+    /// link dies with this process on failure); on the calling thread.
+    static let systemShowingTheLink = BrowserOpener(here: { url throws(TokenCacheError) in
+        try BrowserOpener.openSystemBrowser(url)
+        Terminal.note("Opened the sign-in page in your browser. If none appeared, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
+    })
 }

@@ -46,11 +46,8 @@ struct NativeLoginOptions: ParsableArguments {
             parameters.loginHint = username
             parameters.timeout = TimeInterval(login.timeout ?? 300)
             parameters.redirectPort = login.port
-            parameters.browser = .custom { url in
-                try await BrowserOpener.system.open(url)
-                Terminal.note("Opened the sign-in page in your browser. If none appeared, visit on this machine:\n  \(Terminal.escape(url.absoluteString))")
-            }
-            account = try session.browserStep { [parameters] app in try await app.signInWithBrowser(parameters) }
+            parameters.browser = .systemShowingTheLink
+            account = try session.step { app in try app.blockingSignInWithBrowser(parameters) }
         }
         try session.report(account, what: "Signed in", scopes: scopes, json: login.json)
     }
@@ -212,12 +209,6 @@ struct NativeSession {
     /// Runs one network step to completion, on this thread (the library's blocking steps).
     func step<T>(_ operation: (NativeAuthPublicClientApplication) throws -> T) throws -> T {
         try operation(app)
-    }
-
-    /// The browser sign-in a native step may send the user to: the interactive bridge left (#58 step H).
-    func browserStep<T: Sendable>(_ operation: @escaping @Sendable (NativeAuthPublicClientApplication) async throws -> T) throws -> T {
-        let app = app
-        return try waitFor { try await operation(app) }
     }
 
     /// Asks for the emailed code and submits it; a wrong code asks again (reads the next line),

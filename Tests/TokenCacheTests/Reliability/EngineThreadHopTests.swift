@@ -279,6 +279,52 @@ struct EngineThreadHopTests {
         expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
     }
 
+    @Test("A browser sign-in through blockingInteractiveSignIn (tokencache_sign_in_browser, login) runs on the caller's thread: discovery, the opener, the listener's wait, the code's redemption and the save; only the timeout's watcher is a pool job")
+    func blockingBrowserSignInStaysOnCallerThread() async throws {
+        let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000009", tenant: Fixtures.tenantA,
+                                 username: "kate@contoso.com", name: "Kate Example")
+        let nonce = Locked<String?>(nil)
+        let discovery = NotingTransport(backend: backend, tokens: Data())
+        let transport = SendingOnTheCallersThread { [backend] request in
+            backend.note()
+            guard request.method == "POST", request.url.path.hasSuffix("/oauth2/v2.0/token") else { return try discovery.answer(request) }
+            var response = Fixtures.response(for: user, scope: "User.Read")
+            response["id_token"] = Fixtures.idToken(["aud": Fixtures.appOne, "iss": "https://login.microsoftonline.com/\(user.tenant)/v2.0",
+                                                     "sub": "sub-\(user.uid)", "oid": user.uid, "tid": user.tenant,
+                                                     "preferred_username": user.username, "name": user.name,
+                                                     "nonce": nonce.withLock { $0 } ?? ""])
+            return HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Fixtures.json(response))
+        }
+        var options = PublicClientApplication.Options()
+        options.transport = transport
+        options.clock = ManualClock()  // never moves: the redirect, not the timeout, ends the wait
+        let app = PublicClientApplication(clientID: Fixtures.appOne, authority: Fixtures.authority(), store: store, options: options)
+        // A browser stand-in (another process in life): its own thread loads the start page, reads the
+        // state and nonce from the authorization URL it is sent to, and comes back with a code.
+        let openedOn = Locked<pthread_t?>(nil)
+        var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
+        parameters.browser = BrowserOpener(here: { url throws(TokenCacheError) in
+            openedOn.withLock { $0 = pthread_self() }
+            let port = url.port ?? 0, path = url.path
+            Thread {
+                guard let start = try? rawRequest(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost:\(port)\r\n\r\n"),
+                      let location = start.split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("location:") }),
+                      let items = URLComponents(string: String(location.dropFirst("location:".count)).trimmingCharacters(in: .whitespaces))?.queryItems,
+                      let state = items.first(where: { $0.name == "state" })?.value else { return }
+                nonce.withLock { $0 = items.first { $0.name == "nonce" }?.value }
+                _ = try? rawRequest(port: port, "GET /?code=c1&state=\(state) HTTP/1.1\r\nHost: localhost:\(port)\r\n\r\n")
+            }.start()
+        })
+        backend.forget()
+        let request = parameters
+        let (caller, result) = try await offThePool { (pthread_self(), try app.blockingInteractiveSignIn(request)) }
+        #expect(result.accessToken == "at-\(user.uid)-\(Fixtures.tenantA)-1")
+        #expect(result.account?.username == user.username)
+        #expect(transport.sentBlocking == 2, "discovery and the code's redemption, each sent blocking")
+        #expect(openedOn.withLock { $0 }.map { pthread_equal($0, caller) != 0 } == true, "the browser was opened on the caller's thread")
+        expectEverything(on: caller, moreThan: 2, "the two requests and the save were seen")
+    }
+
     @Test("A refresh's lock wait on a blocking thread ends with cancelled once its job's task is cancelled, though the lock is still held elsewhere and its timeout is an hour away")
     func cancelledRefreshWaitEnds() async throws {
         let directory = try TestEnvironment.temporaryDirectory().appendingPathComponent("locks")

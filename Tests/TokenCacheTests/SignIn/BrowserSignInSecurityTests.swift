@@ -268,13 +268,13 @@ struct BrowserSignInSecurityTests {
     @Test("With no browser at all the error says so and points to the device code flow; a BROWSER whose commands fail names them")
     func noBrowser() async throws {
         let none = await #expect(throws: TokenCacheError.self) {
-            try await SystemBrowser.open(URL(string: "http://localhost:9/start/x")!, environment: [:])
+            try await offThePool { try SystemBrowser.openHere(URL(string: "http://localhost:9/start/x")!, environment: [:]) }
         }
         #expect(none?.code == .browserUnavailable)
         #expect(none?.message.contains("BROWSER is not set") == true && none?.message.contains("no display") == true, "\(String(describing: none))")
         #expect(none?.hint?.contains("device code flow") == true && none?.hint?.contains("BROWSER") == true)
         let failing = await #expect(throws: TokenCacheError.self) {
-            try await SystemBrowser.open(URL(string: "http://localhost:9/start/x")!, environment: ["BROWSER": "/nonexistent/browser:/bin/false"])
+            try await offThePool { try SystemBrowser.openHere(URL(string: "http://localhost:9/start/x")!, environment: ["BROWSER": "/nonexistent/browser:/bin/false"]) }
         }
         #expect(failing?.code == .browserUnavailable)
         #expect(failing?.message.contains("/nonexistent/browser") == true && failing?.message.contains("/bin/false: exit status 1") == true,

@@ -271,7 +271,7 @@ struct SignInFlowTests {
         // The test session bus has no OpenURI portal: no org.freedesktop.portal.Desktop (ServiceUnknown), or,
         // with xdg-desktop-portal installed (the sandbox tests), one without an OpenURI backend (UnknownMethod).
         let error = await #expect(throws: TokenCacheError.self) {
-            try await SystemBrowser.open(URL(string: "http://127.0.0.1:9/never-opened")!, environment: [:])
+            try await offThePool { try SystemBrowser.openHere(URL(string: "http://127.0.0.1:9/never-opened")!, environment: [:]) }
         }
         #expect(error?.code == .browserUnavailable)
         // Where xdg-desktop-portal is installed but has no OpenURI backend, the bus activates it and it refuses.
@@ -287,7 +287,7 @@ struct SignInFlowTests {
         let port = listener.port
         #expect(listener.addresses == ["127.0.0.1", "[::1]"])
         let waiting = Task {
-            await listener.waitForRedirect(.init(path: "/", state: "s1")) { _ in AuthorizationRequest.successPage }
+            try await offThePool { listener.waitForRedirectHere(.init(path: "/", state: "s1")) { _ in AuthorizationRequest.successPage } }
         }
         #expect(try await offThePool { try rawRequest(port: port, "POST /?code=x&state=s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n") }.hasPrefix("HTTP/1.1 405"))
         #expect(try await offThePool { try rawRequest(port: port, "GET /favicon.ico HTTP/1.1\r\nHost: localhost\r\n\r\n") }.hasPrefix("HTTP/1.1 404"))
@@ -303,7 +303,7 @@ struct SignInFlowTests {
         #expect(try await offThePool { try rawRequest(port: port, huge) }.hasPrefix("HTTP/1.1 431"))
         #expect(try await offThePool { try rawRequest(port: port, "GET /?code=c1&state=s1 HTTP/1.1\r\nHost: localhost\r\n\r\n") }
             .contains("You are signed in"))
-        guard case .redirect(let query) = await waiting.value else { Issue.record("no redirect"); return }
+        guard case .redirect(let query) = try await waiting.value else { Issue.record("no redirect"); return }
         #expect(query == ["code": "c1", "state": "s1"])
         // Not on other addresses of the machine: 127.0.0.2 is loopback too, but not bound.
         #expect(throws: (any Error).self) { _ = try rawRequest(host: "127.0.0.2", port: port, "GET / HTTP/1.1\r\n\r\n") }
