@@ -10,7 +10,7 @@ import TokenCacheCore
 /// `log`, any caller's own audit log.
 package enum KeeperProtocol {
     /// The default socket (socket activation: `tokencache-keeper.socket`).
-    package static let defaultSocket = "/run/tokencache/keeper.sock"
+    package static let defaultSocket = KeeperDiscovery.defaultSocket
     /// The default state directory.
     package static let defaultStateDirectory = "/var/lib/tokencache"
     /// The default apps directory.

@@ -76,6 +76,7 @@ package final class KeeperServer: Sendable {
 
     /// Starts accepting on a thread of its own; returns at once.
     package func start() throws(TokenCacheError) {
+        vault.publishEveryonesEnrolledGroups()
         try listener.start(label: "org.swift-tokencache.keeper.accept", maximumConnections: Self.maximumConnections) { [self] in serve($0) }
     }
 
@@ -433,6 +434,7 @@ package final class KeeperServer: Sendable {
         }
         var inventory = try written.inventory()
         inventory.location = "token keeper"
+        vault.publishEnrolledGroups(uid: uid)
         return inventory
     }
 

@@ -67,6 +67,57 @@ package struct KeeperVault: Sendable {
         guard link(temporary, path) == 0 || errno == EEXIST else { throw FileIO.error("link", path) }
     }
 
+    /// Where the keeper lists each user's enrolled groups for that user's processes to find it
+    /// (``KeeperDiscovery``): beside the state directory (`/var/lib/tokencache-enrolled` for the
+    /// default one), root's, 0755; `UID` in it is root's, 0644, one group name per line.
+    package var enrolledDirectory: String { directory + "-enrolled" }
+
+    /// Writes `uid`'s list of enrolled groups whole (a new file renamed over the old), or removes
+    /// it when the user has none left. A failure is logged: the user's processes then do not find
+    /// the keeper by themselves (`TOKENCACHE_AGENT_SOCK` still names it) until the next start,
+    /// which lists every user again.
+    package func publishEnrolledGroups(uid: UInt32) {
+        do throws(TokenCacheError) {
+            try ensureEnrolledDirectory()
+            let path = "\(enrolledDirectory)/\(uid)", groups = groups(uid: uid)
+            guard !groups.isEmpty else {
+                guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("remove", path) }
+                return
+            }
+            let temporary = "\(enrolledDirectory)/.\(uid).new.\(getpid())"
+            unlink(temporary)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw FileIO.error("create", temporary) }
+            defer { unlink(temporary) }
+            let text = Array(groups.map { $0 + "\n" }.joined().utf8)
+            let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let done = fchmod(fd, 0o644) == 0 && written == text.count && fsync(fd) == 0
+            close(fd)
+            guard done, rename(temporary, path) == 0 else { throw FileIO.error("write", path) }
+        } catch {
+            logger.error("The keeper's list of a user's enrolled groups was not written", metadata: [
+                "uid": "\(uid)", "error": "\(error.code): \(error.message)"])
+        }
+    }
+
+    /// Lists every enrolled user's groups again (at the keeper's start: a list lost or never written is made).
+    package func publishEveryonesEnrolledGroups() {
+        for uid in uids() { publishEnrolledGroups(uid: uid) }
+    }
+
+    /// Makes the list directory (root's, 0755: every user reads their own list) or checks it.
+    private func ensureEnrolledDirectory() throws(TokenCacheError) {
+        let path = enrolledDirectory
+        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw FileIO.error("create directory", path) }
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else {
+            throw TokenCacheError(.unsafeFile, "The keeper's list directory \(path) is not a directory of the keeper's user.",
+                                  hint: "Remove \(path); the keeper makes it again")
+        }
+        // systemd's StateDirectoryMode (0700) applies to it too; the lists are for each user to read.
+        guard info.st_mode & 0o7777 == 0o755 || chmod(path, 0o755) == 0 else { throw FileIO.error("chmod", path) }
+    }
+
     /// The group's store for `uid`, in that user's directory (made 0700 when missing).
     package func store(uid: UInt32, group: CacheGroup, creating: Bool) throws(TokenCacheError) -> AccountStore? {
         let userDirectory = URL(fileURLWithPath: "\(directory)/\(uid)")
@@ -163,7 +214,9 @@ package struct KeeperVault: Sendable {
             throw UnenrollmentFailure(reason: .consentsNotWithdrawn, cause: error)
         }
         do throws(TokenCacheError) {
-            return try remove(uid: uid, group: group, ifAt: revision) ? .removed(withdrawnConsents: withdrawn) : .changed(withdrawnConsents: withdrawn)
+            guard try remove(uid: uid, group: group, ifAt: revision) else { return .changed(withdrawnConsents: withdrawn) }
+            publishEnrolledGroups(uid: uid)
+            return .removed(withdrawnConsents: withdrawn)
         } catch {
             throw UnenrollmentFailure(reason: .consentsWithdrawnGroupKept(withdrawn: withdrawn), cause: error)
         }

@@ -16,6 +16,9 @@ enter_test_home() {
     # SwiftPM and the toolchain keep their caches under the real HOME.
     export SWIFTPM_CACHE_PATH="${SWIFTPM_CACHE_PATH:-$TOKENCACHE_REAL_HOME/.cache/org.swift.swiftpm}"
     unset DBUS_SESSION_BUS_ADDRESS GNOME_KEYRING_CONTROL DISPLAY WAYLAND_DISPLAY XDG_SESSION_ID PAM_KWALLET5_LOGIN
+    # Nor the user's token agent or an installed keeper this user enrolled with: tests name their own.
+    unset TOKENCACHE_AGENT_SOCK TOKENCACHE_AGENT_UID TOKENCACHE_AGENT_PID
+    export TOKENCACHE_KEEPER=off
     export TOKENCACHE_TEST_KEYRING=1
 }
 

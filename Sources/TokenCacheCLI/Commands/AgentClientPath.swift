@@ -13,7 +13,8 @@ extension StoreOptions {
                     otherStores: otherStore != nil)
     }
 
-    /// The token agent `TOKENCACHE_AGENT_SOCK` names, when the pipeline routes to it (``EngineRoute``).
+    /// The token agent `TOKENCACHE_AGENT_SOCK` names, or the keeper this user enrolled with, when
+    /// the pipeline routes to it (``EngineRoute``).
     func agent(otherStore: String? = nil) -> AgentClient? {
         route(otherStore: otherStore).agent
     }
@@ -23,7 +24,19 @@ extension StoreOptions {
     /// take the local cache for the agent's (#46).
     func noteLocalOnly(_ command: String) {
         guard let agent = agent() else { return }
-        Terminal.note("tokencache \(command) acts on this machine's cache, not on the token agent's at \(Terminal.escape(agent.path)) "
-                      + "(TOKENCACHE_AGENT_SOCK): run it where the agent runs to change the agent's group.")
+        Terminal.note("tokencache \(command) acts on this machine's cache, not on "
+                      + (agent.isFromEnvironment ? "the token agent's at \(Terminal.escape(agent.path)) (TOKENCACHE_AGENT_SOCK): run it where the agent runs to change the agent's group."
+                         : "the token keeper's at \(Terminal.escape(agent.path)), which you enrolled with: its groups change only by --enroll and root's --unenroll."))
+    }
+}
+
+extension AgentClient {
+    /// Whether `TOKENCACHE_AGENT_SOCK` named it (else the route found the keeper this user enrolled with).
+    var isFromEnvironment: Bool { AgentClient.fromEnvironment?.path == path }
+
+    /// Where it came from, for messages.
+    var source: String {
+        isFromEnvironment ? "the token agent at \(Terminal.escape(path)) (TOKENCACHE_AGENT_SOCK)"
+            : "the token keeper at \(Terminal.escape(path)), which you enrolled with (TOKENCACHE_KEEPER=off stays local)"
     }
 }

@@ -77,11 +77,11 @@ struct DoctorCommand: ParsableCommand {
             // `token` and `list` ask the agent, not the backend above (#46): say so, and whether it answers.
             do {
                 let seen = try agent.inventory()
-                diagnosis.checks.insert(.init(name: "token agent", status: .ok,
-                                              detail: "TOKENCACHE_AGENT_SOCK=\(agent.path) answers (group \(seen.group), \(seen.accounts.count) account\(seen.accounts.count == 1 ? "" : "s") it shows): token and list ask it; the backend above is this machine's own cache"), at: 0)
+                diagnosis.checks.insert(.init(name: agent.isFromEnvironment ? "token agent" : "token keeper", status: .ok,
+                                              detail: "\(agent.source) answers (group \(seen.group), \(seen.accounts.count) account\(seen.accounts.count == 1 ? "" : "s") it shows): token and list ask it; the backend above is this machine's own cache"), at: 0)
             } catch {
-                diagnosis.checks.insert(.init(name: "token agent", status: .warning,
-                                              detail: "TOKENCACHE_AGENT_SOCK=\(agent.path) does not answer: \(error.message)"), at: 0)
+                diagnosis.checks.insert(.init(name: agent.isFromEnvironment ? "token agent" : "token keeper", status: .warning,
+                                              detail: "\(agent.source) does not answer: \(error.message)"), at: 0)
             }
         }
         diagnosis.checks.append(Self.brokerCheck())

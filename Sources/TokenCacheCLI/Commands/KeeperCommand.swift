@@ -27,8 +27,9 @@ struct KeeperCommand: ParsableCommand {
         --enroll (run as the user) hands your group (--group, from the keyring or the encrypted \
         file as other commands open it) to the keeper, and removes your copy once the keeper has \
         read it back; adding to a group the keeper holds already asks for your password on your \
-        terminal, as --consent does. Apps then use the keeper with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) \
-        and TOKENCACHE_AGENT_UID=0. --unenroll (as root, with --uid and --output) writes that \
+        terminal, as --consent does. Your programs then find the keeper by themselves: it lists \
+        your enrolled groups in --state-dir-enrolled/UID (set TOKENCACHE_KEEPER=off to stay local); \
+        or name it with TOKENCACHE_AGENT_SOCK=\(KeeperProtocol.defaultSocket) and TOKENCACHE_AGENT_UID=0. --unenroll (as root, with --uid and --output) writes that \
         user's group to a new 0600 file and deletes the keeper's copy only once the file reads \
         back; the user imports the file. No process of the user can take a group back: any of \
         them could run this program. --list shows your enrolled \

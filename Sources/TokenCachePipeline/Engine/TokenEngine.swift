@@ -56,10 +56,11 @@ package final class TokenEngine: Sendable {
         clientID.value.lowercased() + " " + authority.url.absoluteString + " " + capabilities.joined(separator: ",")
     }
 
-    /// The agent `TOKENCACHE_AGENT_SOCK` names, unless the caller chose a local cache
-    /// (``CacheChoice/isLocal``): the rule every front end follows, for tokens and account lists alike.
+    /// The agent `TOKENCACHE_AGENT_SOCK` names, or the keeper this user enrolled with, unless the
+    /// caller chose a local cache (``CacheChoice/isLocal``): the rule every front end follows, for
+    /// tokens and account lists alike (``EngineRoute/discoveredAgent``).
     package static func agent(for choice: CacheChoice) -> AgentClient? {
-        choice.isLocal ? nil : AgentClient.fromEnvironment
+        choice.isLocal ? nil : EngineRoute.discoveredAgent
     }
 
     /// The app that redeems (or signs in) for `clientID` at `authority`, on this engine's local

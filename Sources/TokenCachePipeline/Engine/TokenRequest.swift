@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import TokenCacheCore
 
 /// A request for an access token as every front end states it: a Swift app's call, the C
@@ -65,22 +70,34 @@ package struct CacheChoice: Sendable, Equatable {
 }
 
 /// Who answers a caller's token requests and account lists: the token agent
-/// (`TOKENCACHE_AGENT_SOCK`) or this process's local cache. Front ends state only what their
-/// caller named; the pipeline applies the rule (``TokenEngine/agent(for:)``).
+/// (`TOKENCACHE_AGENT_SOCK`), the token keeper when this user enrolled a group with it, or this
+/// process's local cache. Front ends state only what their caller named; the pipeline applies
+/// the rule (``TokenEngine/agent(for:)``).
 package enum EngineRoute: Sendable {
-    /// The agent answers: no local cache was chosen and the environment names one.
+    /// The agent answers (the keeper is one): no local cache was chosen, and the environment
+    /// names an agent or this user enrolled with the keeper.
     case agent(AgentClient)
     /// This process's cache answers.
     case local
 
+    /// The agent a caller that named no local cache gets: the one `TOKENCACHE_AGENT_SOCK` names,
+    /// else the installed keeper when this user enrolled a group with it (``KeeperDiscovery``;
+    /// `TOKENCACHE_KEEPER=off` turns that off). An enrolled user's groups left the local cache at
+    /// enrolment, so nothing falls back to it when the keeper fails or refuses.
+    package static var discoveredAgent: AgentClient? {
+        AgentClient.fromEnvironment ?? KeeperDiscovery.installed?.keeper(for: getuid())
+    }
+
     /// The route for what a caller named of a local cache: a group (`namedGroup`), a backend or
     /// its settings (`namedBackend`), another tool's store read or opted into (`otherStores`).
-    /// `agent` is the environment's (``AgentClient/fromEnvironment``); tests give their own.
+    /// A named group stays local, even one enrolled with the keeper: name the keeper with
+    /// `TOKENCACHE_AGENT_SOCK` to ask it for one of several groups.
+    /// `agent` is ``discoveredAgent``; tests give their own.
     package init(namedGroup: Bool, namedBackend: Bool, otherStores: Bool = false,
-                 agent: AgentClient? = AgentClient.fromEnvironment) {
+                 agent: @autoclosure () -> AgentClient? = EngineRoute.discoveredAgent) {
         let choice = CacheChoice(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: otherStores)
         // A local cache named: the agent never answers, whatever the environment names.
-        self = (choice.isLocal ? nil : agent).map(EngineRoute.agent) ?? .local
+        self = (choice.isLocal ? nil : agent()).map(EngineRoute.agent) ?? .local
     }
 
     /// The agent that answers, nil when the local cache does.

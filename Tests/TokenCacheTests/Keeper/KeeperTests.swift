@@ -197,6 +197,30 @@ final class KeeperScenario: @unchecked Sendable {
                      environment: ["TOKENCACHE_AGENT_SOCK": socket, "TOKENCACHE_AGENT_UID": "0"].merging(environment) { $1 })
     }
 
+    /// `tokencache token` of app one as `user` with no agent setting, in a mount namespace of its
+    /// own where the keeper's fixed paths are this scenario's: `/run` and `/var/lib` are empty
+    /// (tmpfs, root's 0755) but for `/run/tokencache` (this scenario's socket directory) and
+    /// `/var/lib/tokencache-enrolled` (its list directory), so the library finds this keeper as it
+    /// finds an installed one.
+    func tokenFindingTheKeeper(as user: KeeperTestUser, environment: [String: String] = [:]) throws -> ProcessOutput {
+        try findingTheKeeper(as: user, ["token", "--client", Fixtures.appOne, "--scopes", "User.Read"], environment: environment)
+    }
+
+    /// `tokencache ARGUMENTS` as ``tokenFindingTheKeeper(as:environment:)`` runs `token`.
+    func findingTheKeeper(as user: KeeperTestUser, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessOutput {
+        let script = """
+            set -e
+            mount -t tmpfs -o mode=0755 tokencache-test /run && mkdir /run/tokencache && mount --bind "$1" /run/tokencache
+            mount -t tmpfs -o mode=0755 tokencache-test /var/lib && mkdir /var/lib/tokencache-enrolled && mount --bind "$2" /var/lib/tokencache-enrolled
+            shift 2
+            exec "$@"
+            """
+        return try runProcess("/usr/bin/unshare", ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", root + "/run", state + "-enrolled",
+                                                   "/usr/bin/setpriv", "--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--init-groups", "--",
+                                                   app] + arguments,
+                              environment: user.environment(environment))
+    }
+
     /// Every file under a user's home, with its bytes as text.
     func homeFiles(_ user: KeeperTestUser) -> String {
         var text = ""
@@ -254,6 +278,46 @@ struct KeeperTests {
         #expect(read.status != 0 && read.stderr.contains("Permission denied"), "\(read.stdout)\(read.stderr)")
         let key = try scenario.alice.run("/bin/cat", ["\(scenario.state)/keeper.key"])
         #expect(key.status != 0 && key.stderr.contains("Permission denied"), "\(key.stderr)")
+    }
+
+    @Test("Enrolled, Alice's allowed app finds the keeper with no setting (its socket and her list of enrolled groups at their fixed paths, root's); Bob, who enrolled nothing, stays local, also with a list of his own making; TOKENCACHE_KEEPER=off keeps Alice local")
+    func enrolledUserFindsTheKeeper() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        // The keeper listed her group, for her processes to read: root's, 0644, in a root-owned 0755 directory.
+        let list = "\(scenario.state)-enrolled/\(scenario.alice.uid)"
+        var info = stat()
+        #expect(lstat(list, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o644)
+        #expect(lstat(scenario.state + "-enrolled", &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o755)
+        #expect(try String(contentsOfFile: list, encoding: .utf8) == scenario.group + "\n")
+
+        let granted = { scenario.log.components(separatedBy: "-> granted").count - 1 }
+        let grantedBefore = granted()  // the enrolment's own steps
+        let found = try scenario.tokenFindingTheKeeper(as: scenario.alice)
+        #expect(found.status == 0 && !found.stdout.isEmpty, "\(found.stdout)\(found.stderr)\n\(scenario.log)")
+        #expect(!found.stdout.contains(scenario.refreshToken) && !found.stderr.contains(scenario.refreshToken))
+        #expect(granted() == grantedBefore + 1 && scenario.log.contains("\(scenario.app) (pid"), "the keeper answered her token:\n\(scenario.log)")
+
+        // doctor says which answers: the keeper she enrolled with, not an agent of TOKENCACHE_AGENT_SOCK.
+        let doctor = try scenario.findingTheKeeper(as: scenario.alice, ["doctor"])
+        #expect(doctor.stdout.contains("token keeper") && doctor.stdout.contains("/run/tokencache/keeper.sock") && !doctor.stdout.contains("TOKENCACHE_AGENT_SOCK"),
+                "\(doctor.stdout)\(doctor.stderr)")
+
+        // Off: her process stays local, where her group is no longer (a typed not-found, not the keeper's answer).
+        let decisions = scenario.log.components(separatedBy: "-> ").count
+        let off = try scenario.tokenFindingTheKeeper(as: scenario.alice, environment: ["TOKENCACHE_KEEPER": "off"])
+        #expect(off.status != 0 && off.stdout.isEmpty, "\(off.stdout)\(off.stderr)")
+        #expect(!off.stderr.contains("keeper"), "\(off.stderr)")
+
+        // Bob enrolled nothing: local. A list he made himself in a directory of his is no keeper's list.
+        let bob = try scenario.tokenFindingTheKeeper(as: scenario.bob)
+        #expect(bob.status != 0 && !bob.stderr.contains("keeper"), "\(bob.stdout)\(bob.stderr)")
+        let forged = "\(scenario.state)-enrolled/\(scenario.bob.uid)"
+        try Data((scenario.group + "\n").utf8).write(to: URL(fileURLWithPath: forged))
+        chown(forged, scenario.bob.uid, scenario.bob.gid)
+        let bobForged = try scenario.tokenFindingTheKeeper(as: scenario.bob)
+        #expect(bobForged.status != 0 && !bobForged.stderr.contains("keeper"), "\(bobForged.stdout)\(bobForged.stderr)")
+        #expect(scenario.log.components(separatedBy: "-> ").count == decisions, "no request reached the keeper:\n\(scenario.log)")
     }
 
     @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program that only an apps file of Alice's or one others may write names are each refused with a typed reason")
@@ -522,6 +586,7 @@ struct KeeperTests {
         #expect(done.status == 0 && done.stdout.contains("Unenrolled uid \(scenario.alice.uid)'s group \(scenario.group) (1 account)"), "\(done.stdout)\(done.stderr)")
         #expect(!done.stdout.contains(scenario.refreshToken) && !done.stderr.contains(scenario.refreshToken))
         #expect(!FileManager.default.fileExists(atPath: kept))
+        #expect(!FileManager.default.fileExists(atPath: "\(scenario.state)-enrolled/\(scenario.alice.uid)"), "her list of enrolled groups went with her last group")
         var info = stat()
         #expect(lstat(output, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
         let written = AccountStore(backend: InMemoryBackend(), group: try CacheGroup(scenario.group))
