@@ -14,8 +14,6 @@
 enum { TC_O_PATH = 010000000 };
 /// pidfd_open(2): a pidfd for `pid`, or -1 with errno.
 static inline int tc_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-/// pidfd_send_signal(2) with signal 0: 0 while the pidfd's process has not been reaped, -1 with errno after.
-static inline int tc_pidfd_alive(int pidfd) { return (int)syscall(SYS_pidfd_send_signal, pidfd, 0, (void *)0, 0); }
 
 extern char *secure_getenv(const char *name);
 /// getenv, but NULL in secure-execution mode (setuid, setgid, file capabilities: AT_SECURE).

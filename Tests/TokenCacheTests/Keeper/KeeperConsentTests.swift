@@ -170,6 +170,42 @@ extension KeeperTests {
         }
     }
 
+    @Test("Confined as its systemd unit confines it (read-only /usr, /etc, /opt and /home in a mount namespace of its own; CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH alone; no new privileges), the keeper serves Alice's allowed app, refuses an unlisted one, and records her consent checked with PAM, after which the unlisted app gets her token")
+    func confinedKeeperServesAndConsents() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled(confined: true)
+        defer { scenario.cleanUp() }
+        // The kernel says how it runs: the two capabilities and nothing else, bounded, and no new privileges.
+        let pid = try #require(scenario.keeper?.processIdentifier)
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let field = { (name: String) in status.split(separator: "\n").first { $0.hasPrefix(name + ":") }.map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) } }
+        let twoCapabilities = String(format: "%016llx", (UInt64(1) << 19) | (UInt64(1) << 2))  // CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH
+        #expect(field("CapEff") == twoCapabilities && field("CapBnd") == twoCapabilities && field("CapInh") == String(repeating: "0", count: 16),
+                "\(status)")
+        #expect(field("NoNewPrivs") == "1", "\(status)")
+        // Its mounts (the topmost at each path): /usr, /etc, /opt and /home read-only; its own state not.
+        let mounts = try String(contentsOfFile: "/proc/\(pid)/mountinfo", encoding: .utf8).split(separator: "\n").map { $0.split(separator: " ") }
+        let readOnly = { (path: String) in mounts.last { $0.count > 5 && $0[4] == path }.map { $0[5].split(separator: ",").contains("ro") } }
+        for path in ["/usr", "/etc", "/opt", "/home"] { #expect(readOnly(path) == true, "\(path) in the keeper's mounts") }
+        #expect(!mounts.contains { $0.count > 4 && $0[4] == "/tmp" && $0[5].split(separator: ",").contains("ro") })
+
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token.stdout)\(token.stderr)\n\(scenario.log)")
+        #expect(!token.stdout.contains(scenario.refreshToken))
+
+        let password = "Alice-pw-\(scenario.id)-5C"
+        try scenario.alice.setPassword(password)
+        let unlisted = scenario.appDirectory + "/unlisted"
+        try FileManager.default.copyItem(atPath: scenario.app, toPath: unlisted)
+        chmod(unlisted, 0o755)
+        let refused = try scenario.token(as: scenario.alice, executable: unlisted)
+        #expect(refused.status != 0 && refused.stderr.contains("is not an app of"), "\(refused.stdout)\(refused.stderr)\n\(scenario.log)")
+        let given = try scenario.consent(as: scenario.alice, app: unlisted, password: password)
+        #expect(given.status == 0 && given.stdout.contains("Consent recorded"), "\(given.stdout)\(given.stderr)\n\(scenario.log)")
+        let consented = try scenario.token(as: scenario.alice, executable: unlisted)
+        #expect(consented.status == 0 && !consented.stdout.isEmpty, "\(consented.stdout)\(consented.stderr)\n\(scenario.log)")
+        #expect(!scenario.log.contains(password) && !scenario.log.contains(scenario.refreshToken))
+    }
+
     @Test("Enrolling into a group the keeper holds already asks for Alice's password on her terminal: without a terminal it stops before sending, a wrong password adds nothing, her password adds her second account; no password in any output or log")
     func enrollingIntoAnExistingGroupNeedsThePassword() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()

@@ -66,6 +66,8 @@ final class KeeperScenario: @unchecked Sendable {
     var keeper: Process?
     let keeperLog: URL
     let idp: FakeIdentityProvider
+    /// Whether the keeper runs confined as its systemd unit confines it (``startKeeper()``).
+    let confined: Bool
 
     var app: String { appDirectory + "/tokencache" }
     var socket: String { root + "/run/keeper.sock" }
@@ -76,7 +78,8 @@ final class KeeperScenario: @unchecked Sendable {
     var pamService: String { "tokencache-keeper-test-\(id)" }
     var pamFile: String { "/etc/pam.d/\(pamService)" }
 
-    init() throws {
+    init(confined: Bool = false) throws {
+        self.confined = confined
         root = "/tmp/tck-\(id)"
         appDirectory = "/opt/tck-\(id)"
         keeperLog = URL(fileURLWithPath: "/tmp/tck-\(id).log")
@@ -111,10 +114,26 @@ final class KeeperScenario: @unchecked Sendable {
     }
 
     /// Starts the keeper (as root, on this scenario's paths) and returns once it says it serves.
+    /// Confined, it runs as `packaging/systemd/tokencache-keeper.service` would run it, as far as
+    /// tools outside systemd go: in a mount namespace of its own where /usr, /etc, /opt and /home
+    /// are read-only (`ProtectSystem=strict`, `ProtectHome=read-only`; its state stays writable),
+    /// with only `CAP_SYS_PTRACE` and `CAP_DAC_READ_SEARCH` in its bounding set, no inheritable
+    /// capability and no new privileges (`CapabilityBoundingSet=`, `NoNewPrivileges=yes`).
     func startKeeper() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: app)
-        process.arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
+        let arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
+        if confined {
+            let script = """
+                set -e
+                for path in /usr /etc /opt /home; do mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; done
+                exec /usr/bin/setpriv --bounding-set=-all,+sys_ptrace,+dac_read_search --inh-caps=-all --no-new-privs -- "$@"
+                """
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+            process.arguments = ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", app] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: app)
+            process.arguments = arguments
+        }
         var environment = ProcessInfo.processInfo.environment
         for name in ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"] { environment[name] = nil }
         process.environment = environment
@@ -179,8 +198,8 @@ final class KeeperScenario: @unchecked Sendable {
     }
 
     /// A scenario where Alice has enrolled (cleaned up here when that fails).
-    static func withAliceEnrolled() async throws -> KeeperScenario {
-        let scenario = try KeeperScenario()
+    static func withAliceEnrolled(confined: Bool = false) async throws -> KeeperScenario {
+        let scenario = try KeeperScenario(confined: confined)
         do {
             let enrolled = try await scenario.enrollAlice()
             guard enrolled.status == 0 else { throw KeeperTestError("enrol as Alice: \(enrolled.stderr)\n\(scenario.log)") }
@@ -706,7 +725,7 @@ struct KeeperTests {
         let units = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/systemd").standardizedFileURL
         let service = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.service"), encoding: .utf8)
         let socket = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.socket"), encoding: .utf8)
-        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache",
+        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache tokencache-enrolled",
                      "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"] {
             #expect(service.contains("\n\(line)\n"), "the unit lacks \(line)")
         }
