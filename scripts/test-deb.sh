@@ -128,7 +128,7 @@ scripts/test-python.sh --installed
 mode() { stat -c '%a %U:%G %F' "$1"; }
 units=/usr/lib/systemd/system
 for file in "$units/tokencache-keeper.service" "$units/tokencache-keeper.socket" /etc/tokencache/apps.d/example.json.sample \
-    /etc/pam.d/tokencache-keeper /usr/share/doc/tokencache-keeper/README.Debian; do
+    /etc/pam.d/tokencache-keeper /usr/share/doc/tokencache-keeper/README.Debian /usr/lib/tmpfiles.d/tokencache-keeper.conf; do
     [ "$(mode "$file")" = "644 root:root regular file" ] || { echo "FAIL: $file is $(mode "$file" 2>&1)" >&2; exit 1; }
 done
 [ "$(mode /etc/tokencache/apps.d)" = "755 root:root directory" ] || { echo "FAIL: /etc/tokencache/apps.d is $(mode /etc/tokencache/apps.d 2>&1)" >&2; exit 1; }
@@ -159,6 +159,15 @@ else
     echo "test-deb.sh: no systemd-analyze (scripts/install-deps.sh installs systemd); the installed units are not verified" >&2
     [ -z "${CI:-}" ] || exit 1
 fi
+# The directory of each user's list of enrolled groups, which processes read to find the keeper:
+# tmpfiles.d makes it 0755 (at boot, and at installation under systemd), never 0700.
+if command -v systemd-tmpfiles >/dev/null; then
+    systemd-tmpfiles --create tokencache-keeper.conf
+    [ "$(mode /var/lib/tokencache-enrolled)" = "755 root:root directory" ] \
+        || { echo "FAIL: /var/lib/tokencache-enrolled is $(mode /var/lib/tokencache-enrolled 2>&1)" >&2; exit 1; }
+else
+    install -d -m 0755 /var/lib/tokencache-enrolled
+fi
 # What the keeper makes when it runs (systemd's StateDirectory= or the keeper itself), and an
 # app entry an administrator added: a removal keeps both, a purge removes the state only.
 install -d -m 0700 /var/lib/tokencache /var/lib/tokencache/1000
@@ -168,11 +177,11 @@ apt_get remove -y -qq tokencache-keeper >/dev/null
 for path in "$units/tokencache-keeper.service" "$units/tokencache-keeper.socket"; do
     [ ! -e "$path" ] || { echo "FAIL: $path left after removal" >&2; exit 1; }
 done
-for path in /var/lib/tokencache/keeper.key /etc/tokencache/apps.d/example.json.sample /etc/tokencache/apps.d/admin.json; do
+for path in /var/lib/tokencache/keeper.key /var/lib/tokencache-enrolled /etc/tokencache/apps.d/example.json.sample /etc/tokencache/apps.d/admin.json; do
     [ -e "$path" ] || { echo "FAIL: removing tokencache-keeper deleted $path" >&2; exit 1; }
 done
 apt_get purge -y -qq tokencache-keeper >/dev/null
-for path in /var/lib/tokencache /etc/tokencache/apps.d/example.json.sample /etc/pam.d/tokencache-keeper /etc/systemd/system/sockets.target.wants/tokencache-keeper.socket \
+for path in /var/lib/tokencache /var/lib/tokencache-enrolled /etc/tokencache/apps.d/example.json.sample /etc/pam.d/tokencache-keeper /etc/systemd/system/sockets.target.wants/tokencache-keeper.socket \
     /etc/systemd/system/tokencache-keeper.socket /etc/systemd/system/tokencache-keeper.service; do
     [ ! -e "$path" ] && [ ! -L "$path" ] || { echo "FAIL: $path left after purge" >&2; exit 1; }
 done

@@ -69,40 +69,80 @@ package struct KeeperVault: Sendable {
 
     /// Where the keeper lists each user's enrolled groups for that user's processes to find it
     /// (``KeeperDiscovery``): beside the state directory (`/var/lib/tokencache-enrolled` for the
-    /// default one), root's, 0755; `UID` in it is root's, 0644, one group name per line.
-    package var enrolledDirectory: String { directory + "-enrolled" }
+    /// default one, which is where processes look), root's, 0755; `UID` in it is root's, 0644, one
+    /// group name per line.
+    package var enrolledDirectory: String {
+        var state = directory
+        while state.count > 1 && state.hasSuffix("/") { state.removeLast() }
+        return state + "-enrolled"
+    }
 
-    /// Writes `uid`'s list of enrolled groups whole (a new file renamed over the old), or removes
-    /// it when the user has none left. A failure is logged: the user's processes then do not find
-    /// the keeper by themselves (`TOKENCACHE_AGENT_SOCK` still names it) until the next start,
-    /// which lists every user again.
+    /// Writes `uid`'s list of enrolled groups whole (a new file renamed over the old, the
+    /// directory synced), or removes it when the user has none left, under the directory's lock
+    /// (the keeper's threads and root's `--unenroll` publish alike). A user directory that cannot
+    /// be read leaves the list as it was. A failure is logged: the user's processes then do not
+    /// find the keeper by themselves (`TOKENCACHE_AGENT_SOCK` still names it) until the next
+    /// start, which lists every user again.
     package func publishEnrolledGroups(uid: UInt32) {
         do throws(TokenCacheError) {
             try ensureEnrolledDirectory()
-            let path = "\(enrolledDirectory)/\(uid)", groups = groups(uid: uid)
-            guard !groups.isEmpty else {
+            let lock = try FileLock(path: "\(enrolledDirectory)/.lock")
+            defer { withExtendedLifetime(lock) {} }
+            let path = "\(enrolledDirectory)/\(uid)"
+            guard let groups = try readableGroups(uid: uid) else { return }
+            if groups.isEmpty {
                 guard unlink(path) == 0 || errno == ENOENT else { throw FileIO.error("remove", path) }
-                return
+            } else {
+                try Self.replace(path, in: enrolledDirectory, with: Array(groups.map { $0 + "\n" }.joined().utf8))
             }
-            let temporary = "\(enrolledDirectory)/.\(uid).new.\(getpid())"
-            unlink(temporary)
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw FileIO.error("create", temporary) }
-            defer { unlink(temporary) }
-            let text = Array(groups.map { $0 + "\n" }.joined().utf8)
-            let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            let done = fchmod(fd, 0o644) == 0 && written == text.count && fsync(fd) == 0
-            close(fd)
-            guard done, rename(temporary, path) == 0 else { throw FileIO.error("write", path) }
+            Self.sync(directory: enrolledDirectory)
         } catch {
             logger.error("The keeper's list of a user's enrolled groups was not written", metadata: [
                 "uid": "\(uid)", "error": "\(error.code): \(error.message)"])
         }
     }
 
-    /// Lists every enrolled user's groups again (at the keeper's start: a list lost or never written is made).
+    /// Lists every enrolled user's groups again, and removes the lists of users with none (at the
+    /// keeper's start: a list lost, never written or left over is mended).
     package func publishEveryonesEnrolledGroups() {
-        for uid in uids() { publishEnrolledGroups(uid: uid) }
+        let listed = names(in: enrolledDirectory).compactMap(UInt32.init)
+        for uid in Set(uids() + listed).sorted() { publishEnrolledGroups(uid: uid) }
+    }
+
+    /// `uid`'s groups; empty when it has no directory; nil when its directory could not be read
+    /// (descriptors exhausted, a permission): not the same as none.
+    private func readableGroups(uid: UInt32) throws(TokenCacheError) -> [String]? {
+        let folder = "\(directory)/\(uid)"
+        guard let listing = opendir(folder) else {
+            if errno == ENOENT { return [] }
+            logger.error("A user's directory in the keeper's state could not be read; its list of enrolled groups is left as it was", metadata: [
+                "uid": "\(uid)", "error": "\(String(cString: strerror(errno)))"])
+            return nil
+        }
+        closedir(listing)
+        return groups(uid: uid)
+    }
+
+    /// Writes `bytes` to a new file (root's 0644) renamed over `path`: readers see the old list or the new one, whole.
+    private static func replace(_ path: String, in directory: String, with bytes: [UInt8]) throws(TokenCacheError) {
+        var random = [UInt8](repeating: 0, count: 8)
+        _ = SecureRandom.fill(&random)
+        let temporary = directory + "/.new." + ASCII.hex(Data(random))
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FileIO.error("create", temporary) }
+        defer { unlink(temporary) }
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let done = fchmod(fd, 0o644) == 0 && written == bytes.count && fsync(fd) == 0
+        close(fd)
+        guard done, rename(temporary, path) == 0 else { throw FileIO.error("write", path) }
+    }
+
+    /// Syncs a directory, so a rename or unlink in it lasts a crash.
+    private static func sync(directory: String) {
+        let folder = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { return }
+        fsync(folder)
+        close(folder)
     }
 
     /// Makes the list directory (root's, 0755: every user reads their own list) or checks it.
@@ -114,7 +154,6 @@ package struct KeeperVault: Sendable {
             throw TokenCacheError(.unsafeFile, "The keeper's list directory \(path) is not a directory of the keeper's user.",
                                   hint: "Remove \(path); the keeper makes it again")
         }
-        // systemd's StateDirectoryMode (0700) applies to it too; the lists are for each user to read.
         guard info.st_mode & 0o7777 == 0o755 || chmod(path, 0o755) == 0 else { throw FileIO.error("chmod", path) }
     }
 

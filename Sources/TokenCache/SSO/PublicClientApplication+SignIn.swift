@@ -63,8 +63,8 @@ extension PublicClientApplication {
             "port": .stringConvertible(listener.port), "addresses": .string(listener.addresses.joined(separator: " ")),
             "authority": .string(authority.description)])
 
-        // The timeout on the app's clock, counted from the listener's start, and the caller's
-        // cancellation, watched beside this thread's wait (which only the wake pipe ends).
+        // The timeout on the app's clock, counted from the listener's start, watched beside this
+        // thread's wait (which hears the caller's cancellation itself, whatever the clock).
         let ended = Locked(false)
         let clock = options.clock, timeout = Duration.milliseconds(Int64(max(parameters.timeout, 0) * 1000))
         try BlockingPool.shared.submit("interactive sign-in timeout") {
@@ -74,6 +74,7 @@ extension PublicClientApplication {
             if slept { listener.timeOut() } else { listener.cancel() }
         }
         defer { ended.withLock { $0 = true } }
+        if isCancelled() { throw AuthorizationRequest.cancelled }
         do {
             try parameters.browser.openBlocking(startURL, isCancelled: isCancelled)
         } catch {
@@ -82,7 +83,8 @@ extension PublicClientApplication {
             throw TokenCacheError(.browserUnavailable, "The browser could not be opened: \(ServerText.printable(String(describing: error), limit: 200)).",
                                   hint: "Check the BrowserOpener, or sign in with the device code flow")
         }
-        let outcome = listener.waitForRedirectHere(LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))) { query in
+        let expectation = LoopbackListener.Expectation(path: "/", state: state, start: (startPath, url.absoluteString))
+        let outcome = listener.waitForRedirectHere(expectation, isCancelled: isCancelled) { query in
             query["code"] != nil ? AuthorizationRequest.successPage : AuthorizationRequest.failurePage
         }
         let query: [String: String]

@@ -221,10 +221,12 @@ final class LoopbackListener: @unchecked Sendable {
 
     /// Waits for the redirect on the calling thread, one that may block (a C caller's, the
     /// command line's, the sign-in job's on the blocking pool: never the cooperative pool), until
-    /// ``timeOut()`` or ``cancel()``; serves `page(query)` to it. It keeps no time itself: the
-    /// caller's clock does. The listening sockets are closed when it returns.
-    func waitForRedirectHere(_ expectation: Expectation, page: ([String: String]) -> Page) -> Outcome {
-        serve(expectation, page: page)
+    /// ``timeOut()``, ``cancel()`` or `isCancelled` (asked every ``ThreadSleep/cancellationCheck``);
+    /// serves `page(query)` to it. It keeps no time itself: the caller's clock does. The listening
+    /// sockets are closed when it returns.
+    func waitForRedirectHere(_ expectation: Expectation, isCancelled: () -> Bool = { false },
+                             page: ([String: String]) -> Page) -> Outcome {
+        serve(expectation, isCancelled: isCancelled, page: page)
     }
 
     /// Closes the listening sockets now (a sign-in that ended before its wait began frees the port).
@@ -240,7 +242,7 @@ final class LoopbackListener: @unchecked Sendable {
     }
 
     /// The blocking loop: poll on the sockets, the wake pipe and the open connections.
-    private func serve(_ expectation: Expectation, page: ([String: String]) -> Page) -> Outcome {
+    private func serve(_ expectation: Expectation, isCancelled: () -> Bool, page: ([String: String]) -> Page) -> Outcome {
         var connections: [Connection] = []
         defer {
             for connection in connections { Glibc.close(connection.fd) }
@@ -248,10 +250,12 @@ final class LoopbackListener: @unchecked Sendable {
         }
         let me = getuid()
         let first = sockets.count + 1  // poll index of the first connection
+        let checkEvery = Int32(ThreadSleep.cancellationCheck / .milliseconds(1))
         while true {
+            if isCancelled() { return .cancelled }
             var fds = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) } + [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             fds += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+            let ready = poll(&fds, nfds_t(fds.count), checkEvery)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .failed(String(cString: strerror(errno)))

@@ -220,7 +220,9 @@ struct TokenCommand: ParsableCommand {
         // Through the token agent, only the agent's own --authority refreshes (#59 item 5): a
         // request's --authority is refused by an agent started without one.
         case .noUsableToken where externalStore == nil && store.agent(otherStore: singleSignOnStores.first) != nil:
-            "The token agent (TOKENCACHE_AGENT_SOCK) refreshes only at the authority it was started with: restart it with `tokencache agent --authority URL`, or sign in again where it runs"
+            store.agent(otherStore: singleSignOnStores.first)?.isFromEnvironment == false
+                ? "The token keeper refreshes at the authority the account was saved at: ask an administrator to check the keeper's journal"
+                : "The token agent (TOKENCACHE_AGENT_SOCK) refreshes only at the authority it was started with: restart it with `tokencache agent --authority URL`, or sign in again where it runs"
         case .noUsableToken(refreshable: true) where externalStore == nil:
             refresh == false ? "Drop --no-refresh to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"
                 : "Add --authority URL to redeem the cached refresh token (no sign-in needed), or sign in again with `tokencache login`"

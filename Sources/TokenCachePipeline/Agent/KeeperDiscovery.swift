@@ -49,12 +49,12 @@ package struct KeeperDiscovery: Sendable {
     package func enrolledGroups(of uid: UInt32) -> [String] {
         let path = "\(enrolledDirectory)/\(uid)"
         guard Self.isRootsAlone(path, type: S_IFREG) else { return [] }
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return [] }
         defer { close(fd) }
         // The file opened is the one checked (no swap between), and a list is a few group names.
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_uid == 0, info.st_mode & 0o022 == 0, info.st_size <= Self.maximumListBytes else { return [] }
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == 0, info.st_mode & 0o022 == 0, info.st_size <= Self.maximumListBytes else { return [] }
         var bytes = [UInt8](repeating: 0, count: Self.maximumListBytes)
         var count = 0
         while count < bytes.count {

@@ -725,7 +725,7 @@ struct KeeperTests {
         let units = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../packaging/systemd").standardizedFileURL
         let service = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.service"), encoding: .utf8)
         let socket = try String(contentsOf: units.appendingPathComponent("tokencache-keeper.socket"), encoding: .utf8)
-        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache tokencache-enrolled",
+        for line in ["ExecStart=/usr/bin/tokencache keeper", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=tokencache", "ReadWritePaths=-/var/lib/tokencache-enrolled",
                      "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"] {
             #expect(service.contains("\n\(line)\n"), "the unit lacks \(line)")
         }

@@ -279,7 +279,7 @@ struct EngineThreadHopTests {
         expectEverything(on: caller, moreThan: 3, "the three requests and the save were seen")
     }
 
-    @Test("A browser sign-in through blockingInteractiveSignIn (tokencache_sign_in_browser, login) runs on the caller's thread: discovery, the opener, the listener's wait, the code's redemption and the save; only the timeout's watcher is a pool job")
+    @Test("A browser sign-in through blockingInteractiveSignIn (tokencache_sign_in_browser, login) runs on the caller's thread: discovery, the opener, the code's redemption and the save (and the listener's wait between them)")
     func blockingBrowserSignInStaysOnCallerThread() async throws {
         let user = Fixtures.User(uid: "f0f00000-0058-0000-0000-000000000009", tenant: Fixtures.tenantA,
                                  username: "kate@contoso.com", name: "Kate Example")
@@ -297,12 +297,12 @@ struct EngineThreadHopTests {
         }
         var options = PublicClientApplication.Options()
         options.transport = transport
-        options.clock = ManualClock()  // never moves: the redirect, not the timeout, ends the wait
         let app = PublicClientApplication(clientID: Fixtures.appOne, authority: Fixtures.authority(), store: store, options: options)
         // A browser stand-in (another process in life): its own thread loads the start page, reads the
         // state and nonce from the authorization URL it is sent to, and comes back with a code.
         let openedOn = Locked<pthread_t?>(nil)
         var parameters = InteractiveTokenParameters(scopes: ["User.Read"])
+        parameters.timeout = 120  // ends the wait should the stand-in fail, as a failure rather than a hang
         parameters.browser = BrowserOpener(here: { url throws(TokenCacheError) in
             openedOn.withLock { $0 = pthread_self() }
             let port = url.port ?? 0, path = url.path
