@@ -102,31 +102,41 @@ package struct KeeperVault: Sendable {
         }
     }
 
-    /// Lists every enrolled user's groups again, and removes the lists of users with none (at the
-    /// keeper's start: a list lost, never written or left over is mended).
+    /// Lists every enrolled user's groups again, and removes the lists of users with none and the
+    /// new files a crash left (at the keeper's start: a list lost, never written or left over is mended).
     package func publishEveryonesEnrolledGroups() {
+        removeLeftoverNewFiles()
         let listed = names(in: enrolledDirectory).compactMap(UInt32.init)
         for uid in Set(uids() + listed).sorted() { publishEnrolledGroups(uid: uid) }
+    }
+
+    /// Removes `.new.*` files of writes a crash cut short, under the directory's lock.
+    private func removeLeftoverNewFiles() {
+        guard let lock = try? FileLock(path: "\(enrolledDirectory)/.lock"), let listing = opendir(enrolledDirectory) else { return }
+        defer { closedir(listing); withExtendedLifetime(lock) {} }
+        while let item = readdir(listing) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix(".new.") { unlinkat(dirfd(listing), name, 0) }
+        }
     }
 
     /// `uid`'s groups; empty when it has no directory; nil when its directory could not be read
     /// (descriptors exhausted, a permission): not the same as none.
     private func readableGroups(uid: UInt32) throws(TokenCacheError) -> [String]? {
-        let folder = "\(directory)/\(uid)"
-        guard let listing = opendir(folder) else {
-            if errno == ENOENT { return [] }
+        do throws(ListingFailure) {
+            return Self.groups(in: try Self.listing("\(directory)/\(uid)"))
+        } catch {
+            if error.code == ENOENT { return [] }
             logger.error("A user's directory in the keeper's state could not be read; its list of enrolled groups is left as it was", metadata: [
-                "uid": "\(uid)", "error": "\(String(cString: strerror(errno)))"])
+                "uid": "\(uid)", "error": "\(String(cString: strerror(error.code)))"])
             return nil
         }
-        closedir(listing)
-        return groups(uid: uid)
     }
 
     /// Writes `bytes` to a new file (root's 0644) renamed over `path`: readers see the old list or the new one, whole.
     private static func replace(_ path: String, in directory: String, with bytes: [UInt8]) throws(TokenCacheError) {
         var random = [UInt8](repeating: 0, count: 8)
-        _ = SecureRandom.fill(&random)
+        if SecureRandom.fill(&random) != nil { throw TokenCacheError(.fileSystem, "No random name for a new file in \(directory).") }
         let temporary = directory + "/.new." + ASCII.hex(Data(random))
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileIO.error("create", temporary) }
@@ -148,11 +158,12 @@ package struct KeeperVault: Sendable {
     /// Makes the list directory (root's, 0755: every user reads their own list) or checks it.
     private func ensureEnrolledDirectory() throws(TokenCacheError) {
         let path = enrolledDirectory
+        // Under the unit /var/lib is read-only: tmpfiles.d makes the directory (at boot, at installation).
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw FileIO.error("create directory", path) }
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else {
             throw TokenCacheError(.unsafeFile, "The keeper's list directory \(path) is not a directory of the keeper's user.",
-                                  hint: "Remove \(path); the keeper makes it again")
+                                  hint: "Remove \(path), run `systemd-tmpfiles --create tokencache-keeper.conf` (the package's tmpfiles.d entry makes it), then restart the keeper")
         }
         guard info.st_mode & 0o7777 == 0o755 || chmod(path, 0o755) == 0 else { throw FileIO.error("chmod", path) }
     }
@@ -287,18 +298,37 @@ package struct KeeperVault: Sendable {
 
     /// The groups `uid` has enrolled.
     package func groups(uid: UInt32) -> [String] {
-        names(in: "\(directory)/\(uid)").filter { $0.hasSuffix(".tkc") }.map { String($0.dropLast(4)) }.sorted()
+        Self.groups(in: names(in: "\(directory)/\(uid)"))
+    }
+
+    private static func groups(in names: [String]) -> [String] {
+        names.filter { $0.hasSuffix(".tkc") }.map { String($0.dropLast(4)) }.sorted()
     }
 
     /// The names in `folder` not starting with a dot; none when it cannot be read.
     private func names(in folder: String) -> [String] {
-        guard let listing = opendir(folder) else { return [] }
+        (try? Self.listing(folder)) ?? []
+    }
+
+    /// Why a directory could not be listed: its errno.
+    private struct ListingFailure: Error {
+        let code: Int32
+    }
+
+    /// The names in `folder` not starting with a dot, read from one handle; the errno when it could
+    /// not be opened or read whole (descriptors exhausted, a permission, not a directory).
+    private static func listing(_ folder: String) throws(ListingFailure) -> [String] {
+        guard let listing = opendir(folder) else { throw ListingFailure(code: errno) }
         defer { closedir(listing) }
         var names: [String] = []
-        while let item = readdir(listing) {
+        while true {
+            errno = 0
+            guard let item = readdir(listing) else {
+                if errno != 0 { throw ListingFailure(code: errno) }
+                return names
+            }
             let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             if !name.hasPrefix(".") { names.append(name) }
         }
-        return names
     }
 }

@@ -31,8 +31,9 @@ extension StoreOptions {
 }
 
 extension AgentClient {
-    /// Whether `TOKENCACHE_AGENT_SOCK` named it (else the route found the keeper this user enrolled with).
-    var isFromEnvironment: Bool { AgentClient.fromEnvironment?.path == path }
+    /// Whether it is a token agent `TOKENCACHE_AGENT_SOCK` named, not the keeper (found by the
+    /// route, or named there by its fixed path).
+    var isFromEnvironment: Bool { AgentClient.fromEnvironment?.path == path && path != KeeperDiscovery.defaultSocket }
 
     /// Where it came from, for messages.
     var source: String {

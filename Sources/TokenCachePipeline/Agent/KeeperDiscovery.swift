@@ -15,7 +15,7 @@ import TokenCacheCore
 package struct KeeperDiscovery: Sendable {
     /// The keeper's socket (socket activation: `tokencache-keeper.socket`).
     package static let defaultSocket = "/run/tokencache/keeper.sock"
-    /// Where the keeper lists each user's enrolled groups (its second `StateDirectory=`).
+    /// Where the keeper lists each user's enrolled groups (made 0755 by the package's tmpfiles.d entry).
     package static let defaultEnrolledDirectory = "/var/lib/tokencache-enrolled"
     /// Set to `off`, a process never asks the keeper unless `TOKENCACHE_AGENT_SOCK` names it.
     package static let environmentVariable = "TOKENCACHE_KEEPER"

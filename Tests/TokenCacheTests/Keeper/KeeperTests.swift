@@ -125,7 +125,7 @@ final class KeeperScenario: @unchecked Sendable {
         if confined {
             let script = """
                 set -e
-                for path in /usr /etc /opt /home; do mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; done
+                for path in /usr /etc /opt /home; do [ -d "$path" ] || continue; mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; done
                 exec /usr/bin/setpriv --bounding-set=-all,+sys_ptrace,+dac_read_search --inh-caps=-all --no-new-privs -- "$@"
                 """
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
@@ -337,6 +337,22 @@ struct KeeperTests {
         let bobForged = try scenario.tokenFindingTheKeeper(as: scenario.bob)
         #expect(bobForged.status != 0 && !bobForged.stderr.contains("keeper"), "\(bobForged.stdout)\(bobForged.stderr)")
         #expect(scenario.log.components(separatedBy: "-> ").count == decisions, "no request reached the keeper:\n\(scenario.log)")
+
+        // The keeper's start mends the lists: Alice's is written again, a list of a uid with nothing
+        // enrolled goes, a new file a crash left goes, and a list whose user directory cannot be
+        // read (here not a directory: ENOTDIR) is kept as it was, never taken for "none enrolled".
+        let enrolled = scenario.state + "-enrolled"
+        chown(forged, 0, 0)
+        try Data().write(to: URL(fileURLWithPath: "\(scenario.state)/\(scenario.bob.uid)"))
+        try Data("com.example.gone\n".utf8).write(to: URL(fileURLWithPath: "\(enrolled)/4242424"))
+        try Data("half".utf8).write(to: URL(fileURLWithPath: "\(enrolled)/.new.0123456789abcdef"))
+        try FileManager.default.removeItem(atPath: list)
+        scenario.killKeeper()
+        try scenario.startKeeper()
+        #expect(try String(contentsOfFile: list, encoding: .utf8) == scenario.group + "\n")
+        #expect(try String(contentsOfFile: forged, encoding: .utf8) == scenario.group + "\n", "an unreadable user directory keeps its list")
+        #expect(!FileManager.default.fileExists(atPath: "\(enrolled)/4242424"))
+        #expect(!FileManager.default.fileExists(atPath: "\(enrolled)/.new.0123456789abcdef"))
     }
 
     @Test("The allowed executable copied into Alice's home, run with LD_PRELOAD, run under strace, and a root-owned program that only an apps file of Alice's or one others may write names are each refused with a typed reason")
