@@ -35,7 +35,7 @@ final class StoreHandle {
             var options = PublicClientApplication.Options()
             options.singleSignOnStores = stores
             options.broker = broker
-            let route = EngineRoute(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: !stores.isEmpty)
+            let route = EngineRoute(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: !stores.isEmpty, group: store.group.name)
             let engine = TokenEngine(store: store, route: route, options: options)
             kept = (stores.map(\.name), broker, engine)
             return engine

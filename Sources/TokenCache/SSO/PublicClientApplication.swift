@@ -153,7 +153,7 @@ public final class PublicClientApplication: Sendable {
         // The default group on the automatic backend, without single sign-on stores, is no local
         // cache chosen: the pipeline routes to TOKENCACHE_AGENT_SOCK's agent.
         let route = EngineRoute(namedGroup: store.group != .universalStorage, namedBackend: configuration.backend != .automatic,
-                                otherStores: !options.singleSignOnStores.isEmpty)
+                                otherStores: !options.singleSignOnStores.isEmpty, group: store.group.name)
         self.init(clientID: clientID.value, checked: .success(clientID), authority: try configuration.parsedAuthority, store: store,
                   options: options, agent: route.agent)
     }

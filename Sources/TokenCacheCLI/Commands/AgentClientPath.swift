@@ -10,7 +10,7 @@ extension StoreOptions {
     /// (--group; --backend, --collection, --passphrase-file; `otherStore`: --store, --sso-store).
     func route(otherStore: String? = nil) -> EngineRoute {
         EngineRoute(namedGroup: group != nil, namedBackend: backend != nil || collection != nil || passphraseFile != nil,
-                    otherStores: otherStore != nil)
+                    otherStores: otherStore != nil, group: group)
     }
 
     /// The token agent `TOKENCACHE_AGENT_SOCK` names, or the keeper this user enrolled with, when

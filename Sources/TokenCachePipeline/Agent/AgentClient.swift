@@ -29,9 +29,14 @@ package struct AgentClient: Sendable {
     /// `TOKENCACHE_AGENT_UID` names.
     package let trustedUIDs: Set<UInt32>
 
-    package init(path: String, trustedUIDs: Set<UInt32> = AgentClient.trustedUIDsFromEnvironment) {
+    /// The group every request names (the token keeper's, for a group the caller named); nil for
+    /// a token agent, which serves one group.
+    package let group: String?
+
+    package init(path: String, trustedUIDs: Set<UInt32> = AgentClient.trustedUIDsFromEnvironment, group: String? = nil) {
         self.path = path
         self.trustedUIDs = trustedUIDs
+        self.group = group
     }
 
     /// The agent `TOKENCACHE_AGENT_SOCK` names, when it is set and not empty. Read with
@@ -91,14 +96,14 @@ package struct AgentClient: Sendable {
                        clientCapabilities: [String] = []) throws(TokenCacheError) -> AgentProtocol.Token {
         let response = try send(AgentProtocol.Request(operation: .token, clientID: clientID.value, scopes: scopes, account: account,
                                                       authority: authority, forceRefresh: forceRefresh ? true : nil, claims: claims,
-                                                      clientCapabilities: clientCapabilities.isEmpty ? nil : clientCapabilities))
+                                                      clientCapabilities: clientCapabilities.isEmpty ? nil : clientCapabilities, group: group))
         guard let token = response.token else { throw Self.missing("token", path) }
         return token
     }
 
     /// The agent's group as it lets this user see it (accounts and clients, never secrets).
     package func inventory(clientID: ClientID? = nil, account: String? = nil) throws(TokenCacheError) -> GroupInventory {
-        guard let inventory = try send(AgentProtocol.Request(operation: .list, clientID: clientID?.value, account: account)).inventory else {
+        guard let inventory = try send(AgentProtocol.Request(operation: .list, clientID: clientID?.value, account: account, group: group)).inventory else {
             throw Self.missing("inventory", path)
         }
         return inventory

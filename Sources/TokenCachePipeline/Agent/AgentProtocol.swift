@@ -34,9 +34,14 @@ package enum AgentProtocol {
         package var claims: String?
         /// The caller's client capabilities (`cp1`), merged into `claims` of the agent's refresh.
         package var clientCapabilities: [String]?
+        /// Which of the caller's groups the token keeper answers from (a group the caller named and
+        /// enrolled); a token agent, which serves one group, is sent none.
+        package var group: String?
 
         package init(operation: Operation, clientID: String? = nil, scopes: [String]? = nil, account: String? = nil,
-                     authority: String? = nil, forceRefresh: Bool? = nil, claims: String? = nil, clientCapabilities: [String]? = nil) {
+                     authority: String? = nil, forceRefresh: Bool? = nil, claims: String? = nil, clientCapabilities: [String]? = nil,
+                     group: String? = nil) {
+            self.group = group
             self.operation = operation
             self.clientID = clientID
             self.scopes = scopes
@@ -49,7 +54,7 @@ package enum AgentProtocol {
 
         enum CodingKeys: String, CodingKey {
             case version, operation = "op", clientID = "client_id", scopes, account, authority, forceRefresh = "force_refresh",
-                 claims, clientCapabilities = "client_capabilities"
+                 claims, clientCapabilities = "client_capabilities", group
         }
     }
 

@@ -45,6 +45,12 @@ package struct KeeperDiscovery: Sendable {
         return AgentClient(path: socket, trustedUIDs: [0])
     }
 
+    /// The keeper as a token agent answering from `group`, when `uid` enrolled that group (else nil, as ``keeper(for:)``).
+    package func keeper(for uid: UInt32, group: String) -> AgentClient? {
+        guard enrolledGroups(of: uid).contains(group), Self.isRootsAlone(socket, type: S_IFSOCK) else { return nil }
+        return AgentClient(path: socket, trustedUIDs: [0], group: group)
+    }
+
     /// The groups `uid` enrolled, as the keeper listed them; none when the list is missing or not root's alone.
     package func enrolledGroups(of uid: UInt32) -> [String] {
         let path = "\(enrolledDirectory)/\(uid)"

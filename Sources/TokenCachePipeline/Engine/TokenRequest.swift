@@ -88,16 +88,23 @@ package enum EngineRoute: Sendable {
         AgentClient.fromEnvironment ?? KeeperDiscovery.installed?.keeper(for: getuid())
     }
 
-    /// The route for what a caller named of a local cache: a group (`namedGroup`), a backend or
-    /// its settings (`namedBackend`), another tool's store read or opted into (`otherStores`).
-    /// A named group stays local, even one enrolled with the keeper: name the keeper with
-    /// `TOKENCACHE_AGENT_SOCK` to ask it for one of several groups.
-    /// `agent` is ``discoveredAgent``; tests give their own.
-    package init(namedGroup: Bool, namedBackend: Bool, otherStores: Bool = false,
-                 agent: @autoclosure () -> AgentClient? = EngineRoute.discoveredAgent) {
+    /// The route for what a caller named of a local cache: a group (`namedGroup`, `group` its
+    /// name), a backend or its settings (`namedBackend`), another tool's store read or opted into
+    /// (`otherStores`). A named group this user enrolled with the keeper is the keeper's (its
+    /// local copy went at enrolment); any other named group is local, as a named backend or store is.
+    /// `agent` is ``discoveredAgent`` and `keeper` the installed one; tests give their own.
+    package init(namedGroup: Bool, namedBackend: Bool, otherStores: Bool = false, group: String? = nil,
+                 agent: @autoclosure () -> AgentClient? = EngineRoute.discoveredAgent,
+                 keeper: @autoclosure () -> KeeperDiscovery? = KeeperDiscovery.installed) {
         let choice = CacheChoice(namedGroup: namedGroup, namedBackend: namedBackend, otherStores: otherStores)
-        // A local cache named: the agent never answers, whatever the environment names.
-        self = (choice.isLocal ? nil : agent()).map(EngineRoute.agent) ?? .local
+        if !choice.isLocal, let agent = agent() {
+            self = .agent(agent)
+        } else if namedGroup, !namedBackend, !otherStores, let group, let kept = keeper()?.keeper(for: getuid(), group: group) {
+            self = .agent(kept)
+        } else {
+            // A local cache named: the agent never answers, whatever the environment names.
+            self = .local
+        }
     }
 
     /// The agent that answers, nil when the local cache does.

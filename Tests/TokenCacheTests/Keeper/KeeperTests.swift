@@ -299,7 +299,7 @@ struct KeeperTests {
         #expect(key.status != 0 && key.stderr.contains("Permission denied"), "\(key.stderr)")
     }
 
-    @Test("Enrolled, Alice's allowed app finds the keeper with no setting (its socket and her list of enrolled groups at their fixed paths, root's); Bob, who enrolled nothing, stays local, also with a list of his own making; TOKENCACHE_KEEPER=off keeps Alice local")
+    @Test("Enrolled, Alice's allowed app finds the keeper with no setting (its socket and her list of enrolled groups at their fixed paths, root's), with no group named or her enrolled group named, while a group she did not enrol stays local; Bob, who enrolled nothing, stays local, also with a list of his own making; TOKENCACHE_KEEPER=off keeps Alice local")
     func enrolledUserFindsTheKeeper() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
@@ -316,6 +316,14 @@ struct KeeperTests {
         #expect(found.status == 0 && !found.stdout.isEmpty, "\(found.stdout)\(found.stderr)\n\(scenario.log)")
         #expect(!found.stdout.contains(scenario.refreshToken) && !found.stderr.contains(scenario.refreshToken))
         #expect(granted() == grantedBefore + 1 && scenario.log.contains("\(scenario.app) (pid"), "the keeper answered her token:\n\(scenario.log)")
+
+        // Her enrolled group named: the keeper answers from it; a group she did not enrol stays local.
+        let named = try scenario.findingTheKeeper(as: scenario.alice, ["token", "--group", scenario.group, "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(named.status == 0 && !named.stdout.isEmpty, "\(named.stdout)\(named.stderr)\n\(scenario.log)")
+        #expect(granted() == grantedBefore + 2 && scenario.log.contains("group \(scenario.group) client"), "the keeper answered from her named group:\n\(scenario.log)")
+        let other = try scenario.findingTheKeeper(as: scenario.alice, ["token", "--group", "com.example.not-enrolled", "--client", Fixtures.appOne, "--scopes", "User.Read"])
+        #expect(other.status != 0 && !other.stderr.contains("keeper"), "\(other.stdout)\(other.stderr)")
+        #expect(granted() == grantedBefore + 2, "a group she did not enrol reached the keeper:\n\(scenario.log)")
 
         // doctor says which answers: the keeper she enrolled with, not an agent of TOKENCACHE_AGENT_SOCK.
         let doctor = try scenario.findingTheKeeper(as: scenario.alice, ["doctor"])
