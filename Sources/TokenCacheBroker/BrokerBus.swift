@@ -8,6 +8,7 @@ import TokenCache
 import TokenCacheAgent
 import TokenCacheCore
 import TokenCacheDBus
+import TokenCachePlatform
 
 /// The identity broker on the session bus: owns `com.microsoft.identity.broker1` (refusing to
 /// queue behind another owner), exports ``BrokerProtocol/interfaceName`` at
@@ -226,8 +227,13 @@ package final class BrokerBus: @unchecked Sendable {
         Task {
             defer { answering.leave() }
             var caller = given
-            caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pidfd)
-            if let pidfd { close(pidfd) }
+            // One pidfd pins the process for its identity and start time: the bus's, else one opened here.
+            let pinned = pidfd ?? caller.pid.flatMap { $0 <= UInt32(Int32.max) ? ProcessDescriptor.open(pid: Int32($0)) : nil }.flatMap { $0 >= 0 ? $0 : nil }
+            caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pinned)
+            if let pinned, let pid = caller.pid {
+                caller.started = CallerIdentity.startTime(pid: pid, pidfd: pinned)
+                close(pinned)
+            }
             guard let method else {
                 // The request log names every app's calls: for host callers of this user only.
                 guard caller.uid == getuid(), case .host = caller.identity else { return call.reply("[]") }

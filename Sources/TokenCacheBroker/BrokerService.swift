@@ -17,9 +17,12 @@ package struct BrokerCaller: Sendable, Hashable {
     /// Which app it is (``CallerIdentity``), found from the pid (and the bus's pidfd) before the
     /// request is answered; nil until then.
     package var identity: CallerIdentity?
+    /// Its start time, read while its pidfd pinned it: with the pid it names the process the
+    /// token keeper identifies again when the broker forwards (``KeeperForwardRequest``).
+    package var started: UInt64?
 
-    package init(sender: String, pid: UInt32?, uid: UInt32?, identity: CallerIdentity? = nil) {
-        (self.sender, self.pid, self.uid, self.identity) = (sender, pid, uid, identity)
+    package init(sender: String, pid: UInt32?, uid: UInt32?, identity: CallerIdentity? = nil, started: UInt64? = nil) {
+        (self.sender, self.pid, self.uid, self.identity, self.started) = (sender, pid, uid, identity, started)
     }
 
     /// What the log names the caller by: its identity (a Flatpak or Snap app ID, or the
@@ -31,18 +34,24 @@ package struct BrokerCaller: Sendable, Hashable {
 /// ``BrokerProtocol``, answered from the group's store through the library's ``TokenEngine``
 /// under the agent's policy (``AgentPolicy``: clients, accounts, scopes, authorities), and logged
 /// without secrets. A reply never holds a refresh token; a refresh token is redeemed only at the
-/// host that issued it (the engine's rule).
+/// host that issued it (the engine's rule). For a user enrolled with the token keeper, each call
+/// is forwarded to the keeper with the calling app's process (``KeeperForwardRequest``): the
+/// keeper decides which app gets what, and the refresh tokens stay in it.
 package final class BrokerService: Sendable {
     /// Asks the person at the broker; true to allow (the gate asks one question at a time).
     package typealias Confirmation = PolicyGate.Confirmation
 
-    package let store: AccountStore
+    /// The group's store this broker answers from; nil when it forwards to the token keeper.
+    package let store: AccountStore?
+    /// The token keeper calls are forwarded to; nil when the broker answers from its store.
+    package let keeper: AgentClient?
     /// The allow lists, `--app` and `--confirm`: the one policy the agent serves under too.
     package let serverPolicy: ServerPolicy
     package var policy: AgentPolicy { serverPolicy.lists }
     /// What `getLinuxBrokerVersion` answers.
     package let version: String
-    private let engine: TokenEngine
+    private let engine: TokenEngine?
+    private let logger: Logger
     /// `--confirm` and who owns which client: the gate the agent passes too (``PolicyGate``).
     package var gate: PolicyGate { serverPolicy.gate }
     private let observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)?
@@ -63,9 +72,26 @@ package final class BrokerService: Sendable {
                  ownUID: UInt32 = getuid(), appClients: [String: [ClientID]] = [:], confirmation: Confirmation? = nil,
                  observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
         self.store = store
+        self.keeper = nil
         self.serverPolicy = ServerPolicy(.broker, lists: policy, appClients: appClients, confirmation: confirmation)
         self.version = version
         self.engine = TokenEngine(store: store, options: options)
+        self.logger = store.options.logger
+        self.ownUID = ownUID
+        self.observer = observer
+    }
+
+    /// A broker that forwards every app's call to the token keeper (`keeper`, the route's agent
+    /// for a user enrolled with it), which identifies the app and answers from its store. The
+    /// lists of `policy` still narrow what is asked (clients, accounts, scopes, authorities).
+    package init(keeper: AgentClient, policy: AgentPolicy, version: String, logger: Logger, ownUID: UInt32 = getuid(),
+                 observer: (@Sendable (AgentProtocol.LoggedRequest) -> Void)? = nil) {
+        self.store = nil
+        self.keeper = keeper
+        self.serverPolicy = ServerPolicy(.broker, lists: policy, appClients: [:], confirmation: nil)
+        self.version = version
+        self.engine = nil
+        self.logger = logger
         self.ownUID = ownUID
         self.observer = observer
     }
@@ -127,6 +153,8 @@ package final class BrokerService: Sendable {
     /// The reply, the log's outcome when it is not plain `granted`, and the client the request named (checked).
     private func answer(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request,
                         caller: BrokerCaller) async throws(TokenCacheError) -> (String, String?, ClientID?) {
+        if let keeper { return try await forwarded(method, request, caller: caller, to: keeper) }
+        let store = try localStore()
         switch method {
         case .getAccounts:
             let client = try allowedClient(request)
@@ -228,6 +256,7 @@ package final class BrokerService: Sendable {
                                   hint: "To allow it, restart the broker with --app \(id)=\(client) (or with --confirm to be asked)")
         case .host:
             if policy.clients.contains(where: { $0.matches(client) }) { return .allowed }
+            let store = try localStore()
             let held = try await BlockingWork.run { [store] () throws(TokenCacheError) in !(try store.appMetadata(clientID: client)).isEmpty }
             if held { return .held }
             if try await ask(client: client, key: key, caller: caller, about: "which has not signed in here") { return .allowed }
@@ -265,6 +294,7 @@ package final class BrokerService: Sendable {
 
     /// The client's accounts (signed in, not signed out) the policy lets it see.
     func accounts(clientID: ClientID) async throws(TokenCacheError) -> [CachedAccount] {
+        let store = try localStore()
         let accounts = try await BlockingWork.run { [store] () throws(TokenCacheError) in try store.accounts(clientID: clientID) }
         return accounts.filter { serverPolicy.allows(account: $0) }
     }
@@ -277,6 +307,7 @@ package final class BrokerService: Sendable {
         let authority = try serverPolicy.authority(request.authority)
         var tokenRequest = TokenRequest(clientID: client, scopes: request.scopes, account: request.accountName, authority: authority)
         tokenRequest.claims = request.claims
+        let engine = try localEngine()
         let target = try await engine.account(for: tokenRequest) { [serverPolicy] in serverPolicy.allows(account: $0) }
         try await serverPolicy.confirmToken(caller: Self.policyCaller(caller), client: client, account: target.homeAccountID,
                                             accountName: target.username.isEmpty ? target.homeAccountID : target.username,
@@ -315,6 +346,7 @@ package final class BrokerService: Sendable {
         parameters.claims = request.claims
         parameters.authority = authority
         let result: TokenResult
+        let engine = try localEngine()
         do {
             result = try await engine.application(clientID: client, authority: authority).acquireToken(parameters)
         } catch where error.code == .browserUnavailable {
@@ -342,6 +374,7 @@ package final class BrokerService: Sendable {
         guard policy.authorities.isEmpty else { return }  // serverPolicy.authority kept the request within the policy
         let host = Environment.canonical(authority.environment.lowercased())
         if Self.microsoftHosts.contains(host) { return }
+        let store = try localStore()
         let issued = try await BlockingWork.run { [store] () throws(TokenCacheError) in
             Set(try store.allAccounts().map { Environment.canonical($0.environment.lowercased()) })
         }
@@ -349,6 +382,94 @@ package final class BrokerService: Sendable {
             throw TokenCacheError(.accessDenied, "The broker refused to sign in at \(authority.environment): without an --authority policy it signs in only at Microsoft's cloud hosts or at a host that issued this group's accounts.",
                                   hint: "If \(authority.environment) is your identity provider, restart the broker with --authority \(authority.url.absoluteString)")
         }
+    }
+
+    private func localStore() throws(TokenCacheError) -> AccountStore {
+        guard let store else { throw TokenCacheError(.backendUnavailable, "The broker forwards to the token keeper and has no store of its own.") }
+        return store
+    }
+
+    private func localEngine() throws(TokenCacheError) -> TokenEngine {
+        guard let engine else { throw TokenCacheError(.backendUnavailable, "The broker forwards to the token keeper and has no store of its own.") }
+        return engine
+    }
+
+    // MARK: Forwarding to the token keeper
+
+    /// A call answered by the token keeper: the broker checks what its own lists narrow (clients,
+    /// scopes, authorities, accounts), then sends the app's pid and start time with the request;
+    /// the keeper identifies the app, applies its apps files and the user's consents, and
+    /// answers with the access token, ID token and account (never a refresh token).
+    private func forwarded(_ method: BrokerWire.Method, _ request: BrokerProtocol.Request, caller: BrokerCaller,
+                           to keeper: AgentClient) async throws(TokenCacheError) -> (String, String?, ClientID?) {
+        switch method {
+        case .getAccounts:
+            let client = try allowedClient(request)
+            let forward = try Self.forward(.accounts, request, client: client, caller: caller)
+            let response = try await BlockingWork.run { () throws(TokenCacheError) in try keeper.exchange(forward) }
+            guard let accounts = response.accounts else { throw Self.keeperAnswered(without: "accounts", keeper) }
+            return (BrokerWire.accountsReply(accounts.map(\.cachedAccount).filter { serverPolicy.allows(account: $0) }), nil, client)
+        case .acquireTokenSilently:
+            let client = try allowedClient(request)
+            let (result, account) = try await keeperToken(request, client: client, caller: caller, keeper: keeper)
+            return (BrokerWire.tokenReply(result, account: account), nil, client)
+        case .acquireTokenInteractively:
+            // The keeper's token when it holds one; a sign-in through the keeper is not built, so
+            // the app is told to sign in the way that reaches the keeper (login, then enrol).
+            let client = try allowedClient(request)
+            do throws(TokenCacheError) {
+                let (result, account) = try await keeperToken(request, client: client, caller: caller, keeper: keeper)
+                return (BrokerWire.tokenReply(result, account: account), nil, client)
+            } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {
+                throw TokenCacheError(.interactionRequired, "The token keeper holds no usable token of client \(client) for this account (\(error.message)), and the broker does not sign in through the keeper.",
+                                      hint: "Sign in with `tokencache login --client \(client)`, then hand it to the keeper with `tokencache keeper --enroll`",
+                                      reason: error.reason)
+            }
+        case .removeAccount:
+            throw TokenCacheError(.unsupportedFlow, "The token keeper holds this account: an app does not sign it out through the broker.",
+                                  hint: "An administrator unenrols the group (`tokencache keeper --unenroll`)")
+        case .getLinuxBrokerVersion:
+            return (BrokerWire.versionReply(version), nil, nil)
+        case .cancelInteractiveFlow:
+            return ("{}", nil, nil)
+        case .acquirePrtSsoCookie, .generateSignedHttpRequest:
+            throw TokenCacheError(.unsupportedFlow, "tokencache broker has no device identity: \(method.rawValue) is not supported.",
+                                  hint: "Use Microsoft's identity broker on an enrolled device for device-bound tokens")
+        }
+    }
+
+    /// The keeper's token for the app's request, when a broker reply can carry it.
+    private func keeperToken(_ request: BrokerProtocol.Request, client: ClientID, caller: BrokerCaller,
+                             keeper: AgentClient) async throws(TokenCacheError) -> (TokenResult, CachedAccount) {
+        try serverPolicy.check(scopes: request.scopes)
+        let authority = try serverPolicy.authority(request.authority)
+        var forward = try Self.forward(.token, request, client: client, caller: caller)
+        forward.authority = authority?.url.absoluteString
+        forward.scopes = request.scopes
+        let response = try await BlockingWork.run { [forward] () throws(TokenCacheError) in try keeper.exchange(forward) }
+        guard let token = response.token, let details = token.account else { throw Self.keeperAnswered(without: "token", keeper) }
+        let account = details.cachedAccount
+        guard serverPolicy.allows(account: account) else {
+            throw TokenCacheError(.accessDenied, "The broker refused: the token keeper's account for this request is not one the broker serves.",
+                                  hint: "Restart the broker with --account naming it")
+        }
+        return (try Self.replyable(token.result(of: account), of: account, client: client), account)
+    }
+
+    /// The forwarded request for `caller`, whose pid and start time the bus and its pidfd gave.
+    private static func forward(_ inner: KeeperForwardRequest.Inner, _ request: BrokerProtocol.Request, client: ClientID,
+                                caller: BrokerCaller) throws(TokenCacheError) -> KeeperForwardRequest {
+        guard let pid = caller.pid, pid > 0, pid <= UInt32(Int32.max), let started = caller.started else {
+            throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell the token keeper which process is calling (the bus named no live process).",
+                                  hint: "Call it from a process on this machine's session bus")
+        }
+        return KeeperForwardRequest(inner: inner, appPID: Int32(pid), appStarted: started, clientID: client.value,
+                                    account: request.accountName, claims: request.claims)
+    }
+
+    private static func keeperAnswered(without field: String, _ keeper: AgentClient) -> TokenCacheError {
+        TokenCacheError(.agentUnavailable, "The token keeper at \(keeper.path) answered a forwarded call without the \(field): it is not a keeper that serves the identity broker.",
+                        hint: "Use a tokencache of the same release for the keeper and the broker", reason: .agentProtocol(path: keeper.path))
     }
 
     /// The result, when a reply can carry it.
@@ -374,7 +495,7 @@ package final class BrokerService: Sendable {
             log.append(entry)
         }
         observer?(entry)
-        store.options.logger.info("Broker request", metadata: [
+        logger.info("Broker request", metadata: [
             "pid": "\(caller.pid.map { "\($0)" } ?? "-")", "uid": "\(caller.uid.map { "\($0)" } ?? "-")", "op": "\(method.rawValue)",
             "client": "\(request?.clientID ?? "-")", "outcome": "\(outcome)"])
     }

@@ -65,6 +65,25 @@ package enum CallerIdentity: Sendable, Hashable, CustomStringConvertible {
         return identify(directory: directory)
     }
 
+    /// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks since boot), read
+    /// while `pidfd` pins it: with the pid it names that process and no later one (the token
+    /// keeper identifies a broker's caller by both). Nil when the process ended meanwhile.
+    package static func startTime(pid: UInt32, pidfd: Int32, proc: String = "/proc") -> UInt64? {
+        guard pid > 0, pid <= UInt32(Int32.max), let started = startTime(of: Int32(pid), proc: proc) else { return nil }
+        return ProcessDescriptor.isAlive(pidfd) && pidOf(pidfd: pidfd, proc: proc) == Int(pid) ? started : nil
+    }
+
+    /// Field 22 of /proc/PID/stat (clock ticks since boot), read after the command name's last ')'.
+    package static func startTime(of pid: Int32, proc: String = "/proc") -> UInt64? {
+        let file = open("\(proc)/\(pid)/stat", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        guard let text = readAll(file), let close = text.lastIndex(of: ")") else { return nil }
+        // After ") " come fields 3, 4, …: the start time is the 20th of them.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+
     /// The identity of the process whose /proc directory is `directory`.
     static func identify(directory: Int32) -> CallerIdentity {
         switch flatpakInfo(directory) {

@@ -24,11 +24,20 @@ package struct KeeperCaller: Sendable, Hashable {
     package var unidentifiedBecause: String?
     /// Its start time (clock ticks since boot), which pins it against a reused pid.
     package var started: UInt64?
+    /// The identity broker's pid, for an app whose call the broker forwarded (``forwarded(pid:started:by:)``).
+    package var forwardedBy: Int32?
 
     /// How the log and refusals name it.
     package var described: String {
-        "\(identity?.description ?? "an unidentified process") (pid \(pid), uid \(uid))"
+        "\(identity?.description ?? "an unidentified process") (pid \(pid), uid \(uid))" + via
     }
+
+    /// What the audit log names as the app.
+    package var audited: String {
+        (identity?.description ?? "unidentified: \(unidentifiedBecause ?? "unknown")") + via
+    }
+
+    private var via: String { forwardedBy.map { " via broker pid \($0)" } ?? "" }
 
     /// The variables that make a process run code its executable does not hold.
     static let loaderVariables = ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"]
@@ -101,13 +110,45 @@ package struct KeeperCaller: Sendable, Hashable {
         }
     }
 
-    /// Field 22 of /proc/PID/stat (clock ticks since boot), read after the command name's last ')'.
-    static func startTime(of pid: Int32) -> UInt64? {
-        guard let text = read("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
-        // After ") " come fields 3, 4, …: the start time is the 20th of them.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+    /// The app whose call the identity broker `forwarder` forwarded, named by its pid and start
+    /// time (``KeeperForwardRequest``), identified here as any caller is (``check(_:pid:)``),
+    /// when it runs as the forwarder's uid alone and the broker and it talk over a genuine bus
+    /// daemon (``ForwardingBus``). The broker's word names the process; the kernel says who it is.
+    static func forwarded(pid: Int32, started: UInt64, by forwarder: KeeperCaller) -> KeeperCaller {
+        var app = KeeperCaller(uid: forwarder.uid, pid: pid, identity: nil, unidentifiedBecause: nil, started: started, forwardedBy: forwarder.pid)
+        func unidentified(_ why: String) -> KeeperCaller {
+            app.unidentifiedBecause = why
+            return app
+        }
+        guard pid > 0, pid != forwarder.pid else { return unidentified("the broker named no other process") }
+        let pidfd = ProcessDescriptor.open(pid: pid)
+        guard pidfd >= 0 else { return unidentified("process \(pid) is gone") }
+        defer { close(pidfd) }
+        // Start time and uid first and last: a pid reused, or a uid changed (a setuid exec), between the reads shows.
+        let pinned = { CallerIdentity.startTime(pid: UInt32(pid), pidfd: pidfd) == started && runsAs(pid, uid: forwarder.uid) }
+        guard pinned() else { return unidentified("process \(pid) is not the broker's caller as it identified it (ended, or not running as uid \(forwarder.uid) alone)") }
+        let verdict = check(CallerIdentity.identify(pid: UInt32(pid), pidfd: pidfd), pid: pid)
+        guard pinned() else { return unidentified("its process ended or changed while it was being identified") }
+        switch verdict {
+        case .success(let identity): app.identity = identity
+        case .failure(let why): return unidentified(why.text)
+        }
+        if let why = ForwardingBus.check(forwarder: forwarder.pid, app: pid, uid: forwarder.uid) {
+            app.identity = nil
+            return unidentified("the broker's bus is not verified: \(why)")
+        }
+        return app
     }
+
+    /// Whether process `pid`'s real, effective, saved and file-system uids are all `uid`.
+    static func runsAs(_ pid: Int32, uid: UInt32) -> Bool {
+        guard let status = read("/proc/\(pid)/status"), let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") }) else { return false }
+        let uids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" }).map { UInt32($0) }
+        return uids.count == 4 && uids.allSatisfy { $0 == uid }
+    }
+
+    /// Field 22 of /proc/PID/stat (clock ticks since boot).
+    static func startTime(of pid: Int32) -> UInt64? { CallerIdentity.startTime(of: pid) }
 
     static func read(_ path: String) -> String? { readBytes(path).map { String(decoding: $0, as: UTF8.self) } }
 
@@ -276,8 +317,32 @@ enum PeerHolders {
     static func of(_ connection: SocketDescriptor, uid: UInt32) -> Set<Int32>? {
         var own = stat()
         guard fstat(connection.fd, &own) == 0, let peer = peerInode(of: UInt32(truncatingIfNeeded: own.st_ino)) else { return nil }
-        let target = "socket:[\(peer)]"
-        var holders = Set<Int32>()
+        return holders(of: [peer], uid: uid).map { $0[peer] ?? [] }
+    }
+
+    /// The socket inodes process `pid` holds (`/proc/PID/fd` links `socket:[N]`); nil when they cannot be read.
+    static func sockets(of pid: Int32) -> Set<UInt32>? {
+        guard let fds = opendir("/proc/\(pid)/fd") else { return nil }
+        defer { closedir(fds) }
+        var inodes = Set<UInt32>()
+        var link = [CChar](repeating: 0, count: 64)
+        while let entry = readdir(fds) {
+            let fd = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard fd.first?.isNumber == true else { continue }
+            let count = readlink("/proc/\(pid)/fd/\(fd)", &link, link.count - 1)
+            if count < 0, errno != ENOENT { return nil }
+            guard count > 0 else { continue }
+            let text = String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if text.hasPrefix("socket:["), text.hasSuffix("]"), let inode = UInt32(text.dropFirst(8).dropLast()) { inodes.insert(inode) }
+        }
+        return inodes
+    }
+
+    /// For each socket inode of `inodes`, the pids of `uid`'s processes holding it; nil when a
+    /// process of `uid` could not be looked into (one that ended meanwhile is skipped).
+    static func holders(of inodes: Set<UInt32>, uid: UInt32) -> [UInt32: Set<Int32>]? {
+        var holders: [UInt32: Set<Int32>] = [:]
+        guard !inodes.isEmpty else { return holders }
         guard let proc = opendir("/proc") else { return nil }
         defer { closedir(proc) }
         while let item = readdir(proc) {
@@ -299,9 +364,10 @@ enum PeerHolders {
                 let count = readlink("/proc/\(pid)/fd/\(fd)", &link, link.count - 1)
                 // Gone since the listing (closed, or the process ended) is no holder; any other failure is unknown.
                 if count < 0, errno != ENOENT, errno != ESRCH { return nil }
-                if count > 0, String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target {
-                    holders.insert(pid)
-                    break
+                guard count > 9 else { continue }
+                let text = String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                if text.hasPrefix("socket:["), text.hasSuffix("]"), let inode = UInt32(text.dropFirst(8).dropLast()), inodes.contains(inode) {
+                    holders[inode, default: []].insert(pid)
                 }
             }
         }

@@ -7,6 +7,7 @@ import FoundationEssentials
 import Logging
 import TokenCache
 import TokenCacheAgent
+import TokenCacheBroker
 import TokenCacheCore
 
 /// The token keeper (#62): a system service that holds enrolled users' groups where their own
@@ -195,6 +196,9 @@ package final class KeeperServer: Sendable {
             if op == "consent" || op == "revoke-consent" {
                 return try consent(message, op: op, from: caller)
             }
+            if op == KeeperForwardRequest.operation {
+                return try forward(message, group: envelope.group, from: caller)
+            }
             if op == "export" || op == "unenroll" {
                 // Any process of the user can run the keeper's own program with arguments of its
                 // choosing: handing a group back (its refresh tokens) or deleting it on a user
@@ -227,6 +231,42 @@ package final class KeeperServer: Sendable {
         } catch {
             decided(caller, op: op, group: envelope.group, request: try? JSONDecoder().decode(AgentProtocol.Request.self, from: message),
                 outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
+            return AgentProtocol.Response(error)
+        }
+    }
+
+    /// An app's call the identity broker forwarded (``KeeperForwardRequest``): only the keeper's
+    /// own program may forward, and the app is identified here as a caller of the keeper's socket
+    /// is (``KeeperCaller/forwarded(pid:started:by:)``), then served as one: its apps file entry or
+    /// its user's consent, its uid's store. The answer adds the ID token and the account's details
+    /// a broker reply must carry; never a refresh token. Decisions are logged as the app's, "via broker".
+    func forward(_ message: Data, group named: String?, from forwarder: KeeperCaller) throws(TokenCacheError) -> AgentProtocol.Response {
+        try Self.requireOwnProgram(forwarder, to: "forward an app's request", hint: "Apps reach the keeper through `tokencache broker`")
+        guard let forward = try? JSONDecoder().decode(KeeperForwardRequest.self, from: message) else {
+            throw TokenCacheError.invalidArgument("request", "is not a forwarded request (inner, app_pid, app_started, client_id)", hint: "See docs/KEEPER.md")
+        }
+        let client = try ClientID(required: forward.clientID, field: "client_id")
+        let app = KeeperCaller.forwarded(pid: forward.appPID, started: forward.appStarted, by: forwarder)
+        let request = forward.tokenRequest
+        let op = "\(KeeperForwardRequest.operation) \(forward.inner.rawValue)"
+        do throws(TokenCacheError) {
+            let (store, _) = try authorize(app, group: named, client: client)
+            let response: AgentProtocol.Response
+            switch forward.inner {
+            case .token:
+                let result = try token(request, client: client, store: store)
+                guard let account = result.account else {
+                    throw TokenCacheError(.notFound, "The token keeper holds no account record for this token of client \(client).",
+                                          hint: "Sign in again with `tokencache login --client \(client)` and enrol it", reason: .noAccount)
+                }
+                response = AgentProtocol.Response(token: AgentProtocol.Token(forBroker: result, account: account))
+            case .accounts:
+                response = AgentProtocol.Response(accounts: try store.accounts(clientID: client).map(AgentProtocol.AccountDetails.init))
+            }
+            decided(app, op: op, group: store.group.name, request: request, outcome: "granted")
+            return response
+        } catch {
+            decided(app, op: op, group: named, request: request, outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
             return AgentProtocol.Response(error)
         }
     }
@@ -476,7 +516,7 @@ package final class KeeperServer: Sendable {
         let line = "\(described): \(op) group \(group ?? "-") client \(client) scopes \(scopes.isEmpty ? "-" : scopes) account \(account) -> \(outcome)"
         observer(line)
         let entry = caller.map { caller in
-            KeeperAudit.Entry(time: Date().formatted(.iso8601), app: clean(caller.identity?.description ?? "unidentified: \(caller.unidentifiedBecause ?? "unknown")"),
+            KeeperAudit.Entry(time: Date().formatted(.iso8601), app: clean(caller.audited),
                               uid: caller.uid, pid: caller.pid, op: op, group: group, client: requested.client, account: requested.account,
                               scopes: requested.scopes, outcome: outcome)
         }

@@ -166,12 +166,26 @@ struct BrokerCommand: ParsableCommand {
 
     private func serve() throws {
         let policy = try served.policy()
-        let store = try self.store.openStore()
-        var options = PublicClientApplication.Options()
-        options.logger = store.options.logger
-        let service = BrokerService(store: store, policy: policy, version: TokenCacheVersion.string, options: options,
+        let service: BrokerService
+        let servingWhat: String
+        // The pipeline's route decides: a user enrolled with the token keeper (or an agent named) is answered by it.
+        if let keeper = store.agent() {
+            guard apps.isEmpty, !confirm else {
+                throw CLIError.usage("--app and --confirm decide which app gets what from this broker's own cache; the token keeper (\(keeper.source)) decides that for its groups, from its apps files and your consents.",
+                               hint: "Leave them out, or name a local cache (--group, --backend) to serve from it")
+            }
+            service = BrokerService(keeper: keeper, policy: policy, version: TokenCacheVersion.string,
+                                    logger: StoreOptions.logger(verbose: store.verbose), observer: AgentCommand.show)
+            servingWhat = "groups of the token keeper at \(Terminal.escape(keeper.path)) (forwarding each app's call)"
+        } else {
+            let store = try self.store.openStore()
+            var options = PublicClientApplication.Options()
+            options.logger = store.options.logger
+            service = BrokerService(store: store, policy: policy, version: TokenCacheVersion.string, options: options,
                                     appClients: try appClients(), confirmation: confirm ? (isatty(STDIN_FILENO) == 1 ? AgentCommand.askOnTerminal : Self.askOnDesktop) : nil,
                                     observer: AgentCommand.show)
+            servingWhat = "group \(store.group)"
+        }
         var signals = sigset_t()
         sigemptyset(&signals)
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
@@ -184,7 +198,7 @@ struct BrokerCommand: ParsableCommand {
         try bus.start(whenEnded: { pthread_kill(waiting, SIGTERM) })
         Self.serving.withLock { $0 = true }
         unlink(Self.failureFile)
-        Terminal.note("tokencache broker: serving group \(store.group) as \(BrokerWire.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
+        Terminal.note("tokencache broker: serving \(servingWhat) as \(BrokerWire.busName) on the session bus (pid \(getpid()); Ctrl-C or kill to stop).")
         var received: Int32 = 0
         sigwait(&signals, &received)
         bus.stop()

@@ -35,6 +35,9 @@ public struct IDTokenClaims: Sendable, Hashable {
     /// The username MSAL records: `preferred_username` (AAD), else `upn` (ADFS).
     public var username: String? { preferredUsername ?? upn }
 
+    /// Claims as given (an account described by the token keeper: its name and given name).
+    package init(_ all: JSONObject) { self.all = all }
+
     /// Decodes the payload of a JWT without validating it.
     /// - Throws: ``TokenCacheError`` with code `invalidTokenResponse` and field `id_token`.
     public init(jwt: String) throws(TokenCacheError) {

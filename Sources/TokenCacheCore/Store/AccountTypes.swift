@@ -38,6 +38,12 @@ extension CachedAccount {
         self.init(homeAccountID: homeAccountID, environment: environment, username: username,
                   localAccountID: String(homeAccountID.prefix { $0 != "." }), tenants: [], authorityType: "MSSTS", claims: nil)
     }
+
+    /// An account as the token keeper describes it to the identity broker (no records of this cache).
+    package init(homeAccountID: String, environment: String, username: String, localAccountID: String, tenants: [String], claims: IDTokenClaims?) {
+        self.init(homeAccountID: homeAccountID, environment: environment, username: username, localAccountID: localAccountID,
+                  tenants: tenants, authorityType: "MSSTS", claims: claims)
+    }
 }
 
 /// A usable access token, with what a caller needs to send it: the counterpart of MSAL's

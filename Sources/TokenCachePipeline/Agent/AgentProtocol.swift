@@ -5,8 +5,10 @@ import TokenCacheCore
 /// big-endian length followed by that many bytes of one UTF-8 JSON object. A client sends a
 /// request and reads one response; it may send more on the same connection.
 ///
-/// Responses carry access tokens only: no type here has a field for a refresh token, an ID
-/// token, a key or a passphrase.
+/// Responses carry access tokens only: no type here has a field for a refresh token, a key or a
+/// passphrase. The token keeper's answers to the identity broker's forwarded requests add the ID
+/// token and the account's details (``Token/idToken``, ``AccountDetails``), which a broker reply
+/// must carry: an ID token says who signed in and grants no API access.
 package enum AgentProtocol {
     /// The version this side speaks.
     package static let version = 1
@@ -69,10 +71,15 @@ package enum AgentProtocol {
         package var scopes: [String]
         package var username: String?
         package var homeAccountID: String?
+        /// The ID token issued with the token or cached for its account: only in the token keeper's
+        /// answer to a forwarded broker request.
+        package var idToken: String?
+        /// The token's account: only in the token keeper's answer to a forwarded broker request.
+        package var account: AccountDetails?
 
         enum CodingKeys: String, CodingKey {
             case accessToken = "access_token", tokenType = "token_type", expiresOn = "expires_on", refreshOn = "refresh_on"
-            case tenantID = "tenant_id", scopes, username, homeAccountID = "home_account_id"
+            case tenantID = "tenant_id", scopes, username, homeAccountID = "home_account_id", idToken = "id_token", account
         }
 
         package init(_ result: TokenResult) {
@@ -84,6 +91,51 @@ package enum AgentProtocol {
             scopes = result.scopes
             username = result.account?.username
             homeAccountID = result.account?.homeAccountID
+        }
+
+        /// The token keeper's answer to a forwarded broker request: with the ID token and the account's details.
+        package init(forBroker result: TokenResult, account: CachedAccount) {
+            self.init(result)
+            idToken = result.idToken
+            self.account = AccountDetails(result.account ?? account)
+        }
+
+        /// The token as this side's types hold it, of `account` (the keeper's details when it sent them).
+        package func result(of account: CachedAccount) -> TokenResult {
+            TokenResult(accessToken: accessToken, authenticationScheme: tokenType, expiresOn: Date(timeIntervalSince1970: TimeInterval(expiresOn)),
+                        refreshOn: refreshOn.map { Date(timeIntervalSince1970: TimeInterval($0)) }, tenantID: tenantID, scopes: scopes,
+                        account: self.account?.cachedAccount ?? account, cachedAt: nil, idToken: idToken)
+        }
+    }
+
+    /// An account as a broker reply names it (no secret): what the token keeper tells the identity
+    /// broker, which answers apps from the keeper's store (``CachedAccount`` on both sides).
+    package struct AccountDetails: Codable, Sendable, Hashable {
+        package var homeAccountID: String
+        package var environment: String
+        package var localAccountID: String
+        package var tenants: [String]
+        package var username: String
+        package var name: String?
+        package var givenName: String?
+
+        enum CodingKeys: String, CodingKey {
+            case homeAccountID = "home_account_id", environment, localAccountID = "local_account_id", tenants, username, name,
+                 givenName = "given_name"
+        }
+
+        package init(_ account: CachedAccount) {
+            (homeAccountID, environment, localAccountID) = (account.homeAccountID, account.environment, account.localAccountID)
+            (tenants, username, name, givenName) = (account.tenants, account.username, account.claims?.name, account.claims?.givenName)
+        }
+
+        /// The account as this side's types hold it (its claims: the name and given name alone).
+        package var cachedAccount: CachedAccount {
+            var claims: JSONObject = [:]
+            if let name { claims["name"] = .string(name) }
+            if let givenName { claims["given_name"] = .string(givenName) }
+            return CachedAccount(homeAccountID: homeAccountID, environment: environment, username: username, localAccountID: localAccountID,
+                                 tenants: tenants, claims: claims.isEmpty ? nil : IDTokenClaims(claims))
         }
     }
 
@@ -147,13 +199,16 @@ package enum AgentProtocol {
         package var token: Token?
         package var inventory: GroupInventory?
         package var requests: [LoggedRequest]?
+        /// A client's accounts: the token keeper's answer to a forwarded broker `getAccounts`.
+        package var accounts: [AccountDetails]?
         package var error: Failure?
 
-        package init(token: Token? = nil, inventory: GroupInventory? = nil, requests: [LoggedRequest]? = nil) {
+        package init(token: Token? = nil, inventory: GroupInventory? = nil, requests: [LoggedRequest]? = nil, accounts: [AccountDetails]? = nil) {
             ok = true
             self.token = token
             self.inventory = inventory
             self.requests = requests
+            self.accounts = accounts
         }
 
         package init(_ error: TokenCacheError) {
