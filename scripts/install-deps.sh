@@ -44,7 +44,8 @@ install_missing "${demo_packages[@]}" libsecret-1-0 gnome-keyring dbus libsecret
     openssh-client openssh-server `# the agent's forwarding tests (#38): ssh -R to a private sshd` \
     bubblewrap `# the sandbox tests (#39): a /.flatpak-info for secret-tool and tokencache` \
     xdg-desktop-portal `# the real Secret portal (gnome-keyring is its backend)` \
-    xdg-dbus-proxy `# the sandbox's filtered bus, as Flatpak's (portal only)`
+    xdg-dbus-proxy `# the sandbox's filtered bus, as Flatpak's (portal only)` \
+    libglib2.0-bin `# gdbus: the keeper's forwarding tests' broker-enabled app (#62)`
 
 # The developer tools' tests (#61): the real git and kubectl. Debian's kubectl (kubernetes-client)
 # only where no kubectl is installed: the Google Cloud SDK's `kubectl` package owns /usr/bin/kubectl
