@@ -252,6 +252,11 @@ class KeeperForwarding(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # MSALRuntime keeps named semaphores in /dev/shm (sem.UUID:HASH, mode 0700, left behind by a run that was
+        # killed): another user's of the same name makes Alice's runtime fail to write its cache ("Error while
+        # creating system mutex", EACCES), and her silent call then finds no account. The harness's private mount
+        # namespace gets an empty /dev/shm, so no earlier run on this machine decides the outcome.
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tokencache-test-shm", "/dev/shm"], check=True)
         cls.alice = cls.bob = cls.keeper = None
         cls.opt = tempfile.mkdtemp(prefix="tckf-", dir="/opt")
         cls.addClassCleanup(cls.remove_opt)

@@ -130,6 +130,13 @@ struct KeeperBrokerForwardingTests {
         #expect(!token.contains(scenario.refreshToken) && !broker.said.contains(scenario.refreshToken) && !scenario.homeFiles(scenario.alice).contains(scenario.refreshToken))
         #expect(scenario.log.contains("\(Self.gdbus) (pid") && scenario.log.contains("via broker pid \(broker.process.processIdentifier): forward token")
                 && scenario.log.contains("-> granted"), "\(scenario.log)")
+        // The keeper's accounts are not the app's to remove, and a sign-in through the keeper is not built: both say what to do.
+        let removed = try Self.call("removeAccount", #"{"clientId": "\#(Fixtures.appOne)", "account": {"homeAccountId": "\#(Fixtures.alice.homeAccountID)"}}"#,
+                                    as: scenario.alice, on: bus)
+        #expect(removed.contains("The token keeper holds this account") && removed.contains("unsupportedFlow"), "\(removed)")
+        let interactive = try Self.call("acquireTokenInteractively", try Self.silentRequest(scenario, account: "nobody@example.com"), as: scenario.alice, on: bus)
+        #expect(interactive.contains("interactionRequired") && interactive.contains("tokencache keeper --enroll") && !interactive.contains("accessToken"),
+                "\(interactive)")
         let audit = try scenario.alice.run(scenario.app, ["keeper", "--log", "--socket", scenario.socket, "--json"])
         #expect(audit.stdout.contains("\(Self.gdbus) via broker pid \(broker.process.processIdentifier)"), "\(audit.stdout)\(audit.stderr)")
     }
