@@ -13,7 +13,7 @@ import Glibc
 struct BrokerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broker",
-        abstract: "Answer broker-enabled MSAL apps on the session bus (com.microsoft.identity.broker1) from the group's cache.",
+        abstract: "Answer broker-enabled MSAL apps on the session bus (com.microsoft.identity.broker1) from the group's cache (or, for a user enrolled with the token keeper, from the keeper).",
         discussion: """
         Runs in the foreground and owns the session-bus name com.microsoft.identity.broker1, \
         which MSAL apps with the broker turned on (MSAL Python's enable_broker_on_linux through \
@@ -46,6 +46,11 @@ struct BrokerCommand: ParsableCommand {
         client here needs the user's yes. Every request is logged on standard error with the caller's \
         identity, pid and uid, and `tokencache broker --list-requests` shows the log (to host \
         callers only).
+
+        For a user enrolled with the token keeper (`tokencache keeper --enroll`; or \
+        TOKENCACHE_AGENT_SOCK naming it) it opens no cache: each app's call goes to the keeper \
+        with the app's pid, the keeper identifies the app itself and answers what its apps \
+        files and your consents allow (docs/KEEPER.md); --app and --confirm are refused then.
 
         It refuses to start when another process owns the name (Microsoft's \
         microsoft-identity-broker on an Intune-enrolled machine, or another broker). \
