@@ -14,6 +14,9 @@
 enum { TC_O_PATH = 010000000 };
 /// pidfd_open(2): a pidfd for `pid`, or -1 with errno.
 static inline int tc_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+/// pidfd_getfd(2): a copy (close-on-exec) of descriptor `fd` of the pidfd's process, or -1 with
+/// errno (needs ptrace access to it: the keeper's CAP_SYS_PTRACE).
+static inline int tc_pidfd_getfd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
 
 extern char *secure_getenv(const char *name);
 /// getenv, but NULL in secure-execution mode (setuid, setgid, file capabilities: AT_SECURE).

@@ -420,7 +420,7 @@ package final class BrokerService: Sendable {
             do throws(TokenCacheError) {
                 let (result, account) = try await keeperToken(request, client: client, caller: caller, keeper: keeper)
                 return (BrokerWire.tokenReply(result, account: account), nil, client)
-            } catch where [.notFound, .ambiguousAccount, .interactionRequired].contains(error.code) {
+            } catch where [.notFound, .interactionRequired].contains(error.code) {
                 throw TokenCacheError(.interactionRequired, "The token keeper holds no usable token of client \(client) for this account (\(error.message)), and the broker does not sign in through the keeper.",
                                       hint: "Sign in with `tokencache login --client \(client)`, then hand it to the keeper with `tokencache keeper --enroll`",
                                       reason: error.reason)

@@ -137,6 +137,11 @@ package struct KeeperCaller: Sendable, Hashable {
             app.identity = nil
             return unidentified("the broker's bus is not verified: \(why)")
         }
+        // The bus was checked for the process identified: still that one.
+        guard pinned() else {
+            app.identity = nil
+            return unidentified("its process ended or changed while its bus was being checked")
+        }
         return app
     }
 

@@ -35,6 +35,8 @@ package final class KeeperServer: Sendable {
     private let limiter: ConsentLimiter
     /// The PAM service consent passwords are checked with.
     private let pamService: String
+    /// Whether calls `tokencache broker` forwards are taken (``forward(_:group:from:)``).
+    private let brokerForwarding: Bool
     /// Connections served per uid.
     private let connections = KeeperConnections(limit: KeeperServer.maximumConnectionsPerUID)
 
@@ -54,10 +56,13 @@ package final class KeeperServer: Sendable {
     /// Listens at `socket`, or on the descriptor systemd passed (LISTEN_FDS) when it passed one.
     /// - Parameters:
     ///   - pamService: the PAM service consent passwords are checked with.
+    ///   - brokerForwarding: whether to take the calls `tokencache broker` forwards for apps (off
+    ///     by default: the access tokens in its replies cross the user's session bus, which any
+    ///     process of the user may monitor).
     ///   - clock: the time since the Unix epoch, which consent back-offs are counted on (and saved with).
     ///   - observer: gets each decision's log line (who, what, outcome; never a token).
     package init(socket: String, vault: KeeperVault, appsDirectory: String, options: PublicClientApplication.Options,
-                 pamService: String = KeeperServer.defaultPAMService, clock: (@Sendable () -> Duration)? = nil,
+                 pamService: String = KeeperServer.defaultPAMService, brokerForwarding: Bool = false, clock: (@Sendable () -> Duration)? = nil,
                  observer: @escaping @Sendable (String) -> Void = { _ in }) throws(TokenCacheError) {
         if let passed = Self.socketFromSystemd() {
             (listener, path) = (SocketListener(passed), nil)
@@ -71,6 +76,7 @@ package final class KeeperServer: Sendable {
         consents = KeeperConsents(directory: vault.directory)
         limiter = ConsentLimiter(directory: vault.directory, now: clock ?? ConsentLimiter.wallClock)
         self.pamService = pamService
+        self.brokerForwarding = brokerForwarding
         syslogs = access("/dev/log", W_OK) == 0 && getenv("JOURNAL_STREAM") == nil
         if syslogs { openlog(nil, LOG_PID, LOG_AUTHPRIV) }
     }
@@ -241,6 +247,10 @@ package final class KeeperServer: Sendable {
     /// its user's consent, its uid's store. The answer adds the ID token and the account's details
     /// a broker reply must carry; never a refresh token. Decisions are logged as the app's, "via broker".
     func forward(_ message: Data, group named: String?, from forwarder: KeeperCaller) throws(TokenCacheError) -> AgentProtocol.Response {
+        guard brokerForwarding else {
+            throw TokenCacheError(.unsupportedFlow, "The token keeper does not take calls forwarded by tokencache broker: its administrator has not turned them on.",
+                                  hint: "An administrator starts the keeper with --broker-forwarding (docs/KEEPER.md says what that lets the user's processes see); apps can ask the keeper directly meanwhile")
+        }
         try Self.requireOwnProgram(forwarder, to: "forward an app's request", hint: "Apps reach the keeper through `tokencache broker`")
         guard let forward = try? JSONDecoder().decode(KeeperForwardRequest.self, from: message) else {
             throw TokenCacheError.invalidArgument("request", "is not a forwarded request (inner, app_pid, app_started, client_id)", hint: "See docs/KEEPER.md")

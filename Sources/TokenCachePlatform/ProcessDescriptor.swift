@@ -15,6 +15,10 @@ package enum ProcessDescriptor {
     /// A pidfd for `pid`, or -1 with errno.
     package static func open(pid: Int32) -> Int32 { tc_pidfd_open(pid) }
 
+    /// A copy of descriptor `fd` of the pidfd's process (close-on-exec), or -1 with errno: needs
+    /// ptrace access to that process.
+    package static func copy(_ fd: Int32, of pidfd: Int32) -> Int32 { tc_pidfd_getfd(pidfd, fd) }
+
     /// Whether the pidfd's process has not exited: a pidfd polls readable once it has. Polling
     /// needs no right over the process; signal 0 through the pidfd did, so the keeper, bounded to
     /// two capabilities without CAP_KILL, took every other user's process for gone.

@@ -304,7 +304,7 @@ class KeeperForwarding(unittest.TestCase):
         os.close(descriptor)
         environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH")}
         with open(cls.keeper_log, "w") as log:
-            cls.keeper = subprocess.Popen([cls.program, "keeper", "--socket", cls.socket, "--state-dir", cls.state, "--apps-dir", cls.apps],
+            cls.keeper = subprocess.Popen([cls.program, "keeper", "--socket", cls.socket, "--state-dir", cls.state, "--apps-dir", cls.apps, "--broker-forwarding"],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environment)
         wait_until("the keeper", lambda: "serving at" in read(cls.keeper_log), cls.keeper, lambda: read(cls.keeper_log))
 

@@ -95,6 +95,9 @@ struct KeeperCommand: ParsableCommand {
     @Option(name: .customLong("pam-service"), help: ArgumentHelp("Serving (root): the PAM service consent passwords are checked with (default \(KeeperServer.defaultPAMService)).", valueName: "name"))
     var pamService: String = KeeperServer.defaultPAMService
 
+    @Flag(name: .customLong("broker-forwarding"), help: "Serving (root): take the calls `tokencache broker` forwards for enrolled users' MSAL apps (off by default: the access tokens in the broker's replies cross the user's session bus, where any process of the user may monitor them; see docs/KEEPER.md).")
+    var brokerForwarding = false
+
     @Flag(help: "Show your own newest audit log entries (the keeper's decisions about your programs); as root, --uid's, from --state-dir.")
     var log = false
 
@@ -140,9 +143,10 @@ struct KeeperCommand: ParsableCommand {
         for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let server = try KeeperServer(socket: socket, vault: vault, appsDirectory: appsDirectory, options: options, pamService: pamService,
-                                      observer: { line in Terminal.note(Terminal.escape("\(Terminal.localTime(Date())) \(line)")) })
+                                      brokerForwarding: brokerForwarding, observer: { line in Terminal.note(Terminal.escape("\(Terminal.localTime(Date())) \(line)")) })
         try server.start()
-        Terminal.note("tokencache keeper: serving at \(server.path ?? "the socket systemd passed") (pid \(getpid())), state \(stateDirectory), apps \(appsDirectory).")
+        Terminal.note("tokencache keeper: serving at \(server.path ?? "the socket systemd passed") (pid \(getpid())), state \(stateDirectory), apps \(appsDirectory)"
+                      + (brokerForwarding ? ", taking calls tokencache broker forwards." : "."))
         var received: Int32 = 0
         sigwait(&signals, &received)
         server.stop()

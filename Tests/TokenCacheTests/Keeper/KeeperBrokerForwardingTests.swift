@@ -98,6 +98,18 @@ struct KeeperBrokerForwardingTests {
 
     static let accountsRequest = #"{"clientId": "\#(Fixtures.appOne)", "redirectUri": "\#(Fixtures.appOne)"}"#
 
+    /// Alice's own bus and broker, forwarding to the scenario's keeper, with gdbus named in its apps files.
+    static func alicesSession(_ scenario: KeeperScenario) throws -> (UserBus, UserProcess) {
+        try scenario.allow(gdbus)
+        let bus = try UserBus(of: scenario.alice)
+        do {
+            return (bus, try broker(scenario, as: scenario.alice, busAddress: bus.address))
+        } catch {
+            bus.stop()
+            throw error
+        }
+    }
+
     /// The broker as `user` on `bus`, forwarding to the scenario's keeper.
     static func broker(_ scenario: KeeperScenario, as user: KeeperTestUser, busAddress: String) throws -> UserProcess {
         try UserProcess(as: user, scenario.app, ["broker"],
@@ -107,13 +119,10 @@ struct KeeperBrokerForwardingTests {
 
     @Test("An allowed app's broker calls reach the keeper through Alice's `tokencache broker`: getAccounts lists her account and a silent call gets her token with its ID token and account (refreshed by the keeper), never a refresh token; the keeper's audit names the app via the broker")
     func allowedAppThroughTheBroker() async throws {
-        let scenario = try await KeeperScenario.withAliceEnrolled()
+        let scenario = try await KeeperScenario.withAliceEnrolled(brokerForwarding: true)
         defer { scenario.cleanUp() }
-        try scenario.allow(Self.gdbus)
-        let bus = try UserBus(of: scenario.alice)
-        defer { bus.stop() }
-        let broker = try Self.broker(scenario, as: scenario.alice, busAddress: bus.address)
-        defer { broker.stop(SIGTERM) }
+        let (bus, broker) = try Self.alicesSession(scenario)
+        defer { broker.stop(SIGTERM); bus.stop() }
         #expect(broker.said.contains("token keeper"), "\(broker.said)")
 
         let accounts = try Self.call("getAccounts", Self.accountsRequest, as: scenario.alice, on: bus)
@@ -141,15 +150,24 @@ struct KeeperBrokerForwardingTests {
         #expect(audit.stdout.contains("\(Self.gdbus) via broker pid \(broker.process.processIdentifier)"), "\(audit.stdout)\(audit.stderr)")
     }
 
-    @Test("Refused through the broker, with the keeper's typed reason: an app no apps file names, an allowed app started with LD_PRELOAD, any app while the broker hears the bus through a relay that is not a bus daemon, and a forward sent by a program other than the keeper's; Bob's own broker gives him nothing of Alice's")
-    func refusalsThroughTheBroker() async throws {
+    @Test("A keeper started without --broker-forwarding takes no forwarded call: the app gets the typed reason naming the option, and nothing is served")
+    func forwardingIsOffByDefault() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
         defer { scenario.cleanUp() }
-        try scenario.allow(Self.gdbus)
-        let bus = try UserBus(of: scenario.alice)
-        defer { bus.stop() }
-        var broker = try Self.broker(scenario, as: scenario.alice, busAddress: bus.address)
-        defer { broker.stop(SIGTERM) }
+        let (bus, broker) = try Self.alicesSession(scenario)
+        defer { broker.stop(SIGTERM); bus.stop() }
+        let token = try Self.call("acquireTokenSilently", try Self.silentRequest(scenario), as: scenario.alice, on: bus)
+        #expect(token.contains("unsupportedFlow") && token.contains("--broker-forwarding") && !token.contains("accessToken"), "\(token)")
+        #expect(try await scenario.idp.stats().grants.isEmpty)
+    }
+
+    @Test("Refused through the broker, with the keeper's typed reason: an app no apps file names, an allowed app started with LD_PRELOAD, a connection made by another process before the allowed app was exec'd in its place, any app while the broker hears the bus through a relay that is not a bus daemon, and a forward sent by a program other than the keeper's; Bob's own broker gives him nothing of Alice's")
+    func refusalsThroughTheBroker() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled(brokerForwarding: true)
+        defer { scenario.cleanUp() }
+        let (bus, first) = try Self.alicesSession(scenario)
+        var broker = first
+        defer { broker.stop(SIGTERM); bus.stop() }
 
         // dbus-send is in no apps file: the runtime's IncorrectConfiguration (9) with the keeper's reason.
         let unlisted = try Self.call("acquireTokenSilently", try Self.silentRequest(scenario), as: scenario.alice, on: bus, executable: "/usr/bin/dbus-send")
@@ -161,6 +179,14 @@ struct KeeperBrokerForwardingTests {
         // A forward sent by another program of Alice's (python3) naming the allowed app: refused before any app is looked at.
         let forged = try scenario.alice.run("/usr/bin/python3", ["-c", Self.forgedForward, scenario.socket, Fixtures.appOne])
         #expect(forged.stdout.contains("accessDenied") && forged.stdout.contains("only the keeper's own program"), "\(forged.stdout)\(forged.stderr)")
+
+        // A process of Alice's connects to the bus, then the allowed app is started in its place
+        // (exec keeps the pid the bus credits the connection to) while a child keeps the connection
+        // and calls: the daemon's connection credited to gdbus is held by another process.
+        let execAfterConnect = try scenario.alice.run("/usr/bin/python3", ["-c", Self.execAfterConnect, bus.address, try Self.silentRequest(scenario)],
+                                                      environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+        #expect(execAfterConnect.stdout.contains("not by the app alone") && !execAfterConnect.stdout.contains("accessToken"),
+                "\(execAfterConnect.stdout)\(execAfterConnect.stderr)\n\(scenario.log)")
 
         // The broker hears the bus through a relay of Alice's (python3, not a bus daemon): nothing is served through it.
         broker.stop(SIGTERM)
@@ -199,6 +225,31 @@ struct KeeperBrokerForwardingTests {
         body = json.dumps({"op": "forward", "inner": "token", "app_pid": os.getppid(), "app_started": 1, "client_id": sys.argv[2], "scopes": ["User.Read"]}).encode()
         s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(struct.pack(">I", len(body)) + body)
         head = s.recv(4, socket.MSG_WAITALL); print(s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL).decode())
+        """#
+
+    /// Connects to the bus at argv[1]; the connecting process then runs `gdbus monitor` (an allowed
+    /// app) by exec, while a child it forked calls acquireTokenSilently (argv[2]) on the connection
+    /// once the exec happened (the close-on-exec pipe's end) and prints the reply.
+    static let execAfterConnect = #"""
+        import os, socket, sys
+        address = dict(part.split("=", 1) for part in sys.argv[1].split(":", 1)[1].split(","))
+        target = address["path"] if "path" in address else "\0" + address["abstract"]
+        connection = socket.socket(socket.AF_UNIX); connection.connect(target)
+        read_end, write_end = os.pipe()
+        app = os.getpid()
+        if os.fork() != 0:
+            os.close(read_end); connection.set_inheritable(False)
+            os.execv("/usr/bin/gdbus", ["gdbus", "monitor", "--session", "--dest", "org.freedesktop.DBus"])
+        os.close(write_end); os.read(read_end, 1)  # end of file: the parent ran exec
+        from gi.repository import Gio, GLib
+        stream = Gio.Socket.new_from_fd(connection.detach()).connection_factory_create_connection()
+        bus = Gio.DBusConnection.new_sync(stream, None, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        try:
+            reply = bus.call_sync("com.microsoft.identity.broker1", "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1", "acquireTokenSilently",
+                                  GLib.Variant("(sss)", ("0.0", "exec-after-connect", sys.argv[2])), GLib.VariantType("(s)"), Gio.DBusCallFlags.NONE, 60000, None)
+            print(reply.unpack()[0])
+        finally:
+            os.kill(app, 9)
         """#
 
     /// Relays every connection to argv[1] to the bus at the D-Bus address argv[2] (path= or abstract=).

@@ -68,6 +68,8 @@ final class KeeperScenario: @unchecked Sendable {
     let idp: FakeIdentityProvider
     /// Whether the keeper runs confined as its systemd unit confines it (``startKeeper()``).
     let confined: Bool
+    /// Whether the keeper takes calls `tokencache broker` forwards (`--broker-forwarding`).
+    var brokerForwarding = false
 
     var app: String { appDirectory + "/tokencache" }
     var socket: String { root + "/run/keeper.sock" }
@@ -78,8 +80,9 @@ final class KeeperScenario: @unchecked Sendable {
     var pamService: String { "tokencache-keeper-test-\(id)" }
     var pamFile: String { "/etc/pam.d/\(pamService)" }
 
-    init(confined: Bool = false) throws {
+    init(confined: Bool = false, brokerForwarding: Bool = false) throws {
         self.confined = confined
+        self.brokerForwarding = brokerForwarding
         root = "/tmp/tck-\(id)"
         appDirectory = "/opt/tck-\(id)"
         keeperLog = URL(fileURLWithPath: "/tmp/tck-\(id).log")
@@ -122,6 +125,7 @@ final class KeeperScenario: @unchecked Sendable {
     func startKeeper() throws {
         let process = Process()
         let arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
+            + (brokerForwarding ? ["--broker-forwarding"] : [])
         if confined {
             let script = """
                 set -e
@@ -198,8 +202,8 @@ final class KeeperScenario: @unchecked Sendable {
     }
 
     /// A scenario where Alice has enrolled (cleaned up here when that fails).
-    static func withAliceEnrolled(confined: Bool = false) async throws -> KeeperScenario {
-        let scenario = try KeeperScenario(confined: confined)
+    static func withAliceEnrolled(confined: Bool = false, brokerForwarding: Bool = false) async throws -> KeeperScenario {
+        let scenario = try KeeperScenario(confined: confined, brokerForwarding: brokerForwarding)
         do {
             let enrolled = try await scenario.enrollAlice()
             guard enrolled.status == 0 else { throw KeeperTestError("enrol as Alice: \(enrolled.stderr)\n\(scenario.log)") }
