@@ -463,7 +463,7 @@ package final class BrokerService: Sendable {
             throw TokenCacheError(.accessDenied, "The broker refused: it cannot tell the token keeper which process is calling (the bus named no live process).",
                                   hint: "Call it from a process on this machine's session bus")
         }
-        return KeeperForwardRequest(inner: inner, appPID: Int32(pid), appStarted: started, clientID: client.value,
+        return KeeperForwardRequest(inner: inner, appPID: Int32(pid), appStarted: started, clientID: client,
                                     account: request.accountName, claims: request.claims)
     }
 

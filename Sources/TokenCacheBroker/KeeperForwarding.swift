@@ -37,9 +37,9 @@ package struct KeeperForwardRequest: Codable, Sendable, Hashable {
     package var clientCapabilities: [String]?
     package var forceRefresh: Bool?
 
-    package init(inner: Inner, appPID: Int32, appStarted: UInt64, clientID: String, scopes: [String]? = nil, account: String? = nil,
+    package init(inner: Inner, appPID: Int32, appStarted: UInt64, clientID: ClientID, scopes: [String]? = nil, account: String? = nil,
                  authority: String? = nil, claims: String? = nil, clientCapabilities: [String]? = nil, forceRefresh: Bool? = nil) {
-        (self.inner, self.appPID, self.appStarted, self.clientID, self.scopes) = (inner, appPID, appStarted, clientID, scopes)
+        (self.inner, self.appPID, self.appStarted, self.clientID, self.scopes) = (inner, appPID, appStarted, clientID.value, scopes)
         (self.account, self.authority, self.claims, self.clientCapabilities, self.forceRefresh) = (account, authority, claims, clientCapabilities, forceRefresh)
     }
 
