@@ -22,7 +22,7 @@ package final class KeeperServer: Sendable {
     private let vault: KeeperVault
     private let appsDirectory: String
     private let logger: Logger
-    private let options: PublicClientApplication.Options
+    let options: PublicClientApplication.Options
     private let observer: @Sendable (String) -> Void
     /// Each uid's audit log, in the state directory.
     private let audit: KeeperAudit
@@ -154,7 +154,7 @@ package final class KeeperServer: Sendable {
             let response = body.withUnsafeMutableBytes { raw in
                 defer { explicit_bzero(raw.baseAddress!, raw.count) }
                 let request = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
-                return answer(request, from: caller)
+                return answer(request, from: caller, on: connection)
             }
             deadline = ReadDeadline(at: now() + .seconds(Self.ioTimeoutSeconds), perRead: .seconds(Self.ioTimeoutSeconds), now: now)
             guard connection.write(all: AgentProtocol.encode(response)) else { return }
@@ -163,7 +163,9 @@ package final class KeeperServer: Sendable {
 
     /// The answer to one message, on the connection's own (blocking) thread: the files, PAM, the
     /// store and a refresh all run there.
-    func answer(_ message: Data, from caller: KeeperCaller?) -> any Encodable & Sendable {
+    /// `connection` carries the first of two answers and says when the caller hung up (a device
+    /// code sign-in's).
+    func answer(_ message: Data, from caller: KeeperCaller?, on connection: SocketDescriptor? = nil) -> any Encodable & Sendable {
         guard let envelope = try? JSONDecoder().decode(KeeperProtocol.Envelope.self, from: message) else {
             decided(caller, op: "-", group: nil, request: nil, outcome: "refused: not a JSON request")
             return AgentProtocol.Response(TokenCacheError.invalidArgument("request", "is not a JSON object of protocol version \(AgentProtocol.version)",
@@ -204,6 +206,24 @@ package final class KeeperServer: Sendable {
             }
             if op == KeeperForwardRequest.operation {
                 return try forward(message, group: envelope.group, from: caller)
+            }
+            if op == KeeperCodeRedemption.operation {
+                return redeem(message, group: envelope.group, from: caller)
+            }
+            if op == KeeperDeviceCodeSignIn.operation {
+                return deviceCodeSignIn(message, group: envelope.group, from: caller,
+                                        interim: { connection?.write(all: AgentProtocol.encode($0)) ?? false },
+                                        hungUp: { connection?.peerHungUp ?? false })
+            }
+            if op == KeeperSignInCheck.operation {
+                guard let check = try? JSONDecoder().decode(KeeperSignInCheck.self, from: message) else {
+                    throw TokenCacheError.invalidArgument("request", "is not a sign-in check (client_id)", hint: "See docs/KEEPER.md, \"Signing in\"")
+                }
+                let client = try ClientID(required: check.clientID, field: "client_id")
+                let (store, _) = try authorize(caller, group: envelope.group, client: client)
+                decided(caller, op: op, group: store.group.name, request: AgentProtocol.Request(operation: .token, clientID: client.value),
+                        outcome: "granted: may sign in")
+                return AgentProtocol.Response()
             }
             if op == "export" || op == "unenroll" {
                 // Any process of the user can run the keeper's own program with arguments of its
@@ -503,7 +523,7 @@ package final class KeeperServer: Sendable {
 
     /// A decision, logged (``log(_:op:group:request:outcome:)``) and then written to syslog and
     /// the caller's audit log.
-    private func decided(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) {
+    func decided(_ caller: KeeperCaller?, op: String, group: String?, request: AgentProtocol.Request?, outcome: String) {
         audit(log(caller, op: op, group: group, request: request, outcome: outcome))
     }
 

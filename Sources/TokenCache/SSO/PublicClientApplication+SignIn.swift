@@ -38,6 +38,8 @@ extension PublicClientApplication {
     package func blockingInteractiveSignIn(_ parameters: InteractiveTokenParameters,
                                            isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let clientID = try checkedClientID.get()
+        // The keeper would refuse the code of an app it does not allow: asked before the user signs in.
+        if let keeper = agent, keeper.isKeeper { try keeper.checkSignIn(clientID: clientID) }
         let authority = parameters.authority ?? self.authority
         let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
         guard let authorizationEndpoint = endpoints.authorization else {
@@ -104,16 +106,31 @@ extension PublicClientApplication {
         guard let code = query["code"], !code.isEmpty else {
             throw TokenCacheError(.authorizationFailed, "The sign-in redirect carried no code.", hint: "Start the sign-in again")
         }
-        var grant = ["grant_type": "authorization_code", "code": code, "redirect_uri": redirectURI, "code_verifier": pkce.verifier]
-        if let claims = parameters.claims { grant["claims"] = claims }
-        let redeemed = try client.redeemBlocking(grant: grant, clientID: clientID, scopes: parameters.scopes, at: endpoints.token,
+        let redemption = KeeperCodeRedemption(group: agent?.group, clientID: clientID, authority: authority, scopes: parameters.scopes, code: code,
+                                              redirectURI: redirectURI, codeVerifier: pkce.verifier, nonce: nonce, claims: parameters.claims)
+        // An enrolled user's keeper redeems: the refresh token stays there, out of this process.
+        if let keeper = agent, keeper.isKeeper { return try keeper.redeem(redemption) }
+        return try blockingRedeem(redemption, clientID: clientID, authority: authority, tokenEndpoint: endpoints.token, isCancelled: isCancelled)
+    }
+
+    /// Redeems a browser sign-in's authorization code at `authority`'s token endpoint (discovered
+    /// here when `tokenEndpoint` is nil), checks the ID token's nonce and saves the result to this
+    /// app's store: the last step of ``blockingInteractiveSignIn(_:isCancelled:)``, and what the
+    /// token keeper does with an enrolled user's app's code (``KeeperCodeRedemption``).
+    /// - Throws: `authorizationFailed` (the code refused), `stateMismatch` (field `nonce`),
+    ///   `network`, `serverError`. Nothing is saved on an error.
+    package func blockingRedeem(_ redemption: KeeperCodeRedemption, clientID: ClientID, authority: Authority, tokenEndpoint: URL? = nil,
+                                isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
+        let endpoint: URL
+        if let tokenEndpoint { endpoint = tokenEndpoint } else { endpoint = try client.endpointsBlocking(for: authority, cancelled: isCancelled).token }
+        let redeemed = try client.redeemBlocking(grant: redemption.grant, clientID: clientID, scopes: redemption.scopes, at: endpoint,
                                                  isMicrosoft: authority.kind != .oidc, cancelled: isCancelled)
         switch redeemed {
         case .tokens(let response):
-            try AuthorizationRequest.checkNonce(response, nonce)
+            try AuthorizationRequest.checkNonce(response, redemption.nonce)
             return try blockingSaveSignIn(response, clientID: clientID,
                                           authority: try TokenEngine.blockingSignInAuthority(for: authority, discoveringWith: client),
-                                          scopes: parameters.scopes)
+                                          scopes: redemption.scopes)
         case .rejected(let details):
             throw SignInErrors.rejected(details, what: "authorization code")
         }
@@ -146,6 +163,12 @@ extension PublicClientApplication {
                                           isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let clientID = try checkedClientID.get()
         let authority = parameters.authority ?? self.authority
+        if let keeper = agent, keeper.isKeeper {
+            // The keeper polls: the token endpoint's answer, with the refresh token, never reaches this process.
+            let request = KeeperDeviceCodeSignIn(group: keeper.group, clientID: clientID, authority: authority, scopes: parameters.scopes,
+                                                 claims: parameters.claims, timeoutSeconds: parameters.timeout.map { Int(max($0, 1).rounded(.up)) })
+            return try keeper.deviceCodeSignIn(request, onCode: { onCode(DeviceCodeMessage($0)) }, isCancelled: isCancelled)
+        }
         let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
         let fallback = authority.kind == .aad ? URL(string: authority.url.absoluteString + "/oauth2/v2.0/devicecode") : nil
         guard let deviceEndpoint = endpoints.deviceAuthorization ?? fallback else {

@@ -111,6 +111,20 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
+    /// The app on a store the caller opened, answered where `route` sends its caller: by the token
+    /// agent or the keeper (which also redeems its sign-ins: an enrolled user's refresh token stays
+    /// there), else by the store. For front ends that took the pipeline's route (the CLI, C).
+    package convenience init(clientID: ClientID, authority: Authority, store: AccountStore, options: Options = Options(), route: EngineRoute) {
+        self.init(clientID: clientID.value, checked: .success(clientID), authority: authority, store: store, options: options, agent: route.agent)
+    }
+
+    /// This app answered by `agent` (the engine's route), sharing its endpoint client and stores' keyring.
+    func routed(to agent: AgentClient?) -> PublicClientApplication {
+        guard let agent else { return self }
+        return PublicClientApplication(clientID: clientID, checked: checkedClientID, authority: authority, store: store, options: options,
+                                       agent: agent, sharing: client, storesKeyring: storesKeyring)
+    }
+
     /// This app redeeming at `authority` (a request's own, or the tenant ID a domain names): its
     /// endpoint client and stores' keyring are shared, so discovery is asked once per app, not per request.
     func redeeming(at authority: Authority) -> PublicClientApplication {

@@ -90,7 +90,9 @@ extension TokenEngine {
         guard let app = redeemingApplication(clientID: clientID, authority: authority, capabilities: capabilities) as? PublicClientApplication else {
             preconditionFailure("an engine the façade built redeems with PublicClientApplication (ApplicationServices)")
         }
-        return app
+        // The engine's route holds for its sign-ins too: the keeper redeems an enrolled user's.
+        guard case .agent(let agent) = source else { return app }
+        return app.routed(to: agent)
     }
 }
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenCacheCore
+import TokenCachePipeline
 
 /// What an interactive sign-in (authorization code with PKCE in the system browser) asks for:
 /// MSAL's `MSALInteractiveTokenParameters`.
@@ -81,4 +82,21 @@ public struct DeviceCodeMessage: Sendable {
     /// The authority's instructions for the user (control characters removed), or one made
     /// from the fields above.
     public let message: String
+}
+
+extension DeviceCodeMessage {
+    /// The message of a device code sign-in the token keeper runs (its URLs checked as the flow's own).
+    init(_ code: AgentProtocol.DeviceCode) {
+        let verification = DeviceCodeFlow.webURL(code.verificationURI) ?? URL(string: "https://invalid.invalid")!
+        self.init(userCode: ServerText.printable(code.userCode, limit: 64), verificationURI: verification,
+                  verificationURIComplete: DeviceCodeFlow.webURL(code.verificationURIComplete),
+                  expiresOn: Date(timeIntervalSince1970: TimeInterval(code.expiresOn)), message: ServerText.printable(code.message))
+    }
+
+    /// The message as the token keeper sends it to an app.
+    package var wire: AgentProtocol.DeviceCode {
+        AgentProtocol.DeviceCode(userCode: userCode, verificationURI: verificationURI.absoluteString,
+                                 verificationURIComplete: verificationURIComplete?.absoluteString,
+                                 expiresOn: Int64(expiresOn.timeIntervalSince1970), message: message)
+    }
 }

@@ -89,12 +89,15 @@ struct LoginCommand: ParsableCommand {
             // Client and authority as `token` takes them (option, variable, config file): checked
             // before anything is opened.
             let (client, authority, settings) = try app.request()
+            // Where the tokens go is the pipeline's route, as for `token`: an enrolled user's keeper redeems the sign-in.
+            let route = store.route()
+            let keeper = route.agent.flatMap { $0.isKeeper ? $0 : nil }
             let store = try store.openStore()
             let scopes = app.scopeList
             var options = PublicClientApplication.Options()
             // TOKENCACHE_CLIENT_CAPABILITIES or the config file's "client_capabilities", as `token` reads them.
             options.clientCapabilities = settings.capabilities
-            let app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options)
+            let app = PublicClientApplication(clientID: client, authority: authority, store: store, options: options, route: route)
             let result: TokenResult
             if deviceCode {
                 var parameters = DeviceCodeParameters(scopes: scopes)
@@ -120,7 +123,14 @@ struct LoginCommand: ParsableCommand {
                 parameters.timeout = TimeInterval(timeout ?? 300)
                 parameters.redirectPort = port
                 parameters.browser = .systemShowingTheLink
-                result = try app.blockingInteractiveSignIn(parameters)
+                do {
+                    result = try app.blockingInteractiveSignIn(parameters)
+                } catch let error as TokenCacheError where keeper != nil && error.code == .accessDenied {
+                    // Refused before the browser opened: say how this user signs in for the keeper all the same.
+                    throw CLIError(message: CLIHints.message(of: error),
+                                   hint: "\(error.hint.map { $0 + "; or s" } ?? "S")ign in to a local cache (`tokencache login --backend file …`) and move it to the keeper with `tokencache keeper --enroll`",
+                                   exitCode: 1, cause: error)
+                }
             }
             let account = result.account
             if json {
@@ -129,7 +139,8 @@ struct LoginCommand: ParsableCommand {
                                             tenantId: result.tenantID, clientId: client.value, scopes: result.scopes,
                                             expiresOn: result.expiresOn))
             } else {
-                Terminal.print("Signed in as \(Terminal.escape(account?.username ?? "(no username)")) (\(Terminal.escape(account?.homeAccountID ?? "-"))) for client \(client) in group \(store.group).")
+                let kept = keeper.map { " in the token keeper at \(Terminal.escape($0.path))" + ($0.group.map { ", group \(Terminal.escape($0))" } ?? "") } ?? " in group \(store.group)"
+                Terminal.print("Signed in as \(Terminal.escape(account?.username ?? "(no username)")) (\(Terminal.escape(account?.homeAccountID ?? "-"))) for client \(client)\(kept).")
             }
         }
     }

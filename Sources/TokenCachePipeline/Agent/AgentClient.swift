@@ -33,10 +33,15 @@ package struct AgentClient: Sendable {
     /// a token agent, which serves one group.
     package let group: String?
 
-    package init(path: String, trustedUIDs: Set<UInt32> = AgentClient.trustedUIDsFromEnvironment, group: String? = nil) {
+    /// Whether it is the token keeper, which redeems an app's sign-in itself (its refresh token
+    /// stays there: ``redeem(_:)``); a token agent does not, and an app signs in locally beside it.
+    package let isKeeper: Bool
+
+    package init(path: String, trustedUIDs: Set<UInt32> = AgentClient.trustedUIDsFromEnvironment, group: String? = nil, isKeeper: Bool = false) {
         self.path = path
         self.trustedUIDs = trustedUIDs
         self.group = group
+        self.isKeeper = isKeeper
     }
 
     /// The agent `TOKENCACHE_AGENT_SOCK` names, when it is set and not empty. Read with
@@ -73,21 +78,49 @@ package struct AgentClient: Sendable {
         try roundTrip(request).message
     }
 
-    private func roundTrip(_ request: some Encodable) throws(TokenCacheError) -> (response: AgentProtocol.Response, message: Data) {
+    /// Sends `request` as ``exchange(_:)`` does, for an answer that comes in two: a device code
+    /// sign-in the token keeper runs. `onDeviceCode` gets the first (what to show the user, on the
+    /// calling thread); the call then waits for the token as long as the code lives, and ends when
+    /// `isCancelled` says so (closing the connection, which stops the keeper's polling).
+    package func exchange(_ request: some Encodable, onDeviceCode: (AgentProtocol.DeviceCode) -> Void,
+                          isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> AgentProtocol.Response {
+        try roundTrip(request, takesDeviceCode: true, onDeviceCode: onDeviceCode, isCancelled: isCancelled).response
+    }
+
+    private func roundTrip(_ request: some Encodable, takesDeviceCode: Bool = false, onDeviceCode: (AgentProtocol.DeviceCode) -> Void = { _ in },
+                           isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> (response: AgentProtocol.Response, message: Data) {
         try AgentTrust.checkPath(path, trusting: trustedUIDs)
         let socket = try UnixSocket.connect(path)
         try AgentTrust.checkPeer(of: socket, at: path, trusting: trustedUIDs)
         socket.setTimeouts(seconds: Self.timeoutSeconds)
-        guard socket.write(all: AgentProtocol.encode(request)), let message = AgentProtocol.readMessage(from: socket) else {
-            throw TokenCacheError(.agentUnavailable, "The token agent at \(path) closed the connection without an answer.",
-                                  hint: "Check that it still runs (its terminal or log says why)", reason: .agentProtocol(path: path))
+        guard socket.write(all: AgentProtocol.encode(request)) else { throw closed() }
+        var expiresOn: Int64?
+        while true {
+            if let expiresOn {
+                // Waiting for the user: a second at a time, to hear the caller's cancellation.
+                while !socket.waitReadable(milliseconds: 1000) {
+                    if isCancelled() { throw TokenCacheError(.cancelled, "The device code sign-in was cancelled; nothing was saved.", hint: "Start the sign-in again when the user is ready") }
+                    if Int64(Date().timeIntervalSince1970) > expiresOn + Int64(Self.timeoutSeconds) { throw closed() }
+                }
+            }
+            guard let message = AgentProtocol.readMessage(from: socket) else { throw closed() }
+            guard let response = try? JSONDecoder().decode(AgentProtocol.Response.self, from: message) else {
+                throw TokenCacheError(.agentUnavailable, "The token agent at \(path) answered outside protocol version \(AgentProtocol.version).",
+                                      hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
+            }
+            if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
+            if takesDeviceCode, expiresOn == nil, let code = response.deviceCode, response.token == nil {
+                onDeviceCode(code)
+                expiresOn = code.expiresOn
+                continue
+            }
+            return (response, message)
         }
-        guard let response = try? JSONDecoder().decode(AgentProtocol.Response.self, from: message) else {
-            throw TokenCacheError(.agentUnavailable, "The token agent at \(path) answered outside protocol version \(AgentProtocol.version).",
-                                  hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
-        }
-        if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
-        return (response, message)
+    }
+
+    private func closed() -> TokenCacheError {
+        TokenCacheError(.agentUnavailable, "The token agent at \(path) closed the connection without an answer.",
+                        hint: "Check that it still runs (its terminal or log says why)", reason: .agentProtocol(path: path))
     }
 
     /// An access token from the agent; with `claims` (a claims challenge) it refreshes, carrying them.

@@ -166,6 +166,27 @@ package enum AgentProtocol {
         }
     }
 
+    /// A device code as the user sees it (RFC 8628): the code to enter and where; never the
+    /// device code the token endpoint is polled with, which stays with the token keeper.
+    package struct DeviceCode: Codable, Sendable, Hashable {
+        package var userCode: String
+        package var verificationURI: String
+        package var verificationURIComplete: String?
+        /// Seconds since 1970.
+        package var expiresOn: Int64
+        package var message: String
+
+        package init(userCode: String, verificationURI: String, verificationURIComplete: String?, expiresOn: Int64, message: String) {
+            (self.userCode, self.verificationURI, self.verificationURIComplete) = (userCode, verificationURI, verificationURIComplete)
+            (self.expiresOn, self.message) = (expiresOn, message)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case userCode = "user_code", verificationURI = "verification_uri", verificationURIComplete = "verification_uri_complete",
+                 expiresOn = "expires_on", message
+        }
+    }
+
     /// An error as it crosses the socket: the `TokenCacheError` code's name, reason, message and hint.
     package struct Failure: Codable, Sendable, Hashable {
         package var code: String
@@ -201,10 +222,15 @@ package enum AgentProtocol {
         package var requests: [LoggedRequest]?
         /// A client's accounts: the token keeper's answer to a forwarded broker `getAccounts`.
         package var accounts: [AccountDetails]?
+        /// What to show the user of a device code sign-in the token keeper runs: the first of its
+        /// two answers (``KeeperDeviceCodeSignIn``); the token follows.
+        package var deviceCode: DeviceCode?
         package var error: Failure?
 
-        package init(token: Token? = nil, inventory: GroupInventory? = nil, requests: [LoggedRequest]? = nil, accounts: [AccountDetails]? = nil) {
+        package init(token: Token? = nil, inventory: GroupInventory? = nil, requests: [LoggedRequest]? = nil, accounts: [AccountDetails]? = nil,
+                     deviceCode: DeviceCode? = nil) {
             ok = true
+            self.deviceCode = deviceCode
             self.token = token
             self.inventory = inventory
             self.requests = requests

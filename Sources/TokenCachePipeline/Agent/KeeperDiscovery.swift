@@ -42,13 +42,13 @@ package struct KeeperDiscovery: Sendable {
     /// have put it there). Reads two file names and one small file: no connection.
     package func keeper(for uid: UInt32) -> AgentClient? {
         guard !enrolledGroups(of: uid).isEmpty, Self.isRootsAlone(socket, type: S_IFSOCK) else { return nil }
-        return AgentClient(path: socket, trustedUIDs: [0])
+        return AgentClient(path: socket, trustedUIDs: [0], isKeeper: true)
     }
 
     /// The keeper as a token agent answering from `group`, when `uid` enrolled that group (else nil, as ``keeper(for:)``).
     package func keeper(for uid: UInt32, group: String) -> AgentClient? {
         guard enrolledGroups(of: uid).contains(group), Self.isRootsAlone(socket, type: S_IFSOCK) else { return nil }
-        return AgentClient(path: socket, trustedUIDs: [0], group: group)
+        return AgentClient(path: socket, trustedUIDs: [0], group: group, isKeeper: true)
     }
 
     /// The groups `uid` enrolled, as the keeper listed them; none when the list is missing or not root's alone.

@@ -22,6 +22,24 @@ package final class SocketDescriptor: @unchecked Sendable {
     /// Ends both directions now (a blocked accept or read returns), without closing the descriptor.
     package func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 
+    /// Whether the peer closed its end or the connection broke (a poll that does not wait): a
+    /// long answer (the keeper's device code sign-in) stops for a caller that is gone.
+    package var peerHungUp: Bool {
+        // POLLRDHUP (0x2000, Linux): the peer shut its end down; Glibc's module does not export it.
+        var entry = pollfd(fd: fd, events: Int16(0x2000), revents: 0)
+        return poll(&entry, 1, 0) > 0 && entry.revents & Int16(0x2000 | POLLHUP | POLLERR) != 0
+    }
+
+    /// Waits until a read would not block, up to `milliseconds`; false when it would still block.
+    package func waitReadable(milliseconds: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&entry, 1, milliseconds)
+            if ready < 0 && errno == EINTR { continue }
+            return ready > 0
+        }
+    }
+
     /// Bounds each blocking read and write, so a peer that stops mid-frame frees its thread.
     package func setTimeouts(seconds: Int) {
         var time = timeval(tv_sec: seconds, tv_usec: 0)

@@ -231,6 +231,12 @@ final class KeeperScenario: @unchecked Sendable {
 
     /// `tokencache ARGUMENTS` as ``tokenFindingTheKeeper(as:environment:)`` runs `token`.
     func findingTheKeeper(as user: KeeperTestUser, _ arguments: [String], environment: [String: String] = [:]) throws -> ProcessOutput {
+        let command = findingTheKeeperCommand(as: user, arguments)
+        return try runProcess(command.executable, command.arguments, environment: user.environment(environment))
+    }
+
+    /// The command line ``findingTheKeeper(as:_:environment:)`` runs, for a test that starts it and reads what it prints meanwhile.
+    func findingTheKeeperCommand(as user: KeeperTestUser, _ arguments: [String]) -> (executable: String, arguments: [String]) {
         let script = """
             set -e
             mount -t tmpfs -o mode=0755 tokencache-test /run && mkdir /run/tokencache && mount --bind "$1" /run/tokencache
@@ -238,10 +244,8 @@ final class KeeperScenario: @unchecked Sendable {
             shift 2
             exec "$@"
             """
-        return try runProcess("/usr/bin/unshare", ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", root + "/run", state + "-enrolled",
-                                                   "/usr/bin/setpriv", "--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--init-groups", "--",
-                                                   app] + arguments,
-                              environment: user.environment(environment))
+        return ("/usr/bin/unshare", ["--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", root + "/run", state + "-enrolled",
+                                     "/usr/bin/setpriv", "--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--init-groups", "--", app] + arguments)
     }
 
     /// Every file under a user's home, with its bytes as text.
