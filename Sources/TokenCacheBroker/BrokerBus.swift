@@ -226,14 +226,9 @@ package final class BrokerBus: @unchecked Sendable {
         answering.enter()
         Task {
             defer { answering.leave() }
-            var caller = given
-            // One pidfd pins the process for its identity and start time: the bus's, else one opened here.
-            let pinned = pidfd ?? caller.pid.flatMap { $0 <= UInt32(Int32.max) ? ProcessDescriptor.open(pid: Int32($0)) : nil }.flatMap { $0 >= 0 ? $0 : nil }
-            caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pinned)
-            if let pinned, let pid = caller.pid {
-                caller.started = CallerIdentity.startTime(pid: pid, pidfd: pinned)
-                close(pinned)
-            }
+            // /proc is read on the blocking pool, not a cooperative thread (inline only when the pool refuses work).
+            let identify: @Sendable () -> BrokerCaller = { Self.identified(given, pidfd: pidfd) }
+            let caller = (try? await BlockingWork.run(cancellable: false) { () throws(TokenCacheError) in identify() }) ?? identify()
             guard let method else {
                 // The request log names every app's calls: for host callers of this user only.
                 guard caller.uid == getuid(), case .host = caller.identity else { return call.reply("[]") }
@@ -243,6 +238,19 @@ package final class BrokerBus: @unchecked Sendable {
             let reply = await service.handle(method, protocolVersion: arguments[0], correlationID: arguments[1], json: arguments[2], caller: caller)
             call.reply(reply)
         }
+    }
+
+    /// `caller` with its identity and start time, read while one pidfd pins the process: the
+    /// bus's (`pidfd`, closed here), else one opened here from the pid the bus named.
+    private static func identified(_ given: BrokerCaller, pidfd: Int32?) -> BrokerCaller {
+        var caller = given
+        let pinned = pidfd ?? caller.pid.flatMap { $0 <= UInt32(Int32.max) ? ProcessDescriptor.open(pid: Int32($0)) : nil }.flatMap { $0 >= 0 ? $0 : nil }
+        caller.identity = CallerIdentity.identify(pid: caller.pid, pidfd: pinned)
+        if let pinned {
+            if let pid = caller.pid { caller.started = CallerIdentity.startTime(pid: pid, pidfd: pinned) }
+            close(pinned)
+        }
+        return caller
     }
 
     // MARK: Asking a running broker
