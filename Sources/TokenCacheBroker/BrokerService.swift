@@ -414,15 +414,15 @@ package final class BrokerService: Sendable {
             let (result, account) = try await keeperToken(request, client: client, caller: caller, keeper: keeper)
             return (BrokerWire.tokenReply(result, account: account), nil, client)
         case .acquireTokenInteractively:
-            // The keeper's token when it holds one; a sign-in through the keeper is not built, so
-            // the app is told to sign in the way that reaches the keeper (login, then enrol).
+            // The keeper's token when it holds one; the broker runs no sign-in for a forwarded app
+            // (the keeper redeems sign-ins of apps that call it themselves), so the app is told the ways that reach the keeper.
             let client = try allowedClient(request)
             do throws(TokenCacheError) {
                 let (result, account) = try await keeperToken(request, client: client, caller: caller, keeper: keeper)
                 return (BrokerWire.tokenReply(result, account: account), nil, client)
             } catch where [.notFound, .interactionRequired].contains(error.code) {
                 throw TokenCacheError(.interactionRequired, "The token keeper holds no usable token of client \(client) for this account (\(error.message)), and the broker does not sign in through the keeper.",
-                                      hint: "Sign in with `tokencache login --client \(client)`, then hand it to the keeper with `tokencache keeper --enroll`",
+                                      hint: "Sign in with an app that uses tokencache's library (the keeper redeems its sign-in), or to a local cache with `tokencache login --backend file --client \(client)` and hand that to the keeper with `tokencache keeper --enroll`",
                                       reason: error.reason)
             }
         case .removeAccount:

@@ -77,3 +77,39 @@ extension KeeperServer {
         }
     }
 }
+
+extension KeeperServer {
+    /// A native authentication sign-in's last grant (``KeeperNativeRedemption``), redeemed here
+    /// for an app authorized as for a token, and saved as a native sign-in is (the tenant's realm,
+    /// one account per client at the host). The provider's refusal goes back with its server
+    /// details, so the app reads the same typed reason (a wrong code, an expired flow) as when it
+    /// redeems itself. The grant's secrets are never logged.
+    func redeemNative(_ message: Data, group named: String?, from caller: KeeperCaller) -> AgentProtocol.Response {
+        let redemption = try? JSONDecoder().decode(KeeperNativeRedemption.self, from: message)
+        let logged = redemption.map { AgentProtocol.Request(operation: .token, clientID: $0.clientID, scopes: $0.scopes, authority: $0.authority) }
+        let op = "\(KeeperNativeRedemption.operation) \(redemption?.grant["grant_type"].map { KeeperAudit.printable($0) } ?? "-")"
+        do throws(TokenCacheError) {
+            guard let redemption else {
+                throw TokenCacheError.invalidArgument("request", "is not a native sign-in to redeem (client_id, authority, scopes, grant)",
+                                                      hint: "See docs/KEEPER.md, \"Signing in\"")
+            }
+            let client = try ClientID(required: redemption.clientID, field: "client_id")
+            try redemption.check()
+            let (store, _) = try authorize(caller, group: named, client: client)
+            let finished: (account: NativeAuthAccount, token: TokenResult)
+            do throws(NativeAuthError) {
+                let app = try NativeAuthPublicClientApplication(clientID: client, authority: redemption.authority, store: store, options: options)
+                finished = try app.redeemHere(redemption.grant, scopes: redemption.scopes, isCancelled: { false })
+            } catch {
+                if case .tokenCache(let underlying) = error.reason { throw underlying }
+                throw TokenCacheError(.authorizationFailed, error.message, hint: error.hint, server: error.server)
+            }
+            let account = finished.account.account
+            decided(caller, op: op, group: store.group.name, request: logged, outcome: "granted: signed in \(account.username) (\(account.homeAccountID))")
+            return AgentProtocol.Response(token: AgentProtocol.Token(forBroker: finished.token, account: account))
+        } catch {
+            decided(caller, op: op, group: named, request: logged, outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)")
+            return AgentProtocol.Response(error)
+        }
+    }
+}

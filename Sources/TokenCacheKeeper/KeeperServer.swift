@@ -215,6 +215,9 @@ package final class KeeperServer: Sendable {
                                         interim: { connection?.write(all: AgentProtocol.encode($0)) ?? false },
                                         hungUp: { connection?.peerHungUp ?? false })
             }
+            if op == KeeperNativeRedemption.operation {
+                return redeemNative(message, group: envelope.group, from: caller)
+            }
             if op == KeeperSignInCheck.operation {
                 guard let check = try? JSONDecoder().decode(KeeperSignInCheck.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not a sign-in check (client_id)", hint: "See docs/KEEPER.md, \"Signing in\"")

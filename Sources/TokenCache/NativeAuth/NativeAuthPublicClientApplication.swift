@@ -56,10 +56,11 @@ public final class NativeAuthPublicClientApplication: Sendable {
         try self.init(clientID: checked, authority: authority, challengeTypes: challengeTypes, store: store, options: options)
     }
 
-    /// The app for a client ID its front end checked (C's `tokencache_native_*`); as the public
-    /// initializer otherwise.
+    /// The app for a client ID its front end checked (C's `tokencache_native_*`, the CLI); as the
+    /// public initializer otherwise. `route` is the pipeline's for the caller: with the token
+    /// keeper, the keeper redeems the sign-in's last grant and its silent tokens come from there.
     package init(clientID checked: ClientID, authority: String, challengeTypes: Set<ChallengeType> = [.oob, .password],
-                 store: AccountStore, options: PublicClientApplication.Options = .init()) throws(NativeAuthError) {
+                 store: AccountStore, options: PublicClientApplication.Options = .init(), route: EngineRoute = .local) throws(NativeAuthError) {
         guard !challengeTypes.isEmpty else {
             throw NativeAuthError(TokenCacheError.invalidArgument("challengeTypes", "is empty", hint: "Offer oob, password or both"))
         }
@@ -67,7 +68,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
         self.clientID = checked.value
         self.checkedClientID = checked
         self.challengeTypes = challengeTypes
-        self.application = PublicClientApplication(clientID: checked, authority: self.authority, store: store, options: options)
+        self.application = PublicClientApplication(clientID: checked, authority: self.authority, store: store, options: options, route: route)
         let sent = ChallengeType.allCases.filter(challengeTypes.contains).map(\.rawValue) + ["redirect"]
         self.api = NativeAuthAPI(client: application.client, authority: self.authority, clientID: checked,
                                  challengeTypes: sent.joined(separator: " "), clock: options.clock)
@@ -276,10 +277,36 @@ public final class NativeAuthPublicClientApplication: Sendable {
         try TokenEngine(application: application).accounts(clientID: checkedClientID, authority: application.authority)
     }
 
+    /// Ends a sign-in with the grant of its last step: redeemed here and saved to the store, or,
+    /// for a user enrolled with the token keeper, redeemed and saved by the keeper (the refresh
+    /// token never enters this process; the keeper's refusal is read as the provider's would be).
+    func finish(_ grant: [String: String], scopes: [String], isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> NativeAuthAccount {
+        if let keeper = application.agent, keeper.isKeeper {
+            let redemption = KeeperNativeRedemption(group: keeper.group, clientID: checkedClientID, authority: authority, scopes: scopes, grant: grant)
+            do throws(TokenCacheError) {
+                let result = try keeper.redeem(redemption)
+                guard let account = result.account else { throw TokenCacheError.invalidResponse("account", "is missing from the keeper's answer") }
+                return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
+            } catch {
+                // The provider's refusal, as the keeper relayed it: the same typed reason as here.
+                if error.code == .authorizationFailed, let server = error.server { throw NativeAuthError.from(server) }
+                throw NativeAuthError(error)
+            }
+        }
+        return try redeemHere(grant, scopes: scopes, isCancelled: isCancelled).account
+    }
+
+    /// Redeems a sign-in's last grant at this authority's token endpoint and saves it to this
+    /// app's store (what the token keeper runs for an enrolled user's app): the account and the token.
+    package func redeemHere(_ grant: [String: String], scopes: [String],
+                            isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> (account: NativeAuthAccount, token: TokenResult) {
+        try complete(try api.token(grant, scopes: scopes, isCancelled: isCancelled), scopes: scopes)
+    }
+
     /// Saves a native sign-in's tokens, as MSAL does: `client_info` is required, the realm is
     /// the tenant ID (`utid`, which MSAL's discovery of the authority resolves a domain to),
     /// and the app keeps only this account.
-    func complete(_ response: TokenResponse, scopes: [String]) throws(NativeAuthError) -> NativeAuthAccount {
+    func complete(_ response: TokenResponse, scopes: [String]) throws(NativeAuthError) -> (account: NativeAuthAccount, token: TokenResult) {
         do {
             guard let encoded = response.clientInfo, let info = try ClientInfo.parse(encoded) else {
                 throw TokenCacheError.invalidResponse("client_info", "is missing; native sign-in requires it")
@@ -290,7 +317,7 @@ public final class NativeAuthPublicClientApplication: Sendable {
             }
             let account = try movedToTenant(saved)
             try keepOnly(account)
-            return NativeAuthAccount(application: application, account: account, idToken: result.idToken)
+            return (NativeAuthAccount(application: application, account: account, idToken: result.idToken), result)
         } catch let error as NativeAuthError {
             throw error
         } catch let error as TokenCacheError {

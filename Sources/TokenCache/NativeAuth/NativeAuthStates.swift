@@ -36,8 +36,7 @@ public struct SignInCodeRequiredState: Sendable {
 
     /// ``submitCode(_:)`` on the calling thread.
     package func blockingSubmitCode(_ code: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try application.api.token(CodeChallenge.submission(code, continuationToken), scopes: scopes, isCancelled: isCancelled)
-        return try application.complete(response, scopes: scopes)
+        try application.finish(CodeChallenge.submission(code, continuationToken), scopes: scopes, isCancelled: isCancelled)
     }
 
     /// Emails a new code; the previous code no longer works.
@@ -68,10 +67,8 @@ public struct SignInPasswordRequiredState: Sendable {
 
     /// ``submitPassword(_:)`` on the calling thread.
     package func blockingSubmitPassword(_ password: String, isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try application.api.token(
-            ["grant_type": "password", "continuation_token": continuationToken, "username": username, "password": password], scopes: scopes,
-            isCancelled: isCancelled)
-        return try application.complete(response, scopes: scopes)
+        try application.finish(["grant_type": "password", "continuation_token": continuationToken, "username": username, "password": password],
+                               scopes: scopes, isCancelled: isCancelled)
     }
 }
 
@@ -89,10 +86,8 @@ public struct SignInAfterFlowState: Sendable {
 
     /// ``signIn(scopes:)`` on the calling thread.
     package func blockingSignIn(scopes: [String], isCancelled: @escaping @Sendable () -> Bool = { false }) throws(NativeAuthError) -> NativeAuthAccount {
-        let response = try application.api.token(
-            ["grant_type": "continuation_token", "continuation_token": continuationToken, "username": username], scopes: scopes,
-            isCancelled: isCancelled)
-        return try application.complete(response, scopes: scopes)
+        try application.finish(["grant_type": "continuation_token", "continuation_token": continuationToken, "username": username],
+                               scopes: scopes, isCancelled: isCancelled)
     }
 }
 

@@ -193,16 +193,19 @@ struct ResetPasswordCommand: ParsableCommand {
 /// What the native commands share: the app, steps run to completion, codes read, errors reported.
 struct NativeSession {
     let app: NativeAuthPublicClientApplication
-    let group: String
+    /// Where the sign-in was saved: `group NAME`, or the token keeper.
+    let place: String
     let client: ClientID
 
     init(store storeOptions: StoreOptions, app options: AppOptions, types: Set<NativeAuthPublicClientApplication.ChallengeType>) throws {
         // Client and authority in the one settings chain, as `token` follows it.
         let client = try RequestSettings.resolve(client: options.client, account: nil, authority: nil).requiredClient()
         let authority = try RequestSettings.authorityText(option: options.authority)
+        // The pipeline's route, as for `login` in the browser: an enrolled user's keeper redeems the sign-in.
+        let route = storeOptions.route()
         let store = try storeOptions.openStore()
-        self.app = try NativeAuthPublicClientApplication(clientID: client, authority: authority, challengeTypes: types, store: store)
-        self.group = "\(store.group)"
+        self.app = try NativeAuthPublicClientApplication(clientID: client, authority: authority, challengeTypes: types, store: store, route: route)
+        self.place = route.agent?.isKeeper == true ? "the token keeper" : "group \(store.group)"
         self.client = client
     }
 
@@ -260,7 +263,7 @@ struct NativeSession {
                                         environment: account.account.environment, clientId: client.value, scopes: token.scopes,
                                         expiresOn: token.expiresOn))
         } else {
-            Terminal.print("\(what) as \(Terminal.escape(account.username)) (\(Terminal.escape(account.account.homeAccountID))) for client \(client) in group \(group).")
+            Terminal.print("\(what) as \(Terminal.escape(account.username)) (\(Terminal.escape(account.account.homeAccountID))) for client \(client) in \(place).")
         }
     }
 

@@ -193,13 +193,20 @@ package enum AgentProtocol {
         package var reason: TokenCacheError.Reason
         package var message: String
         package var hint: String?
+        /// The identity provider's error response, when the error is its answer (no token: the
+        /// error, its codes, description and claims challenge), so a typed front end (native
+        /// authentication's reasons) reads it as it would read the provider's own.
+        package var server: ServerError?
 
         package init(_ error: TokenCacheError) {
             code = error.code.description
             reason = error.reason
             message = error.message
             hint = error.hint
+            server = error.server.map(ServerError.init)
         }
+
+        enum CodingKeys: String, CodingKey { case code, reason, message, hint, server }
 
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -208,9 +215,36 @@ package enum AgentProtocol {
             reason = (try? container.decodeIfPresent(TokenCacheError.Reason.self, forKey: .reason)) ?? .unspecified
             message = try container.decode(String.self, forKey: .message)
             hint = try container.decodeIfPresent(String.self, forKey: .hint)
+            server = try? container.decodeIfPresent(ServerError.self, forKey: .server)
         }
 
-        package var error: TokenCacheError { TokenCacheError(.init(named: code), message, hint: hint, reason: reason) }
+        package var error: TokenCacheError { TokenCacheError(.init(named: code), message, hint: hint, server: server?.details, reason: reason) }
+    }
+
+    /// ``ServerErrorDetails`` as they cross the socket.
+    package struct ServerError: Codable, Sendable, Hashable {
+        package var error: String
+        package var suberror: String?
+        package var errorDescription: String?
+        package var errorCodes: [Int]?
+        package var claims: String?
+        package var httpStatus: Int
+        package var retryAfter: Int?
+
+        package init(_ details: ServerErrorDetails) {
+            (error, suberror, errorDescription, errorCodes) = (details.error, details.suberror, details.errorDescription, details.errorCodes)
+            (claims, httpStatus, retryAfter) = (details.claims, details.httpStatus, details.retryAfter)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case error, suberror, errorDescription = "error_description", errorCodes = "error_codes", claims, httpStatus = "http_status",
+                 retryAfter = "retry_after"
+        }
+
+        package var details: ServerErrorDetails {
+            ServerErrorDetails(error: error, suberror: suberror, errorDescription: errorDescription, errorCodes: errorCodes ?? [], claims: claims,
+                               httpStatus: httpStatus, retryAfter: retryAfter)
+        }
     }
 
     /// What the agent answers: `ok` with one of the payloads, or an error.
@@ -241,6 +275,8 @@ package enum AgentProtocol {
             ok = false
             self.error = Failure(error)
         }
+
+        enum CodingKeys: String, CodingKey { case version, ok, token, inventory, requests, accounts, deviceCode = "device_code", error }
     }
 
     // MARK: Framing

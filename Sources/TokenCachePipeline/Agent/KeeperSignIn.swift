@@ -107,6 +107,54 @@ package struct KeeperDeviceCodeSignIn: Codable, Sendable {
     }
 }
 
+/// A native authentication sign-in (docs/NATIVE-AUTH.md) finished by the token keeper: the app
+/// ran the flow's steps (initiate, challenge, the user's code or password) and sends the token
+/// grant that ends it; the keeper redeems it at the authority's token endpoint, saves the account
+/// as a native sign-in is saved and answers with the access token, ID token and account, never
+/// the refresh token. The grant's secrets (the continuation token, a password or code) are in
+/// the message only, which the keeper zeroes once decoded.
+package struct KeeperNativeRedemption: Codable, Sendable {
+    /// The keeper's operation.
+    package static let operation = "redeem-native"
+    /// The grants that end a native sign-in, and the fields each may carry.
+    package static let grants: [String: Set<String>] = [
+        "oob": ["grant_type", "continuation_token", "oob"],
+        "password": ["grant_type", "continuation_token", "username", "password"],
+        "continuation_token": ["grant_type", "continuation_token", "username"],
+    ]
+
+    package var version = AgentProtocol.version
+    package var op = KeeperNativeRedemption.operation
+    package var group: String?
+    package var clientID: String
+    /// The native authentication authority (`https://TENANT.ciamlogin.com/...`), as the app normalised it.
+    package var authority: String
+    package var scopes: [String]
+    package var grant: [String: String]
+
+    package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], grant: [String: String]) {
+        (self.group, self.clientID, self.authority, self.scopes, self.grant) = (group, clientID.value, authority.url.absoluteString, scopes, grant)
+    }
+
+    enum CodingKeys: String, CodingKey { case version, op, group, clientID = "client_id", authority, scopes, grant }
+
+    /// Checks that the grant is one that ends a native sign-in, with its fields only.
+    /// - Throws: `invalidArgument` naming the field.
+    package func check() throws(TokenCacheError) {
+        guard let type = grant["grant_type"], let fields = Self.grants[type] else {
+            throw TokenCacheError.invalidArgument("grant.grant_type", "is not oob, password or continuation_token",
+                                                  hint: "The keeper redeems only the grant that ends a native sign-in")
+        }
+        if let extra = grant.keys.sorted().first(where: { !fields.contains($0) }) {
+            throw TokenCacheError.invalidArgument("grant.\(extra)", "is not a field of a \(type) grant")
+        }
+        guard let continuation = grant["continuation_token"], !continuation.isEmpty else {
+            throw TokenCacheError.invalidArgument("grant.continuation_token", "is missing", hint: "Send the continuation token of the flow's last step")
+        }
+        guard !scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
+    }
+}
+
 /// Asked before a sign-in through the token keeper starts: whether the keeper would redeem this
 /// app's sign-in for `clientID` (the app's group and client allowed, the group enrolled), so a
 /// refused app fails before the user signs in, not after.
@@ -132,6 +180,16 @@ extension AgentClient {
     package func deviceCodeSignIn(_ request: KeeperDeviceCodeSignIn, onCode: (AgentProtocol.DeviceCode) -> Void,
                                   isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
         guard let token = try exchange(request, onDeviceCode: onCode, isCancelled: isCancelled).token, let account = token.account else {
+            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered a sign-in without the token and its account.",
+                                  hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
+        }
+        return token.result(of: account.cachedAccount)
+    }
+
+    /// Sends the grant that ends a native sign-in to the token keeper; returns its token, with the ID token and account.
+    /// - Throws: the keeper's error: the provider's refusal keeps its server details (`server`).
+    package func redeem(_ redemption: KeeperNativeRedemption) throws(TokenCacheError) -> TokenResult {
+        guard let token = try exchange(redemption).token, let account = token.account else {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered a sign-in without the token and its account.",
                                   hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
         }

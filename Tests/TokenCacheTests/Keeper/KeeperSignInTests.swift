@@ -105,6 +105,35 @@ struct KeeperSignInTests {
         #expect(!scenario.log.contains(issued) && !scenario.log.contains("devicecode-"), "\(scenario.log)")
     }
 
+    @Test("Enrolled, Alice's allowed app signs in natively with a password and the keeper redeems the flow's last grant: the refresh token is the keeper's alone, and a wrong password is the same typed error as without the keeper")
+    func nativeSignInRedeemedByTheKeeper() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        let stand = try await NativeAuthStandIn()
+        try await stand.addUsers()
+        let file = scenario.alice.home + "/password"
+        func login(password: String) throws -> ProcessOutput {
+            try Data((password + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            chown(file, scenario.alice.uid, scenario.alice.gid)
+            chmod(file, 0o600)
+            return try scenario.findingTheKeeper(as: scenario.alice, ["login", "--native", "--username", NativeAuthStandIn.passwordUser, "--password-file", file,
+                                                                     "--client", Fixtures.appOne, "--authority", stand.idp.authority().description, "--scopes", "User.Read"])
+        }
+        let wrong = try login(password: "Wrong-password-1")
+        #expect(wrong.status == 1 && wrong.stderr.contains("password is wrong"), "\(wrong.stdout)\(wrong.stderr)\n\(scenario.log)")
+        let good = try login(password: NativeAuthStandIn.password)
+        #expect(good.status == 0 && good.stdout.contains("Signed in as \(NativeAuthStandIn.passwordUser)") && good.stdout.contains("in the token keeper"),
+                "\(good.stdout)\(good.stderr)\n\(scenario.log)")
+
+        let issued = try #require(try await stand.idp.stats().issued_refresh_tokens?.last, "the provider issued no refresh token")
+        let kept = String(decoding: try scenario.keptStore().exportMSALJSON(), as: UTF8.self)
+        #expect(kept.contains(issued) && kept.contains(NativeAuthStandIn.passwordUser), "the keeper's store holds the native sign-in")
+        #expect(!good.stdout.contains(issued) && !good.stderr.contains(issued) && !scenario.homeFiles(scenario.alice).contains(issued))
+        #expect(scenario.log.contains("redeem-native password group \(scenario.group) client \(Fixtures.appOne)")
+                && scenario.log.contains("-> granted: signed in \(NativeAuthStandIn.passwordUser)"), "\(scenario.log)")
+        #expect(!scenario.log.contains(issued) && !scenario.log.contains(NativeAuthStandIn.password), "\(scenario.log)")
+    }
+
     @Test("A process of Alice's that is not an allowed app (python3) sending a sign-in to redeem with the allowed client ID is refused (accessDenied) and nothing is redeemed; a redirect that is not loopback or a verifier that is not PKCE's is invalidArgument")
     func forgedRedemptionRefused() async throws {
         let scenario = try await KeeperScenario.withAliceEnrolled()
