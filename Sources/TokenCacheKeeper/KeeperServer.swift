@@ -223,9 +223,11 @@ package final class KeeperServer: Sendable {
                     throw TokenCacheError.invalidArgument("request", "is not a sign-in check (client_id)", hint: "See docs/KEEPER.md, \"Signing in\"")
                 }
                 let client = try ClientID(required: check.clientID, field: "client_id")
+                let authority = try Authority(check.authority, kind: check.authorityType.flatMap(Authority.Kind.init(rawValue:)))
                 let (store, _) = try authorize(caller, group: envelope.group, client: client)
+                _ = try confined(store, authority: authority, capabilities: [])
                 decided(caller, op: op, group: store.group.name, request: AgentProtocol.Request(operation: .token, clientID: client.value),
-                        outcome: "granted: may sign in")
+                        outcome: "granted: may sign in at \(KeeperAudit.printable(authority.environment))")
                 return AgentProtocol.Response()
             }
             if op == "export" || op == "unenroll" {

@@ -282,7 +282,8 @@ public final class NativeAuthPublicClientApplication: Sendable {
     /// token never enters this process; the keeper's refusal is read as the provider's would be).
     func finish(_ grant: [String: String], scopes: [String], isCancelled: @escaping @Sendable () -> Bool) throws(NativeAuthError) -> NativeAuthAccount {
         if let keeper = application.agent, keeper.isKeeper {
-            let redemption = KeeperNativeRedemption(group: keeper.group, clientID: checkedClientID, authority: authority, scopes: scopes, grant: grant)
+            let redemption = KeeperNativeRedemption(group: keeper.group, clientID: checkedClientID, authority: authority, scopes: scopes, grant: grant,
+                                                    clientCapabilities: application.options.clientCapabilities)
             do throws(TokenCacheError) {
                 let result = try keeper.redeem(redemption)
                 guard let account = result.account else { throw TokenCacheError.invalidResponse("account", "is missing from the keeper's answer") }

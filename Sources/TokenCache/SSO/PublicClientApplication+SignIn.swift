@@ -38,9 +38,10 @@ extension PublicClientApplication {
     package func blockingInteractiveSignIn(_ parameters: InteractiveTokenParameters,
                                            isCancelled: @escaping @Sendable () -> Bool = { false }) throws(TokenCacheError) -> TokenResult {
         let clientID = try checkedClientID.get()
-        // The keeper would refuse the code of an app it does not allow: asked before the user signs in.
-        if let keeper = agent, keeper.isKeeper { try keeper.checkSignIn(clientID: clientID) }
         let authority = parameters.authority ?? self.authority
+        // The keeper would refuse the code of an app it does not allow, or of a host its group never
+        // signed in at: asked before anything is sent to the authority or the user signs in.
+        if let keeper = agent, keeper.isKeeper { try keeper.checkSignIn(clientID: clientID, authority: authority) }
         let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
         guard let authorizationEndpoint = endpoints.authorization else {
             throw TokenCacheError(.unsupportedFlow, "OpenID discovery for \(authority) gave no usable authorization_endpoint.",
@@ -107,7 +108,8 @@ extension PublicClientApplication {
             throw TokenCacheError(.authorizationFailed, "The sign-in redirect carried no code.", hint: "Start the sign-in again")
         }
         let redemption = KeeperCodeRedemption(group: agent?.group, clientID: clientID, authority: authority, scopes: parameters.scopes, code: code,
-                                              redirectURI: redirectURI, codeVerifier: pkce.verifier, nonce: nonce, claims: parameters.claims)
+                                              redirectURI: redirectURI, codeVerifier: pkce.verifier, nonce: nonce, claims: parameters.claims,
+                                              clientCapabilities: options.clientCapabilities)
         // An enrolled user's keeper redeems: the refresh token stays there, out of this process.
         if let keeper = agent, keeper.isKeeper { return try keeper.redeem(redemption) }
         return try blockingRedeem(redemption, clientID: clientID, authority: authority, tokenEndpoint: endpoints.token, isCancelled: isCancelled)
@@ -166,7 +168,8 @@ extension PublicClientApplication {
         if let keeper = agent, keeper.isKeeper {
             // The keeper polls: the token endpoint's answer, with the refresh token, never reaches this process.
             let request = KeeperDeviceCodeSignIn(group: keeper.group, clientID: clientID, authority: authority, scopes: parameters.scopes,
-                                                 claims: parameters.claims, timeoutSeconds: parameters.timeout.map { Int(max($0, 1).rounded(.up)) })
+                                                 claims: parameters.claims, timeoutSeconds: parameters.timeout.map { Int(min(max($0, 1), 86_400).rounded(.up)) },
+                                                 clientCapabilities: options.clientCapabilities)
             return try keeper.deviceCodeSignIn(request, onCode: { onCode(DeviceCodeMessage($0)) }, isCancelled: isCancelled)
         }
         let endpoints = try client.endpointsBlocking(for: authority, cancelled: isCancelled)
@@ -200,6 +203,7 @@ extension PublicClientApplication {
         if let type = response.tokenType, !ASCII.equalsIgnoringCase(type, "Bearer") {
             throw TokenCacheError.invalidResponse("token_type", "is not Bearer, though a Bearer token was requested")
         }
+        try options.admitsSignIn?(response, clientID, authority, scopes)
         return try store.save(response, clientID: clientID, authority: authority, scopes: scopes, homeAccountID: nil)
     }
 }

@@ -54,6 +54,10 @@ public final class PublicClientApplication: Sendable {
         /// device-bound tokens and passes Conditional Access device compliance). Never by
         /// default; a broker that is this cache's own provider (`tokencache broker`) is never asked.
         public var broker: BrokerUse = .never
+        /// Whether a sign-in's tokens may be saved (the token keeper's rule: only an account its
+        /// group holds already); nil saves every sign-in. Asked with the token endpoint's answer,
+        /// the client, the authority the sign-in is saved under and its scopes, before anything is saved.
+        package var admitsSignIn: (@Sendable (TokenResponse, ClientID, Authority, [String]) throws(TokenCacheError) -> Void)?
 
         public init() {}
     }
@@ -71,7 +75,7 @@ public final class PublicClientApplication: Sendable {
     /// The pipeline's refresh of this app's tokens, on `client` and `store` (for a client ID
     /// `ClientID` refused: its error, thrown by every request).
     let redeemer: Result<TokenRedeemer, TokenCacheError>
-    let options: Options
+    package let options: Options
     /// The Secret Service connection for opted-in keyring stores when the group is not kept
     /// there: opened on first use, then kept (shared with ``redeeming(at:)``'s apps).
     let storesKeyring: Locked<SecretServiceBackend?>

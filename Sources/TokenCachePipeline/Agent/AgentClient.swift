@@ -94,13 +94,17 @@ package struct AgentClient: Sendable {
         try AgentTrust.checkPeer(of: socket, at: path, trusting: trustedUIDs)
         socket.setTimeouts(seconds: Self.timeoutSeconds)
         guard socket.write(all: AgentProtocol.encode(request)) else { throw closed() }
-        var expiresOn: Int64?
+        // Set by a device code's first answer: the keeper answers by the code's expiry (this bound is for a keeper that stopped).
+        var giveUp: ContinuousClock.Instant?
         while true {
-            if let expiresOn {
+            if let giveUp {
                 // Waiting for the user: a second at a time, to hear the caller's cancellation.
                 while !socket.waitReadable(milliseconds: 1000) {
                     if isCancelled() { throw TokenCacheError(.cancelled, "The device code sign-in was cancelled; nothing was saved.", hint: "Start the sign-in again when the user is ready") }
-                    if Int64(Date().timeIntervalSince1970) > expiresOn + Int64(Self.timeoutSeconds) { throw closed() }
+                    if ContinuousClock.now > giveUp {
+                        throw TokenCacheError(.timedOut, "The token keeper at \(path) did not answer by the device code's expiry; nothing was saved here.",
+                                              hint: "Start the sign-in again; if it repeats, check the keeper's journal", reason: .deviceCodeTimedOut)
+                    }
                 }
             }
             guard let message = AgentProtocol.readMessage(from: socket) else { throw closed() }
@@ -109,9 +113,10 @@ package struct AgentClient: Sendable {
                                       hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
             }
             if let failure = response.error { throw AgentTrust.asAgentsAnswer(failure.error, path: path) }
-            if takesDeviceCode, expiresOn == nil, let code = response.deviceCode, response.token == nil {
+            if takesDeviceCode, giveUp == nil, let code = response.deviceCode, response.token == nil {
                 onDeviceCode(code)
-                expiresOn = code.expiresOn
+                let lifetime = max(code.expiresOn - Int64(Date().timeIntervalSince1970), 0) + Int64(Self.timeoutSeconds)
+                giveUp = ContinuousClock.now + .seconds(lifetime)
                 continue
             }
             return (response, message)

@@ -28,16 +28,21 @@ package struct KeeperCodeRedemption: Codable, Sendable {
     package var nonce: String
     /// A claims challenge (JSON) the sign-in answered.
     package var claims: String?
+    /// The authority's kind (`aad`, `b2c`, `adfs`, `oidc`), as the app set or inferred it.
+    package var authorityType: String?
+    /// The app's client capabilities (`cp1`), merged into the redemption's claims as the app's own would be.
+    package var clientCapabilities: [String]?
 
     package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], code: String, redirectURI: String,
-                 codeVerifier: String, nonce: String, claims: String?) {
+                 codeVerifier: String, nonce: String, claims: String?, clientCapabilities: [String]) {
         (self.group, self.clientID, self.authority, self.scopes) = (group, clientID.value, authority.url.absoluteString, scopes)
         (self.code, self.redirectURI, self.codeVerifier, self.nonce, self.claims) = (code, redirectURI, codeVerifier, nonce, claims)
+        (authorityType, self.clientCapabilities) = (authority.kind.rawValue, clientCapabilities.isEmpty ? nil : clientCapabilities)
     }
 
     enum CodingKeys: String, CodingKey {
         case version, op, group, clientID = "client_id", authority, scopes, code, redirectURI = "redirect_uri",
-             codeVerifier = "code_verifier", nonce, claims
+             codeVerifier = "code_verifier", nonce, claims, authorityType = "authority_type", clientCapabilities = "client_capabilities"
     }
 
     /// The grant the token endpoint is sent.
@@ -94,16 +99,26 @@ package struct KeeperDeviceCodeSignIn: Codable, Sendable {
     package var authority: String
     package var scopes: [String]
     package var claims: String?
-    /// The app's bound on the wait, in seconds (nil: as long as the code lives).
+    /// The app's bound on the wait, in seconds (nil: as long as the code lives, at most ``defaultTimeoutSeconds``).
     package var timeoutSeconds: Int?
+    /// The authority's kind (`aad`, `b2c`, `adfs`, `oidc`), as the app set or inferred it.
+    package var authorityType: String?
+    /// The app's client capabilities (`cp1`).
+    package var clientCapabilities: [String]?
 
-    package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], claims: String?, timeoutSeconds: Int?) {
+    /// The keeper's bound on a wait the app did not bound: Entra ID's codes live 15 minutes.
+    package static let defaultTimeoutSeconds = 900
+
+    package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], claims: String?, timeoutSeconds: Int?,
+                 clientCapabilities: [String]) {
         (self.group, self.clientID, self.authority, self.scopes) = (group, clientID.value, authority.url.absoluteString, scopes)
-        (self.claims, self.timeoutSeconds) = (claims, timeoutSeconds)
+        (self.claims, self.timeoutSeconds) = (claims, timeoutSeconds.map { min(max($0, 1), Self.maximumTimeoutSeconds) })
+        (authorityType, self.clientCapabilities) = (authority.kind.rawValue, clientCapabilities.isEmpty ? nil : clientCapabilities)
     }
 
     enum CodingKeys: String, CodingKey {
-        case version, op, group, clientID = "client_id", authority, scopes, claims, timeoutSeconds = "timeout_seconds"
+        case version, op, group, clientID = "client_id", authority, scopes, claims, timeoutSeconds = "timeout_seconds",
+             authorityType = "authority_type", clientCapabilities = "client_capabilities"
     }
 }
 
@@ -131,12 +146,17 @@ package struct KeeperNativeRedemption: Codable, Sendable {
     package var authority: String
     package var scopes: [String]
     package var grant: [String: String]
+    /// The app's client capabilities (`cp1`).
+    package var clientCapabilities: [String]?
 
-    package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], grant: [String: String]) {
+    package init(group: String?, clientID: ClientID, authority: Authority, scopes: [String], grant: [String: String], clientCapabilities: [String]) {
         (self.group, self.clientID, self.authority, self.scopes, self.grant) = (group, clientID.value, authority.url.absoluteString, scopes, grant)
+        self.clientCapabilities = clientCapabilities.isEmpty ? nil : clientCapabilities
     }
 
-    enum CodingKeys: String, CodingKey { case version, op, group, clientID = "client_id", authority, scopes, grant }
+    enum CodingKeys: String, CodingKey {
+        case version, op, group, clientID = "client_id", authority, scopes, grant, clientCapabilities = "client_capabilities"
+    }
 
     /// Checks that the grant is one that ends a native sign-in, with its fields only.
     /// - Throws: `invalidArgument` naming the field.
@@ -166,10 +186,15 @@ package struct KeeperSignInCheck: Codable, Sendable {
     package var op = KeeperSignInCheck.operation
     package var group: String?
     package var clientID: String
+    /// The authority the app signs in at: the keeper redeems only at hosts its group's accounts signed in at.
+    package var authority: String
+    package var authorityType: String?
 
-    package init(group: String?, clientID: ClientID) { (self.group, self.clientID) = (group, clientID.value) }
+    package init(group: String?, clientID: ClientID, authority: Authority) {
+        (self.group, self.clientID, self.authority, authorityType) = (group, clientID.value, authority.url.absoluteString, authority.kind.rawValue)
+    }
 
-    enum CodingKeys: String, CodingKey { case version, op, group, clientID = "client_id" }
+    enum CodingKeys: String, CodingKey { case version, op, group, clientID = "client_id", authority, authorityType = "authority_type" }
 }
 
 extension AgentClient {
@@ -179,27 +204,19 @@ extension AgentClient {
     ///   `cancelled` when `isCancelled` said so, `agentUnavailable`.
     package func deviceCodeSignIn(_ request: KeeperDeviceCodeSignIn, onCode: (AgentProtocol.DeviceCode) -> Void,
                                   isCancelled: @escaping @Sendable () -> Bool) throws(TokenCacheError) -> TokenResult {
-        guard let token = try exchange(request, onDeviceCode: onCode, isCancelled: isCancelled).token, let account = token.account else {
-            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered a sign-in without the token and its account.",
-                                  hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
-        }
-        return token.result(of: account.cachedAccount)
+        try signedIn(exchange(request, onDeviceCode: onCode, isCancelled: isCancelled))
     }
 
     /// Sends the grant that ends a native sign-in to the token keeper; returns its token, with the ID token and account.
     /// - Throws: the keeper's error: the provider's refusal keeps its server details (`server`).
     package func redeem(_ redemption: KeeperNativeRedemption) throws(TokenCacheError) -> TokenResult {
-        guard let token = try exchange(redemption).token, let account = token.account else {
-            throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered a sign-in without the token and its account.",
-                                  hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
-        }
-        return token.result(of: account.cachedAccount)
+        try signedIn(exchange(redemption))
     }
 
     /// Asks the token keeper whether it would redeem a sign-in of `clientID` for this process.
     /// - Throws: the keeper's refusal (`accessDenied`, `notFound` for a group not enrolled), `agentUnavailable`.
-    package func checkSignIn(clientID: ClientID) throws(TokenCacheError) {
-        _ = try exchange(KeeperSignInCheck(group: group, clientID: clientID))
+    package func checkSignIn(clientID: ClientID, authority: Authority) throws(TokenCacheError) {
+        _ = try exchange(KeeperSignInCheck(group: group, clientID: clientID, authority: authority))
     }
 
     /// Sends `redemption` to the token keeper and returns the token it answers, with the ID token
@@ -207,7 +224,12 @@ extension AgentClient {
     /// - Throws: the keeper's error (`accessDenied` for an app it does not allow, `authorizationFailed`
     ///   for a code the token endpoint refused…), `agentUnavailable` when it cannot be reached.
     package func redeem(_ redemption: KeeperCodeRedemption) throws(TokenCacheError) -> TokenResult {
-        guard let token = try exchange(redemption).token, let account = token.account else {
+        try signedIn(exchange(redemption))
+    }
+
+    /// A sign-in answer's token, with its account (the keeper always sends both).
+    private func signedIn(_ response: AgentProtocol.Response) throws(TokenCacheError) -> TokenResult {
+        guard let token = response.token, let account = token.account else {
             throw TokenCacheError(.agentUnavailable, "The token keeper at \(path) answered a sign-in without the token and its account.",
                                   hint: "Use a tokencache of the same release on both sides", reason: .agentProtocol(path: path))
         }

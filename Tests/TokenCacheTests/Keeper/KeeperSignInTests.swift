@@ -107,17 +107,22 @@ struct KeeperSignInTests {
 
     @Test("Enrolled, Alice's allowed app signs in natively with a password and the keeper redeems the flow's last grant: the refresh token is the keeper's alone, and a wrong password is the same typed error as without the keeper")
     func nativeSignInRedeemedByTheKeeper() async throws {
-        let scenario = try await KeeperScenario.withAliceEnrolled()
+        // Paul is one of Alice's enrolled accounts (a sign-in through the keeper adds none), at the provider that also answers native authentication.
+        let scenario = try KeeperScenario()
         defer { scenario.cleanUp() }
-        let stand = try await NativeAuthStandIn()
-        try await stand.addUsers()
+        let mailbox = try TestEnvironment.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: mailbox) }
+        try await scenario.idp.control(["native_mailbox": mailbox.path, "tenant_domains": [NativeAuthStandIn.domain: Fixtures.tenantA],
+                                        "native_users": [NativeAuthStandIn.passwordUser: ["uid": NativeAuthStandIn.paul.uid, "password": NativeAuthStandIn.password]]])
+        let enrolled = try await scenario.enrollAlice(accounts: [Fixtures.alice, NativeAuthStandIn.paul])
+        try #require(enrolled.status == 0, "\(enrolled.stderr)\n\(scenario.log)")
         let file = scenario.alice.home + "/password"
         func login(password: String) throws -> ProcessOutput {
             try Data((password + "\n").utf8).write(to: URL(fileURLWithPath: file))
             chown(file, scenario.alice.uid, scenario.alice.gid)
             chmod(file, 0o600)
             return try scenario.findingTheKeeper(as: scenario.alice, ["login", "--native", "--username", NativeAuthStandIn.passwordUser, "--password-file", file,
-                                                                     "--client", Fixtures.appOne, "--authority", stand.idp.authority().description, "--scopes", "User.Read"])
+                                                                     "--client", Fixtures.appOne, "--authority", scenario.idp.authority().description, "--scopes", "User.Read"])
         }
         let wrong = try login(password: "Wrong-password-1")
         #expect(wrong.status == 1 && wrong.stderr.contains("password is wrong"), "\(wrong.stdout)\(wrong.stderr)\n\(scenario.log)")
@@ -125,13 +130,40 @@ struct KeeperSignInTests {
         #expect(good.status == 0 && good.stdout.contains("Signed in as \(NativeAuthStandIn.passwordUser)") && good.stdout.contains("in the token keeper"),
                 "\(good.stdout)\(good.stderr)\n\(scenario.log)")
 
-        let issued = try #require(try await stand.idp.stats().issued_refresh_tokens?.last, "the provider issued no refresh token")
+        let issued = try #require(try await scenario.idp.stats().issued_refresh_tokens?.last, "the provider issued no refresh token")
         let kept = String(decoding: try scenario.keptStore().exportMSALJSON(), as: UTF8.self)
-        #expect(kept.contains(issued) && kept.contains(NativeAuthStandIn.passwordUser), "the keeper's store holds the native sign-in")
+        #expect(kept.contains(issued), "the keeper's store holds the native sign-in's refresh token")
         #expect(!good.stdout.contains(issued) && !good.stderr.contains(issued) && !scenario.homeFiles(scenario.alice).contains(issued))
         #expect(scenario.log.contains("redeem-native password group \(scenario.group) client \(Fixtures.appOne)")
                 && scenario.log.contains("-> granted: signed in \(NativeAuthStandIn.passwordUser)"), "\(scenario.log)")
         #expect(!scenario.log.contains(issued) && !scenario.log.contains(NativeAuthStandIn.password), "\(scenario.log)")
+    }
+
+    @Test("A sign-in through the keeper adds no account (any process of Alice's can start her allowed app with a browser of its choosing): Bob signing in with a device code at her provider is refused after the code and nothing is saved; an authority at a host none of her accounts signed in at is refused before anything is sent to it")
+    func signInAddsNoAccount() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled()
+        defer { scenario.cleanUp() }
+        try await scenario.idp.control(["browser_action": "none", "sign_in_user": ["uid": Fixtures.bob.uid, "utid": Fixtures.bob.tenant, "username": Fixtures.bob.username]])
+        let command = scenario.findingTheKeeperCommand(as: scenario.alice, ["login", "--device-code", "--client", Fixtures.appOne,
+                                                                           "--authority", scenario.idp.authority().url.absoluteString, "--scopes", "User.Read"])
+        let login = try RunningProgram(URL(fileURLWithPath: command.executable), arguments: command.arguments, environment: scenario.alice.environment())
+        defer { kill(login.processIdentifier, SIGKILL) }
+        let code = try await login.shown(#"enter the code (\w+)"#)
+        try await scenario.idp.control(["approve_device": code])
+        #expect(await login.exitStatus() == 1, "\(login.stdout)\(login.stderr)\n\(scenario.log)")
+        #expect(login.stderr.contains("adds no account") && login.stderr.contains("tokencache keeper --enroll"), "\(login.stderr)")
+        let kept = String(decoding: try scenario.keptStore().exportMSALJSON(), as: UTF8.self)
+        #expect(!kept.contains(Fixtures.bob.username) && !kept.contains(Fixtures.bob.uid), "nothing of Bob's was saved")
+        #expect(scenario.log.contains("sign-in-device-code") && scenario.log.contains("-> refused"), "\(scenario.log)")
+
+        // Another provider, named by another host name (her accounts signed in at 127.0.0.1).
+        let elsewhere = try FakeIdentityProvider()
+        let other = try scenario.findingTheKeeper(as: scenario.alice, ["login", "--client", Fixtures.appOne, "--authority", "http://localhost:\(elsewhere.port)/\(Fixtures.tenantA)",
+                                                                      "--scopes", "User.Read"], environment: ["BROWSER": "/bin/false"])
+        #expect(other.status == 1 && other.stderr.contains("signed in at"), "\(other.stdout)\(other.stderr)")
+        let stats = try await elsewhere.stats()
+        #expect(stats.token_requests == 0 && stats.discovery_requests == 0, "nothing was sent to the other host: \(stats.token_requests) \(stats.discovery_requests)")
+        #expect(scenario.log.contains("sign-in-check") && scenario.log.contains("none of group"), "\(scenario.log)")
     }
 
     @Test("A process of Alice's that is not an allowed app (python3) sending a sign-in to redeem with the allowed client ID is refused (accessDenied) and nothing is redeemed; a redirect that is not loopback or a verifier that is not PKCE's is invalidArgument")
@@ -173,7 +205,8 @@ struct KeeperCodeRedemptionTests {
     func redemption(redirect: String = "http://localhost:8400", verifier: String = String(repeating: "A", count: 43), nonce: String = "n",
                     scopes: [String] = ["User.Read"]) throws -> KeeperCodeRedemption {
         KeeperCodeRedemption(group: nil, clientID: try ClientID(Fixtures.appOne), authority: try Authority("https://login.microsoftonline.com/common"),
-                             scopes: scopes, code: "code", redirectURI: redirect, codeVerifier: verifier, nonce: nonce, claims: nil)
+                             scopes: scopes, code: "code", redirectURI: redirect, codeVerifier: verifier, nonce: nonce, claims: nil,
+                             clientCapabilities: [])
     }
 
     /// Whether `body` throws `invalidArgument`.
