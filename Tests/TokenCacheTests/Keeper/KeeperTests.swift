@@ -70,6 +70,9 @@ final class KeeperScenario: @unchecked Sendable {
     let confined: Bool
     /// Whether the keeper takes calls `tokencache broker` forwards (`--broker-forwarding`).
     var brokerForwarding = false
+    /// Whether the keeper is started on its socket's first connection, as `tokencache-keeper.socket`
+    /// starts it (``startKeeper()``).
+    let socketActivated: Bool
 
     var app: String { appDirectory + "/tokencache" }
     var socket: String { root + "/run/keeper.sock" }
@@ -80,8 +83,9 @@ final class KeeperScenario: @unchecked Sendable {
     var pamService: String { "tokencache-keeper-test-\(id)" }
     var pamFile: String { "/etc/pam.d/\(pamService)" }
 
-    init(confined: Bool = false, brokerForwarding: Bool = false) throws {
+    init(confined: Bool = false, brokerForwarding: Bool = false, socketActivated: Bool = false) throws {
         self.confined = confined
+        self.socketActivated = socketActivated
         self.brokerForwarding = brokerForwarding
         root = "/tmp/tck-\(id)"
         appDirectory = "/opt/tck-\(id)"
@@ -122,11 +126,19 @@ final class KeeperScenario: @unchecked Sendable {
     /// are read-only (`ProtectSystem=strict`, `ProtectHome=read-only`; its state stays writable),
     /// with only `CAP_SYS_PTRACE` and `CAP_DAC_READ_SEARCH` in its bounding set, no inheritable
     /// capability and no new privileges (`CapabilityBoundingSet=`, `NoNewPrivileges=yes`).
+    ///
+    /// Socket-activated, systemd's own `systemd-socket-activate` listens on the socket (made
+    /// 0666, as the socket unit's `SocketMode=`) and starts the keeper in its place on the first
+    /// connection, passing the listening socket as systemd does (`LISTEN_FDS`, `LISTEN_PID`);
+    /// this returns once it listens, and the keeper's own lines go to the log when it starts.
     func startKeeper() throws {
         let process = Process()
         let arguments = ["keeper", "--socket", socket, "--state-dir", state, "--apps-dir", apps, "--pam-service", pamService]
             + (brokerForwarding ? ["--broker-forwarding"] : [])
-        if confined {
+        if socketActivated {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = ["-c", Self.socketActivation, socket, app] + arguments
+        } else if confined {
             let script = """
                 set -e
                 for path in /usr /etc /opt /home; do [ -d "$path" ] || continue; mount --bind "$path" "$path"; mount -o remount,bind,ro "$path"; done
@@ -148,11 +160,13 @@ final class KeeperScenario: @unchecked Sendable {
         try process.run()
         keeper = process
         // Ready once it says so on standard error; then the rest of its lines go to the log file.
+        let ready = socketActivated ? "Listening on" : "serving at"
         var text = ""
-        while !text.contains("serving at"), let byte = try errors.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
+        while !text.contains(ready), let byte = try errors.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
             text += String(decoding: byte, as: UTF8.self)
         }
-        guard text.contains("serving at") else { throw KeeperTestError("the keeper did not start: \(text)") }
+        guard text.contains(ready) else { throw KeeperTestError("the keeper did not start: \(text)") }
+
         let log = try FileHandle(forWritingTo: keeperLog)
         log.seekToEndOfFile()
         log.write(Data(text.utf8))
@@ -162,6 +176,26 @@ final class KeeperScenario: @unchecked Sendable {
             if data.isEmpty { handle.readabilityHandler = nil } else { log.write(data) }
         }
     }
+
+    /// What systemd does for `tokencache-keeper.socket` (PID 1 is not systemd here, and
+    /// systemd-socket-activate cannot set `PassCredentials=`): the socket made 0666 with
+    /// SO_PASSCRED, listening; on the first connection the keeper is started in this process's
+    /// place with the listening socket as fd 3, `LISTEN_FDS=1` and `LISTEN_PID` its pid.
+    static let socketActivation = """
+        import os, select, socket, sys
+        path, program = sys.argv[1], sys.argv[2]
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        listener.bind(path)
+        os.chmod(path, 0o666)
+        listener.listen(64)
+        print("Listening on %s" % path, file=sys.stderr, flush=True)
+        select.select([listener], [], [])
+        os.dup2(listener.fileno(), 3)
+        os.set_inheritable(3, True)
+        print("Communication attempt; execing %s" % program, file=sys.stderr, flush=True)
+        os.execve(program, sys.argv[2:], dict(os.environ, LISTEN_FDS="1", LISTEN_PID=str(os.getpid())))
+        """
 
     /// Kills the keeper with SIGKILL (no clean-up of its own) and waits until it is gone.
     func killKeeper() {
@@ -202,8 +236,8 @@ final class KeeperScenario: @unchecked Sendable {
     }
 
     /// A scenario where Alice has enrolled (cleaned up here when that fails).
-    static func withAliceEnrolled(confined: Bool = false, brokerForwarding: Bool = false) async throws -> KeeperScenario {
-        let scenario = try KeeperScenario(confined: confined, brokerForwarding: brokerForwarding)
+    static func withAliceEnrolled(confined: Bool = false, brokerForwarding: Bool = false, socketActivated: Bool = false) async throws -> KeeperScenario {
+        let scenario = try KeeperScenario(confined: confined, brokerForwarding: brokerForwarding, socketActivated: socketActivated)
         do {
             let enrolled = try await scenario.enrollAlice()
             guard enrolled.status == 0 else { throw KeeperTestError("enrol as Alice: \(enrolled.stderr)\n\(scenario.log)") }
@@ -747,6 +781,17 @@ struct KeeperTests {
         #expect(lstat(file, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
     }
 
+    @Test("Socket activation as tokencache-keeper.socket does it (the socket with PassCredentials, the keeper started on the first connection with the listening socket passed as LISTEN_FDS): the keeper takes it, answers that first, queued request (Alice's enrolment, its sender checked) and then her allowed app's token")
+    func socketActivation() async throws {
+        let scenario = try await KeeperScenario.withAliceEnrolled(socketActivated: true)
+        defer { scenario.cleanUp() }
+        #expect(scenario.log.contains("serving at the socket systemd passed"), "the keeper took the passed socket:\n\(scenario.log)")
+        #expect(scenario.log.contains("Communication attempt; execing \(scenario.app)"), "started on the first connection:\n\(scenario.log)")
+        let token = try scenario.token(as: scenario.alice)
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token.stdout)\(token.stderr)\n\(scenario.log)")
+        #expect(!token.stdout.contains(scenario.refreshToken))
+    }
+
     @Test("The hardened systemd unit and socket (packaging/systemd) pass systemd-analyze verify (ExecStart pointed at the built binary); in CI systemd-analyze must be there")
     func systemdUnitsVerify() throws {
         let analyze = "/usr/bin/systemd-analyze"
@@ -761,7 +806,7 @@ struct KeeperTests {
                      "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH"] {
             #expect(service.contains("\n\(line)\n"), "the unit lacks \(line)")
         }
-        #expect(socket.contains("\nListenStream=/run/tokencache/keeper.sock\n") && socket.contains("\nSocketMode=0666\n"))
+        #expect(socket.contains("\nListenStream=/run/tokencache/keeper.sock\n") && socket.contains("\nSocketMode=0666\n") && socket.contains("\nPassCredentials=yes\n"))
         // systemd-analyze checks that ExecStart's program exists: the built one stands in for /usr/bin/tokencache.
         let directory = try TestEnvironment.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
