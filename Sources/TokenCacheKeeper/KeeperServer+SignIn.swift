@@ -100,18 +100,11 @@ extension KeeperServer {
         let host = request.flatMap { try? Authority($0.authority).environment }.map { " at \(KeeperAudit.printable($0))" } ?? ""
         do throws(TokenCacheError) {
             guard let request else { throw TokenCacheError.invalidArgument("request", malformed, hint: "See docs/KEEPER.md, \"Signing in\"") }
-            let client = try ClientID(required: request.clientID, field: "client_id")
             guard !request.scopes.isEmpty else { throw TokenCacheError.invalidArgument("scopes", "is empty", hint: "Name at least one scope") }
-            let kind = try request.authorityType.map { (type) throws(TokenCacheError) in
-                guard let kind = Authority.Kind(rawValue: type) else { throw TokenCacheError.invalidArgument("authority_type", "is not aad, b2c, adfs or oidc") }
-                return kind
-            }
-            let authority = try Authority(request.authority, kind: kind)
-            try validate()
-            let (store, _) = try authorize(caller, group: named, client: client)
-            let app = PublicClientApplication(clientID: client, authority: authority, store: store,
-                                              options: try confined(store, authority: authority, capabilities: request.clientCapabilities ?? []))
-            let result = try body(app, client, authority)
+            let (client, authority, store, options) = try signInTarget(clientID: request.clientID, authority: request.authority, type: request.authorityType,
+                                                                       capabilities: request.clientCapabilities ?? [], named: named, caller: caller,
+                                                                       validate: validate)
+            let result = try body(PublicClientApplication(clientID: client, authority: authority, store: store, options: options), client, authority)
             guard let account = result.account else { throw TokenCacheError.invalidResponse("id_token", "names no account") }
             decided(caller, op: op, group: store.group.name, request: logged, outcome: "granted: signed in \(account.username) (\(account.homeAccountID))\(host)")
             return AgentProtocol.Response(token: AgentProtocol.Token(forBroker: result, account: account))
@@ -119,6 +112,23 @@ extension KeeperServer {
             decided(caller, op: op, group: named, request: logged, outcome: "\(error.code == .accessDenied ? "refused" : "failed"): \(error.code) \(error.message)\(host)")
             return AgentProtocol.Response(error)
         }
+    }
+
+    /// What a sign-in op or `sign-in-check` names, checked (`validate`: the op's own fields, before
+    /// authorization) and authorized: the client, the authority of its kind, the caller's store
+    /// and the keeper's options confining the sign-in to it (``confined(_:authority:capabilities:)``).
+    func signInTarget(clientID: String, authority text: String, type: String?, capabilities: [String], named: String?, caller: KeeperCaller,
+                      validate: () throws(TokenCacheError) -> Void = {}) throws(TokenCacheError)
+        -> (ClientID, Authority, AccountStore, PublicClientApplication.Options) {
+        let client = try ClientID(required: clientID, field: "client_id")
+        let kind = try type.map { (type) throws(TokenCacheError) in
+            guard let kind = Authority.Kind(rawValue: type) else { throw TokenCacheError.invalidArgument("authority_type", "is not aad, b2c, adfs or oidc") }
+            return kind
+        }
+        let authority = try Authority(text, kind: kind)
+        try validate()
+        let (store, _) = try authorize(caller, group: named, client: client)
+        return (client, authority, store, try confined(store, authority: authority, capabilities: capabilities))
     }
 
     /// The keeper's options for a sign-in into `store` at `authority`: refused before any request

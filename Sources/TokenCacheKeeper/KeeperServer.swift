@@ -222,10 +222,8 @@ package final class KeeperServer: Sendable {
                 guard let check = try? JSONDecoder().decode(KeeperSignInCheck.self, from: message) else {
                     throw TokenCacheError.invalidArgument("request", "is not a sign-in check (client_id)", hint: "See docs/KEEPER.md, \"Signing in\"")
                 }
-                let client = try ClientID(required: check.clientID, field: "client_id")
-                let authority = try Authority(check.authority, kind: check.authorityType.flatMap(Authority.Kind.init(rawValue:)))
-                let (store, _) = try authorize(caller, group: envelope.group, client: client)
-                _ = try confined(store, authority: authority, capabilities: [])
+                let (client, authority, store, _) = try signInTarget(clientID: check.clientID, authority: check.authority, type: check.authorityType,
+                                                                     capabilities: [], named: envelope.group, caller: caller)
                 decided(caller, op: op, group: store.group.name, request: AgentProtocol.Request(operation: .token, clientID: client.value),
                         outcome: "granted: may sign in at \(KeeperAudit.printable(authority.environment))")
                 return AgentProtocol.Response()
