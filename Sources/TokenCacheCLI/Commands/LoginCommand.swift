@@ -20,7 +20,10 @@ struct LoginCommand: ParsableCommand {
         cannot read the request from its arguments. With --device-code it prints a code to enter \
         on another device instead (RFC 8628): for SSH sessions and machines without a browser. \
         The tokens are saved in the group, so every app of the group sees the account, and apps \
-        of the same family get tokens silently (`tokencache token --refresh`). Prints the \
+        of the same family get tokens silently (`tokencache token --refresh`). For a user \
+        enrolled with the token keeper (found by itself, as for `token`), the keeper redeems \
+        the sign-in and keeps its refresh token; it renews an account of the group and adds \
+        none (add one with --backend file, then `tokencache keeper --enroll`). Prints the \
         account signed in. Exit code 1 when the sign-in fails or is cancelled, 64 for bad arguments.
 
         Examples:
