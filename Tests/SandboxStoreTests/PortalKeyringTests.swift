@@ -26,13 +26,14 @@ struct PortalKeyringTests {
     /// secret-tool waits forever. Its runs here are bounded (20 s: the harness is killed, and
     /// bubblewrap's --die-with-parent ends the sandbox) and retried, one at a time. (`timeout`
     /// inside cannot do it: the test process's children inherit a mask that blocks SIGALRM.)
+    /// Five tries: pinned to one core in CI, three in a row lost the race (the Snap test, 2026-12-04).
     static let secretToolTurn = NSLock()
 
     func secretTool(_ arguments: [String], input: Data? = nil) throws -> ProcessOutput {
         Self.secretToolTurn.lock()
         defer { Self.secretToolTurn.unlock() }
         var output = try sandboxed(["secret-tool"] + arguments, input: input, bound: 20)
-        for _ in 0..<2 where output.status == 124 { output = try sandboxed(["secret-tool"] + arguments, input: input, bound: 20) }
+        for _ in 0..<4 where output.status == 124 { output = try sandboxed(["secret-tool"] + arguments, input: input, bound: 20) }
         return output
     }
 
